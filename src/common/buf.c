@@ -1,0 +1,105 @@
+/*
+ * buf.c — growable byte buffers (see buf.h).
+ *
+ * Growth doubles the capacity (minimum 64 bytes) so appends are amortised
+ * O(1); the MW_BUF_MAX_BYTES cap turns runaway growth into -EFBIG.
+ */
+#include "common/buf.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void mw_buf_init(mw_buf_t *b) {
+  assert(b != NULL);
+  b->data = NULL;
+  b->len = 0;
+  b->cap = 0;
+}
+
+void mw_buf_free(mw_buf_t *b) {
+  if (b == NULL) return;
+  free(b->data);
+  mw_buf_init(b);
+}
+
+void mw_buf_reset(mw_buf_t *b) {
+  assert(b != NULL);
+  b->len = 0;
+}
+
+int mw_buf_reserve(mw_buf_t *b, size_t extra) {
+  assert(b != NULL);
+  assert(b->len <= b->cap);
+  if (extra > MW_BUF_MAX_BYTES - b->len) return -EFBIG;
+  size_t need = b->len + extra;
+  if (need <= b->cap) return 0;
+  size_t cap = b->cap < 64 ? 64 : b->cap;
+  while (cap < need) cap = cap > MW_BUF_MAX_BYTES / 2 ? MW_BUF_MAX_BYTES : cap * 2;
+  uint8_t *p = realloc(b->data, cap);
+  if (p == NULL) return -ENOMEM;
+  b->data = p;
+  b->cap = cap;
+  return 0;
+}
+
+int mw_buf_append(mw_buf_t *b, const void *p, size_t n) {
+  if (n == 0) return 0;
+  assert(p != NULL);
+  int rc = mw_buf_reserve(b, n);
+  if (rc < 0) return rc;
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
+int mw_buf_fill(mw_buf_t *b, uint8_t v, size_t n) {
+  if (n == 0) return 0;
+  int rc = mw_buf_reserve(b, n);
+  if (rc < 0) return rc;
+  memset(b->data + b->len, v, n);
+  b->len += n;
+  return 0;
+}
+
+int mw_buf_align(mw_buf_t *b, size_t align, uint8_t v) {
+  assert(align != 0 && (align & (align - 1)) == 0);
+  size_t rem = b->len & (align - 1);
+  return rem == 0 ? 0 : mw_buf_fill(b, v, align - rem);
+}
+
+int mw_buf_put_u8(mw_buf_t *b, uint8_t v) { return mw_buf_append(b, &v, 1); }
+
+int mw_buf_put_u16le(mw_buf_t *b, uint16_t v) {
+  uint8_t t[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+  return mw_buf_append(b, t, 2);
+}
+
+int mw_buf_put_u32le(mw_buf_t *b, uint32_t v) {
+  uint8_t t[4];
+  mw_store_u32le(t, v);
+  return mw_buf_append(b, t, 4);
+}
+
+int mw_buf_put_u64le(mw_buf_t *b, uint64_t v) {
+  uint8_t t[8];
+  mw_store_u64le(t, v);
+  return mw_buf_append(b, t, 8);
+}
+
+void *mw_buf_extend(mw_buf_t *b, size_t n) {
+  if (mw_buf_reserve(b, n) < 0) return NULL;
+  void *p = b->data + b->len;
+  if (n > 0) memset(p, 0, n);
+  b->len += n;
+  return p;
+}
+
+uint8_t *mw_buf_steal(mw_buf_t *b, size_t *len) {
+  assert(b != NULL && len != NULL);
+  uint8_t *p = b->data;
+  *len = b->len;
+  mw_buf_init(b);
+  return p;
+}

@@ -1,0 +1,50 @@
+/*
+ * err.c — see err.h. The message is formatted once, at the failure site, so
+ * it can name the exact offset, field, file or line.
+ */
+#include "common/err.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int mw_err_set(mw_err_t *err, int code, const char *fmt, ...) {
+  assert(code <= 0);
+  if (err == NULL || err->code != 0) return code;
+  err->code = code;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+void mw_err_clear(mw_err_t *err) {
+  if (err == NULL) return;
+  err->code = 0;
+  err->msg[0] = '\0';
+}
+
+const char *mw_strerror(int code) {
+  switch (code) {
+    case 0: return "ok";
+    case -EBADMSG: return "malformed input";
+    case -ENOTSUP: return "not supported";
+    case -EEXIST: return "already exists";
+    case -ESTALE: return "fenced by a newer epoch";
+    case -ENOENT: return "not found";
+    case -ENOMEM: return "out of memory";
+    case -EFBIG: return "too large";
+    case -ENOSPC: return "no space left on device";
+    case -EIO: return "I/O error";
+    case -EINVAL: return "invalid argument";
+    case -EAGAIN: return "try again";
+    case -ECANCELED: return "cancelled";
+    default: break;
+  }
+  /* strerror() is not thread-safe in general, but glibc returns static
+   * strings for known codes, which is all we pass here. */
+  return strerror(-code);
+}

@@ -1,0 +1,1 @@
+/* placeholder: written by the bloom codec work (issue 3). */

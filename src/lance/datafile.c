@@ -1,0 +1,1 @@
+/* placeholder: written by the datafile codec work (issue 3). */

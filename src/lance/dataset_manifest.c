@@ -1,0 +1,1 @@
+/* placeholder: written by the dataset_manifest codec work (issue 3). */

@@ -1,0 +1,1 @@
+/* placeholder: written by the deletion codec work (issue 3). */

@@ -1,0 +1,1 @@
+/* placeholder: written by the ipc codec work (issue 3). */

@@ -1,0 +1,1 @@
+/* placeholder: written by the lance_schema codec work (issue 3). */

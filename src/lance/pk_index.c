@@ -1,0 +1,1 @@
+/* placeholder: written by the pk_index codec work (issue 3). */

@@ -1,0 +1,1 @@
+/* placeholder: written by the route codec work (issue 3). */

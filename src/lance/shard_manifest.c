@@ -1,0 +1,1 @@
+/* placeholder: written by the shard_manifest codec work (issue 3). */

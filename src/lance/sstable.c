@@ -1,0 +1,1 @@
+/* placeholder: written by the sstable codec work (issue 3). */

@@ -1,0 +1,2 @@
+/* placeholder: the batch codec work (issue 3) replaces this. 77 = skipped. */
+int main(void) { return 77; }
