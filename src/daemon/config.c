@@ -1,1 +1,514 @@
-/* placeholder */
+/*
+ * config.c — the key table, value parsers and the inih glue (see config.h).
+ *
+ * Every key is one row of `keys[]`: where it lives (daemon, storage or a
+ * table), its type, bounds, default and whether SIGHUP may change it. Adding
+ * a key is adding a row (and documenting it in conf/memwald.conf, which
+ * tests/e2e checks).
+ *
+ * Value syntax:
+ *   integers   decimal, optionally with a binary size suffix for byte counts:
+ *              KiB, MiB, GiB (e.g. `max_object_bytes = 64MiB`)
+ *   booleans   true/false, yes/no, on/off, 1/0
+ *   lists      `listen` may repeat, or hold several comma-separated addresses
+ *   long text  `schema` and `shards` may continue on indented lines (or
+ *              repeat); the pieces are joined with ", ". Debian's libinih
+ *              reads at most 199 characters per line, so a longer line is
+ *              refused with its line number rather than silently split.
+ */
+#include "daemon/config.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+typedef enum { SC_DAEMON, SC_STORAGE, SC_TABLE } scope_t;
+typedef enum { T_STR, T_JOIN, T_INT, T_BOOL, T_LEVEL, T_LISTEN, T_IO, T_WALC, T_CLAIM, T_TRIBOOL } ktype_t;
+
+typedef struct key {
+  scope_t scope;
+  const char *name;
+  ktype_t type;
+  size_t off;    /* into mw_config_t (daemon/storage) or mw_table_config_t */
+  size_t size;   /* T_STR capacity */
+  int64_t min, max;
+  bool reloadable;
+} cfg_key_t;
+
+#define D(f) offsetof(mw_config_t, f), sizeof(((mw_config_t *)0)->f)
+#define TB(f) offsetof(mw_table_config_t, f), sizeof(((mw_table_config_t *)0)->f)
+#define KiB 1024LL
+#define MiB (1024LL * 1024)
+#define GiB (1024LL * 1024 * 1024)
+
+static const cfg_key_t keys[] = {
+    {SC_DAEMON, "log_level", T_LEVEL, D(log_level), 0, 7, true},
+    {SC_DAEMON, "data_dir", T_STR, D(data_dir), 0, 0, false},
+    {SC_DAEMON, "admin_socket", T_STR, D(admin_socket), 0, 0, false},
+    {SC_DAEMON, "listen", T_LISTEN, D(listen), 0, 0, false},
+    {SC_DAEMON, "default_table", T_STR, D(default_table), 0, 0, false},
+    {SC_DAEMON, "auth_token", T_STR, D(auth_token), 0, 0, false},
+    {SC_DAEMON, "max_line_bytes", T_INT, D(max_line_bytes), 64, 64 * MiB, false},
+    {SC_DAEMON, "max_connections", T_INT, D(max_connections), 1, 1000000, false},
+    {SC_DAEMON, "max_unacked_bytes_per_connection", T_INT, D(max_unacked_bytes_per_connection),
+     4 * KiB, 1 * GiB, false},
+    {SC_DAEMON, "idle_timeout_ms", T_INT, D(idle_timeout_ms), 0, 86400000, false},
+    {SC_DAEMON, "ignore_unknown_fields", T_BOOL, D(ignore_unknown_fields), 0, 1, false},
+    {SC_DAEMON, "metrics_listen", T_STR, D(metrics_listen), 0, 0, false},
+    {SC_DAEMON, "shutdown_timeout_ms", T_INT, D(shutdown_timeout_ms), 0, 3600000, false},
+    {SC_STORAGE, "io_backend", T_IO, D(io_backend), 0, 0, false},
+    {SC_STORAGE, "max_inflight", T_INT, D(max_inflight), 1, 65536, false},
+    {SC_STORAGE, "max_object_bytes", T_INT, D(max_object_bytes), 4 * KiB, 16 * GiB, false},
+    {SC_TABLE, "uri", T_STR, TB(uri), 0, 0, false},
+    {SC_TABLE, "create", T_BOOL, TB(create), 0, 1, false},
+    {SC_TABLE, "schema", T_JOIN, TB(schema), 0, 0, false},
+    {SC_TABLE, "primary_key", T_STR, TB(primary_key), 0, 0, false},
+    {SC_TABLE, "spec", T_STR, TB(spec), 0, 0, false},
+    {SC_TABLE, "shards", T_JOIN, TB(shards), 0, 0, false},
+    {SC_TABLE, "claim", T_CLAIM, TB(claim), 0, 0, false},
+    {SC_TABLE, "durable_write", T_TRIBOOL, TB(durable_write), 0, 1, false},
+    {SC_TABLE, "max_wal_buffer_size", T_INT, TB(max_wal_buffer_size), 4 * KiB, 4 * GiB, false},
+    {SC_TABLE, "max_wal_flush_interval_ms", T_INT, TB(max_wal_flush_interval_ms), 0, 60000, false},
+    {SC_TABLE, "max_memtable_size", T_INT, TB(max_memtable_size), 64 * KiB, 64 * GiB, false},
+    {SC_TABLE, "max_memtable_rows", T_INT, TB(max_memtable_rows), 1, 1000000000, false},
+    {SC_TABLE, "max_memtable_batches", T_INT, TB(max_memtable_batches), 1, 1000000, false},
+    {SC_TABLE, "manifest_scan_batch_size", T_INT, TB(manifest_scan_batch_size), 1, 64, false},
+    {SC_TABLE, "max_unflushed_memtable_bytes", T_INT, TB(max_unflushed_memtable_bytes), 1 * MiB,
+     1024 * GiB, false},
+    {SC_TABLE, "backpressure_log_interval_ms", T_INT, TB(backpressure_log_interval_ms), 0,
+     86400000, false},
+    {SC_TABLE, "stats_log_interval_ms", T_INT, TB(stats_log_interval_ms), 0, 86400000, false},
+    {SC_TABLE, "wal_compression", T_WALC, TB(wal_compression), 0, 0, false},
+    {SC_TABLE, "sstable_zstd", T_BOOL, TB(sstable_zstd), 0, 1, false},
+    {SC_TABLE, "allow_unmaintained_indexes", T_BOOL, TB(allow_unmaintained_indexes), 0, 1, false},
+};
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+static const char *const scope_names[] = {"daemon", "storage", "table"};
+
+size_t mw_config_key_count(void) { return N_KEYS; }
+
+const char *mw_config_key_name(size_t i) {
+  static char names[N_KEYS][96];
+  assert(i < N_KEYS);
+  snprintf(names[i], sizeof names[i], "%s.%s%s", scope_names[keys[i].scope],
+           keys[i].scope == SC_TABLE ? "*." : "", keys[i].name);
+  return names[i];
+}
+
+bool mw_config_key_reloadable(size_t i) {
+  assert(i < N_KEYS);
+  return keys[i].reloadable;
+}
+
+static void table_defaults(mw_table_config_t *t, const char *name) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  snprintf(t->spec, sizeof t->spec, "unsharded");
+  snprintf(t->shards, sizeof t->shards, "all");
+  t->durable_write = -1;
+  t->max_wal_buffer_size = -1;
+  t->max_wal_flush_interval_ms = -1;
+  t->max_memtable_size = -1;
+  t->max_memtable_rows = -1;
+  t->max_memtable_batches = -1;
+  t->manifest_scan_batch_size = -1;
+  t->max_unflushed_memtable_bytes = -1;
+  t->backpressure_log_interval_ms = -1;
+  t->stats_log_interval_ms = -1;
+  t->wal_compression = MW_WAL_COMPRESSION_NONE;
+}
+
+void mw_config_defaults(mw_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->log_level = MW_LOG_INFO;
+  snprintf(cfg->data_dir, sizeof cfg->data_dir, "/var/lib/memwald");
+  snprintf(cfg->admin_socket, sizeof cfg->admin_socket, "/run/memwald/admin.sock");
+  snprintf(cfg->listen[0], sizeof cfg->listen[0], "127.0.0.1:7070");
+  cfg->n_listen = 1;
+  cfg->max_line_bytes = 1 * MiB;
+  cfg->max_connections = 4096;
+  cfg->max_unacked_bytes_per_connection = 8 * MiB;
+  cfg->idle_timeout_ms = 300000;
+  cfg->shutdown_timeout_ms = 30000;
+  cfg->io_backend = MW_IO_AUTO;
+  cfg->max_inflight = 256;
+  cfg->max_object_bytes = 256 * MiB;
+}
+
+/* ------------------------------------------------------------ value parsers */
+
+static int parse_bool(const char *v, bool *out) {
+  static const char *const yes[] = {"true", "yes", "on", "1"};
+  static const char *const no[] = {"false", "no", "off", "0"};
+  for (size_t i = 0; i < 4; i++) {
+    if (strcasecmp(v, yes[i]) == 0) return *out = true, 0;
+    if (strcasecmp(v, no[i]) == 0) return *out = false, 0;
+  }
+  return -EINVAL;
+}
+
+static int parse_int(const char *v, int64_t *out) {
+  errno = 0;
+  char *end;
+  long long n = strtoll(v, &end, 10);
+  if (end == v || errno != 0) return -EINVAL;
+  while (isspace((unsigned char)*end)) end++;
+  int64_t mul = 1;
+  if (*end != '\0') {
+    if (strcmp(end, "KiB") == 0) mul = KiB;
+    else if (strcmp(end, "MiB") == 0) mul = MiB;
+    else if (strcmp(end, "GiB") == 0) mul = GiB;
+    else return -EINVAL;
+  }
+  if (n < 0 && mul > 1) return -EINVAL;
+  if (mul > 1 && n > INT64_MAX / mul) return -ERANGE;
+  *out = (int64_t)n * mul;
+  return 0;
+}
+
+typedef struct load_ctx {
+  mw_config_t *cfg;
+  mw_err_t *err;
+  char msg[MW_ERR_MSG_BYTES];
+  int source;        /* 1 = file, 2 = --set */
+  int listen_source; /* source that last assigned listen */
+  const void *join_field; /* T_JOIN field assigned in this source, to append to */
+} load_ctx_t;
+
+static int fail(load_ctx_t *c, const char *section, const char *name, const char *fmt,
+                const char *arg) {
+  char reason[256];
+  snprintf(reason, sizeof reason, fmt, arg);
+  snprintf(c->msg, sizeof c->msg, "[%.160s] %.96s: %.240s", section, name, reason);
+  return 0; /* inih: 0 = error on this line */
+}
+
+static bool valid_table_name(const char *n) {
+  size_t len = strlen(n);
+  if (len == 0 || len >= sizeof((mw_table_config_t *)0)->name) return false;
+  for (size_t i = 0; i < len; i++)
+    if (!isalnum((unsigned char)n[i]) && n[i] != '_' && n[i] != '-') return false;
+  return true;
+}
+
+static mw_table_config_t *table_get(mw_config_t *cfg, const char *name, bool create) {
+  for (size_t i = 0; i < cfg->n_tables; i++)
+    if (strcmp(cfg->tables[i].name, name) == 0) return &cfg->tables[i];
+  if (!create || cfg->n_tables >= MW_CONFIG_MAX_TABLES) return NULL;
+  mw_table_config_t *t = &cfg->tables[cfg->n_tables++];
+  table_defaults(t, name);
+  return t;
+}
+
+static int add_listen(load_ctx_t *c, const char *section, const char *name, const char *value) {
+  mw_config_t *cfg = c->cfg;
+  if (c->listen_source != c->source) cfg->n_listen = 0; /* a new source replaces the list */
+  c->listen_source = c->source;
+  char tmp[MW_CONFIG_MAX_VALUE_BYTES];
+  snprintf(tmp, sizeof tmp, "%s", value);
+  char *save = NULL;
+  for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    while (isspace((unsigned char)*tok)) tok++;
+    size_t len = strlen(tok);
+    while (len && isspace((unsigned char)tok[len - 1])) tok[--len] = '\0';
+    if (len == 0) continue;
+    if (cfg->n_listen >= MW_CONFIG_MAX_LISTEN)
+      return fail(c, section, name, "more than %s addresses", "16");
+    if (len >= sizeof cfg->listen[0]) return fail(c, section, name, "address too long: %s", tok);
+    if (strrchr(tok, ':') == NULL)
+      return fail(c, section, name, "expected HOST:PORT or [V6]:PORT, got '%s'", tok);
+    memcpy(cfg->listen[cfg->n_listen++], tok, len + 1);
+  }
+  return 1;
+}
+
+static int assign(load_ctx_t *c, const cfg_key_t *k, void *base, const char *section,
+                  const char *value) {
+  char *field = (char *)base + k->off;
+  size_t vlen = strlen(value);
+  switch (k->type) {
+    case T_JOIN:
+      if (c->join_field == field) { /* continuation: append ", value" */
+        size_t have = strlen(field);
+        if (have + 2 + vlen >= k->size)
+          return fail(c, section, k->name, "value longer than %s bytes", "the limit");
+        memcpy(field + have, ", ", 2);
+        memcpy(field + have + 2, value, vlen + 1);
+        return 1;
+      }
+      c->join_field = field;
+      /* fall through */
+    case T_STR:
+      if (vlen >= k->size) return fail(c, section, k->name, "value longer than %s bytes", "the limit");
+      memcpy(field, value, vlen + 1);
+      return 1;
+    case T_INT: {
+      int64_t n;
+      int rc = parse_int(value, &n);
+      if (rc < 0) return fail(c, section, k->name, "expected an integer (optionally with KiB/MiB/GiB), got '%s'", value);
+      if (n < k->min || n > k->max) {
+        char range[96];
+        snprintf(range, sizeof range, "%" PRId64 " outside [%" PRId64 ", %" PRId64 "]", n, k->min, k->max);
+        return fail(c, section, k->name, "%s", range);
+      }
+      *(int64_t *)(void *)field = n;
+      return 1;
+    }
+    case T_BOOL:
+    case T_TRIBOOL: {
+      bool b;
+      if (parse_bool(value, &b) < 0) return fail(c, section, k->name, "expected true or false, got '%s'", value);
+      if (k->type == T_BOOL) *(bool *)(void *)field = b;
+      else *(int *)(void *)field = b ? 1 : 0;
+      return 1;
+    }
+    case T_LEVEL: {
+      int lvl = mw_log_level_parse(value);
+      if (lvl < 0) return fail(c, section, k->name, "expected error, warn, notice, info or debug, got '%s'", value);
+      *(int *)(void *)field = lvl;
+      return 1;
+    }
+    case T_IO: {
+      mw_io_backend_t v;
+      if (strcmp(value, "auto") == 0) v = MW_IO_AUTO;
+      else if (strcmp(value, "uring") == 0) v = MW_IO_URING;
+      else if (strcmp(value, "threads") == 0) v = MW_IO_THREADS;
+      else return fail(c, section, k->name, "expected auto, uring or threads, got '%s'", value);
+      *(mw_io_backend_t *)(void *)field = v;
+      return 1;
+    }
+    case T_WALC: {
+      mw_wal_compression_t v;
+      if (strcmp(value, "none") == 0) v = MW_WAL_COMPRESSION_NONE;
+      else if (strcmp(value, "zstd") == 0) v = MW_WAL_COMPRESSION_ZSTD;
+      else return fail(c, section, k->name, "expected none or zstd, got '%s'", value);
+      *(mw_wal_compression_t *)(void *)field = v;
+      return 1;
+    }
+    case T_CLAIM: {
+      mw_claim_mode_t v;
+      if (strcmp(value, "lazy") == 0) v = MW_CLAIM_LAZY;
+      else if (strcmp(value, "eager") == 0) v = MW_CLAIM_EAGER;
+      else return fail(c, section, k->name, "expected lazy or eager, got '%s'", value);
+      *(mw_claim_mode_t *)(void *)field = v;
+      return 1;
+    }
+    case T_LISTEN:
+      return add_listen(c, section, k->name, value);
+  }
+  return fail(c, section, k->name, "%s", "internal: unknown key type");
+}
+
+/* inih callback: returns 1 on success, 0 on error (message in ctx). Also
+ * called by --set handling with the same contract. */
+static int on_key(void *user, const char *section, const char *name, const char *value) {
+  load_ctx_t *c = user;
+  scope_t scope;
+  void *base;
+  if (strcmp(section, "daemon") == 0) {
+    scope = SC_DAEMON;
+    base = c->cfg;
+  } else if (strcmp(section, "storage") == 0) {
+    scope = SC_STORAGE;
+    base = c->cfg;
+  } else if (strncmp(section, "table ", 6) == 0) {
+    const char *tname = section + 6;
+    while (*tname == ' ') tname++;
+    if (!valid_table_name(tname))
+      return fail(c, section, name, "bad table name '%s' (letters, digits, '_' and '-', at most 127)", tname);
+    scope = SC_TABLE;
+    base = table_get(c->cfg, tname, true);
+    if (base == NULL) return fail(c, section, name, "more than %s tables", "64");
+  } else {
+    snprintf(c->msg, sizeof c->msg,
+             "unknown section [%s] (expected [daemon], [storage] or [table NAME])", section);
+    return 0;
+  }
+  if (name == NULL) return 1; /* section header alone (INI_CALL_HANDLER_ON_NEW_SECTION) */
+  for (size_t i = 0; i < N_KEYS; i++)
+    if (keys[i].scope == scope && strcmp(keys[i].name, name) == 0)
+      return assign(c, &keys[i], base, section, value);
+  return fail(c, section, name, "unknown key '%s'", name);
+}
+
+/* "daemon.log_level=debug" or "table.events.uri=/x" -> on_key(). */
+static int apply_set(load_ctx_t *c, const char *arg) {
+  char buf[MW_CONFIG_MAX_VALUE_BYTES + 256];
+  if (strlen(arg) >= sizeof buf) {
+    snprintf(c->msg, sizeof c->msg, "too long");
+    return 0;
+  }
+  snprintf(buf, sizeof buf, "%s", arg);
+  char *eq = strchr(buf, '=');
+  if (eq == NULL) {
+    snprintf(c->msg, sizeof c->msg, "expected section.key=value");
+    return 0;
+  }
+  *eq = '\0';
+  char *value = eq + 1;
+  char *dot = strchr(buf, '.');
+  if (dot == NULL) {
+    snprintf(c->msg, sizeof c->msg, "expected section.key=value");
+    return 0;
+  }
+  *dot = '\0';
+  char section[512];
+  const char *key = dot + 1;
+  if (strcmp(buf, "table") == 0) {
+    char *dot2 = strrchr(dot + 1, '.');
+    if (dot2 == NULL) {
+      snprintf(c->msg, sizeof c->msg, "expected table.NAME.key=value");
+      return 0;
+    }
+    *dot2 = '\0';
+    snprintf(section, sizeof section, "table %.200s", dot + 1);
+    key = dot2 + 1;
+  } else {
+    snprintf(section, sizeof section, "%.200s", buf);
+  }
+  return on_key(c, section, key, value);
+}
+
+static int check_config(mw_config_t *cfg, mw_err_t *err) {
+  for (size_t i = 0; i < cfg->n_tables; i++) {
+    mw_table_config_t *t = &cfg->tables[i];
+    if (t->uri[0] == '\0')
+      return mw_err_set(err, -EINVAL, "[table %s] uri: required", t->name);
+    if (t->create && (t->schema[0] == '\0' || t->primary_key[0] == '\0'))
+      return mw_err_set(err, -EINVAL,
+                        "[table %s] create = true needs schema and primary_key", t->name);
+    if (t->durable_write == 1 && t->max_wal_flush_interval_ms == 0)
+      return mw_err_set(err, -EINVAL,
+                        "[table %s] durable_write needs max_wal_flush_interval_ms > 0", t->name);
+  }
+  if (cfg->default_table[0] && mw_config_table(cfg, cfg->default_table) == NULL)
+    return mw_err_set(err, -EINVAL, "[daemon] default_table: no [table %s] section",
+                      cfg->default_table);
+  if (cfg->data_dir[0] == '\0') return mw_err_set(err, -EINVAL, "[daemon] data_dir: required");
+  return 0;
+}
+
+/* libinih (Debian build) splits lines longer than INI_MAX_LINE-1 characters
+ * into pieces it then misparses; refuse them up front with the line number. */
+static int check_line_lengths(FILE *f, const char *path, mw_err_t *err) {
+  int line = 1, ch;
+  size_t len = 0;
+  while ((ch = getc(f)) != EOF) {
+    if (ch == '\n') {
+      line++;
+      len = 0;
+    } else if (++len >= INI_MAX_LINE - 1) {
+      return mw_err_set(err, -EINVAL,
+                        "%s:%d: line longer than %d characters; continue a long value on "
+                        "indented lines", path, line, INI_MAX_LINE - 2);
+    }
+  }
+  rewind(f);
+  return 0;
+}
+
+int mw_config_load(mw_config_t *cfg, const char *path, const char *const *sets, size_t n_sets,
+                   mw_err_t *err) {
+  assert(cfg != NULL);
+  mw_config_defaults(cfg);
+  load_ctx_t c = {.cfg = cfg, .err = err, .source = 1};
+  if (path != NULL) {
+    snprintf(cfg->path, sizeof cfg->path, "%s", path);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return mw_err_set(err, -errno, "%s: %s", path, strerror(errno));
+    int rc = check_line_lengths(f, path, err);
+    if (rc < 0) {
+      fclose(f);
+      return rc;
+    }
+    int line = ini_parse_file(f, on_key, &c);
+    fclose(f);
+    if (line != 0) {
+      if (line < 0) return mw_err_set(err, -EIO, "%s: cannot read", path);
+      if (c.msg[0] == '\0') snprintf(c.msg, sizeof c.msg, "syntax error (expected key = value)");
+      return mw_err_set(err, -EINVAL, "%s:%d: %s", path, line, c.msg);
+    }
+  }
+  if (n_sets > MW_CONFIG_MAX_SETS) return mw_err_set(err, -E2BIG, "more than %d --set", MW_CONFIG_MAX_SETS);
+  c.source = 2;
+  c.join_field = NULL;
+  for (size_t i = 0; i < n_sets; i++) {
+    c.msg[0] = '\0';
+    if (!apply_set(&c, sets[i])) return mw_err_set(err, -EINVAL, "--set %s: %s", sets[i], c.msg);
+  }
+  return check_config(cfg, err);
+}
+
+const mw_table_config_t *mw_config_table(const mw_config_t *cfg, const char *name) {
+  for (size_t i = 0; i < cfg->n_tables; i++)
+    if (strcmp(cfg->tables[i].name, name) == 0) return &cfg->tables[i];
+  return NULL;
+}
+
+static void print_value(FILE *f, const cfg_key_t *k, const void *base) {
+  const char *field = (const char *)base + k->off;
+  switch (k->type) {
+    case T_STR:
+    case T_JOIN:
+      /* never echo a secret into logs or terminals */
+      if (strcmp(k->name, "auth_token") == 0 && field[0]) fprintf(f, "(set)");
+      else fprintf(f, "%s", field);
+      break;
+    case T_INT: fprintf(f, "%" PRId64, *(const int64_t *)(const void *)field); break;
+    case T_BOOL: fprintf(f, "%s", *(const bool *)(const void *)field ? "true" : "false"); break;
+    case T_TRIBOOL: {
+      int v = *(const int *)(const void *)field;
+      fprintf(f, "%s", v < 0 ? "" : v ? "true" : "false");
+      break;
+    }
+    case T_LEVEL: fprintf(f, "%s", mw_log_level_name(*(const int *)(const void *)field)); break;
+    case T_IO: {
+      static const char *const n[] = {"auto", "uring", "threads"};
+      fprintf(f, "%s", n[*(const mw_io_backend_t *)(const void *)field]);
+      break;
+    }
+    case T_WALC: fprintf(f, "%s", *(const mw_wal_compression_t *)(const void *)field ? "zstd" : "none"); break;
+    case T_CLAIM: fprintf(f, "%s", *(const mw_claim_mode_t *)(const void *)field ? "eager" : "lazy"); break;
+    case T_LISTEN: {
+      const mw_config_t *cfg = base;
+      for (size_t i = 0; i < cfg->n_listen; i++) fprintf(f, "%s%s", i ? ", " : "", cfg->listen[i]);
+      break;
+    }
+  }
+}
+
+void mw_config_print(const mw_config_t *cfg, void *file) {
+  FILE *f = file;
+  for (int s = SC_DAEMON; s <= SC_STORAGE; s++) {
+    fprintf(f, "[%s]\n", scope_names[s]);
+    for (size_t i = 0; i < N_KEYS; i++) {
+      if ((int)keys[i].scope != s) continue;
+      fprintf(f, "%s = ", keys[i].name);
+      print_value(f, &keys[i], cfg);
+      fputc('\n', f);
+    }
+  }
+  for (size_t t = 0; t < cfg->n_tables; t++) {
+    fprintf(f, "[table %s]\n", cfg->tables[t].name);
+    for (size_t i = 0; i < N_KEYS; i++) {
+      if (keys[i].scope != SC_TABLE) continue;
+      /* -1 = inherit the table's writer_config_defaults: print nothing */
+      if (keys[i].type == T_INT && *(const int64_t *)(const void *)((const char *)&cfg->tables[t] + keys[i].off) < 0)
+        continue;
+      if (keys[i].type == T_TRIBOOL && *(const int *)(const void *)((const char *)&cfg->tables[t] + keys[i].off) < 0)
+        continue;
+      fprintf(f, "%s = ", keys[i].name);
+      print_value(f, &keys[i], &cfg->tables[t]);
+      fputc('\n', f);
+    }
+  }
+}

@@ -1,0 +1,101 @@
+/*
+ * config.h — memwald's configuration: defaults, the INI file, --set overrides.
+ *
+ * Owns: the mw_config_t value and the table of every known key. The table is
+ * the single source of truth: the parser, the `--set` overrides, validation
+ * and `memwald --print-config` all walk it, and conf/memwald.conf documents
+ * the same keys (a test checks that each key in the table appears there).
+ *
+ * Sources, later ones winning: built-in defaults, the file given with -c, then
+ * each `--set section.key=value` in order. Tables are sections `[table NAME]`
+ * in the file and `table.NAME.key` on the command line.
+ *
+ * Errors: mw_config_load() returns 0 or a negative errno and fills *err with
+ * "FILE:LINE: [section] key: reason" (or "--set ARG: reason"). Unknown sections
+ * and unknown keys are errors, never silently ignored: a typo in a durability
+ * setting must not fall back to a default.
+ */
+#ifndef MW_DAEMON_CONFIG_H
+#define MW_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+#define MW_CONFIG_MAX_TABLES 64
+#define MW_CONFIG_MAX_LISTEN 16
+#define MW_CONFIG_MAX_VALUE_BYTES 4096
+#define MW_CONFIG_MAX_SETS 256
+
+typedef enum { MW_IO_AUTO = 0, MW_IO_URING, MW_IO_THREADS } mw_io_backend_t;
+typedef enum { MW_WAL_COMPRESSION_NONE = 0, MW_WAL_COMPRESSION_ZSTD } mw_wal_compression_t;
+typedef enum { MW_CLAIM_LAZY = 0, MW_CLAIM_EAGER } mw_claim_mode_t;
+
+typedef struct mw_table_config {
+  char name[128];
+  char uri[1024];
+  bool create;
+  char schema[MW_CONFIG_MAX_VALUE_BYTES];
+  char primary_key[256];
+  char spec[256];   /* unsharded | bucket(col,N) | identity(col) */
+  char shards[1024]; /* all | comma-separated bucket numbers or identity values */
+  mw_claim_mode_t claim;
+  /* Lance writer settings (writer_config_defaults names, memwal.md §9). A
+   * value of -1 means "not set here": use the table's defaults. */
+  int durable_write; /* -1, 0, 1 */
+  int64_t max_wal_buffer_size;
+  int64_t max_wal_flush_interval_ms;
+  int64_t max_memtable_size;
+  int64_t max_memtable_rows;
+  int64_t max_memtable_batches;
+  int64_t manifest_scan_batch_size;
+  int64_t max_unflushed_memtable_bytes;
+  int64_t backpressure_log_interval_ms;
+  int64_t stats_log_interval_ms;
+  mw_wal_compression_t wal_compression;
+  bool sstable_zstd;
+  bool allow_unmaintained_indexes;
+} mw_table_config_t;
+
+typedef struct mw_config {
+  /* [daemon] */
+  int log_level;
+  char data_dir[1024];
+  char admin_socket[1024];
+  char listen[MW_CONFIG_MAX_LISTEN][256];
+  size_t n_listen;
+  char default_table[128];
+  char auth_token[256];
+  int64_t max_line_bytes;
+  int64_t max_connections;
+  int64_t max_unacked_bytes_per_connection;
+  int64_t idle_timeout_ms;
+  bool ignore_unknown_fields;
+  char metrics_listen[256];
+  int64_t shutdown_timeout_ms;
+  /* [storage] */
+  mw_io_backend_t io_backend;
+  int64_t max_inflight;
+  int64_t max_object_bytes;
+  /* [table NAME] */
+  mw_table_config_t tables[MW_CONFIG_MAX_TABLES];
+  size_t n_tables;
+  /* where it came from, for reloads and messages */
+  char path[1024];
+} mw_config_t;
+
+void mw_config_defaults(mw_config_t *cfg);
+/* Load defaults, then `path` (may be NULL), then the `--set` strings. */
+int mw_config_load(mw_config_t *cfg, const char *path, const char *const *sets, size_t n_sets,
+                   mw_err_t *err);
+/* Print the effective configuration as INI (used by --print-config). */
+void mw_config_print(const mw_config_t *cfg, void *file /* FILE* */);
+/* Visit every known key: "section.key" (tables as "table.*.key"). */
+size_t mw_config_key_count(void);
+const char *mw_config_key_name(size_t i);
+bool mw_config_key_reloadable(size_t i);
+const mw_table_config_t *mw_config_table(const mw_config_t *cfg, const char *name);
+
+#endif

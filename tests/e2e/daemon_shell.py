@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""e2e: the memwald daemon shell, through the real binary.
+
+Covers issue 2's daemon contract: config errors name file, line and key;
+--set overrides; every key is documented in conf/memwald.conf; start-up logs
+and READY=1 (sd_notify, received on a datagram socket we own); SIGHUP reloads
+log_level; WATCHDOG=1 pings when WATCHDOG_USEC is set; SIGTERM stops with
+STOPPING=1 and exit 0; journald prefixes under JOURNAL_STREAM; the systemd
+unit passes `systemd-analyze verify` where that tool exists.
+
+Synchronisation is by reading the daemon's own log lines and notify
+datagrams with deadlines, never by sleeping. Output is TAP.
+"""
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+MEMWALD = sys.argv[1]
+SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+CONF = os.path.join(SRC, "conf", "memwald.conf")
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append(ok)
+    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
+    if not ok and detail:
+        for line in str(detail).splitlines():
+            print("# " + line)
+    sys.stdout.flush()
+
+
+def run(args, **kw):
+    return subprocess.run([MEMWALD] + args, capture_output=True, text=True, timeout=30, **kw)
+
+
+class Daemon:
+    """memwald in the background, with its stderr read line by line."""
+
+    def __init__(self, args, env=None):
+        self.p = subprocess.Popen([MEMWALD] + args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  env=env)
+        self.fd = self.p.stderr.fileno()
+        self.partial = b""
+        self.lines = []
+
+    def _read_some(self, timeout):
+        """Read what the pipe has (raw fd: no hidden buffering behind select)."""
+        r, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        if not r:
+            return False
+        chunk = os.read(self.fd, 65536)
+        if not chunk:
+            return False
+        self.partial += chunk
+        *done, self.partial = self.partial.split(b"\n")
+        self.lines += [l.decode(errors="replace") + "\n" for l in done]
+        return True
+
+    def wait_line(self, needle, timeout=10.0, start=0):
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.lines[start:]:
+                if needle in line:
+                    return line
+            if time.monotonic() >= deadline or not self._read_some(deadline - time.monotonic()):
+                return None
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        self.p.send_signal(sig)
+        deadline = time.monotonic() + timeout
+        while self._read_some(deadline - time.monotonic()):
+            pass
+        try:
+            return self.p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            return self.p.wait()
+
+
+class Notify:
+    """A NOTIFY_SOCKET we own, as systemd would."""
+
+    def __init__(self, d):
+        self.path = os.path.join(d, "notify.sock")
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.s.bind(self.path)
+        self.seen = []
+
+    def wait(self, needle, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        if any(needle in m for m in self.seen):
+            return True
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([self.s], [], [], max(0.0, deadline - time.monotonic()))
+            if not r:
+                return False
+            m = self.s.recv(4096).decode()
+            self.seen.append(m)
+            if needle in m:
+                return True
+        return False
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="memwald-e2e-shell-")
+    try:
+        # --- configuration errors -------------------------------------------
+        bad = os.path.join(tmp, "bad.conf")
+        with open(bad, "w") as f:
+            f.write("[daemon]\nlog_level = info\n\n[storage]\nmax_infligth = 3\n")
+        r = run(["-c", bad])
+        check("unknown key: exit 2, names file, line and key",
+              r.returncode == 2 and f"{bad}:5:" in r.stderr and "max_infligth" in r.stderr, r.stderr)
+        with open(bad, "w") as f:
+            f.write("[deamon]\nlog_level = info\n")
+        r = run(["-c", bad])
+        check("unknown section: exit 2, names file and line",
+              r.returncode == 2 and f"{bad}:2:" in r.stderr and "deamon" in r.stderr, r.stderr)
+        with open(bad, "w") as f:
+            f.write("[storage]\nmax_inflight = lots\n")
+        r = run(["-c", bad])
+        check("bad value: says what was expected",
+              r.returncode == 2 and "expected an integer" in r.stderr and ":2:" in r.stderr, r.stderr)
+        r = run(["-c", CONF, "--set", "table.events.max_wal_flush_interval_ms=-5"])
+        check("--set out of range is refused with the range",
+              r.returncode == 2 and "outside" in r.stderr and "--set" in r.stderr, r.stderr)
+        r = run(["-c", os.path.join(tmp, "missing.conf")])
+        check("missing config file: exit 2 naming it", r.returncode == 2 and "missing.conf" in r.stderr, r.stderr)
+
+        # --- overrides and documentation ------------------------------------
+        r = run(["-c", CONF, "--set", "daemon.log_level=debug", "--set", "storage.io_backend=threads",
+                 "--set", "table.events.uri=/data/ev.lance", "--set", "table.other.uri=/data/o.lance",
+                 "--print-config"])
+        out = r.stdout
+        check("--set overrides daemon, storage and table keys, and adds tables",
+              r.returncode == 0 and "log_level = debug" in out and "io_backend = threads" in out
+              and "uri = /data/ev.lance" in out and "[table other]" in out, r.stderr + out)
+        keys = run(["--print-keys"]).stdout.split()
+        keys = [k for k in keys if k != "(reloadable)"]
+        conf_text = open(CONF).read()
+        missing = [k for k in keys if (k.split(".")[-1] + " =") not in conf_text]
+        check(f"conf/memwald.conf documents all {len(keys)} keys", len(keys) > 20 and not missing, missing)
+        r = run(["-c", CONF, "--check"])
+        check("shipped conf/memwald.conf is valid", r.returncode == 0, r.stderr)
+
+        # --- life cycle: READY, SIGHUP reload, WATCHDOG, SIGTERM -----------
+        conf = os.path.join(tmp, "live.conf")
+        data = os.path.join(tmp, "data", "nested")
+        with open(conf, "w") as f:
+            f.write(f"[daemon]\nlog_level = info\ndata_dir = {data}\n")
+        n = Notify(tmp)
+        env = dict(os.environ, NOTIFY_SOCKET=n.path, WATCHDOG_USEC="200000")
+        env.pop("JOURNAL_STREAM", None)
+        env.pop("WATCHDOG_PID", None)
+        d = Daemon(["-c", conf], env=env)
+        started = d.wait_line("started")
+        check("start-up logs one line with level and config", started is not None and " notice " in started
+              and conf in started, "".join(d.lines))
+        check("READY=1 sent to NOTIFY_SOCKET", n.wait("READY=1"), n.seen)
+        check("data_dir created (with parents)", os.path.isdir(data))
+        check("WATCHDOG=1 sent when WATCHDOG_USEC is set", n.wait("WATCHDOG=1"), n.seen)
+        with open(conf, "w") as f:
+            f.write(f"[daemon]\nlog_level = debug\ndata_dir = {data}\n")
+        d.p.send_signal(signal.SIGHUP)
+        check("SIGHUP reloads log_level", d.wait_line("log_level info -> debug") is not None, "".join(d.lines))
+        with open(conf, "w") as f:
+            f.write(f"[daemon]\nlog_level = debug\ndata_dir = {data}\nbogus = 1\n")
+        d.p.send_signal(signal.SIGHUP)
+        check("a bad reload keeps running and says why",
+              d.wait_line("reload failed") is not None and d.p.poll() is None, "".join(d.lines))
+        rc = d.stop(signal.SIGTERM)
+        check("SIGTERM: exit 0 after a clean stop", rc == 0 and any("stopped cleanly" in l for l in d.lines),
+              f"rc={rc}\n" + "".join(d.lines))
+        check("STOPPING=1 sent", n.wait("STOPPING=1", timeout=2), n.seen)
+
+        with open(conf, "w") as f:
+            f.write(f"[daemon]\nlog_level = info\ndata_dir = {data}\n")
+        d = Daemon(["-c", conf], env=dict(os.environ, JOURNAL_STREAM="8:1234"))
+        line = d.wait_line("started")
+        rc = d.stop(signal.SIGINT)
+        check("journald format: <N> priority prefix, SIGINT stops with 0",
+              line is not None and line.startswith("<5>") and rc == 0, "".join(d.lines))
+
+        # --- unusable data_dir ----------------------------------------------
+        blocker = os.path.join(tmp, "file")
+        open(blocker, "w").close()
+        r = run(["--set", f"daemon.data_dir={blocker}/sub"])
+        check("unusable data_dir: exit 1 naming it", r.returncode == 1 and blocker in r.stderr, r.stderr)
+
+        # --- systemd unit ------------------------------------------------------
+        sa = shutil.which("systemd-analyze")
+        if sa:
+            unit = os.path.join(tmp, "memwald.service")
+            text = open(os.path.join(SRC, "systemd", "memwald.service")).read()
+            with open(unit, "w") as f:
+                f.write(text.replace("/usr/local/bin/memwald", os.path.abspath(MEMWALD)))
+            r = subprocess.run([sa, "verify", unit], capture_output=True, text=True, timeout=60)
+            check("systemd-analyze verify memwald.service", r.returncode == 0 and "memwald.service" not in r.stderr,
+                  r.stderr)
+            for k in ["Type=notify", "WatchdogSec=", "Restart=on-failure", "NoNewPrivileges=yes",
+                      "ProtectSystem=strict", "ReadWritePaths=", "PrivateTmp=yes", "RuntimeDirectory="]:
+                if k not in text:
+                    check(f"unit has {k}", False)
+        else:
+            print("# systemd-analyze not installed: unit verification not run")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"1..{len(results)}")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+#!/bin/sh
+# Install memwald's build (and, with --test, test) dependencies from Debian 12
+# packages. Run as root. Idempotent.
+#   build:  meson, ninja, gcc, pkg-config, protoc-c, and the libraries
+#           libuv, protobuf-c, CRoaring, libcurl, zstd, liburing, inih,
+#           libsystemd, libuuid (libprotobuf-dev provides Google's .proto files
+#           that protoc-c compiles for Any and Timestamp)
+#   --test: cmocka, python3 (test drivers), clang + libFuzzer, node + npm
+#           (the interop suite installs @lancedb/lancedb 0.39.0 from npm),
+#           systemd (systemd-analyze verify of the unit)
+set -eu
+pkgs="meson ninja-build gcc pkg-config protobuf-c-compiler libprotobuf-dev
+  libuv1-dev libprotobuf-c-dev libroaring-dev libcurl4-openssl-dev libzstd-dev
+  liburing-dev libinih-dev libsystemd-dev uuid-dev"
+if [ "${1:-}" = "--test" ]; then
+  pkgs="$pkgs libcmocka-dev python3 clang libfuzzer-14-dev libclang-rt-14-dev systemd"
+  command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
+  command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+fi
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "install-deps: installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+echo "install-deps: ok"
