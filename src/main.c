@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -26,6 +25,7 @@
 #include "common/log.h"
 #include "daemon/config.h"
 #include "daemon/notify.h"
+#include "storage/storage.h"
 
 #ifndef MW_VERSION
 #define MW_VERSION "0.1.0"
@@ -35,6 +35,7 @@ typedef struct mw_daemon {
   uv_loop_t *loop;
   uv_signal_t sig_term, sig_int, sig_hup;
   mw_notify_t notify;
+  mw_storage_t *storage; /* data_dir; tables get their own (issue 4) */
   mw_config_t cfg;
   const char *config_path;
   const char **sets;
@@ -57,29 +58,18 @@ static void usage(FILE *f) {
           "  -h, --help          this text\n");
 }
 
-/* mkdir -p, refusing anything that exists but is not a directory. */
-static int mkdir_p(const char *path) {
-  char tmp[1024];
-  size_t len = strlen(path);
-  if (len == 0 || len >= sizeof tmp) return -ENAMETOOLONG;
-  memcpy(tmp, path, len + 1);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0750) != 0 && errno != EEXIST) return -errno;
-    *p = '/';
-  }
-  if (mkdir(tmp, 0750) != 0 && errno != EEXIST) return -errno;
-  struct stat st;
-  if (stat(tmp, &st) != 0) return -errno;
-  return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-}
-
 static void close_cb(uv_handle_t *h) { (void)h; }
 
 static void close_walk(uv_handle_t *h, void *arg) {
   (void)arg;
   if (!uv_is_closing(h)) uv_close(h, close_cb);
+}
+
+static void on_storage_closed(void *arg) {
+  mw_daemon_t *d = arg;
+  d->storage = NULL;
+  /* With nothing left open, closing the remaining handles ends uv_run. */
+  uv_walk(d->loop, close_walk, NULL);
 }
 
 static void begin_stop(mw_daemon_t *d, const char *why) {
@@ -92,11 +82,12 @@ static void begin_stop(mw_daemon_t *d, const char *why) {
   mw_notify_stopping();
   /* Stop accepting, drain acknowledged writes, flush MemTables: the front
    * ends and the shard engine register their shutdown steps here as they
-   * land. With nothing left open, closing the remaining handles ends
-   * uv_run. */
+   * land. Storage closes last: it lets every accepted operation finish
+   * (and call back) before it goes. */
   mw_notify_close(&d->notify);
   uv_signal_stop(&d->sig_hup);
-  uv_walk(d->loop, close_walk, NULL);
+  if (d->storage != NULL) mw_storage_close(d->storage, on_storage_closed, d);
+  else on_storage_closed(d);
 }
 
 static void reload(mw_daemon_t *d) {
@@ -208,20 +199,29 @@ int main(int argc, char **argv) {
   mw_log_set_level(d.cfg.log_level);
   signal(SIGPIPE, SIG_IGN);
 
-  int rc = mkdir_p(d.cfg.data_dir);
-  if (rc < 0) {
-    mw_log_err("data_dir %s: %s", d.cfg.data_dir, strerror(-rc));
-    return 1;
-  }
+  int rc;
   d.loop = uv_default_loop();
   d.started_ms = uv_now(d.loop);
+  mw_storage_config_t scfg;
+  mw_storage_config_init(&scfg, d.cfg.data_dir);
+  scfg.backend = d.cfg.io_backend == MW_IO_URING     ? MW_STORAGE_URING
+                 : d.cfg.io_backend == MW_IO_THREADS ? MW_STORAGE_THREADS
+                                                     : MW_STORAGE_AUTO;
+  scfg.max_inflight = (uint32_t)d.cfg.max_inflight;
+  scfg.max_object_bytes = (size_t)d.cfg.max_object_bytes;
+  if ((rc = mw_storage_open(d.loop, &scfg, &d.storage, &err)) < 0) {
+    mw_log_err("storage at %s: %s", d.cfg.data_dir, err.msg[0] ? err.msg : strerror(-rc));
+    return 1;
+  }
   if ((rc = start_signals(&d)) < 0 || (rc = mw_notify_start(&d.notify, d.loop)) < 0) {
     mw_log_err("start-up: %s", uv_strerror(rc));
     return 1;
   }
-  mw_log_notice("memwald %s started: config=%s data_dir=%s tables=%zu log_level=%s pid=%d",
+  mw_log_notice("memwald %s started: config=%s data_dir=%s storage=%s tables=%zu log_level=%s "
+                "pid=%d",
                 MW_VERSION, d.config_path ? d.config_path : "(defaults)", d.cfg.data_dir,
-                d.cfg.n_tables, mw_log_level_name(d.cfg.log_level), (int)getpid());
+                mw_storage_backend_name(d.storage), d.cfg.n_tables,
+                mw_log_level_name(d.cfg.log_level), (int)getpid());
   mw_notify_ready("running");
   uv_run(d.loop, UV_RUN_DEFAULT);
   rc = uv_loop_close(d.loop);

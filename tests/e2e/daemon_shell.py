@@ -43,8 +43,8 @@ def run(args, **kw):
 class Daemon:
     """memwald in the background, with its stderr read line by line."""
 
-    def __init__(self, args, env=None):
-        self.p = subprocess.Popen([MEMWALD] + args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+    def __init__(self, args, env=None, wrapper=()):
+        self.p = subprocess.Popen(list(wrapper) + [MEMWALD] + args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                   env=env)
         self.fd = self.p.stderr.fileno()
         self.partial = b""
@@ -193,6 +193,25 @@ def main():
         open(blocker, "w").close()
         r = run(["--set", f"daemon.data_dir={blocker}/sub"])
         check("unusable data_dir: exit 1 naming it", r.returncode == 1 and blocker in r.stderr, r.stderr)
+
+        # --- storage backend: io_uring, the fallback, and refusing it -----------
+        nouring = os.environ.get("MW_NO_URING")
+        d = Daemon(["--set", f"daemon.data_dir={data}", "--set", "storage.io_backend=threads"])
+        line = d.wait_line("started")
+        d.stop()
+        check("storage.io_backend=threads uses the thread pool", line is not None and "storage=threads" in line,
+              "".join(d.lines))
+        if nouring:
+            d = Daemon(["--set", f"daemon.data_dir={data}"], wrapper=[nouring])
+            line = d.wait_line("started")
+            rc = d.stop()
+            warns = [l for l in d.lines if "io_uring unavailable" in l]
+            check("io_uring refused (seccomp): logged once, falls back to threads, stops cleanly",
+                  line is not None and "storage=threads" in line and len(warns) == 1 and rc == 0, "".join(d.lines))
+            r = subprocess.run([nouring, MEMWALD, "--set", f"daemon.data_dir={data}", "--set",
+                                "storage.io_backend=uring"], capture_output=True, text=True, timeout=30)
+            check("io_backend=uring where io_uring is refused: exit 1 with the reason",
+                  r.returncode == 1 and "storage" in r.stderr, r.stderr)
 
         # --- systemd unit ------------------------------------------------------
         sa = shutil.which("systemd-analyze")
