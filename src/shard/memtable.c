@@ -1,0 +1,177 @@
+/*
+ * memtable.c — see memtable.h.
+ *
+ * The index is open addressing with linear probing over PK hashes (already
+ * SipHash outputs, so the low bits are uniform). It grows at 50% load so
+ * probes stay short; each slot is a u32 row number + 1. The per-row hash
+ * array doubles as the flush's dedup input and the bloom filter's keys.
+ */
+#include "shard/memtable.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lance/bloom.h"
+
+int mw_memtable_init(mw_memtable_t *m, const mw_schema_t *schema, uint64_t generation) {
+  assert(m != NULL && schema != NULL);
+  memset(m, 0, sizeof *m);
+  m->schema = schema;
+  m->generation = generation;
+  m->index_cap = 1024;
+  m->index = calloc(m->index_cap, sizeof *m->index);
+  return m->index ? 0 : -ENOMEM;
+}
+
+void mw_memtable_free(mw_memtable_t *m) {
+  if (m == NULL) return;
+  for (size_t i = 0; i < m->n_batches; i++) mw_batch_free(&m->batches[i]);
+  free(m->batches);
+  free(m->hashes);
+  free(m->index);
+  memset(m, 0, sizeof *m);
+}
+
+static int64_t column_lance_bytes(const mw_field_t *f, const mw_column_t *c) {
+  int64_t len = c->length, n = 0;
+  switch (f->type) {
+    case MW_T_BOOL: n = (len + 7) / 8; break;
+    case MW_T_UTF8:
+    case MW_T_BINARY: n = 4 * len + (int64_t)c->values.len; break;
+    default: n = (int64_t)mw_type_width(f) * len; break;
+  }
+  if (c->null_count > 0) n += (len + 7) / 8;
+  return n;
+}
+
+int64_t mw_batch_lance_bytes(const mw_batch_t *b) {
+  int64_t n = MW_MEMTABLE_BATCH_OVERHEAD_BYTES;
+  for (size_t i = 0; i < b->schema->n_fields; i++)
+    n += column_lance_bytes(&b->schema->fields[i], &b->cols[i]);
+  return n;
+}
+
+static int index_grow(mw_memtable_t *m) {
+  size_t cap = m->index_cap * 2;
+  uint32_t *idx = calloc(cap, sizeof *idx);
+  if (idx == NULL) return -ENOMEM;
+  for (size_t i = 0; i < m->index_cap; i++) {
+    uint32_t v = m->index[i];
+    if (v == 0) continue;
+    size_t s = m->hashes[v - 1] & (cap - 1);
+    while (idx[s] != 0) s = (s + 1) & (cap - 1);
+    idx[s] = v;
+  }
+  free(m->index);
+  m->index = idx;
+  m->index_cap = cap;
+  return 0;
+}
+
+/* Point the key's slot at `row`; counts new keys. */
+static void index_put(mw_memtable_t *m, uint64_t h, int64_t row) {
+  size_t s = h & (m->index_cap - 1);
+  while (m->index[s] != 0) {
+    if (m->hashes[m->index[s] - 1] == h) {
+      m->index[s] = (uint32_t)(row + 1);
+      return;
+    }
+    s = (s + 1) & (m->index_cap - 1);
+  }
+  m->index[s] = (uint32_t)(row + 1);
+  m->n_keys++;
+}
+
+int64_t mw_memtable_lookup(const mw_memtable_t *m, uint64_t h) {
+  size_t s = h & (m->index_cap - 1);
+  while (m->index[s] != 0) {
+    if (m->hashes[m->index[s] - 1] == h) return (int64_t)m->index[s] - 1;
+    s = (s + 1) & (m->index_cap - 1);
+  }
+  return -1;
+}
+
+static int reserve(mw_memtable_t *m, int64_t rows) {
+  if (m->n_batches == m->cap_batches) {
+    size_t cap = m->cap_batches ? m->cap_batches * 2 : 16;
+    mw_batch_t *b = realloc(m->batches, cap * sizeof *b);
+    if (b == NULL) return -ENOMEM;
+    m->batches = b;
+    m->cap_batches = cap;
+  }
+  if (m->n_rows + rows > m->cap_rows) {
+    int64_t cap = m->cap_rows ? m->cap_rows : 1024;
+    while (cap < m->n_rows + rows) cap *= 2;
+    uint64_t *h = realloc(m->hashes, (size_t)cap * sizeof *h);
+    if (h == NULL) return -ENOMEM;
+    m->hashes = h;
+    m->cap_rows = cap;
+  }
+  while ((size_t)(m->n_keys + rows) * 2 > m->index_cap)
+    if (index_grow(m) < 0) return -ENOMEM;
+  return 0;
+}
+
+static int64_t pk_bytes(const mw_batch_t *b) {
+  int64_t n = 0;
+  for (size_t i = 0; i < b->schema->n_fields; i++) {
+    const mw_field_t *f = &b->schema->fields[i];
+    if (f->pk_position == 0) continue;
+    const mw_column_t *c = &b->cols[i];
+    n += (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) ? (int64_t)c->values.len
+         : f->type == MW_T_BOOL ? (c->length + 7) / 8
+                                 : (int64_t)mw_type_width(f) * c->length;
+  }
+  return n;
+}
+
+static int64_t count_tombstones(const mw_batch_t *b) {
+  int t = mw_schema_find(b->schema, "_tombstone");
+  if (t < 0 || b->schema->fields[t].type != MW_T_BOOL) return 0;
+  const mw_column_t *c = &b->cols[t];
+  int64_t n = 0;
+  for (int64_t r = 0; r < c->length; r++) n += mw_bit_get(c->values.data, r);
+  return n;
+}
+
+int mw_memtable_append(mw_memtable_t *m, mw_batch_t *batch, uint64_t wal_position, mw_err_t *err) {
+  assert(m != NULL && batch != NULL);
+  assert(!m->frozen);
+  if (batch->schema != m->schema && !mw_schema_equal(batch->schema, m->schema))
+    return mw_err_set(err, -EINVAL, "memtable: batch schema does not match the table schema");
+  if (batch->n_rows == 0) return 0;
+  if (m->n_batches >= MW_MEMTABLE_MAX_BATCHES || m->n_rows + batch->n_rows > MW_MEMTABLE_MAX_ROWS)
+    return mw_err_set(err, -EFBIG, "memtable: hard limit reached (%zu batches, %lld rows)",
+                      m->n_batches, (long long)m->n_rows);
+  int rc = reserve(m, batch->n_rows);
+  if (rc < 0) return mw_err_set(err, rc, "memtable: out of memory");
+  batch->schema = m->schema;
+  rc = mw_pk_hash_batch(batch, m->hashes + m->n_rows, err);
+  if (rc < 0) return rc;
+  for (int64_t r = 0; r < batch->n_rows; r++) index_put(m, m->hashes[m->n_rows + r], m->n_rows + r);
+  m->n_rows += batch->n_rows;
+  m->in_memory_bytes += mw_batch_lance_bytes(batch);
+  m->primary_key_bytes += pk_bytes(batch);
+  m->n_tombstones += count_tombstones(batch);
+  m->batches[m->n_batches++] = *batch;
+  memset(batch, 0, sizeof *batch);
+  if (wal_position) mw_memtable_cover(m, wal_position);
+  assert(m->n_keys <= m->n_rows);
+  return 0;
+}
+
+void mw_memtable_cover(mw_memtable_t *m, uint64_t wal_position) {
+  assert(wal_position > 0);
+  assert(wal_position >= m->last_wal_position);
+  if (m->first_wal_position == 0) m->first_wal_position = wal_position;
+  m->last_wal_position = wal_position;
+}
+
+bool mw_memtable_full(const mw_memtable_t *m, const mw_memtable_limits_t *lim) {
+  if (m->n_rows == 0) return false;
+  return (lim->max_rows > 0 && m->n_rows >= lim->max_rows) ||
+         (lim->max_bytes > 0 && m->in_memory_bytes >= lim->max_bytes) ||
+         (lim->max_batches > 0 && (int64_t)m->n_batches >= lim->max_batches);
+}
