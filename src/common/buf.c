@@ -89,7 +89,9 @@ int mw_buf_put_u64le(mw_buf_t *b, uint64_t v) {
 }
 
 void *mw_buf_extend(mw_buf_t *b, size_t n) {
-  if (mw_buf_reserve(b, n) < 0) return NULL;
+  /* Reserve at least one byte so data is never NULL here: NULL + 0 is
+   * undefined behaviour in C (UBSan flags it). */
+  if (mw_buf_reserve(b, n ? n : 1) < 0) return NULL;
   void *p = b->data + b->len;
   if (n > 0) memset(p, 0, n);
   b->len += n;
