@@ -282,9 +282,13 @@ int mw_batch_validate(const mw_batch_t *b) {
       }
       default:
         if (c->values.len != (size_t)c->length * mw_type_width(f)) return -EINVAL;
-        if (f->type == MW_T_FSL_F32 &&
-            !bitmap_len_ok(&c->item_validity, c->length * f->fsl_dim))
-          return -EINVAL;
+        if (f->type == MW_T_FSL_F32) {
+          int64_t items = c->length * f->fsl_dim, inulls = 0;
+          if (!bitmap_len_ok(&c->item_validity, items)) return -EINVAL;
+          if (c->item_validity.len)
+            for (int64_t k = 0; k < items; k++) inulls += !mw_bit_get(c->item_validity.data, k);
+          if (inulls != c->item_null_count) return -EINVAL;
+        }
         break;
     }
   }
@@ -315,6 +319,17 @@ static int bool_push(mw_buf_t *bits, int64_t row, bool v) {
   return 0;
 }
 
+/* FSL child validity: push `dim` bits of value v for a new row, if the child
+ * bitmap is materialised (an empty one means every item is valid). */
+static int items_push(mw_column_t *c, int64_t dim, bool v) {
+  if (c->item_validity.len == 0) return 0;
+  int64_t base = c->length * dim;
+  for (int64_t k = 0; k < dim; k++)
+    if (bool_push(&c->item_validity, base + k, v) < 0) return -ENOMEM;
+  if (!v) c->item_null_count += dim;
+  return 0;
+}
+
 int mw_column_append_null(mw_column_t *c, const mw_field_t *f) {
   assert(f->nullable);
   if (column_push_validity(c, false) < 0) return -ENOMEM;
@@ -328,7 +343,9 @@ int mw_column_append_null(mw_column_t *c, const mw_field_t *f) {
       break;
     }
     case MW_T_FSL_F32:
+      /* like arrow-rs, the items of a null list are null children */
       rc = mw_buf_extend(&c->values, mw_type_width(f)) ? 0 : -ENOMEM;
+      if (rc == 0) rc = items_push(c, f->fsl_dim, false);
       break;
     default: rc = mw_buf_extend(&c->values, mw_type_width(f)) ? 0 : -ENOMEM; break;
   }
@@ -341,6 +358,8 @@ int mw_column_append_null(mw_column_t *c, const mw_field_t *f) {
 int mw_column_append_fixed(mw_column_t *c, const void *value, size_t width) {
   int rc = mw_buf_append(&c->values, value, width);
   if (rc < 0) return rc;
+  /* only fsl columns have an item bitmap; their width is 4 * dim */
+  if (items_push(c, (int64_t)width / 4, true) < 0) return -ENOMEM;
   if (column_push_validity(c, true) < 0) return -ENOMEM;
   c->length++;
   return 0;
@@ -364,6 +383,30 @@ int mw_column_append_bytes(mw_column_t *c, const void *p, size_t n) {
   return 0;
 }
 
+/* After row `r` of src was appended as dst's last row, give it src's item
+ * validity bits: materialise dst's bitmap (ones, zero past the end) the
+ * first time src has a null item, then overwrite the row's bits. */
+static int items_copy(mw_column_t *dst, const mw_column_t *src, int64_t dim, int64_t r) {
+  int64_t base = (dst->length - 1) * dim;
+  if (dst->item_validity.len == 0) {
+    bool all = true;
+    for (int64_t k = 0; k < dim && all; k++) all = mw_bit_get(src->item_validity.data, r * dim + k);
+    if (all) return 0;
+    int64_t bits = base + dim;
+    size_t n = (size_t)((bits + 7) / 8);
+    if (mw_buf_fill(&dst->item_validity, 0xFF, n) < 0) return -ENOMEM;
+    if (bits % 8) dst->item_validity.data[n - 1] = (uint8_t)((1u << (bits % 8)) - 1);
+  }
+  for (int64_t k = 0; k < dim; k++) {
+    bool v = mw_bit_get(src->item_validity.data, r * dim + k);
+    bool old = mw_bit_get(dst->item_validity.data, base + k);
+    mw_bit_set(dst->item_validity.data, base + k, v);
+    dst->item_null_count += (int64_t)old - (int64_t)v;
+  }
+  assert(dst->item_null_count >= 0);
+  return 0;
+}
+
 int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                            int64_t start, int64_t count) {
   assert(start >= 0 && count >= 0 && start + count <= src->length);
@@ -382,18 +425,53 @@ int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_fi
       rc = mw_column_append_fixed(dst, src->values.data + (size_t)r * w, w);
     }
     if (rc < 0) return rc;
-    if (f->type == MW_T_FSL_F32 && src->item_validity.len) {
-      /* carry the child's validity bits row by row */
-      int64_t dim = f->fsl_dim, base = (dst->length - 1) * dim;
-      if (dst->item_validity.len == 0 &&
-          mw_buf_fill(&dst->item_validity, 0xFF, (size_t)((base + 7) / 8)) < 0)
-        return -ENOMEM;
-      for (int64_t k = 0; k < dim; k++) {
-        bool v = mw_bit_get(src->item_validity.data, r * dim + k);
-        if (bool_push(&dst->item_validity, base + k, v) < 0) return -ENOMEM;
-        dst->item_null_count += !v;
-      }
-    }
+    if (f->type == MW_T_FSL_F32 && src->item_validity.len &&
+        (rc = items_copy(dst, src, f->fsl_dim, r)) < 0)
+      return rc;
   }
   return 0;
+}
+
+/* Count zero bits in [from, to) of a bitmap, shrink it to `to_keep` bits and
+ * clear the bits past them. An empty bitmap (all valid) stays empty. */
+static int64_t bitmap_truncate(mw_buf_t *bm, int64_t from, int64_t to, int64_t to_keep) {
+  if (bm->len == 0) return 0;
+  int64_t zeros = 0;
+  for (int64_t i = from; i < to; i++) zeros += !mw_bit_get(bm->data, i);
+  bm->len = (size_t)((to_keep + 7) / 8);
+  if (to_keep % 8) bm->data[bm->len - 1] &= (uint8_t)((1u << (to_keep % 8)) - 1);
+  return zeros;
+}
+
+void mw_column_truncate(mw_column_t *c, const mw_field_t *f, int64_t length) {
+  assert(length >= 0 && length <= c->length);
+  int64_t old = c->length;
+  if (length == old) return;
+  c->null_count -= bitmap_truncate(&c->validity, length, old, length);
+  switch (f->type) {
+    case MW_T_BOOL:
+      bitmap_truncate(&c->values, length, old, length);
+      break;
+    case MW_T_UTF8:
+    case MW_T_BINARY: {
+      const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+      c->values.len = (size_t)off[length];
+      c->offsets.len = (size_t)(length + 1) * 4;
+      break;
+    }
+    case MW_T_FSL_F32:
+      c->item_null_count -= bitmap_truncate(&c->item_validity, length * f->fsl_dim,
+                                            old * f->fsl_dim, length * f->fsl_dim);
+      c->values.len = (size_t)length * mw_type_width(f);
+      break;
+    default:
+      c->values.len = (size_t)length * mw_type_width(f);
+      break;
+  }
+  c->length = length;
+  /* a bitmap without zeros says nothing: drop it, restoring the state before
+   * the first null arrived */
+  if (c->null_count == 0) c->validity.len = 0;
+  if (c->item_null_count == 0) c->item_validity.len = 0;
+  assert(c->null_count >= 0 && c->item_null_count >= 0);
 }

@@ -18,7 +18,10 @@
  *
  * A validity buffer is a bitmap (LSB first, 1 = valid) of ceil(length/8)
  * bytes; an EMPTY validity buffer means "every row valid". null_count is
- * always exact. Bits past `length` in any bitmap are zero.
+ * always exact. Bits past `length` in any bitmap are zero in bitmaps our
+ * builders make; bitmaps decoded from Arrow IPC keep the writer's bytes (arrow-rs
+ * may leave ones there, and re-encoding must reproduce them), so never rely on
+ * them. A materialised fsl item_validity gives null rows null items (arrow-rs).
  *
  * Ownership: a schema owns its strings and metadata; a batch owns its column
  * buffers but only borrows its schema (many batches share one schema).
@@ -152,6 +155,11 @@ int mw_column_append_bytes(mw_column_t *c, const void *p, size_t n);
 /* Append rows [start, start+count) of src (same field) to dst. */
 int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                            int64_t start, int64_t count);
+/* Drop rows [length, c->length) (a builder's rollback): shrinks every buffer,
+ * fixes null counts and clears bitmap bits past the new length. Keeps memory.
+ * A validity bitmap left without zeros is dropped (empty = all valid), so a
+ * rolled-back row leaves the buffers as they were before it. */
+void mw_column_truncate(mw_column_t *c, const mw_field_t *f, int64_t length);
 /* Byte length and pointer of a utf8/binary value. */
 static inline const uint8_t *mw_column_bytes(const mw_column_t *c, int64_t i, size_t *n) {
   const int32_t *off = (const int32_t *)(const void *)c->offsets.data;

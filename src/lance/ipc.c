@@ -1,1 +1,1037 @@
-/* placeholder: written by the ipc codec work (issue 3). */
+/*
+ * ipc.c — Arrow IPC stream codec for MemWAL WAL entries (see ipc.h).
+ *
+ * A stream is a sequence of encapsulated messages, then EOS:
+ *
+ *   ff ff ff ff  38 02 00 00   continuation, metadata length 568 (8+568 = 576)
+ *   10 00 00 00 ...            flatbuffer Message{V5, Schema, ...}, zero padded
+ *   ff ff ff ff  78 01 00 00   continuation, metadata length 376
+ *   ...                        Message{V5, RecordBatch, bodyLength 6784}
+ *   ff ff ff ff ... 00 00      body: buffers at 64-aligned offsets, zero padded
+ *   ff ff ff ff  00 00 00 00   EOS
+ *
+ * Encoding reproduces arrow-rs StreamWriter byte for byte: the flatbuffer
+ * objects are created in the order arrow-ipc's convert.rs/writer.rs create
+ * them (per field: metadata, name, children vector, type table, Field table;
+ * per batch: compression table, buffers vector, nodes vector, RecordBatch,
+ * Message), and flatbuf.c lays them out like flatbuffers-rs. Metadata is
+ * padded so 8 + length is a multiple of 64; each body buffer starts at a
+ * 64-byte multiple; a column without nulls gets an all-0xFF validity bitmap.
+ *
+ * Decoding copies each buffer once into the batch (memcpy), counts nulls
+ * with popcount to check null_count, and checks utf8/binary offsets. Every
+ * copied byte is charged to a budget (input size, or the zstd limit), so a
+ * hostile stream whose buffers overlap cannot make us allocate more than a
+ * small multiple of its size.
+ */
+#include "lance/ipc.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ipc.c assumes a little-endian host");
+
+enum { HDR_SCHEMA = 1, HDR_DICT = 2, HDR_BATCH = 3 };
+enum { TY_INT = 2, TY_FLOAT = 3, TY_BINARY = 4, TY_UTF8 = 5, TY_BOOL = 6, TY_FSL = 16 };
+enum { META_V4 = 3, META_V5 = 4 };
+enum { CODEC_LZ4 = 0, CODEC_ZSTD = 1 };
+#define MAX_META_ENTRIES 4096
+#define MAX_BATCHES_DEFAULT ((size_t)1 << 20)
+
+static size_t pad64(size_t n) { return (n + 63) & ~(size_t)63; }
+static size_t bitmap_bytes(int64_t bits) { return (size_t)((bits + 7) / 8); }
+
+void mw_ipc_limits_default(mw_ipc_limits_t *lim) {
+  lim->max_fields = MW_MAX_FIELDS;
+  lim->max_batch_rows = MW_MAX_BATCH_ROWS;
+  lim->max_batches = MAX_BATCHES_DEFAULT;
+  lim->max_decompressed_bytes = MW_IPC_MAX_DECOMPRESSED_BYTES;
+}
+
+/* ================================================================= encode */
+
+void mw_ipc_writer_init(mw_ipc_writer_t *w) {
+  memset(w, 0, sizeof *w);
+  mw_fbb_init(&w->fbb);
+}
+
+void mw_ipc_writer_free(mw_ipc_writer_t *w) {
+  mw_fbb_free(&w->fbb);
+  mw_buf_free(&w->body);
+  mw_buf_free(&w->scratch);
+  mw_buf_free(&w->ones);
+  ZSTD_freeCCtx(w->zctx);
+  memset(w, 0, sizeof *w);
+}
+
+/* Reserve an 8-aligned array of n items in the scratch stack; returns its
+ * byte offset (pointers move when scratch grows, so callers keep offsets). */
+static int scratch_push(mw_ipc_writer_t *w, size_t bytes, size_t *mark) {
+  size_t at = (w->scratch.len + 7) & ~(size_t)7;
+  /* +8: never a NULL data pointer, even for an empty array */
+  if (mw_buf_reserve(&w->scratch, at - w->scratch.len + bytes + 8) < 0) return -ENOMEM;
+  w->scratch.len = at + bytes;
+  *mark = at;
+  return 0;
+}
+
+static uint32_t *scratch_u32(mw_ipc_writer_t *w, size_t mark) {
+  return (uint32_t *)(void *)(w->scratch.data + mark);
+}
+
+/* Vector of KeyValue tables, plus an optional extra entry at the end. */
+static int fb_kvs(mw_ipc_writer_t *w, const mw_kvs_t *kvs, const char *xkey, const char *xval,
+                  uint32_t *off) {
+  size_t n = kvs->n + (xkey != NULL), mark;
+  if (scratch_push(w, n * 4, &mark) < 0) return -ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    const char *k = i < kvs->n ? kvs->items[i].key : xkey;
+    const void *v = i < kvs->n ? (const void *)kvs->items[i].value : xval;
+    size_t vn = i < kvs->n ? kvs->items[i].value_len : strlen(xval);
+    uint32_t ko = mw_fbb_string(&w->fbb, k, strlen(k));
+    uint32_t vo = mw_fbb_string(&w->fbb, v, vn);
+    mw_fbb_table_start(&w->fbb);
+    mw_fbb_slot_off(&w->fbb, 0, ko);
+    mw_fbb_slot_off(&w->fbb, 1, vo);
+    scratch_u32(w, mark)[i] = mw_fbb_table_end(&w->fbb);
+  }
+  *off = mw_fbb_vec_offsets(&w->fbb, scratch_u32(w, mark), n);
+  w->scratch.len = mark;
+  return 0;
+}
+
+static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off);
+
+/* The type table and children vector of a field (arrow-rs get_fb_field_type). */
+static int fb_type(mw_ipc_writer_t *w, const mw_field_t *f, uint8_t *tt, uint32_t *type,
+                   uint32_t *children) {
+  mw_fbb_t *b = &w->fbb;
+  if (f->type == MW_T_FSL_F32) {
+    mw_field_t item = {.name = (char *)"item", .type = MW_T_FLOAT32,
+                       .nullable = f->item_nullable, .id = -1};
+    uint32_t child;
+    if (fb_field(w, &item, &child) < 0) return -ENOMEM;
+    mw_fbb_table_start(b);
+    mw_fbb_slot_i32(b, 0, f->fsl_dim, 0);
+    *type = mw_fbb_table_end(b);
+    *children = mw_fbb_vec_offsets(b, &child, 1);
+    *tt = TY_FSL;
+    return 0;
+  }
+  /* arrow-rs makes the empty children vector before the type table for
+   * numbers, after it for the field-less Bool/Utf8/Binary tables. */
+  bool children_first = f->type != MW_T_BOOL && f->type != MW_T_UTF8 && f->type != MW_T_BINARY;
+  if (children_first) *children = mw_fbb_vec_offsets(b, NULL, 0);
+  mw_fbb_table_start(b);
+  switch (f->type) {
+    case MW_T_INT32: case MW_T_INT64: case MW_T_UINT32: case MW_T_UINT64: {
+      bool is_signed = f->type == MW_T_INT32 || f->type == MW_T_INT64;
+      mw_fbb_slot_u8(b, 1, is_signed, 0);
+      mw_fbb_slot_i32(b, 0, f->type == MW_T_INT32 || f->type == MW_T_UINT32 ? 32 : 64, 0);
+      *tt = TY_INT;
+      break;
+    }
+    case MW_T_FLOAT32: case MW_T_FLOAT64:
+      mw_fbb_slot_i16(b, 0, f->type == MW_T_FLOAT32 ? 1 : 2, 0);
+      *tt = TY_FLOAT;
+      break;
+    case MW_T_BOOL: *tt = TY_BOOL; break;
+    case MW_T_UTF8: *tt = TY_UTF8; break;
+    case MW_T_BINARY: *tt = TY_BINARY; break;
+    default: return -EINVAL;
+  }
+  *type = mw_fbb_table_end(b);
+  if (!children_first) *children = mw_fbb_vec_offsets(b, NULL, 0);
+  return 0;
+}
+
+static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off) {
+  assert(f->name != NULL);
+  uint32_t meta = 0, type = 0, children = 0;
+  uint8_t tt = 0;
+  char pk[16];
+  const char *xkey = NULL;
+  if (f->pk_position > 0 && mw_kvs_get(&f->meta, MW_IPC_PK_POSITION_KEY) == NULL) {
+    snprintf(pk, sizeof pk, "%" PRIu32, f->pk_position);
+    xkey = MW_IPC_PK_POSITION_KEY;
+  }
+  if ((f->meta.n > 0 || xkey) && fb_kvs(w, &f->meta, xkey, pk, &meta) < 0) return -ENOMEM;
+  uint32_t name = mw_fbb_string(&w->fbb, f->name, strlen(f->name));
+  int rc = fb_type(w, f, &tt, &type, &children);
+  if (rc < 0) return rc;
+  mw_fbb_t *b = &w->fbb;
+  mw_fbb_table_start(b);
+  mw_fbb_slot_off(b, 0, name);
+  mw_fbb_slot_u8(b, 2, tt, 0);
+  mw_fbb_slot_u8(b, 1, f->nullable, 0);
+  mw_fbb_slot_off(b, 5, children);
+  mw_fbb_slot_off(b, 3, type);
+  if (meta) mw_fbb_slot_off(b, 6, meta);
+  *off = mw_fbb_table_end(b);
+  return 0;
+}
+
+static uint32_t fb_message(mw_fbb_t *b, uint8_t hdr_type, uint32_t header, int64_t body_len) {
+  mw_fbb_table_start(b);
+  mw_fbb_slot_i16(b, 0, META_V5, 0);
+  mw_fbb_slot_u8(b, 1, hdr_type, 0);
+  mw_fbb_slot_i64(b, 3, body_len, 0);
+  mw_fbb_slot_off(b, 2, header);
+  return mw_fbb_table_end(b);
+}
+
+/* Finish the flatbuffer and append continuation, length, metadata, padding. */
+static int emit_metadata(mw_ipc_writer_t *w, uint32_t root, mw_buf_t *out, size_t body_len) {
+  const uint8_t *p;
+  size_t n;
+  int rc = mw_fbb_finish(&w->fbb, root, &p, &n);
+  if (rc < 0) return rc;
+  size_t total = pad64(n + 8);
+  if (total - 8 > INT32_MAX) return -EFBIG;
+  if (mw_buf_reserve(out, total + body_len) < 0) return -ENOMEM;
+  mw_buf_put_u32le(out, 0xFFFFFFFFu);
+  mw_buf_put_u32le(out, (uint32_t)(total - 8));
+  mw_buf_append(out, p, n);
+  return mw_buf_fill(out, 0, total - 8 - n);
+}
+
+static int encode_schema(mw_ipc_writer_t *w, const mw_schema_t *s, mw_buf_t *out) {
+  mw_fbb_t *b = &w->fbb;
+  size_t mark;
+  mw_fbb_reset(b);
+  if (scratch_push(w, s->n_fields * 4, &mark) < 0) return -ENOMEM;
+  for (size_t i = 0; i < s->n_fields; i++) {
+    uint32_t off;
+    int rc = fb_field(w, &s->fields[i], &off);
+    if (rc < 0) return rc;
+    scratch_u32(w, mark)[i] = off;
+  }
+  uint32_t fields = mw_fbb_vec_offsets(b, scratch_u32(w, mark), s->n_fields), meta = 0;
+  w->scratch.len = mark;
+  if (s->meta.n > 0 && fb_kvs(w, &s->meta, NULL, NULL, &meta) < 0) return -ENOMEM;
+  mw_fbb_table_start(b);
+  mw_fbb_slot_off(b, 1, fields);
+  if (meta) mw_fbb_slot_off(b, 2, meta);
+  uint32_t schema = mw_fbb_table_end(b);
+  return emit_metadata(w, fb_message(b, HDR_SCHEMA, schema, 0), out, 0);
+}
+
+/* One body buffer to write: p == NULL means "all ones". */
+typedef struct src_buf {
+  const uint8_t *p;
+  size_t n;
+} src_buf_t;
+
+typedef struct enc_batch {
+  size_t nodes_mark, bufs_mark, srcs_mark;
+  size_t n_nodes, n_bufs;
+} enc_batch_t;
+
+static int64_t *node_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
+  return (int64_t *)(void *)(w->scratch.data + e->nodes_mark) + 2 * i;
+}
+static int64_t *buf_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
+  return (int64_t *)(void *)(w->scratch.data + e->bufs_mark) + 2 * i;
+}
+static src_buf_t *src_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
+  return (src_buf_t *)(void *)(w->scratch.data + e->srcs_mark) + i;
+}
+
+static void add_node(mw_ipc_writer_t *w, enc_batch_t *e, int64_t len, int64_t nulls) {
+  int64_t *nd = node_at(w, e, e->n_nodes++);
+  nd[0] = len;
+  nd[1] = nulls;
+}
+static void add_src(mw_ipc_writer_t *w, enc_batch_t *e, const uint8_t *p, size_t n) {
+  *src_at(w, e, e->n_bufs++) = (src_buf_t){p, n};
+}
+
+/* List nodes and source buffers of one batch, checking buffer sizes. */
+static int collect(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch_t *bt,
+                   enc_batch_t *e, mw_err_t *err) {
+  size_t nf = s->n_fields;
+  if (scratch_push(w, 2 * nf * 16, &e->nodes_mark) < 0 ||
+      scratch_push(w, 3 * nf * 16, &e->bufs_mark) < 0 ||
+      scratch_push(w, 3 * nf * sizeof(src_buf_t), &e->srcs_mark) < 0)
+    return -ENOMEM;
+  e->n_nodes = e->n_bufs = 0;
+  assert(bt->cols != NULL || nf == 0);
+  for (size_t i = 0; i < nf; i++) {
+    const mw_field_t *f = &s->fields[i];
+    const mw_column_t *c = &bt->cols[i];
+    int64_t len = c->length;
+    if (len != bt->n_rows || len < 0 || (c->validity.len && c->validity.len < bitmap_bytes(len)) ||
+        c->null_count < 0 || c->null_count > len || (c->null_count && !c->validity.len))
+      return mw_err_set(err, -EINVAL, "ipc encode: column %s: bad length, validity or null count",
+                        f->name);
+    add_node(w, e, len, c->null_count);
+    add_src(w, e, c->validity.len ? c->validity.data : NULL, bitmap_bytes(len));
+    size_t need;
+    switch (f->type) {
+      case MW_T_BOOL:
+        need = bitmap_bytes(len);
+        break;
+      case MW_T_UTF8:
+      case MW_T_BINARY: {
+        if (c->offsets.len < (size_t)(len + 1) * 4)
+          return mw_err_set(err, -EINVAL, "ipc encode: column %s: short offsets", f->name);
+        add_src(w, e, c->offsets.data, (size_t)(len + 1) * 4);
+        int32_t end;
+        memcpy(&end, c->offsets.data + len * 4, 4);
+        need = (size_t)end;
+        break;
+      }
+      case MW_T_FSL_F32: {
+        int64_t items = len * f->fsl_dim;
+        if ((c->item_validity.len && c->item_validity.len < bitmap_bytes(items)) ||
+            c->item_null_count < 0 || c->item_null_count > items ||
+            (c->item_null_count && !c->item_validity.len))
+          return mw_err_set(err, -EINVAL, "ipc encode: column %s: short item validity", f->name);
+        add_node(w, e, items, c->item_null_count);
+        add_src(w, e, c->item_validity.len ? c->item_validity.data : NULL, bitmap_bytes(items));
+        need = (size_t)items * 4;
+        break;
+      }
+      default:
+        need = (size_t)len * mw_type_width(f);
+        break;
+    }
+    if (c->values.len < need)
+      return mw_err_set(err, -EINVAL, "ipc encode: column %s: short values buffer", f->name);
+    add_src(w, e, c->values.data, need);
+  }
+  assert(e->n_nodes <= 2 * nf && e->n_bufs <= 3 * nf);
+  return 0;
+}
+
+static const uint8_t *ones(mw_ipc_writer_t *w, size_t n) {
+  if (w->ones.len < n) {
+    w->ones.len = 0;
+    if (mw_buf_fill(&w->ones, 0xFF, n) < 0) return NULL;
+  }
+  return w->ones.data;
+}
+
+/* Compress every buffer into w->body (arrow-rs compress_to_vec framing). */
+static int compress_body(mw_ipc_writer_t *w, enc_batch_t *e, int level) {
+  mw_buf_reset(&w->body);
+  if (w->zctx == NULL && (w->zctx = ZSTD_createCCtx()) == NULL) return -ENOMEM;
+  for (size_t i = 0; i < e->n_bufs; i++) {
+    src_buf_t sb = *src_at(w, e, i);
+    const uint8_t *p = sb.p ? sb.p : ones(w, sb.n);
+    size_t start = w->body.len;
+    if (p == NULL) return -ENOMEM;
+    if (sb.n > 0) {
+      size_t bound = ZSTD_compressBound(sb.n);
+      if (mw_buf_reserve(&w->body, 8 + bound) < 0) return -ENOMEM;
+      mw_buf_put_u64le(&w->body, sb.n);
+      size_t z = ZSTD_compressCCtx(w->zctx, w->body.data + w->body.len, bound, p, sb.n, level);
+      if (ZSTD_isError(z)) return -EIO;
+      if (8 + z > sb.n) {
+        w->body.len = start;
+        mw_buf_put_u64le(&w->body, UINT64_MAX);
+        if (mw_buf_append(&w->body, p, sb.n) < 0) return -ENOMEM;
+      } else {
+        w->body.len += z;
+      }
+    }
+    int64_t *bd = buf_at(w, e, i);
+    bd[0] = (int64_t)start;
+    bd[1] = (int64_t)(w->body.len - start);
+    if (mw_buf_align(&w->body, MW_IPC_ALIGN_BYTES, 0) < 0) return -ENOMEM;
+  }
+  return 0;
+}
+
+static int encode_batch(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch_t *bt,
+                        const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
+  size_t mark = w->scratch.len, body_len = 0;
+  enc_batch_t e;
+  int rc = collect(w, s, bt, &e, err);
+  if (rc < 0) goto done;
+  bool z = opts && opts->zstd;
+  if (z) {
+    if ((rc = compress_body(w, &e, opts->zstd_level)) < 0) goto done;
+    body_len = w->body.len;
+  } else {
+    for (size_t i = 0; i < e.n_bufs; i++) {
+      int64_t *bd = buf_at(w, &e, i);
+      bd[0] = (int64_t)body_len;
+      bd[1] = (int64_t)src_at(w, &e, i)->n;
+      body_len += pad64(src_at(w, &e, i)->n);
+    }
+  }
+  mw_fbb_t *b = &w->fbb;
+  mw_fbb_reset(b);
+  uint32_t comp = 0;
+  if (z) {
+    mw_fbb_table_start(b);
+    mw_fbb_slot_u8(b, 0, CODEC_ZSTD, CODEC_LZ4);
+    comp = mw_fbb_table_end(b);
+  }
+  uint32_t bufs = mw_fbb_vec_structs(b, buf_at(w, &e, 0), e.n_bufs, 16, 8);
+  uint32_t nodes = mw_fbb_vec_structs(b, node_at(w, &e, 0), e.n_nodes, 16, 8);
+  mw_fbb_table_start(b);
+  mw_fbb_slot_i64(b, 0, bt->n_rows, 0);
+  mw_fbb_slot_off(b, 1, nodes);
+  mw_fbb_slot_off(b, 2, bufs);
+  if (comp) mw_fbb_slot_off(b, 3, comp);
+  uint32_t rb = mw_fbb_table_end(b);
+  if ((rc = emit_metadata(w, fb_message(b, HDR_BATCH, rb, (int64_t)body_len), out, body_len)) < 0)
+    goto done;
+  if (z) {
+    rc = mw_buf_append(out, w->body.data, w->body.len);
+    goto done;
+  }
+  for (size_t i = 0; i < e.n_bufs; i++) {
+    src_buf_t sb = *src_at(w, &e, i);
+    size_t padded = pad64(sb.n);
+    if ((rc = mw_buf_reserve(out, padded)) < 0) goto done; /* reserved already: no-op */
+    uint8_t *dst = out->data + out->len;
+    if (sb.p) memcpy(dst, sb.p, sb.n);
+    else memset(dst, 0xFF, sb.n);
+    memset(dst + sb.n, 0, padded - sb.n);
+    out->len += padded;
+  }
+done:
+  w->scratch.len = mark;
+  return rc;
+}
+
+int mw_ipc_writer_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
+                         const mw_batch_t *const *batches, size_t n_batches,
+                         const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
+  assert(w != NULL && schema != NULL && out != NULL);
+  size_t start = out->len;
+  int rc = 0;
+  mw_buf_reset(&w->scratch);
+  if (schema->n_fields > MW_MAX_FIELDS) {
+    rc = mw_err_set(err, -EFBIG, "ipc encode: %zu fields", schema->n_fields);
+    goto fail;
+  }
+  for (size_t i = 0; i < n_batches; i++) {
+    if (batches[i]->schema == NULL || batches[i]->schema->n_fields != schema->n_fields) {
+      rc = mw_err_set(err, -EINVAL, "ipc encode: batch %zu does not match the schema", i);
+      goto fail;
+    }
+  }
+  if ((rc = encode_schema(w, schema, out)) < 0) goto fail;
+  for (size_t i = 0; i < n_batches; i++)
+    if ((rc = encode_batch(w, schema, batches[i], opts, out, err)) < 0) goto fail;
+  if ((rc = mw_buf_put_u64le(out, 0x00000000FFFFFFFFull)) < 0) goto fail;
+  assert((out->len - start) % 8 == 0);
+  return 0;
+fail:
+  out->len = start;
+  if (rc == -ENOMEM) mw_err_set(err, rc, "ipc encode: out of memory");
+  return mw_err_set(err, rc, "ipc encode failed");
+}
+
+int mw_ipc_encode(const mw_schema_t *schema, const mw_batch_t *const *batches,
+                  size_t n_batches, const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
+  mw_ipc_writer_t w;
+  mw_ipc_writer_init(&w);
+  int rc = mw_ipc_writer_encode(&w, schema, batches, n_batches, opts, out, err);
+  mw_ipc_writer_free(&w);
+  return rc;
+}
+
+/* ============================================================== WAL helpers */
+
+static int parse_u64(const uint8_t *p, size_t n, uint64_t *v) {
+  if (n == 0 || n > 20) return -EBADMSG;
+  uint64_t x = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (p[i] < '0' || p[i] > '9') return -EBADMSG;
+    uint64_t d = (uint64_t)(p[i] - '0');
+    if (x > (UINT64_MAX - d) / 10) return -EBADMSG;
+    x = x * 10 + d;
+  }
+  *v = x;
+  return 0;
+}
+
+int mw_ipc_writer_epoch(const mw_schema_t *schema, uint64_t *epoch, mw_err_t *err) {
+  const mw_kv_t *kv = mw_kvs_get(&schema->meta, MW_IPC_WRITER_EPOCH_KEY);
+  if (kv == NULL) return mw_err_set(err, -EBADMSG, "WAL entry missing writer_epoch metadata");
+  if (parse_u64(kv->value, kv->value_len, epoch) < 0)
+    return mw_err_set(err, -EBADMSG, "WAL entry writer_epoch is not a decimal u64: \"%.40s\"",
+                      (const char *)kv->value);
+  return 0;
+}
+
+bool mw_ipc_is_fence_sentinel(const mw_schema_t *schema) {
+  const mw_kv_t *kv = mw_kvs_get(&schema->meta, MW_IPC_FENCE_SENTINEL_KEY);
+  return kv != NULL && kv->value_len == 4 && memcmp(kv->value, "true", 4) == 0;
+}
+
+int mw_ipc_fence_sentinel(uint64_t epoch, mw_buf_t *out, mw_err_t *err) {
+  mw_schema_t s;
+  char num[24];
+  int n = snprintf(num, sizeof num, "%" PRIu64, epoch);
+  mw_schema_init(&s);
+  int rc = mw_kvs_set(&s.meta, MW_IPC_FENCE_SENTINEL_KEY, "true", 4);
+  if (rc == 0) rc = mw_kvs_set(&s.meta, MW_IPC_WRITER_EPOCH_KEY, num, (size_t)n);
+  if (rc == 0) rc = mw_ipc_encode(&s, NULL, 0, NULL, out, err);
+  mw_schema_free(&s);
+  return rc < 0 ? mw_err_set(err, rc, "ipc: fence sentinel") : 0;
+}
+
+/* ================================================================= decode */
+
+typedef struct dec {
+  const uint8_t *p;
+  size_t n;
+  mw_ipc_limits_t lim;
+  mw_err_t *err;
+  size_t copy_budget;   /* bytes we may still copy out of the input */
+  size_t zstd_budget;   /* bytes we may still decompress */
+  size_t str_budget;    /* bytes of names and metadata we may still copy */
+  mw_ipc_reader_t *rd;  /* zstd context and scratch buffers */
+} dec_t;
+
+static int bad_at(dec_t *d, size_t pos, const char *what, const char *why) {
+  return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: %s: %s", pos, what, why);
+}
+
+static int take_string(dec_t *d, size_t pos, const char *s, size_t n, char **out,
+                       const char *what) {
+  if (memchr(s, 0, n) != NULL) return bad_at(d, pos, what, "NUL inside a string");
+  if (n + 1 > d->str_budget) return bad_at(d, pos, what, "strings exceed the input size");
+  d->str_budget -= n + 1;
+  *out = strndup(s, n);
+  return *out ? 0 : -ENOMEM;
+}
+
+/* KeyValue vector at `slot` of table t into kvs (order kept). */
+static int read_kvs(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *t, int slot, mw_kvs_t *kvs,
+                    const char *what) {
+  size_t start, count;
+  int rc = mw_fbr_vector(r, t, slot, 4, MAX_META_ENTRIES, &start, &count, what);
+  if (rc <= 0) return rc;
+  for (size_t i = 0; i < count; i++) {
+    mw_fbt_t kv;
+    const char *k = "", *v = "";
+    size_t kn = 0, vn = 0;
+    if ((rc = mw_fbr_table_at(r, start + 4 * i, &kv, what)) < 0) return rc;
+    if ((rc = mw_fbr_string(r, &kv, 0, &k, &kn, what)) < 0) return rc;
+    if ((rc = mw_fbr_string(r, &kv, 1, &v, &vn, what)) < 0) return rc;
+    if (memchr(k, 0, kn) != NULL) return bad_at(d, r->base + kv.pos, what, "NUL in key");
+    if (kn + vn + 2 > d->str_budget)
+      return bad_at(d, r->base + kv.pos, what, "metadata exceeds the input size");
+    d->str_budget -= kn + vn + 2;
+    char key[256];
+    char *kp = kn < sizeof key ? key : malloc(kn + 1);
+    if (kp == NULL) return -ENOMEM;
+    memcpy(kp, k, kn);
+    kp[kn] = 0;
+    rc = mw_kvs_set(kvs, kp, v, vn);
+    if (kp != key) free(kp);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+static int parse_pk_position(dec_t *d, size_t pos, mw_field_t *f) {
+  const mw_kv_t *kv = mw_kvs_get(&f->meta, MW_IPC_PK_POSITION_KEY);
+  if (kv == NULL) return 0;
+  uint64_t v;
+  if (parse_u64(kv->value, kv->value_len, &v) < 0 || v == 0 || v > MW_MAX_FIELDS)
+    return bad_at(d, pos, f->name, "bad primary-key position metadata");
+  f->pk_position = (uint32_t)v;
+  return 0;
+}
+
+/* Read one Field table's type into f (type, fsl_dim, item_nullable). */
+static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f) {
+  uint8_t tt;
+  mw_fbt_t ty, child;
+  size_t cstart = 0, ccount = 0;
+  const char *w = f->name;
+  int rc = mw_fbr_u8(r, ft, 2, 0, &tt, w);
+  if (rc < 0) return rc;
+  if ((rc = mw_fbr_table(r, ft, 4, &ty, w)) != 0)
+    return rc < 0 ? rc : mw_err_set(d->err, -ENOTSUP, "ipc: field %s: dictionary encoding", w);
+  if ((rc = mw_fbr_vector(r, ft, 5, 4, 1, &cstart, &ccount, w)) < 0) return rc;
+  if ((rc = mw_fbr_table(r, ft, 3, &ty, w)) < 0) return rc;
+  if (rc == 0) return bad_at(d, r->base + ft->pos, w, "field without a type table");
+  if (tt != TY_FSL && ccount != 0) return bad_at(d, r->base + ft->pos, w, "unexpected children");
+  switch (tt) {
+    case TY_INT: {
+      int32_t bits;
+      uint8_t sgn;
+      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &bits, w)) < 0) return rc;
+      if ((rc = mw_fbr_u8(r, &ty, 1, 0, &sgn, w)) < 0) return rc;
+      if (bits == 32) f->type = sgn ? MW_T_INT32 : MW_T_UINT32;
+      else if (bits == 64) f->type = sgn ? MW_T_INT64 : MW_T_UINT64;
+      else return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit integers", w, bits);
+      return 0;
+    }
+    case TY_FLOAT: {
+      int16_t prec;
+      if ((rc = mw_fbr_i16(r, &ty, 0, 0, &prec, w)) < 0) return rc;
+      if (prec == 1) f->type = MW_T_FLOAT32;
+      else if (prec == 2) f->type = MW_T_FLOAT64;
+      else return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: float precision %d", w, prec);
+      return 0;
+    }
+    case TY_BOOL: f->type = MW_T_BOOL; return 0;
+    case TY_UTF8: f->type = MW_T_UTF8; return 0;
+    case TY_BINARY: f->type = MW_T_BINARY; return 0;
+    case TY_FSL: {
+      int32_t dim;
+      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &dim, w)) < 0) return rc;
+      if (dim <= 0) return bad_at(d, r->base + ty.pos, w, "list size <= 0");
+      if (dim > MW_MAX_FSL_DIM)
+        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list size %d", w, dim);
+      if (ccount != 1) return bad_at(d, r->base + ft->pos, w, "list without one child");
+      if ((rc = mw_fbr_table_at(r, cstart, &child, w)) < 0) return rc;
+      mw_field_t item = {.name = (char *)"item"};
+      uint8_t nullable, ctt;
+      /* check the child's type id first: only a float child is read, so a
+       * list whose child is itself (a cycle) cannot recurse */
+      if ((rc = mw_fbr_u8(r, &child, 2, 0, &ctt, w)) < 0) return rc;
+      if (ctt != TY_FLOAT)
+        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list of Arrow type id %u", w, ctt);
+      if ((rc = read_type(d, r, &child, &item)) < 0) return rc;
+      if (item.type != MW_T_FLOAT32)
+        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list of %s", w, mw_type_name(item.type));
+      if ((rc = mw_fbr_u8(r, &child, 1, 0, &nullable, w)) < 0) return rc;
+      f->type = MW_T_FSL_F32;
+      f->fsl_dim = dim;
+      f->item_nullable = nullable != 0;
+      return 0;
+    }
+    default:
+      return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: Arrow type id %u", w, tt);
+  }
+}
+
+static int read_schema(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *st, mw_schema_t *s) {
+  int16_t endian;
+  size_t start = 0, count = 0;
+  int rc = mw_fbr_i16(r, st, 0, 0, &endian, "schema");
+  if (rc < 0) return rc;
+  if (endian != 0) return mw_err_set(d->err, -ENOTSUP, "ipc: big-endian schema");
+  if ((rc = mw_fbr_vector(r, st, 1, 4, d->lim.max_fields, &start, &count, "schema fields")) < 0)
+    return rc;
+  for (size_t i = 0; i < count; i++) {
+    mw_fbt_t ft;
+    const char *name = "";
+    size_t nn = 0;
+    uint8_t nullable;
+    if ((rc = mw_fbr_table_at(r, start + 4 * i, &ft, "field")) < 0) return rc;
+    if ((rc = mw_fbr_string(r, &ft, 0, &name, &nn, "field name")) < 0) return rc;
+    if ((rc = mw_fbr_u8(r, &ft, 1, 0, &nullable, "field nullable")) < 0) return rc;
+    char *nm = NULL;
+    if ((rc = take_string(d, r->base + ft.pos, name, nn, &nm, "field name")) < 0) return rc;
+    rc = mw_schema_add(s, nm, MW_T_INT32, nullable != 0);
+    free(nm);
+    if (rc < 0) return rc;
+    mw_field_t *f = &s->fields[rc];
+    if ((rc = read_type(d, r, &ft, f)) < 0) return rc;
+    if ((rc = read_kvs(d, r, &ft, 6, &f->meta, f->name)) < 0) return rc;
+    if ((rc = parse_pk_position(d, r->base + ft.pos, f)) < 0) return rc;
+  }
+  return read_kvs(d, r, st, 2, &s->meta, "schema metadata");
+}
+
+/* ------------------------------------------------------------ batch body */
+
+typedef struct body {
+  const mw_fbr_t *r;
+  size_t bufs;      /* position of the Buffer structs in r */
+  size_t n_bufs, next_buf;
+  size_t nodes;
+  size_t n_nodes, next_node;
+  const uint8_t *p; /* body bytes */
+  size_t len;
+  size_t pos;       /* absolute offset of the body */
+  bool zstd;
+} body_t;
+
+static int next_node(dec_t *d, body_t *b, int64_t *len, int64_t *nulls, const char *what) {
+  size_t at = b->nodes + 16 * b->next_node;
+  if (b->next_node >= b->n_nodes) return bad_at(d, b->r->base, what, "too few field nodes");
+  b->next_node++;
+  *len = (int64_t)mw_load_u64le(b->r->p + at);
+  *nulls = (int64_t)mw_load_u64le(b->r->p + at + 8);
+  if (*len < 0 || *len > d->lim.max_batch_rows * (int64_t)MW_MAX_FSL_DIM || *nulls < 0 || *nulls > *len)
+    return bad_at(d, b->r->base + at, what, "bad field node length or null count");
+  return 0;
+}
+
+/* The next body buffer, decompressed if needed into d->tmp[role]. */
+static int next_buf(dec_t *d, body_t *b, int role, const uint8_t **p, size_t *n,
+                    const char *what) {
+  size_t at = b->bufs + 16 * b->next_buf;
+  if (b->next_buf >= b->n_bufs) return bad_at(d, b->r->base, what, "too few buffers");
+  b->next_buf++;
+  uint64_t off = mw_load_u64le(b->r->p + at), len = mw_load_u64le(b->r->p + at + 8);
+  if (off > b->len || len > b->len - off)
+    return bad_at(d, b->r->base + at, what, "buffer outside the message body");
+  *p = b->p + off;
+  *n = (size_t)len;
+  if (!b->zstd || len == 0) return 0;
+  size_t zpos = b->pos + (size_t)off;
+  if (len < 8) return bad_at(d, zpos, what, "compressed buffer shorter than 8 bytes");
+  int64_t ulen = (int64_t)mw_load_u64le(*p);
+  if (ulen == -1) {
+    *p += 8;
+    *n -= 8;
+    return 0;
+  }
+  if (ulen < 0 || (uint64_t)ulen > d->zstd_budget)
+    return mw_err_set(d->err, ulen < 0 ? -EBADMSG : -EFBIG,
+                      "ipc: byte %zu: %s: uncompressed length %" PRId64 " over the limit", zpos,
+                      what, ulen);
+  unsigned long long fcs = ZSTD_getFrameContentSize(*p + 8, (size_t)len - 8);
+  if (fcs == ZSTD_CONTENTSIZE_ERROR || (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != (uint64_t)ulen))
+    return bad_at(d, zpos, what, "bad zstd frame header");
+  mw_buf_t *t = &d->rd->tmp[role];
+  mw_buf_reset(t);
+  if (mw_buf_reserve(t, (size_t)ulen ? (size_t)ulen : 1) < 0) return -ENOMEM;
+  if (d->rd->dctx == NULL && (d->rd->dctx = ZSTD_createDCtx()) == NULL) return -ENOMEM;
+  size_t got = ZSTD_decompressDCtx(d->rd->dctx, t->data, (size_t)ulen, *p + 8, (size_t)len - 8);
+  if (ZSTD_isError(got) || got != (size_t)ulen)
+    return bad_at(d, zpos, what, "zstd data corrupt or of the wrong length");
+  d->zstd_budget -= got;
+  t->len = got;
+  *p = t->data;
+  *n = got;
+  return 0;
+}
+
+static int charge(dec_t *d, body_t *b, size_t n, const char *what) {
+  if (b->zstd) return 0; /* already charged to the zstd budget */
+  if (n > d->copy_budget) return bad_at(d, b->pos, what, "buffers overlap beyond the input size");
+  d->copy_budget -= n;
+  return 0;
+}
+
+static int64_t count_zero_bits(const uint8_t *p, int64_t bits) {
+  int64_t ones = 0, i = 0, full = bits / 64;
+  for (; i < full; i++) {
+    uint64_t w;
+    memcpy(&w, p + 8 * i, 8);
+    ones += __builtin_popcountll(w);
+  }
+  for (int64_t k = full * 64; k < bits; k++) ones += mw_bit_get(p, k);
+  return bits - ones;
+}
+
+/* Copy a bitmap of `bits` bits. Bits past the end are kept as written
+ * (arrow-rs may leave ones there), so re-encoding gives the same bytes. */
+static int take_bits(dec_t *d, body_t *b, const uint8_t *p, size_t n, int64_t bits, mw_buf_t *dst,
+                     const char *what) {
+  size_t need = bitmap_bytes(bits);
+  if (n < need) return bad_at(d, b->pos, what, "bitmap buffer too short");
+  int rc = charge(d, b, need, what);
+  if (rc < 0 || (rc = mw_buf_append(dst, p, need)) < 0) return rc;
+  return 0;
+}
+
+static int take_validity(dec_t *d, body_t *b, int64_t len, int64_t nulls, bool nullable,
+                         mw_buf_t *dst, const char *what) {
+  const uint8_t *p;
+  size_t n;
+  int rc = next_buf(d, b, 0, &p, &n, what);
+  if (rc < 0 || nulls == 0) return rc;
+  if (!nullable) return bad_at(d, b->pos, what, "nulls in a non-nullable field");
+  if ((rc = take_bits(d, b, p, n, len, dst, what)) < 0) return rc;
+  if (count_zero_bits(dst->data, len) != nulls)
+    return bad_at(d, b->pos, what, "null_count does not match the validity bitmap");
+  return 0;
+}
+
+static int take_fixed(dec_t *d, body_t *b, size_t need, mw_buf_t *dst, const char *what) {
+  const uint8_t *p;
+  size_t n;
+  int rc = next_buf(d, b, 1, &p, &n, what);
+  if (rc < 0) return rc;
+  if (n < need) return bad_at(d, b->pos, what, "values buffer too short");
+  if ((rc = charge(d, b, need, what)) < 0) return rc;
+  return mw_buf_append(dst, p, need);
+}
+
+static int take_varlen(dec_t *d, body_t *b, int64_t len, mw_column_t *c, const char *what) {
+  const uint8_t *op, *vp;
+  size_t on, vn, need = (size_t)(len + 1) * 4;
+  int rc = next_buf(d, b, 1, &op, &on, what);
+  if (rc < 0 || (rc = next_buf(d, b, 2, &vp, &vn, what)) < 0) return rc;
+  c->offsets.len = 0;
+  if (len == 0 && on == 0) return mw_buf_put_u32le(&c->offsets, 0);
+  if (on < need) return bad_at(d, b->pos, what, "offsets buffer too short");
+  if ((rc = charge(d, b, need, what)) < 0 || (rc = mw_buf_append(&c->offsets, op, need)) < 0)
+    return rc;
+  int32_t *o = (int32_t *)(void *)c->offsets.data, base = o[0];
+  if (base < 0) return bad_at(d, b->pos, what, "negative offset");
+  int32_t bad = 0;
+  for (int64_t i = 0; i < len; i++) bad |= o[i + 1] < o[i];
+  if (bad || (size_t)o[len] > vn) return bad_at(d, b->pos, what, "offsets not monotone or past the data");
+  if (base)
+    for (int64_t i = 0; i <= len; i++) o[i] -= base;
+  size_t dn = (size_t)o[len];
+  assert(o[0] == 0 && c->offsets.len == need);
+  if ((rc = charge(d, b, dn, what)) < 0) return rc;
+  return mw_buf_append(&c->values, vp + base, dn);
+}
+
+static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, mw_column_t *c) {
+  int64_t len, nulls;
+  const char *w = f->name;
+  int rc = next_node(d, b, &len, &nulls, w);
+  if (rc < 0) return rc;
+  if (len != rows) return bad_at(d, b->r->base, w, "field node length differs from the batch length");
+  c->length = len;
+  c->null_count = nulls;
+  if ((rc = take_validity(d, b, len, nulls, f->nullable, &c->validity, w)) < 0) return rc;
+  switch (f->type) {
+    case MW_T_BOOL: {
+      const uint8_t *p;
+      size_t n;
+      if ((rc = next_buf(d, b, 1, &p, &n, w)) < 0) return rc;
+      return take_bits(d, b, p, n, len, &c->values, w);
+    }
+    case MW_T_UTF8:
+    case MW_T_BINARY:
+      return take_varlen(d, b, len, c, w);
+    case MW_T_FSL_F32: {
+      int64_t clen, cnulls;
+      if ((rc = next_node(d, b, &clen, &cnulls, w)) < 0) return rc;
+      if (clen != len * f->fsl_dim) return bad_at(d, b->r->base, w, "list child length is not length*size");
+      c->item_null_count = cnulls;
+      if ((rc = take_validity(d, b, clen, cnulls, f->item_nullable, &c->item_validity, w)) < 0)
+        return rc;
+      return take_fixed(d, b, (size_t)clen * 4, &c->values, w);
+    }
+    default:
+      return take_fixed(d, b, (size_t)len * mw_type_width(f), &c->values, w);
+  }
+}
+
+static int read_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *bt, body_t *b,
+                      const mw_schema_t *s, mw_batch_t *out, bool reuse) {
+  int64_t rows;
+  mw_fbt_t comp;
+  size_t want_nodes = s->n_fields, want_bufs = 0;
+  for (size_t i = 0; i < s->n_fields; i++) {
+    mw_type_t t = s->fields[i].type;
+    want_nodes += t == MW_T_FSL_F32;
+    want_bufs += t == MW_T_UTF8 || t == MW_T_BINARY || t == MW_T_FSL_F32 ? 3 : 2;
+  }
+  int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
+  if (rc < 0) return rc;
+  if (rows < 0) return bad_at(d, r->base + bt->pos, "record batch", "negative length");
+  if (rows > d->lim.max_batch_rows)
+    return mw_err_set(d->err, -EFBIG, "ipc: byte %zu: batch of %" PRId64 " rows over the limit",
+                      r->base + bt->pos, rows);
+  b->r = r;
+  b->n_nodes = b->n_bufs = 0;
+  if ((rc = mw_fbr_vector(r, bt, 1, 16, want_nodes, &b->nodes, &b->n_nodes, "nodes")) < 0 ||
+      (rc = mw_fbr_vector(r, bt, 2, 16, want_bufs, &b->bufs, &b->n_bufs, "buffers")) < 0)
+    return rc;
+  if (b->n_nodes != want_nodes || b->n_bufs != want_bufs)
+    return bad_at(d, r->base + bt->pos, "record batch", "node or buffer count does not match the schema");
+  b->zstd = false;
+  if ((rc = mw_fbr_table(r, bt, 3, &comp, "compression")) < 0) return rc;
+  if (rc == 1) {
+    uint8_t codec, method;
+    if ((rc = mw_fbr_u8(r, &comp, 0, 0, &codec, "compression")) < 0 ||
+        (rc = mw_fbr_u8(r, &comp, 1, 0, &method, "compression")) < 0)
+      return rc;
+    if (codec != CODEC_ZSTD || method != 0)
+      return mw_err_set(d->err, -ENOTSUP, "ipc: compression codec %u method %u", codec, method);
+    b->zstd = true;
+  }
+  b->next_node = b->next_buf = 0;
+  if (reuse) mw_batch_reset(out);
+  else if ((rc = mw_batch_init(out, s)) < 0) return rc;
+  out->n_rows = rows;
+  for (size_t i = 0; i < s->n_fields; i++)
+    if ((rc = read_column(d, b, &s->fields[i], rows, &out->cols[i])) < 0) goto fail;
+  assert(b->next_node == b->n_nodes && b->next_buf == b->n_bufs);
+  return 0;
+fail:
+  mw_batch_free(out);
+  return rc == -ENOMEM ? mw_err_set(d->err, rc, "ipc: out of memory") : rc;
+}
+
+/* Frame one message at *pos. Returns 1 (message), 0 (EOS) or -errno. */
+static int frame(dec_t *d, size_t *pos, mw_fbr_t *r, mw_fbt_t *msg, uint8_t *ht,
+                 mw_fbt_t *hdr, body_t *b) {
+  size_t at = *pos;
+  if (d->n - at < 8)
+    return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: %s", at,
+                      d->n == at ? "stream ends without the EOS marker" : "truncated message prefix");
+  if (mw_load_u32le(d->p + at) != 0xFFFFFFFFu)
+    return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: expected continuation marker ffffffff", at);
+  int32_t mlen = (int32_t)mw_load_u32le(d->p + at + 4);
+  if (mlen == 0) {
+    *pos = at + 8;
+    return 0;
+  }
+  if (mlen < 0 || (size_t)mlen > d->n - at - 8)
+    return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: metadata length %d past the end", at + 4, mlen);
+  *r = (mw_fbr_t){d->p + at + 8, (size_t)mlen, at + 8, d->err};
+  int16_t ver;
+  int64_t body_len;
+  int rc = mw_fbr_root(r, msg, "message");
+  if (rc < 0 || (rc = mw_fbr_i16(r, msg, 0, 0, &ver, "message version")) < 0 ||
+      (rc = mw_fbr_u8(r, msg, 1, 0, ht, "message header type")) < 0 ||
+      (rc = mw_fbr_i64(r, msg, 3, 0, &body_len, "message body length")) < 0)
+    return rc;
+  assert(r->n == (size_t)mlen);
+  if (ver != META_V4 && ver != META_V5)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: byte %zu: metadata version %d", at + 8, ver);
+  size_t body_at = at + 8 + (size_t)mlen;
+  if (body_len < 0 || (uint64_t)body_len > d->n - body_at)
+    return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: body length %" PRId64 " past the end",
+                      at + 8, body_len);
+  if ((rc = mw_fbr_table(r, msg, 2, hdr, "message header")) < 0) return rc;
+  if (rc == 0) return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: message without a header", at + 8);
+  assert(body_at + (size_t)body_len <= d->n);
+  b->p = d->p + body_at;
+  b->len = (size_t)body_len;
+  b->pos = body_at;
+  *pos = body_at + (size_t)body_len;
+  return 1;
+}
+
+/* Decode the next batch into slot n_batches, reusing an initialised slot's
+ * memory when there is one. */
+static int push_batch(dec_t *d, mw_ipc_reader_t *rd, const mw_fbr_t *r, const mw_fbt_t *hdr,
+                      body_t *b) {
+  mw_ipc_stream_t *s = &rd->stream;
+  if (s->n_batches >= d->lim.max_batches)
+    return mw_err_set(d->err, -EFBIG, "ipc: more than %zu batches", d->lim.max_batches);
+  if (s->n_batches == rd->batches_alloc) {
+    size_t nc = rd->batches_alloc ? 2 * rd->batches_alloc : 4;
+    mw_batch_t *nb = realloc(s->batches, nc * sizeof *nb);
+    if (nb == NULL) return -ENOMEM;
+    s->batches = nb;
+    rd->batches_alloc = nc;
+  }
+  bool reuse = s->n_batches < rd->batches_init;
+  int rc = read_batch(d, r, hdr, b, &s->schema, &s->batches[s->n_batches], reuse);
+  if (rc < 0) return rc;
+  s->n_batches++;
+  if (s->n_batches > rd->batches_init) rd->batches_init = s->n_batches;
+  return 0;
+}
+
+void mw_ipc_reader_init(mw_ipc_reader_t *rd) {
+  memset(rd, 0, sizeof *rd);
+  mw_schema_init(&rd->stream.schema);
+}
+
+/* Free every initialised batch (they borrow the current schema). */
+static void reader_drop_batches(mw_ipc_reader_t *rd) {
+  for (size_t i = 0; i < rd->batches_init; i++) mw_batch_free(&rd->stream.batches[i]);
+  rd->batches_init = 0;
+  rd->stream.n_batches = 0;
+}
+
+void mw_ipc_reader_free(mw_ipc_reader_t *rd) {
+  reader_drop_batches(rd);
+  free(rd->stream.batches);
+  mw_schema_free(&rd->stream.schema);
+  for (int i = 0; i < 3; i++) mw_buf_free(&rd->tmp[i]);
+  ZSTD_freeDCtx(rd->dctx);
+  mw_ipc_reader_init(rd);
+}
+
+/* Install a freshly decoded schema; keep the batch memory when the columns
+ * have the same shape, so a warm reader decodes without page faults. */
+static void reader_set_schema(mw_ipc_reader_t *rd, mw_schema_t *ns) {
+  if (!mw_schema_equal(&rd->stream.schema, ns)) reader_drop_batches(rd);
+  rd->stream.n_batches = 0;
+  mw_schema_free(&rd->stream.schema);
+  rd->stream.schema = *ns; /* same address: the kept batches still point at it */
+  mw_schema_init(ns);
+}
+
+int mw_ipc_reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
+                         const mw_ipc_limits_t *lim, mw_err_t *err) {
+  assert(rd != NULL && (p != NULL || n == 0));
+  dec_t d = {.p = p, .n = n, .err = err, .copy_budget = n, .str_budget = n, .rd = rd};
+  if (lim) d.lim = *lim;
+  else mw_ipc_limits_default(&d.lim);
+  if (d.lim.max_fields > MW_MAX_FIELDS) d.lim.max_fields = MW_MAX_FIELDS;
+  if (d.lim.max_batch_rows > MW_MAX_BATCH_ROWS) d.lim.max_batch_rows = MW_MAX_BATCH_ROWS;
+  d.zstd_budget = d.lim.max_decompressed_bytes;
+  size_t pos = 0;
+  mw_schema_t ns;
+  mw_fbr_t r;
+  mw_fbt_t msg, hdr;
+  uint8_t ht;
+  body_t b;
+  mw_schema_init(&ns);
+  rd->stream.n_batches = 0;
+  int rc = frame(&d, &pos, &r, &msg, &ht, &hdr, &b);
+  if (rc == 0) rc = mw_err_set(err, -EBADMSG, "ipc: byte 0: stream has no schema message");
+  if (rc < 0) goto fail;
+  if (ht != HDR_SCHEMA) {
+    rc = mw_err_set(err, -EBADMSG, "ipc: byte 0: first message is type %u, not a schema", ht);
+    goto fail;
+  }
+  if ((rc = read_schema(&d, &r, &hdr, &ns)) < 0) goto fail;
+  reader_set_schema(rd, &ns);
+  for (;;) {
+    size_t at = pos;
+    if ((rc = frame(&d, &pos, &r, &msg, &ht, &hdr, &b)) < 0) goto fail;
+    if (rc == 0) break;
+    if (ht == HDR_DICT) {
+      rc = mw_err_set(err, -ENOTSUP, "ipc: byte %zu: dictionary batches", at);
+      goto fail;
+    }
+    if (ht != HDR_BATCH) {
+      rc = mw_err_set(err, -EBADMSG, "ipc: byte %zu: unexpected message type %u", at, ht);
+      goto fail;
+    }
+    if ((rc = push_batch(&d, rd, &r, &hdr, &b)) < 0) goto fail;
+  }
+  if (pos != n) {
+    rc = mw_err_set(err, -EBADMSG, "ipc: byte %zu: %zu bytes after the EOS marker", pos, n - pos);
+    goto fail;
+  }
+  return 0;
+fail:
+  if (rc == -ENOMEM) mw_err_set(err, rc, "ipc: out of memory");
+  mw_schema_free(&ns);
+  reader_drop_batches(rd);
+  mw_schema_free(&rd->stream.schema);
+  return rc;
+}
+
+int mw_ipc_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
+                  mw_ipc_stream_t *out, mw_err_t *err) {
+  assert(out != NULL);
+  mw_ipc_reader_t rd;
+  mw_ipc_reader_init(&rd);
+  memset(out, 0, sizeof *out);
+  int rc = mw_ipc_reader_decode(&rd, p, n, lim, err);
+  if (rc == 0) {
+    /* move the stream out; its batches must point at the moved schema */
+    *out = rd.stream;
+    for (size_t i = 0; i < out->n_batches; i++) out->batches[i].schema = &out->schema;
+    memset(&rd.stream, 0, sizeof rd.stream); /* forget the moved stream */
+    mw_schema_init(&rd.stream.schema);
+    rd.batches_init = rd.batches_alloc = 0;
+  }
+  mw_ipc_reader_free(&rd);
+  return rc;
+}
+
+void mw_ipc_stream_free(mw_ipc_stream_t *s) {
+  if (s == NULL) return;
+  for (size_t i = 0; i < s->n_batches; i++) mw_batch_free(&s->batches[i]);
+  free(s->batches);
+  mw_schema_free(&s->schema);
+  memset(s, 0, sizeof *s);
+}

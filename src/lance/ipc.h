@@ -1,0 +1,117 @@
+/*
+ * ipc.h — Arrow IPC streams: the bytes of one MemWAL WAL entry.
+ *
+ * Owns: decoding a stream (schema message, record batches, EOS) into the
+ * columnar model of batch.h, and encoding the model back into the exact bytes
+ * arrow-rs StreamWriter produces (64-byte aligned metadata and body buffers,
+ * all-ones validity bitmaps for columns without nulls, flatbuffers laid out
+ * as flatbuffers-rs lays them out). Optional Arrow BodyCompression ZSTD.
+ *
+ * Types: Int32/Int64/UInt32/UInt64, Float32/Float64, Bool, Utf8, Binary and
+ * FixedSizeList<Float32, D> — the mw_type_t set. Anything else decodes to
+ * -ENOTSUP.
+ *
+ * Metadata: field and schema metadata are kept in order. On decode,
+ * field.pk_position is parsed from `lance-schema:unenforced-primary-key:position`
+ * (the entry stays in field.meta). On encode, field.meta is written as is; a
+ * field with pk_position > 0 whose meta lacks the key gets it appended.
+ *
+ * Errors: 0 or a negative errno. Corrupt or truncated input gives -EBADMSG
+ * with `err` naming the byte offset and the problem; unsupported but valid
+ * Arrow gives -ENOTSUP; a limit exceeded gives -EFBIG. A stream must end with
+ * the EOS marker; bytes after it are an error.
+ */
+#ifndef MW_LANCE_IPC_H
+#define MW_LANCE_IPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "lance/batch.h"
+#include "lance/flatbuf.h"
+
+#define MW_IPC_WRITER_EPOCH_KEY "writer_epoch"
+#define MW_IPC_FENCE_SENTINEL_KEY "fence_sentinel"
+#define MW_IPC_PK_POSITION_KEY "lance-schema:unenforced-primary-key:position"
+#define MW_IPC_ALIGN_BYTES 64
+#define MW_IPC_MAX_DECOMPRESSED_BYTES ((size_t)1 << 30)
+
+typedef struct mw_ipc_limits {
+  size_t max_fields;              /* <= MW_MAX_FIELDS */
+  int64_t max_batch_rows;         /* <= MW_MAX_BATCH_ROWS */
+  size_t max_batches;             /* record batches per stream */
+  size_t max_decompressed_bytes;  /* zstd output per stream */
+} mw_ipc_limits_t;
+
+/* The defaults used when a NULL limits pointer is passed. */
+void mw_ipc_limits_default(mw_ipc_limits_t *lim);
+
+typedef struct mw_ipc_stream {
+  mw_schema_t schema;
+  mw_batch_t *batches;  /* each borrows &schema: do not move the struct after decode */
+  size_t n_batches;
+} mw_ipc_stream_t;
+
+/* Reusable decoder: the decoded stream lives in `stream` until the next
+ * call; a warm reader whose streams keep the same schema reuses every
+ * column buffer (no allocation, no page faults), which is how WAL replay
+ * reaches memcpy speed. On failure `stream` is empty. Not thread-safe. */
+typedef struct mw_ipc_reader {
+  mw_ipc_stream_t stream;
+  size_t batches_init;   /* stream.batches[0, batches_init) hold memory */
+  size_t batches_alloc;  /* slots allocated in stream.batches */
+  void *dctx;            /* ZSTD_DCtx, created on first compressed input */
+  mw_buf_t tmp[3];       /* decompressed buffers */
+} mw_ipc_reader_t;
+
+void mw_ipc_reader_init(mw_ipc_reader_t *rd);
+void mw_ipc_reader_free(mw_ipc_reader_t *rd);
+int mw_ipc_reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
+                         const mw_ipc_limits_t *lim, mw_err_t *err);
+
+/* Decode a whole stream into a stream the caller owns (free with
+ * mw_ipc_stream_free). On failure *out is left empty (nothing to free). */
+int mw_ipc_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
+                  mw_ipc_stream_t *out, mw_err_t *err);
+void mw_ipc_stream_free(mw_ipc_stream_t *s);
+
+typedef struct mw_ipc_opts {
+  bool zstd;          /* Arrow BodyCompression ZSTD (BUFFER) */
+  int zstd_level;     /* 0 = zstd default */
+} mw_ipc_opts_t;
+
+/* Reusable encoder state: once warm, encoding allocates nothing but growth of
+ * `out`. Not thread-safe; one per shard. */
+typedef struct mw_ipc_writer {
+  mw_fbb_t fbb;
+  mw_buf_t body;      /* compressed body scratch */
+  mw_buf_t scratch;   /* offset arrays, node/buffer descriptors */
+  mw_buf_t ones;      /* all-ones bitmap source for compression */
+  void *zctx;         /* ZSTD_CCtx, created on first compressed use */
+} mw_ipc_writer_t;
+
+void mw_ipc_writer_init(mw_ipc_writer_t *w);
+void mw_ipc_writer_free(mw_ipc_writer_t *w);
+/* Append one complete stream (schema, batches, EOS) to `out`. Every batch
+ * must have the schema's fields (checked: n_fields and row counts). */
+int mw_ipc_writer_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
+                         const mw_batch_t *const *batches, size_t n_batches,
+                         const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err);
+/* Same with a temporary writer (allocates; for tools and tests). */
+int mw_ipc_encode(const mw_schema_t *schema, const mw_batch_t *const *batches,
+                  size_t n_batches, const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err);
+
+/* --- WAL helpers --- */
+/* The schema's `writer_epoch` as an unsigned decimal; missing or malformed
+ * -> -EBADMSG. */
+int mw_ipc_writer_epoch(const mw_schema_t *schema, uint64_t *epoch, mw_err_t *err);
+/* True when the schema carries fence_sentinel = "true". */
+bool mw_ipc_is_fence_sentinel(const mw_schema_t *schema);
+/* Append a fence sentinel stream for `epoch` (zero fields, zero batches,
+ * metadata {fence_sentinel: "true", writer_epoch: epoch}; 200 bytes). */
+int mw_ipc_fence_sentinel(uint64_t epoch, mw_buf_t *out, mw_err_t *err);
+
+#endif
