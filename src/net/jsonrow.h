@@ -1,0 +1,116 @@
+/*
+ * jsonrow.h — schema-directed NDJSON row parser (producers' line protocol,
+ * issue 5).
+ *
+ * Owns: the mapping from one JSON object (one protocol line, without its
+ * line terminator) to one row of an mw_batch_t for the table's schema. Values
+ * go straight into the batch's column builders: no DOM, no per-field malloc;
+ * the parser's scratch buffers are reused across rows.
+ *
+ * Mapping (JSON -> Arrow):
+ *   integer            -> int32, int64, uint32, uint64 (range-checked)
+ *   number             -> float32, float64 (integers accepted; a fraction or
+ *                         exponent into an int column is a type error)
+ *   string             -> utf8 (escapes incl. \uXXXX and surrogate pairs)
+ *   base64 string      -> binary (standard alphabet, padding required)
+ *   true / false       -> bool
+ *   [n1, ..., nD]      -> fixed_size_list<float32, D>
+ *   null, or a missing nullable field -> null
+ *
+ * Error classes (the protocol prints `ERR <line> <class> <message>`):
+ *   parse   malformed JSON, trailing garbage, duplicate key, invalid UTF-8,
+ *           any byte that is not JSON whitespace where whitespace may go
+ *           (only space and tab are accepted: a stray \r or \n is parse)
+ *   schema  a missing non-null field, an unknown field (unless
+ *           ignore_unknown_fields), the reserved `_tombstone` given by the
+ *           producer, a delete on a table that cannot take deletes
+ *   type    wrong JSON type, out of range, wrong vector length, bad base64,
+ *           null into a non-null (non-key) field
+ *   pk      the primary-key field missing or null
+ * The first error in line order wins. A failed row leaves the batch exactly as
+ * it was (every column is truncated back).
+ *
+ * Deletes (`DEL {...}`): is_delete = true. The object must hold the primary
+ * key; every other member is skipped (checked for JSON syntax only). The row
+ * gets the key, every other column null and `_tombstone = true`. Upserts get
+ * `_tombstone = false`. The `_tombstone` column is recognised as the schema's
+ * last field when it is named `_tombstone`, bool, not null.
+ *
+ * Return values: 0 = one row appended; -EBADMSG = the row was refused (err
+ * says why); -ENOMEM / -EFBIG = out of memory or batch full (class
+ * MW_JSONROW_E_INTERNAL); -EINVAL from init for an unusable schema.
+ */
+#ifndef MW_NET_JSONROW_H
+#define MW_NET_JSONROW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "lance/batch.h"
+
+#define MW_JSONROW_DEFAULT_MAX_LINE_BYTES ((size_t)1 << 20)
+#define MW_JSONROW_MAX_LINE_BYTES ((size_t)64 << 20)
+#define MW_JSONROW_DEFAULT_MAX_DEPTH 32
+#define MW_JSONROW_MAX_DEPTH 256
+#define MW_JSONROW_MSG_BYTES 256
+
+typedef enum mw_jsonrow_class {
+  MW_JSONROW_OK = 0,
+  MW_JSONROW_E_PARSE,
+  MW_JSONROW_E_SCHEMA,
+  MW_JSONROW_E_TYPE,
+  MW_JSONROW_E_PK,
+  MW_JSONROW_E_INTERNAL, /* out of memory, batch full */
+} mw_jsonrow_class_t;
+
+typedef struct mw_jsonrow_error {
+  mw_jsonrow_class_t cls;
+  size_t offset;                    /* byte offset in the line where it was seen */
+  char msg[MW_JSONROW_MSG_BYTES];   /* e.g. field "v": expected a number (float64), got a string */
+} mw_jsonrow_error_t;
+
+typedef struct mw_jsonrow_opts {
+  bool ignore_unknown_fields;
+  size_t max_line_bytes; /* 0 = MW_JSONROW_DEFAULT_MAX_LINE_BYTES */
+  uint32_t max_depth;    /* nesting levels, the row object being level 1 (only
+                          * skipped members nest deeper than 2); 0 = default */
+} mw_jsonrow_opts_t;
+
+/* Name lookup slot (open addressing over field names). */
+typedef struct mw_jsonrow_slot {
+  uint32_t hash;
+  int32_t field; /* -1 = empty */
+} mw_jsonrow_slot_t;
+
+typedef struct mw_jsonrow_parser {
+  const mw_schema_t *schema; /* borrowed; must outlive the parser */
+  mw_jsonrow_opts_t opts;
+  int pk;                    /* field index of the primary key, -1 = none */
+  int tombstone;             /* field index of _tombstone, -1 = none */
+  bool deletes_ok;           /* every non-key column but _tombstone is nullable */
+  size_t *name_lens;
+  mw_jsonrow_slot_t *slots;
+  uint32_t n_slots;          /* power of two, >= 2 * n_fields */
+  uint32_t *seen;            /* per field: the row stamp when last set */
+  uint32_t stamp;
+  mw_buf_t scratch;          /* decoded strings, base64, number text */
+  mw_buf_t keybuf;           /* decoded keys with escapes */
+  float *vec;                /* one fixed_size_list row */
+  int32_t max_dim;
+  void *c_locale;            /* locale_t for strtod_l */
+} mw_jsonrow_parser_t;
+
+/* Prepare a parser for `table_schema` (borrowed). opts may be NULL. */
+int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *table_schema,
+                    const mw_jsonrow_opts_t *opts);
+void mw_jsonrow_free(mw_jsonrow_parser_t *p);
+/* Parse one line (no terminator) into one new row of `out` (whose schema must
+ * be the parser's). Returns 0, or -errno with *err filled (err may be NULL). */
+int mw_jsonrow_parse(mw_jsonrow_parser_t *p, const char *line, size_t len, bool is_delete,
+                     mw_batch_t *out, mw_jsonrow_error_t *err);
+/* "parse", "schema", "type", "pk", "internal" ("ok" for MW_JSONROW_OK). */
+const char *mw_jsonrow_class_name(mw_jsonrow_class_t cls);
+
+#endif
