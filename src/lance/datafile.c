@@ -1,1 +1,1554 @@
-/* placeholder: written by the datafile codec work (issue 3). */
+/*
+ * datafile.c — Lance v2 data files (lance-files.md §2, §3, §8).
+ *
+ * Writer (2.2 only). One Lance column per field; pages of at most
+ * max_page_bytes, each page one of:
+ *   - MiniBlock (ints, floats, bool, utf8/binary): buffer 0 = u32 chunk words,
+ *     buffer 1 = chunks. A chunk is
+ *       u16 num_levels | [u16 def_bytes] | u32 value_bytes | 0xFE pad to 8 |
+ *       [u16 def levels, 0xFE pad to 8] | value buffer (zero-padded to 8)
+ *     and its word is ((chunk_bytes/8 - 1) << 4) | log2(values), log2 = 0 for
+ *     the last chunk of a page. Chunks hold 4 KiB of fixed-width values (1024
+ *     x 32-bit, 512 x 64-bit), 4096 bools, or a power of two of strings
+ *     (value buffer = (n+1) u32 offsets from the buffer start, then bytes).
+ *     Pages with nulls carry def levels as raw u16 (Flat{16}, NULLABLE_ITEM);
+ *     pages without nulls carry none (ALL_VALID_ITEM).
+ *   - FullZip (fixed_size_list<float32, D>): buffer 0 = rows back to back, each
+ *     [1 control byte = def level, only when the page has nulls] + D floats.
+ *   - Constant (a bool column that is all false and has no nulls, like
+ *     `_tombstone`): no buffers, inline_value 0x00.
+ * With zstd, each chunk's value buffer becomes u64 LE raw length || zstd
+ * frame and the value compression is General{ZSTD, inner}.
+ *
+ * The file (all offsets relative to its start; page and global buffers start
+ * on 64-byte boundaries, padding 0x48 'H' as Lance does):
+ *   pages | extra global buffers 1..N | FileDescriptor (gbuf 0) |
+ *   ColumnMetadata 0..C-1 | CMO {u64 pos, u64 size}*C | GBO {..}*G |
+ *   u64 colmeta0, u64 cmo, u64 gbo, u32 G, u32 C, u16 2, u16 2, "LANC"
+ *
+ * Sample: the column metadata of a 3000-row non-null float64 column (§2.2):
+ *   0a 29 12 27 0a 25 0a 1f "/lance.encodings.ColumnEncoding" 12 02 0a 00
+ *   12 4a 0a 06 <2 page buffer offsets> 12 04 18 f0 bb 01 18 b8 17
+ *         22 37 12 35 0a 33 0a 1d "/lance.encodings21.PageLayout" 12 12
+ *         0a 10 1a 04 0a 02 08 40 32 01 01 38 01 48 b8 17 50 01
+ *
+ * Reader: parses the footer and tables of 2.0 (footer 0.3 or 2.0), 2.1 and
+ * 2.2 files, checks every offset against the file size before use, and
+ * decodes each page into a column that was pre-sized for the file's rows
+ * (rows are bounded by read_opts.max_rows, so allocations are bounded).
+ * 2.0 page encodings are parsed by a small protobuf wire reader (we do not
+ * compile Lance's legacy encodings proto). InlineBitpacking is FastLanes:
+ * per 1024 values a T-sized bit width word then W*128 bytes, value
+ * (row, lane) at bit row*W of lane `lane`'s word stream.
+ */
+#include "lance/datafile.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "encodings_v2_1.pb-c.h"
+#include "file2.pb-c.h"
+#include "google/protobuf/any.pb-c.h"
+#include "lance/lance_schema.h"
+
+#define PAD_PAGE 0x48
+#define PAD_CHUNK 0xFE
+#define CHUNK_BYTES 4096
+#define CHUNK_MAX_VALUES 4096
+#define CHUNK_MAX_DECODE_VALUES 32768
+#define FASTLANES_BLOCK 1024
+#define DEFAULT_ZSTD_LEVEL 3
+#define URL_PAGE21 "/lance.encodings21.PageLayout"
+#define URL_ARRAY20 "/lance.encodings.ArrayEncoding"
+#define URL_COLUMN "/lance.encodings.ColumnEncoding"
+
+/* Shorter names for protobuf-c's generated identifiers. */
+typedef Lance__Encodings21__CompressiveEncoding CE;
+#define CE_INIT LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__INIT
+#define CE_FLAT LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_FLAT
+#define CE_VARIABLE LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_VARIABLE
+#define CE_OOL_BP LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_OUT_OF_LINE_BITPACKING
+#define CE_INLINE_BP LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_INLINE_BITPACKING
+#define CE_RLE LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_RLE
+#define CE_GENERAL LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_GENERAL
+#define CE_FSL LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_FIXED_SIZE_LIST
+#define LAYER_ALL_VALID LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_ALL_VALID_ITEM
+#define LAYER_NULLABLE LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULLABLE_ITEM
+#define SCHEME_ZSTD LANCE__ENCODINGS21__COMPRESSION_SCHEME__COMPRESSION_ALGORITHM_ZSTD
+#define PL_MINIBLOCK LANCE__ENCODINGS21__PAGE_LAYOUT__LAYOUT_MINI_BLOCK_LAYOUT
+#define PL_CONSTANT LANCE__ENCODINGS21__PAGE_LAYOUT__LAYOUT_CONSTANT_LAYOUT
+#define PL_FULLZIP LANCE__ENCODINGS21__PAGE_LAYOUT__LAYOUT_FULL_ZIP_LAYOUT
+
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+static bool is_var(const mw_field_t *f) { return f->type == MW_T_UTF8 || f->type == MW_T_BINARY; }
+
+/* Pack a message into a fresh heap buffer. */
+static int pack_msg(const ProtobufCMessage *m, uint8_t **out, size_t *n) {
+  size_t len = protobuf_c_message_get_packed_size(m);
+  uint8_t *p = malloc(len ? len : 1);
+  if (p == NULL) return -ENOMEM;
+  size_t got = protobuf_c_message_pack(m, p);
+  assert(got == len);
+  *out = p;
+  *n = got;
+  return 0;
+}
+
+/* Encoding{direct{Any{url, value}}} as a fresh heap buffer (DirectEncoding bytes). */
+static int pack_any(const char *url, const uint8_t *val, size_t len, uint8_t **out, size_t *n) {
+  Google__Protobuf__Any any = GOOGLE__PROTOBUF__ANY__INIT;
+  any.type_url = (char *)url;
+  any.value.data = (uint8_t *)val;
+  any.value.len = len;
+  return pack_msg(&any.base, out, n);
+}
+
+/* ======================================================================
+ * Writer
+ * ====================================================================== */
+
+typedef struct wpage {
+  uint64_t off[2], size[2];
+  size_t n_bufs;
+  uint64_t length, priority;
+  uint8_t *any; /* packed Any{PageLayout} */
+  size_t any_len;
+} wpage_t;
+
+typedef struct writer {
+  mw_buf_t *out;
+  size_t base;
+  size_t max_page_bytes;
+  bool zstd;
+  int zstd_level;
+  ZSTD_CCtx *zc;
+  mw_buf_t words, data, raw, zbuf;
+  wpage_t *pages;
+  size_t n_pages, cap_pages;
+  mw_buf_t colmeta;      /* serialized ColumnMetadata, back to back */
+  uint64_t *colmeta_len; /* per column */
+  mw_column_t concat;    /* one column of several batches, concatenated */
+  mw_err_t *err;
+} writer_t;
+
+/* Append a buffer at a 64-aligned position and pad after it with 'H'. */
+static int put_buffer(writer_t *w, const void *p, size_t n, uint64_t *pos) {
+  int rc = mw_buf_fill(w->out, PAD_PAGE, (size_t)(-(w->out->len - w->base)) & 63);
+  if (rc < 0) return rc;
+  *pos = w->out->len - w->base;
+  if (n > 0 && (rc = mw_buf_append(w->out, p, n)) < 0) return rc;
+  return mw_buf_fill(w->out, PAD_PAGE, (size_t)(-(w->out->len - w->base)) & 63);
+}
+
+static int add_page(writer_t *w, const ProtobufCMessage *layout, uint64_t length, uint64_t first) {
+  if (w->n_pages == w->cap_pages) {
+    size_t cap = w->cap_pages ? 2 * w->cap_pages : 8;
+    wpage_t *p = realloc(w->pages, cap * sizeof *p);
+    if (p == NULL) return -ENOMEM;
+    w->pages = p;
+    w->cap_pages = cap;
+  }
+  wpage_t *pg = &w->pages[w->n_pages];
+  memset(pg, 0, sizeof *pg);
+  uint8_t *lay = NULL;
+  size_t lay_len = 0;
+  int rc = pack_msg(layout, &lay, &lay_len);
+  if (rc < 0) return rc;
+  rc = pack_any(URL_PAGE21, lay, lay_len, &pg->any, &pg->any_len);
+  free(lay);
+  if (rc < 0) return rc;
+  pg->length = length;
+  pg->priority = first;
+  w->n_pages++;
+  return 0;
+}
+
+static void pages_clear(writer_t *w) {
+  for (size_t i = 0; i < w->n_pages; i++) free(w->pages[i].any);
+  w->n_pages = 0;
+}
+
+/* Serialize the pending pages of one column into w->colmeta. */
+static int flush_column_meta(writer_t *w, size_t col) {
+  static const uint8_t col_enc_value[] = {0x0a, 0x00}; /* ColumnEncoding{values: Empty} */
+  uint8_t *col_any = NULL;
+  size_t col_any_len = 0;
+  int rc = pack_any(URL_COLUMN, col_enc_value, sizeof col_enc_value, &col_any, &col_any_len);
+  if (rc < 0) return rc;
+  Lance__File__V2__ColumnMetadata__Page *pgs = calloc(w->n_pages + 1, sizeof *pgs);
+  Lance__File__V2__ColumnMetadata__Page **pptr = calloc(w->n_pages + 1, sizeof *pptr);
+  Lance__File__V2__Encoding *encs = calloc(w->n_pages + 1, sizeof *encs);
+  Lance__File__V2__DirectEncoding *dirs = calloc(w->n_pages + 1, sizeof *dirs);
+  rc = -ENOMEM;
+  if (pgs == NULL || pptr == NULL || encs == NULL || dirs == NULL) goto done;
+  for (size_t i = 0; i < w->n_pages; i++) {
+    wpage_t *wp = &w->pages[i];
+    lance__file__v2__direct_encoding__init(&dirs[i]);
+    dirs[i].encoding.data = wp->any;
+    dirs[i].encoding.len = wp->any_len;
+    lance__file__v2__encoding__init(&encs[i]);
+    encs[i].location_case = LANCE__FILE__V2__ENCODING__LOCATION_DIRECT;
+    encs[i].direct = &dirs[i];
+    lance__file__v2__column_metadata__page__init(&pgs[i]);
+    pgs[i].n_buffer_offsets = pgs[i].n_buffer_sizes = wp->n_bufs;
+    pgs[i].buffer_offsets = wp->off;
+    pgs[i].buffer_sizes = wp->size;
+    pgs[i].length = wp->length;
+    pgs[i].priority = wp->priority;
+    pgs[i].encoding = &encs[i];
+    pptr[i] = &pgs[i];
+  }
+  Lance__File__V2__DirectEncoding cdir = LANCE__FILE__V2__DIRECT_ENCODING__INIT;
+  cdir.encoding.data = col_any;
+  cdir.encoding.len = col_any_len;
+  Lance__File__V2__Encoding cenc = LANCE__FILE__V2__ENCODING__INIT;
+  cenc.location_case = LANCE__FILE__V2__ENCODING__LOCATION_DIRECT;
+  cenc.direct = &cdir;
+  Lance__File__V2__ColumnMetadata cm = LANCE__FILE__V2__COLUMN_METADATA__INIT;
+  cm.encoding = &cenc;
+  cm.n_pages = w->n_pages;
+  cm.pages = pptr;
+  size_t len = lance__file__v2__column_metadata__get_packed_size(&cm);
+  uint8_t *dst = mw_buf_extend(&w->colmeta, len);
+  if (dst == NULL) goto done;
+  lance__file__v2__column_metadata__pack(&cm, dst);
+  w->colmeta_len[col] = len;
+  rc = 0;
+done:
+  free(col_any);
+  free(pgs);
+  free(pptr);
+  free(encs);
+  free(dirs);
+  pages_clear(w);
+  return rc;
+}
+
+/* Nulls among rows [start, end). */
+static int64_t count_nulls(const mw_column_t *c, int64_t start, int64_t end) {
+  if (c->validity.len == 0 || c->null_count == 0) return 0;
+  int64_t valid = 0, i = start;
+  const uint8_t *bits = c->validity.data;
+  for (; i < end && (i & 7); i++) valid += mw_bit_get(bits, i);
+  for (; i + 64 <= end; i += 64) {
+    uint64_t word;
+    memcpy(&word, bits + (i >> 3), 8);
+    valid += __builtin_popcountll(word);
+  }
+  for (; i < end; i++) valid += mw_bit_get(bits, i);
+  return (end - start) - valid;
+}
+
+static size_t var_bytes(const mw_column_t *c, int64_t a, int64_t b) {
+  const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+  return (size_t)(off[b] - off[a]);
+}
+
+/* Rows [start, end) of a MiniBlock page starting at `start`. */
+static int64_t mb_page_end(const writer_t *w, const mw_field_t *f, const mw_column_t *c,
+                           int64_t start) {
+  int64_t n = c->length;
+  if (is_var(f)) {
+    /* largest end with bytes + 4*rows <= max_page_bytes (monotone: binary search) */
+    int64_t lo = start + 1, hi = n;
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo + 1) / 2;
+      if (var_bytes(c, start, mid) + 4 * (size_t)(mid - start) <= w->max_page_bytes) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+  int64_t per = f->type == MW_T_BOOL ? CHUNK_MAX_VALUES : CHUNK_BYTES / (int64_t)mw_type_width(f);
+  int64_t bits_per = f->type == MW_T_BOOL ? 1 : 8 * (int64_t)mw_type_width(f);
+  int64_t rows = (int64_t)(w->max_page_bytes * 8 / (size_t)bits_per) / per * per;
+  if (rows < per) rows = per;
+  return start + rows < n ? start + rows : n;
+}
+
+/* Values in the next chunk of a MiniBlock page (a power of two unless it is
+ * the page's last chunk). */
+static int64_t mb_chunk_values(const mw_field_t *f, const mw_column_t *c, int64_t row,
+                               int64_t end) {
+  int64_t left = end - row;
+  if (!is_var(f)) {
+    int64_t per = f->type == MW_T_BOOL ? CHUNK_MAX_VALUES : CHUNK_BYTES / (int64_t)mw_type_width(f);
+    return left < per ? left : per;
+  }
+  if (left <= CHUNK_MAX_VALUES && var_bytes(c, row, end) + 4 * (size_t)left <= CHUNK_BYTES)
+    return left;
+  int64_t k = 1;
+  while (2 * k < left && 2 * k <= CHUNK_MAX_VALUES &&
+         var_bytes(c, row, row + 2 * k) + 8 * (size_t)k <= CHUNK_BYTES)
+    k *= 2;
+  return k;
+}
+
+/* Raw (uncompressed, 8-padded) value-buffer size of a chunk. */
+static size_t vb_size(const mw_field_t *f, const mw_column_t *c, int64_t row, int64_t cnt) {
+  if (f->type == MW_T_BOOL) return pad8((size_t)(cnt + 7) / 8);
+  if (is_var(f)) return pad8(4 * (size_t)(cnt + 1) + var_bytes(c, row, row + cnt));
+  return pad8((size_t)cnt * mw_type_width(f));
+}
+
+/* Fill a zeroed area of vb_size() bytes with the chunk's value buffer. */
+static void vb_fill(uint8_t *dst, const mw_field_t *f, const mw_column_t *c, int64_t row,
+                    int64_t cnt) {
+  if (f->type == MW_T_BOOL) {
+    if ((row & 7) == 0) {
+      memcpy(dst, c->values.data + (row >> 3), (size_t)(cnt + 7) / 8);
+      if (cnt & 7) dst[cnt >> 3] &= (uint8_t)((1u << (cnt & 7)) - 1);
+    } else {
+      for (int64_t i = 0; i < cnt; i++)
+        if (mw_bit_get(c->values.data, row + i)) dst[i >> 3] |= (uint8_t)(1u << (i & 7));
+    }
+  } else if (is_var(f)) {
+    const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+    uint32_t base = (uint32_t)(4 * (cnt + 1)) - (uint32_t)off[row];
+    for (int64_t i = 0; i <= cnt; i++) mw_store_u32le(dst + 4 * i, base + (uint32_t)off[row + i]);
+    size_t n = var_bytes(c, row, row + cnt);
+    if (n) memcpy(dst + 4 * (cnt + 1), c->values.data + off[row], n);
+  } else {
+    size_t wd = mw_type_width(f);
+    memcpy(dst, c->values.data + (size_t)row * wd, (size_t)cnt * wd);
+  }
+}
+
+static int mb_chunk(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64_t row,
+                    int64_t cnt, bool nulls, bool last) {
+  size_t raw = vb_size(f, c, row, cnt), vbn = raw;
+  if (w->zstd) {
+    mw_buf_reset(&w->raw);
+    uint8_t *r = mw_buf_extend(&w->raw, raw);
+    if (r == NULL) return -ENOMEM;
+    vb_fill(r, f, c, row, cnt);
+    size_t bound = ZSTD_compressBound(raw);
+    mw_buf_reset(&w->zbuf);
+    uint8_t *z = mw_buf_extend(&w->zbuf, 8 + bound);
+    if (z == NULL) return -ENOMEM;
+    mw_store_u64le(z, raw);
+    size_t zn = ZSTD_compressCCtx(w->zc, z + 8, bound, r, raw, w->zstd_level);
+    if (ZSTD_isError(zn)) return mw_err_set(w->err, -EIO, "zstd: %s", ZSTD_getErrorName(zn));
+    vbn = w->zbuf.len = 8 + zn;
+  }
+  if (vbn > UINT32_MAX) return mw_err_set(w->err, -EFBIG, "chunk value buffer of %zu bytes", vbn);
+  size_t defn = nulls ? 2 * (size_t)cnt : 0;
+  size_t total = 8 + pad8(defn) + pad8(vbn);
+  size_t at = w->data.len;
+  uint8_t *p = mw_buf_extend(&w->data, total);
+  if (p == NULL) return -ENOMEM;
+  if (nulls) {
+    p[0] = (uint8_t)cnt, p[1] = (uint8_t)(cnt >> 8);
+    p[2] = (uint8_t)defn, p[3] = (uint8_t)(defn >> 8);
+    mw_store_u32le(p + 4, (uint32_t)vbn);
+    uint8_t *d = p + 8;
+    for (int64_t i = 0; i < cnt; i++) d[2 * i] = !mw_bit_get(c->validity.data, row + i);
+    memset(d + defn, PAD_CHUNK, pad8(defn) - defn);
+  } else {
+    mw_store_u32le(p + 2, (uint32_t)vbn);
+    p[6] = p[7] = PAD_CHUNK;
+  }
+  uint8_t *v = p + 8 + pad8(defn);
+  if (w->zstd) memcpy(v, w->zbuf.data, vbn);
+  else vb_fill(v, f, c, row, cnt);
+  memset(v + vbn, PAD_CHUNK, pad8(vbn) - vbn);
+  assert(w->data.len == at + total && total % 8 == 0);
+  (void)at;
+  uint32_t lg = last ? 0 : (uint32_t)__builtin_ctzll((unsigned long long)cnt);
+  return mw_buf_put_u32le(&w->words, (uint32_t)((total / 8 - 1) << 4) | lg);
+}
+
+static int mb_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64_t start,
+                   int64_t end) {
+  bool nulls = count_nulls(c, start, end) > 0;
+  mw_buf_reset(&w->words);
+  mw_buf_reset(&w->data);
+  int rc;
+  for (int64_t row = start; row < end;) {
+    int64_t cnt = mb_chunk_values(f, c, row, end);
+    assert(cnt > 0 && cnt <= CHUNK_MAX_VALUES);
+    if ((rc = mb_chunk(w, f, c, row, cnt, nulls, row + cnt == end)) < 0) return rc;
+    row += cnt;
+  }
+  Lance__Encodings21__Flat flat = LANCE__ENCODINGS21__FLAT__INIT, flat32 = flat, flat16 = flat;
+  flat.bits_per_value = f->type == MW_T_BOOL ? 1 : is_var(f) ? 32 : 8 * mw_type_width(f);
+  flat32.bits_per_value = 32;
+  flat16.bits_per_value = 16;
+  CE ce_val = CE_INIT, ce_off = CE_INIT, ce_def = CE_INIT, ce_gen = CE_INIT;
+  Lance__Encodings21__Variable var = LANCE__ENCODINGS21__VARIABLE__INIT;
+  if (is_var(f)) {
+    ce_off.compression_case = CE_FLAT, ce_off.flat = &flat32;
+    var.offsets = &ce_off;
+    ce_val.compression_case = CE_VARIABLE, ce_val.variable = &var;
+  } else {
+    ce_val.compression_case = CE_FLAT, ce_val.flat = &flat;
+  }
+  Lance__Encodings21__BufferCompression bc = LANCE__ENCODINGS21__BUFFER_COMPRESSION__INIT;
+  bc.scheme = SCHEME_ZSTD;
+  Lance__Encodings21__General gen = LANCE__ENCODINGS21__GENERAL__INIT;
+  gen.compression = &bc;
+  gen.values = &ce_val;
+  ce_gen.compression_case = CE_GENERAL, ce_gen.general = &gen;
+  ce_def.compression_case = CE_FLAT, ce_def.flat = &flat16;
+  Lance__Encodings21__RepDefLayer layer = nulls ? LAYER_NULLABLE : LAYER_ALL_VALID;
+  Lance__Encodings21__MiniBlockLayout mb = LANCE__ENCODINGS21__MINI_BLOCK_LAYOUT__INIT;
+  mb.def_compression = nulls ? &ce_def : NULL;
+  mb.value_compression = w->zstd ? &ce_gen : &ce_val;
+  mb.n_layers = 1;
+  mb.layers = &layer;
+  mb.num_buffers = 1;
+  mb.num_items = (uint64_t)(end - start);
+  mb.has_large_chunk = 1;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_MINIBLOCK;
+  pl.mini_block_layout = &mb;
+  if ((rc = add_page(w, &pl.base, (uint64_t)(end - start), (uint64_t)start)) < 0) return rc;
+  wpage_t *pg = &w->pages[w->n_pages - 1];
+  pg->n_bufs = 2;
+  pg->size[0] = w->words.len;
+  pg->size[1] = w->data.len;
+  if ((rc = put_buffer(w, w->words.data, w->words.len, &pg->off[0])) < 0) return rc;
+  return put_buffer(w, w->data.data, w->data.len, &pg->off[1]);
+}
+
+static int fullzip_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64_t start,
+                        int64_t end) {
+  size_t rowb = 4 * (size_t)f->fsl_dim;
+  bool nulls = count_nulls(c, start, end) > 0;
+  const uint8_t *src = c->values.data + (size_t)start * rowb;
+  size_t n = (size_t)(end - start) * rowb;
+  int rc;
+  if (nulls) {
+    mw_buf_reset(&w->data);
+    uint8_t *p = mw_buf_extend(&w->data, (size_t)(end - start) * (rowb + 1));
+    if (p == NULL) return -ENOMEM;
+    for (int64_t r = start; r < end; r++, p += rowb + 1) {
+      p[0] = !mw_bit_get(c->validity.data, r);
+      memcpy(p + 1, c->values.data + (size_t)r * rowb, rowb);
+    }
+    src = w->data.data;
+    n = w->data.len;
+  }
+  Lance__Encodings21__Flat flat32 = LANCE__ENCODINGS21__FLAT__INIT;
+  flat32.bits_per_value = 32;
+  CE ce_items = CE_INIT, ce_fsl = CE_INIT;
+  ce_items.compression_case = CE_FLAT, ce_items.flat = &flat32;
+  Lance__Encodings21__FixedSizeList fsl = LANCE__ENCODINGS21__FIXED_SIZE_LIST__INIT;
+  fsl.items_per_value = (uint64_t)f->fsl_dim;
+  fsl.values = &ce_items;
+  ce_fsl.compression_case = CE_FSL, ce_fsl.fixed_size_list = &fsl;
+  Lance__Encodings21__RepDefLayer layer = nulls ? LAYER_NULLABLE : LAYER_ALL_VALID;
+  Lance__Encodings21__FullZipLayout fz = LANCE__ENCODINGS21__FULL_ZIP_LAYOUT__INIT;
+  fz.bits_def = nulls ? 1 : 0;
+  fz.details_case = LANCE__ENCODINGS21__FULL_ZIP_LAYOUT__DETAILS_BITS_PER_VALUE;
+  fz.bits_per_value = (uint32_t)(rowb * 8);
+  fz.num_items = fz.num_visible_items = (uint32_t)(end - start);
+  fz.value_compression = &ce_fsl;
+  fz.n_layers = 1;
+  fz.layers = &layer;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_FULLZIP;
+  pl.full_zip_layout = &fz;
+  if ((rc = add_page(w, &pl.base, (uint64_t)(end - start), (uint64_t)start)) < 0) return rc;
+  wpage_t *pg = &w->pages[w->n_pages - 1];
+  pg->n_bufs = 1;
+  pg->size[0] = n;
+  return put_buffer(w, src, n, &pg->off[0]);
+}
+
+static int constant_false_page(writer_t *w, int64_t n) {
+  static uint8_t zero = 0;
+  Lance__Encodings21__RepDefLayer layer = LAYER_ALL_VALID;
+  Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
+  cl.n_layers = 1;
+  cl.layers = &layer;
+  cl.inline_value.data = &zero;
+  cl.inline_value.len = 1;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_CONSTANT;
+  pl.constant_layout = &cl;
+  return add_page(w, &pl.base, (uint64_t)n, 0);
+}
+
+static bool bool_all_false(const mw_column_t *c) {
+  size_t nbytes = (size_t)(c->length + 7) / 8;
+  for (size_t i = 0; i < nbytes && i < c->values.len; i++)
+    if (c->values.data[i]) return false;
+  return true;
+}
+
+static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) {
+  if (c->length == 0) return 0;
+  if (f->type == MW_T_BOOL && c->null_count == 0 && bool_all_false(c))
+    return constant_false_page(w, c->length);
+  int rc;
+  if (f->type == MW_T_FSL_F32) {
+    if (c->item_null_count > 0)
+      return mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", f->name);
+    size_t rowb = 4 * (size_t)f->fsl_dim + 1;
+    int64_t per = (int64_t)(w->max_page_bytes / rowb);
+    if (per < 1) per = 1;
+    for (int64_t s = 0; s < c->length; s += per)
+      if ((rc = fullzip_page(w, f, c, s, s + per < c->length ? s + per : c->length)) < 0)
+        return rc;
+    return 0;
+  }
+  for (int64_t s = 0; s < c->length;) {
+    int64_t e = mb_page_end(w, f, c, s);
+    if ((rc = mb_page(w, f, c, s, e)) < 0) return rc;
+    s = e;
+  }
+  return 0;
+}
+
+/* Append `n` bits of `src` (NULL = all ones) at bit `at` of a zeroed bitmap. */
+static void bits_put(uint8_t *dst, int64_t at, const uint8_t *src, int64_t n) {
+  if (src != NULL && (at & 7) == 0) {
+    memcpy(dst + (at >> 3), src, (size_t)(n + 7) / 8);
+    if (n & 7) dst[(at + n) >> 3] &= (uint8_t)((1u << (n & 7)) - 1);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++)
+    if (src == NULL || mw_bit_get(src, i)) mw_bit_set(dst, at + i, true);
+}
+
+/* Concatenate field `fi` of several batches into `dst` (empty). */
+static int concat_column(const mw_field_t *f, const mw_batch_t *const *bs, size_t nb, size_t fi,
+                         mw_column_t *dst) {
+  int64_t total = 0, nulls = 0;
+  size_t bytes = 0;
+  for (size_t i = 0; i < nb; i++) {
+    total += bs[i]->cols[fi].length;
+    nulls += bs[i]->cols[fi].null_count;
+    bytes += bs[i]->cols[fi].values.len;
+  }
+  if (total > MW_MAX_BATCH_ROWS || bytes > INT32_MAX) return -EFBIG;
+  size_t w = mw_type_width(f);
+  uint8_t *vals = mw_buf_extend(&dst->values, f->type == MW_T_BOOL ? (size_t)(total + 7) / 8
+                                              : is_var(f)          ? bytes
+                                                                   : (size_t)total * w);
+  uint8_t *val = nulls ? mw_buf_extend(&dst->validity, (size_t)(total + 7) / 8) : NULL;
+  int32_t *off = NULL;
+  if (is_var(f)) off = mw_buf_extend(&dst->offsets, 4 * (size_t)(total + 1));
+  if ((vals == NULL && total > 0) || (nulls && val == NULL) || (is_var(f) && off == NULL))
+    return -ENOMEM;
+  int64_t row = 0;
+  size_t vb = 0;
+  for (size_t i = 0; i < nb; i++) {
+    const mw_column_t *c = &bs[i]->cols[fi];
+    if (c->length == 0) continue;
+    if (f->type == MW_T_BOOL) bits_put(vals, row, c->values.data, c->length);
+    else if (is_var(f)) {
+      const int32_t *so = (const int32_t *)(const void *)c->offsets.data;
+      for (int64_t r = 0; r < c->length; r++) off[row + r] = (int32_t)vb + so[r] - so[0];
+      size_t n = (size_t)(so[c->length] - so[0]);
+      if (n) memcpy(vals + vb, c->values.data + so[0], n);
+      vb += n;
+    } else memcpy(vals + (size_t)row * w, c->values.data, (size_t)c->length * w);
+    if (val) bits_put(val, row, c->validity.len ? c->validity.data : NULL, c->length);
+    row += c->length;
+  }
+  if (off) off[total] = (int32_t)vb;
+  dst->length = total;
+  dst->null_count = nulls;
+  return 0;
+}
+
+static void column_free(mw_column_t *c) {
+  mw_buf_free(&c->validity);
+  mw_buf_free(&c->values);
+  mw_buf_free(&c->offsets);
+  mw_buf_free(&c->item_validity);
+}
+
+static int write_descriptor(writer_t *w, const mw_schema_t *s, uint64_t rows, uint64_t *pos,
+                            uint64_t *len) {
+  Lance__File__Field **fields = NULL;
+  size_t nf = 0;
+  int rc = mw_lance_fields_from_schema(s, &fields, &nf);
+  if (rc < 0) return mw_err_set(w->err, rc, "schema: cannot map to Lance fields");
+  Lance__File__Schema__MetadataEntry *ents = calloc(s->meta.n + 1, sizeof *ents);
+  Lance__File__Schema__MetadataEntry **eptr = calloc(s->meta.n + 1, sizeof *eptr);
+  rc = -ENOMEM;
+  if (ents == NULL || eptr == NULL) goto done;
+  for (size_t i = 0; i < s->meta.n; i++) {
+    lance__file__schema__metadata_entry__init(&ents[i]);
+    ents[i].key = s->meta.items[i].key;
+    ents[i].value.data = s->meta.items[i].value;
+    ents[i].value.len = s->meta.items[i].value_len;
+    eptr[i] = &ents[i];
+  }
+  Lance__File__Schema schema = LANCE__FILE__SCHEMA__INIT;
+  schema.n_fields = nf;
+  schema.fields = fields;
+  schema.n_metadata = s->meta.n;
+  schema.metadata = eptr;
+  Lance__File__V2__FileDescriptor fd = LANCE__FILE__V2__FILE_DESCRIPTOR__INIT;
+  fd.schema = &schema;
+  fd.length = rows;
+  uint8_t *buf = NULL;
+  size_t n = 0;
+  if ((rc = pack_msg(&fd.base, &buf, &n)) < 0) goto done;
+  rc = put_buffer(w, buf, n, pos);
+  /* no padding after global buffer 0: column metadata follows directly */
+  w->out->len = w->base + *pos + n;
+  *len = n;
+  free(buf);
+done:
+  free(ents);
+  free(eptr);
+  mw_lance_fields_free(fields, nf);
+  return rc;
+}
+
+static int check_inputs(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t nb,
+                        size_t n_extra, mw_err_t *err) {
+  if (schema->n_fields > MW_MAX_FIELDS)
+    return mw_err_set(err, -EINVAL, "schema has %zu fields (limit %d)", schema->n_fields,
+                      MW_MAX_FIELDS);
+  if (n_extra + 1 > MW_DATAFILE_MAX_GLOBAL_BUFFERS)
+    return mw_err_set(err, -EINVAL, "%zu extra global buffers (limit %d)", n_extra,
+                      MW_DATAFILE_MAX_GLOBAL_BUFFERS - 1);
+  int64_t rows = 0;
+  for (size_t i = 0; i < nb; i++) {
+    if (batches[i] == NULL || (batches[i]->schema != schema &&
+                               !mw_schema_equal(batches[i]->schema, schema)))
+      return mw_err_set(err, -EINVAL, "batch %zu: schema differs from the file schema", i);
+    if (mw_batch_validate(batches[i]) < 0)
+      return mw_err_set(err, -EINVAL, "batch %zu: invalid columns", i);
+    for (size_t c = 0; c < schema->n_fields; c++)
+      if (!schema->fields[c].nullable && batches[i]->cols[c].null_count > 0)
+        return mw_err_set(err, -EINVAL, "batch %zu: nulls in non-nullable field '%s'", i,
+                          schema->fields[c].name);
+    rows += batches[i]->n_rows;
+    if (rows > MW_MAX_BATCH_ROWS) return mw_err_set(err, -EFBIG, "too many rows (%lld)", (long long)rows);
+  }
+  return 0;
+}
+
+int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batches,
+                      size_t n_batches, const mw_datafile_gbuf_t *extra, size_t n_extra,
+                      const mw_datafile_write_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
+  assert(schema != NULL && out != NULL);
+  assert(batches != NULL || n_batches == 0);
+  int rc = check_inputs(schema, batches, n_batches, n_extra, err);
+  if (rc < 0) return rc;
+  writer_t w = {.out = out, .base = out->len, .err = err};
+  w.max_page_bytes = opts && opts->max_page_bytes ? opts->max_page_bytes
+                                                  : MW_DATAFILE_DEFAULT_PAGE_BYTES;
+  if (w.max_page_bytes < MW_DATAFILE_MIN_PAGE_BYTES) w.max_page_bytes = MW_DATAFILE_MIN_PAGE_BYTES;
+  w.zstd = opts && opts->zstd;
+  w.zstd_level = opts && opts->zstd_level ? opts->zstd_level : DEFAULT_ZSTD_LEVEL;
+  uint64_t *cmo = calloc(2 * schema->n_fields + 1, sizeof *cmo);
+  uint64_t *gbo = calloc(2 * (n_extra + 1), sizeof *gbo);
+  w.colmeta_len = calloc(schema->n_fields + 1, sizeof *w.colmeta_len);
+  rc = -ENOMEM;
+  if (cmo == NULL || gbo == NULL || w.colmeta_len == NULL) goto fail;
+  if (w.zstd && (w.zc = ZSTD_createCCtx()) == NULL) goto fail;
+  /* reserve the whole file up front: growing a 100 MB buffer by doubling
+   * costs more than encoding it */
+  int64_t rows = 0;
+  size_t estimate = 65536;
+  for (size_t i = 0; i < n_batches; i++) {
+    rows += batches[i]->n_rows;
+    estimate += (size_t)batches[i]->n_rows * 3 * schema->n_fields;
+    for (size_t c = 0; c < schema->n_fields; c++)
+      estimate += batches[i]->cols[c].values.len + batches[i]->cols[c].offsets.len;
+  }
+  if (estimate < MW_BUF_MAX_BYTES - out->len) (void)mw_buf_reserve(out, estimate);
+  for (size_t fi = 0; fi < schema->n_fields; fi++) {
+    const mw_field_t *f = &schema->fields[fi];
+    const mw_column_t *c = n_batches == 1 ? &batches[0]->cols[fi] : &w.concat;
+    /* several batches: concatenate this column (memory reused across columns) */
+    mw_buf_reset(&w.concat.values), mw_buf_reset(&w.concat.validity), mw_buf_reset(&w.concat.offsets);
+    if (n_batches > 1 && (rc = concat_column(f, batches, n_batches, fi, &w.concat)) < 0) {
+      mw_err_set(err, rc, "field '%s': cannot concatenate batches", f->name);
+      goto fail;
+    }
+    rc = write_column(&w, f, c);
+    if (rc < 0 || (rc = flush_column_meta(&w, fi)) < 0) {
+      mw_err_set(err, rc, "field '%s': cannot encode column", f->name);
+      goto fail;
+    }
+  }
+  for (size_t i = 0; i < n_extra; i++) {
+    gbo[2 * (i + 1) + 1] = extra[i].len;
+    if ((rc = put_buffer(&w, extra[i].data, extra[i].len, &gbo[2 * (i + 1)])) < 0) goto fail;
+  }
+  if ((rc = write_descriptor(&w, schema, (uint64_t)rows, &gbo[0], &gbo[1])) < 0) goto fail;
+  uint64_t cm_start = out->len - w.base, at = cm_start;
+  if ((rc = mw_buf_append(out, w.colmeta.data, w.colmeta.len)) < 0) goto fail;
+  for (size_t i = 0; i < schema->n_fields; i++) {
+    cmo[2 * i] = at;
+    cmo[2 * i + 1] = w.colmeta_len[i];
+    at += w.colmeta_len[i];
+  }
+  uint64_t cmo_start = out->len - w.base;
+  for (size_t i = 0; i < 2 * schema->n_fields && rc >= 0; i++) rc = mw_buf_put_u64le(out, cmo[i]);
+  uint64_t gbo_start = out->len - w.base;
+  for (size_t i = 0; i < 2 * (n_extra + 1) && rc >= 0; i++) rc = mw_buf_put_u64le(out, gbo[i]);
+  if (rc >= 0) rc = mw_buf_put_u64le(out, cm_start);
+  if (rc >= 0) rc = mw_buf_put_u64le(out, cmo_start);
+  if (rc >= 0) rc = mw_buf_put_u64le(out, gbo_start);
+  if (rc >= 0) rc = mw_buf_put_u32le(out, (uint32_t)(n_extra + 1));
+  if (rc >= 0) rc = mw_buf_put_u32le(out, (uint32_t)schema->n_fields);
+  if (rc >= 0) rc = mw_buf_put_u16le(out, 2);
+  if (rc >= 0) rc = mw_buf_put_u16le(out, 2);
+  if (rc >= 0) rc = mw_buf_append(out, "LANC", 4);
+  if (rc < 0) goto fail;
+  rc = 0;
+  goto done;
+fail:
+  mw_err_set(err, rc, "data file write failed");
+  out->len = w.base;
+done:
+  pages_clear(&w);
+  free(w.pages);
+  mw_buf_free(&w.words);
+  mw_buf_free(&w.data);
+  mw_buf_free(&w.raw);
+  mw_buf_free(&w.zbuf);
+  mw_buf_free(&w.colmeta);
+  column_free(&w.concat);
+  free(w.colmeta_len);
+  ZSTD_freeCCtx(w.zc);
+  free(cmo);
+  free(gbo);
+  return rc;
+}
+
+/* ======================================================================
+ * Reader
+ * ====================================================================== */
+
+/* Where a page decodes to, plus names for error messages. */
+typedef struct rctx {
+  const mw_datafile_t *f;
+  const mw_field_t *fld;
+  mw_column_t *c;
+  size_t col, page;
+  int64_t row0;     /* first row of the page */
+  int64_t n;        /* rows in the page */
+  size_t n_bufs;
+  const uint8_t *buf[MW_DATAFILE_MAX_PAGE_BUFFERS];
+  uint64_t buf_len[MW_DATAFILE_MAX_PAGE_BUFFERS];
+  mw_err_t *err;
+  mw_buf_t scratch, scratch2;
+} rctx_t;
+
+#define BAD(x, ...) mw_err_set((x)->err, -EBADMSG, "column %zu page %zu: " __VA_ARGS__)
+#define UNSUP(x, ...) mw_err_set((x)->err, -ENOTSUP, "column %zu page %zu: " __VA_ARGS__)
+
+static void mark_null(rctx_t *x, int64_t row) {
+  mw_bit_set(x->c->validity.data, row, false);
+  x->c->null_count++;
+}
+
+/* Fixed-width output slot of row r. */
+static uint8_t *slot(rctx_t *x, int64_t r) {
+  return x->c->values.data + (size_t)r * mw_type_width(x->fld);
+}
+
+/* Copy `cnt` bits from src (bit offset 0) to the bool column at row r. */
+static void bits_copy_out(rctx_t *x, int64_t r, const uint8_t *src, int64_t cnt) {
+  uint8_t *dst = x->c->values.data;
+  if ((r & 7) == 0) {
+    memcpy(dst + (r >> 3), src, (size_t)(cnt + 7) / 8);
+    if (cnt & 7) dst[(r + cnt) >> 3] &= (uint8_t)((1u << (cnt & 7)) - 1);
+    return;
+  }
+  for (int64_t i = 0; i < cnt; i++) mw_bit_set(dst, r + i, mw_bit_get(src, i));
+}
+
+/* Append one utf8/binary value (row order is guaranteed by the caller). */
+static int var_put(rctx_t *x, int64_t r, const uint8_t *p, size_t n) {
+  int32_t *off = (int32_t *)(void *)x->c->offsets.data;
+  if (x->c->values.len + n > INT32_MAX) return BAD(x, "string data exceeds 2 GiB", x->col, x->page);
+  if (n && mw_buf_append(&x->c->values, p, n) < 0) return -ENOMEM;
+  off[r + 1] = (int32_t)x->c->values.len;
+  return 0;
+}
+
+/* ---- protobuf wire reader (2.0 legacy encodings) ---- */
+
+typedef struct pbv {
+  const uint8_t *p;
+  size_t n;
+} pbv_t;
+
+static int pb_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
+  uint64_t r = 0;
+  for (int s = 0; s < 64; s += 7) {
+    if (*i >= n) return -EBADMSG;
+    uint8_t b = p[(*i)++];
+    r |= (uint64_t)(b & 0x7f) << s;
+    if (!(b & 0x80)) {
+      *v = r;
+      return 0;
+    }
+  }
+  return -EBADMSG;
+}
+
+/* Find the last field `num` in msg; varint → *v, bytes → *sub. 1 = found. */
+static int pb_find(pbv_t msg, uint32_t num, uint64_t *v, pbv_t *sub) {
+  size_t i = 0;
+  int found = 0;
+  while (i < msg.n) {
+    uint64_t key, val;
+    if (pb_varint(msg.p, msg.n, &i, &key) < 0) return -EBADMSG;
+    uint32_t wt = key & 7;
+    if (wt == 0) {
+      if (pb_varint(msg.p, msg.n, &i, &val) < 0) return -EBADMSG;
+      if ((key >> 3) == num && v) *v = val, found = 1;
+    } else if (wt == 2) {
+      if (pb_varint(msg.p, msg.n, &i, &val) < 0 || val > msg.n - i) return -EBADMSG;
+      if ((key >> 3) == num && sub) *sub = (pbv_t){msg.p + i, (size_t)val}, found = 1;
+      i += val;
+    } else if (wt == 1 || wt == 5) {
+      size_t k = wt == 1 ? 8 : 4;
+      if (k > msg.n - i) return -EBADMSG;
+      i += k;
+    } else {
+      return -EBADMSG;
+    }
+  }
+  return found;
+}
+
+/* Legacy Flat{bits, buffer{index, type=page}} → page buffer. */
+static int legacy_flat(rctx_t *x, pbv_t arr, uint64_t want_bits, const uint8_t **p,
+                       uint64_t *len) {
+  pbv_t flat, bufm;
+  uint64_t bits = 0, idx = 0, type = 0;
+  if (pb_find(arr, 1, NULL, &flat) != 1) return UNSUP(x, "2.0 encoding is not flat", x->col, x->page);
+  if (pb_find(flat, 3, NULL, &bufm) == 1) return UNSUP(x, "2.0 flat compression", x->col, x->page);
+  if (pb_find(flat, 1, &bits, NULL) < 0 || pb_find(flat, 2, NULL, &bufm) != 1 ||
+      pb_find(bufm, 1, &idx, NULL) < 0 || pb_find(bufm, 2, &type, NULL) < 0)
+    return BAD(x, "2.0 flat encoding malformed", x->col, x->page);
+  if (bits != want_bits) return UNSUP(x, "2.0 flat of %llu bits, want %llu", x->col, x->page,
+                                      (unsigned long long)bits, (unsigned long long)want_bits);
+  if (type != 0 || idx >= x->n_bufs)
+    return BAD(x, "2.0 flat buffer %llu (type %llu) out of range", x->col, x->page,
+               (unsigned long long)idx, (unsigned long long)type);
+  *p = x->buf[idx];
+  *len = x->buf_len[idx];
+  return 0;
+}
+
+static int legacy_values(rctx_t *x, pbv_t arr) {
+  int64_t n = x->n;
+  const uint8_t *p;
+  uint64_t len;
+  int rc;
+  if (x->fld->type == MW_T_FSL_F32) {
+    pbv_t fsl, items, nul, nn, inner;
+    uint64_t dim = 0;
+    if (pb_find(arr, 3, NULL, &fsl) != 1 || pb_find(fsl, 1, &dim, NULL) < 0 ||
+        pb_find(fsl, 2, NULL, &items) != 1)
+      return UNSUP(x, "2.0 vector encoding not fixed_size_list", x->col, x->page);
+    if (dim != (uint64_t)x->fld->fsl_dim) return BAD(x, "2.0 fsl dimension %llu", x->col, x->page, (unsigned long long)dim);
+    if (pb_find(items, 2, NULL, &nul) != 1 || pb_find(nul, 1, NULL, &nn) != 1 ||
+        pb_find(nn, 1, NULL, &inner) != 1)
+      return UNSUP(x, "2.0 fsl items not nullable/no_nulls", x->col, x->page);
+    arr = inner;
+  }
+  /* fsl items are flat{32}; the row is dim of them */
+  uint64_t bits = x->fld->type == MW_T_BOOL      ? 1
+                  : x->fld->type == MW_T_FSL_F32 ? 32
+                                                 : 8 * mw_type_width(x->fld);
+  uint64_t need = x->fld->type == MW_T_BOOL ? ((uint64_t)n + 7) / 8 : (uint64_t)n * mw_type_width(x->fld);
+  if ((rc = legacy_flat(x, arr, bits, &p, &len)) < 0) return rc;
+  if (len < need) return BAD(x, "2.0 values buffer of %llu bytes too short", x->col, x->page, (unsigned long long)len);
+  if (x->fld->type == MW_T_BOOL) bits_copy_out(x, x->row0, p, n);
+  else memcpy(slot(x, x->row0), p, (size_t)n * mw_type_width(x->fld));
+  return 0;
+}
+
+static int legacy_binary(rctx_t *x, pbv_t bin) {
+  pbv_t ind, bytes, nul, nn, inner;
+  uint64_t adj = 0;
+  const uint8_t *ip, *bp;
+  uint64_t il, bl;
+  int rc;
+  if (pb_find(bin, 1, NULL, &ind) != 1 || pb_find(bin, 2, NULL, &bytes) != 1 ||
+      pb_find(bin, 3, &adj, NULL) < 0)
+    return BAD(x, "2.0 binary encoding malformed", x->col, x->page);
+  if (pb_find(ind, 2, NULL, &nul) != 1 || pb_find(nul, 1, NULL, &nn) != 1 ||
+      pb_find(nn, 1, NULL, &inner) != 1)
+    return UNSUP(x, "2.0 binary indices not nullable/no_nulls", x->col, x->page);
+  if ((rc = legacy_flat(x, inner, 64, &ip, &il)) < 0) return rc;
+  if ((rc = legacy_flat(x, bytes, 8, &bp, &bl)) < 0) return rc;
+  if (il < 8 * (uint64_t)x->n) return BAD(x, "2.0 binary indices too short", x->col, x->page);
+  uint64_t prev = 0;
+  for (int64_t i = 0; i < x->n; i++) {
+    uint64_t end = mw_load_u64le(ip + 8 * i);
+    bool null = adj > 0 && end >= adj;
+    if (null) end -= adj;
+    if (end < prev || end > bl) return BAD(x, "2.0 binary offset %llu of row %lld out of range", x->col, x->page, (unsigned long long)end, (long long)i);
+    if (null) mark_null(x, x->row0 + i);
+    if ((rc = var_put(x, x->row0 + i, bp + prev, (size_t)(end - prev))) < 0) return rc;
+    prev = end;
+  }
+  return 0;
+}
+
+static int legacy_page(rctx_t *x, pbv_t arr) {
+  pbv_t nul, sub, bin;
+  int rc;
+  if (is_var(x->fld)) {
+    if (pb_find(arr, 6, NULL, &bin) != 1) return UNSUP(x, "2.0 string encoding not binary", x->col, x->page);
+    return legacy_binary(x, bin);
+  }
+  if (pb_find(arr, 2, NULL, &nul) != 1) return UNSUP(x, "2.0 encoding not nullable", x->col, x->page);
+  if (pb_find(nul, 1, NULL, &sub) == 1) { /* no_nulls{values} */
+    pbv_t v;
+    if (pb_find(sub, 1, NULL, &v) != 1) return BAD(x, "2.0 no_nulls without values", x->col, x->page);
+    return legacy_values(x, v);
+  }
+  if (pb_find(nul, 2, NULL, &sub) == 1) { /* some_nulls{validity, values} */
+    pbv_t vm, v;
+    const uint8_t *bp;
+    uint64_t bl;
+    if (pb_find(sub, 1, NULL, &vm) != 1 || pb_find(sub, 2, NULL, &v) != 1)
+      return BAD(x, "2.0 some_nulls malformed", x->col, x->page);
+    if ((rc = legacy_flat(x, vm, 1, &bp, &bl)) < 0) return rc;
+    if (bl < (uint64_t)(x->n + 7) / 8) return BAD(x, "2.0 validity too short", x->col, x->page);
+    if ((rc = legacy_values(x, v)) < 0) return rc;
+    for (int64_t i = 0; i < x->n; i++)
+      if (!mw_bit_get(bp, i)) mark_null(x, x->row0 + i);
+    return 0;
+  }
+  if (pb_find(nul, 3, NULL, &sub) == 1) { /* all_nulls */
+    for (int64_t i = 0; i < x->n; i++) mark_null(x, x->row0 + i);
+    return 0;
+  }
+  return BAD(x, "2.0 nullable encoding empty", x->col, x->page);
+}
+
+/* ---- 2.1/2.2 MiniBlock ---- */
+
+static void fastlanes_unpack(const uint8_t *src, unsigned t, unsigned wbits, uint64_t *out);
+
+/* OutOfLineBitpacking{16, Flat{W}} def levels: whole 1024-value FastLanes
+ * blocks of 64*W u16 words, then the tail either packed as one padded block
+ * or stored raw (told apart by the buffer length). */
+static int def_ool16(rctx_t *x, unsigned wbits, const uint8_t *p, size_t n, int64_t cnt,
+                     uint16_t *lv) {
+  uint64_t vals[FASTLANES_BLOCK];
+  if (wbits == 0 || wbits > 16) return BAD(x, "def bitpacking width %u", x->col, x->page, wbits);
+  size_t wpc = 64 * (size_t)wbits, words = n / 2, full = (size_t)cnt / FASTLANES_BLOCK;
+  size_t tail = (size_t)cnt % FASTLANES_BLOCK;
+  bool raw = tail > 0 && words == full * wpc + tail;
+  if (words < full * wpc + (tail ? (raw ? tail : wpc) : 0))
+    return BAD(x, "def bitpacking buffer of %zu bytes for %lld levels", x->col, x->page, n, (long long)cnt);
+  for (size_t b = 0; b < full + (tail && !raw); b++) {
+    fastlanes_unpack(p + 2 * b * wpc, 16, wbits, vals);
+    size_t k = b < full ? FASTLANES_BLOCK : tail;
+    for (size_t i = 0; i < k; i++) lv[b * FASTLANES_BLOCK + i] = (uint16_t)vals[i];
+  }
+  for (size_t i = 0; raw && i < tail; i++)
+    lv[full * FASTLANES_BLOCK + i] = mw_load_u16le(p + 2 * (full * wpc + i));
+  return 0;
+}
+
+/* Decode def levels of one chunk into x->scratch as u16. */
+static int def_decode(rctx_t *x, const CE *dc, const uint8_t *p, size_t n, int64_t cnt) {
+  mw_buf_reset(&x->scratch);
+  uint16_t *lv = mw_buf_extend(&x->scratch, 2 * (size_t)cnt);
+  if (lv == NULL) return -ENOMEM;
+  if (dc->compression_case == CE_FLAT && dc->flat->bits_per_value == 16 && dc->flat->data == NULL) {
+    if (n < 2 * (size_t)cnt) return BAD(x, "def levels: %zu bytes for %lld levels", x->col, x->page, n, (long long)cnt);
+    for (int64_t i = 0; i < cnt; i++) lv[i] = mw_load_u16le(p + 2 * i);
+    return 0;
+  }
+  if (dc->compression_case == CE_RLE && dc->rle->values && dc->rle->run_lengths &&
+      dc->rle->values->compression_case == CE_FLAT &&
+      dc->rle->run_lengths->compression_case == CE_FLAT) {
+    uint64_t vb = dc->rle->values->flat->bits_per_value, lb = dc->rle->run_lengths->flat->bits_per_value;
+    if ((vb != 8 && vb != 16) || (lb != 8 && lb != 16 && lb != 32))
+      return UNSUP(x, "RLE def levels of %llu/%llu bits", x->col, x->page, (unsigned long long)vb, (unsigned long long)lb);
+    if (n < 8) return BAD(x, "RLE def levels: %zu bytes", x->col, x->page, n);
+    uint64_t vbytes = mw_load_u64le(p);
+    size_t vw = vb / 8, lw = lb / 8;
+    if (vbytes > n - 8 || vbytes % vw) return BAD(x, "RLE values size %llu", x->col, x->page, (unsigned long long)vbytes);
+    size_t runs = vbytes / vw;
+    if (runs > (n - 8 - vbytes) / lw) return BAD(x, "RLE run lengths truncated", x->col, x->page);
+    const uint8_t *vp = p + 8, *lp = p + 8 + vbytes;
+    int64_t at = 0;
+    for (size_t i = 0; i < runs; i++) {
+      uint16_t v = vw == 1 ? vp[i] : mw_load_u16le(vp + 2 * i);
+      uint64_t len = lw == 1 ? lp[i] : lw == 2 ? mw_load_u16le(lp + 2 * i) : mw_load_u32le(lp + 4 * i);
+      if (len > (uint64_t)(cnt - at)) return BAD(x, "RLE runs exceed %lld levels", x->col, x->page, (long long)cnt);
+      for (uint64_t k = 0; k < len; k++) lv[at++] = v;
+    }
+    if (at != cnt) return BAD(x, "RLE runs give %lld of %lld levels", x->col, x->page, (long long)at, (long long)cnt);
+    return 0;
+  }
+  if (dc->compression_case == CE_OOL_BP && dc->out_of_line_bitpacking->uncompressed_bits_per_value == 16 &&
+      dc->out_of_line_bitpacking->values && dc->out_of_line_bitpacking->values->compression_case == CE_FLAT)
+    return def_ool16(x, (unsigned)dc->out_of_line_bitpacking->values->flat->bits_per_value, p, n, cnt, lv);
+  if (dc->compression_case == CE_INLINE_BP && dc->inline_bitpacking->uncompressed_bits_per_value == 16 &&
+      dc->inline_bitpacking->values == NULL) {
+    /* block form: per 1024 levels a u16 width then 64*W u16 words */
+    uint64_t vals[FASTLANES_BLOCK];
+    size_t at = 0;
+    for (int64_t done = 0; done < cnt; done += FASTLANES_BLOCK) {
+      if (n - at < 2) return BAD(x, "def bitpacking truncated", x->col, x->page);
+      unsigned wb = mw_load_u16le(p + at);
+      at += 2;
+      if (wb > 16 || n - at < 128 * (size_t)wb) return BAD(x, "def bitpacking block of width %u truncated", x->col, x->page, wb);
+      fastlanes_unpack(p + at, 16, wb, vals);
+      at += 128 * (size_t)wb;
+      for (int64_t i = 0; i < FASTLANES_BLOCK && done + i < cnt; i++) lv[done + i] = (uint16_t)vals[i];
+    }
+    return 0;
+  }
+  return UNSUP(x, "def level compression %d", x->col, x->page, (int)dc->compression_case);
+}
+
+/* FastLanes unpack of one 1024-value block of T-bit values packed at W bits. */
+static void fastlanes_unpack(const uint8_t *src, unsigned t, unsigned wbits, uint64_t *out) {
+  static const unsigned order[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+  unsigned lanes = FASTLANES_BLOCK / t, tb = t / 8;
+  uint64_t mask = wbits == 64 ? ~0ull : ((1ull << wbits) - 1);
+  for (unsigned lane = 0; lane < lanes; lane++) {
+    for (unsigned row = 0; row < t; row++) {
+      unsigned idx = order[row / 8] * 16 + (row % 8) * 128 + lane;
+      uint64_t v = 0;
+      if (wbits) {
+        unsigned bit = row * wbits, word = bit / t, sh = bit % t;
+        const uint8_t *wp = src + (size_t)(lanes * word + lane) * tb;
+        uint64_t lo = tb == 8 ? mw_load_u64le(wp) : tb == 4 ? mw_load_u32le(wp) : tb == 2 ? mw_load_u16le(wp) : wp[0];
+        v = lo >> sh;
+        if (sh + wbits > t) {
+          const uint8_t *np = src + (size_t)(lanes * (word + 1) + lane) * tb;
+          uint64_t hi = tb == 8 ? mw_load_u64le(np) : tb == 4 ? mw_load_u32le(np) : tb == 2 ? mw_load_u16le(np) : np[0];
+          v |= hi << (t - sh);
+        }
+        v &= mask;
+      }
+      out[idx] = v;
+    }
+  }
+}
+
+static int inline_bp(rctx_t *x, const uint8_t *p, size_t n, int64_t r, int64_t cnt, unsigned t) {
+  uint64_t vals[FASTLANES_BLOCK];
+  size_t tb = t / 8, at = 0;
+  for (int64_t done = 0; done < cnt; done += FASTLANES_BLOCK) {
+    if (n - at < tb) return BAD(x, "bitpacked chunk truncated at byte %zu", x->col, x->page, at);
+    uint64_t wbits = tb == 8 ? mw_load_u64le(p + at) : mw_load_u32le(p + at);
+    at += tb;
+    if (wbits > t) return BAD(x, "bit width %llu > %u", x->col, x->page, (unsigned long long)wbits, t);
+    size_t bytes = (size_t)wbits * FASTLANES_BLOCK / 8;
+    if (n - at < bytes) return BAD(x, "bitpacked block truncated at byte %zu", x->col, x->page, at);
+    fastlanes_unpack(p + at, t, (unsigned)wbits, vals);
+    at += bytes;
+    int64_t k = cnt - done < FASTLANES_BLOCK ? cnt - done : FASTLANES_BLOCK;
+    for (int64_t i = 0; i < k; i++) {
+      uint8_t *d = slot(x, r + done + i);
+      if (t == 64) mw_store_u64le(d, vals[i]);
+      else mw_store_u32le(d, (uint32_t)vals[i]);
+    }
+  }
+  return 0;
+}
+
+/* Strip a General{ZSTD} wrapper; returns the inner encoding, *zstd set. */
+static int unwrap_general(rctx_t *x, const CE *vc, const CE **inner, bool *zstd) {
+  *zstd = false;
+  *inner = vc;
+  if (vc->compression_case != CE_GENERAL) return 0;
+  if (vc->general->values == NULL || vc->general->compression == NULL)
+    return BAD(x, "general compression incomplete", x->col, x->page);
+  if (vc->general->compression->scheme != SCHEME_ZSTD)
+    return UNSUP(x, "general compression scheme %d", x->col, x->page, (int)vc->general->compression->scheme);
+  *zstd = true;
+  *inner = vc->general->values;
+  if ((*inner)->compression_case == CE_GENERAL) return UNSUP(x, "nested general compression", x->col, x->page);
+  return 0;
+}
+
+/* Decompress a ZSTD value buffer (u64 raw length || frame, or a bare frame). */
+static int zstd_buf(rctx_t *x, const uint8_t **p, size_t *n, size_t max_raw) {
+  const uint8_t *src = *p;
+  size_t sn = *n;
+  uint64_t raw;
+  if (sn >= 4 && src[0] == 0x28 && src[1] == 0xb5 && src[2] == 0x2f && src[3] == 0xfd) {
+    unsigned long long fc = ZSTD_getFrameContentSize(src, sn);
+    if (fc == ZSTD_CONTENTSIZE_ERROR || fc == ZSTD_CONTENTSIZE_UNKNOWN)
+      return BAD(x, "zstd frame without size", x->col, x->page);
+    raw = fc;
+  } else {
+    if (sn < 8) return BAD(x, "zstd buffer of %zu bytes", x->col, x->page, sn);
+    raw = mw_load_u64le(src);
+    src += 8, sn -= 8;
+  }
+  if (raw > max_raw) return BAD(x, "zstd raw length %llu exceeds %zu", x->col, x->page, (unsigned long long)raw, max_raw);
+  mw_buf_reset(&x->scratch2);
+  uint8_t *d = mw_buf_extend(&x->scratch2, (size_t)raw + 1);
+  if (d == NULL) return -ENOMEM;
+  size_t got = ZSTD_decompress(d, (size_t)raw + 1, src, sn);
+  if (ZSTD_isError(got) || got != raw) return BAD(x, "zstd frame corrupt", x->col, x->page);
+  *p = d;
+  *n = got;
+  return 0;
+}
+
+static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const size_t *vn,
+                     int64_t r, int64_t cnt, const uint16_t *def) {
+  const mw_field_t *f = x->fld;
+  const uint8_t *p = vb[0];
+  size_t n = vn[0];
+  const CE *ce;
+  bool zstd;
+  int rc = unwrap_general(x, vc, &ce, &zstd);
+  if (rc < 0) return rc;
+  size_t max_raw = is_var(f) ? INT32_MAX : (size_t)cnt * (f->type == MW_T_FSL_F32 ? 4 * (size_t)f->fsl_dim + 4 : 8) + 4096;
+  if (zstd && (rc = zstd_buf(x, &p, &n, max_raw)) < 0) return rc;
+  size_t w = mw_type_width(f);
+  switch (ce->compression_case) {
+    case CE_FLAT: {
+      uint64_t bits = f->type == MW_T_BOOL ? 1 : 8 * w;
+      if (is_var(f) || f->type == MW_T_FSL_F32 || ce->flat->bits_per_value != bits || ce->flat->data)
+        return UNSUP(x, "flat of %llu bits for %s", x->col, x->page, (unsigned long long)ce->flat->bits_per_value, mw_type_name(f->type));
+      if (n < ((size_t)cnt * bits + 7) / 8) return BAD(x, "value buffer of %zu bytes for %lld values", x->col, x->page, n, (long long)cnt);
+      if (f->type == MW_T_BOOL) bits_copy_out(x, r, p, cnt);
+      else memcpy(slot(x, r), p, (size_t)cnt * w);
+      return 0;
+    }
+    case CE_INLINE_BP: {
+      unsigned t = (unsigned)ce->inline_bitpacking->uncompressed_bits_per_value;
+      if (!(f->type == MW_T_INT32 || f->type == MW_T_INT64 || f->type == MW_T_UINT32 || f->type == MW_T_UINT64) ||
+          t != 8 * w || ce->inline_bitpacking->values)
+        return UNSUP(x, "inline bitpacking of %u bits for %s", x->col, x->page, t, mw_type_name(f->type));
+      return inline_bp(x, p, n, r, cnt, t);
+    }
+    case CE_VARIABLE: {
+      const CE *oc = ce->variable->offsets;
+      if (!is_var(f) || oc == NULL || oc->compression_case != CE_FLAT || ce->variable->values ||
+          (oc->flat->bits_per_value != 32 && oc->flat->bits_per_value != 64) || oc->flat->data)
+        return UNSUP(x, "variable encoding variant for %s", x->col, x->page, mw_type_name(f->type));
+      size_t ow = oc->flat->bits_per_value / 8;
+      if (n / ow < (size_t)cnt + 1) return BAD(x, "offsets truncated (%zu bytes)", x->col, x->page, n);
+      uint64_t prev = ow == 4 ? mw_load_u32le(p) : mw_load_u64le(p);
+      for (int64_t i = 0; i < cnt; i++) {
+        uint64_t e = ow == 4 ? mw_load_u32le(p + 4 * (i + 1)) : mw_load_u64le(p + 8 * (i + 1));
+        if (e < prev || e > n) return BAD(x, "string offset %llu of value %lld out of range", x->col, x->page, (unsigned long long)e, (long long)i);
+        if ((rc = var_put(x, r + i, p + prev, (size_t)(e - prev))) < 0) return rc;
+        prev = e;
+      }
+      return 0;
+    }
+    case CE_FSL: {
+      const Lance__Encodings21__FixedSizeList *fl = ce->fixed_size_list;
+      if (f->type != MW_T_FSL_F32 || fl->items_per_value != (uint64_t)f->fsl_dim || fl->values == NULL ||
+          fl->values->compression_case != CE_FLAT || fl->values->flat->bits_per_value != 32)
+        return UNSUP(x, "fixed_size_list variant for %s", x->col, x->page, mw_type_name(f->type));
+      size_t items = (size_t)cnt * (size_t)f->fsl_dim;
+      const uint8_t *vp = p;
+      size_t vpn = n;
+      if (fl->has_validity) {
+        if (zstd) return UNSUP(x, "compressed fsl with validity", x->col, x->page);
+        if (n < (items + 7) / 8) return BAD(x, "fsl validity truncated", x->col, x->page);
+        vp = vb[1], vpn = vn[1];
+      }
+      if (vpn < items * 4) return BAD(x, "fsl values of %zu bytes for %lld rows", x->col, x->page, vpn, (long long)cnt);
+      memcpy(slot(x, r), vp, items * 4);
+      for (int64_t i = 0; i < cnt; i++) {
+        if (def && def[i]) {
+          memset(slot(x, r + i), 0, w);
+        } else if (fl->has_validity) {
+          for (int64_t k = 0; k < f->fsl_dim; k++) {
+            if (mw_bit_get(p, i * f->fsl_dim + k)) continue;
+            mw_column_t *c = x->c;
+            if (c->item_validity.len == 0) {
+              size_t nb = ((size_t)x->f->n_rows * (size_t)f->fsl_dim + 7) / 8;
+              if (mw_buf_fill(&c->item_validity, 0xFF, nb) < 0) return -ENOMEM;
+              size_t tot = (size_t)x->f->n_rows * (size_t)f->fsl_dim;
+              if (tot & 7) c->item_validity.data[nb - 1] = (uint8_t)((1u << (tot & 7)) - 1);
+            }
+            mw_bit_set(c->item_validity.data, (r + i) * f->fsl_dim + k, false);
+            c->item_null_count++;
+          }
+        }
+      }
+      return 0;
+    }
+    default:
+      return UNSUP(x, "value compression %d not implemented", x->col, x->page, (int)ce->compression_case);
+  }
+}
+
+static int miniblock_page(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *mb) {
+  if (mb->rep_compression || mb->dictionary || mb->repetition_index_depth)
+    return UNSUP(x, "miniblock with repetition or dictionary", x->col, x->page);
+  if (mb->value_compression == NULL) return BAD(x, "miniblock without value compression", x->col, x->page);
+  if (mb->n_layers != 1 || (mb->layers[0] != LAYER_ALL_VALID && mb->layers[0] != LAYER_NULLABLE))
+    return UNSUP(x, "miniblock layers not a single item layer", x->col, x->page);
+  if (mb->num_items != (uint64_t)x->n)
+    return BAD(x, "num_items %llu != page length %lld", x->col, x->page, (unsigned long long)mb->num_items, (long long)x->n);
+  if (x->f->major == 2 && x->f->minor >= 2 && !mb->has_large_chunk)
+    return BAD(x, "2.2 miniblock without has_large_chunk", x->col, x->page);
+  const CE *dc = mb->def_compression;
+  if ((dc != NULL) != (mb->layers[0] == LAYER_NULLABLE))
+    return BAD(x, "def compression does not match the layer", x->col, x->page);
+  size_t nvb = (size_t)mb->num_buffers;
+  if (nvb < 1 || nvb > 2) return UNSUP(x, "%zu value buffers per chunk", x->col, x->page, nvb);
+  if (x->n_bufs < 2) return BAD(x, "miniblock page with %zu buffers", x->col, x->page, x->n_bufs);
+  size_t ww = mb->has_large_chunk ? 4 : 2, sw = ww;
+  const uint8_t *words = x->buf[0], *data = x->buf[1];
+  uint64_t n_words = x->buf_len[0] / ww, dlen = x->buf_len[1], at = 0;
+  int64_t done = 0;
+  for (uint64_t ci = 0; ci < n_words; ci++) {
+    uint32_t wd = ww == 4 ? mw_load_u32le(words + 4 * ci) : mw_load_u16le(words + 2 * ci);
+    uint64_t cbytes = ((uint64_t)(wd >> 4) + 1) * 8;
+    bool last = ci + 1 == n_words;
+    int64_t cnt = last ? x->n - done : (int64_t)1 << (wd & 15);
+    if (cnt <= 0 || cnt > x->n - done || cnt > CHUNK_MAX_DECODE_VALUES)
+      return BAD(x, "chunk %llu holds %lld values, %lld left", x->col, x->page, (unsigned long long)ci, (long long)cnt, (long long)(x->n - done));
+    if (cbytes > dlen - at) return BAD(x, "chunk %llu at byte %llu overruns the %llu-byte buffer", x->col, x->page, (unsigned long long)ci, (unsigned long long)at, (unsigned long long)dlen);
+    const uint8_t *cp = data + at;
+    size_t hn = 2 + (dc ? 2 : 0) + nvb * sw, pos;
+    if (hn > cbytes) return BAD(x, "chunk %llu header truncated", x->col, x->page, (unsigned long long)ci);
+    uint16_t levels = mw_load_u16le(cp);
+    size_t defn = dc ? mw_load_u16le(cp + 2) : 0, vn[2] = {0, 0};
+    const uint8_t *vb[2] = {NULL, NULL};
+    for (size_t b = 0; b < nvb; b++) vn[b] = sw == 4 ? mw_load_u32le(cp + 2 + (dc ? 2 : 0) + 4 * b) : mw_load_u16le(cp + 2 + (dc ? 2 : 0) + 2 * b);
+    pos = pad8(hn);
+    if (dc && levels != cnt) return BAD(x, "chunk %llu has %u levels for %lld values", x->col, x->page, (unsigned long long)ci, levels, (long long)cnt);
+    const uint8_t *defp = cp + pos;
+    if (defn > cbytes - pos) return BAD(x, "chunk %llu def levels overrun", x->col, x->page, (unsigned long long)ci);
+    pos += pad8(defn);
+    for (size_t b = 0; b < nvb; b++) {
+      if (pos > cbytes || vn[b] > cbytes - pos) return BAD(x, "chunk %llu value buffer %zu overruns", x->col, x->page, (unsigned long long)ci, b);
+      vb[b] = cp + pos;
+      pos += pad8(vn[b]);
+    }
+    const uint16_t *def = NULL;
+    int rc;
+    if (dc) {
+      if ((rc = def_decode(x, dc, defp, defn, cnt)) < 0) return rc;
+      def = (const uint16_t *)(const void *)x->scratch.data;
+    }
+    if ((rc = mb_values(x, mb->value_compression, vb, vn, x->row0 + done, cnt, def)) < 0) return rc;
+    if (def)
+      for (int64_t i = 0; i < cnt; i++)
+        if (def[i]) mark_null(x, x->row0 + done + i);
+    done += cnt;
+    at += cbytes;
+  }
+  if (done != x->n) return BAD(x, "chunks hold %lld of %lld values", x->col, x->page, (long long)done, (long long)x->n);
+  return 0;
+}
+
+static int fullzip_page_read(rctx_t *x, const Lance__Encodings21__FullZipLayout *fz) {
+  const mw_field_t *f = x->fld;
+  const CE *vc = fz->value_compression;
+  if (fz->bits_rep || fz->bits_def > 8 || fz->details_case != LANCE__ENCODINGS21__FULL_ZIP_LAYOUT__DETAILS_BITS_PER_VALUE)
+    return UNSUP(x, "fullzip with repetition or variable width", x->col, x->page);
+  if (vc == NULL) return BAD(x, "fullzip without value compression", x->col, x->page);
+  if (fz->num_items != (uint64_t)x->n || x->n_bufs < 1)
+    return BAD(x, "fullzip num_items %u for %lld rows", x->col, x->page, fz->num_items, (long long)x->n);
+  if (fz->n_layers != 1 || (fz->bits_def > 0) != (fz->layers[0] == LAYER_NULLABLE))
+    return BAD(x, "fullzip layers do not match bits_def", x->col, x->page);
+  size_t w = mw_type_width(f), vbits = 0, ctrl = fz->bits_def ? 1 : 0;
+  bool validity = false;
+  if (f->type == MW_T_FSL_F32 && vc->compression_case == CE_FSL) {
+    const Lance__Encodings21__FixedSizeList *fl = vc->fixed_size_list;
+    if (fl->items_per_value != (uint64_t)f->fsl_dim || !fl->values || fl->values->compression_case != CE_FLAT ||
+        fl->values->flat->bits_per_value != 32)
+      return UNSUP(x, "fullzip fsl variant", x->col, x->page);
+    validity = fl->has_validity;
+  } else if (vc->compression_case == CE_FLAT && !is_var(f) && f->type != MW_T_BOOL &&
+             vc->flat->bits_per_value == 8 * w) {
+  } else {
+    return UNSUP(x, "fullzip value compression %d for %s", x->col, x->page, (int)vc->compression_case, mw_type_name(f->type));
+  }
+  size_t vbytes = validity ? ((size_t)f->fsl_dim + 7) / 8 : 0;
+  vbits = (size_t)fz->bits_per_value;
+  if (vbits != 8 * (w + vbytes)) return BAD(x, "fullzip bits_per_value %zu", x->col, x->page, vbits);
+  size_t rowb = ctrl + vbytes + w;
+  if (x->buf_len[0] / rowb < (uint64_t)x->n) return BAD(x, "fullzip buffer of %llu bytes for %lld rows", x->col, x->page, (unsigned long long)x->buf_len[0], (long long)x->n);
+  const uint8_t *p = x->buf[0];
+  if (rowb == w) {
+    memcpy(slot(x, x->row0), p, (size_t)x->n * w);
+    return 0;
+  }
+  for (int64_t i = 0; i < x->n; i++, p += rowb) {
+    bool null = ctrl && (p[0] & ((1u << fz->bits_def) - 1));
+    if (null) {
+      mark_null(x, x->row0 + i);
+      continue;
+    }
+    memcpy(slot(x, x->row0 + i), p + ctrl + vbytes, w);
+    for (int64_t k = 0; validity && k < f->fsl_dim; k++)
+      if (!mw_bit_get(p + ctrl, k)) return UNSUP(x, "null items inside fullzip vectors", x->col, x->page);
+  }
+  return 0;
+}
+
+static int constant_page(rctx_t *x, const Lance__Encodings21__ConstantLayout *cl) {
+  if (cl->rep_compression || cl->def_compression || cl->num_rep_values || cl->num_def_values || x->n_bufs)
+    return UNSUP(x, "constant layout with rep/def buffers", x->col, x->page);
+  if (cl->n_layers != 1) return UNSUP(x, "constant layout with %zu layers", x->col, x->page, cl->n_layers);
+  const mw_field_t *f = x->fld;
+  size_t len = cl->inline_value.len;
+  if (len == 0) { /* all null */
+    if (cl->layers[0] != LAYER_NULLABLE) return BAD(x, "all-null constant page on a non-null layer", x->col, x->page);
+    for (int64_t i = 0; i < x->n; i++) {
+      mark_null(x, x->row0 + i);
+      if (is_var(f)) var_put(x, x->row0 + i, NULL, 0);
+    }
+    return 0;
+  }
+  const uint8_t *v = cl->inline_value.data;
+  if (f->type == MW_T_BOOL) {
+    if (len != 1 || v[0] > 1) return UNSUP(x, "bool constant of %zu bytes", x->col, x->page, len);
+    for (int64_t i = 0; v[0] && i < x->n; i++) mw_bit_set(x->c->values.data, x->row0 + i, true);
+    return 0;
+  }
+  if (is_var(f) || len != mw_type_width(f)) return UNSUP(x, "constant of %zu bytes for %s", x->col, x->page, len, mw_type_name(f->type));
+  for (int64_t i = 0; i < x->n; i++) memcpy(slot(x, x->row0 + i), v, len);
+  return 0;
+}
+
+static int page21(rctx_t *x, const uint8_t *val, size_t len) {
+  Lance__Encodings21__PageLayout *pl = lance__encodings21__page_layout__unpack(NULL, len, val);
+  if (pl == NULL) return BAD(x, "PageLayout protobuf malformed", x->col, x->page);
+  int rc;
+  switch (pl->layout_case) {
+    case PL_MINIBLOCK: rc = miniblock_page(x, pl->mini_block_layout); break;
+    case PL_FULLZIP: rc = fullzip_page_read(x, pl->full_zip_layout); break;
+    case PL_CONSTANT: rc = constant_page(x, pl->constant_layout); break;
+    default: rc = UNSUP(x, "page layout not implemented", x->col, x->page); break;
+  }
+  lance__encodings21__page_layout__free_unpacked(pl, NULL);
+  return rc;
+}
+
+static int read_page(rctx_t *x, const Lance__File__V2__ColumnMetadata__Page *pg) {
+  const mw_datafile_t *f = x->f;
+  if (pg->n_buffer_offsets != pg->n_buffer_sizes || pg->n_buffer_offsets > MW_DATAFILE_MAX_PAGE_BUFFERS)
+    return BAD(x, "%zu buffer offsets, %zu sizes", x->col, x->page, pg->n_buffer_offsets, pg->n_buffer_sizes);
+  x->n_bufs = pg->n_buffer_offsets;
+  for (size_t i = 0; i < x->n_bufs; i++) {
+    uint64_t o = pg->buffer_offsets[i], s = pg->buffer_sizes[i];
+    if (o > f->len || s > f->len - o)
+      return BAD(x, "buffer %zu at %llu+%llu beyond the %zu-byte file", x->col, x->page, i, (unsigned long long)o, (unsigned long long)s, f->len);
+    x->buf[i] = f->data + o;
+    x->buf_len[i] = s;
+  }
+  if (pg->encoding == NULL || pg->encoding->location_case != LANCE__FILE__V2__ENCODING__LOCATION_DIRECT)
+    return UNSUP(x, "page encoding not direct", x->col, x->page);
+  ProtobufCBinaryData *e = &pg->encoding->direct->encoding;
+  Google__Protobuf__Any *any = google__protobuf__any__unpack(NULL, e->len, e->data);
+  if (any == NULL || any->type_url == NULL) {
+    if (any) google__protobuf__any__free_unpacked(any, NULL);
+    return BAD(x, "page encoding Any malformed", x->col, x->page);
+  }
+  int rc;
+  if (strcmp(any->type_url, URL_PAGE21) == 0 && f->major == 2 && f->minor >= 1)
+    rc = page21(x, any->value.data, any->value.len);
+  else if (strcmp(any->type_url, URL_ARRAY20) == 0 && !(f->major == 2 && f->minor >= 1))
+    rc = legacy_page(x, (pbv_t){any->value.data, any->value.len});
+  else
+    rc = UNSUP(x, "page encoding '%s' in a %u.%u file", x->col, x->page, any->type_url, f->major, f->minor);
+  google__protobuf__any__free_unpacked(any, NULL);
+  return rc;
+}
+
+/* Size the empty column for n rows (values zeroed, validity all ones). */
+static int column_prepare(rctx_t *x, const mw_field_t *fl, mw_column_t *c, int64_t n) {
+  size_t vb = is_var(fl) ? 0 : fl->type == MW_T_BOOL ? (size_t)(n + 7) / 8 : (size_t)n * mw_type_width(fl);
+  if (vb > x->f->max_column_bytes || (is_var(fl) && 4 * (uint64_t)n > x->f->max_column_bytes))
+    return mw_err_set(x->err, -EFBIG, "column %zu: %lld rows of %s exceed the %llu-byte limit", x->col,
+                      (long long)n, mw_type_name(fl->type), (unsigned long long)x->f->max_column_bytes);
+  if (vb && mw_buf_extend(&c->values, vb) == NULL) return -ENOMEM;
+  if (is_var(fl)) {
+    mw_buf_reset(&c->offsets);
+    if (mw_buf_extend(&c->offsets, 4 * (size_t)(n + 1)) == NULL) return -ENOMEM;
+  }
+  size_t nb = (size_t)(n + 7) / 8;
+  if (nb && mw_buf_fill(&c->validity, 0xFF, nb) < 0) return -ENOMEM;
+  if (n & 7) c->validity.data[nb - 1] = (uint8_t)((1u << (n & 7)) - 1);
+  c->length = n;
+  return 0;
+}
+
+int mw_datafile_column_metadata(const mw_datafile_t *f, uint32_t col, const uint8_t **p,
+                                size_t *n, mw_err_t *err) {
+  assert(f != NULL && p != NULL && n != NULL);
+  if (col >= f->n_columns) return mw_err_set(err, -EINVAL, "column %u of %u", col, f->n_columns);
+  const uint8_t *e = f->data + f->cmo_start + 16 * (uint64_t)col;
+  uint64_t pos = mw_load_u64le(e), sz = mw_load_u64le(e + 8);
+  if (pos > f->len || sz > f->len - pos)
+    return mw_err_set(err, -EBADMSG, "column %u metadata at %llu+%llu beyond the %zu-byte file",
+                      col, (unsigned long long)pos, (unsigned long long)sz, f->len);
+  *p = f->data + pos;
+  *n = (size_t)sz;
+  return 0;
+}
+
+int mw_datafile_read_column(const mw_datafile_t *f, size_t field, mw_column_t *out, mw_err_t *err) {
+  assert(f != NULL && out != NULL);
+  assert(out->length == 0);
+  if (field >= f->schema.n_fields) return mw_err_set(err, -EINVAL, "field %zu of %zu", field, f->schema.n_fields);
+  const uint8_t *cmp;
+  size_t cmn;
+  int rc = mw_datafile_column_metadata(f, (uint32_t)field, &cmp, &cmn, err);
+  if (rc < 0) return rc;
+  Lance__File__V2__ColumnMetadata *cm = lance__file__v2__column_metadata__unpack(NULL, cmn, cmp);
+  if (cm == NULL) return mw_err_set(err, -EBADMSG, "column %zu: ColumnMetadata at byte %zu malformed", field, (size_t)(cmp - f->data));
+  rctx_t x = {.f = f, .fld = &f->schema.fields[field], .c = out, .col = field, .err = err};
+  if (cm->n_pages > MW_DATAFILE_MAX_PAGES) {
+    rc = mw_err_set(err, -EBADMSG, "column %zu: %zu pages (limit %d)", field, cm->n_pages, MW_DATAFILE_MAX_PAGES);
+    goto done;
+  }
+  if ((rc = column_prepare(&x, x.fld, out, (int64_t)f->n_rows)) < 0) goto done;
+  int64_t row = 0;
+  for (size_t i = 0; i < cm->n_pages; i++) {
+    uint64_t len = cm->pages[i]->length;
+    x.page = i;
+    if (len > f->n_rows - (uint64_t)row) {
+      rc = BAD(&x, "page of %llu rows exceeds the file's %llu rows", x.col, x.page, (unsigned long long)len, (unsigned long long)f->n_rows);
+      goto done;
+    }
+    x.row0 = row;
+    x.n = (int64_t)len;
+    if (is_var(x.fld)) { /* pages fill offsets in order: start where the last left off */
+      int32_t *off = (int32_t *)(void *)out->offsets.data;
+      off[row] = (int32_t)out->values.len;
+    }
+    if ((rc = read_page(&x, cm->pages[i])) < 0) goto done;
+    row += (int64_t)len;
+  }
+  if ((uint64_t)row != f->n_rows) {
+    rc = mw_err_set(err, -EBADMSG, "column %zu: pages hold %lld of %llu rows", field, (long long)row, (unsigned long long)f->n_rows);
+    goto done;
+  }
+  if (out->null_count == 0) mw_buf_reset(&out->validity);
+  if (out->null_count > 0 && !x.fld->nullable) {
+    rc = mw_err_set(err, -EBADMSG, "column %zu: %lld nulls in a non-nullable field", field, (long long)out->null_count);
+    goto done;
+  }
+  rc = 0;
+done:
+  lance__file__v2__column_metadata__free_unpacked(cm, NULL);
+  mw_buf_free(&x.scratch);
+  mw_buf_free(&x.scratch2);
+  return rc;
+}
+
+int mw_datafile_global_buffer(const mw_datafile_t *f, uint32_t idx, const uint8_t **p, size_t *n,
+                              mw_err_t *err) {
+  assert(f != NULL && p != NULL && n != NULL);
+  if (idx >= f->n_global_buffers) return mw_err_set(err, -EINVAL, "global buffer %u of %u", idx, f->n_global_buffers);
+  const uint8_t *e = f->data + f->gbo_start + 16 * (uint64_t)idx;
+  uint64_t pos = mw_load_u64le(e), sz = mw_load_u64le(e + 8);
+  if (pos > f->len || sz > f->len - pos)
+    return mw_err_set(err, -EBADMSG, "global buffer %u at %llu+%llu beyond the %zu-byte file", idx,
+                      (unsigned long long)pos, (unsigned long long)sz, f->len);
+  *p = f->data + pos;
+  *n = (size_t)sz;
+  return 0;
+}
+
+static int parse_descriptor(mw_datafile_t *f, uint64_t max_rows, mw_err_t *err) {
+  const uint8_t *p;
+  size_t n;
+  int rc = mw_datafile_global_buffer(f, 0, &p, &n, err);
+  if (rc < 0) return rc;
+  Lance__File__V2__FileDescriptor *fd = lance__file__v2__file_descriptor__unpack(NULL, n, p);
+  if (fd == NULL) return mw_err_set(err, -EBADMSG, "FileDescriptor at byte %zu (%zu bytes) malformed", (size_t)(p - f->data), n);
+  if (fd->schema == NULL) {
+    rc = mw_err_set(err, -EBADMSG, "FileDescriptor without schema");
+    goto done;
+  }
+  if (fd->length > max_rows) {
+    rc = mw_err_set(err, -EFBIG, "file has %llu rows (limit %llu)", (unsigned long long)fd->length, (unsigned long long)max_rows);
+    goto done;
+  }
+  f->n_rows = fd->length;
+  if ((rc = mw_lance_schema_from_fields(fd->schema->fields, fd->schema->n_fields, &f->schema, err)) < 0) goto done;
+  for (size_t i = 0; i < fd->schema->n_metadata; i++) {
+    Lance__File__Schema__MetadataEntry *e = fd->schema->metadata[i];
+    if (e->key == NULL) {
+      rc = mw_err_set(err, -EBADMSG, "schema metadata entry %zu without key", i);
+      goto done;
+    }
+    if ((rc = mw_kvs_set(&f->schema.meta, e->key, e->value.data, e->value.len)) < 0) goto done;
+  }
+  if (f->schema.n_fields != f->n_columns)
+    rc = mw_err_set(err, -ENOTSUP, "%zu fields but %u columns", f->schema.n_fields, f->n_columns);
+done:
+  lance__file__v2__file_descriptor__free_unpacked(fd, NULL);
+  return rc;
+}
+
+int mw_datafile_open(mw_datafile_t *f, const uint8_t *data, size_t len,
+                     const mw_datafile_read_opts_t *opts, mw_err_t *err) {
+  assert(f != NULL);
+  assert(data != NULL || len == 0);
+  memset(f, 0, sizeof *f);
+  mw_schema_init(&f->schema);
+  f->data = data;
+  f->len = len;
+  if (len < MW_DATAFILE_FOOTER_BYTES) return mw_err_set(err, -EBADMSG, "file of %zu bytes is shorter than the footer", len);
+  const uint8_t *ft = data + len - MW_DATAFILE_FOOTER_BYTES;
+  if (memcmp(ft + 36, "LANC", 4) != 0) return mw_err_set(err, -EBADMSG, "no LANC magic at byte %zu", len - 4);
+  f->column_meta_start = mw_load_u64le(ft);
+  f->cmo_start = mw_load_u64le(ft + 8);
+  f->gbo_start = mw_load_u64le(ft + 16);
+  f->n_global_buffers = mw_load_u32le(ft + 24);
+  f->n_columns = mw_load_u32le(ft + 28);
+  f->major = mw_load_u16le(ft + 32);
+  f->minor = mw_load_u16le(ft + 34);
+  uint64_t body = len - MW_DATAFILE_FOOTER_BYTES;
+  if (!((f->major == 0 && f->minor == 3) || (f->major == 2 && f->minor <= 2)))
+    return mw_err_set(err, -ENOTSUP, "file version %u.%u", f->major, f->minor);
+  if (f->n_global_buffers < 1 || f->n_global_buffers > MW_DATAFILE_MAX_GLOBAL_BUFFERS)
+    return mw_err_set(err, -EBADMSG, "%u global buffers", f->n_global_buffers);
+  if (f->n_columns > MW_MAX_FIELDS) return mw_err_set(err, -EBADMSG, "%u columns (limit %d)", f->n_columns, MW_MAX_FIELDS);
+  if (f->gbo_start > body || 16 * (uint64_t)f->n_global_buffers > body - f->gbo_start)
+    return mw_err_set(err, -EBADMSG, "GBO table at %llu overruns the footer", (unsigned long long)f->gbo_start);
+  if (f->cmo_start > body || 16 * (uint64_t)f->n_columns > body - f->cmo_start)
+    return mw_err_set(err, -EBADMSG, "CMO table at %llu overruns the footer", (unsigned long long)f->cmo_start);
+  uint64_t max_rows = opts && opts->max_rows ? opts->max_rows : MW_DATAFILE_DEFAULT_MAX_ROWS;
+  f->max_column_bytes = opts && opts->max_column_bytes ? opts->max_column_bytes
+                                                       : MW_DATAFILE_DEFAULT_MAX_COLUMN_BYTES;
+  if (max_rows > MW_MAX_BATCH_ROWS) max_rows = MW_MAX_BATCH_ROWS;
+  int rc = parse_descriptor(f, max_rows, err);
+  if (rc < 0) {
+    mw_schema_free(&f->schema);
+    return rc;
+  }
+  return 0;
+}
+
+void mw_datafile_close(mw_datafile_t *f) {
+  if (f == NULL) return;
+  mw_schema_free(&f->schema);
+  f->data = NULL;
+  f->len = 0;
+}
+
+int mw_datafile_read_batch(const mw_datafile_t *f, mw_batch_t *out, mw_err_t *err) {
+  assert(f != NULL && out != NULL);
+  int rc = mw_batch_init(out, &f->schema);
+  if (rc < 0) return rc;
+  for (size_t i = 0; i < f->schema.n_fields; i++) {
+    if ((rc = mw_datafile_read_column(f, i, &out->cols[i], err)) < 0) {
+      mw_batch_free(out);
+      memset(out, 0, sizeof *out);
+      return rc;
+    }
+  }
+  out->n_rows = (int64_t)f->n_rows;
+  assert(mw_batch_validate(out) == 0);
+  return 0;
+}

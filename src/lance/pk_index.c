@@ -1,1 +1,239 @@
-/* placeholder: written by the pk_index codec work (issue 3). */
+/*
+ * pk_index.c — `_pk_index/page_data.lance` + `page_lookup.lance` (§7.1).
+ *
+ * Design: gather (key, row) pairs, sort them by key then row, and write both
+ * files with the data-file writer (datafile.c). Lance's own flusher writes
+ * these as 2.0 files, but 2.2 index files read back correctly too [E✓ pk22 in
+ * lance-files.md §7.1], and writing 2.2 keeps one tested writer and one
+ * layout for everything memwald emits; the reader handles both.
+ *
+ * Sorting: integer keys are mapped to an order-preserving u64 (signed keys
+ * get their sign bit flipped) and radix-sorted (stable, so equal keys keep
+ * row order; 1 M keys in tens of ms); strings are qsorted by memcmp then
+ * length (Arrow's byte order), ties by row. Null keys first, by row.
+ *
+ * page_lookup for the reference SSTable (300 int64 keys 0..263):
+ *   min 0 (int64, nullable) | max 263 | null_count 0 (uint32) | page_idx 0 (uint32)
+ *   schema metadata: batch_size = "8192", range_partitioned = "false"
+ */
+#include "lance/pk_index.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lance/datafile.h"
+
+/* A string key for qsort: bytes and row. */
+typedef struct sent {
+  const uint8_t *p;
+  uint32_t n;
+  uint32_t row;
+} sent_t;
+
+static int cmp_str(const void *a, const void *b) {
+  const sent_t *x = a, *y = b;
+  uint32_t m = x->n < y->n ? x->n : y->n;
+  int c = m ? memcmp(x->p, y->p, m) : 0;
+  if (c) return c;
+  if (x->n != y->n) return x->n < y->n ? -1 : 1;
+  return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* An integer key for the radix sort: order-preserving u64 and row. */
+typedef struct ient {
+  uint64_t key;
+  uint64_t row;
+} ient_t;
+
+static bool is_str(mw_type_t t) { return t == MW_T_UTF8 || t == MW_T_BINARY; }
+
+static uint64_t int_key(mw_type_t t, const uint8_t *v) {
+  switch (t) {
+    case MW_T_INT32: return (uint64_t)(mw_load_u32le(v) ^ 0x80000000u);
+    case MW_T_UINT32: return mw_load_u32le(v);
+    case MW_T_INT64: return mw_load_u64le(v) ^ 0x8000000000000000ull;
+    default: return mw_load_u64le(v);
+  }
+}
+
+/* Stable LSD radix sort on key (8-bit digits; digits equal in every key are
+ * skipped). Rows enter in increasing order, so ties stay ordered by row. */
+static int radix_sort(ient_t *a, size_t n) {
+  ient_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
+  if (tmp == NULL) return -ENOMEM;
+  ient_t *src = a, *dst = tmp;
+  for (unsigned shift = 0; shift < 64; shift += 8) {
+    size_t cnt[256] = {0};
+    for (size_t i = 0; i < n; i++) cnt[(src[i].key >> shift) & 0xff]++;
+    if (n == 0 || cnt[(src[0].key >> shift) & 0xff] == n) continue;
+    size_t sum = 0;
+    for (unsigned d = 0; d < 256; d++) {
+      size_t c = cnt[d];
+      cnt[d] = sum;
+      sum += c;
+    }
+    for (size_t i = 0; i < n; i++) dst[cnt[(src[i].key >> shift) & 0xff]++] = src[i];
+    ient_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != a) memcpy(a, src, n * sizeof *a);
+  free(tmp);
+  return 0;
+}
+
+/* Sorted order of the rows: null keys first (by row), then by (key, row). */
+static int sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows,
+                     int64_t *n_nulls) {
+  int64_t n = keys->length, nn = 0, k = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (!mw_column_valid(keys, i)) rows[nn++] = (uint32_t)i;
+  *n_nulls = nn;
+  if (is_str(pk->type)) {
+    sent_t *e = malloc((size_t)(n - nn + 1) * sizeof *e);
+    if (e == NULL) return -ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+      if (!mw_column_valid(keys, i)) continue;
+      size_t len;
+      e[k].p = mw_column_bytes(keys, i, &len);
+      e[k].n = (uint32_t)len;
+      e[k++].row = (uint32_t)i;
+    }
+    qsort(e, (size_t)k, sizeof *e, cmp_str);
+    for (int64_t i = 0; i < k; i++) rows[nn + i] = e[i].row;
+    free(e);
+    return 0;
+  }
+  ient_t *e = malloc((size_t)(n - nn + 1) * sizeof *e);
+  if (e == NULL) return -ENOMEM;
+  size_t w = mw_type_width(pk);
+  for (int64_t i = 0; i < n; i++) {
+    if (!mw_column_valid(keys, i)) continue;
+    e[k].key = int_key(pk->type, keys->values.data + (size_t)i * w);
+    e[k++].row = (uint64_t)i;
+  }
+  int rc = radix_sort(e, (size_t)k);
+  for (int64_t i = 0; rc == 0 && i < k; i++) rows[nn + i] = (uint32_t)e[i].row;
+  free(e);
+  return rc;
+}
+
+/* Append the key of row `row` (or a null) to column c. */
+static int put_key(mw_column_t *c, const mw_field_t *f, const mw_column_t *src, int64_t row) {
+  if (!mw_column_valid(src, row)) return mw_column_append_null(c, f);
+  if (is_str(f->type)) {
+    size_t n;
+    const uint8_t *p = mw_column_bytes(src, row, &n);
+    return mw_column_append_bytes(c, p, n);
+  }
+  size_t w = mw_type_width(f);
+  return mw_column_append_fixed(c, src->values.data + (size_t)row * w, w);
+}
+
+static int build_data(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows,
+                      uint32_t frag, int64_t n, mw_buf_t *out, mw_err_t *err) {
+  mw_schema_t s;
+  mw_batch_t b = {0};
+  mw_schema_init(&s);
+  int rc = mw_schema_add(&s, "values", pk->type, true);
+  if (rc >= 0) rc = mw_schema_add(&s, "ids", MW_T_UINT64, false);
+  if (rc < 0) goto fail;
+  s.fields[0].fsl_dim = pk->fsl_dim;
+  s.fields[0].id = 0;
+  s.fields[1].id = 1;
+  if ((rc = mw_batch_init(&b, &s)) < 0) goto fail;
+  mw_column_t *ids = &b.cols[1];
+  if (mw_buf_extend(&ids->values, 8 * (size_t)n) == NULL && n > 0) {
+    rc = -ENOMEM;
+    goto fail;
+  }
+  size_t w = mw_type_width(pk);
+  uint8_t *kv = NULL;
+  if (!is_str(pk->type) && keys->null_count == 0 && n > 0) { /* fast path: gather fixed keys */
+    if ((kv = mw_buf_extend(&b.cols[0].values, (size_t)n * w)) == NULL) {
+      rc = -ENOMEM;
+      goto fail;
+    }
+    b.cols[0].length = n;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (kv) memcpy(kv + (size_t)i * w, keys->values.data + (size_t)rows[i] * w, w);
+    else if ((rc = put_key(&b.cols[0], &s.fields[0], keys, rows[i])) < 0) goto fail;
+    mw_store_u64le(ids->values.data + 8 * i, (uint64_t)frag << 32 | rows[i]);
+  }
+  ids->length = n;
+  b.n_rows = n;
+  const mw_batch_t *bp = &b;
+  rc = mw_datafile_write(&s, &bp, 1, NULL, 0, NULL, out, err);
+fail:
+  if (b.cols) mw_batch_free(&b);
+  mw_schema_free(&s);
+  return rc;
+}
+
+static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows,
+                        int64_t n_nulls, int64_t n, mw_buf_t *out, mw_err_t *err) {
+  mw_schema_t s;
+  mw_batch_t b = {0};
+  mw_schema_init(&s);
+  int rc = mw_schema_add(&s, "min", pk->type, true);
+  if (rc >= 0) rc = mw_schema_add(&s, "max", pk->type, true);
+  if (rc >= 0) rc = mw_schema_add(&s, "null_count", MW_T_UINT32, false);
+  if (rc >= 0) rc = mw_schema_add(&s, "page_idx", MW_T_UINT32, false);
+  if (rc >= 0) rc = mw_kvs_set(&s.meta, "batch_size", "8192", 4);
+  if (rc >= 0) rc = mw_kvs_set(&s.meta, "range_partitioned", "false", 5);
+  if (rc < 0) goto fail;
+  for (size_t i = 0; i < s.n_fields; i++) s.fields[i].id = (int32_t)i;
+  if ((rc = mw_batch_init(&b, &s)) < 0) goto fail;
+  uint32_t page = 0;
+  for (int64_t at = 0; at < n; at += MW_PK_INDEX_PAGE_ROWS, page++) {
+    int64_t end = at + MW_PK_INDEX_PAGE_ROWS < n ? at + MW_PK_INDEX_PAGE_ROWS : n;
+    /* nulls sort first: this page holds the ones in [at, n_nulls) */
+    uint32_t nulls = (uint32_t)(n_nulls > at ? (n_nulls < end ? n_nulls : end) - at : 0);
+    int64_t lo = at + nulls < end ? at + nulls : at;
+    if ((rc = put_key(&b.cols[0], &s.fields[0], keys, rows[lo])) < 0 ||
+        (rc = put_key(&b.cols[1], &s.fields[1], keys, rows[end - 1])) < 0 ||
+        (rc = mw_column_append_fixed(&b.cols[2], &nulls, 4)) < 0 ||
+        (rc = mw_column_append_fixed(&b.cols[3], &page, 4)) < 0)
+      goto fail;
+    b.n_rows++;
+  }
+  const mw_batch_t *bp = &b;
+  rc = mw_datafile_write(&s, &bp, 1, NULL, 0, NULL, out, err);
+fail:
+  if (b.cols) mw_batch_free(&b);
+  mw_schema_free(&s);
+  return rc;
+}
+
+int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,
+                      mw_buf_t *page_data, mw_buf_t *page_lookup, mw_err_t *err) {
+  assert(pk_field != NULL && keys != NULL);
+  assert(page_data != NULL && page_lookup != NULL);
+  mw_type_t t = pk_field->type;
+  if (!(t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 || is_str(t)))
+    return mw_err_set(err, -EINVAL, "pk field '%s': type %s cannot be indexed", pk_field->name,
+                      mw_type_name(t));
+  int64_t n = keys->length;
+  if (n < 0 || n > UINT32_MAX || n > MW_MAX_BATCH_ROWS)
+    return mw_err_set(err, -EFBIG, "pk index of %lld rows", (long long)n);
+  size_t w = mw_type_width(pk_field);
+  if ((!is_str(t) && keys->values.len < (size_t)n * w) ||
+      (is_str(t) && keys->offsets.len < 4 * (size_t)(n + 1)))
+    return mw_err_set(err, -EINVAL, "pk column '%s' shorter than %lld rows", pk_field->name, (long long)n);
+  uint32_t *rows = malloc(((size_t)n + 1) * sizeof *rows);
+  if (rows == NULL) return -ENOMEM;
+  int64_t n_nulls = 0;
+  size_t d0 = page_data->len;
+  int rc = sort_rows(pk_field, keys, rows, &n_nulls);
+  if (rc >= 0) rc = build_data(pk_field, keys, rows, fragment_id, n, page_data, err);
+  if (rc >= 0) rc = build_lookup(pk_field, keys, rows, n_nulls, n, page_lookup, err);
+  if (rc < 0) {
+    page_data->len = d0;
+    mw_err_set(err, rc, "pk index for '%s' failed", pk_field->name);
+  }
+  free(rows);
+  return rc < 0 ? rc : 0;
+}

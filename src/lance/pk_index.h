@@ -1,0 +1,37 @@
+/*
+ * pk_index.h — the `_pk_index/` BTree scalar index of a MemWAL SSTable
+ * (lance-files.md §7.1).
+ *
+ * Owns: building the two Lance files of the index from the primary-key column
+ * of an SSTable: page_data.lance (`values` = every key, sorted by (key, row),
+ * and `ids` = the row address, which is the row offset in fragment 0) and
+ * page_lookup.lance (one row per 8192-entry page: min, max, null_count,
+ * page_idx; schema metadata batch_size="8192", range_partitioned="false").
+ *
+ * Keys: int32, int64, uint32, uint64, utf8 and binary. Null keys (undefined in
+ * Lance for a primary key) sort first and are counted in null_count.
+ *
+ * Errors: negative errno; -EINVAL for an unsupported key type or a column that
+ * does not match the field, -ENOMEM, -EFBIG; a reason in *err.
+ */
+#ifndef MW_LANCE_PK_INDEX_H
+#define MW_LANCE_PK_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "lance/batch.h"
+
+#define MW_PK_INDEX_PAGE_ROWS 8192
+#define MW_PK_INDEX_DATA_FILE "page_data.lance"
+#define MW_PK_INDEX_LOOKUP_FILE "page_lookup.lance"
+
+/* Build both files for the key column `keys` (every physical row of the
+ * SSTable, duplicates included; row i gets id fragment_id << 32 | i).
+ * Appends a complete data file to each of page_data and page_lookup. */
+int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,
+                      mw_buf_t *page_data, mw_buf_t *page_lookup, mw_err_t *err);
+
+#endif
