@@ -1,1 +1,556 @@
-/* placeholder: written by the sstable codec work (issue 3). */
+/*
+ * sstable.c — one MemWAL SSTable as a list of files (see sstable.h).
+ *
+ * Order of work, as Lance's flusher (memwal.md §6.2) but in memory:
+ *   1. check the schema (trailing `_tombstone: bool not null`, a PK) and the
+ *      batches, and add up the accounting fields (§6.3);
+ *   2. hash every row's PK (SipHash-1-3, §6.4) in insert order;
+ *   3. dedup: every row whose key appears again later is deleted (§6.2.4);
+ *   4. data file (one fragment, rows in insert order, Lance 2.2);
+ *   5. deletion file (roaring, fragment 0, read_version 1) if anything died;
+ *   6. bloom_filter.bin: 32 KiB Sbbf, one insert per physical row (§6.5);
+ *   7. _pk_index/page_data.lance + page_lookup.lance over EVERY physical row
+ *      (lance-files.md §7.1: sorted by key then row; readers need it);
+ *   8. dataset manifest version 1 naming the data file (and deletion file),
+ *      and latest_version_hint.json.
+ *
+ * Sample: a 3-row SSTable of ids (7, 8, 7) has physical_rows 3,
+ * primary_key_bytes 24, deletion offsets {0}, i.e. _deletions/0-1-<id>.bin =
+ *   3a 30 00 00  01 00 00 00  00 00 00 00  10 00 00 00  00 00
+ *   cookie       1 container  key 0, card-1 0  offset 16  value 0
+ *
+ * Names: <8 hex>_gen_<G> (4 random bytes), data/<24 binary digits of 3 UUIDv4
+ * bytes><26 hex of the other 13>.lance, _deletions/0-1-<random u64>.bin.
+ */
+#include "lance/sstable.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lance/bloom.h"
+#include "lance/datafile.h"
+#include "lance/dataset_manifest.h"
+#include "lance/deletion.h"
+#include "lance/lance_schema.h"
+#include "lance/pk_index.h"
+
+/* Bytes Lance's batch store adds per stored batch beyond the column payload
+ * (fitted, memwal.md §6.3 and §13.1). */
+#define SST_BATCH_OVERHEAD_BYTES 40
+#define SST_TOMBSTONE "_tombstone"
+
+/* ------------------------------------------------------------ randomness */
+
+typedef struct rng {
+  uint64_t state; /* 0 = getrandom */
+} rng_t;
+
+static uint64_t rng_u64(rng_t *r) {
+  if (r->state == 0) {
+    uint64_t v = 0;
+    while (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
+    }
+    return v;
+  }
+  uint64_t z = (r->state += 0x9e3779b97f4a7c15ull); /* splitmix64 */
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Lance's generate_random_filename: a UUIDv4, 3 bytes as 24 binary digits,
+ * the other 13 as 26 lowercase hex digits. */
+static void data_file_name(rng_t *r, char out[64]) {
+  uint8_t u[16];
+  uint64_t a = rng_u64(r), b = rng_u64(r);
+  memcpy(u, &a, 8);
+  memcpy(u + 8, &b, 8);
+  u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
+  u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+  size_t k = 0;
+  for (int i = 0; i < 3; i++)
+    for (int bit = 7; bit >= 0; bit--) out[k++] = (char)('0' + ((u[i] >> bit) & 1));
+  for (int i = 3; i < 16; i++) k += (size_t)snprintf(out + k, 3, "%02x", u[i]);
+  memcpy(out + k, ".lance", 7);
+  assert(k == 50);
+}
+
+/* ------------------------------------------------------------ accounting */
+
+static uint64_t bitmap_bytes(int64_t bits) { return (uint64_t)((bits + 7) / 8); }
+
+/* Arrow slice payload of one column (arrow-rs get_slice_memory_size):
+ * validity only when there are nulls; utf8 = 4·len offsets + value bytes. */
+static uint64_t column_payload(const mw_field_t *f, const mw_column_t *c) {
+  uint64_t n = c->null_count > 0 ? bitmap_bytes(c->length) : 0;
+  switch (f->type) {
+    case MW_T_BOOL: return n + bitmap_bytes(c->length);
+    case MW_T_UTF8:
+    case MW_T_BINARY: {
+      if (c->length == 0) return n;
+      const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+      return n + 4 * (uint64_t)c->length + (uint64_t)(off[c->length] - off[0]);
+    }
+    case MW_T_FSL_F32:
+      n += c->item_null_count > 0 ? bitmap_bytes(c->length * f->fsl_dim) : 0;
+      return n + (uint64_t)c->length * mw_type_width(f);
+    default: return n + (uint64_t)c->length * mw_type_width(f);
+  }
+}
+
+uint64_t mw_sstable_batch_mem_bytes(const mw_batch_t *b) {
+  assert(b != NULL && b->schema != NULL);
+  uint64_t sum = SST_BATCH_OVERHEAD_BYTES;
+  for (size_t i = 0; i < b->schema->n_fields; i++)
+    sum += column_payload(&b->schema->fields[i], &b->cols[i]);
+  return sum;
+}
+
+/* PK payload without validity (PK columns are non-null in practice). */
+static uint64_t pk_payload(const mw_batch_t *b) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < b->schema->n_fields; i++) {
+    const mw_field_t *f = &b->schema->fields[i];
+    if (f->pk_position == 0) continue;
+    const mw_column_t *c = &b->cols[i];
+    if (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) {
+      sum += column_payload(f, c) - (c->null_count > 0 ? bitmap_bytes(c->length) : 0);
+    } else if (f->type == MW_T_BOOL) {
+      sum += bitmap_bytes(c->length);
+    } else {
+      sum += (uint64_t)c->length * mw_type_width(f);
+    }
+  }
+  return sum;
+}
+
+/* ------------------------------------------------------------ validation */
+
+static int check_input(const mw_schema_t *s, const mw_batch_t *const *batches, size_t n,
+                       int64_t *rows, mw_err_t *err) {
+  if (s->n_fields < 2)
+    return mw_err_set(err, -EINVAL, "sstable: schema needs a PK column and _tombstone");
+  const mw_field_t *t = &s->fields[s->n_fields - 1];
+  if (strcmp(t->name, SST_TOMBSTONE) != 0 || t->type != MW_T_BOOL || t->nullable)
+    return mw_err_set(err, -EINVAL, "sstable: last field must be `_tombstone: bool not null`, got `%s`",
+                      t->name);
+  int pk = 0;
+  for (size_t i = 0; i < s->n_fields; i++) pk += s->fields[i].pk_position > 0;
+  if (pk == 0) return mw_err_set(err, -EINVAL, "sstable: schema has no primary-key field");
+  if (pk > 1) /* LanceDB 0.39 refuses them too ("compound primary keys are not supported") */
+    return mw_err_set(err, -ENOTSUP, "sstable: composite primary keys are not supported");
+  if (n == 0 || n > MW_SSTABLE_MAX_BATCHES)
+    return mw_err_set(err, -EINVAL, "sstable: %zu batches (need 1..%d)", n, MW_SSTABLE_MAX_BATCHES);
+  int64_t sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    const mw_batch_t *b = batches[i];
+    if (b->schema->n_fields != s->n_fields)
+      return mw_err_set(err, -EINVAL, "sstable: batch %zu has %zu fields, schema %zu", i,
+                        b->schema->n_fields, s->n_fields);
+    for (size_t c = 0; c < s->n_fields; c++)
+      if (b->cols[c].length != b->n_rows)
+        return mw_err_set(err, -EINVAL, "sstable: batch %zu column %zu has %" PRId64 " rows, batch %" PRId64,
+                          i, c, b->cols[c].length, b->n_rows);
+    sum += b->n_rows;
+    if (sum > MW_SSTABLE_MAX_ROWS || sum > MW_DEDUP_MAX_ROWS)
+      return mw_err_set(err, -EFBIG, "sstable: more than %" PRId64 " rows", (int64_t)MW_DEDUP_MAX_ROWS);
+  }
+  if (sum == 0) return mw_err_set(err, -EINVAL, "sstable: no rows (Lance refuses empty flushes)");
+  *rows = sum;
+  return 0;
+}
+
+/* ------------------------------------------------------------ the files */
+
+static int add_file(mw_sstable_t *sst, const char *rel, mw_buf_t *bytes) {
+  assert(sst->n_files < MW_SSTABLE_MAX_FILES);
+  size_t len = strlen(sst->dir_name) + 1 + strlen(rel) + 1;
+  char *p = malloc(len);
+  if (p == NULL) return -ENOMEM;
+  snprintf(p, len, "%s/%s", sst->dir_name, rel);
+  mw_sstable_file_t *f = &sst->files[sst->n_files++];
+  f->path = p;
+  f->bytes = *bytes;
+  mw_buf_init(bytes);
+  return 0;
+}
+
+void mw_sstable_free(mw_sstable_t *sst) {
+  if (sst == NULL) return;
+  for (size_t i = 0; i < sst->n_files; i++) {
+    free(sst->files[i].path);
+    mw_buf_free(&sst->files[i].bytes);
+  }
+  memset(sst, 0, sizeof *sst);
+}
+
+const mw_sstable_file_t *mw_sstable_find(const mw_sstable_t *sst, const char *suffix) {
+  size_t sl = strlen(suffix);
+  for (size_t i = 0; i < sst->n_files; i++) {
+    size_t pl = strlen(sst->files[i].path);
+    if (pl >= sl && strcmp(sst->files[i].path + pl - sl, suffix) == 0) return &sst->files[i];
+  }
+  return NULL;
+}
+
+static void column_free(mw_column_t *c) {
+  mw_buf_free(&c->validity);
+  mw_buf_free(&c->values);
+  mw_buf_free(&c->offsets);
+  mw_buf_free(&c->item_validity);
+  memset(c, 0, sizeof *c);
+}
+
+/* Column `idx` of every batch, concatenated (the PK index needs all keys in
+ * one column). Fixed-width columns without nulls are copied wholesale. */
+static int concat_column(const mw_field_t *f, const mw_batch_t *const *batches, size_t n, size_t idx,
+                         mw_column_t *out) {
+  memset(out, 0, sizeof *out);
+  bool bytes = f->type == MW_T_UTF8 || f->type == MW_T_BINARY;
+  if (bytes && mw_buf_append(&out->offsets, &(int32_t){0}, 4) < 0) return -ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    const mw_column_t *c = &batches[i]->cols[idx];
+    int rc;
+    if (!bytes && f->type != MW_T_BOOL && c->null_count == 0 && out->null_count == 0 &&
+        c->item_validity.len == 0) {
+      rc = mw_buf_append(&out->values, c->values.data, (size_t)c->length * mw_type_width(f));
+      out->length += c->length;
+    } else {
+      rc = mw_column_append_range(out, c, f, 0, c->length);
+    }
+    if (rc < 0) {
+      column_free(out);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+/* Arrow writers (arrow-js, arrow-rs) mark the items of a NULL vector null
+ * too. Those item bits mean nothing (the row is null) and Lance stores no
+ * item validity for such pages, so the data file gets shallow views of the
+ * batches with them dropped. Item nulls inside a VALID vector stay (and the
+ * datafile writer refuses them with -ENOTSUP). *views is NULL when no batch
+ * needs it; else free only the views' cols arrays (buffers are borrowed). */
+static bool dead_items_only(const mw_field_t *f, const mw_column_t *c) {
+  if (c->item_null_count == 0 || c->item_validity.len == 0) return false;
+  for (int64_t r = 0; r < c->length; r++) {
+    if (!mw_column_valid(c, r)) continue;
+    for (int64_t k = 0; k < f->fsl_dim; k++)
+      if (!mw_bit_get(c->item_validity.data, r * f->fsl_dim + k)) return false;
+  }
+  return true;
+}
+
+static int strip_dead_items(const mw_schema_t *s, const mw_batch_t *const *batches, size_t n,
+                            mw_batch_t **views) {
+  *views = NULL;
+  bool any = false;
+  for (size_t i = 0; i < n && !any; i++)
+    for (size_t c = 0; c < s->n_fields; c++)
+      any |= s->fields[c].type == MW_T_FSL_F32 && dead_items_only(&s->fields[c], &batches[i]->cols[c]);
+  if (!any) return 0;
+  mw_batch_t *v = calloc(n, sizeof *v);
+  if (v == NULL) return -ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    v[i] = *batches[i];
+    v[i].cols = malloc(s->n_fields * sizeof *v[i].cols);
+    if (v[i].cols == NULL) {
+      for (size_t j = 0; j < i; j++) free(v[j].cols);
+      free(v);
+      return -ENOMEM;
+    }
+    memcpy(v[i].cols, batches[i]->cols, s->n_fields * sizeof *v[i].cols);
+    for (size_t c = 0; c < s->n_fields; c++) {
+      if (s->fields[c].type != MW_T_FSL_F32 || !dead_items_only(&s->fields[c], &v[i].cols[c])) continue;
+      mw_buf_init(&v[i].cols[c].item_validity);
+      v[i].cols[c].item_null_count = 0;
+    }
+  }
+  *views = v;
+  return 0;
+}
+
+/* Row hashes of every batch, concatenated in insert order. */
+static int hash_rows(const mw_batch_t *const *batches, size_t n, int64_t rows, uint64_t **out,
+                     mw_err_t *err) {
+  uint64_t *h = malloc((size_t)rows * sizeof *h);
+  if (h == NULL) return -ENOMEM;
+  int64_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    int rc = mw_pk_hash_batch(batches[i], h + at, err);
+    if (rc < 0) {
+      free(h);
+      return rc;
+    }
+    at += batches[i]->n_rows;
+  }
+  assert(at == rows);
+  *out = h;
+  return 0;
+}
+
+/* _versions/18446744073709551614.manifest: version 1, one fragment (id 0)
+ * with one data file holding every field as column i, plus the deletion
+ * file when rows were deduplicated. */
+static int manifest_file(const mw_schema_t *schema, const char *data_name, const mw_sstable_t *sst,
+                         int64_t ts_ns, mw_buf_t *out, mw_err_t *err) {
+  Lance__File__Field **fields = NULL;
+  size_t n_fields = 0;
+  int rc = mw_lance_fields_from_schema(schema, &fields, &n_fields);
+  if (rc < 0) return mw_err_set(err, rc, "sstable: schema -> Lance fields failed");
+  int32_t *ids = calloc(schema->n_fields, sizeof *ids);
+  int32_t *cols = calloc(schema->n_fields, sizeof *cols);
+  if (ids == NULL || cols == NULL) {
+    rc = -ENOMEM;
+    goto done;
+  }
+  for (size_t i = 0; i < schema->n_fields; i++) {
+    ids[i] = schema->fields[i].id >= 0 ? schema->fields[i].id : (int32_t)i;
+    cols[i] = (int32_t)i;
+  }
+  mw_sst_manifest_params_t p = {
+      .fields = fields,
+      .n_fields = n_fields,
+      .data_file = data_name,
+      .field_ids = ids,
+      .column_indices = cols,
+      .n_columns = schema->n_fields,
+      .file_size_bytes = sst->data_file_bytes,
+      .physical_rows = sst->physical_rows,
+      .has_deletion = sst->deleted_rows > 0,
+      .deletion_id = sst->deletion_id,
+      .num_deleted_rows = sst->deleted_rows,
+      .timestamp_seconds = ts_ns / 1000000000,
+      .timestamp_nanos = (int32_t)(ts_ns % 1000000000),
+  };
+  rc = mw_sst_manifest_encode(&p, out, err);
+done:
+  free(ids);
+  free(cols);
+  mw_lance_fields_free(fields, n_fields);
+  return rc;
+}
+
+/* Step 4: the data file, rows in insert order. */
+static int step_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
+                          const mw_sstable_opts_t *opts, const char *data_name, mw_sstable_t *out,
+                          mw_err_t *err) {
+  mw_buf_t b = MW_BUF_INIT;
+  mw_batch_t *views = NULL;
+  const mw_batch_t **vp = NULL;
+  mw_datafile_write_opts_t dopts = {.zstd = opts->zstd, .max_page_bytes = opts->max_page_bytes};
+  /* one allocation for the data file: payload plus ~1/8 for padding and metadata */
+  int rc = mw_buf_reserve(&b, out->in_memory_bytes + out->in_memory_bytes / 8 + (1u << 20));
+  if (rc == 0) rc = strip_dead_items(schema, batches, n, &views);
+  if (rc == 0 && views != NULL) {
+    vp = malloc(n * sizeof *vp);
+    if (vp == NULL) rc = -ENOMEM;
+    for (size_t i = 0; vp != NULL && i < n; i++) vp[i] = &views[i];
+  }
+  if (rc == 0) rc = mw_datafile_write(schema, vp ? vp : batches, n, NULL, 0, &dopts, &b, err);
+  for (size_t i = 0; views != NULL && i < n; i++) free(views[i].cols);
+  free(views);
+  free(vp);
+  if (rc == 0) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "data/%s", data_name);
+    out->data_file_bytes = b.len;
+    rc = add_file(out, rel, &b);
+  }
+  mw_buf_free(&b);
+  return rc;
+}
+
+/* Step 5: _deletions/0-1-<id>.bin when some rows were superseded. */
+static int step_deletions(const uint32_t *dead, size_t n_dead, rng_t *rng, mw_sstable_t *out,
+                          mw_err_t *err) {
+  if (n_dead == 0) return 0;
+  mw_buf_t b = MW_BUF_INIT;
+  char dname[MW_DELETION_NAME_BYTES], rel[128];
+  out->deletion_id = rng_u64(rng);
+  int rc = mw_deletion_name_format(0, 1, out->deletion_id, dname, sizeof dname);
+  if (rc >= 0) rc = mw_deletion_encode(dead, n_dead, &b, err);
+  if (rc >= 0) {
+    snprintf(rel, sizeof rel, "%s/%s", MW_DELETION_DIR, dname);
+    rc = add_file(out, rel, &b);
+  }
+  mw_buf_free(&b);
+  return rc < 0 ? rc : 0;
+}
+
+/* Step 6: bloom_filter.bin, one insert per physical row. */
+static int step_bloom(const uint64_t *hashes, int64_t rows, mw_sstable_t *out) {
+  mw_bloom_t bloom = {0};
+  mw_buf_t b = MW_BUF_INIT;
+  int rc = mw_bloom_init(&bloom, MW_BLOOM_SST_BYTES);
+  if (rc == 0) {
+    mw_bloom_insert_many(&bloom, hashes, (size_t)rows);
+    rc = mw_bloom_encode(&bloom, &b);
+  }
+  if (rc == 0) rc = add_file(out, "bloom_filter.bin", &b);
+  mw_bloom_free(&bloom);
+  mw_buf_free(&b);
+  return rc;
+}
+
+/* Step 7: _pk_index over every physical row (the single PK column). */
+static int step_pk_index(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
+                         mw_sstable_t *out, mw_err_t *err) {
+  mw_buf_t data = MW_BUF_INIT, lookup = MW_BUF_INIT;
+  mw_column_t keys;
+  size_t pk = 0;
+  for (size_t i = 0; i < schema->n_fields; i++)
+    if (schema->fields[i].pk_position == 1) pk = i;
+  assert(schema->fields[pk].pk_position == 1);
+  int rc = concat_column(&schema->fields[pk], batches, n, pk, &keys);
+  if (rc < 0) return rc;
+  rc = mw_pk_index_write(&schema->fields[pk], &keys, 0, &data, &lookup, err);
+  column_free(&keys);
+  if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_DATA_FILE, &data);
+  if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_LOOKUP_FILE, &lookup);
+  mw_buf_free(&data);
+  mw_buf_free(&lookup);
+  return rc;
+}
+
+/* Step 8: the version hint, then the dataset manifest (last: it is what
+ * makes the other files a dataset). */
+static int step_manifest(const mw_schema_t *schema, const mw_sstable_opts_t *opts,
+                         const char *data_name, mw_sstable_t *out, mw_err_t *err) {
+  static const char hint[] = "{\"version\":1}";
+  mw_buf_t b = MW_BUF_INIT;
+  int rc = mw_buf_append(&b, hint, sizeof hint - 1);
+  if (rc == 0) rc = add_file(out, "_versions/latest_version_hint.json", &b);
+  int64_t ts = opts->timestamp_ns;
+  if (ts == 0) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    ts = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+  }
+  if (rc == 0) rc = manifest_file(schema, data_name, out, ts, &b, err);
+  if (rc == 0) rc = add_file(out, "_versions/18446744073709551614.manifest", &b);
+  mw_buf_free(&b);
+  return rc;
+}
+
+/* Step 1: the directory name and the shard manifest's accounting fields. */
+static int step_accounting(const mw_batch_t *const *batches, size_t n, uint64_t generation,
+                           const mw_sstable_opts_t *opts, rng_t *rng, int64_t rows,
+                           mw_sstable_t *out, mw_err_t *err) {
+  out->generation = generation;
+  int len = opts->dir_name != NULL
+                ? snprintf(out->dir_name, sizeof out->dir_name, "%s", opts->dir_name)
+                : snprintf(out->dir_name, sizeof out->dir_name, "%08" PRIx32 "_gen_%" PRIu64,
+                           (uint32_t)rng_u64(rng), generation);
+  if (len <= 0 || (size_t)len >= sizeof out->dir_name || strchr(out->dir_name, '/') != NULL ||
+      strcmp(out->dir_name, "..") == 0 || strcmp(out->dir_name, ".") == 0)
+    return mw_err_set(err, -EINVAL, "sstable: bad directory name");
+  for (size_t i = 0; i < n; i++) {
+    out->in_memory_bytes += mw_sstable_batch_mem_bytes(batches[i]);
+    out->primary_key_bytes += pk_payload(batches[i]);
+  }
+  out->physical_rows = (uint64_t)rows;
+  return 0;
+}
+
+int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches,
+                     size_t n_batches, uint64_t generation, const mw_sstable_opts_t *opts,
+                     mw_sstable_t *out, mw_err_t *err) {
+  assert(schema != NULL && out != NULL);
+  static const mw_sstable_opts_t defaults = {0};
+  if (opts == NULL) opts = &defaults;
+  memset(out, 0, sizeof *out);
+  int64_t rows = 0;
+  int rc = check_input(schema, batches, n_batches, &rows, err);
+  if (rc < 0) return rc;
+  uint64_t *hashes = NULL;
+  uint32_t *dead = NULL;
+  rng_t rng = {opts->seed};
+  char data_name[64];
+
+  rc = step_accounting(batches, n_batches, generation, opts, &rng, rows, out, err);
+  if (rc < 0) goto fail;
+  /* 2-3. PK hashes and dedup */
+  if ((rc = hash_rows(batches, n_batches, rows, &hashes, err)) < 0) goto fail;
+  dead = malloc((size_t)rows * sizeof *dead);
+  if (dead == NULL) {
+    rc = -ENOMEM;
+    goto fail;
+  }
+  int64_t n_dead = mw_dedup_deletions(hashes, rows, dead);
+  if (n_dead < 0) {
+    rc = mw_err_set(err, (int)n_dead, "sstable: dedup failed");
+    goto fail;
+  }
+  out->deleted_rows = (uint64_t)n_dead;
+  data_file_name(&rng, data_name);
+  if ((rc = step_data_file(schema, batches, n_batches, opts, data_name, out, err)) < 0) goto fail;
+  if ((rc = step_deletions(dead, (size_t)n_dead, &rng, out, err)) < 0) goto fail;
+  if ((rc = step_bloom(hashes, rows, out)) < 0) goto fail;
+  if ((rc = step_pk_index(schema, batches, n_batches, out, err)) < 0) goto fail;
+  if ((rc = step_manifest(schema, opts, data_name, out, err)) < 0) goto fail;
+  assert(out->n_files >= 6 && out->n_files <= MW_SSTABLE_MAX_FILES);
+  free(hashes);
+  free(dead);
+  return 0;
+fail:
+  free(hashes);
+  free(dead);
+  mw_sstable_free(out);
+  return rc;
+}
+
+/* ------------------------------------------------------------ local writes */
+
+static int mkdirs(char *path) {
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    int rc = mkdir(path, 0755);
+    *p = '/';
+    if (rc != 0 && errno != EEXIST) return -errno;
+  }
+  return 0;
+}
+
+static int write_all(const char *path, const mw_buf_t *b) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return -errno;
+  size_t done = 0;
+  while (done < b->len) {
+    ssize_t w = write(fd, b->data + done, b->len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      close(fd);
+      return -EIO;
+    }
+    done += (size_t)w;
+  }
+  return close(fd) == 0 ? 0 : -EIO;
+}
+
+int mw_sstable_write_dir(const mw_sstable_t *sst, const char *shard_dir, mw_err_t *err) {
+  assert(sst != NULL && shard_dir != NULL);
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", shard_dir, sst->dir_name);
+  if (stat(path, &st) == 0) return mw_err_set(err, -EEXIST, "%s already exists", path);
+  for (size_t i = 0; i < sst->n_files; i++) {
+    int n = snprintf(path, sizeof path, "%s/%s", shard_dir, sst->files[i].path);
+    if (n < 0 || (size_t)n >= sizeof path) return mw_err_set(err, -ENAMETOOLONG, "path too long");
+    int rc = mkdirs(path);
+    if (rc == 0) rc = write_all(path, &sst->files[i].bytes);
+    if (rc < 0) return mw_err_set(err, rc, "%s: %s", path, strerror(-rc));
+  }
+  return 0;
+}

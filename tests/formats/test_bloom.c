@@ -347,7 +347,7 @@ static void test_bloom_basic(void **state) {
   }
   int fp = 0;
   for (uint64_t i = 0; i < 100000; i++) fp += mw_bloom_check(&bf, mw_siphash13(9, 9, &i, 8));
-  print_message("# bloom: %d false positives in 100000 (design 0.057%% at 8192 keys)\n", fp);
+  printf("# # bloom: %d false positives in 100000 (design 0.057%% at 8192 keys)\n", fp);
   assert_true(fp < 300);
   mw_bloom_clear(&bf);
   assert_false(mw_bloom_check(&bf, 0x5f4c76bb6281ba3cULL));
@@ -415,7 +415,7 @@ static void test_bloom_golden(void **state) {
     keys_free(&k);
     free(path);
   }
-  print_message("# bloom: %zu SSTable bloom_filter.bin files rebuilt byte for byte\n", matched);
+  printf("# # bloom: %zu SSTable bloom_filter.bin files rebuilt byte for byte\n", matched);
   tu_free_names(names, n);
   free(kdir);
   free(dir);
@@ -462,7 +462,7 @@ static void test_speed_1m(void **state) {
     mw_bloom_insert_many(&bf, h, n);
     double t3 = now_ms();
     assert_int_equal(nd, (int64_t)n - next);
-    print_message("# speed run %d: 1M int64 keys: hash %.1f ms + dedup %.1f ms + bloom %.1f ms = "
+    printf("# # speed run %d: 1M int64 keys: hash %.1f ms + dedup %.1f ms + bloom %.1f ms = "
                   "%.1f ms (%lld deleted)\n", run, t1 - t0, t2 - t1, t3 - t2, t3 - t0,
                   (long long)nd);
   }

@@ -146,7 +146,7 @@ static void test_golden_roundtrip(void **state) {
     free(b);
     checked++;
   }
-  print_message("dataset manifests re-encoded byte-identical: %zu (%zu SSTable, %zu base)\n",
+  printf("# dataset manifests re-encoded byte-identical: %zu (%zu SSTable, %zu base)\n",
                 checked, sst, checked - sst);
   assert_true(sst >= 10);
   assert_int_equal(checked - sst, 3 * N_TABLES);
@@ -200,7 +200,7 @@ static void test_sstable_builder(void **state) {
     free(b);
     built++;
   }
-  print_message("SSTable manifests rebuilt byte-identical: %zu (%zu with deletion file)\n", built,
+  printf("# SSTable manifests rebuilt byte-identical: %zu (%zu with deletion file)\n", built,
                 with_del);
   assert_true(built >= 10);
   assert_true(with_del >= 1);

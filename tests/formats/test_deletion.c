@@ -327,7 +327,7 @@ static void test_golden(void **state) {
     free(txt);
     free(path);
   }
-  print_message("# deletion: %zu vector deletion files (%zu offsets) equal our dedup and "
+  printf("# # deletion: %zu vector deletion files (%zu offsets) equal our dedup and "
                 "re-encode byte for byte\n", files, deleted);
   assert_int_equal(files, 13);
   tu_free_names(names, n);

@@ -304,7 +304,7 @@ static void test_bucket4_golden(void **state) {
   assert_int_equal(bucket_shards, 4);
   assert_int_equal(seen_buckets, 0xf);
   assert_true(unsharded_shards >= 4);
-  print_message("# route: %zu WAL ids in %u bucket shards and %u unsharded shards route to their "
+  printf("# # route: %zu WAL ids in %u bucket shards and %u unsharded shards route to their "
                 "shard UUID\n", total_ids, bucket_shards, unsharded_shards);
   tu_free_names(names, n);
   free(dir);

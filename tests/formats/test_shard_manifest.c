@@ -60,7 +60,7 @@ static void test_golden_roundtrip(void **state) {
     free(bytes);
     checked++;
   }
-  print_message("shard manifests re-encoded byte-identical: %zu\n", checked);
+  printf("# shard manifests re-encoded byte-identical: %zu\n", checked);
   assert_true(checked >= 10);
   tu_free_names(paths, n);
 }

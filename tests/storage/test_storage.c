@@ -623,7 +623,7 @@ static void test_race_two_loops(void **state) {
     for (int i = T_PER; i < 2 * T_PER; i++) cross += rs[i].status == 0;
     for (int i = 0; i < 2 * T_PER; i++) free(rs[i].payload);
   }
-  print_message("two loops: second loop won %d of %d rounds\n", cross, T_ROUNDS);
+  printf("# two loops: second loop won %d of %d rounds\n", cross, T_ROUNDS);
   free(t);
   pthread_barrier_destroy(&bar);
   env_free(e);
@@ -718,7 +718,7 @@ static void test_race_processes(void **state) {
     assert_int_equal(gl, proc_len(winner + 1, round));
     free(got);
   }
-  print_message("processes: wins %d/%d/%d\n", wins[0], wins[1], wins[2]);
+  printf("# processes: wins %d/%d/%d\n", wins[0], wins[1], wins[2]);
   close(go[0]);
   close(go[1]);
   assert_int_equal(count_tmp(e->root), 0);
@@ -858,7 +858,7 @@ static void test_crash_sigkill(void **state) {
     }
     close_st(&v.loop, v.st);
     uv_loop_close(&v.loop);
-    print_message("crash %d: %u completions reported, %zu objects verified, %zu temps left\n",
+    printf("# crash %d: %u completions reported, %zu objects verified, %zu temps left\n",
                   iter, nrep, nobj, count_tmp(root));
     free(root);
   }

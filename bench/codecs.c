@@ -1,0 +1,179 @@
+/*
+ * codecs.c — benchmark of the hot codecs against LanceDB itself.
+ *
+ *   build/bench/bench_codecs [--rows 1000000] [--batch 10000] [--no-peer]
+ *
+ * Rows: the vectors' schema (id int64 PK, name utf8 "row_<i>", v float64,
+ * vec fixed_size_list<float32, 8>, _tombstone bool), no nulls, the same values
+ * bench/codecs-peer.mjs generates. Measured, in one process:
+ *   - WAL-entry encode: every batch as one Arrow IPC stream (mw_ipc_writer);
+ *   - WAL-entry decode: those streams back into batches (mw_ipc_decode);
+ *   - SSTable build: all rows as one SSTable (data file, dedup, bloom, PK
+ *     index, manifest), zstd off and on, in memory (no disk writes).
+ * Then `node bench/codecs-peer.mjs` (tests/interop/node_modules) times
+ * LanceDB 0.39.0 writing the same rows: a plain dataset write, LSM puts (WAL)
+ * and the memtable flush (SSTable); the last lines print the ratios.
+ *
+ * MB/s are 1e6 bytes per second of payload (8+8+32+4+len(name) per row, the
+ * measure of peer/bench-ingest.mjs) unless said otherwise. It is a benchmark,
+ * run by hand, not a test.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lance/ipc.h"
+#include "lance/sstable.h"
+
+#ifndef MW_SOURCE_ROOT
+#define MW_SOURCE_ROOT "."
+#endif
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, const mw_err_t *err) {
+  fprintf(stderr, "codecs: %s: %s\n", what, err && err->msg[0] ? err->msg : "failed");
+  exit(1);
+}
+
+static void make_schema(mw_schema_t *s) {
+  mw_schema_init(s);
+  if (mw_schema_add(s, "id", MW_T_INT64, false) < 0 || mw_schema_add(s, "name", MW_T_UTF8, true) < 0 ||
+      mw_schema_add(s, "v", MW_T_FLOAT64, true) < 0 || mw_schema_add(s, "vec", MW_T_FSL_F32, true) < 0 ||
+      mw_schema_add(s, "_tombstone", MW_T_BOOL, false) < 0)
+    die("schema", NULL);
+  for (size_t i = 0; i < s->n_fields; i++) s->fields[i].id = (int32_t)i;
+  s->fields[3].fsl_dim = 8;
+  s->fields[0].pk_position = 1;
+  mw_kvs_set(&s->fields[0].meta, "lance-schema:unenforced-primary-key:position", "1", 1);
+}
+
+static uint64_t fill(mw_batch_t *b, int64_t start, int64_t n) {
+  uint64_t payload = 0;
+  for (int64_t i = start; i < start + n; i++) {
+    char name[32];
+    int len = snprintf(name, sizeof name, "row_%" PRId64, i);
+    double v = (double)i * 0.5;
+    float vec[8];
+    for (int k = 0; k < 8; k++) vec[k] = (float)((i + k) % 1000) / 1000.0f;
+    if (mw_column_append_fixed(&b->cols[0], &i, 8) < 0 ||
+        mw_column_append_bytes(&b->cols[1], name, (size_t)len) < 0 ||
+        mw_column_append_fixed(&b->cols[2], &v, 8) < 0 ||
+        mw_column_append_fixed(&b->cols[3], vec, 32) < 0 || mw_column_append_bool(&b->cols[4], false) < 0)
+      die("fill", NULL);
+    b->n_rows++;
+    payload += 8 + 8 + 32 + 4 + (uint64_t)len;
+  }
+  return payload;
+}
+
+int main(int argc, char **argv) {
+  int64_t rows = 1000000, batch = 10000;
+  bool peer = true;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) rows = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) batch = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--no-peer") == 0) peer = false;
+    else {
+      fprintf(stderr, "usage: bench_codecs [--rows N] [--batch B] [--no-peer]\n");
+      return 2;
+    }
+  }
+  if (rows <= 0 || batch <= 0) return 2;
+  mw_schema_t s;
+  make_schema(&s);
+  size_t nb = (size_t)((rows + batch - 1) / batch);
+  mw_batch_t *b = calloc(nb, sizeof *b);
+  const mw_batch_t **bp = calloc(nb, sizeof *bp);
+  uint64_t payload = 0;
+  for (size_t i = 0; i < nb; i++) {
+    if (mw_batch_init(&b[i], &s) < 0) die("batch", NULL);
+    int64_t start = (int64_t)i * batch, n = rows - start < batch ? rows - start : batch;
+    payload += fill(&b[i], start, n);
+    bp[i] = &b[i];
+  }
+  double mb = (double)payload / 1e6;
+  printf("rows %" PRId64 " in %zu batches of %" PRId64 ", payload %.1f MB\n", rows, nb, batch, mb);
+
+  /* WAL-entry encode */
+  mw_err_t err = {0};
+  mw_ipc_writer_t w;
+  mw_ipc_writer_init(&w);
+  mw_buf_t *enc = calloc(nb, sizeof *enc);
+  double t0 = now_s();
+  uint64_t wal_bytes = 0;
+  for (size_t i = 0; i < nb; i++) {
+    if (mw_ipc_writer_encode(&w, &s, &bp[i], 1, NULL, &enc[i], &err) < 0) die("ipc encode", &err);
+    wal_bytes += enc[i].len;
+  }
+  double enc_s = now_s() - t0;
+  mw_ipc_writer_free(&w);
+  printf("wal encode    %8.3f s  %9.1f MB/s  %11.0f rows/s  (%.1f MB of IPC)\n", enc_s, mb / enc_s,
+         (double)rows / enc_s, (double)wal_bytes / 1e6);
+
+  /* WAL-entry decode */
+  t0 = now_s();
+  int64_t back = 0;
+  for (size_t i = 0; i < nb; i++) {
+    mw_ipc_stream_t st;
+    if (mw_ipc_decode(enc[i].data, enc[i].len, NULL, &st, &err) < 0) die("ipc decode", &err);
+    for (size_t k = 0; k < st.n_batches; k++) back += st.batches[k].n_rows;
+    mw_ipc_stream_free(&st);
+  }
+  double dec_s = now_s() - t0;
+  if (back != rows) die("ipc decode row count", NULL);
+  printf("wal decode    %8.3f s  %9.1f MB/s  %11.0f rows/s\n", dec_s, mb / dec_s, (double)rows / dec_s);
+  for (size_t i = 0; i < nb; i++) mw_buf_free(&enc[i]);
+  free(enc);
+
+  /* SSTable build */
+  double sst_s[2] = {0, 0};
+  for (int z = 0; z < 2; z++) {
+    mw_sstable_t sst = {0};
+    mw_sstable_opts_t o = {.zstd = z == 1, .timestamp_ns = 1};
+    t0 = now_s();
+    if (mw_sstable_build(&s, bp, nb, 1, &o, &sst, &err) < 0) die("sstable", &err);
+    sst_s[z] = now_s() - t0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < sst.n_files; i++) bytes += sst.files[i].bytes.len;
+    printf("sstable%-6s %8.3f s  %9.1f MB/s  %11.0f rows/s  (%.1f MB of files)\n", z ? " zstd" : "",
+           sst_s[z], mb / sst_s[z], (double)rows / sst_s[z], (double)bytes / 1e6);
+    mw_sstable_free(&sst);
+  }
+  for (size_t i = 0; i < nb; i++) mw_batch_free(&b[i]);
+  free(b);
+  free(bp);
+  mw_schema_free(&s);
+  if (!peer) return 0;
+
+  /* LanceDB on the same rows */
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "node '%s/bench/codecs-peer.mjs' --rows %" PRId64 " --batch %" PRId64 " 2>/dev/null",
+           MW_SOURCE_ROOT, rows, batch);
+  FILE *p = popen(cmd, "r");
+  char line[4096] = {0};
+  if (p == NULL || fgets(line, sizeof line, p) == NULL) {
+    fprintf(stderr, "codecs: LanceDB peer did not run (%s)\n", cmd);
+    if (p) pclose(p);
+    return 1;
+  }
+  pclose(p);
+  printf("lancedb       %s", line);
+  double ds = 0, ps = 0, fs = 0;
+  const char *q;
+  if ((q = strstr(line, "\"dataset_write_s\":"))) ds = atof(q + 18);
+  if ((q = strstr(line, "\"lsm_put_s\":"))) ps = atof(q + 12);
+  if ((q = strstr(line, "\"lsm_flush_s\":"))) fs = atof(q + 14);
+  if (ds > 0 && ps > 0 && fs > 0) {
+    printf("lancedb dataset write  %8.3f s  %9.1f MB/s  -> our sstable is %.1fx faster\n", ds, mb / ds, ds / sst_s[0]);
+    printf("lancedb lsm puts (WAL) %8.3f s  %9.1f MB/s  -> our wal encode is %.1fx faster\n", ps, mb / ps, ps / enc_s);
+    printf("lancedb lsm flush      %8.3f s  %9.1f MB/s  -> our sstable is %.1fx faster\n", fs, mb / fs, fs / sst_s[0]);
+  }
+  return 0;
+}

@@ -1,0 +1,112 @@
+/*
+ * sstable.h — build one MemWAL SSTable (a flushed MemTable) as a list of files.
+ *
+ * Owns: composing the codecs (datafile, pk_index, bloom, deletion,
+ * dataset_manifest) into one complete SSTable directory, exactly the set of
+ * files Lance 12's `MemTableFlusher::flush` leaves (memwal.md §1.4, §6.2;
+ * lance-files.md §7), minus the unreferenced `_transactions/0-<uuid>.txn`:
+ *
+ *   <8 hex>_gen_<G>/
+ *     data/<24 binary digits + 26 hex>.lance      one fragment, rows in insert order
+ *     _deletions/0-1-<random u64>.bin             only if a PK appears twice
+ *     _versions/18446744073709551614.manifest     dataset version 1
+ *     _versions/latest_version_hint.json          {"version":1}
+ *     _pk_index/page_data.lance                   (key, row) for EVERY physical row
+ *     _pk_index/page_lookup.lance
+ *     bloom_filter.bin                            32 KiB split-block bloom filter
+ *
+ * I/O free: mw_sstable_build() returns (relative path, bytes) pairs; the
+ * engine writes them through the storage layer (plain puts, any order, the
+ * manifest last is good practice) and then publishes the SSTable with a shard
+ * manifest update using mw_sstable_t's accounting fields. mw_sstable_write_dir
+ * is a small helper that writes them to a local directory (tests and tools).
+ *
+ * Input: the frozen MemTable's schema — base columns with their Lance field
+ * ids and PK markers (mw_field_t.pk_position), then `_tombstone: bool not
+ * null` as the LAST field — and its batches in insert order. The newest row
+ * per primary key survives (§6.2 step 4); all earlier copies go into the
+ * deletion bitmap, including earlier copies shadowed by a tombstone row (the
+ * tombstone row itself stays: readers use it to hide older generations).
+ *
+ * Randomness: the directory's 8 hex digits, the data file name and the
+ * deletion-file id come from getrandom(2) unless opts.seed != 0, which makes
+ * every name reproducible (tests). The manifest timestamp is opts.timestamp_ns
+ * or the wall clock.
+ *
+ * Vectors: item nulls under a NULL vector (arrow-js/arrow-rs write them) are
+ * dropped from the data file through borrowed views of the batches; item
+ * nulls inside a valid vector are refused by the datafile writer (-ENOTSUP).
+ *
+ * Errors: negative errno with a reason in *err: -EINVAL (schema without a
+ * trailing non-null bool `_tombstone`, no PK, no rows, batches of another
+ * schema, a bad dir_name), -ENOTSUP (a composite PK, which LanceDB 0.39
+ * refuses too, or a type a codec does not implement), -ENOMEM, -EFBIG (over
+ * a limit below).
+ */
+#ifndef MW_LANCE_SSTABLE_H
+#define MW_LANCE_SSTABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "lance/batch.h"
+
+/* One SSTable holds at most this many rows: Lance row offsets and the
+ * roaring deletion bitmap are u32. */
+#define MW_SSTABLE_MAX_ROWS ((int64_t)UINT32_MAX)
+#define MW_SSTABLE_MAX_BATCHES 1000000
+/* "<8 hex>_gen_<u64>" plus NUL fits. */
+#define MW_SSTABLE_DIR_NAME_BYTES 40
+#define MW_SSTABLE_MAX_FILES 8
+
+typedef struct mw_sstable_opts {
+  bool zstd;            /* compress data-file values with zstd (Lance's General{ZSTD}) */
+  const char *dir_name; /* NULL = generate "<8 random hex>_gen_<G>" */
+  uint64_t seed;        /* 0 = getrandom(); else a deterministic name generator */
+  int64_t timestamp_ns; /* manifest timestamp; 0 = now (CLOCK_REALTIME) */
+  size_t max_page_bytes; /* data-file page cap per column; 0 = the datafile default (8 MiB) */
+} mw_sstable_opts_t;
+
+typedef struct mw_sstable_file {
+  char *path;     /* relative to the SHARD directory: "<dir_name>/data/x.lance" */
+  mw_buf_t bytes;
+} mw_sstable_file_t;
+
+typedef struct mw_sstable {
+  /* The shard manifest's SsTable entry (memwal.md §3.1, §6.3). */
+  uint64_t generation;
+  char dir_name[MW_SSTABLE_DIR_NAME_BYTES]; /* SsTable.path */
+  uint64_t in_memory_bytes;   /* per batch: column payload bytes + 40 */
+  uint64_t physical_rows;     /* every row written, duplicates included */
+  uint64_t primary_key_bytes; /* PK column payload bytes over all rows */
+  /* Facts about the contents, for callers and tests. */
+  uint64_t deleted_rows;      /* rows masked by the deletion file (0 = no file) */
+  uint64_t deletion_id;       /* the <u64> in _deletions/0-1-<u64>.bin */
+  uint64_t data_file_bytes;
+  /* The files, in the order they are best written (manifest last). */
+  mw_sstable_file_t files[MW_SSTABLE_MAX_FILES];
+  size_t n_files;
+} mw_sstable_t;
+
+/* Sum of the Arrow slice payload of every column of `b` plus 40: the bytes
+ * Lance's MemTable accounts for one stored batch (memwal.md §6.3). */
+uint64_t mw_sstable_batch_mem_bytes(const mw_batch_t *b);
+
+/* Build every file of one SSTable. `out` must be zeroed or freed; on failure
+ * it is left empty. */
+int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches,
+                     size_t n_batches, uint64_t generation, const mw_sstable_opts_t *opts,
+                     mw_sstable_t *out, mw_err_t *err);
+void mw_sstable_free(mw_sstable_t *sst);
+
+/* The file whose path ends with `suffix` (e.g. "bloom_filter.bin"), or NULL. */
+const mw_sstable_file_t *mw_sstable_find(const mw_sstable_t *sst, const char *suffix);
+
+/* Write every file under shard_dir (creating directories, mode 0755/0644).
+ * Refuses to overwrite: -EEXIST when <shard_dir>/<dir_name> exists. */
+int mw_sstable_write_dir(const mw_sstable_t *sst, const char *shard_dir, mw_err_t *err);
+
+#endif

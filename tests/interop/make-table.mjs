@@ -1,0 +1,67 @@
+#!/usr/bin/env node
+// make-table.mjs — create a fresh LanceDB 0.39.0 table with a schema the
+// golden vectors do not cover, and let LanceDB's own MemWAL writer put one
+// shard (manifest, WAL entry, one SSTable) into it, so mw_sst_tool can add
+// generations on top.
+//
+//   node make-table.mjs DB_DIR --kind wide|strpk
+//
+// wide : id int64 PK, i32 int32, u32 uint32, u64 uint64, f32 float32,
+//        flag bool, bin binary, s utf8, vec fixed_size_list<float32, 4>
+// strpk: id utf8 PK, v float64, n int32
+// Base rows: keys 0..19; then mergeInserts of keys 10..39 and 30..49
+// (updates and inserts; 30..39 twice, so Lance's SSTable gets a deletion
+// file) through the LSM writer, closed (flushed to generation 1).
+// Integer keys are k, string keys "k" + k zero-padded to 6 digits.
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+if (!fs.existsSync(path.join(here, "node_modules", "@lancedb", "lancedb"))) {
+  console.error(`interop: ${here}/node_modules is missing: run \`npm install --no-audit --no-fund\` in tests/interop first`);
+  process.exit(2);
+}
+const lancedb = await import("@lancedb/lancedb");
+const arrow = await import("apache-arrow");
+
+const [dbDir, flag, kind] = process.argv.slice(2);
+if (!dbDir || flag !== "--kind" || !["wide", "strpk"].includes(kind)) {
+  console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk");
+  process.exit(2);
+}
+const F = (n, t, nullable = true) => new arrow.Field(n, t, nullable);
+let schema, row;
+if (kind === "wide") {
+  schema = new arrow.Schema([
+    F("id", new arrow.Int64(), false), F("i32", new arrow.Int32()), F("u32", new arrow.Uint32()),
+    F("u64", new arrow.Uint64()), F("f32", new arrow.Float32()), F("flag", new arrow.Bool()),
+    F("bin", new arrow.Binary()), F("s", new arrow.Utf8()),
+    F("vec", new arrow.FixedSizeList(4, F("item", new arrow.Float32()))),
+  ]);
+  row = (k, tag) => ({
+    id: BigInt(k), i32: k % 3 === 0 ? null : -k * 1000, u32: k * 7, u64: BigInt(k) * 1000000007n,
+    f32: Math.fround(k / 3), flag: k % 4 === 0 ? null : k % 2 === 0, bin: Uint8Array.from([k & 255, 1, 2]),
+    s: `${tag}_${k}`, vec: k % 5 === 0 ? null : [k, -k, 0.5, Math.fround(1 / (k + 1))],
+  });
+} else {
+  schema = new arrow.Schema([F("id", new arrow.Utf8(), false), F("v", new arrow.Float64()), F("n", new arrow.Int32())]);
+  row = (k, tag) => ({ id: `k${String(k).padStart(6, "0")}`, v: k * 1.25, n: tag === "base" ? k : -k });
+}
+fs.mkdirSync(dbDir, { recursive: true });
+const db = await lancedb.connect(dbDir);
+const base = [];
+for (let k = 0; k < 20; k++) base.push(row(k, "base"));
+const t = await db.createTable("t", lancedb.makeArrowTable(base, { schema }), { mode: "overwrite" });
+await t.setUnenforcedPrimaryKey("id");
+await t.setLsmWriteSpec({ specType: "unsharded", maintainedIndexes: [], writerConfigDefaults: {} });
+t.close();
+const w = await db.openTable("t");
+for (const [from, to, tag] of [[10, 40, "lance"], [30, 50, "lance2"]]) {
+  const upd = [];
+  for (let k = from; k < to; k++) upd.push(row(k, tag));
+  await w.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(lancedb.makeArrowTable(upd, { schema }));
+}
+await w.closeLsmWriters();
+w.close();
+console.error(`made ${path.join(dbDir, "t.lance")} (${kind})`);

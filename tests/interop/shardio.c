@@ -1,0 +1,254 @@
+/*
+ * shardio.c — see shardio.h. Plain POSIX file calls; test-only.
+ *
+ * Coverage recovery: Lance publishes one SSTable per shard manifest version
+ * (memwal.md §6.2 step 7), setting replay_after to the last WAL position the
+ * memtable held. Walking versions 1..latest and remembering replay_after
+ * before each new generation appears gives each SSTable's WAL range.
+ */
+#include "shardio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+int si_slurp(const char *path, uint8_t **p, size_t *n) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  struct stat st;
+  if (fstat(fd, &st) != 0) { close(fd); return -EIO; }
+  *p = malloc((size_t)st.st_size + 1);
+  if (*p == NULL) { close(fd); return -ENOMEM; }
+  size_t got = 0;
+  while (got < (size_t)st.st_size) {
+    ssize_t r = read(fd, *p + got, (size_t)st.st_size - got);
+    if (r <= 0) { close(fd); free(*p); *p = NULL; return -EIO; }
+    got += (size_t)r;
+  }
+  close(fd);
+  *n = got;
+  return 0;
+}
+
+static int put_excl(const char *path, const void *p, size_t n, int flags) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
+  if (fd < 0) return -errno;
+  const uint8_t *q = p;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, q + done, n - done);
+    if (w <= 0) { close(fd); return -EIO; }
+    done += (size_t)w;
+  }
+  return close(fd) == 0 ? 0 : -EIO;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void si_free_strings(char **s, size_t n) {
+  for (size_t i = 0; i < n; i++) free(s[i]);
+  free(s);
+}
+
+int si_list_shards(const char *table_dir, char ***paths, size_t *n) {
+  char root[4096];
+  snprintf(root, sizeof root, "%s/_mem_wal", table_dir);
+  *paths = NULL;
+  *n = 0;
+  DIR *d = opendir(root);
+  if (d == NULL) return -errno;
+  char **out = calloc(SI_MAX_SHARDS, sizeof *out);
+  size_t k = 0;
+  struct dirent *de;
+  while (out != NULL && (de = readdir(d)) != NULL) {
+    if (strlen(de->d_name) != 36 || de->d_name[8] != '-') continue; /* UUIDs only */
+    if (k == SI_MAX_SHARDS) break;
+    size_t len = strlen(root) + strlen(de->d_name) + 2;
+    out[k] = malloc(len);
+    if (out[k] == NULL) break;
+    snprintf(out[k], len, "%s/%s", root, de->d_name);
+    k++;
+  }
+  closedir(d);
+  if (out == NULL) return -ENOMEM;
+  qsort(out, k, sizeof *out, cmp_str);
+  *paths = out;
+  *n = k;
+  return 0;
+}
+
+static int manifest_path(const char *shard_dir, uint64_t v, char *out, size_t len) {
+  char name[MW_BITREV_NAME_BYTES];
+  int rc = mw_shard_manifest_name(v, name, sizeof name);
+  if (rc < 0) return rc;
+  snprintf(out, len, "%s/manifest/%s", shard_dir, name);
+  return 0;
+}
+
+static bool manifest_exists(const char *shard_dir, uint64_t v) {
+  char p[4096];
+  struct stat st;
+  return manifest_path(shard_dir, v, p, sizeof p) == 0 && stat(p, &st) == 0;
+}
+
+int si_latest_version(const char *shard_dir, uint64_t *version, mw_err_t *err) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/manifest/version_hint.json", shard_dir);
+  uint64_t hint = 0;
+  uint8_t *buf;
+  size_t n;
+  if (si_slurp(p, &buf, &n) == 0) {
+    if (mw_version_hint_parse(buf, n, &hint, NULL) < 0) hint = 0;
+    free(buf);
+  }
+  mw_latest_search_t s;
+  mw_latest_search_start(&s, hint, 0);
+  int guard = 0;
+  while (!mw_latest_search_done(&s)) {
+    uint64_t v[MW_LATEST_MAX_BATCH];
+    size_t k = mw_latest_search_next(&s, v, MW_LATEST_MAX_BATCH);
+    for (size_t i = 0; i < k; i++)
+      if (mw_latest_search_feed(&s, v[i], manifest_exists(shard_dir, v[i])) < 0)
+        return mw_err_set(err, -EINVAL, "%s: latest-version search refused a probe", shard_dir);
+    if (++guard > 1000000)
+      return mw_err_set(err, -ELOOP, "%s: latest-version search did not end", shard_dir);
+  }
+  *version = mw_latest_search_result(&s);
+  return 0;
+}
+
+int si_read_manifest(const char *shard_dir, uint64_t version, mw_shard_manifest_t *m,
+                     mw_err_t *err) {
+  char p[4096];
+  int rc = manifest_path(shard_dir, version, p, sizeof p);
+  if (rc < 0) return rc;
+  uint8_t *buf;
+  size_t n;
+  rc = si_slurp(p, &buf, &n);
+  if (rc < 0) return mw_err_set(err, rc, "%s: cannot read", p);
+  rc = mw_shard_manifest_decode(buf, n, m, err);
+  free(buf);
+  return rc;
+}
+
+int si_publish_manifest(const char *shard_dir, const mw_shard_manifest_t *m, mw_err_t *err) {
+  char p[4096];
+  mw_buf_t b = MW_BUF_INIT;
+  int rc = manifest_path(shard_dir, m->version, p, sizeof p);
+  if (rc < 0) return rc;
+  rc = mw_shard_manifest_encode(m, &b);
+  if (rc < 0) return mw_err_set(err, rc, "encode shard manifest v%llu", (unsigned long long)m->version);
+  char d[4096];
+  snprintf(d, sizeof d, "%s/manifest", shard_dir);
+  mkdir(d, 0755);
+  rc = put_excl(p, b.data, b.len, O_EXCL);
+  mw_buf_free(&b);
+  if (rc < 0) return mw_err_set(err, rc, "%s: cannot create", p);
+  char hint[64];
+  int hl = mw_version_hint_encode(m->version, hint, sizeof hint);
+  if (hl < 0) return hl;
+  snprintf(p, sizeof p, "%s/manifest/version_hint.json", shard_dir);
+  rc = put_excl(p, hint, (size_t)hl, O_TRUNC);
+  return rc < 0 ? mw_err_set(err, rc, "%s: cannot write", p) : 0;
+}
+
+static int wal_path(const char *shard_dir, uint64_t pos, char *out, size_t len) {
+  char name[MW_BITREV_NAME_BYTES];
+  int rc = mw_wal_entry_name(pos, name, sizeof name);
+  if (rc < 0) return rc;
+  snprintf(out, len, "%s/wal/%s", shard_dir, name);
+  return 0;
+}
+
+int si_wal_last(const char *shard_dir, uint64_t *last) {
+  uint64_t pos = 0;
+  for (;;) {
+    char p[4096];
+    struct stat st;
+    if (wal_path(shard_dir, pos + 1, p, sizeof p) < 0 || stat(p, &st) != 0) break;
+    if (++pos >= SI_MAX_WAL_ENTRIES) break;
+  }
+  *last = pos;
+  return 0;
+}
+
+int si_wal_read(const char *shard_dir, uint64_t position, si_wal_entry_t *e, mw_err_t *err) {
+  char p[4096];
+  memset(e, 0, sizeof *e);
+  e->position = position;
+  int rc = wal_path(shard_dir, position, p, sizeof p);
+  if (rc < 0) return rc;
+  uint8_t *buf;
+  size_t n;
+  rc = si_slurp(p, &buf, &n);
+  if (rc < 0) return mw_err_set(err, rc, "%s: cannot read", p);
+  rc = mw_ipc_decode(buf, n, NULL, &e->s, err);
+  free(buf);
+  if (rc < 0) mw_err_set(err, rc, "%s: IPC decode failed", p);
+  return rc < 0 ? rc : 0;
+}
+
+void si_wal_entry_free(si_wal_entry_t *e) {
+  mw_ipc_stream_free(&e->s);
+  memset(e, 0, sizeof *e);
+}
+
+void si_coverage_free(si_coverage_t *cov, size_t n) {
+  for (size_t i = 0; i < n; i++) free(cov[i].ref.path);
+  free(cov);
+}
+
+int si_coverage(const char *shard_dir, si_coverage_t **cov, size_t *n, mw_err_t *err) {
+  uint64_t latest;
+  int rc = si_latest_version(shard_dir, &latest, err);
+  if (rc < 0) return rc;
+  si_coverage_t *out = NULL;
+  size_t k = 0;
+  uint64_t prev_replay = 0;
+  for (uint64_t v = 1; v <= latest; v++) {
+    mw_shard_manifest_t m;
+    rc = si_read_manifest(shard_dir, v, &m, err);
+    if (rc < 0) { mw_shard_manifest_free(&m); goto fail; }
+    for (size_t i = 0; i < m.n_sstables; i++) {
+      bool seen = false;
+      for (size_t j = 0; j < k; j++) seen |= out[j].generation == m.sstables[i].generation;
+      if (seen) continue;
+      si_coverage_t *grown = realloc(out, (k + 1) * sizeof *out);
+      if (grown == NULL) { mw_shard_manifest_free(&m); rc = -ENOMEM; goto fail; }
+      out = grown;
+      out[k] = (si_coverage_t){.generation = m.sstables[i].generation, .after = prev_replay,
+                               .last = m.replay_after_wal_entry_position, .ref = m.sstables[i]};
+      out[k].ref.path = strdup(m.sstables[i].path);
+      k++;
+    }
+    prev_replay = m.replay_after_wal_entry_position;
+    mw_shard_manifest_free(&m);
+  }
+  *cov = out;
+  *n = k;
+  return 0;
+fail:
+  si_coverage_free(out, k);
+  return rc;
+}
+
+int si_sstable_schema(const mw_schema_t *wal, mw_schema_t *out) {
+  int rc = mw_schema_copy(out, wal);
+  if (rc < 0) return rc;
+  mw_kvs_remove(&out->meta, "writer_epoch");
+  for (size_t i = 0; i < out->n_fields; i++) {
+    mw_field_t *f = &out->fields[i];
+    f->id = (int32_t)i;
+    const mw_kv_t *kv = mw_kvs_get(&f->meta, "lance-schema:unenforced-primary-key:position");
+    if (kv != NULL && f->pk_position == 0) f->pk_position = (uint32_t)atoi((const char *)kv->value);
+  }
+  return 0;
+}
