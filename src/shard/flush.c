@@ -1,0 +1,188 @@
+/*
+ * flush.c — see flush.h.
+ *
+ * State: CHECK (check_fenced) -> BUILD (inline or uv_queue_work) -> PUTS
+ * (all files at once; the SSTable's own Lance manifest is among them, but
+ * nobody reads the directory before the shard manifest names it) -> COMMIT.
+ * The memtable is only read, never changed, so the thread-pool build may
+ * share it with the loop thread.
+ */
+#include "shard/flush.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+void mw_flush_init(mw_flush_t *f, uv_loop_t *loop, mw_storage_t *st, mw_mstore_t *ms, bool zstd) {
+  assert(f != NULL && loop != NULL && st != NULL && ms != NULL);
+  memset(f, 0, sizeof *f);
+  f->loop = loop;
+  f->st = st;
+  f->ms = ms;
+  f->zstd = zstd;
+  mw_mstore_op_init(&f->op);
+  f->op.data = f;
+  f->work.data = f;
+  for (size_t i = 0; i < MW_SSTABLE_MAX_FILES; i++) {
+    mw_storage_req_init(&f->reqs[i]);
+    f->reqs[i].data = f;
+  }
+}
+
+void mw_flush_free(mw_flush_t *f) {
+  if (f == NULL) return;
+  assert(!f->busy);
+  mw_sstable_free(&f->sst);
+  mw_mstore_op_free(&f->op);
+  for (size_t i = 0; i < MW_SSTABLE_MAX_FILES; i++) mw_storage_req_cleanup(&f->reqs[i]);
+}
+
+static void finish(mw_flush_t *f, int status) {
+  assert(f->busy);
+  f->busy = false;
+  if (status < 0 && f->err.code == 0)
+    mw_err_set(&f->err, status, "shard %s: flush of generation %" PRIu64 " failed: %s",
+               f->ms->shard_str, f->mt->generation, mw_strerror(status));
+  if (status < 0) mw_log_debug("%s", f->err.msg); /* the shard logs it once */
+  f->cb(f, status);
+}
+
+static int update_fn(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifest_t *next,
+                     mw_err_t *err) {
+  mw_flush_t *f = arg;
+  (void)err;
+  int rc = mw_shard_manifest_add_sstable(next, f->sst.generation, f->sst.dir_name,
+                                         f->sst.in_memory_bytes, f->sst.physical_rows,
+                                         f->sst.primary_key_bytes);
+  if (rc < 0) return rc;
+  next->replay_after_wal_entry_position = f->covered;
+  next->wal_entry_position_last_seen =
+      cur->wal_entry_position_last_seen > f->covered ? cur->wal_entry_position_last_seen : f->covered;
+  next->current_generation = f->sst.generation + 1;
+  return 0;
+}
+
+static void on_commit(mw_mstore_op_t *op, int status) {
+  mw_flush_t *f = op->data;
+  if (status < 0) {
+    mw_err_set(&f->err, status, "%s", op->err.msg);
+    finish(f, status);
+    return;
+  }
+  mw_log_info("shard %s: flushed generation %" PRIu64 " as %s (%" PRIu64 " rows, WAL <= %" PRIu64
+              ", manifest v%" PRIu64 ")",
+              f->ms->shard_str, f->sst.generation, f->sst.dir_name, f->sst.physical_rows,
+              f->covered, op->m.version);
+  finish(f, 0);
+}
+
+static void commit(mw_flush_t *f) {
+  int rc = mw_mstore_commit_update(f->ms, &f->op, f->epoch, update_fn, f, on_commit);
+  if (rc < 0) {
+    mw_err_set(&f->err, rc, "%s", f->op.err.msg[0] ? f->op.err.msg : mw_strerror(rc));
+    finish(f, rc);
+  }
+}
+
+static void on_put(mw_storage_req_t *req, int status) {
+  mw_flush_t *f = req->data;
+  if (status < 0 && f->put_err == 0) {
+    f->put_err = status;
+    mw_err_set(&f->err, status, "shard %s: put %s failed: %s", f->ms->shard_str,
+               f->keys[req - f->reqs], mw_strerror(status));
+  }
+  if (--f->outstanding > 0) return;
+  if (f->put_err < 0) finish(f, f->put_err);
+  else commit(f);
+}
+
+static void put_files(mw_flush_t *f) {
+  assert(f->sst.n_files > 0 && f->sst.n_files <= MW_SSTABLE_MAX_FILES);
+  f->put_err = 0;
+  f->outstanding = f->sst.n_files;
+  for (size_t i = 0; i < f->sst.n_files; i++) {
+    const mw_sstable_file_t *file = &f->sst.files[i];
+    int n = snprintf(f->keys[i], MW_FLUSH_KEY_BYTES, "%s%s", f->ms->shard_dir, file->path);
+    int rc = (n < 0 || n >= MW_FLUSH_KEY_BYTES) ? -ENAMETOOLONG
+             : mw_storage_put(f->st, &f->reqs[i], f->keys[i], file->bytes.data, file->bytes.len, on_put);
+    if (rc < 0) {
+      if (f->put_err == 0) {
+        f->put_err = rc;
+        mw_err_set(&f->err, rc, "shard %s: put %s refused", f->ms->shard_str, f->keys[i]);
+      }
+      if (--f->outstanding == 0) finish(f, f->put_err);
+    }
+  }
+}
+
+static int build(mw_flush_t *f, mw_err_t *err) {
+  const mw_memtable_t *mt = f->mt;
+  const mw_batch_t **ptrs = malloc(mt->n_batches * sizeof *ptrs);
+  if (ptrs == NULL) return -ENOMEM;
+  for (size_t i = 0; i < mt->n_batches; i++) ptrs[i] = &mt->batches[i];
+  mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed};
+  int rc = mw_sstable_build(mt->schema, ptrs, mt->n_batches, mt->generation, &o, &f->sst, err);
+  free(ptrs);
+  return rc;
+}
+
+static void work_cb(uv_work_t *w) {
+  mw_flush_t *f = w->data;
+  f->work_rc = build(f, &f->work_err);
+}
+
+static void after_work_cb(uv_work_t *w, int status) {
+  mw_flush_t *f = w->data;
+  if (status < 0) f->work_rc = status;
+  if (f->work_rc < 0) {
+    mw_err_set(&f->err, f->work_rc, "shard %s: SSTable build: %s", f->ms->shard_str, f->work_err.msg);
+    finish(f, f->work_rc);
+    return;
+  }
+  put_files(f);
+}
+
+static void on_checked(mw_mstore_op_t *op, int status) {
+  mw_flush_t *f = op->data;
+  if (status < 0 && status != -ENOENT) {
+    mw_err_set(&f->err, status, "%s", op->err.msg);
+    finish(f, status);
+    return;
+  }
+  mw_sstable_free(&f->sst);
+  memset(&f->sst, 0, sizeof f->sst);
+  if (f->mt->n_rows > MW_FLUSH_INLINE_ROWS) {
+    mw_err_clear(&f->work_err);
+    int rc = uv_queue_work(f->loop, &f->work, work_cb, after_work_cb);
+    if (rc < 0) finish(f, rc);
+    return;
+  }
+  mw_err_t err = {0};
+  int rc = build(f, &err);
+  if (rc < 0) {
+    mw_err_set(&f->err, rc, "shard %s: SSTable build: %s", f->ms->shard_str, err.msg);
+    finish(f, rc);
+    return;
+  }
+  put_files(f);
+}
+
+int mw_flush_start(mw_flush_t *f, const mw_memtable_t *mt, uint64_t epoch, uint64_t covered,
+                   mw_flush_cb cb) {
+  assert(f != NULL && mt != NULL && cb != NULL);
+  if (f->busy) return -EBUSY;
+  if (mt->n_rows == 0) return -EINVAL;
+  f->mt = mt;
+  f->epoch = epoch;
+  f->covered = covered;
+  f->cb = cb;
+  mw_err_clear(&f->err);
+  int rc = mw_mstore_check_fenced(f->ms, &f->op, epoch, on_checked);
+  if (rc == 0) f->busy = true;
+  return rc;
+}

@@ -1,0 +1,75 @@
+/*
+ * flush.h — one frozen MemTable becomes one published SSTable
+ * (memwal.md §6.2, §3.6).
+ *
+ * Owns: the SSTable's files between encoding and publication, a
+ * uv_work_t for encoding off the loop, and the storage requests of the
+ * puts. Steps, in order:
+ *
+ *   1. check_fenced(epoch)                  (a fenced writer writes nothing)
+ *   2. mw_sstable_build(): on the loop for small tables, on the thread pool
+ *      (uv_queue_work) above MW_FLUSH_INLINE_ROWS rows
+ *   3. plain put of every file under `_mem_wal/<uuid>/<8hex>_gen_<G>/`
+ *   4. commit_update: sstables += {G, dir, in_memory_bytes, physical_rows,
+ *      primary_key_bytes}; replay_after = covered; last_seen =
+ *      max(old, covered); current_generation = G+1
+ *
+ * The manifest put is the only commit point: until the callback reports 0
+ * the MemTable must stay alive (and the caller keeps it in memory). A
+ * failure leaves at most an orphan directory, which readers ignore.
+ *
+ * Status: 0 committed; -ESTALE fenced (reason in f->err names the epoch);
+ * other negative errno (reason in f->err).
+ */
+#ifndef MW_SHARD_FLUSH_H
+#define MW_SHARD_FLUSH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "lance/sstable.h"
+#include "shard/manifest_store.h"
+#include "shard/memtable.h"
+#include "storage/storage.h"
+
+#define MW_FLUSH_INLINE_ROWS 4096
+#define MW_FLUSH_KEY_BYTES 512
+
+typedef struct mw_flush mw_flush_t;
+typedef void (*mw_flush_cb)(mw_flush_t *f, int status);
+
+struct mw_flush {
+  void *data;
+  mw_err_t err;
+  mw_sstable_t sst;          /* valid after a commit until the next start */
+  /* private */
+  uv_loop_t *loop;
+  mw_storage_t *st;
+  mw_mstore_t *ms;
+  uint64_t epoch;
+  const mw_memtable_t *mt;
+  uint64_t covered;
+  bool zstd;
+  uint64_t seed;             /* tests: deterministic names; 0 = random */
+  mw_flush_cb cb;
+  bool busy;
+  uv_work_t work;
+  int work_rc;
+  mw_err_t work_err;
+  mw_mstore_op_t op;
+  mw_storage_req_t reqs[MW_SSTABLE_MAX_FILES];
+  char keys[MW_SSTABLE_MAX_FILES][MW_FLUSH_KEY_BYTES];
+  size_t outstanding;
+  int put_err;
+};
+
+void mw_flush_init(mw_flush_t *f, uv_loop_t *loop, mw_storage_t *st, mw_mstore_t *ms, bool zstd);
+void mw_flush_free(mw_flush_t *f);
+/* Flush `mt` (frozen, non-empty, every batch durable in the WAL up to
+ * position `covered`). -EBUSY while one runs, -EINVAL for an empty table. */
+int mw_flush_start(mw_flush_t *f, const mw_memtable_t *mt, uint64_t epoch, uint64_t covered,
+                   mw_flush_cb cb);
+
+#endif

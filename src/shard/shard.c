@@ -1,0 +1,914 @@
+/*
+ * shard.c — see shard.h and docs/design.md (state table).
+ *
+ * A write's life: validate → (queue while claiming or backpressured) →
+ * insert into the active MemTable (seq = ++s->seq) → mw_wal_add (group
+ * commit) → on_durable(position, seq_last) acknowledges every write with
+ * seq <= seq_last, in order. With durable_write = false the ack is queued at
+ * the insert. Every callback goes through the `done` list and runs from the
+ * `kick` timer on the next loop turn, never inside the caller's call.
+ *
+ * Freezing: after an insert, a full MemTable is frozen (its pending batches
+ * are cut into their own WAL entry, since the WAL never mixes generations)
+ * and a new one with generation+1 takes its place. The flusher takes the
+ * oldest frozen MemTable once every batch in it is durable, and publishes it
+ * (flush.c). Frozen MemTables stay in memory until their manifest commit.
+ *
+ * Parking: FENCED / SEALED / CLOSED / FAILED fail every queued and waiting
+ * write with the park status and the reason (logged once).
+ */
+#include "shard/shard.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "lance/route.h"
+
+enum { CTL_NONE = 0, CTL_CLAIM, CTL_FLUSH, CTL_SEAL, CTL_UNSEAL, CTL_RELEASE, CTL_DROP, CTL_ABORT };
+
+static const char *const state_names[] = {"NEW",    "CLAIMING", "REPLAYING", "ACTIVE",
+                                          "FENCED", "SEALED",   "CLOSED",    "FAILED"};
+
+const char *mw_shard_state_name(mw_shard_state_t st) {
+  return (unsigned)st < sizeof state_names / sizeof *state_names ? state_names[st] : "?";
+}
+
+/* ------------------------------------------------------------------ config */
+
+void mw_shard_config_defaults(mw_shard_config_t *c) {
+  assert(c != NULL);
+  memset(c, 0, sizeof *c);
+  c->durable_write = true;
+  c->max_wal_buffer_size = (uint64_t)10 << 20;
+  c->max_wal_flush_interval_ms = 1;
+  c->max_memtable_size = (uint64_t)256 << 20;
+  c->max_memtable_rows = 100000;
+  c->max_memtable_batches = 8000;
+  c->manifest_scan_batch_size = 2;
+  c->max_unflushed_memtable_bytes = (uint64_t)1 << 30;
+  /* One entry in flight by default: with more, entries above a peer's fence
+   * sentinel can land and Lance's replay would resurrect rows we refused
+   * (docs/engine.md). Group commit keeps throughput: everything that
+   * arrives while an entry is in flight goes into the next one. */
+  c->max_wal_inflight = 1;
+  c->max_queued_writes = 1024;
+  c->shard_spec_id = 1;
+}
+
+static int parse_u64(const char *v, uint64_t *out) {
+  if (v == NULL || *v < '0' || *v > '9') return -EINVAL;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno != 0 || *end != '\0') return -EINVAL;
+  *out = x;
+  return 0;
+}
+
+int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value, mw_err_t *err) {
+  assert(c != NULL && key != NULL);
+  uint64_t x = 0;
+  int rc = 0;
+  if (strcmp(key, "durable_write") == 0) {
+    if (value && strcmp(value, "true") == 0) c->durable_write = true;
+    else if (value && strcmp(value, "false") == 0) c->durable_write = false;
+    else rc = -EINVAL;
+    goto out;
+  }
+  if (strcmp(key, "wal_compression") == 0) {
+    if (value && strcmp(value, "zstd") == 0) c->wal_zstd = true;
+    else if (value && strcmp(value, "none") == 0) c->wal_zstd = false;
+    else rc = -EINVAL;
+    goto out;
+  }
+  static const char *const u64_keys[] = {
+      "max_wal_buffer_size", "max_memtable_size", "max_memtable_rows", "max_memtable_batches",
+      "max_unflushed_memtable_bytes", "max_wal_flush_interval_ms", "manifest_scan_batch_size",
+      "max_wal_inflight", "max_queued_writes", "backpressure_log_interval_ms",
+      "stats_log_interval_ms"};
+  size_t i = 0;
+  for (; i < sizeof u64_keys / sizeof *u64_keys; i++)
+    if (strcmp(key, u64_keys[i]) == 0) break;
+  if (i == sizeof u64_keys / sizeof *u64_keys) return -ENOENT;
+  rc = parse_u64(value, &x);
+  if (rc < 0) goto out;
+  switch (i) {
+    case 0: c->max_wal_buffer_size = x; break;
+    case 1: c->max_memtable_size = x; break;
+    case 2: c->max_memtable_rows = x; break;
+    case 3: c->max_memtable_batches = x; break;
+    case 4: c->max_unflushed_memtable_bytes = x; break;
+    case 5: if (x > 3600000) rc = -EINVAL; else c->max_wal_flush_interval_ms = (uint32_t)x; break;
+    case 6: if (x < 1 || x > MW_MSTORE_MAX_PROBES) rc = -EINVAL; else c->manifest_scan_batch_size = (uint32_t)x; break;
+    case 7: if (x < 1 || x > MW_WAL_MAX_INFLIGHT) rc = -EINVAL; else c->max_wal_inflight = (uint32_t)x; break;
+    case 8: if (x > 1000000) rc = -EINVAL; else c->max_queued_writes = (uint32_t)x; break;
+    default: break; /* log intervals: accepted, not used */
+  }
+out:
+  if (rc == -EINVAL) mw_err_set(err, rc, "config %s: bad value '%s'", key, value ? value : "(null)");
+  return rc;
+}
+
+/* --------------------------------------------------------------- memtables */
+
+static mw_shard_mt_t *mt_new(mw_shard_t *s, uint64_t gen) {
+  mw_shard_mt_t *mt = calloc(1, sizeof *mt);
+  if (mt == NULL) return NULL;
+  if (mw_memtable_init(&mt->m, s->schema, gen) < 0) {
+    free(mt);
+    return NULL;
+  }
+  return mt;
+}
+
+static void mt_free(mw_shard_mt_t *mt) {
+  if (mt == NULL) return;
+  mw_memtable_free(&mt->m);
+  free(mt);
+}
+
+static uint64_t unflushed_bytes(const mw_shard_t *s) {
+  uint64_t n = s->active ? (uint64_t)s->active->m.in_memory_bytes : 0;
+  for (uint32_t i = 0; i < s->n_frozen; i++) n += (uint64_t)s->frozen[i]->m.in_memory_bytes;
+  return n;
+}
+
+/* Free every MemTable not in use by a running flush. */
+static void drop_memtables(mw_shard_t *s) {
+  mt_free(s->active);
+  s->active = NULL;
+  uint32_t keep = s->flush.busy && s->n_frozen > 0 ? 1 : 0;
+  for (uint32_t i = keep; i < s->n_frozen; i++) mt_free(s->frozen[i]);
+  s->n_frozen = keep;
+}
+
+/* ------------------------------------------------------------- completions */
+
+static void on_kick(uv_timer_t *t);
+
+static void kick(mw_shard_t *s) {
+  if (!s->closing) uv_timer_start(&s->kick, on_kick, 0, 0);
+}
+
+static void complete(mw_shard_t *s, mw_shard_write_t *w, int status) {
+  w->status = status;
+  w->next = NULL;
+  if (s->done_tail) s->done_tail->next = w;
+  else s->done_head = w;
+  s->done_tail = w;
+  kick(s);
+}
+
+static void ctl_done(mw_shard_t *s, int status, const char *reason) {
+  if (s->ctl == CTL_NONE) return;
+  s->ctl = CTL_NONE;
+  s->ctl_status = status;
+  snprintf(s->ctl_reason, sizeof s->ctl_reason, "%s", reason ? reason : "");
+  s->ctl_pending_done = true;
+  kick(s);
+}
+
+static void on_kick(uv_timer_t *t) {
+  mw_shard_t *s = t->data;
+  while (s->done_head) {
+    mw_shard_write_t *w = s->done_head;
+    s->done_head = w->next;
+    if (s->done_head == NULL) s->done_tail = NULL;
+    const char *reason = NULL;
+    if (w->status != 0) reason = s->reason[0] ? s->reason : mw_strerror(w->status);
+    w->cb(w, w->status, reason);
+  }
+  if (s->ctl_pending_done) {
+    s->ctl_pending_done = false;
+    mw_shard_done_cb cb = s->ctl_cb;
+    s->ctl_cb = NULL;
+    if (cb) cb(s, s->ctl_status, s->ctl_status ? s->ctl_reason : NULL, s->ctl_arg);
+  }
+}
+
+/* ------------------------------------------------------------------ parking */
+
+static void fail_writes(mw_shard_t *s, int status) {
+  while (s->ack_head) {
+    mw_shard_write_t *w = s->ack_head;
+    s->ack_head = w->next;
+    s->n_waiting--;
+    complete(s, w, status);
+  }
+  s->ack_tail = NULL;
+  while (s->q_head) {
+    mw_shard_write_t *w = s->q_head;
+    s->q_head = w->next;
+    s->n_queued--;
+    mw_batch_free(&w->batch);
+    complete(s, w, status);
+  }
+  s->q_tail = NULL;
+  assert(s->n_waiting == 0 && s->n_queued == 0);
+}
+
+static void set_bp(mw_shard_t *s, bool on) {
+  if (s->backpressured == on) return;
+  s->backpressured = on;
+  uint64_t now = uv_now(s->loop);
+  if (on && (s->bp_logged_ms == 0 || now - s->bp_logged_ms >= MW_SHARD_BP_LOG_INTERVAL_MS)) {
+    mw_log_warn("shard %s: backpressure on (%" PRIu64 " unflushed bytes > %" PRIu64 ")", s->id_str,
+                unflushed_bytes(s), s->cfg.max_unflushed_memtable_bytes);
+    s->bp_logged_ms = now ? now : 1;
+  } else {
+    mw_log_debug("shard %s: backpressure %s", s->id_str, on ? "on" : "off");
+  }
+  if (s->on_backpressure) s->on_backpressure(s, on);
+}
+
+static void park(mw_shard_t *s, mw_shard_state_t st, int status, const char *reason) {
+  assert(st >= MW_SS_FENCED);
+  bool was_parked = s->state >= MW_SS_FENCED;
+  if (was_parked && s->state != MW_SS_CLOSED && st != MW_SS_CLOSED) return; /* first reason wins */
+  s->state = st;
+  s->park_status = status;
+  snprintf(s->reason, sizeof s->reason, "%s", reason ? reason : "");
+  if (st == MW_SS_FENCED || st == MW_SS_FAILED)
+    mw_log_err("shard %s: %s: %s", s->id_str, mw_shard_state_name(st), s->reason);
+  else
+    mw_log_notice("shard %s: %s%s%s", s->id_str, mw_shard_state_name(st), s->reason[0] ? ": " : "",
+                  s->reason);
+  if ((st == MW_SS_FENCED || st == MW_SS_FAILED) && s->wal_ready && !s->wal.failed)
+    mw_wal_fail(&s->wal, status ? status : -EIO, s->reason);
+  fail_writes(s, status ? status : -ESHUTDOWN);
+  if (s->replay_waiting) {
+    s->replay_waiting = false;
+    mw_wal_reader_clear(&s->reader);
+  }
+  drop_memtables(s);
+  s->stopping = false;
+  set_bp(s, false);
+  ctl_done(s, status, s->reason);
+}
+
+/* ------------------------------------------------------------------- flush */
+
+static void maybe_flush(mw_shard_t *s);
+static void progress(mw_shard_t *s);
+static void insert_replayed(mw_shard_t *s);
+static void admit(mw_shard_t *s);
+
+static void update_bp(mw_shard_t *s);
+
+static void freeze_active(mw_shard_t *s) {
+  mw_shard_mt_t *mt = s->active;
+  if (mt == NULL || mt->m.n_rows == 0) return;
+  if (s->n_frozen >= MW_SHARD_MAX_FROZEN) return; /* the flusher is behind; backpressure holds */
+  mw_shard_mt_t *next = mt_new(s, mt->m.generation + 1);
+  if (next == NULL) {
+    park(s, MW_SS_FAILED, -ENOMEM, "out of memory freezing the MemTable");
+    return;
+  }
+  if (s->wal_ready) mw_wal_flush(&s->wal);
+  mt->m.frozen = true;
+  s->frozen[s->n_frozen++] = mt;
+  s->active = next;
+  mw_log_debug("shard %s: froze generation %" PRIu64 " (%" PRId64 " rows)", s->id_str,
+               mt->m.generation, mt->m.n_rows);
+  maybe_flush(s);
+}
+
+static void on_flush_done(mw_flush_t *f, int status) {
+  mw_shard_t *s = f->data;
+  bool parked = s->state >= MW_SS_FENCED;
+  if (status < 0 && !parked) {
+    park(s, status == -ESTALE ? MW_SS_FENCED : MW_SS_FAILED, status, f->err.msg);
+    parked = true;
+  }
+  if (s->n_frozen > 0) {
+    mt_free(s->frozen[0]);
+    memmove(s->frozen, s->frozen + 1, (s->n_frozen - 1) * sizeof *s->frozen);
+    s->n_frozen--;
+  }
+  if (parked) {
+    drop_memtables(s);
+    progress(s);
+    return;
+  }
+  s->flushes++;
+  if (s->replay_waiting) {
+    s->replay_waiting = false;
+    insert_replayed(s);
+  }
+  update_bp(s);
+  admit(s);
+  maybe_flush(s);
+  progress(s);
+}
+
+static void maybe_flush(mw_shard_t *s) {
+  if (s->flush.busy || s->n_frozen == 0) return;
+  if (s->state != MW_SS_ACTIVE && s->state != MW_SS_REPLAYING) return;
+  if (s->ctl == CTL_SEAL || s->ctl == CTL_ABORT) return; /* no new flushes */
+  mw_shard_mt_t *mt = s->frozen[0];
+  if (mt->seq_last > s->durable_seq) return; /* on_durable calls again */
+  uint64_t covered = mt->m.last_wal_position > mt->covered ? mt->m.last_wal_position : mt->covered;
+  int rc = mw_flush_start(&s->flush, &mt->m, s->epoch, covered, on_flush_done);
+  if (rc < 0) park(s, rc == -ESTALE ? MW_SS_FENCED : MW_SS_FAILED, rc,
+                   s->flush.op.err.msg[0] ? s->flush.op.err.msg : "flush could not start");
+}
+
+/* --------------------------------------------------------------- write path */
+
+static void update_bp(mw_shard_t *s) {
+  bool on = s->cfg.max_unflushed_memtable_bytes > 0 &&
+            unflushed_bytes(s) > s->cfg.max_unflushed_memtable_bytes;
+  if (on && s->n_frozen == 0) freeze_active(s); /* give the flusher something to free */
+  set_bp(s, on);
+}
+
+static mw_memtable_limits_t limits(const mw_shard_t *s) {
+  mw_memtable_limits_t l = {(int64_t)s->cfg.max_memtable_rows, (int64_t)s->cfg.max_memtable_size,
+                            (int64_t)s->cfg.max_memtable_batches};
+  return l;
+}
+
+static void insert(mw_shard_t *s, mw_shard_write_t *w) {
+  assert(s->state == MW_SS_ACTIVE && s->active != NULL);
+  int64_t rows = w->batch.n_rows;
+  if (rows == 0) {
+    mw_batch_free(&w->batch);
+    complete(s, w, 0);
+    return;
+  }
+  mw_err_t err = {0};
+  mw_memtable_t *m = &s->active->m;
+  int rc = mw_memtable_append(m, &w->batch, 0, &err);
+  if (rc < 0) {
+    mw_log_warn("shard %s: write refused: %s", s->id_str, err.msg);
+    mw_batch_free(&w->batch);
+    complete(s, w, rc);
+    return;
+  }
+  w->seq = ++s->seq;
+  s->active->seq_last = w->seq;
+  s->rows_acked += (uint64_t)rows;
+  if (!s->cfg.durable_write) {
+    s->writes_acked++;
+    complete(s, w, 0);
+  } else {
+    w->next = NULL;
+    if (s->ack_tail) s->ack_tail->next = w;
+    else s->ack_head = w;
+    s->ack_tail = w;
+    s->n_waiting++;
+  }
+  rc = mw_wal_add(&s->wal, &m->batches[m->n_batches - 1], w->seq, m->generation);
+  if (rc < 0) {
+    if (s->state < MW_SS_FENCED) park(s, MW_SS_FAILED, rc, "WAL refused a batch");
+    return;
+  }
+  mw_memtable_limits_t l = limits(s);
+  if (mw_memtable_full(m, &l)) freeze_active(s);
+  update_bp(s);
+}
+
+static void admit(mw_shard_t *s) {
+  while (s->q_head && s->state == MW_SS_ACTIVE && !s->stopping && !s->backpressured) {
+    mw_shard_write_t *w = s->q_head;
+    s->q_head = w->next;
+    if (s->q_head == NULL) s->q_tail = NULL;
+    s->n_queued--;
+    insert(s, w);
+  }
+}
+
+static int check_batch(const mw_shard_t *s, const mw_batch_t *b) {
+  if (b->schema != s->schema && !mw_schema_equal(b->schema, s->schema)) return -EINVAL;
+  if (mw_batch_validate(b) < 0) return -EINVAL;
+  /* one WAL entry must hold it: stay well inside the storage object limit */
+  if ((uint64_t)mw_batch_lance_bytes(b) > MW_SHARD_MAX_BATCH_BYTES) return -EFBIG;
+  for (size_t i = 0; i < s->schema->n_fields; i++)
+    if (!s->schema->fields[i].nullable && b->cols[i].null_count > 0) return -EINVAL;
+  return 0;
+}
+
+static int start_claim(mw_shard_t *s);
+
+int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_shard_write_cb cb) {
+  assert(s != NULL && w != NULL && batch != NULL && cb != NULL);
+  if (s->closing) return -ESHUTDOWN;
+  if (s->state >= MW_SS_FENCED) return s->park_status ? s->park_status : -ESHUTDOWN;
+  if (s->stopping) return s->ctl == CTL_SEAL ? -EROFS : -ESHUTDOWN;
+  int rc = check_batch(s, batch);
+  if (rc < 0) return rc;
+  bool must_queue = s->state != MW_SS_ACTIVE || s->backpressured || s->q_head != NULL;
+  if (must_queue && s->n_queued >= s->cfg.max_queued_writes) return -EAGAIN;
+  if (s->state == MW_SS_NEW) {
+    rc = start_claim(s); /* lazy claim: the first write starts it */
+    if (rc < 0) return rc;
+  }
+  w->shard = s;
+  w->cb = cb;
+  w->batch = *batch;
+  w->batch.schema = s->schema;
+  memset(batch, 0, sizeof *batch);
+  w->status = 0;
+  w->next = NULL;
+  if (!must_queue) {
+    insert(s, w);
+    return 0;
+  }
+  if (s->q_tail) s->q_tail->next = w;
+  else s->q_head = w;
+  s->q_tail = w;
+  s->n_queued++;
+  return 0;
+}
+
+/* WAL callbacks */
+static void on_durable(mw_wal_t *wal, uint64_t position, uint64_t seq_last) {
+  mw_shard_t *s = wal->data;
+  assert(seq_last >= s->durable_seq);
+  s->durable_seq = seq_last;
+  mw_shard_mt_t *mt = s->active;
+  for (uint32_t i = 0; i < s->n_frozen; i++)
+    if (s->frozen[i]->seq_last >= seq_last) {
+      mt = s->frozen[i];
+      break;
+    }
+  if (mt != NULL && position >= mt->m.last_wal_position) mw_memtable_cover(&mt->m, position);
+  while (s->ack_head && s->ack_head->seq <= seq_last) {
+    mw_shard_write_t *w = s->ack_head;
+    s->ack_head = w->next;
+    if (s->ack_head == NULL) s->ack_tail = NULL;
+    s->n_waiting--;
+    s->writes_acked++;
+    complete(s, w, 0);
+  }
+  maybe_flush(s);
+  progress(s);
+}
+
+static void on_wal_failed(mw_wal_t *wal, int status, const char *reason) {
+  mw_shard_t *s = wal->data;
+  if (s->state >= MW_SS_FENCED) return;
+  char msg[MW_SHARD_REASON_BYTES];
+  snprintf(msg, sizeof msg, "%s", reason);
+  park(s, status == -ESTALE ? MW_SS_FENCED : MW_SS_FAILED, status, msg);
+}
+
+/* ------------------------------------------------------------- claim/replay */
+
+static void replay_next(mw_shard_t *s);
+
+static void become_active(mw_shard_t *s, uint64_t hole) {
+  s->state = MW_SS_ACTIVE;
+  s->reason[0] = '\0';
+  s->park_status = 0;
+  mw_log_info("shard %s: ACTIVE at epoch %" PRIu64 ", next WAL position %" PRIu64
+              ", %" PRId64 " rows replayed",
+              s->id_str, s->epoch, hole, s->active->m.n_rows);
+  mw_wal_start(&s->wal, hole);
+  mw_memtable_limits_t l = limits(s);
+  if (mw_memtable_full(&s->active->m, &l)) freeze_active(s);
+  if (s->ctl == CTL_CLAIM || s->ctl == CTL_UNSEAL) ctl_done(s, 0, NULL);
+  update_bp(s);
+  admit(s);
+}
+
+static void insert_replayed(mw_shard_t *s) {
+  mw_wal_reader_t *r = &s->reader;
+  mw_err_t err = {0};
+  for (size_t i = 0; i < r->n_batches; i++) {
+    int rc = mw_memtable_append(&s->active->m, &r->batches[i], r->position, &err);
+    if (rc < 0) {
+      char msg[MW_SHARD_REASON_BYTES];
+      snprintf(msg, sizeof msg, "replay of WAL entry %" PRIu64 ": %.400s", r->position, err.msg);
+      park(s, MW_SS_FAILED, rc, msg);
+      return;
+    }
+  }
+  mw_wal_reader_clear(r);
+  s->replay_pos++;
+  replay_next(s);
+}
+
+static void on_replay_read(mw_wal_reader_t *r, int status) {
+  mw_shard_t *s = r->data;
+  char msg[MW_SHARD_REASON_BYTES];
+  if (s->state != MW_SS_REPLAYING) {
+    mw_wal_reader_clear(r);
+    progress(s);
+    return;
+  }
+  if (status == -ENOENT) {
+    become_active(s, r->position);
+    return;
+  }
+  if (status < 0) {
+    snprintf(msg, sizeof msg, "replay: %.400s", r->err.msg[0] ? r->err.msg : mw_strerror(status));
+    park(s, MW_SS_FAILED, status, msg);
+    return;
+  }
+  if (r->epoch > s->epoch) {
+    snprintf(msg, sizeof msg,
+             "WAL replay aborted: entry at position %" PRIu64 " has writer_epoch %" PRIu64
+             " > our claimed epoch %" PRIu64 " for shard %s",
+             r->position, r->epoch, s->epoch, s->id_str);
+    mw_wal_reader_clear(r);
+    park(s, MW_SS_FENCED, -ESTALE, msg);
+    return;
+  }
+  if (r->epoch < s->replay_max_epoch) {
+    /* Written by a fenced writer after a newer claim's sentinel: such an
+     * entry was never acknowledged (acks follow positions, and the slot
+     * below it was lost to the sentinel), so its rows must not appear. */
+    mw_log_warn("shard %s: skipping WAL entry %" PRIu64 " of epoch %" PRIu64
+                " written after epoch %" PRIu64 "'s fence (never acknowledged)",
+                s->id_str, r->position, r->epoch, s->replay_max_epoch);
+    mw_wal_reader_clear(r);
+    s->replay_pos++;
+    replay_next(s);
+    return;
+  }
+  s->replay_max_epoch = r->epoch;
+  if (r->n_batches == 0) { /* a fence sentinel */
+    s->replay_pos++;
+    replay_next(s);
+    return;
+  }
+  mw_memtable_t *m = &s->active->m;
+  mw_memtable_limits_t l = limits(s);
+  if (m->n_rows > 0 && (mw_memtable_full(m, &l) ||
+                        (l.max_batches > 0 && (int64_t)(m->n_batches + r->n_batches) > l.max_batches))) {
+    /* §5: flush the full MemTable first. It covers up to its last entry
+     * (Lance says P-1; equal unless sentinels or skipped entries sit in
+     * between, which the next replay then simply reads again). */
+    freeze_active(s);
+    if (s->state != MW_SS_REPLAYING) return;
+    s->replay_waiting = true;
+    return; /* on_flush_done continues */
+  }
+  insert_replayed(s);
+}
+
+static void replay_next(mw_shard_t *s) {
+  int rc = mw_wal_read(&s->reader, s->replay_pos, on_replay_read);
+  if (rc < 0) park(s, MW_SS_FAILED, rc, "replay: WAL read refused");
+}
+
+static void start_replay(mw_shard_t *s) {
+  s->state = MW_SS_REPLAYING;
+  s->replay_pos = s->claimed.replay_after_wal_entry_position + 1;
+  s->replay_max_epoch = 0;
+  replay_next(s);
+}
+
+static void on_fence_written(mw_wal_t *wal, int status, uint64_t position) {
+  mw_shard_t *s = wal->data;
+  (void)position;
+  if (status < 0) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "fence sentinel: %s", mw_strerror(status));
+    park(s, MW_SS_FAILED, status, msg);
+    return;
+  }
+  start_replay(s);
+}
+
+static void on_claimed(mw_mstore_op_t *op, int status) {
+  mw_shard_t *s = op->data;
+  if (status < 0) {
+    mw_shard_state_t st = status == -EROFS ? MW_SS_SEALED
+                          : status == -ESTALE ? MW_SS_FENCED
+                                              : MW_SS_FAILED;
+    park(s, st, status, op->err.msg);
+    return;
+  }
+  mw_err_t err = {0};
+  s->epoch = op->m.writer_epoch;
+  int rc = mw_shard_manifest_copy(&s->claimed, &op->m);
+  if (rc == 0) rc = mw_wal_begin(&s->wal, s->epoch, &err);
+  uint64_t gen = op->m.current_generation ? op->m.current_generation : 1;
+  if (rc == 0 && (s->active = mt_new(s, gen)) == NULL) rc = -ENOMEM;
+  if (rc < 0) {
+    park(s, MW_SS_FAILED, rc, err.msg[0] ? err.msg : "claim: out of memory");
+    return;
+  }
+  s->wal_ready = true;
+  s->seq = s->durable_seq = 0;
+  if (s->epoch >= 2) {
+    rc = mw_wal_fence(&s->wal, s->claimed.wal_entry_position_last_seen, on_fence_written);
+    if (rc < 0) park(s, MW_SS_FAILED, rc, "fence sentinel refused");
+    return;
+  }
+  start_replay(s);
+}
+
+static int start_claim(mw_shard_t *s) {
+  if (mw_wal_busy(&s->wal) || s->flush.busy || s->op.busy) return -EBUSY;
+  drop_memtables(s);
+  s->state = MW_SS_CLAIMING;
+  s->reason[0] = '\0';
+  s->park_status = 0;
+  s->wal_ready = false;
+  mw_mstore_invalidate(&s->ms);
+  int rc = mw_mstore_claim(&s->ms, &s->op, on_claimed);
+  if (rc < 0) {
+    s->state = MW_SS_FAILED;
+    s->park_status = rc;
+    snprintf(s->reason, sizeof s->reason, "claim refused: %s", mw_strerror(rc));
+  }
+  return rc;
+}
+
+/* ---------------------------------------------------------------- controls */
+
+static int ctl_begin(mw_shard_t *s, int kind, mw_shard_done_cb cb, void *arg) {
+  if (s->closing) return -ESHUTDOWN;
+  if (s->ctl != CTL_NONE || s->ctl_pending_done) return -EBUSY;
+  s->ctl = kind;
+  s->ctl_cb = cb;
+  s->ctl_arg = arg;
+  return 0;
+}
+
+static int seal_update(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifest_t *next,
+                       mw_err_t *err) {
+  (void)arg, (void)cur, (void)err;
+  next->status = MW_SHARD_SEALED;
+  return 0;
+}
+
+static int unseal_update(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifest_t *next,
+                         mw_err_t *err) {
+  (void)arg, (void)cur, (void)err;
+  next->status = MW_SHARD_ACTIVE;
+  return 0;
+}
+
+static void on_sealed(mw_mstore_op_t *op, int status) {
+  mw_shard_t *s = op->data;
+  if (status < 0) {
+    park(s, status == -ESTALE ? MW_SS_FENCED : MW_SS_FAILED, status, op->err.msg);
+    return;
+  }
+  char msg[128];
+  snprintf(msg, sizeof msg, "shard %s is sealed (manifest v%" PRIu64 ")", s->id_str, op->m.version);
+  park(s, MW_SS_SEALED, -EROFS, msg);
+  s->ctl_status = 0; /* the seal itself succeeded */
+}
+
+/* Move a stopping shard (seal/release) or a flush along. */
+static void progress(mw_shard_t *s) {
+  if (s->ctl == CTL_FLUSH) {
+    if (s->state >= MW_SS_FENCED) return; /* park() answered */
+    if (s->n_frozen == 0 || s->frozen[0]->m.generation > s->ctl_gen) ctl_done(s, 0, NULL);
+    return;
+  }
+  if (!s->stopping || s->state != MW_SS_ACTIVE) return;
+  if (!mw_wal_idle(&s->wal)) return;
+  if (s->ctl == CTL_RELEASE) {
+    freeze_active(s);
+    if (s->n_frozen > 0 || s->flush.busy) return;
+    char msg[96];
+    snprintf(msg, sizeof msg, "shard %s released", s->id_str);
+    park(s, MW_SS_CLOSED, -ESHUTDOWN, msg);
+    s->ctl_status = 0;
+    return;
+  }
+  if (s->ctl == CTL_ABORT && !s->flush.busy) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "shard %s aborted (unflushed rows stay in the WAL)", s->id_str);
+    park(s, MW_SS_CLOSED, -ESHUTDOWN, msg);
+    s->ctl_status = 0;
+    return;
+  }
+  if (s->ctl == CTL_SEAL && !s->flush.busy && !s->op.busy) {
+    int rc = mw_mstore_commit_update(&s->ms, &s->op, s->epoch, seal_update, s, on_sealed);
+    if (rc < 0) park(s, rc == -ESTALE ? MW_SS_FENCED : MW_SS_FAILED, rc, s->op.err.msg);
+  }
+}
+
+int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
+  assert(s != NULL);
+  if (s->state == MW_SS_SEALED) return -EROFS;
+  if (s->state >= MW_SS_CLAIMING && s->state <= MW_SS_ACTIVE) return -EALREADY;
+  int rc = ctl_begin(s, CTL_CLAIM, cb, arg);
+  if (rc < 0) return rc;
+  fail_writes(s, -ESHUTDOWN);
+  rc = start_claim(s);
+  if (rc < 0) s->ctl = CTL_NONE;
+  return rc;
+}
+
+int mw_shard_flush(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
+  assert(s != NULL);
+  if (s->state != MW_SS_ACTIVE || s->stopping) return s->park_status ? s->park_status : -EINVAL;
+  int rc = ctl_begin(s, CTL_FLUSH, cb, arg);
+  if (rc < 0) return rc;
+  s->ctl_gen = s->active->m.n_rows > 0 ? s->active->m.generation : s->active->m.generation - 1;
+  freeze_active(s);
+  progress(s);
+  return 0;
+}
+
+static int stop(mw_shard_t *s, int kind, mw_shard_done_cb cb, void *arg) {
+  if (s->state != MW_SS_ACTIVE) return s->park_status ? s->park_status : -EINVAL;
+  int rc = ctl_begin(s, kind, cb, arg);
+  if (rc < 0) return rc;
+  s->stopping = true;
+  /* queued (never inserted) writes are refused; inserted ones drain */
+  while (s->q_head) {
+    mw_shard_write_t *w = s->q_head;
+    s->q_head = w->next;
+    s->n_queued--;
+    mw_batch_free(&w->batch);
+    complete(s, w, kind == CTL_SEAL ? -EROFS : -ESHUTDOWN);
+  }
+  s->q_tail = NULL;
+  mw_wal_flush(&s->wal);
+  progress(s);
+  return 0;
+}
+
+int mw_shard_seal(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
+  assert(s != NULL);
+  return stop(s, CTL_SEAL, cb, arg);
+}
+
+int mw_shard_release(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
+  assert(s != NULL);
+  if (s->state == MW_SS_NEW || s->state == MW_SS_FENCED || s->state == MW_SS_FAILED) {
+    int rc = ctl_begin(s, CTL_RELEASE, cb, arg);
+    if (rc < 0) return rc;
+    park(s, MW_SS_CLOSED, -ESHUTDOWN, "released");
+    s->ctl_status = 0;
+    return 0;
+  }
+  return stop(s, CTL_RELEASE, cb, arg);
+}
+
+int mw_shard_abort(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
+  assert(s != NULL);
+  return stop(s, CTL_ABORT, cb, arg);
+}
+
+static void on_unsealed(mw_mstore_op_t *op, int status) {
+  mw_shard_t *s = op->data;
+  if (status < 0) {
+    ctl_done(s, status, op->err.msg);
+    return;
+  }
+  s->state = MW_SS_NEW;
+  int rc = start_claim(s);
+  if (rc < 0) ctl_done(s, rc, s->reason);
+}
+
+static void on_unseal_read(mw_mstore_op_t *op, int status) {
+  mw_shard_t *s = op->data;
+  if (status < 0) {
+    ctl_done(s, status, op->err.msg);
+    return;
+  }
+  if (op->m.status != MW_SHARD_SEALED) {
+    on_unsealed(op, 0);
+    return;
+  }
+  /* Act as the drop coordinator's rollback: commit ACTIVE under the stored epoch. */
+  int rc = mw_mstore_commit_update(&s->ms, &s->op, op->m.writer_epoch, unseal_update, s, on_unsealed);
+  if (rc < 0) ctl_done(s, rc, s->op.err.msg);
+}
+
+int mw_shard_unseal(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
+  assert(s != NULL);
+  if (s->state != MW_SS_SEALED) return -EINVAL;
+  int rc = ctl_begin(s, CTL_UNSEAL, cb, arg);
+  if (rc < 0) return rc;
+  mw_mstore_invalidate(&s->ms);
+  rc = mw_mstore_read_latest(&s->ms, &s->op, on_unseal_read);
+  if (rc < 0) s->ctl = CTL_NONE;
+  return rc;
+}
+
+static void on_dropped(mw_storage_req_t *req, int status) {
+  mw_shard_t *s = req->data;
+  if (status < 0) {
+    ctl_done(s, status, "drop: delete failed");
+    return;
+  }
+  mw_log_notice("shard %s: dropped (%zu objects)", s->id_str, req->nkeys);
+  s->state = MW_SS_CLOSED;
+  snprintf(s->reason, sizeof s->reason, "shard %s dropped", s->id_str);
+  s->park_status = -ESHUTDOWN;
+  ctl_done(s, 0, NULL);
+}
+
+int mw_shard_drop(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
+  assert(s != NULL);
+  if (s->state != MW_SS_SEALED) return -EINVAL;
+  int rc = ctl_begin(s, CTL_DROP, cb, arg);
+  if (rc < 0) return rc;
+  rc = mw_storage_delete_prefix(s->st, &s->dreq, s->ms.shard_dir, on_dropped);
+  if (rc < 0) s->ctl = CTL_NONE;
+  return rc;
+}
+
+/* -------------------------------------------------------------- lifecycle */
+
+int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_schema_t *schema,
+                  const uint8_t shard_id[16], const mw_shard_config_t *cfg, mw_err_t *err) {
+  assert(s != NULL && loop != NULL && st != NULL && schema != NULL && cfg != NULL);
+  memset(s, 0, sizeof *s);
+  s->loop = loop;
+  s->st = st;
+  s->schema = schema;
+  s->cfg = *cfg;
+  if (schema->n_fields == 0 || strcmp(schema->fields[schema->n_fields - 1].name, "_tombstone") != 0)
+    return mw_err_set(err, -EINVAL, "shard: the table schema must end with _tombstone");
+  if (s->cfg.durable_write && s->cfg.max_wal_flush_interval_ms == 0 && s->cfg.max_wal_inflight == 0)
+    return mw_err_set(err, -EINVAL, "shard: durable_write needs a WAL flush trigger");
+  mw_shard_uuid_format(shard_id, s->id_str);
+  mw_mstore_init(&s->ms, st, shard_id, cfg->shard_spec_id, cfg->manifest_scan_batch_size);
+  mw_mstore_op_init(&s->op);
+  s->op.data = s;
+  mw_shard_manifest_init(&s->claimed);
+  mw_wal_config_t wc = {cfg->max_wal_flush_interval_ms, cfg->max_wal_buffer_size,
+                        cfg->max_wal_inflight, cfg->wal_zstd};
+  int rc = mw_wal_init(&s->wal, loop, st, &s->ms, schema, 0, &wc, on_durable, on_wal_failed, err);
+  if (rc < 0) {
+    mw_mstore_free(&s->ms);
+    return rc;
+  }
+  s->wal.data = s;
+  mw_wal_reader_init(&s->reader, &s->wal);
+  s->reader.data = s;
+  mw_flush_init(&s->flush, loop, st, &s->ms, cfg->sstable_zstd);
+  s->flush.data = s;
+  s->flush.seed = cfg->sstable_seed;
+  mw_storage_req_init(&s->dreq);
+  s->dreq.data = s;
+  uv_timer_init(loop, &s->kick);
+  s->kick.data = s;
+  s->state = MW_SS_NEW;
+  return 0;
+}
+
+static void on_kick_closed(uv_handle_t *h) {
+  mw_shard_t *s = h->data;
+  mw_shard_manifest_free(&s->claimed);
+  mw_mstore_op_free(&s->op);
+  mw_mstore_free(&s->ms);
+  mw_wal_reader_free(&s->reader);
+  mw_flush_free(&s->flush);
+  mw_storage_req_cleanup(&s->dreq);
+  drop_memtables(s);
+  if (s->close_cb) s->close_cb(s);
+}
+
+static void on_wal_closed(mw_wal_t *w) {
+  mw_shard_t *s = w->data;
+  uv_close((uv_handle_t *)&s->kick, on_kick_closed);
+}
+
+int mw_shard_close(mw_shard_t *s, void (*cb)(mw_shard_t *s)) {
+  assert(s != NULL);
+  if (s->closing) return -EALREADY;
+  if ((s->state >= MW_SS_CLAIMING && s->state <= MW_SS_ACTIVE) || mw_wal_busy(&s->wal) ||
+      s->flush.busy || s->op.busy || s->ctl != CTL_NONE)
+    return -EBUSY;
+  fail_writes(s, -ESHUTDOWN);
+  /* completions still queued run now, before the handles go */
+  on_kick(&s->kick);
+  s->closing = true;
+  s->close_cb = cb;
+  uv_timer_stop(&s->kick);
+  mw_wal_close(&s->wal, on_wal_closed);
+  return 0;
+}
+
+void mw_shard_stats(const mw_shard_t *s, mw_shard_stats_t *o) {
+  assert(s != NULL && o != NULL);
+  memset(o, 0, sizeof *o);
+  o->state = s->state;
+  o->epoch = s->epoch;
+  o->manifest_version = s->ms.has_cached ? s->ms.cached.version : 0;
+  o->replay_after = s->ms.has_cached ? s->ms.cached.replay_after_wal_entry_position : 0;
+  o->sstables = s->ms.has_cached ? s->ms.cached.n_sstables : 0;
+  o->sealed = s->ms.has_cached && s->ms.cached.status == MW_SHARD_SEALED;
+  o->wal_next_position = s->wal.next_position;
+  if (s->active) {
+    o->generation = s->active->m.generation;
+    o->memtable_rows = s->active->m.n_rows;
+    o->memtable_bytes = s->active->m.in_memory_bytes;
+  }
+  o->frozen = s->n_frozen;
+  o->backpressured = s->backpressured;
+  o->writes_acked = s->writes_acked;
+  o->rows_acked = s->rows_acked;
+  o->wal_entries = s->wal.entries_written;
+  o->flushes = s->flushes;
+  o->queued_writes = s->n_queued;
+  o->waiting_acks = s->n_waiting;
+}

@@ -1,0 +1,221 @@
+/*
+ * shard.h — one MemWAL shard's writer: the state machine of docs/design.md
+ * (NEW → CLAIMING → REPLAYING → ACTIVE; parked FENCED / SEALED / CLOSED /
+ * FAILED) on the libuv loop.
+ *
+ * Owns: the shard's manifest store, WAL (group commit), the active MemTable,
+ * the frozen MemTables waiting for their flush, the flusher, the writes
+ * waiting for durability and the writes waiting for room (backpressure).
+ * Borrows: the loop, the table's storage (rooted at the table directory) and
+ * the table schema (base columns with Lance field ids and PK markers, then
+ * `_tombstone: bool not null`).
+ *
+ * Writes: mw_shard_write() moves a batch of the table schema in. It either
+ * returns a negative errno at once (the callback will not run) or 0, and then
+ * the callback runs exactly once, later, on the loop:
+ *   0          acknowledged (durable_write: in a durable WAL entry; else
+ *              inserted in the MemTable)
+ *   -ESTALE    fenced: a peer claimed the shard; the reason names its epoch
+ *   -EROFS     sealed (drop in flight)
+ *   -ESHUTDOWN the shard was released / closed
+ *   -EIO etc.  the WAL failed (poisoned): re-claim to replay
+ * Immediate errors: -EINVAL (batch does not match the schema), -EFBIG
+ * (a batch over MW_SHARD_MAX_BATCH_BYTES), -EAGAIN
+ * (overloaded: the backpressure queue is full), the parked state's status.
+ * A write arriving before the claim (lazy shard) starts the claim and waits.
+ *
+ * Backpressure: above max_unflushed_memtable_bytes (active + frozen) writes
+ * wait in a queue of at most max_queued_writes; mw_shard_backpressured()
+ * and the on_backpressure event tell the front end to stop reading.
+ *
+ * Control operations (claim, flush, seal, unseal, release, drop) take a
+ * completion (status, reason); one runs at a time (-EBUSY otherwise).
+ */
+#ifndef MW_SHARD_SHARD_H
+#define MW_SHARD_SHARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "lance/batch.h"
+#include "shard/flush.h"
+#include "shard/manifest_store.h"
+#include "shard/memtable.h"
+#include "shard/wal.h"
+#include "storage/storage.h"
+
+#define MW_SHARD_MAX_FROZEN 64
+#define MW_SHARD_REASON_BYTES MW_ERR_MSG_BYTES
+#define MW_SHARD_BP_LOG_INTERVAL_MS 30000
+/* A single write larger than this is refused (-EFBIG): it must fit one WAL
+ * entry, and entries must fit one storage object (256 MiB by default). */
+#define MW_SHARD_MAX_BATCH_BYTES ((uint64_t)64 << 20)
+
+typedef enum mw_shard_state {
+  MW_SS_NEW = 0,     /* not claimed yet */
+  MW_SS_CLAIMING,
+  MW_SS_REPLAYING,
+  MW_SS_ACTIVE,
+  MW_SS_FENCED,      /* parked: a peer holds a newer epoch */
+  MW_SS_SEALED,      /* parked: manifest status SEALED */
+  MW_SS_CLOSED,      /* parked: released / dropped */
+  MW_SS_FAILED,      /* parked: I/O failure or poisoned WAL; claim again */
+} mw_shard_state_t;
+
+const char *mw_shard_state_name(mw_shard_state_t s);
+
+/* ShardWriterConfig (memwal.md §9) plus memwald's own knobs. */
+typedef struct mw_shard_config {
+  bool durable_write;
+  uint64_t max_wal_buffer_size;        /* bytes */
+  uint32_t max_wal_flush_interval_ms;
+  uint64_t max_memtable_size;          /* bytes (Lance's estimate) */
+  uint64_t max_memtable_rows;
+  uint64_t max_memtable_batches;
+  uint32_t manifest_scan_batch_size;
+  uint64_t max_unflushed_memtable_bytes;
+  /* memwald */
+  uint32_t max_wal_inflight;           /* entries written at once, 1..8 */
+  bool wal_zstd;                       /* wal_compression = zstd */
+  bool sstable_zstd;
+  uint32_t max_queued_writes;          /* backpressure queue */
+  uint32_t shard_spec_id;              /* for a fresh claim (LanceDB: 1) */
+  uint64_t sstable_seed;               /* tests: deterministic SSTable names */
+} mw_shard_config_t;
+
+/* Lance's ShardWriterConfig defaults, except max_wal_flush_interval_ms = 1
+ * (memwald's group commit) and our own knobs. */
+void mw_shard_config_defaults(mw_shard_config_t *c);
+/* Set one key by its writer_config_defaults name (memwal.md §9) or one of
+ * ours (max_wal_inflight, wal_compression, max_queued_writes). Returns 0,
+ * -ENOENT for an unknown key, -EINVAL for a bad value (reason in err). */
+int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value, mw_err_t *err);
+
+typedef struct mw_shard mw_shard_t;
+typedef struct mw_shard_write mw_shard_write_t;
+typedef void (*mw_shard_write_cb)(mw_shard_write_t *w, int status, const char *reason);
+typedef void (*mw_shard_done_cb)(mw_shard_t *s, int status, const char *reason, void *arg);
+
+struct mw_shard_write {
+  void *data;                 /* the caller's */
+  /* private */
+  mw_shard_t *shard;
+  mw_shard_write_cb cb;
+  mw_batch_t batch;           /* while queued before insert */
+  uint64_t seq;
+  int status;
+  mw_shard_write_t *next;
+};
+
+typedef struct mw_shard_mt {
+  mw_memtable_t m;
+  uint64_t seq_last;          /* newest write seq inserted (0: none / replayed) */
+  uint64_t covered;           /* flush: WAL positions covered */
+} mw_shard_mt_t;
+
+typedef struct mw_shard_stats {
+  mw_shard_state_t state;
+  uint64_t epoch;
+  uint64_t manifest_version;
+  uint64_t wal_next_position;
+  uint64_t replay_after;
+  uint64_t generation;         /* active MemTable's generation */
+  int64_t memtable_rows;
+  int64_t memtable_bytes;
+  uint32_t frozen;
+  uint64_t sstables;
+  bool sealed;                 /* manifest status */
+  bool backpressured;
+  uint64_t writes_acked, rows_acked, wal_entries, flushes;
+  uint32_t queued_writes, waiting_acks;
+} mw_shard_stats_t;
+
+struct mw_shard {
+  void *data;
+  void (*on_backpressure)(mw_shard_t *s, bool on);
+  /* private */
+  uv_loop_t *loop;
+  mw_storage_t *st;
+  const mw_schema_t *schema;
+  mw_shard_config_t cfg;
+  mw_shard_state_t state;
+  char id_str[MW_UUID_STR_BYTES];
+  char reason[MW_SHARD_REASON_BYTES]; /* why parked */
+  int park_status;
+  uint64_t epoch;
+  mw_mstore_t ms;
+  mw_mstore_op_t op;          /* claim, seal, unseal */
+  mw_shard_manifest_t claimed;
+  bool wal_ready;
+  mw_wal_t wal;
+  mw_wal_reader_t reader;
+  uint64_t replay_pos;
+  uint64_t replay_max_epoch;  /* highest entry epoch seen in this replay */
+  bool replay_waiting;        /* paused for a flush during replay */
+  mw_flush_t flush;
+  mw_shard_mt_t *active;
+  mw_shard_mt_t *frozen[MW_SHARD_MAX_FROZEN];
+  uint32_t n_frozen;
+  uint64_t seq, durable_seq;
+  /* writes inserted, waiting for their WAL entry (seq order) */
+  mw_shard_write_t *ack_head, *ack_tail;
+  /* writes not yet inserted (claiming / backpressure) */
+  mw_shard_write_t *q_head, *q_tail;
+  uint32_t n_queued, n_waiting;
+  /* completions to run on the next loop turn */
+  mw_shard_write_t *done_head, *done_tail;
+  uv_timer_t kick;
+  bool backpressured;
+  uint64_t bp_logged_ms;
+  /* the one control operation */
+  int ctl;
+  mw_shard_done_cb ctl_cb;
+  void *ctl_arg;
+  uint64_t ctl_gen;           /* flush: done when generations <= this are flushed */
+  int ctl_status;
+  char ctl_reason[MW_SHARD_REASON_BYTES];
+  bool ctl_pending_done;
+  bool stopping;              /* seal/release: refuse writes */
+  mw_storage_req_t dreq;      /* drop */
+  uint64_t writes_acked, rows_acked, flushes;
+  bool closing;
+  void (*close_cb)(mw_shard_t *s);
+};
+
+/* No I/O. schema and storage must outlive the shard. */
+int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_schema_t *schema,
+                  const uint8_t shard_id[16], const mw_shard_config_t *cfg, mw_err_t *err);
+/* Release the loop handles; cb runs when done. The shard must be parked
+ * (NEW, FENCED, SEALED, CLOSED, FAILED) with no storage request in flight:
+ * -EBUSY otherwise. Queued writes fail with -ESHUTDOWN. */
+int mw_shard_close(mw_shard_t *s, void (*cb)(mw_shard_t *s));
+
+int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_shard_write_cb cb);
+
+/* NEW/FENCED/CLOSED/FAILED → CLAIMING → REPLAYING → ACTIVE (cb then). */
+int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
+/* Freeze the active MemTable; cb when every frozen MemTable is committed. */
+int mw_shard_flush(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
+/* ACTIVE → SEALED: stop accepting, make pending durable, abort without
+ * flushing, commit status SEALED under our epoch. */
+int mw_shard_seal(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
+/* SEALED → commit ACTIVE → claim and replay → ACTIVE. */
+int mw_shard_unseal(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
+/* ACTIVE → CLOSED: stop accepting, drain, flush everything. */
+int mw_shard_release(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
+/* ACTIVE → CLOSED without flushing (Lance's abort): stop accepting, make
+ * pending writes durable, finish a running flush, drop the MemTables. The
+ * next claim replays the WAL. */
+int mw_shard_abort(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
+/* SEALED → CLOSED: delete `_mem_wal/<uuid>/`. */
+int mw_shard_drop(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
+
+void mw_shard_stats(const mw_shard_t *s, mw_shard_stats_t *out);
+static inline bool mw_shard_backpressured(const mw_shard_t *s) { return s->backpressured; }
+static inline mw_shard_state_t mw_shard_state(const mw_shard_t *s) { return s->state; }
+/* Why the shard is parked ("" when it is not). */
+static inline const char *mw_shard_reason(const mw_shard_t *s) { return s->reason; }
+
+#endif

@@ -1,0 +1,463 @@
+/*
+ * table.c — see table.h.
+ *
+ * Routing splits a batch row by row into per-shard index lists, then copies
+ * each shard's rows as runs of consecutive rows (mw_column_append_range), so
+ * an unsharded or single-bucket batch is one range copy per column.
+ */
+#include "shard/table.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "lance/bloom.h"
+#include "lance/route.h"
+
+/* ------------------------------------------------------------------- open */
+
+static int read_file(const char *path, mw_buf_t *out) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return -errno;
+  uint8_t tmp[65536];
+  size_t n;
+  int rc = 0;
+  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+    if ((rc = mw_buf_append(out, tmp, n)) < 0) break;
+  if (rc == 0 && ferror(f)) rc = -EIO;
+  fclose(f);
+  if (rc == 0 && out->len > MW_DMANIFEST_MAX_BYTES) rc = -EFBIG;
+  return rc;
+}
+
+static int latest_manifest(const char *path, mw_table_meta_t *meta, mw_err_t *err) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/_versions", path);
+  DIR *d = opendir(dir);
+  if (d == NULL) return mw_err_set(err, -errno, "table %s: cannot list _versions/: %s", path, strerror(errno));
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      char **p = realloc(names, cap * sizeof *p);
+      if (p == NULL) { rc = -ENOMEM; break; }
+      names = p;
+    }
+    if ((names[n] = strdup(e->d_name)) == NULL) { rc = -ENOMEM; break; }
+    n++;
+  }
+  closedir(d);
+  uint64_t version = 0;
+  size_t idx = 0;
+  if (rc == 0) rc = mw_dmanifest_latest(names, n, &version, &idx, err);
+  if (rc == -ENOENT) mw_err_set(err, rc, "table %s: no manifest in _versions/", path);
+  mw_buf_t bytes = MW_BUF_INIT;
+  if (rc == 0) {
+    char file[4400];
+    snprintf(file, sizeof file, "%s/%s", dir, names[idx]);
+    rc = read_file(file, &bytes);
+    if (rc < 0) mw_err_set(err, rc, "table %s: cannot read %s", path, file);
+  }
+  if (rc == 0) {
+    rc = mw_table_meta_read(bytes.data, bytes.len, meta, err);
+    meta->version = version;
+    if (rc < 0) mw_err_set(err, rc, "table %s: manifest v%" PRIu64 " refused", path, version);
+  }
+  mw_buf_free(&bytes);
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
+}
+
+static bool pk_type_hashable(mw_type_t t) {
+  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 ||
+         t == MW_T_BOOL || t == MW_T_UTF8 || t == MW_T_BINARY;
+}
+
+static int build_schema(mw_table_t *t, mw_err_t *err) {
+  const mw_schema_t *base = &t->meta.schema;
+  int rc = mw_schema_copy(&t->schema, base);
+  if (rc < 0) return rc;
+  const Lance__Table__Manifest *pb = t->meta.manifest.pb;
+  for (size_t i = 0; i < pb->n_schema_metadata; i++) {
+    const Lance__Table__Manifest__SchemaMetadataEntry *e = pb->schema_metadata[i];
+    if (e == NULL || e->key == NULL) continue;
+    rc = mw_kvs_set(&t->schema.meta, e->key, e->value.data, e->value.len);
+    if (rc < 0) return rc;
+  }
+  if (mw_schema_find(&t->schema, "_tombstone") >= 0)
+    return mw_err_set(err, -ENOTSUP, "table %s: a column is already named _tombstone", t->path);
+  int32_t max_id = -1;
+  bool has_pk = false;
+  for (size_t i = 0; i < t->schema.n_fields; i++) {
+    const mw_field_t *f = &t->schema.fields[i];
+    if (f->id > max_id) max_id = f->id;
+    if (f->pk_position == 0) continue;
+    has_pk = true;
+    if (!pk_type_hashable(f->type))
+      return mw_err_set(err, -ENOTSUP, "table %s: primary-key column '%s' has type %s, which Lance cannot hash",
+                        t->path, f->name, mw_type_name(f->type));
+  }
+  if (!has_pk) return mw_err_set(err, -ENOTSUP, "table %s: no unenforced primary key", t->path);
+  int k = mw_schema_add(&t->schema, "_tombstone", MW_T_BOOL, false);
+  if (k < 0) return k;
+  t->schema.fields[k].id = max_id + 1;
+  return 0;
+}
+
+static void log_kvs(const char *what, const mw_kvs_t *kv) {
+  char line[1024];
+  size_t at = 0;
+  line[0] = '\0';
+  for (size_t i = 0; i < kv->n && at < sizeof line - 1; i++)
+    at += (size_t)snprintf(line + at, sizeof line - at, "%s%s=%.*s", i ? ", " : "", kv->items[i].key,
+                           (int)kv->items[i].value_len, (const char *)kv->items[i].value);
+  mw_log_info("%s: {%s}", what, line);
+}
+
+static int merge_config(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) {
+  mw_shard_config_defaults(&t->cfg);
+  const mw_kvs_t *d = &t->meta.memwal.writer_config_defaults;
+  log_kvs("table writer_config_defaults", d);
+  for (size_t i = 0; i < d->n; i++) {
+    char v[128];
+    snprintf(v, sizeof v, "%.*s", (int)d->items[i].value_len, (const char *)d->items[i].value);
+    int rc = mw_shard_config_set(&t->cfg, d->items[i].key, v, NULL);
+    if (rc < 0) mw_log_warn("table %s: writer_config_defaults %s=%s ignored (%s)", t->path,
+                            d->items[i].key, v, rc == -ENOENT ? "unknown key" : "bad value");
+  }
+  for (size_t i = 0; i < o->n_config; i++) {
+    int rc = mw_shard_config_set(&t->cfg, o->config_keys[i], o->config_values[i], err);
+    if (rc == -ENOENT) return mw_err_set(err, rc, "config: unknown writer key '%s'", o->config_keys[i]);
+    if (rc < 0) return rc;
+    mw_log_info("memwald config: %s=%s", o->config_keys[i], o->config_values[i]);
+  }
+  t->cfg.sstable_seed = o->sstable_seed;
+  mw_log_info("table %s: durable_write=%s flush_interval=%ums wal_buffer=%" PRIu64
+              " memtable=%" PRIu64 "B/%" PRIu64 " rows unflushed_limit=%" PRIu64,
+              t->path, t->cfg.durable_write ? "true" : "false", t->cfg.max_wal_flush_interval_ms,
+              t->cfg.max_wal_buffer_size, t->cfg.max_memtable_size, t->cfg.max_memtable_rows,
+              t->cfg.max_unflushed_memtable_bytes);
+  return 0;
+}
+
+static int check_index(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) {
+  if (!t->meta.has_memwal)
+    return mw_err_set(err, -ENOTSUP, "table %s has no MemWAL index (%s); initialize it with LanceDB first",
+                      t->path, MW_MEMWAL_INDEX_NAME);
+  const mw_memwal_index_t *x = &t->meta.memwal;
+  if (x->n_maintained_indexes > 0 && !o->allow_maintained_indexes)
+    return mw_err_set(err, -ENOTSUP,
+                      "table %s: the MemWAL index maintains index '%s'; memwald maintains only the primary key",
+                      t->path, x->maintained_indexes[0]);
+  t->kind = x->has_spec ? x->kind : MW_SHARDING_MANUAL;
+  t->route_field = -1;
+  if (t->kind == MW_SHARDING_BUCKET || t->kind == MW_SHARDING_IDENTITY) {
+    for (size_t i = 0; i < t->schema.n_fields; i++)
+      if (t->schema.fields[i].id == x->source_field_id) t->route_field = (int)i;
+    if (t->route_field < 0)
+      return mw_err_set(err, -EBADMSG, "table %s: sharding source field id %d is not in the schema",
+                        t->path, x->source_field_id);
+    t->num_buckets = x->num_buckets;
+  }
+  if (t->kind == MW_SHARDING_MANUAL && (o->owned == NULL || o->n_owned != 1))
+    return mw_err_set(err, -ENOTSUP, "table %s: no sharding spec (manual shards); name exactly one owned shard",
+                      t->path);
+  return 0;
+}
+
+int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts, mw_table_t **out,
+                  mw_err_t *err) {
+  assert(loop != NULL && path != NULL && out != NULL);
+  mw_table_opts_t none = {0};
+  if (opts == NULL) opts = &none;
+  mw_table_t *t = calloc(1, sizeof *t);
+  if (t == NULL) return -ENOMEM;
+  t->loop = loop;
+  mw_schema_init(&t->schema);
+  int rc = (t->path = strdup(path)) ? 0 : -ENOMEM;
+  if (rc == 0) rc = latest_manifest(path, &t->meta, err);
+  if (rc == 0) rc = build_schema(t, err);
+  if (rc == 0) rc = check_index(t, opts, err);
+  if (rc == 0) rc = merge_config(t, opts, err);
+  if (rc == 0 && opts->owned != NULL) {
+    t->owned = malloc((opts->n_owned ? opts->n_owned : 1) * 16);
+    if (t->owned == NULL) rc = -ENOMEM;
+    else memcpy(t->owned, opts->owned, opts->n_owned * 16);
+    t->n_owned = opts->n_owned;
+  }
+  t->own_all = opts->owned == NULL;
+  if (rc == 0) {
+    mw_storage_config_t sc;
+    mw_storage_config_init(&sc, path);
+    sc.backend = opts->backend;
+    sc.fsync = !opts->no_fsync;
+    sc.fault = opts->fault;
+    rc = mw_storage_open(loop, &sc, &t->st, err);
+  }
+  if (rc < 0) {
+    mw_table_meta_free(&t->meta);
+    mw_schema_free(&t->schema);
+    free(t->owned);
+    free(t->path);
+    free(t);
+    return rc;
+  }
+  mw_log_info("table %s: base version %" PRIu64 ", %zu columns, sharding %d", path, t->meta.version,
+              t->schema.n_fields - 1, (int)t->kind);
+  *out = t;
+  return 0;
+}
+
+static void on_storage_closed(void *arg) {
+  mw_table_t *t = arg;
+  void (*cb)(mw_table_t *) = t->close_cb;
+  for (size_t i = 0; i < t->n_shards; i++) free(t->shards[i]);
+  free(t->shards);
+  mw_table_meta_free(&t->meta);
+  mw_schema_free(&t->schema);
+  free(t->owned);
+  free(t->path);
+  free(t);
+  if (cb) cb(NULL);
+}
+
+static void on_shard_closed(mw_shard_t *s) {
+  mw_table_t *t = s->data;
+  if (--t->closing_left == 0) mw_storage_close(t->st, on_storage_closed, t);
+}
+
+int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t)) {
+  assert(t != NULL);
+  for (size_t i = 0; i < t->n_shards; i++) {
+    const mw_shard_t *s = &t->shards[i]->shard;
+    if ((s->state >= MW_SS_CLAIMING && s->state <= MW_SS_ACTIVE) || s->flush.busy ||
+        mw_wal_busy(&s->wal) || s->op.busy)
+      return -EBUSY;
+  }
+  t->close_cb = cb;
+  t->closing_left = t->n_shards + 1;
+  for (size_t i = 0; i < t->n_shards; i++) {
+    int rc = mw_shard_close(&t->shards[i]->shard, on_shard_closed);
+    if (rc < 0) t->closing_left--;
+  }
+  if (--t->closing_left == 0) mw_storage_close(t->st, on_storage_closed, t);
+  return 0;
+}
+
+/* ----------------------------------------------------------------- shards */
+
+static bool owns(const mw_table_t *t, const uint8_t id[16]) {
+  if (t->own_all) return true;
+  for (size_t i = 0; i < t->n_owned; i++)
+    if (memcmp(t->owned[i], id, 16) == 0) return true;
+  return false;
+}
+
+mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create) {
+  for (size_t i = 0; i < t->n_shards; i++)
+    if (memcmp(t->shards[i]->id, id, 16) == 0) return &t->shards[i]->shard;
+  if (!create || !owns(t, id) || t->n_shards >= MW_TABLE_MAX_SHARDS) return NULL;
+  if (t->n_shards == t->cap_shards) {
+    size_t cap = t->cap_shards ? t->cap_shards * 2 : 8;
+    mw_table_shard_t **p = realloc(t->shards, cap * sizeof *p);
+    if (p == NULL) return NULL;
+    t->shards = p;
+    t->cap_shards = cap;
+  }
+  mw_table_shard_t *ts = calloc(1, sizeof *ts);
+  if (ts == NULL) return NULL;
+  memcpy(ts->id, id, 16);
+  mw_err_t err = {0};
+  if (mw_shard_init(&ts->shard, t->loop, t->st, &t->schema, id, &t->cfg, &err) < 0) {
+    mw_log_err("table %s: shard init: %s", t->path, err.msg);
+    free(ts);
+    return NULL;
+  }
+  ts->shard.data = t;
+  ts->shard.on_backpressure = t->on_backpressure;
+  t->shards[t->n_shards++] = ts;
+  return &ts->shard;
+}
+
+int mw_table_claim_owned(mw_table_t *t) {
+  uint8_t id[16];
+  int started = 0;
+  size_t n = t->kind == MW_SHARDING_BUCKET ? t->num_buckets : 1;
+  for (size_t i = 0; i < n || (t->kind == MW_SHARDING_IDENTITY && i < t->n_owned); i++) {
+    if (t->kind == MW_SHARDING_UNSHARDED) mw_shard_uuid_unsharded(id);
+    else if (t->kind == MW_SHARDING_BUCKET) mw_shard_uuid_bucket((uint32_t)i, id);
+    else if (i < t->n_owned) memcpy(id, t->owned[i], 16);
+    else break;
+    if (!owns(t, id)) continue;
+    mw_shard_t *s = mw_table_shard(t, id, true);
+    if (s && mw_shard_state(s) == MW_SS_NEW && mw_shard_claim(s, NULL, NULL) == 0) started++;
+  }
+  return started;
+}
+
+/* ----------------------------------------------------------------- router */
+
+static int shard_of_row(mw_table_t *t, const mw_batch_t *b, int64_t row, const uint32_t *buckets,
+                        uint8_t id[16], mw_err_t *err) {
+  switch (t->kind) {
+    case MW_SHARDING_UNSHARDED: mw_shard_uuid_unsharded(id); return 0;
+    case MW_SHARDING_BUCKET: mw_shard_uuid_bucket(buckets[row], id); return 0;
+    case MW_SHARDING_IDENTITY:
+      return mw_shard_uuid_identity(&t->schema.fields[t->route_field], &b->cols[t->route_field], row,
+                                    id, err);
+    default: memcpy(id, t->owned[0], 16); return 0;
+  }
+}
+
+int mw_table_route(mw_table_t *t, const mw_batch_t *batch, uint8_t (**part_ids)[16],
+                   mw_batch_t **parts, size_t *n_parts, mw_err_t *err) {
+  assert(t != NULL && batch != NULL && part_ids && parts && n_parts);
+  int64_t n = batch->n_rows;
+  uint32_t *buckets = NULL, *which = NULL;
+  uint8_t(*ids)[16] = NULL;
+  mw_batch_t *out = NULL;
+  size_t k = 0;
+  int rc = 0;
+  *part_ids = NULL;
+  *parts = NULL;
+  *n_parts = 0;
+  if (batch->schema != &t->schema && !mw_schema_equal(batch->schema, &t->schema))
+    return mw_err_set(err, -EINVAL, "table %s: batch does not have the table's columns", t->path);
+  which = malloc((size_t)(n ? n : 1) * sizeof *which);
+  ids = malloc(64 * 16);
+  if (which == NULL || ids == NULL) { rc = -ENOMEM; goto fail; }
+  if (t->kind == MW_SHARDING_BUCKET) {
+    buckets = malloc((size_t)(n ? n : 1) * sizeof *buckets);
+    if (buckets == NULL) { rc = -ENOMEM; goto fail; }
+    rc = mw_route_bucket_rows(&t->schema.fields[t->route_field], &batch->cols[t->route_field], n,
+                              t->num_buckets, buckets, err);
+    if (rc < 0) goto fail;
+  }
+  for (int64_t r = 0; r < n; r++) {
+    uint8_t id[16];
+    rc = shard_of_row(t, batch, r, buckets, id, err);
+    if (rc < 0) goto fail;
+    size_t j = 0;
+    while (j < k && memcmp(ids[j], id, 16) != 0) j++;
+    if (j == k) {
+      if (!owns(t, id)) {
+        char s[MW_UUID_STR_BYTES];
+        mw_shard_uuid_format(id, s);
+        rc = mw_err_set(err, -EXDEV, "row %" PRId64 " belongs to shard %s, which this daemon does not own", r, s);
+        goto fail;
+      }
+      if (k == 64) { rc = mw_err_set(err, -E2BIG, "one batch spans more than 64 shards"); goto fail; }
+      memcpy(ids[k++], id, 16);
+    }
+    which[r] = (uint32_t)j;
+  }
+  out = calloc(k ? k : 1, sizeof *out);
+  if (out == NULL) { rc = -ENOMEM; goto fail; }
+  for (size_t j = 0; j < k; j++) {
+    if ((rc = mw_batch_init(&out[j], &t->schema)) < 0) goto fail;
+    for (int64_t r = 0; r < n;) {
+      if (which[r] != j) { r++; continue; }
+      int64_t e = r;
+      while (e < n && which[e] == j) e++;
+      for (size_t c = 0; c < t->schema.n_fields; c++)
+        if ((rc = mw_column_append_range(&out[j].cols[c], &batch->cols[c], &t->schema.fields[c], r, e - r)) < 0)
+          goto fail;
+      out[j].n_rows += e - r;
+      r = e;
+    }
+  }
+  free(buckets);
+  free(which);
+  *part_ids = ids;
+  *parts = out;
+  *n_parts = k;
+  return 0;
+fail:
+  if (out)
+    for (size_t j = 0; j < k; j++) mw_batch_free(&out[j]);
+  free(out);
+  free(buckets);
+  free(which);
+  free(ids);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ write */
+
+typedef struct part {
+  mw_shard_write_t w;
+  mw_table_write_t *tw;
+} part_t;
+
+static void part_done(mw_table_write_t *tw, int status, const char *reason) {
+  if (status < 0 && tw->status == 0) {
+    tw->status = status;
+    snprintf(tw->reason, sizeof tw->reason, "%s", reason ? reason : mw_strerror(status));
+  }
+  if (--tw->left == 0) tw->cb(tw, tw->status, tw->status ? tw->reason : NULL);
+}
+
+static void on_part(mw_shard_write_t *w, int status, const char *reason) {
+  part_t *p = w->data;
+  mw_table_write_t *tw = p->tw;
+  free(p);
+  part_done(tw, status, reason);
+}
+
+int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_table_write_cb cb,
+                   mw_err_t *err) {
+  assert(t != NULL && tw != NULL && batch != NULL && cb != NULL);
+  uint8_t(*ids)[16];
+  mw_batch_t *parts;
+  size_t n;
+  if (batch->n_rows == 0) return mw_err_set(err, -ENODATA, "table %s: empty batch", t->path);
+  int rc = mw_table_route(t, batch, &ids, &parts, &n, err);
+  if (rc < 0) return rc;
+  tw->t = t;
+  tw->cb = cb;
+  tw->status = 0;
+  tw->reason[0] = '\0';
+  tw->left = n + 1; /* +1 held until every part is submitted */
+  size_t submitted = 0;
+  for (size_t j = 0; j < n; j++) {
+    mw_shard_t *s = mw_table_shard(t, ids[j], true);
+    part_t *p = s ? calloc(1, sizeof *p) : NULL;
+    rc = p ? 0 : -ENOMEM;
+    if (p) {
+      p->tw = tw;
+      p->w.data = p;
+      rc = mw_shard_write(s, &p->w, &parts[j], on_part);
+    }
+    if (rc < 0) {
+      free(p);
+      mw_batch_free(&parts[j]);
+      if (tw->status == 0) {
+        tw->status = rc;
+        char sid[MW_UUID_STR_BYTES];
+        mw_shard_uuid_format(ids[j], sid);
+        snprintf(tw->reason, sizeof tw->reason, "shard %s: %.400s", sid,
+                 s && mw_shard_reason(s)[0] ? mw_shard_reason(s) : mw_strerror(rc));
+      }
+      tw->left--;
+    } else {
+      submitted++;
+    }
+  }
+  free(parts);
+  free(ids);
+  if (submitted == 0) return mw_err_set(err, tw->status, "%s", tw->reason);
+  mw_batch_free(batch);
+  tw->left--; /* release the hold; shard callbacks never run inside mw_shard_write */
+  assert(tw->left > 0);
+  return 0;
+}

@@ -1,0 +1,122 @@
+/*
+ * table.h — one Lance table opened for MemWAL writing: its schema, its
+ * MemWAL index, the merged writer configuration, the router and the shards
+ * this daemon owns (memwal.md §8, §9).
+ *
+ * Owns: one mw_storage_t rooted at the table directory (every key below is
+ * relative to it), the table schema (base columns with Lance field ids and
+ * PK markers, then `_tombstone: bool not null`, which takes the next field
+ * id), and one mw_shard_t per shard touched so far (created on the first
+ * write for it — a lazy claim — or all at once by mw_table_claim_owned).
+ *
+ * Open (synchronous, start-up): list `_versions/`, read the newest base
+ * manifest, and refuse with the exact reason when the table has no MemWAL
+ * index, uses feature flags we do not implement, has no primary key or one
+ * whose type Lance cannot hash, or maintains indexes besides the primary key
+ * (unless allow_maintained_indexes). Config: Lance defaults (with our 1 ms
+ * group-commit interval) < the index's writer_config_defaults < the
+ * caller's keys; both layers are logged.
+ *
+ * Router: unsharded -> the `unsharded` shard; bucket(N) on a column ->
+ * `bucket-<b>`; identity on a column -> `identity-<value>` (route.h). A row
+ * for a shard the daemon does not own is an error naming the shard.
+ *
+ * Errors: negative errno with the reason in *err (open) or passed to the
+ * write callback.
+ */
+#ifndef MW_SHARD_TABLE_H
+#define MW_SHARD_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "lance/batch.h"
+#include "lance/dataset_manifest.h"
+#include "shard/shard.h"
+#include "storage/storage.h"
+
+#define MW_TABLE_MAX_SHARDS 4096
+#define MW_TABLE_MAX_CONFIG 64
+#define MW_TABLE_REASON_BYTES MW_ERR_MSG_BYTES
+
+typedef struct mw_table_opts {
+  const char *const *config_keys;   /* memwald's writer config (highest layer) */
+  const char *const *config_values;
+  size_t n_config;
+  const uint8_t (*owned)[16];       /* shards this daemon owns; NULL = all */
+  size_t n_owned;
+  bool allow_maintained_indexes;
+  mw_storage_backend_t backend;
+  bool no_fsync;                    /* tests and benchmarks only */
+  uint64_t sstable_seed;            /* tests: deterministic SSTable names */
+  const mw_storage_fault_t *fault;  /* tests: storage fault injection */
+} mw_table_opts_t;
+
+typedef struct mw_table_shard {
+  uint8_t id[16];
+  mw_shard_t shard;
+} mw_table_shard_t;
+
+typedef struct mw_table {
+  uv_loop_t *loop;
+  mw_storage_t *st;
+  char *path;
+  mw_table_meta_t meta;
+  mw_schema_t schema;
+  mw_shard_config_t cfg;
+  mw_sharding_kind_t kind;
+  int route_field;                  /* schema index of the sharding column, -1 */
+  uint32_t num_buckets;
+  bool own_all;
+  uint8_t (*owned)[16];
+  size_t n_owned;
+  mw_table_shard_t **shards;
+  size_t n_shards, cap_shards;
+  void *data;
+  void (*on_backpressure)(mw_shard_t *s, bool on);
+  size_t closing_left;
+  void (*close_cb)(struct mw_table *t);
+} mw_table_t;
+
+typedef struct mw_table_write mw_table_write_t;
+typedef void (*mw_table_write_cb)(mw_table_write_t *w, int status, const char *reason);
+
+struct mw_table_write {
+  void *data;
+  /* private */
+  mw_table_t *t;
+  mw_table_write_cb cb;
+  size_t left;
+  int status;
+  char reason[MW_TABLE_REASON_BYTES];
+};
+
+int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts, mw_table_t **out,
+                  mw_err_t *err);
+/* Release every shard's handles and the storage, then cb. Every shard must
+ * be parked (released, sealed, fenced...) and idle: -EBUSY otherwise. */
+int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t));
+
+/* The shard with this id, created (state NEW) when `create`; NULL when not
+ * owned or not created. */
+mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create);
+/* Eager start: claim every owned shard the spec can name (unsharded: one;
+ * bucket: every owned bucket; identity: the listed ones). Returns how many
+ * claims were started. */
+int mw_table_claim_owned(mw_table_t *t);
+
+/* Route `batch` (table schema, `_tombstone` included; consumed on success)
+ * to its shards and write each part. Immediate error, or 0 and then cb once
+ * with the first failure among the parts (or 0). */
+int mw_table_write(mw_table_t *t, mw_table_write_t *w, mw_batch_t *batch, mw_table_write_cb cb,
+                   mw_err_t *err);
+
+/* Split without writing: part_ids[k] / parts[k] for k < *n_parts (parts
+ * bound to the table schema, caller frees). For tests and tools. */
+int mw_table_route(mw_table_t *t, const mw_batch_t *batch, uint8_t (**part_ids)[16],
+                   mw_batch_t **parts, size_t *n_parts, mw_err_t *err);
+
+#endif

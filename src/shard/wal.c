@@ -1,0 +1,722 @@
+/*
+ * wal.c — see wal.h.
+ *
+ * Entry ring: ents[head .. head+count) in position order. An entry is
+ *   E_WRITING  put_if_absent in flight at e->position
+ *   E_DONE     durable, waiting for the older entries before it
+ *   E_WAIT     its slot was taken; check_fenced decides
+ * and returns to E_FREE once reported. Because every entry is cut in order
+ * and gets the next position, reporting the ring head first gives acks in
+ * position order even though puts finish in any order.
+ *
+ * Bytes on disk (one entry = one Arrow IPC stream, arrow-rs layout):
+ *   ff ff ff ff <i32 meta len> <Schema message, padded to 64> (writer_epoch)
+ *   ff ff ff ff <i32 meta len> <RecordBatch message> <body> ...
+ *   ff ff ff ff 00 00 00 00
+ */
+#include "shard/wal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "lance/shard_manifest.h"
+#include "lance/sstable.h"
+
+enum { E_FREE = 0, E_WRITING, E_DONE, E_WAIT, E_RETRY };
+
+int mw_wal_entry_key(const mw_wal_t *w, uint64_t position, char *out, size_t n) {
+  char name[MW_BITREV_NAME_BYTES];
+  int rc = mw_wal_entry_name(position, name, sizeof name);
+  if (rc < 0) return rc;
+  int k = snprintf(out, n, "%s%s", w->dir, name);
+  return (k < 0 || (size_t)k >= n) ? -ENAMETOOLONG : 0;
+}
+
+static void on_timer(uv_timer_t *t);
+static void on_timer_close(uv_handle_t *h);
+
+int mw_wal_init(mw_wal_t *w, uv_loop_t *loop, mw_storage_t *st, mw_mstore_t *ms,
+                const mw_schema_t *table_schema, uint64_t epoch, const mw_wal_config_t *cfg,
+                mw_wal_durable_cb on_durable, mw_wal_failed_cb on_failed, mw_err_t *err) {
+  assert(w != NULL && st != NULL && ms != NULL && table_schema != NULL && cfg != NULL);
+  assert(on_durable != NULL && on_failed != NULL);
+  memset(w, 0, sizeof *w);
+  w->st = st;
+  w->ms = ms;
+  w->table_schema = table_schema;
+  w->epoch = epoch;
+  w->cfg = *cfg;
+  if (w->cfg.max_inflight == 0) w->cfg.max_inflight = 4;
+  if (w->cfg.max_inflight > MW_WAL_MAX_INFLIGHT) w->cfg.max_inflight = MW_WAL_MAX_INFLIGHT;
+  w->on_durable = on_durable;
+  w->on_failed = on_failed;
+  snprintf(w->dir, sizeof w->dir, "%swal/", ms->shard_dir);
+  mw_schema_init(&w->schema);
+  int rc = mw_wal_begin(w, epoch, err);
+  if (rc < 0) return rc;
+  mw_ipc_writer_init(&w->ipc);
+  for (size_t i = 0; i < MW_WAL_MAX_INFLIGHT; i++) {
+    w->ents[i].w = w;
+    mw_storage_req_init(&w->ents[i].req);
+    w->ents[i].req.data = &w->ents[i];
+  }
+  mw_mstore_op_init(&w->fop);
+  w->fop.data = w;
+  mw_storage_req_init(&w->disc.req);
+  w->disc.req.data = w;
+  mw_storage_req_init(&w->sreq);
+  w->sreq.data = w;
+  uv_timer_init(loop, &w->timer);
+  w->timer.data = w;
+  uv_timer_init(loop, &w->retry_timer);
+  w->retry_timer.data = w;
+  return 0;
+}
+
+int mw_wal_begin(mw_wal_t *w, uint64_t epoch, mw_err_t *err) {
+  assert(w != NULL && !mw_wal_busy(w));
+  w->epoch = epoch;
+  w->next_position = 0;
+  w->n_pend = 0;
+  w->pend_bytes = 0;
+  w->failed = 0;
+  w->stalled = false;
+  w->stalled_entry = NULL;
+  w->head = w->count = 0;
+  for (size_t i = 0; i < MW_WAL_MAX_INFLIGHT; i++) w->ents[i].state = E_FREE;
+  mw_schema_free(&w->schema);
+  mw_schema_init(&w->schema);
+  int rc = mw_schema_copy(&w->schema, w->table_schema);
+  char text[24];
+  snprintf(text, sizeof text, "%" PRIu64, epoch);
+  if (rc == 0) rc = mw_kvs_set(&w->schema.meta, MW_IPC_WRITER_EPOCH_KEY, text, strlen(text));
+  if (rc < 0) return mw_err_set(err, rc, "wal: cannot build the stream schema");
+  return 0;
+}
+
+static void on_retry_close(uv_handle_t *h) {
+  mw_wal_t *w = h->data;
+  mw_schema_free(&w->schema);
+  mw_ipc_writer_free(&w->ipc);
+  for (size_t i = 0; i < MW_WAL_MAX_INFLIGHT; i++) {
+    mw_storage_req_cleanup(&w->ents[i].req);
+    mw_buf_free(&w->ents[i].bytes);
+  }
+  mw_mstore_op_free(&w->fop);
+  mw_storage_req_cleanup(&w->disc.req);
+  mw_storage_req_cleanup(&w->sreq);
+  mw_buf_free(&w->sbytes);
+  free(w->pend);
+  w->pend = NULL;
+  if (w->close_cb) w->close_cb(w);
+}
+
+void mw_wal_close(mw_wal_t *w, void (*cb)(mw_wal_t *w)) {
+  assert(w != NULL && !w->closing);
+  assert(!mw_wal_busy(w));
+  w->closing = true;
+  w->close_cb = cb;
+  uv_close((uv_handle_t *)&w->timer, on_timer_close);
+}
+
+static void on_timer_close(uv_handle_t *h) {
+  mw_wal_t *w = h->data;
+  uv_close((uv_handle_t *)&w->retry_timer, on_retry_close);
+}
+
+bool mw_wal_idle(const mw_wal_t *w) { return w->n_pend == 0 && w->count == 0; }
+
+bool mw_wal_busy(const mw_wal_t *w) {
+  return w->count > 0 || w->fop.busy || w->disc.busy || w->s_cb != NULL;
+}
+
+/* ----------------------------------------------------------------- failure */
+
+static void drain_failed(mw_wal_t *w);
+
+static void fail(mw_wal_t *w, int status, const char *reason) {
+  assert(status < 0);
+  if (w->failed) return;
+  w->failed = status;
+  w->n_pend = 0;
+  w->pend_bytes = 0;
+  if (w->timer_armed) uv_timer_stop(&w->timer);
+  w->timer_armed = false;
+  uv_timer_stop(&w->retry_timer);
+  mw_log_debug("wal %s: failed: %s", w->dir, reason); /* the shard logs it once */
+  drain_failed(w); /* entries not being written are forgotten now */
+  w->on_failed(w, status, reason);
+}
+
+void mw_wal_fail(mw_wal_t *w, int status, const char *reason) { fail(w, status, reason); }
+
+/* ------------------------------------------------------------------ cutting */
+
+static void on_entry_put(mw_storage_req_t *req, int status);
+
+static int submit_entry(mw_wal_entry_t *e) {
+  int rc = mw_wal_entry_key(e->w, e->position, e->key, sizeof e->key);
+  if (rc < 0) return rc;
+  e->state = E_WRITING;
+  return mw_storage_put_if_absent(e->w->st, &e->req, e->key, e->bytes.data, e->bytes.len,
+                                  on_entry_put);
+}
+
+static bool can_cut(const mw_wal_t *w) {
+  return !w->failed && !w->stalled && !w->closing && w->next_position > 0 && w->n_pend > 0 &&
+         w->count < w->cfg.max_inflight;
+}
+
+/* Cut one entry from the pending prefix of one tag. */
+static void cut_one(mw_wal_t *w) {
+  assert(can_cut(w));
+  /* One generation per entry; at most buffer_bytes per entry (at least one
+   * batch), so an entry stays far below the storage object limit. */
+  size_t k = 1;
+  uint64_t sum = w->pend[0].bytes;
+  while (k < w->n_pend && w->pend[k].tag == w->pend[0].tag &&
+         (w->cfg.buffer_bytes == 0 || sum + w->pend[k].bytes <= w->cfg.buffer_bytes))
+    sum += w->pend[k++].bytes;
+  const mw_batch_t *stack[64];
+  const mw_batch_t **ptrs = k <= 64 ? stack : malloc(k * sizeof *ptrs);
+  if (ptrs == NULL) {
+    fail(w, -ENOMEM, "out of memory cutting a WAL entry");
+    return;
+  }
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < k; i++) {
+    ptrs[i] = &w->pend[i].b;
+    bytes += w->pend[i].bytes;
+  }
+  mw_wal_entry_t *e = &w->ents[(w->head + w->count) % MW_WAL_MAX_INFLIGHT];
+  assert(e->state == E_FREE);
+  mw_buf_reset(&e->bytes);
+  mw_ipc_opts_t opts = {.zstd = w->cfg.zstd};
+  mw_err_t err = {0};
+  int rc = mw_ipc_writer_encode(&w->ipc, &w->schema, ptrs, k, &opts, &e->bytes, &err);
+  if (ptrs != stack) free(ptrs);
+  if (rc < 0) {
+    fail(w, rc, err.msg[0] ? err.msg : "WAL entry encoding failed");
+    return;
+  }
+  e->seq_last = w->pend[k - 1].seq;
+  e->position = w->next_position++;
+  e->collisions = e->io_retries = 0;
+  e->failed_put = false;
+  memmove(w->pend, w->pend + k, (w->n_pend - k) * sizeof *w->pend);
+  w->n_pend -= k;
+  w->pend_bytes -= bytes;
+  w->count++;
+  rc = submit_entry(e);
+  if (rc < 0) {
+    e->state = E_FREE;
+    w->count--;
+    char msg[160];
+    snprintf(msg, sizeof msg, "WAL put of position %" PRIu64 " refused: %s", e->position,
+             mw_strerror(rc));
+    fail(w, rc, msg);
+  }
+}
+
+static void arm_timer(mw_wal_t *w) {
+  if (w->timer_armed || w->n_pend == 0 || w->failed || w->closing) return;
+  w->timer_armed = true;
+  w->timer_fired = false;
+  uv_timer_start(&w->timer, on_timer, w->cfg.flush_interval_ms, 0);
+}
+
+/* Cut while allowed; `all` = ignore the timer (flush, completion). */
+static void pump(mw_wal_t *w, bool all) {
+  while (can_cut(w) && (all || w->timer_fired || w->cfg.flush_interval_ms == 0 ||
+                        (w->cfg.buffer_bytes > 0 && w->pend_bytes >= w->cfg.buffer_bytes)))
+    cut_one(w);
+  if (w->n_pend == 0) {
+    w->timer_fired = false;
+    if (w->timer_armed) uv_timer_stop(&w->timer);
+    w->timer_armed = false;
+  } else if (!w->timer_armed && !w->timer_fired) {
+    arm_timer(w);
+  }
+}
+
+static void on_timer(uv_timer_t *t) {
+  mw_wal_t *w = t->data;
+  w->timer_armed = false;
+  w->timer_fired = true;  /* stays set until the pending list drains */
+  pump(w, false);
+}
+
+void mw_wal_start(mw_wal_t *w, uint64_t position) {
+  assert(w != NULL && position >= 1);
+  w->next_position = position;
+  pump(w, false);
+}
+
+int mw_wal_add(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag) {
+  assert(w != NULL && b != NULL);
+  if (w->failed) return w->failed;
+  if (w->closing) return -ESHUTDOWN;
+  if (w->n_pend >= MW_WAL_MAX_PENDING_BATCHES) return -ENOBUFS;
+  if (w->n_pend == w->cap_pend) {
+    size_t cap = w->cap_pend ? w->cap_pend * 2 : 64;
+    mw_wal_pending_t *p = realloc(w->pend, cap * sizeof *p);
+    if (p == NULL) return -ENOMEM;
+    w->pend = p;
+    w->cap_pend = cap;
+  }
+  mw_wal_pending_t *p = &w->pend[w->n_pend++];
+  p->b = *b;
+  p->seq = seq;
+  p->tag = tag;
+  p->bytes = mw_sstable_batch_mem_bytes(b);
+  w->pend_bytes += p->bytes;
+  pump(w, false);
+  return 0;
+}
+
+void mw_wal_flush(mw_wal_t *w) {
+  assert(w != NULL);
+  w->timer_fired = w->n_pend > 0;
+  pump(w, true);
+}
+
+/* -------------------------------------------------------------- completion */
+
+static void report(mw_wal_t *w) {
+  while (w->count > 0) {
+    mw_wal_entry_t *e = &w->ents[w->head];
+    if (e->state != E_DONE) break;
+    uint64_t pos = e->position, seq = e->seq_last;
+    e->state = E_FREE;
+    w->head = (w->head + 1) % MW_WAL_MAX_INFLIGHT;
+    w->count--;
+    w->entries_written++;
+    w->bytes_written += e->bytes.len;
+    w->last_durable_position = pos;
+    if (!w->failed) w->on_durable(w, pos, seq);
+  }
+}
+
+/* Drop every finished entry after a failure (nothing is reported). */
+static void drain_failed(mw_wal_t *w) {
+  while (w->count > 0 && w->ents[w->head].state != E_WRITING) {
+    w->ents[w->head].state = E_FREE;
+    w->head = (w->head + 1) % MW_WAL_MAX_INFLIGHT;
+    w->count--;
+  }
+}
+
+static void on_fence_check(mw_mstore_op_t *op, int status);
+static void on_rediscover(mw_wal_t *w, int status, uint64_t tip);
+
+static void start_check(mw_wal_t *w, mw_wal_entry_t *e, int reason) {
+  w->stalled = true;
+  w->stalled_entry = e;
+  w->fop_reason = reason;
+  int rc = mw_mstore_check_fenced(w->ms, &w->fop, w->epoch, on_fence_check);
+  if (rc < 0) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "WAL position %" PRIu64 ": fencing check refused: %s", e->position,
+             mw_strerror(rc));
+    fail(w, rc, msg);
+  }
+}
+
+static void on_retry_timer(uv_timer_t *t);
+
+/* Arm the retry timer for the earliest entry waiting to be re-put. */
+static void arm_retry(mw_wal_t *w) {
+  uint64_t first = UINT64_MAX, now = uv_now(w->retry_timer.loop);
+  for (size_t i = 0; i < w->count; i++) {
+    const mw_wal_entry_t *e = &w->ents[(w->head + i) % MW_WAL_MAX_INFLIGHT];
+    if (e->state == E_RETRY && e->retry_at < first) first = e->retry_at;
+  }
+  if (first == UINT64_MAX || w->closing) return;
+  uv_timer_start(&w->retry_timer, on_retry_timer, first > now ? first - now : 0, 0);
+}
+
+static void on_retry_timer(uv_timer_t *t) {
+  mw_wal_t *w = t->data;
+  uint64_t now = uv_now(t->loop);
+  if (w->failed) return;
+  for (size_t i = 0; i < w->count; i++) {
+    mw_wal_entry_t *e = &w->ents[(w->head + i) % MW_WAL_MAX_INFLIGHT];
+    if (e->state != E_RETRY || e->retry_at > now) continue;
+    int rc = submit_entry(e);
+    if (rc < 0) {
+      e->state = E_DONE;
+      fail(w, rc, "WAL retry refused");
+      drain_failed(w);
+      return;
+    }
+  }
+  arm_retry(w);
+}
+
+static void on_entry_put(mw_storage_req_t *req, int status) {
+  mw_wal_entry_t *e = req->data;
+  mw_wal_t *w = e->w;
+  assert(e->state == E_WRITING);
+  if (w->failed) {
+    e->state = E_DONE;
+    drain_failed(w);
+    return;
+  }
+  if (status == 0) {
+    e->state = E_DONE;
+    if (w->stalled_entry == e) {
+      w->stalled = false;
+      w->stalled_entry = NULL;
+    }
+    report(w);
+    pump(w, true);
+    return;
+  }
+  char msg[256];
+  if (status == -EEXIST && e->failed_put) {
+    snprintf(msg, sizeof msg,
+             "WAL position %" PRIu64 " was taken after a failed PUT; in-memory state may diverge",
+             e->position);
+    e->state = E_DONE;
+    fail(w, -EIO, msg);
+    drain_failed(w);
+    return;
+  }
+  if (status != -EEXIST && e->io_retries < MW_WAL_PUT_RETRIES) {
+    /* same position again after 50 ms, 100 ms, 200 ms (capped at 5 s) */
+    uint64_t delay = MW_WAL_RETRY_BASE_MS << e->io_retries;
+    if (delay > MW_WAL_RETRY_MAX_MS) delay = MW_WAL_RETRY_MAX_MS;
+    e->io_retries++;
+    e->failed_put = true;
+    e->state = E_RETRY;
+    e->retry_at = uv_now(w->retry_timer.loop) + delay;
+    mw_log_warn("wal %s: put of position %" PRIu64 " failed (%s); retry %u in %" PRIu64 " ms",
+                w->dir, e->position, mw_strerror(status), e->io_retries, delay);
+    arm_retry(w);
+    return;
+  }
+  e->state = E_WAIT;
+  if (status == -EEXIST) e->collisions++;
+  if (w->stalled) return; /* a check is already running; it decides for all */
+  start_check(w, e, status);
+}
+
+static void on_fence_check(mw_mstore_op_t *op, int status) {
+  mw_wal_t *w = op->data;
+  mw_wal_entry_t *e = w->stalled_entry;
+  char msg[MW_ERR_MSG_BYTES + 64];
+  if (w->failed) return;
+  if (status == -ESTALE) {
+    fail(w, -ESTALE, op->err.msg);
+    drain_failed(w);
+    return;
+  }
+  if (status < 0 && status != -ENOENT) {
+    snprintf(msg, sizeof msg, "WAL position %" PRIu64 ": fencing check failed: %s", e->position,
+             op->err.msg);
+    fail(w, status, msg);
+    drain_failed(w);
+    return;
+  }
+  if (w->fop_reason != -EEXIST) {
+    snprintf(msg, sizeof msg, "WAL put of position %" PRIu64 " failed after %d retries: %s",
+             e->position, MW_WAL_PUT_RETRIES, mw_strerror(w->fop_reason));
+    fail(w, w->fop_reason, msg);
+    drain_failed(w);
+    return;
+  }
+  if (w->count > 1 || e != &w->ents[w->head]) {
+    snprintf(msg, sizeof msg,
+             "WAL position %" PRIu64 " taken by another writer (not fenced) while later entries "
+             "were in flight; re-claim the shard to replay",
+             e->position);
+    fail(w, -EIO, msg);
+    drain_failed(w);
+    return;
+  }
+  if (e->collisions > MW_WAL_MAX_COLLISIONS) {
+    snprintf(msg, sizeof msg, "WAL append gave up after %d collisions", MW_WAL_MAX_COLLISIONS);
+    fail(w, -EBUSY, msg);
+    drain_failed(w);
+    return;
+  }
+  if (e->collisions % MW_WAL_REDISCOVER_EVERY == 0) {
+    int rc = mw_wal_discover(w, e->position, on_rediscover);
+    if (rc < 0) {
+      fail(w, rc, "WAL tip re-discovery refused");
+      drain_failed(w);
+    }
+    return;
+  }
+  on_rediscover(w, 0, e->position + 1);
+}
+
+static void on_rediscover(mw_wal_t *w, int status, uint64_t tip) {
+  mw_wal_entry_t *e = w->stalled_entry;
+  if (w->failed) return;
+  if (status < 0) {
+    fail(w, status, "WAL tip re-discovery failed");
+    drain_failed(w);
+    return;
+  }
+  e->position = tip > e->position ? tip : e->position + 1;
+  w->next_position = e->position + 1;
+  mw_log_info("wal %s: slot taken, moving to position %" PRIu64, w->dir, e->position);
+  int rc = submit_entry(e);
+  if (rc < 0) {
+    e->state = E_DONE;
+    fail(w, rc, "WAL put refused");
+    drain_failed(w);
+  }
+}
+
+/* --------------------------------------------------------------- discovery */
+
+static void disc_finish(mw_wal_t *w, int status, uint64_t tip) {
+  w->disc.busy = false;
+  w->disc.done(w, status, tip);
+}
+
+static void on_disc_list(mw_storage_req_t *req, int status) {
+  mw_wal_t *w = req->data;
+  if (status == -ENOENT) status = 0;
+  if (status < 0) {
+    disc_finish(w, status, 0);
+    return;
+  }
+  uint64_t max = 0;
+  size_t dl = strlen(w->dir);
+  for (size_t i = 0; i < req->nkeys; i++) {
+    const char *k = req->keys[i];
+    if (strncmp(k, w->dir, dl) != 0 || strchr(k + dl, '/') != NULL) continue;
+    uint64_t p;
+    if (mw_bitrev_parse(k + dl, &p) == 0 && p > max) max = p;
+  }
+  mw_storage_req_cleanup(req);
+  disc_finish(w, 0, max + 1);
+}
+
+static void on_disc_head(mw_storage_req_t *req, int status) {
+  mw_wal_t *w = req->data;
+  char key[MW_WAL_KEY_BYTES];
+  int rc;
+  if (status == -ENOENT) {
+    if (w->disc.probes == 1) {
+      /* The hint itself is missing: list the directory instead. */
+      rc = mw_storage_list(w->st, &w->disc.req, w->dir, on_disc_list);
+      if (rc < 0) disc_finish(w, rc, 0);
+      return;
+    }
+    disc_finish(w, 0, w->disc.probe);
+    return;
+  }
+  if (status < 0) {
+    disc_finish(w, status, 0);
+    return;
+  }
+  if (w->disc.probes >= MW_WAL_MAX_CURSOR_PROBES) {
+    disc_finish(w, -EBUSY, 0);
+    return;
+  }
+  w->disc.probe++;
+  w->disc.probes++;
+  rc = mw_wal_entry_key(w, w->disc.probe, key, sizeof key);
+  if (rc == 0) rc = mw_storage_head(w->st, &w->disc.req, key, on_disc_head);
+  if (rc < 0) disc_finish(w, rc, 0);
+}
+
+int mw_wal_discover(mw_wal_t *w, uint64_t hint, mw_wal_done_cb cb) {
+  assert(w != NULL && cb != NULL);
+  if (w->disc.busy) return -EBUSY;
+  char key[MW_WAL_KEY_BYTES];
+  int rc;
+  w->disc.done = cb;
+  w->disc.probe = hint;
+  w->disc.probes = 1;
+  if (hint == 0) {
+    rc = mw_storage_list(w->st, &w->disc.req, w->dir, on_disc_list);
+  } else {
+    rc = mw_wal_entry_key(w, hint, key, sizeof key);
+    if (rc == 0) rc = mw_storage_head(w->st, &w->disc.req, key, on_disc_head);
+  }
+  if (rc == 0) w->disc.busy = true;
+  return rc;
+}
+
+/* ---------------------------------------------------------- fence sentinel */
+
+static void on_sentinel_put(mw_storage_req_t *req, int status);
+
+static void sentinel_done(mw_wal_t *w, int status) {
+  mw_wal_done_cb cb = w->s_cb;
+  w->s_cb = NULL;
+  cb(w, status, w->s_position);
+}
+
+static void on_sentinel_tip(mw_wal_t *w, int status, uint64_t tip) {
+  if (status < 0) {
+    sentinel_done(w, status);
+    return;
+  }
+  w->s_position = tip;
+  int rc = mw_wal_entry_key(w, tip, w->skey, sizeof w->skey);
+  if (rc == 0)
+    rc = mw_storage_put_if_absent(w->st, &w->sreq, w->skey, w->sbytes.data, w->sbytes.len,
+                                  on_sentinel_put);
+  if (rc < 0) sentinel_done(w, rc);
+}
+
+static void on_sentinel_put(mw_storage_req_t *req, int status) {
+  mw_wal_t *w = req->data;
+  if (status == -EEXIST && ++w->s_collisions <= MW_WAL_MAX_COLLISIONS) {
+    int rc = mw_wal_discover(w, w->s_position, on_sentinel_tip);
+    if (rc < 0) sentinel_done(w, rc);
+    return;
+  }
+  if (status == -EEXIST) status = -EBUSY;
+  if (status == 0)
+    mw_log_info("wal %s: fence sentinel for epoch %" PRIu64 " at position %" PRIu64, w->dir,
+                w->epoch, w->s_position);
+  sentinel_done(w, status);
+}
+
+int mw_wal_fence(mw_wal_t *w, uint64_t hint, mw_wal_done_cb cb) {
+  assert(w != NULL && cb != NULL);
+  if (w->s_cb != NULL || w->disc.busy) return -EBUSY;
+  mw_buf_reset(&w->sbytes);
+  int rc = mw_ipc_fence_sentinel(w->epoch, &w->sbytes, NULL);
+  if (rc < 0) return rc;
+  w->s_collisions = 0;
+  rc = mw_wal_discover(w, hint, on_sentinel_tip);
+  if (rc == 0) w->s_cb = cb;
+  return rc;
+}
+
+/* ------------------------------------------------------------------ reader */
+
+static int bind_batch(const mw_schema_t *table, mw_batch_t *src, mw_batch_t *dst, mw_err_t *err) {
+  const mw_schema_t *ss = src->schema;
+  int rc = mw_batch_init(dst, table);
+  if (rc < 0) return rc;
+  dst->n_rows = src->n_rows;
+  for (size_t i = 0; i < table->n_fields; i++) {
+    const mw_field_t *f = &table->fields[i];
+    int j = mw_schema_find(ss, f->name);
+    if (j < 0) {
+      if (strcmp(f->name, "_tombstone") != 0 || f->type != MW_T_BOOL) {
+        rc = mw_err_set(err, -EBADMSG, "WAL entry lacks column '%s'", f->name);
+        goto fail;
+      }
+      mw_column_t *c = &dst->cols[i];
+      if (mw_buf_extend(&c->values, (size_t)(src->n_rows + 7) / 8) == NULL && src->n_rows > 0) {
+        rc = -ENOMEM;
+        goto fail;
+      }
+      c->length = src->n_rows;
+      continue;
+    }
+    const mw_field_t *g = &ss->fields[j];
+    if (g->type != f->type || (f->type == MW_T_FSL_F32 && g->fsl_dim != f->fsl_dim)) {
+      rc = mw_err_set(err, -EBADMSG, "WAL column '%s' is %s, the table says %s", f->name,
+                      mw_type_name(g->type), mw_type_name(f->type));
+      goto fail;
+    }
+    if (!f->nullable && src->cols[j].null_count > 0) {
+      rc = mw_err_set(err, -EBADMSG, "WAL column '%s' has nulls; the table says not null", f->name);
+      goto fail;
+    }
+    mw_column_t tmp = dst->cols[i];
+    dst->cols[i] = src->cols[j];
+    src->cols[j] = tmp;
+  }
+  return 0;
+fail:
+  mw_batch_free(dst);
+  return rc;
+}
+
+int mw_wal_decode_entry(const uint8_t *p, size_t n, const mw_schema_t *table, uint64_t *epoch,
+                        mw_batch_t **batches, size_t *n_batches, mw_err_t *err) {
+  assert(table != NULL && epoch != NULL && batches != NULL && n_batches != NULL);
+  mw_ipc_stream_t s;
+  *batches = NULL;
+  *n_batches = 0;
+  int rc = mw_ipc_decode(p, n, NULL, &s, err);
+  if (rc < 0) return rc;
+  rc = mw_ipc_writer_epoch(&s.schema, epoch, err);
+  if (rc < 0) goto out;
+  size_t k = 0;
+  for (size_t i = 0; i < s.n_batches; i++) k += s.batches[i].n_rows > 0;
+  if (k == 0) goto out;
+  mw_batch_t *out = calloc(k, sizeof *out);
+  if (out == NULL) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  size_t j = 0;
+  for (size_t i = 0; i < s.n_batches && rc == 0; i++) {
+    if (s.batches[i].n_rows == 0) continue;
+    rc = bind_batch(table, &s.batches[i], &out[j], err);
+    if (rc == 0) j++;
+  }
+  if (rc < 0) {
+    for (size_t i = 0; i < j; i++) mw_batch_free(&out[i]);
+    free(out);
+    goto out;
+  }
+  *batches = out;
+  *n_batches = j;
+out:
+  mw_ipc_stream_free(&s);
+  return rc;
+}
+
+void mw_wal_reader_init(mw_wal_reader_t *r, mw_wal_t *w) {
+  assert(r != NULL && w != NULL);
+  memset(r, 0, sizeof *r);
+  r->w = w;
+  mw_storage_req_init(&r->req);
+  r->req.data = r;
+}
+
+void mw_wal_reader_clear(mw_wal_reader_t *r) {
+  for (size_t i = 0; i < r->n_batches; i++) mw_batch_free(&r->batches[i]);
+  free(r->batches);
+  r->batches = NULL;
+  r->n_batches = 0;
+}
+
+void mw_wal_reader_free(mw_wal_reader_t *r) {
+  if (r == NULL) return;
+  mw_wal_reader_clear(r);
+  mw_storage_req_cleanup(&r->req);
+}
+
+static void on_read(mw_storage_req_t *req, int status) {
+  mw_wal_reader_t *r = req->data;
+  if (status == 0) {
+    status = mw_wal_decode_entry(req->buf.data, req->buf.len, r->w->table_schema, &r->epoch,
+                                 &r->batches, &r->n_batches, &r->err);
+    if (status < 0)
+      mw_err_set(&r->err, status, "WAL entry %" PRIu64 " (%s): corrupt", r->position, r->key);
+  }
+  mw_buf_reset(&req->buf);
+  r->cb(r, status);
+}
+
+int mw_wal_read(mw_wal_reader_t *r, uint64_t position, mw_wal_read_cb cb) {
+  assert(r != NULL && cb != NULL && position >= 1);
+  mw_wal_reader_clear(r);
+  mw_err_clear(&r->err);
+  r->position = position;
+  r->epoch = 0;
+  r->cb = cb;
+  int rc = mw_wal_entry_key(r->w, position, r->key, sizeof r->key);
+  if (rc < 0) return rc;
+  return mw_storage_get(r->w->st, &r->req, r->key, 0, UINT64_MAX, on_read);
+}

@@ -1,0 +1,145 @@
+/*
+ * engine_tool.c — writes rows into a copy of a vector table THROUGH THE
+ * ENGINE (table router, shard claim + replay, group commit, flush on
+ * release) and prints the model of what it wrote, for tests/interop/run.sh:
+ *
+ *   engine_tool model TABLE --scenario NAME --model-out FILE [--seed N]
+ *
+ * run.sh then has LanceDB 0.39.0 read the table (check.mjs) and compares it
+ * with the vector's expected.jsonl overlaid by the model. Scenarios:
+ *   small   1000 rows in 50-row writes, 10% deletes, keys 0..599
+ *   freeze  3000 rows in 30-row writes with max_memtable_rows = 400, so one
+ *           run publishes several SSTables per shard; 5% deletes
+ *   zstd    like small with wal_compression = zstd
+ *   abort, abort-freeze, abort-zstd   like small / freeze / zstd, but the shards are aborted
+ *           (no final flush): the last rows stay in the WAL only, for
+ *           lance_replay.sh (LanceDB itself replays them)
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "rows.h"
+#include "shard/table.h"
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("engine_tool: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+typedef struct scen {
+  const char *name;
+  int64_t rows, batch;
+  double tomb;
+  const char *keys[2], *values[2];
+  size_t n_cfg;
+  bool abort;   /* leave the rows in the WAL: no flush at the end */
+} scen_t;
+
+static const scen_t scens[] = {
+    {"small", 1000, 50, 0.10, {NULL}, {NULL}, 0},
+    {"freeze", 3000, 30, 0.05, {"max_memtable_rows"}, {"400"}, 1},
+    {"zstd", 1000, 50, 0.10, {"wal_compression"}, {"zstd"}, 1},
+    /* for lance_replay.sh: LanceDB must replay our WAL entries */
+    {"abort", 1000, 50, 0.10, {NULL}, {NULL}, 0, true},
+    {"abort-freeze", 3000, 30, 0.05, {"max_memtable_rows"}, {"400"}, 1, true},
+    /* LanceDB must replay zstd-compressed WAL entries (Arrow BodyCompression) */
+    {"abort-zstd", 1000, 50, 0.10, {"wal_compression"}, {"zstd"}, 1, true},
+};
+
+static int pending, failures;
+static void on_write(mw_table_write_t *w, int status, const char *reason) {
+  if (status != 0) {
+    fprintf(stderr, "engine_tool: write failed: %s\n", reason ? reason : "?");
+    failures++;
+  }
+  free(w);
+  pending--;
+}
+
+static int ctl_left;
+static void on_ctl(mw_shard_t *s, int status, const char *reason, void *arg) {
+  (void)arg;
+  if (status != 0) die("shard %s: %s", s->id_str, reason ? reason : "?");
+  ctl_left--;
+}
+
+static bool closed;
+static void on_closed(mw_table_t *t) {
+  (void)t;
+  closed = true;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3 || strcmp(argv[1], "model") != 0)
+    die("usage: engine_tool model TABLE --scenario NAME --model-out FILE [--seed N]");
+  const char *table = argv[2], *scen_name = NULL, *out = NULL;
+  uint64_t seed = 1;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--scenario") == 0) scen_name = argv[i + 1];
+    else if (strcmp(argv[i], "--model-out") == 0) out = argv[i + 1];
+    else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], NULL, 10);
+    else die("unknown option %s", argv[i]);
+  }
+  const scen_t *sc = NULL;
+  for (size_t i = 0; i < sizeof scens / sizeof *scens; i++)
+    if (scen_name && strcmp(scens[i].name, scen_name) == 0) sc = &scens[i];
+  if (sc == NULL || out == NULL) die("need --scenario (small|freeze|zstd) and --model-out");
+  mw_log_init();
+  mw_log_set_level(MW_LOG_NOTICE);
+
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  mw_table_opts_t o = {.config_keys = sc->keys, .config_values = sc->values, .n_config = sc->n_cfg,
+                       .no_fsync = true};
+  mw_table_t *t;
+  mw_err_t err = {0};
+  if (mw_table_open(&loop, table, &o, &t, &err) < 0) die("open: %s", err.msg);
+
+  er_model_t m;
+  er_model_init(&m, seed, 600);
+  for (int64_t done = 0; done < sc->rows; done += sc->batch) {
+    mw_batch_t b;
+    if (er_batch(&m, &t->schema, sc->batch, sc->tomb, &b) < 0) die("batch");
+    mw_table_write_t *w = calloc(1, sizeof *w);
+    err = (mw_err_t){0};
+    if (mw_table_write(t, w, &b, on_write, &err) < 0) die("write: %s", err.msg);
+    pending++;
+    /* let some writes overlap, others wait */
+    if ((done / sc->batch) % 4 == 3) uv_run(&loop, UV_RUN_NOWAIT);
+  }
+  while (pending > 0) uv_run(&loop, UV_RUN_ONCE);
+  if (failures) die("%d writes failed", failures);
+
+  for (size_t i = 0; i < t->n_shards; i++) {
+    mw_shard_t *s = &t->shards[i]->shard;
+    mw_shard_stats_t st;
+    mw_shard_stats(s, &st);
+    fprintf(stderr, "engine_tool: shard %s epoch %" PRIu64 " rows %" PRIu64 " wal entries %" PRIu64
+            " sstables %" PRIu64 " frozen %u\n",
+            s->id_str, st.epoch, st.rows_acked, st.wal_entries, st.sstables, st.frozen);
+    ctl_left++;
+    if ((sc->abort ? mw_shard_abort(s, on_ctl, NULL) : mw_shard_release(s, on_ctl, NULL)) < 0)
+      die("release %s", s->id_str);
+  }
+  while (ctl_left > 0) uv_run(&loop, UV_RUN_ONCE);
+  if (mw_table_close(t, on_closed) < 0) die("close");
+  while (!closed) uv_run(&loop, UV_RUN_ONCE);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+
+  FILE *f = fopen(out, "w");
+  if (f == NULL || er_model_write(&m, f) < 0 || fclose(f) != 0) die("%s: write failed", out);
+  er_model_free(&m);
+  return 0;
+}

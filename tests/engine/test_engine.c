@@ -1,0 +1,1024 @@
+/*
+ * test_engine.c — the shard engine against real storage in scratch copies of
+ * the golden vectors: claim (fresh v1 byte-identical to Lance's, epoch bump
+ * + fence sentinel, SEALED refusal, unseal, seal, drop), two writers fencing
+ * each other, replay (of an unflushed WAL, with a flush when the MemTable is
+ * full, skipping stale entries above a sentinel), SSTable rows read back
+ * from the data file, WAL entries byte-identical to every Lance entry in the
+ * vectors, group commit (one entry per tick, acks in order, pipelining,
+ * durable_write = false), collisions and I/O errors, commit_update against a
+ * tailer's same-epoch bump, freeze + backpressure, the router.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "lance/datafile.h"
+#include "lance/ipc.h"
+#include "lance/route.h"
+#include "lance/shard_manifest.h"
+#include "rows.h"
+#include "shard/table.h"
+#include "testutil.h"
+
+#define UNSHARDED "aa48498d-ac91-59e2-8452-69f46010ace2"
+
+typedef struct env {
+  uv_loop_t loop;
+  char *scratch;
+  char *table_dir;
+  mw_table_t *t;
+} env_t;
+
+typedef struct done {
+  bool fired;
+  int status;
+  char reason[600];
+} done_t;
+
+static void on_done(mw_shard_t *s, int status, const char *reason, void *arg) {
+  (void)s;
+  done_t *d = arg;
+  d->fired = true;
+  d->status = status;
+  snprintf(d->reason, sizeof d->reason, "%s", reason ? reason : "");
+}
+
+static void run_until(uv_loop_t *loop, const bool *flag) {
+  for (long i = 0; !*flag; i++) {
+    int alive = uv_run(loop, UV_RUN_ONCE);
+    if (!alive && !*flag) fail_msg("loop went idle before the awaited event");
+    if (i > 50000000) fail_msg("timeout");
+  }
+}
+
+static char *copy_vector(const char *name, const char *scratch) {
+  char *dst = tu_strf("%s/t.lance", scratch);
+  char *cmd = tu_strf("cp -r '%s/%s/t.lance' '%s' && chmod -R u+w '%s'", tu_vectors_dir(), name, dst, dst);
+  assert_int_equal(system(cmd), 0);
+  free(cmd);
+  return dst;
+}
+
+static void env_open(env_t *e, const char *vector, bool drop_memwal, const char *const *keys,
+                     const char *const *values, size_t n) {
+  memset(e, 0, sizeof *e);
+  assert_int_equal(uv_loop_init(&e->loop), 0);
+  e->scratch = tu_mkdtemp("engine");
+  e->table_dir = copy_vector(vector, e->scratch);
+  if (drop_memwal) {
+    char *p = tu_strf("%s/_mem_wal", e->table_dir);
+    tu_rmtree(p);
+    free(p);
+  }
+  mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
+                       .no_fsync = true, .sstable_seed = 7};
+  mw_err_t err = {0};
+  int rc = mw_table_open(&e->loop, e->table_dir, &o, &e->t, &err);
+  if (rc < 0) fail_msg("open: %s", err.msg);
+}
+
+static bool closed_flag;
+static void on_table_closed(mw_table_t *t) {
+  (void)t;
+  closed_flag = true;
+}
+
+/* Release every ACTIVE shard, close the table, remove the scratch copy. */
+static void env_close(env_t *e) {
+  for (size_t i = 0; i < e->t->n_shards; i++) {
+    mw_shard_t *s = &e->t->shards[i]->shard;
+    if (mw_shard_state(s) != MW_SS_ACTIVE) continue;
+    done_t d = {0};
+    assert_int_equal(mw_shard_release(s, on_done, &d), 0);
+    run_until(&e->loop, &d.fired);
+    assert_int_equal(d.status, 0);
+  }
+  closed_flag = false;
+  assert_int_equal(mw_table_close(e->t, on_table_closed), 0);
+  run_until(&e->loop, &closed_flag);
+  uv_run(&e->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&e->loop), 0);
+  tu_rmtree(e->scratch);
+  free(e->scratch);
+  free(e->table_dir);
+}
+
+static mw_shard_t *unsharded(env_t *e) {
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  mw_shard_t *s = mw_table_shard(e->t, id, true);
+  assert_non_null(s);
+  return s;
+}
+
+static void claim_ok(env_t *e, mw_shard_t *s) {
+  done_t d = {0};
+  assert_int_equal(mw_shard_claim(s, on_done, &d), 0);
+  run_until(&e->loop, &d.fired);
+  if (d.status != 0) fail_msg("claim: %d %s", d.status, d.reason);
+  assert_int_equal(mw_shard_state(s), MW_SS_ACTIVE);
+}
+
+static char *shard_path(env_t *e, const char *sub) {
+  return tu_strf("%s/_mem_wal/" UNSHARDED "/%s", e->table_dir, sub);
+}
+
+static uint8_t *read_rel(env_t *e, const char *sub, size_t *n) {
+  char *p = shard_path(e, sub);
+  uint8_t *b = tu_read_file(p, n);
+  free(p);
+  return b;
+}
+
+static bool exists_rel(env_t *e, const char *sub) {
+  char *p = shard_path(e, sub);
+  struct stat st;
+  bool ok = stat(p, &st) == 0;
+  free(p);
+  return ok;
+}
+
+static char *name_of(uint64_t n, const char *dir, const char *ext) {
+  char name[MW_BITREV_NAME_BYTES];
+  assert_true(mw_bitrev_name(n, ext, name, sizeof name) > 0);
+  return tu_strf("%s/%s", dir, name);
+}
+
+static void read_manifest(env_t *e, uint64_t v, mw_shard_manifest_t *m) {
+  char *rel = name_of(v, "manifest", ".binpb");
+  size_t n;
+  uint8_t *b = read_rel(e, rel, &n);
+  if (b == NULL) fail_msg("missing manifest v%" PRIu64, v);
+  mw_err_t err = {0};
+  assert_int_equal(mw_shard_manifest_decode(b, n, m, &err), 0);
+  free(b);
+  free(rel);
+}
+
+/* Writes: a counter of acks, with order checks. */
+typedef struct wctx {
+  int acked, failed, last_status;
+  int order[4096];
+  char reason[600];
+  bool stop_flag;
+  int expect;
+} wctx_t;
+
+typedef struct wreq {
+  mw_shard_write_t w;
+  wctx_t *c;
+  int idx;
+  env_t *e;
+  bool check_absent;   /* durable_write=false: the WAL entry must not exist yet */
+  bool absent_seen;
+} wreq_t;
+
+static void on_write(mw_shard_write_t *w, int status, const char *reason) {
+  wreq_t *r = w->data;
+  wctx_t *c = r->c;
+  if (status == 0) c->order[c->acked++] = r->idx;
+  else {
+    c->failed++;
+    c->last_status = status;
+    snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "");
+  }
+  if (r->check_absent) r->absent_seen = !exists_rel(r->e, "wal/1000000000000000000000000000000000000000000000000000000000000000.arrow");
+  if (c->acked + c->failed == c->expect) c->stop_flag = true;
+}
+
+static int write_rows(env_t *e, mw_shard_t *s, er_model_t *m, wreq_t *r, wctx_t *c, int idx, int64_t rows) {
+  mw_batch_t b;
+  assert_int_equal(er_batch(m, &e->t->schema, rows, 0.0, &b), 0);
+  r->w.data = r;
+  r->c = c;
+  r->idx = idx;
+  r->e = e;
+  int rc = mw_shard_write(s, &r->w, &b, on_write);
+  if (rc < 0) mw_batch_free(&b);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ claim */
+
+static void test_claim_fresh_v1_bytes(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-small", true, NULL, NULL, 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.epoch, 1);
+  assert_int_equal(st.manifest_version, 1);
+  assert_int_equal(st.wal_next_position, 1);
+  size_t n1, n2;
+  uint8_t *ours = read_rel(&e, "manifest/1000000000000000000000000000000000000000000000000000000000000000.binpb", &n1);
+  char *golden = tu_strf("%s/unsharded-small/t.lance/_mem_wal/" UNSHARDED
+                         "/manifest/1000000000000000000000000000000000000000000000000000000000000000.binpb",
+                         tu_vectors_dir());
+  uint8_t *lance = tu_read_file(golden, &n2);
+  assert_non_null(ours);
+  assert_non_null(lance);
+  assert_int_equal(n1, 28);
+  assert_int_equal(n1, n2);
+  assert_memory_equal(ours, lance, n1);
+  size_t nh;
+  uint8_t *hint = read_rel(&e, "manifest/version_hint.json", &nh);
+  assert_int_equal(nh, 13);
+  assert_memory_equal(hint, "{\"version\":1}", 13);
+  /* epoch 1: no fence sentinel */
+  assert_false(exists_rel(&e, "wal/1000000000000000000000000000000000000000000000000000000000000000.arrow"));
+  free(hint);
+  free(ours);
+  free(lance);
+  free(golden);
+  env_close(&e);
+}
+
+static void test_claim_bumps_epoch_writes_sentinel(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-small", false, NULL, NULL, 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  /* vector: v1 epoch 1, v2 flush (replay_after 3) -> we write v3 epoch 2 */
+  assert_int_equal(st.epoch, 2);
+  assert_int_equal(st.manifest_version, 3);
+  mw_shard_manifest_t m2, m3;
+  mw_shard_manifest_init(&m2);
+  mw_shard_manifest_init(&m3);
+  read_manifest(&e, 2, &m2);
+  read_manifest(&e, 3, &m3);
+  assert_int_equal(m3.writer_epoch, 2);
+  assert_int_equal(m3.n_sstables, m2.n_sstables);
+  assert_int_equal(m3.replay_after_wal_entry_position, m2.replay_after_wal_entry_position);
+  assert_int_equal(m3.current_generation, m2.current_generation);
+  /* the sentinel sits at the WAL tip (3 entries -> position 4) */
+  char *rel = name_of(4, "wal", ".arrow");
+  size_t n;
+  uint8_t *b = read_rel(&e, rel, &n);
+  assert_non_null(b);
+  assert_int_equal(n, 200);
+  mw_ipc_stream_t sx;
+  mw_err_t err = {0};
+  assert_int_equal(mw_ipc_decode(b, n, NULL, &sx, &err), 0);
+  assert_int_equal(sx.n_batches, 0);
+  assert_true(mw_ipc_is_fence_sentinel(&sx.schema));
+  uint64_t ep;
+  assert_int_equal(mw_ipc_writer_epoch(&sx.schema, &ep, &err), 0);
+  assert_int_equal(ep, 2);
+  mw_ipc_stream_free(&sx);
+  /* replay started after replay_after = 3: the sentinel, then the hole at 5 */
+  assert_int_equal(st.wal_next_position, 5);
+  assert_int_equal(st.memtable_rows, 0);
+  free(b);
+  free(rel);
+  mw_shard_manifest_free(&m2);
+  mw_shard_manifest_free(&m3);
+  env_close(&e);
+}
+
+static void test_sealed_refuses_claim_then_unseal(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-small", false, NULL, NULL, 0);
+  /* hand-write v3 = v2 with status SEALED (as a drop coordinator would) */
+  mw_shard_manifest_t m;
+  mw_shard_manifest_init(&m);
+  read_manifest(&e, 2, &m);
+  m.version = 3;
+  m.status = MW_SHARD_SEALED;
+  mw_buf_t buf = MW_BUF_INIT;
+  assert_int_equal(mw_shard_manifest_encode(&m, &buf), 0);
+  char *rel = name_of(3, "manifest", ".binpb");
+  char *p = shard_path(&e, rel);
+  assert_int_equal(tu_write_file(p, buf.data, buf.len), 0);
+  mw_shard_t *s = unsharded(&e);
+  done_t d = {0};
+  assert_int_equal(mw_shard_claim(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, -EROFS);
+  assert_non_null(strstr(d.reason, "shard " UNSHARDED " is sealed; refusing claim"));
+  assert_int_equal(mw_shard_state(s), MW_SS_SEALED);
+  assert_false(exists_rel(&e, "manifest/0010000000000000000000000000000000000000000000000000000000000000.binpb"));
+  /* a write to a sealed shard is refused at once */
+  wctx_t c = {0};
+  wreq_t r = {0};
+  er_model_t mod;
+  er_model_init(&mod, 3, 100);
+  assert_int_equal(write_rows(&e, s, &mod, &r, &c, 0, 5), -EROFS);
+  /* unseal: commit ACTIVE (v4, epoch 1), then claim (v5, epoch 2) */
+  d = (done_t){0};
+  assert_int_equal(mw_shard_unseal(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  if (d.status != 0) fail_msg("unseal: %s", d.reason);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.state, MW_SS_ACTIVE);
+  assert_int_equal(st.manifest_version, 5);
+  assert_int_equal(st.epoch, 2);
+  assert_false(st.sealed);
+  /* seal through the engine: pending writes become durable, status SEALED */
+  c = (wctx_t){.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r, &c, 0, 5), 0);
+  d = (done_t){0};
+  assert_int_equal(mw_shard_seal(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  assert_int_equal(c.acked, 1);
+  assert_int_equal(mw_shard_state(s), MW_SS_SEALED);
+  mw_shard_manifest_t m6;
+  mw_shard_manifest_init(&m6);
+  read_manifest(&e, 6, &m6);
+  assert_int_equal(m6.status, MW_SHARD_SEALED);
+  assert_int_equal(m6.writer_epoch, 2);
+  mw_shard_manifest_free(&m6);
+  /* drop: the shard directory goes */
+  d = (done_t){0};
+  assert_int_equal(mw_shard_drop(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  assert_int_equal(mw_shard_state(s), MW_SS_CLOSED);
+  assert_false(exists_rel(&e, "manifest"));
+  assert_false(exists_rel(&e, "wal"));
+  er_model_free(&mod);
+  mw_buf_free(&buf);
+  free(p);
+  free(rel);
+  mw_shard_manifest_free(&m);
+  env_close(&e);
+}
+
+/* --------------------------------------------------------------- fencing */
+
+static void test_two_writers_fence(void **state) {
+  (void)state;
+  env_t a, b;
+  env_open(&a, "unsharded-small", true, NULL, NULL, 0);
+  /* b: a second table handle (its own storage) on the same directory, same loop */
+  memset(&b, 0, sizeof b);
+  mw_table_opts_t o = {.no_fsync = true};
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_open(&a.loop, a.table_dir, &o, &b.t, &err), 0);
+  mw_shard_t *sa = unsharded(&a);
+  claim_ok(&a, sa);
+  er_model_t mod;
+  er_model_init(&mod, 5, 1000);
+  wctx_t c = {.expect = 1};
+  wreq_t r[4] = {0};
+  assert_int_equal(write_rows(&a, sa, &mod, &r[0], &c, 0, 10), 0);
+  run_until(&a.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  /* B claims: epoch 2, sentinel at position 2, replays A's entry */
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  mw_shard_t *sb = mw_table_shard(b.t, id, true);
+  done_t d = {0};
+  assert_int_equal(mw_shard_claim(sb, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  mw_shard_stats_t st;
+  mw_shard_stats(sb, &st);
+  assert_int_equal(st.epoch, 2);
+  assert_int_equal(st.memtable_rows, 10);
+  assert_int_equal(st.wal_next_position, 3);
+  /* A's next write collides with the sentinel and is fenced */
+  c = (wctx_t){.expect = 2};
+  assert_int_equal(write_rows(&a, sa, &mod, &r[1], &c, 1, 10), 0);
+  assert_int_equal(write_rows(&a, sa, &mod, &r[2], &c, 2, 10), 0);
+  run_until(&a.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 0);
+  assert_int_equal(c.failed, 2);
+  assert_int_equal(c.last_status, -ESTALE);
+  assert_non_null(strstr(c.reason, "stored epoch 2"));
+  assert_int_equal(mw_shard_state(sa), MW_SS_FENCED);
+  assert_int_equal(write_rows(&a, sa, &mod, &r[3], &c, 3, 1), -ESTALE);
+  /* nothing of A's landed after the sentinel */
+  assert_false(exists_rel(&a, "wal/1100000000000000000000000000000000000000000000000000000000000000.arrow"));
+  /* B keeps working and flushes A's acked rows with its own */
+  c = (wctx_t){.expect = 1};
+  assert_int_equal(write_rows(&a, sb, &mod, &r[0], &c, 0, 5), 0);
+  run_until(&a.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  d = (done_t){0};
+  assert_int_equal(mw_shard_flush(sb, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  mw_shard_stats(sb, &st);
+  assert_int_equal(st.sstables, 1);
+  assert_int_equal(st.replay_after, 3);
+  d = (done_t){0};
+  assert_int_equal(mw_shard_release(sb, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  closed_flag = false;
+  assert_int_equal(mw_table_close(b.t, on_table_closed), 0);
+  run_until(&a.loop, &closed_flag);
+  er_model_free(&mod);
+  env_close(&a);
+}
+
+/* An entry of an older epoch ABOVE a newer claim's sentinel was written by a
+ * fenced writer and never acknowledged (a pipelined writer can leave such
+ * entries): replay skips it. Entries below the sentinel are replayed. */
+static void test_replay_skips_stale_entries_above_sentinel(void **state) {
+  (void)state;
+  env_t a, b;
+  env_open(&a, "unsharded-small", true, NULL, NULL, 0);
+  memset(&b, 0, sizeof b);
+  mw_table_opts_t o = {.no_fsync = true};
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_open(&a.loop, a.table_dir, &o, &b.t, &err), 0);
+  mw_shard_t *sa = unsharded(&a);
+  claim_ok(&a, sa);
+  er_model_t mod;
+  er_model_init(&mod, 29, 1000);
+  wctx_t c = {.expect = 1};
+  wreq_t r = {0};
+  assert_int_equal(write_rows(&a, sa, &mod, &r, &c, 0, 10), 0);
+  run_until(&a.loop, &c.stop_flag);
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  mw_shard_t *sb = mw_table_shard(b.t, id, true);
+  claim_ok(&a, sb); /* epoch 2: sentinel at 2, replays A's 10 rows */
+  mw_shard_stats_t st;
+  mw_shard_stats(sb, &st);
+  assert_int_equal(st.memtable_rows, 10);
+  done_t d = {0};
+  assert_int_equal(mw_shard_release(sb, on_done, &d), 0); /* flush: replay_after = 1 */
+  run_until(&a.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  /* a stale epoch-1 entry lands at 3, above the epoch-2 sentinel */
+  size_t n;
+  uint8_t *bytes = read_rel(&a, "wal/1000000000000000000000000000000000000000000000000000000000000000.arrow", &n);
+  char *p3 = shard_path(&a, "wal/1100000000000000000000000000000000000000000000000000000000000000.arrow");
+  assert_int_equal(tu_write_file(p3, bytes, n), 0);
+  claim_ok(&a, sb); /* epoch 3: replays 2 (sentinel), skips 3, 4 = its sentinel */
+  mw_shard_stats(sb, &st);
+  assert_int_equal(st.epoch, 3);
+  assert_int_equal(st.memtable_rows, 0);
+  assert_int_equal(st.wal_next_position, 5);
+  /* A still believes it is ACTIVE: its release-flush is fenced */
+  d = (done_t){0};
+  assert_int_equal(mw_shard_release(sa, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  assert_int_equal(d.status, -ESTALE);
+  assert_non_null(strstr(d.reason, "stored epoch 3"));
+  assert_int_equal(mw_shard_state(sa), MW_SS_FENCED);
+  d = (done_t){0};
+  assert_int_equal(mw_shard_release(sb, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  closed_flag = false;
+  assert_int_equal(mw_table_close(b.t, on_table_closed), 0);
+  run_until(&a.loop, &closed_flag);
+  free(p3);
+  free(bytes);
+  er_model_free(&mod);
+  env_close(&a);
+}
+
+/* ---------------------------------------------------------------- replay */
+
+static void test_replay_unflushed_then_flush(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-unflushed", false, NULL, NULL, 0);
+  /* the WAL rows, decoded independently */
+  er_row_t *want = NULL;
+  size_t n_want = 0;
+  for (uint64_t p = 1; p <= 3; p++) {
+    char *rel = name_of(p, "wal", ".arrow");
+    size_t n;
+    uint8_t *bytes = read_rel(&e, rel, &n);
+    assert_non_null(bytes);
+    mw_batch_t *bs;
+    size_t nb;
+    uint64_t ep;
+    mw_err_t err = {0};
+    assert_int_equal(mw_wal_decode_entry(bytes, n, &e.t->schema, &ep, &bs, &nb, &err), 0);
+    assert_int_equal(ep, 1);
+    for (size_t i = 0; i < nb; i++) {
+      want = realloc(want, (n_want + (size_t)bs[i].n_rows) * sizeof *want);
+      for (int64_t r = 0; r < bs[i].n_rows; r++) er_row_read(&bs[i], r, &want[n_want++]);
+      mw_batch_free(&bs[i]);
+    }
+    free(bs);
+    free(bytes);
+    free(rel);
+  }
+  assert_int_equal(n_want, 300);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.epoch, 2);
+  assert_int_equal(st.memtable_rows, 300);
+  assert_int_equal(st.wal_next_position, 5); /* sentinel at 4 */
+  done_t d = {0};
+  assert_int_equal(mw_shard_flush(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  mw_shard_manifest_t m;
+  mw_shard_manifest_init(&m);
+  read_manifest(&e, 3, &m);
+  assert_int_equal(m.writer_epoch, 2);
+  assert_int_equal(m.replay_after_wal_entry_position, 3);
+  assert_int_equal(m.wal_entry_position_last_seen, 3);
+  assert_int_equal(m.current_generation, 2);
+  assert_int_equal(m.n_sstables, 1);
+  assert_int_equal(m.sstables[0].generation, 1);
+  assert_int_equal(m.sstables[0].physical_rows, 300);
+  assert_int_equal(m.sstables[0].primary_key_bytes, 2400);
+  /* read the SSTable's data file back */
+  char *dd = tu_strf("%s/_mem_wal/" UNSHARDED "/%s/data", e.table_dir, m.sstables[0].path);
+  char **names;
+  size_t nn = tu_list_dir(dd, ".lance", &names);
+  assert_int_equal(nn, 1);
+  char *fp = tu_strf("%s/%s", dd, names[0]);
+  size_t flen;
+  uint8_t *fb = tu_read_file(fp, &flen);
+  mw_datafile_t df;
+  mw_err_t err = {0};
+  assert_int_equal(mw_datafile_open(&df, fb, flen, NULL, &err), 0);
+  mw_batch_t got;
+  assert_int_equal(mw_datafile_read_batch(&df, &got, &err), 0);
+  assert_int_equal(got.n_rows, 300);
+  for (int64_t r = 0; r < got.n_rows; r++) {
+    er_row_t x;
+    er_row_read(&got, r, &x);
+    if (!er_row_equal(&x, &want[r])) fail_msg("row %" PRId64 " differs (id %" PRId64 ")", r, x.id);
+  }
+  mw_batch_free(&got);
+  mw_datafile_close(&df);
+  free(fb);
+  free(fp);
+  tu_free_names(names, nn);
+  free(dd);
+  free(want);
+  /* a second claim replays from 4: the sentinel only */
+  d = (done_t){0};
+  assert_int_equal(mw_shard_release(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  claim_ok(&e, s);
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.epoch, 3);
+  assert_int_equal(st.memtable_rows, 0);
+  mw_shard_manifest_free(&m);
+  env_close(&e);
+}
+
+/* The WAL stream schema the engine builds (base schema from the table's
+ * manifest + _tombstone + writer_epoch) re-encodes Lance's own WAL entries
+ * byte for byte. */
+static void test_wal_entry_bytes_match_lance(void **state) {
+  (void)state;
+  static const char *const vecs[] = {"unsharded-unflushed", "unsharded-small", "unsharded-epochs",
+                                     "unsharded-flushes", "bucket4-small"};
+  size_t checked = 0, sentinels = 0;
+  for (size_t v = 0; v < sizeof vecs / sizeof *vecs; v++) {
+    env_t e;
+    env_open(&e, vecs[v], false, NULL, NULL, 0);
+    mw_shard_t *s = unsharded(&e); /* only its WAL stream schema is used */
+    char *root = tu_strf("%s/_mem_wal", e.table_dir);
+    char **paths;
+    size_t np = tu_find_files(root, ".arrow", &paths);
+    assert_true(np > 0);
+    for (size_t i = 0; i < np; i++) {
+      size_t n;
+      uint8_t *bytes = tu_read_file(paths[i], &n);
+      assert_non_null(bytes);
+      mw_batch_t *bs;
+      size_t nb;
+      uint64_t ep;
+      mw_err_t err = {0};
+      assert_int_equal(mw_wal_decode_entry(bytes, n, &e.t->schema, &ep, &bs, &nb, &err), 0);
+      mw_buf_t out = MW_BUF_INIT;
+      if (nb == 0) {
+        sentinels++; /* metadata order is a HashMap's: compare the decoded facts */
+        assert_int_equal(mw_ipc_fence_sentinel(ep, &out, &err), 0);
+        assert_int_equal(out.len, n);
+      } else {
+        assert_int_equal(mw_wal_begin(&s->wal, ep, &err), 0);
+        const mw_batch_t *ptrs[64];
+        assert_true(nb <= 64);
+        for (size_t k = 0; k < nb; k++) ptrs[k] = &bs[k];
+        assert_int_equal(mw_ipc_encode(&s->wal.schema, ptrs, nb, NULL, &out, &err), 0);
+        if (out.len != n || memcmp(out.data, bytes, n) != 0) fail_msg("%s: our bytes differ", paths[i]);
+        checked++;
+      }
+      mw_buf_free(&out);
+      for (size_t k = 0; k < nb; k++) mw_batch_free(&bs[k]);
+      free(bs);
+      free(bytes);
+    }
+    tu_free_names(paths, np);
+    free(root);
+    env_close(&e);
+  }
+  assert_true(checked >= 20);
+  assert_true(sentinels >= 1);
+}
+
+/* §5: a MemTable over its limit during replay is flushed before the next
+ * entry goes in, covering the entries before it. */
+static void test_replay_flushes_full_memtable(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"max_memtable_rows"};
+  const char *v[] = {"150"};
+  env_open(&e, "unsharded-unflushed", false, k, v, 1);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  /* entries 1+2 (200 rows) were flushed before entry 3 went in */
+  assert_int_equal(st.memtable_rows, 100);
+  assert_int_equal(st.sstables, 1);
+  assert_int_equal(st.replay_after, 2);
+  mw_shard_manifest_t m;
+  mw_shard_manifest_init(&m);
+  read_manifest(&e, 3, &m);
+  assert_int_equal(m.n_sstables, 1);
+  assert_int_equal(m.sstables[0].physical_rows, 200);
+  assert_int_equal(m.current_generation, 2);
+  assert_int_equal(st.generation, 2);
+  mw_shard_manifest_free(&m);
+  env_close(&e);
+}
+
+/* ---------------------------------------------------------- group commit */
+
+static void test_group_commit_one_entry(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"max_wal_flush_interval_ms"};
+  const char *v[] = {"20"};
+  env_open(&e, "unsharded-small", true, k, v, 1);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 9, 5000);
+  enum { N = 64 };
+  static wreq_t r[N];
+  wctx_t c = {.expect = N};
+  for (int i = 0; i < N; i++) assert_int_equal(write_rows(&e, s, &mod, &r[i], &c, i, 1 + i % 3), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, N);
+  for (int i = 0; i < N; i++) assert_int_equal(c.order[i], i);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.wal_entries, 1);
+  assert_int_equal(st.wal_next_position, 2);
+  size_t n;
+  uint8_t *b = read_rel(&e, "wal/1000000000000000000000000000000000000000000000000000000000000000.arrow", &n);
+  assert_non_null(b);
+  mw_ipc_stream_t sx;
+  mw_err_t err = {0};
+  assert_int_equal(mw_ipc_decode(b, n, NULL, &sx, &err), 0);
+  assert_int_equal(sx.n_batches, N);
+  mw_ipc_stream_free(&sx);
+  free(b);
+  /* pipelined: interval 0 and 4 in flight -> several entries, acks still in order */
+  mw_shard_stats(s, &st);
+  c = (wctx_t){.expect = N};
+  s->wal.cfg.flush_interval_ms = 0;
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(write_rows(&e, s, &mod, &r[i], &c, i, 2), 0);
+    if (i % 8 == 7) uv_run(&e.loop, UV_RUN_NOWAIT);
+  }
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, N);
+  for (int i = 0; i < N; i++) assert_int_equal(c.order[i], i);
+  mw_shard_stats_t st2;
+  mw_shard_stats(s, &st2);
+  assert_true(st2.wal_entries > st.wal_entries + 1);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
+static void test_durable_false_acks_before_put(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"durable_write", "max_wal_flush_interval_ms"};
+  const char *v[] = {"false", "50"};
+  env_open(&e, "unsharded-small", true, k, v, 2);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 11, 100);
+  static wreq_t r[3];
+  wctx_t c = {.expect = 3};
+  for (int i = 0; i < 3; i++) {
+    r[i].check_absent = true;
+    assert_int_equal(write_rows(&e, s, &mod, &r[i], &c, i, 4), 0);
+  }
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 3);
+  for (int i = 0; i < 3; i++) assert_true(r[i].absent_seen);
+  /* the entry still gets written */
+  mw_shard_stats_t st;
+  for (int i = 0; i < 1000000; i++) {
+    mw_shard_stats(s, &st);
+    if (st.wal_entries == 1) break;
+    uv_run(&e.loop, UV_RUN_ONCE);
+  }
+  assert_int_equal(st.wal_entries, 1);
+  assert_true(exists_rel(&e, "wal/1000000000000000000000000000000000000000000000000000000000000000.arrow"));
+  er_model_free(&mod);
+  env_close(&e);
+}
+
+/* A slot taken by a writer that is not newer (no fencing): move on. */
+static void test_wal_collision_not_fenced(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-small", true, NULL, NULL, 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 21, 100);
+  wreq_t r[2] = {0};
+  wctx_t c = {.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r[0], &c, 0, 3), 0);
+  run_until(&e.loop, &c.stop_flag);
+  /* someone (epoch 1, say a stale twin) put an entry at position 2 */
+  size_t n;
+  uint8_t *b = read_rel(&e, "wal/1000000000000000000000000000000000000000000000000000000000000000.arrow", &n);
+  char *p2 = shard_path(&e, "wal/0100000000000000000000000000000000000000000000000000000000000000.arrow");
+  assert_int_equal(tu_write_file(p2, b, n), 0);
+  c = (wctx_t){.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r[1], &c, 1, 3), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  assert_true(exists_rel(&e, "wal/1100000000000000000000000000000000000000000000000000000000000000.arrow"));
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.state, MW_SS_ACTIVE);
+  assert_int_equal(st.wal_next_position, 4);
+  free(p2);
+  free(b);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
+/* Every WAL put fails: retried 3 times, then the shard parks FAILED and the
+ * write reports the I/O error; nothing is acknowledged. */
+static void test_wal_io_error_fails_writes(void **state) {
+  (void)state;
+  env_t e;
+  memset(&e, 0, sizeof e);
+  assert_int_equal(uv_loop_init(&e.loop), 0);
+  e.scratch = tu_mkdtemp("engine");
+  e.table_dir = copy_vector("unsharded-small", e.scratch);
+  char *p = tu_strf("%s/_mem_wal", e.table_dir);
+  tu_rmtree(p);
+  free(p);
+  mw_storage_fault_t fault = {.fail_prefix = "_mem_wal/" UNSHARDED "/wal/", .fail_errno = EIO,
+                              .fail_steps = MW_STEP_BIT(MW_STEP_WRITE)};
+  mw_table_opts_t o = {.no_fsync = true, .fault = &fault};
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_open(&e.loop, e.table_dir, &o, &e.t, &err), 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 23, 100);
+  wreq_t r[2] = {0};
+  wctx_t c = {.expect = 2};
+  assert_int_equal(write_rows(&e, s, &mod, &r[0], &c, 0, 3), 0);
+  assert_int_equal(write_rows(&e, s, &mod, &r[1], &c, 1, 3), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 0);
+  assert_int_equal(c.failed, 2);
+  assert_int_equal(c.last_status, -EIO);
+  assert_non_null(strstr(c.reason, "failed after 3 retries"));
+  assert_int_equal(mw_shard_state(s), MW_SS_FAILED);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
+/* -------------------------------------------------------- commit_update */
+
+static bool op_done;
+static int op_status;
+static void on_op(mw_mstore_op_t *op, int status) {
+  (void)op;
+  op_done = true;
+  op_status = status;
+}
+
+static int bump_cursor(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifest_t *next, mw_err_t *err) {
+  (void)arg, (void)cur, (void)err;
+  next->current_generation = 9;
+  return 0;
+}
+
+static void test_commit_update_tolerates_tailer(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-small", true, NULL, NULL, 0);
+  mw_mstore_t ms;
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  mw_mstore_init(&ms, e.t->st, id, 1, 2);
+  mw_mstore_op_t op;
+  mw_mstore_op_init(&op);
+  op_done = false;
+  assert_int_equal(mw_mstore_claim(&ms, &op, on_op), 0);
+  run_until(&e.loop, &op_done);
+  assert_int_equal(op_status, 0);
+  assert_int_equal(op.m.version, 1);
+  /* a tailer bumps the cursor under the same epoch: v2, last_seen 7 */
+  mw_shard_manifest_t t;
+  mw_shard_manifest_init(&t);
+  assert_int_equal(mw_shard_manifest_copy(&t, &op.m), 0);
+  t.version = 2;
+  t.wal_entry_position_last_seen = 7;
+  mw_buf_t buf = MW_BUF_INIT;
+  assert_int_equal(mw_shard_manifest_encode(&t, &buf), 0);
+  char *rel = name_of(2, "manifest", ".binpb");
+  char *p = shard_path(&e, rel);
+  assert_int_equal(tu_write_file(p, buf.data, buf.len), 0);
+  /* our cached view is still v1: the put of v2 loses, we re-read and write v3 */
+  op_done = false;
+  assert_int_equal(mw_mstore_commit_update(&ms, &op, 1, bump_cursor, NULL, on_op), 0);
+  run_until(&e.loop, &op_done);
+  assert_int_equal(op_status, 0);
+  assert_int_equal(op.m.version, 3);
+  mw_shard_manifest_t m3;
+  mw_shard_manifest_init(&m3);
+  read_manifest(&e, 3, &m3);
+  assert_int_equal(m3.writer_epoch, 1);
+  assert_int_equal(m3.wal_entry_position_last_seen, 7);
+  assert_int_equal(m3.current_generation, 9);
+  /* a stale epoch is fenced */
+  op_done = false;
+  int rc = mw_mstore_commit_update(&ms, &op, 0, bump_cursor, NULL, on_op);
+  if (rc == 0) {
+    run_until(&e.loop, &op_done);
+    rc = op_status;
+  }
+  assert_int_equal(rc, -ESTALE);
+  assert_non_null(strstr(op.err.msg, "stored epoch 1"));
+  size_t nh;
+  uint8_t *hint = read_rel(&e, "manifest/version_hint.json", &nh);
+  assert_int_equal(nh, 13);
+  assert_memory_equal(hint, "{\"version\":3}", 13);
+  free(hint);
+  mw_shard_manifest_free(&m3);
+  mw_shard_manifest_free(&t);
+  mw_buf_free(&buf);
+  free(p);
+  free(rel);
+  mw_mstore_op_free(&op);
+  mw_mstore_free(&ms);
+  env_close(&e);
+}
+
+/* --------------------------------------------------- freeze, backpressure */
+
+static int bp_events;
+static void on_bp(mw_shard_t *s, bool on) {
+  (void)s;
+  if (on) bp_events++;
+}
+
+static void test_freeze_flush_and_backpressure(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"max_memtable_rows", "max_unflushed_memtable_bytes"};
+  const char *v[] = {"100", "20000"};
+  env_open(&e, "unsharded-small", true, k, v, 2);
+  e.t->on_backpressure = on_bp;
+  bp_events = 0;
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 13, 100000);
+  enum { N = 200 };
+  static wreq_t r[N];
+  wctx_t c = {.expect = N};
+  for (int i = 0; i < N; i++) assert_int_equal(write_rows(&e, s, &mod, &r[i], &c, i, 10), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, N);
+  for (int i = 0; i < N; i++) assert_int_equal(c.order[i], i);
+  assert_true(bp_events > 0);
+  done_t d = {0};
+  assert_int_equal(mw_shard_flush(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.sstables, 20);   /* 2000 rows, 100 per MemTable */
+  assert_int_equal(st.frozen, 0);
+  assert_false(st.backpressured);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
+/* ------------------------------------------------------------------ router */
+
+static void test_router_bucket(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "bucket4-small", false, NULL, NULL, 0);
+  assert_int_equal(e.t->kind, MW_SHARDING_BUCKET);
+  assert_int_equal(e.t->num_buckets, 4);
+  er_model_t mod;
+  er_model_init(&mod, 17, 1000);
+  mw_batch_t b;
+  assert_int_equal(er_batch(&mod, &e.t->schema, 200, 0.0, &b), 0);
+  uint8_t(*ids)[16];
+  mw_batch_t *parts;
+  size_t n;
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_route(e.t, &b, &ids, &parts, &n, &err), 0);
+  assert_int_equal(n, 4);
+  int64_t total = 0;
+  for (size_t j = 0; j < n; j++) {
+    for (int64_t r = 0; r < parts[j].n_rows; r++) {
+      int64_t id;
+      memcpy(&id, parts[j].cols[0].values.data + 8 * r, 8);
+      uint8_t want[16];
+      mw_shard_uuid_bucket(mw_route_bucket_of(mw_murmur3_long(id), 4), want);
+      assert_memory_equal(want, ids[j], 16);
+    }
+    total += parts[j].n_rows;
+    mw_batch_free(&parts[j]);
+  }
+  assert_int_equal(total, 200);
+  free(parts);
+  free(ids);
+  /* a daemon owning bucket 0 only refuses rows for bucket 3, naming it */
+  uint8_t own[1][16];
+  mw_shard_uuid_bucket(0, own[0]);
+  e.t->own_all = false;
+  e.t->owned = malloc(16);
+  memcpy(e.t->owned, own, 16);
+  e.t->n_owned = 1;
+  err = (mw_err_t){0};
+  assert_int_equal(mw_table_route(e.t, &b, &ids, &parts, &n, &err), -EXDEV);
+  assert_non_null(strstr(err.msg, "which this daemon does not own"));
+  mw_batch_free(&b);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
+static void test_table_refusals(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  char *scratch = tu_mkdtemp("engine-refuse");
+  mw_table_t *t = NULL;
+  mw_err_t err = {0};
+  assert_true(mw_table_open(&loop, scratch, NULL, &t, &err) < 0);
+  assert_non_null(strstr(err.msg, "_versions"));
+  /* unknown writer key from our own config */
+  char *dir = copy_vector("unsharded-small", scratch);
+  const char *k[] = {"no_such_key"};
+  const char *v[] = {"1"};
+  mw_table_opts_t o = {.config_keys = k, .config_values = v, .n_config = 1};
+  err = (mw_err_t){0};
+  assert_int_equal(mw_table_open(&loop, dir, &o, &t, &err), -ENOENT);
+  assert_non_null(strstr(err.msg, "no_such_key"));
+  free(dir);
+  tu_rmtree(scratch);
+  free(scratch);
+  uv_loop_close(&loop);
+}
+
+int main(void) {
+  mw_log_init();
+  mw_log_set_level(getenv("MW_TEST_DEBUG") ? MW_LOG_DEBUG : MW_LOG_WARN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_claim_fresh_v1_bytes),
+      cmocka_unit_test(test_claim_bumps_epoch_writes_sentinel),
+      cmocka_unit_test(test_sealed_refuses_claim_then_unseal),
+      cmocka_unit_test(test_two_writers_fence),
+      cmocka_unit_test(test_replay_unflushed_then_flush),
+      cmocka_unit_test(test_replay_skips_stale_entries_above_sentinel),
+      cmocka_unit_test(test_replay_flushes_full_memtable),
+      cmocka_unit_test(test_wal_entry_bytes_match_lance),
+      cmocka_unit_test(test_group_commit_one_entry),
+      cmocka_unit_test(test_durable_false_acks_before_put),
+      cmocka_unit_test(test_wal_collision_not_fenced),
+      cmocka_unit_test(test_wal_io_error_fails_writes),
+      cmocka_unit_test(test_commit_update_tolerates_tailer),
+      cmocka_unit_test(test_freeze_flush_and_backpressure),
+      cmocka_unit_test(test_router_bucket),
+      cmocka_unit_test(test_table_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
