@@ -52,7 +52,7 @@ step "fuzz smoke: each target ${FUZZ_SECONDS}s from fuzz/corpus/<name>"
 if [ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false >/dev/null; then
   if ninja -C build-fuzz; then
     for t in build-fuzz/fuzz/fuzz_*; do
-      [ -x "$t" ] || continue
+      [ -f "$t" ] && [ -x "$t" ] || continue  # skip the .p object dirs
       name=${t##*/fuzz_}
       corpus=$(mktemp -d)
       [ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name/." "$corpus/"
