@@ -1,0 +1,418 @@
+/*
+ * memwalctl — talk to memwald's admin socket.
+ *
+ *   memwalctl [-s SOCKET] [--json] COMMAND [ARG...]
+ *
+ * Sends one line ("COMMAND ARG...\n") to the Unix socket, reads the one JSON
+ * reply until the daemon closes (net/admin.h), and prints it: `status` as a
+ * table, `metrics` as Prometheus text, anything else as key=value pairs; the
+ * raw reply with --json. Exit status: 0 on {"ok":true}, 1 when the daemon
+ * answers {"ok":false,...} (its message goes to stderr), 2 for usage errors,
+ * 3 when the socket cannot be reached or the reply is not what the protocol
+ * says. The reply parser below is a small JSON DOM with a depth and size
+ * limit; it never trusts the daemon's bytes.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#ifndef MW_VERSION
+#define MW_VERSION "0.1.0"
+#endif
+#define DEFAULT_SOCKET "/run/memwald/admin.sock"
+#define MAX_REPLY_BYTES ((size_t)64 << 20)
+#define MAX_DEPTH 64
+#define MAX_REQUEST_BYTES 4096
+
+static const char USAGE[] =
+    "usage: memwalctl [-s SOCKET] [--json] COMMAND [ARG...]\n"
+    "\n"
+    "Commands (one per call; the daemon replies once, then closes):\n"
+    "  status                 tables and shards: state, epoch, manifest version, WAL\n"
+    "                         position, replay_after, MemTable rows/bytes, frozen\n"
+    "                         MemTables, SSTables, ACTIVE/SEALED; connections, uptime\n"
+    "  flush [TABLE [SHARD]]  flush MemTables; replies once committed\n"
+    "  seal TABLE SHARD       stop the shard and commit SEALED\n"
+    "  unseal TABLE SHARD     commit ACTIVE and claim it again\n"
+    "  drop TABLE SHARD       delete a sealed shard's MemWAL directory\n"
+    "  drop-table TABLE       two-phase drop of every shard of the table\n"
+    "  claim TABLE SHARD      claim (fence the current writer, new epoch)\n"
+    "  release TABLE SHARD    flush and stop owning the shard\n"
+    "  metrics                Prometheus text exposition\n"
+    "\n"
+    "Options:\n"
+    "  -s, --socket PATH  admin socket (default $MEMWALD_ADMIN_SOCKET, else " DEFAULT_SOCKET ")\n"
+    "  -j, --json         print the daemon's JSON reply as is\n"
+    "  -h, --help         this text;  -V, --version  the version\n"
+    "\n"
+    "Exit status: 0 ok, 1 the daemon refused (its message on stderr), 2 usage,\n"
+    "3 cannot reach the daemon or bad reply.\n";
+
+/* ------------------------------------------------------------------ JSON */
+
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype_t;
+
+typedef struct jv {
+  jtype_t t;
+  bool b;
+  char *s;          /* J_STR: decoded; J_NUM: the literal */
+  struct jv *items; /* J_ARR / J_OBJ values */
+  char **keys;      /* J_OBJ */
+  size_t n;
+} jv_t;
+
+typedef struct jp {
+  const char *p, *end;
+  const char *err;
+} jp_t;
+
+static void jv_free(jv_t *v) {
+  for (size_t i = 0; i < v->n; i++) {
+    jv_free(&v->items[i]);
+    if (v->keys) free(v->keys[i]);
+  }
+  free(v->items);
+  free(v->keys);
+  free(v->s);
+}
+
+static void ws(jp_t *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+static int put_utf8(char *o, unsigned cp) {
+  if (cp < 0x80) return o[0] = (char)cp, 1;
+  if (cp < 0x800) return o[0] = (char)(0xc0 | cp >> 6), o[1] = (char)(0x80 | (cp & 0x3f)), 2;
+  if (cp < 0x10000)
+    return o[0] = (char)(0xe0 | cp >> 12), o[1] = (char)(0x80 | ((cp >> 6) & 0x3f)),
+           o[2] = (char)(0x80 | (cp & 0x3f)), 3;
+  return o[0] = (char)(0xf0 | cp >> 18), o[1] = (char)(0x80 | ((cp >> 12) & 0x3f)),
+         o[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), o[3] = (char)(0x80 | (cp & 0x3f)), 4;
+}
+
+static int hex4(const char *p, unsigned *out) {
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+    else return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static char *jstring(jp_t *j) {
+  if (j->p >= j->end || *j->p != '"') return j->err = "expected a string", NULL;
+  j->p++;
+  size_t cap = (size_t)(j->end - j->p) + 1;
+  char *o = malloc(cap), *w = o;
+  if (!o) return j->err = "out of memory", NULL;
+  while (j->p < j->end && *j->p != '"') {
+    char c = *j->p++;
+    if ((unsigned char)c < 0x20) break;
+    if (c != '\\') {
+      *w++ = c;
+      continue;
+    }
+    if (j->p >= j->end) break;
+    char e = *j->p++;
+    unsigned cp;
+    switch (e) {
+    case 'n': *w++ = '\n'; break;
+    case 't': *w++ = '\t'; break;
+    case 'r': *w++ = '\r'; break;
+    case 'b': *w++ = '\b'; break;
+    case 'f': *w++ = '\f'; break;
+    case '"': case '\\': case '/': *w++ = e; break;
+    case 'u':
+      if (j->end - j->p < 4 || hex4(j->p, &cp) < 0) goto bad;
+      j->p += 4;
+      if (cp == 0) cp = 0xfffd; /* keep C strings whole */
+      w += put_utf8(w, cp);    /* surrogates pass through as-is: display only */
+      break;
+    default: goto bad;
+    }
+  }
+  if (j->p >= j->end || *j->p != '"') goto bad;
+  j->p++;
+  *w = 0;
+  return o;
+bad:
+  free(o);
+  j->err = "bad string";
+  return NULL;
+}
+
+static int jvalue(jp_t *j, jv_t *v, int depth) {
+  memset(v, 0, sizeof *v);
+  if (depth > MAX_DEPTH) return j->err = "nested too deeply", -1;
+  ws(j);
+  if (j->p >= j->end) return j->err = "unexpected end", -1;
+  char c = *j->p;
+  if (c == '{' || c == '[') {
+    bool obj = c == '{';
+    v->t = obj ? J_OBJ : J_ARR;
+    j->p++;
+    ws(j);
+    if (j->p < j->end && *j->p == (obj ? '}' : ']')) return j->p++, 0;
+    size_t cap = 0;
+    for (;;) {
+      if (v->n == cap) {
+        cap = cap ? cap * 2 : 8;
+        jv_t *ni = realloc(v->items, cap * sizeof *ni);
+        char **nk = obj ? realloc(v->keys, cap * sizeof *nk) : NULL;
+        if (!ni || (obj && !nk)) {
+          if (ni) v->items = ni;
+          if (nk) v->keys = nk;
+          return j->err = "out of memory", -1;
+        }
+        v->items = ni;
+        if (obj) v->keys = nk;
+      }
+      if (obj) {
+        ws(j);
+        char *k = jstring(j);
+        if (!k) return -1;
+        v->keys[v->n] = k;
+        ws(j);
+        if (j->p >= j->end || *j->p != ':') {
+          v->items[v->n++] = (jv_t){0};
+          return j->err = "expected ':'", -1;
+        }
+        j->p++;
+      }
+      int rc = jvalue(j, &v->items[v->n], depth + 1);
+      v->n++;
+      if (rc < 0) return -1;
+      ws(j);
+      if (j->p < j->end && *j->p == ',') {
+        j->p++;
+        continue;
+      }
+      if (j->p < j->end && *j->p == (obj ? '}' : ']')) return j->p++, 0;
+      return j->err = "expected ',' or a closing bracket", -1;
+    }
+  }
+  if (c == '"') {
+    v->t = J_STR;
+    return (v->s = jstring(j)) ? 0 : -1;
+  }
+  if (j->end - j->p >= 4 && memcmp(j->p, "true", 4) == 0) return v->t = J_BOOL, v->b = true, j->p += 4, 0;
+  if (j->end - j->p >= 5 && memcmp(j->p, "false", 5) == 0) return v->t = J_BOOL, j->p += 5, 0;
+  if (j->end - j->p >= 4 && memcmp(j->p, "null", 4) == 0) return v->t = J_NULL, j->p += 4, 0;
+  const char *s = j->p;
+  while (j->p < j->end && strchr("+-0123456789.eE", *j->p)) j->p++;
+  if (j->p == s || j->p - s > 64) return j->err = "unexpected character", -1;
+  v->t = J_NUM;
+  v->s = strndup(s, (size_t)(j->p - s));
+  return v->s ? 0 : -1;
+}
+
+static const jv_t *jget(const jv_t *o, const char *k) {
+  if (!o || o->t != J_OBJ) return NULL;
+  for (size_t i = 0; i < o->n; i++)
+    if (strcmp(o->keys[i], k) == 0) return &o->items[i];
+  return NULL;
+}
+
+/* Scalar as text (numbers as written, null as "-"). */
+static const char *jtext(const jv_t *v) {
+  if (!v || v->t == J_NULL) return "-";
+  if (v->t == J_BOOL) return v->b ? "true" : "false";
+  if (v->t == J_STR || v->t == J_NUM) return v->s;
+  return v->t == J_ARR ? "[...]" : "{...}";
+}
+
+/* ------------------------------------------------------------------ output */
+
+#define N_COLS 13
+static const char *const COL_HEAD[N_COLS] = {"TABLE", "SHARD", "KEY", "STATE", "STATUS",
+                                             "EPOCH", "VERSION", "WAL", "REPLAY_AFTER",
+                                             "MT_ROWS", "MT_BYTES", "FROZEN", "SSTABLES"};
+static const char *const COL_KEY[N_COLS] = {NULL, "id", "key", "state", "status",
+                                            "epoch", "manifest_version", "wal_position", "replay_after",
+                                            "memtable_rows", "memtable_bytes", "frozen", "sstables"};
+
+static void print_status(const jv_t *r) {
+  printf("memwald %s, up %ss, %s connection(s)\n", jtext(jget(r, "version")), jtext(jget(r, "uptime_s")),
+         jtext(jget(r, "connections")));
+  const jv_t *tables = jget(r, "tables");
+  size_t w[N_COLS];
+  for (int c = 0; c < N_COLS; c++) w[c] = strlen(COL_HEAD[c]);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      for (int c = 0; c < N_COLS; c++) printf("%-*s%s", c + 1 < N_COLS ? (int)w[c] : 0, COL_HEAD[c], c + 1 < N_COLS ? "  " : "\n");
+    }
+    for (size_t t = 0; tables && tables->t == J_ARR && t < tables->n; t++) {
+      const jv_t *tab = &tables->items[t];
+      const jv_t *shards = jget(tab, "shards");
+      if (pass == 1 && (!shards || shards->t != J_ARR || shards->n == 0))
+        printf("%-*s  (no shards)\n", (int)w[0], jtext(jget(tab, "name")));
+      for (size_t s = 0; shards && shards->t == J_ARR && s < shards->n; s++) {
+        for (int c = 0; c < N_COLS; c++) {
+          const char *v = c == 0 ? jtext(jget(tab, "name")) : jtext(jget(&shards->items[s], COL_KEY[c]));
+          if (pass == 0 && strlen(v) > w[c]) w[c] = strlen(v);
+          if (pass == 1) printf("%-*s%s", c + 1 < N_COLS ? (int)w[c] : 0, v, c + 1 < N_COLS ? "  " : "\n");
+        }
+      }
+    }
+  }
+}
+
+static void print_result(const char *cmd, const jv_t *r) {
+  if (strcmp(cmd, "status") == 0 && r->t == J_OBJ) {
+    print_status(r);
+    return;
+  }
+  if (strcmp(cmd, "metrics") == 0) {
+    const jv_t *t = jget(r, "text");
+    fputs(t && t->t == J_STR ? t->s : "", stdout);
+    return;
+  }
+  if (r->t != J_OBJ || r->n == 0) {
+    printf("ok\n");
+    return;
+  }
+  for (size_t i = 0; i < r->n; i++) printf("%s=%s%s", r->keys[i], jtext(&r->items[i]), i + 1 < r->n ? " " : "\n");
+}
+
+/* ------------------------------------------------------------------ main */
+
+static int request(const char *path, const char *line, char **reply, size_t *len) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof sa.sun_path) {
+    fprintf(stderr, "memwalctl: socket path too long: %s\n", path);
+    return -1;
+  }
+  strcpy(sa.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    fprintf(stderr, "memwalctl: cannot connect to %s: %s (is memwald running? -s SOCKET)\n", path,
+            strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  size_t n = strlen(line), off = 0;
+  while (off < n) {
+    ssize_t k = write(fd, line + off, n - off);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      fprintf(stderr, "memwalctl: write to %s: %s\n", path, strerror(errno));
+      close(fd);
+      return -1;
+    }
+    off += (size_t)k;
+  }
+  size_t cap = 4096;
+  char *buf = malloc(cap + 1);
+  *len = 0;
+  for (;;) {
+    if (!buf) break;
+    if (*len == cap) {
+      if (cap >= MAX_REPLY_BYTES) break;
+      char *nb = realloc(buf, cap * 2 + 1);
+      if (!nb) break;
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t k = read(fd, buf + *len, cap - *len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      fprintf(stderr, "memwalctl: read from %s: %s\n", path, strerror(errno));
+      free(buf);
+      close(fd);
+      return -1;
+    }
+    if (k == 0) {
+      close(fd);
+      buf[*len] = 0;
+      *reply = buf;
+      return 0;
+    }
+    *len += (size_t)k;
+  }
+  fprintf(stderr, "memwalctl: reply too large or out of memory\n");
+  free(buf);
+  close(fd);
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  const char *sock = getenv("MEMWALD_ADMIN_SOCKET");
+  if (!sock || !*sock) sock = DEFAULT_SOCKET;
+  bool json = false;
+  static const struct option lo[] = {{"socket", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},
+                                     {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "+s:jhV", lo, NULL)) != -1) {
+    switch (ch) {
+    case 's': sock = optarg; break;
+    case 'j': json = true; break;
+    case 'h': fputs(USAGE, stdout); return 0;
+    case 'V': printf("memwalctl %s\n", MW_VERSION); return 0;
+    default: fputs(USAGE, stderr); return 2;
+    }
+  }
+  if (optind >= argc) {
+    fputs("memwalctl: no command\n\n", stderr);
+    fputs(USAGE, stderr);
+    return 2;
+  }
+  char line[MAX_REQUEST_BYTES + 2];
+  size_t n = 0;
+  for (int i = optind; i < argc; i++) {
+    size_t l = strlen(argv[i]);
+    if (l == 0 || strpbrk(argv[i], " \t\r\n")) {
+      fprintf(stderr, "memwalctl: argument \"%s\" is empty or holds whitespace\n", argv[i]);
+      return 2;
+    }
+    if (n + l + 2 > MAX_REQUEST_BYTES) {
+      fputs("memwalctl: request too long\n", stderr);
+      return 2;
+    }
+    if (n) line[n++] = ' ';
+    memcpy(line + n, argv[i], l);
+    n += l;
+  }
+  line[n++] = '\n';
+  line[n] = 0;
+  char *reply = NULL;
+  size_t len = 0;
+  if (request(sock, line, &reply, &len) < 0) return 3;
+  jp_t jp = {reply, reply + len, NULL};
+  jv_t v;
+  int rc = jvalue(&jp, &v, 0);
+  ws(&jp);
+  if (rc < 0 || jp.p != jp.end || v.t != J_OBJ || !jget(&v, "ok") || jget(&v, "ok")->t != J_BOOL) {
+    fprintf(stderr, "memwalctl: bad reply from %s (%s): %.200s\n", sock, jp.err ? jp.err : "not a reply object",
+            reply);
+    if (rc == 0) jv_free(&v);
+    else jv_free(&v);
+    free(reply);
+    return 3;
+  }
+  bool ok = jget(&v, "ok")->b;
+  int status = 0;
+  if (json) fwrite(reply, 1, len, stdout);
+  if (!ok) {
+    const jv_t *e = jget(&v, "error");
+    fprintf(stderr, "memwalctl: %s: %s\n", argv[optind], e && e->t == J_STR ? e->s : "failed");
+    status = 1;
+  } else if (!json) {
+    const jv_t *r = jget(&v, "result");
+    static const jv_t empty = {.t = J_OBJ};
+    print_result(argv[optind], r ? r : &empty);
+  }
+  jv_free(&v);
+  free(reply);
+  return status;
+}

@@ -1,0 +1,347 @@
+/*
+ * admin.c — the admin socket on the libuv loop (see admin.h).
+ *
+ * One mw_admin_req_t per accepted connection: it reads one request line
+ * (bounded, with a read timeout), checks the command table below, then
+ * either answers itself (metrics, errors) or hands the words to the engine.
+ * The request outlives its socket until the engine has replied, so a client
+ * that hangs up mid-flush does not leave the engine a dangling pointer.
+ */
+#include "net/admin.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct mw_admin_req {
+  uv_pipe_t pipe;
+  uv_timer_t timer;
+  mw_admin_t *a;
+  mw_admin_req_t *prev, *next;
+  char buf[MW_ADMIN_MAX_REQUEST_BYTES + 1];
+  size_t len;
+  int handles;
+  bool dispatched, replied, closing;
+  bool too_long; /* over the limit: discard up to the newline, then refuse */
+  uv_write_t wr;
+  mw_buf_t out;
+};
+
+struct mw_admin {
+  uv_loop_t *loop;
+  uv_pipe_t listener;
+  char *path;
+  mw_admin_engine_t eng;
+  mw_metrics_t *metrics;
+  mw_admin_req_t *reqs;
+  size_t n_reqs;
+  bool stopping, listener_open;
+};
+
+static const struct {
+  const char *name;
+  int min_args, max_args;
+  const char *usage;
+} COMMANDS[] = {
+    {"status", 0, 0, "status"},        {"metrics", 0, 0, "metrics"},
+    {"flush", 0, 2, "flush [TABLE [SHARD]]"}, {"seal", 2, 2, "seal TABLE SHARD"},
+    {"unseal", 2, 2, "unseal TABLE SHARD"}, {"drop", 2, 2, "drop TABLE SHARD"},
+    {"drop-table", 1, 1, "drop-table TABLE"}, {"claim", 2, 2, "claim TABLE SHARD"},
+    {"release", 2, 2, "release TABLE SHARD"},
+};
+#define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+int mw_admin_json_str(mw_buf_t *out, const char *s) {
+  assert(out && s);
+  int rc = mw_buf_append(out, "\"", 1);
+  for (const unsigned char *p = (const unsigned char *)s; *p && rc == 0; p++) {
+    char esc[8];
+    if (*p == '"' || *p == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)*p;
+      rc = mw_buf_append(out, esc, 2);
+    } else if (*p < 0x20 || *p == 0x7f) {
+      snprintf(esc, sizeof esc, "\\u%04x", *p);
+      rc = mw_buf_append(out, esc, 6);
+    } else {
+      rc = mw_buf_append(out, p, 1);
+    }
+  }
+  if (rc == 0) rc = mw_buf_append(out, "\"", 1);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ lifetime */
+
+static void admin_maybe_free(mw_admin_t *a) {
+  if (!a->stopping || a->listener_open || a->n_reqs > 0) return;
+  free(a->path);
+  free(a);
+}
+
+static void req_maybe_free(mw_admin_req_t *r) {
+  if (r->handles > 0 || (r->dispatched && !r->replied)) return;
+  mw_buf_free(&r->out);
+  free(r);
+}
+
+static void on_req_closed(uv_handle_t *h) {
+  mw_admin_req_t *r = h->data;
+  if (--r->handles == 0) {
+    mw_admin_t *a = r->a;
+    if (a) {
+      if (r->prev) r->prev->next = r->next;
+      else a->reqs = r->next;
+      if (r->next) r->next->prev = r->prev;
+      a->n_reqs--;
+      r->a = NULL;
+      admin_maybe_free(a);
+    }
+    req_maybe_free(r);
+  }
+}
+
+static void req_close(mw_admin_req_t *r) {
+  if (r->closing) return;
+  r->closing = true;
+  uv_close((uv_handle_t *)&r->pipe, on_req_closed);
+  uv_close((uv_handle_t *)&r->timer, on_req_closed);
+}
+
+/* ------------------------------------------------------------------ replies */
+
+static void on_written(uv_write_t *w, int status) {
+  (void)status;
+  mw_admin_req_t *r = w->data;
+  req_close(r);
+}
+
+static void send_reply(mw_admin_req_t *r) {
+  uv_buf_t b = uv_buf_init((char *)r->out.data, (unsigned)r->out.len);
+  r->wr.data = r;
+  if (uv_write(&r->wr, (uv_stream_t *)&r->pipe, &b, 1, on_written) < 0) req_close(r);
+}
+
+static void reply_error(mw_admin_req_t *r, const char *msg) {
+  mw_buf_reset(&r->out);
+  int rc = mw_buf_append(&r->out, "{\"ok\":false,\"error\":", 20);
+  if (rc == 0) rc = mw_admin_json_str(&r->out, msg);
+  if (rc == 0) rc = mw_buf_append(&r->out, "}\n", 2);
+  if (rc < 0) req_close(r);
+  else send_reply(r);
+}
+
+void mw_admin_reply(mw_admin_req_t *r, int status, const char *text) {
+  assert(r && !r->replied);
+  r->replied = true;
+  if (r->closing) { /* client gone or admin stopped */
+    req_maybe_free(r);
+    return;
+  }
+  if (status < 0) {
+    reply_error(r, text && text[0] ? text : strerror(-status));
+    return;
+  }
+  mw_buf_reset(&r->out);
+  int rc = mw_buf_append(&r->out, "{\"ok\":true,\"result\":", 20);
+  const char *j = text && text[0] ? text : "{}";
+  if (rc == 0) rc = mw_buf_append(&r->out, j, strlen(j));
+  if (rc == 0) rc = mw_buf_append(&r->out, "}\n", 2);
+  if (rc < 0) req_close(r);
+  else send_reply(r);
+}
+
+/* ------------------------------------------------------------------ commands */
+
+static void dispatch(mw_admin_req_t *r) {
+  char *argv[MW_ADMIN_MAX_ARGS + 2];
+  int argc = 0;
+  char *save = NULL;
+  r->buf[r->len] = 0;
+  char *nl = strchr(r->buf, '\n');
+  if (nl) *nl = 0;
+  size_t n = strlen(r->buf);
+  if (n > 0 && r->buf[n - 1] == '\r') r->buf[n - 1] = 0;
+  for (char *w = strtok_r(r->buf, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+    if (argc == MW_ADMIN_MAX_ARGS + 1) {
+      reply_error(r, "too many words");
+      return;
+    }
+    argv[argc++] = w;
+  }
+  argv[argc] = NULL;
+  if (argc == 0) {
+    reply_error(r, "empty request; commands: status, metrics, flush, seal, unseal, drop, drop-table, claim, release");
+    return;
+  }
+  size_t k = 0;
+  while (k < N_COMMANDS && strcmp(COMMANDS[k].name, argv[0]) != 0) k++;
+  char msg[MW_ADMIN_MAX_REQUEST_BYTES + 128];
+  if (k == N_COMMANDS) {
+    snprintf(msg, sizeof msg, "unknown command \"%.200s\"; commands: status, metrics, flush, seal, unseal, drop, drop-table, claim, release", argv[0]);
+    reply_error(r, msg);
+    return;
+  }
+  if (argc - 1 < COMMANDS[k].min_args || argc - 1 > COMMANDS[k].max_args) {
+    snprintf(msg, sizeof msg, "usage: %s", COMMANDS[k].usage);
+    reply_error(r, msg);
+    return;
+  }
+  mw_admin_t *a = r->a;
+  if (strcmp(argv[0], "metrics") == 0) {
+    mw_buf_t text = MW_BUF_INIT, j = MW_BUF_INIT;
+    int rc = a->metrics ? mw_metrics_render(a->metrics, &text) : 0;
+    if (rc == 0) rc = mw_buf_append(&text, "", 1);
+    if (rc == 0) rc = mw_buf_append(&j, "{\"text\":", 8);
+    if (rc == 0) rc = mw_admin_json_str(&j, (const char *)text.data);
+    if (rc == 0) rc = mw_buf_append(&j, "}", 2); /* with the NUL */
+    r->dispatched = true;
+    mw_admin_reply(r, rc, rc == 0 ? (const char *)j.data : "out of memory");
+    mw_buf_free(&text);
+    mw_buf_free(&j);
+    return;
+  }
+  if (!a->eng.command) {
+    reply_error(r, "no engine");
+    return;
+  }
+  r->dispatched = true;
+  a->eng.command(a->eng.data, argc, (const char *const *)argv, r);
+}
+
+/* ------------------------------------------------------------------ reading */
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
+  (void)hint;
+  mw_admin_req_t *r = h->data;
+  *b = uv_buf_init(r->buf + r->len, (unsigned)(MW_ADMIN_MAX_REQUEST_BYTES - r->len));
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
+  (void)b;
+  mw_admin_req_t *r = st->data;
+  if (r->closing || r->dispatched) return;
+  if (n < 0 && n != UV_EOF) {
+    req_close(r);
+    return;
+  }
+  if (n > 0) r->len += (size_t)n;
+  bool line = memchr(r->buf, '\n', r->len) != NULL;
+  if (!line && n != UV_EOF) {
+    if (r->len == MW_ADMIN_MAX_REQUEST_BYTES) { /* keep reading so the close is clean */
+      r->too_long = true;
+      r->len = 0;
+    }
+    return;
+  }
+  uv_read_stop(st);
+  uv_timer_stop(&r->timer);
+  if (r->too_long) {
+    reply_error(r, "request longer than 4096 bytes");
+    return;
+  }
+  dispatch(r);
+}
+
+static void on_timeout(uv_timer_t *t) {
+  mw_admin_req_t *r = t->data;
+  if (!r->dispatched && !r->closing) {
+    uv_read_stop((uv_stream_t *)&r->pipe);
+    reply_error(r, "no request within 10 s");
+  }
+}
+
+static void on_connection(uv_stream_t *l, int status) {
+  mw_admin_t *a = l->data;
+  if (status < 0 || a->stopping) return;
+  mw_admin_req_t *r = calloc(1, sizeof *r);
+  if (!r) return;
+  uv_pipe_init(a->loop, &r->pipe, 0);
+  uv_timer_init(a->loop, &r->timer);
+  r->pipe.data = r->timer.data = r;
+  r->handles = 2;
+  r->a = a;
+  r->next = a->reqs;
+  if (a->reqs) a->reqs->prev = r;
+  a->reqs = r;
+  a->n_reqs++;
+  if (uv_accept(l, (uv_stream_t *)&r->pipe) < 0 || a->n_reqs > MW_ADMIN_MAX_CONNECTIONS) {
+    req_close(r);
+    return;
+  }
+  uv_timer_start(&r->timer, on_timeout, MW_ADMIN_READ_TIMEOUT_MS, 0);
+  uv_read_start((uv_stream_t *)&r->pipe, on_alloc, on_read);
+}
+
+/* ------------------------------------------------------------------ public */
+
+/* Remove a stale socket file; refuse when something still accepts on it. */
+static int clear_stale(const char *path, mw_err_t *err) {
+  struct stat st;
+  if (lstat(path, &st) < 0) return errno == ENOENT ? 0 : mw_err_set(err, -errno, "admin socket %s: %s", path, strerror(errno));
+  if (!S_ISSOCK(st.st_mode)) return mw_err_set(err, -EEXIST, "admin socket %s: exists and is not a socket", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  int live = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  if (live) return mw_err_set(err, -EADDRINUSE, "admin socket %s: another process is listening on it", path);
+  unlink(path);
+  return 0;
+}
+
+static void on_listener_closed(uv_handle_t *h) {
+  mw_admin_t *a = h->data;
+  a->listener_open = false;
+  admin_maybe_free(a);
+}
+
+int mw_admin_start(uv_loop_t *loop, const char *path, const mw_admin_engine_t *engine,
+                   mw_metrics_t *metrics, mw_admin_t **out, mw_err_t *err) {
+  assert(loop && path && engine && out);
+  *out = NULL;
+  if (strlen(path) == 0 || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+    return mw_err_set(err, -ENAMETOOLONG, "admin socket %s: empty or too long for a Unix socket", path);
+  int rc = clear_stale(path, err);
+  if (rc < 0) return rc;
+  mw_admin_t *a = calloc(1, sizeof *a);
+  if (!a || !(a->path = strdup(path))) {
+    free(a);
+    return -ENOMEM;
+  }
+  a->loop = loop;
+  a->eng = *engine;
+  a->metrics = metrics;
+  uv_pipe_init(loop, &a->listener, 0);
+  a->listener.data = a;
+  a->listener_open = true;
+  rc = uv_pipe_bind(&a->listener, path);
+  bool bound = rc == 0;
+  if (rc == 0 && chmod(path, 0660) < 0) rc = -errno;
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&a->listener, 64, on_connection);
+  if (rc < 0) {
+    if (bound) unlink(path);
+    mw_err_set(err, rc, "admin socket %s: %s", path, uv_strerror(rc));
+    a->stopping = true;
+    uv_close((uv_handle_t *)&a->listener, on_listener_closed);
+    return rc;
+  }
+  *out = a;
+  return 0;
+}
+
+void mw_admin_stop(mw_admin_t *a) {
+  assert(a && !a->stopping);
+  a->stopping = true;
+  unlink(a->path);
+  uv_close((uv_handle_t *)&a->listener, on_listener_closed);
+  for (mw_admin_req_t *r = a->reqs; r; r = r->next) req_close(r);
+}

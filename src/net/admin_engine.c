@@ -1,0 +1,332 @@
+/*
+ * admin_engine.c — admin commands as shard-engine operations (see
+ * admin_engine.h). One heap `op_t` per command counts the engine callbacks
+ * it waits for, keeps the first failure, and replies once the count drops
+ * to zero. Engine callbacks never run inside the call that starts them, but
+ * an op holds one extra count while it is starting operations anyway.
+ */
+#include "net/admin_engine.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lance/route.h"
+
+#define MW_FE_IDENTITY_MAX_BYTES 4096 /* as schema_text.h MW_SHARD_VALUE_MAX_BYTES */
+
+typedef struct op {
+  mw_admin_req_t *r;
+  char cmd[16];
+  char table[256];
+  int left;
+  int n;
+  int status;
+  char reason[MW_ERR_MSG_BYTES];
+  mw_table_t *t;
+  mw_shard_t *s;
+} op_t;
+
+/* ------------------------------------------------------------------ shards */
+
+void mw_fe_shard_key(const mw_table_t *t, const uint8_t id[16], char *out, size_t n) {
+  assert(t && id && out && n > 0);
+  uint8_t u[16];
+  if (t->kind == MW_SHARDING_UNSHARDED) {
+    snprintf(out, n, "unsharded");
+    return;
+  }
+  if (t->kind == MW_SHARDING_BUCKET)
+    for (uint32_t b = 0; b < t->num_buckets; b++) {
+      mw_shard_uuid_bucket(b, u);
+      if (memcmp(u, id, 16) == 0) {
+        snprintf(out, n, "bucket-%" PRIu32, b);
+        return;
+      }
+    }
+  snprintf(out, n, t->kind == MW_SHARDING_IDENTITY ? "identity" : "manual");
+}
+
+static int identity_bytes(const mw_field_t *f, const char *v, uint8_t *out, size_t *n) {
+  char *end;
+  errno = 0;
+  switch (f->type) {
+  case MW_T_UTF8:
+  case MW_T_BINARY:
+    *n = strlen(v);
+    if (*n > MW_FE_IDENTITY_MAX_BYTES) return -EINVAL;
+    memcpy(out, v, *n);
+    return 0;
+  case MW_T_BOOL:
+    if (strcmp(v, "true") && strcmp(v, "false")) return -EINVAL;
+    out[0] = strcmp(v, "true") == 0;
+    *n = 1;
+    return 0;
+  case MW_T_INT32:
+  case MW_T_INT64: {
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || !*v) return -EINVAL;
+    if (f->type == MW_T_INT32 && (x < INT32_MIN || x > INT32_MAX)) return -EINVAL;
+    *n = f->type == MW_T_INT32 ? 4 : 8;
+    for (size_t i = 0; i < *n; i++) out[i] = (uint8_t)((unsigned long long)x >> (8 * i));
+    return 0;
+  }
+  case MW_T_UINT32:
+  case MW_T_UINT64: {
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || !*v || *v == '-') return -EINVAL;
+    if (f->type == MW_T_UINT32 && x > UINT32_MAX) return -EINVAL;
+    *n = f->type == MW_T_UINT32 ? 4 : 8;
+    for (size_t i = 0; i < *n; i++) out[i] = (uint8_t)(x >> (8 * i));
+    return 0;
+  }
+  default: return -EINVAL;
+  }
+}
+
+int mw_fe_shard_resolve(const mw_table_t *t, const char *text, uint8_t id[16], mw_err_t *err) {
+  assert(t && text && id);
+  if (mw_shard_uuid_parse(text, id) == 0) return 0;
+  if (strcmp(text, "unsharded") == 0 && t->kind == MW_SHARDING_UNSHARDED) {
+    mw_shard_uuid_unsharded(id);
+    return 0;
+  }
+  if (t->kind == MW_SHARDING_BUCKET) {
+    const char *num = strncmp(text, "bucket-", 7) == 0 ? text + 7 : text;
+    char *end;
+    unsigned long b = strtoul(num, &end, 10);
+    if (*num && !*end && *num != '-' && b < t->num_buckets) {
+      mw_shard_uuid_bucket((uint32_t)b, id);
+      return 0;
+    }
+  }
+  if (t->kind == MW_SHARDING_IDENTITY && strncmp(text, "identity-", 9) == 0 && t->route_field >= 0) {
+    uint8_t raw[MW_FE_IDENTITY_MAX_BYTES];
+    size_t n = 0;
+    if (identity_bytes(&t->schema.fields[t->route_field], text + 9, raw, &n) == 0 &&
+        mw_shard_uuid_identity_raw(raw, n, id) == 0)
+      return 0;
+  }
+  return mw_err_set(err, -EINVAL,
+                    "shard \"%.200s\": expected a shard UUID, unsharded, bucket-<b> or identity-<value> "
+                    "matching the table's spec",
+                    text);
+}
+
+/* ------------------------------------------------------------------ status */
+
+static int put(mw_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int put(mw_buf_t *b, const char *fmt, ...) {
+  char tmp[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof tmp) return -EOVERFLOW;
+  return mw_buf_append(b, tmp, (size_t)n);
+}
+
+int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
+  assert(a && out);
+  uint64_t up = a->loop ? (uv_now(a->loop) - a->start_ms) / 1000 : 0;
+  int rc = mw_buf_append(out, "{\"version\":", 11);
+  if (rc == 0) rc = mw_admin_json_str(out, a->version ? a->version : "");
+  if (rc == 0)
+    rc = put(out, ",\"uptime_s\":%" PRIu64 ",\"connections\":%zu,\"tables\":[", up,
+             a->server ? mw_server_connections(a->server) : 0);
+  for (size_t i = 0; rc == 0 && i < a->tables->n; i++) {
+    const mw_table_t *t = a->tables->tables[i];
+    rc = put(out, "%s{\"name\":", i ? "," : "");
+    if (rc == 0) rc = mw_admin_json_str(out, a->tables->names[i]);
+    if (rc == 0) rc = mw_buf_append(out, ",\"path\":", 8);
+    if (rc == 0) rc = mw_admin_json_str(out, t->path ? t->path : "");
+    if (rc == 0) rc = mw_buf_append(out, ",\"shards\":[", 11);
+    for (size_t k = 0; rc == 0 && k < t->n_shards; k++) {
+      const mw_table_shard_t *ts = t->shards[k];
+      mw_shard_stats_t st;
+      mw_shard_stats(&ts->shard, &st);
+      char key[64];
+      mw_fe_shard_key(t, ts->id, key, sizeof key);
+      rc = put(out,
+               "%s{\"id\":\"%s\",\"key\":\"%s\",\"state\":\"%s\",\"status\":\"%s\",\"epoch\":%" PRIu64
+               ",\"manifest_version\":%" PRIu64 ",\"wal_position\":%" PRIu64 ",\"replay_after\":%" PRIu64
+               ",\"memtable_rows\":%" PRId64 ",\"memtable_bytes\":%" PRId64 ",\"frozen\":%" PRIu32
+               ",\"sstables\":%" PRIu64 ",\"rows_acked\":%" PRIu64 ",\"wal_entries\":%" PRIu64
+               ",\"flushes\":%" PRIu64 ",\"backpressured\":%s",
+               k ? "," : "", ts->shard.id_str, key, mw_shard_state_name(st.state),
+               st.sealed ? "SEALED" : "ACTIVE", st.epoch, st.manifest_version, st.wal_next_position,
+               st.replay_after, st.memtable_rows, st.memtable_bytes, st.frozen, st.sstables,
+               st.rows_acked, st.wal_entries, st.flushes, st.backpressured ? "true" : "false");
+      if (rc == 0 && mw_shard_reason(&ts->shard)[0]) {
+        rc = mw_buf_append(out, ",\"reason\":", 10);
+        if (rc == 0) rc = mw_admin_json_str(out, mw_shard_reason(&ts->shard));
+      }
+      if (rc == 0) rc = mw_buf_append(out, "}", 1);
+    }
+    if (rc == 0) rc = mw_buf_append(out, "]}", 2);
+  }
+  if (rc == 0) rc = mw_buf_append(out, "]}", 3); /* with the NUL */
+  if (rc == 0) out->len--;
+  return rc;
+}
+
+/* ------------------------------------------------------------------ commands */
+
+static void op_finish(op_t *o) {
+  if (o->status < 0) {
+    char msg[MW_ERR_MSG_BYTES + 300];
+    snprintf(msg, sizeof msg, "table %s: %s", o->table, o->reason[0] ? o->reason : mw_strerror(o->status));
+    mw_admin_reply(o->r, o->status, msg);
+  } else if (strcmp(o->cmd, "flush") == 0) {
+    char j[64];
+    snprintf(j, sizeof j, "{\"flushed\":%d}", o->n);
+    mw_admin_reply(o->r, 0, j);
+  } else if (strcmp(o->cmd, "drop-table") == 0) {
+    mw_buf_t b = MW_BUF_INIT;
+    int rc = mw_buf_append(&b, "{\"table\":", 9);
+    if (rc == 0) rc = mw_admin_json_str(&b, o->table);
+    if (rc == 0) rc = mw_buf_append(&b, ",\"dropped\":true}", 17);
+    mw_admin_reply(o->r, rc, rc == 0 ? (const char *)b.data : "out of memory");
+    mw_buf_free(&b);
+  } else {
+    mw_shard_stats_t st;
+    mw_shard_stats(o->s, &st);
+    char key[64], j[512];
+    key[0] = 0;
+    for (size_t k = 0; k < o->t->n_shards; k++)
+      if (&o->t->shards[k]->shard == o->s) mw_fe_shard_key(o->t, o->t->shards[k]->id, key, sizeof key);
+    snprintf(j, sizeof j, "{\"shard\":\"%s\",\"key\":\"%s\",\"state\":\"%s\",\"status\":\"%s\",\"epoch\":%" PRIu64 "}",
+             o->s->id_str, key, mw_shard_state_name(st.state), st.sealed ? "SEALED" : "ACTIVE", st.epoch);
+    mw_admin_reply(o->r, 0, j);
+  }
+  free(o);
+}
+
+static void op_done(op_t *o, int status, const char *reason) {
+  if (status < 0 && o->status == 0) {
+    o->status = status;
+    snprintf(o->reason, sizeof o->reason, "%s", reason ? reason : mw_strerror(status));
+  }
+  if (--o->left == 0) op_finish(o);
+}
+
+static void on_shard_done(mw_shard_t *s, int status, const char *reason, void *arg) {
+  (void)s;
+  op_done(arg, status, reason);
+}
+
+static void on_drop_done(mw_table_t *t, int status, const char *reason, void *arg) {
+  (void)t;
+  op_done(arg, status, reason);
+}
+
+static mw_table_t *find_table(const mw_fe_admin_t *a, const char *name) {
+  for (size_t i = 0; i < a->tables->n; i++)
+    if (strcmp(a->tables->names[i], name) == 0) return a->tables->tables[i];
+  return NULL;
+}
+
+static void start_flush(mw_fe_admin_t *a, op_t *o, int argc, const char *const *argv) {
+  for (size_t i = 0; i < a->tables->n; i++) {
+    mw_table_t *t = a->tables->tables[i];
+    if (argc >= 2 && t != o->t) continue;
+    uint8_t id[16];
+    mw_err_t err = {0};
+    if (argc >= 3 && mw_fe_shard_resolve(t, argv[2], id, &err) < 0) {
+      op_done(o, -EINVAL, err.msg);
+      return;
+    }
+    for (size_t k = 0; k < t->n_shards; k++) {
+      mw_shard_t *s = &t->shards[k]->shard;
+      if (argc >= 3 && memcmp(t->shards[k]->id, id, 16) != 0) continue;
+      if (mw_shard_state(s) != MW_SS_ACTIVE) {
+        if (argc >= 3) op_done(o, -EINVAL, "the shard is not ACTIVE");
+        if (argc >= 3) return;
+        continue;
+      }
+      o->left++;
+      int rc = mw_shard_flush(s, on_shard_done, o);
+      if (rc < 0) op_done(o, rc, mw_shard_reason(s)[0] ? mw_shard_reason(s) : mw_strerror(rc));
+      else o->n++;
+    }
+  }
+}
+
+static void command(void *data, int argc, const char *const *argv, mw_admin_req_t *r) {
+  mw_fe_admin_t *a = data;
+  if (strcmp(argv[0], "status") == 0) {
+    mw_buf_t b = MW_BUF_INIT;
+    int rc = mw_fe_status_json(a, &b);
+    if (rc == 0) rc = mw_buf_append(&b, "", 1);
+    mw_admin_reply(r, rc, rc == 0 ? (const char *)b.data : "status: out of memory");
+    mw_buf_free(&b);
+    return;
+  }
+  op_t *o = calloc(1, sizeof *o);
+  if (!o) {
+    mw_admin_reply(r, -ENOMEM, "out of memory");
+    return;
+  }
+  o->r = r;
+  o->left = 1; /* held while starting */
+  snprintf(o->cmd, sizeof o->cmd, "%s", argv[0]);
+  snprintf(o->table, sizeof o->table, "%s", argc >= 2 ? argv[1] : "*");
+  if (argc >= 2 && !(o->t = find_table(a, argv[1]))) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "unknown table \"%.200s\"", argv[1]);
+    free(o);
+    mw_admin_reply(r, -ENOENT, msg);
+    return;
+  }
+  if (strcmp(argv[0], "flush") == 0) {
+    start_flush(a, o, argc, argv);
+    op_done(o, 0, NULL);
+    return;
+  }
+  if (strcmp(argv[0], "drop-table") == 0) {
+    o->left++;
+    int rc = mw_table_drop(o->t, on_drop_done, o);
+    if (rc < 0) op_done(o, rc, rc == -EBUSY ? "a drop or another control operation is running" : NULL);
+    op_done(o, 0, NULL);
+    return;
+  }
+  uint8_t id[16];
+  mw_err_t err = {0};
+  if (mw_fe_shard_resolve(o->t, argv[2], id, &err) < 0) {
+    op_done(o, -EINVAL, err.msg);
+    return;
+  }
+  bool claim = strcmp(argv[0], "claim") == 0;
+  o->s = mw_table_shard(o->t, id, claim);
+  if (!o->s) {
+    op_done(o, -ENOENT, claim ? "this daemon does not own that shard"
+                              : "that shard is not open here (not owned, or not written since start)");
+    return;
+  }
+  int (*fn)(mw_shard_t *, mw_shard_done_cb, void *) =
+      claim ? mw_shard_claim
+      : strcmp(argv[0], "seal") == 0    ? mw_shard_seal
+      : strcmp(argv[0], "unseal") == 0  ? mw_shard_unseal
+      : strcmp(argv[0], "release") == 0 ? mw_shard_release
+      : strcmp(argv[0], "drop") == 0    ? mw_shard_drop
+                                        : NULL;
+  if (!fn) {
+    op_done(o, -EINVAL, "unknown command");
+    return;
+  }
+  o->left++;
+  int rc = fn(o->s, on_shard_done, o);
+  if (rc < 0) op_done(o, rc, mw_shard_reason(o->s)[0] ? mw_shard_reason(o->s) : mw_strerror(rc));
+  op_done(o, 0, NULL);
+}
+
+void mw_fe_admin_engine(mw_fe_admin_t *a, mw_admin_engine_t *out) {
+  assert(a && a->tables && out);
+  out->data = a;
+  out->command = command;
+}

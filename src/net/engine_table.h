@@ -1,0 +1,39 @@
+/*
+ * engine_table.h — the server's engine interface (server.h) onto the shard
+ * engine's tables (shard/table.h).
+ *
+ * Owns: nothing but a name -> mw_table_t map borrowed from the daemon. A
+ * submission is one mw_table_write (routed to shards there; the batch is
+ * consumed on success); its completion status and reason become the reply
+ * (lineproto.h maps -EXDEV not_owner, -ESTALE fenced, -EROFS sealed, -EAGAIN
+ * overloaded). SYNC needs no barrier: the engine acknowledges a write only
+ * once its WAL entry is durable (durable_write, the default), so `sync` is
+ * NULL. With durable_write = false, SYNC says nothing more than OK does
+ * (documented in docs/protocol.md).
+ *
+ * Errors: submit returns mw_table_write's immediate error (-ENOMEM, -EXDEV
+ * for a row of a shard we do not own, ...), with its reason.
+ */
+#ifndef MW_NET_ENGINE_TABLE_H
+#define MW_NET_ENGINE_TABLE_H
+
+#include <stddef.h>
+
+#include "net/server.h"
+#include "shard/table.h"
+
+#define MW_FE_MAX_TABLES 256
+
+typedef struct mw_fe_tables {
+  const char *names[MW_FE_MAX_TABLES]; /* borrowed */
+  mw_table_t *tables[MW_FE_MAX_TABLES];
+  size_t n;
+} mw_fe_tables_t;
+
+/* Register `t` under `name` (both borrowed). -ENOSPC past MW_FE_MAX_TABLES,
+ * -EEXIST for a name already there. */
+int mw_fe_tables_add(mw_fe_tables_t *ts, const char *name, mw_table_t *t);
+/* Fill *out with callbacks over *ts (which must outlive the server). */
+void mw_fe_tables_engine(mw_fe_tables_t *ts, mw_fe_engine_t *out);
+
+#endif

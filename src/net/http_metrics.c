@@ -1,0 +1,217 @@
+/*
+ * http_metrics.c — a deliberately tiny HTTP/1.1 responder for Prometheus
+ * scrapes (see http_metrics.h). One request per connection, no keep-alive,
+ * no chunked bodies, nothing but the request line is interpreted.
+ */
+#include "net/http_metrics.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/server.h" /* mw_server_addr_parse */
+
+typedef struct hconn {
+  uv_tcp_t tcp;
+  uv_timer_t timer;
+  mw_http_metrics_t *h;
+  struct hconn *prev, *next;
+  char head[MW_HTTP_MAX_HEAD_BYTES];
+  size_t len;
+  int handles;
+  bool answered, closing;
+  uv_write_t wr;
+  mw_buf_t out;
+} hconn_t;
+
+struct mw_http_metrics {
+  uv_loop_t *loop;
+  uv_tcp_t listener;
+  mw_metrics_t *metrics;
+  hconn_t *conns;
+  size_t n_conns;
+  bool stopping, listener_open;
+};
+
+static void maybe_free(mw_http_metrics_t *h) {
+  if (h->stopping && !h->listener_open && h->n_conns == 0) free(h);
+}
+
+static void on_closed(uv_handle_t *hd) {
+  hconn_t *c = hd->data;
+  if (--c->handles > 0) return;
+  mw_http_metrics_t *h = c->h;
+  if (c->prev) c->prev->next = c->next;
+  else h->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  h->n_conns--;
+  mw_buf_free(&c->out);
+  free(c);
+  maybe_free(h);
+}
+
+static void conn_close(hconn_t *c) {
+  if (c->closing) return;
+  c->closing = true;
+  uv_close((uv_handle_t *)&c->tcp, on_closed);
+  uv_close((uv_handle_t *)&c->timer, on_closed);
+}
+
+static void on_written(uv_write_t *w, int status) {
+  (void)status;
+  conn_close(w->data);
+}
+
+static void respond(hconn_t *c, int code, const char *reason, const mw_buf_t *body, bool head_only) {
+  c->answered = true;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  uv_timer_stop(&c->timer);
+  char hdr[256];
+  size_t blen = body ? body->len : strlen(reason) + 1;
+  int n = snprintf(hdr, sizeof hdr,
+                   "HTTP/1.1 %d %s\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                   "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                   code, reason, blen);
+  int rc = mw_buf_append(&c->out, hdr, (size_t)n);
+  if (rc == 0 && !head_only) {
+    if (body) rc = mw_buf_append(&c->out, body->data, body->len);
+    else {
+      rc = mw_buf_append(&c->out, reason, strlen(reason));
+      if (rc == 0) rc = mw_buf_append(&c->out, "\n", 1);
+    }
+  }
+  uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
+  c->wr.data = c;
+  if (rc < 0 || uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) conn_close(c);
+}
+
+static void handle(hconn_t *c) {
+  char *sp1 = memchr(c->head, ' ', c->len);
+  char *eol = memchr(c->head, '\r', c->len);
+  if (!sp1 || !eol || sp1 > eol) {
+    respond(c, 400, "Bad Request", NULL, false);
+    return;
+  }
+  size_t ml = (size_t)(sp1 - c->head);
+  bool get = ml == 3 && memcmp(c->head, "GET", 3) == 0;
+  bool head = ml == 4 && memcmp(c->head, "HEAD", 4) == 0;
+  if (!get && !head) {
+    respond(c, 405, "Method Not Allowed", NULL, false);
+    return;
+  }
+  char *path = sp1 + 1;
+  char *sp2 = memchr(path, ' ', (size_t)(eol - path));
+  size_t pl = sp2 ? (size_t)(sp2 - path) : (size_t)(eol - path);
+  char *q = memchr(path, '?', pl);
+  if (q) pl = (size_t)(q - path);
+  if (pl != 8 || memcmp(path, "/metrics", 8) != 0) {
+    respond(c, 404, "Not Found", NULL, head);
+    return;
+  }
+  mw_buf_t body = MW_BUF_INIT;
+  if (c->h->metrics && mw_metrics_render(c->h->metrics, &body) < 0) {
+    mw_buf_free(&body);
+    respond(c, 500, "Internal Server Error", NULL, head);
+    return;
+  }
+  respond(c, 200, "OK", &body, head);
+  mw_buf_free(&body);
+}
+
+static void on_alloc(uv_handle_t *hd, size_t hint, uv_buf_t *b) {
+  (void)hint;
+  hconn_t *c = hd->data;
+  *b = uv_buf_init(c->head + c->len, (unsigned)(sizeof c->head - c->len));
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
+  (void)b;
+  hconn_t *c = st->data;
+  if (c->closing || c->answered) return;
+  if (n < 0) {
+    conn_close(c);
+    return;
+  }
+  c->len += (size_t)n;
+  for (size_t i = 3; i < c->len; i++)
+    if (memcmp(c->head + i - 3, "\r\n\r\n", 4) == 0) {
+      handle(c);
+      return;
+    }
+  if (c->len == sizeof c->head) respond(c, 400, "Bad Request", NULL, false);
+}
+
+static void on_timeout(uv_timer_t *t) { conn_close(t->data); }
+
+static void on_connection(uv_stream_t *l, int status) {
+  mw_http_metrics_t *h = l->data;
+  if (status < 0 || h->stopping) return;
+  hconn_t *c = calloc(1, sizeof *c);
+  if (!c) return;
+  c->h = h;
+  uv_tcp_init(h->loop, &c->tcp);
+  uv_timer_init(h->loop, &c->timer);
+  c->tcp.data = c->timer.data = c;
+  c->handles = 2;
+  c->next = h->conns;
+  if (h->conns) h->conns->prev = c;
+  h->conns = c;
+  h->n_conns++;
+  if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0 || h->n_conns > MW_HTTP_MAX_CONNECTIONS) {
+    conn_close(c);
+    return;
+  }
+  uv_timer_start(&c->timer, on_timeout, MW_HTTP_TIMEOUT_MS, 0);
+  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+static void on_listener_closed(uv_handle_t *hd) {
+  mw_http_metrics_t *h = hd->data;
+  h->listener_open = false;
+  maybe_free(h);
+}
+
+int mw_http_metrics_start(uv_loop_t *loop, const char *listen, mw_metrics_t *metrics,
+                          mw_http_metrics_t **out, mw_err_t *err) {
+  assert(loop && listen && out);
+  *out = NULL;
+  struct sockaddr_storage sa;
+  if (mw_server_addr_parse(listen, &sa) < 0)
+    return mw_err_set(err, -EINVAL, "metrics_listen %s: expected HOST:PORT or [V6]:PORT", listen);
+  mw_http_metrics_t *h = calloc(1, sizeof *h);
+  if (!h) return -ENOMEM;
+  h->loop = loop;
+  h->metrics = metrics;
+  uv_tcp_init(loop, &h->listener);
+  h->listener.data = h;
+  h->listener_open = true;
+  int rc = uv_tcp_bind(&h->listener, (struct sockaddr *)&sa, sa.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&h->listener, 64, on_connection);
+  if (rc < 0) {
+    mw_err_set(err, rc, "metrics_listen %s: %s", listen, uv_strerror(rc));
+    h->stopping = true;
+    uv_close((uv_handle_t *)&h->listener, on_listener_closed);
+    return rc;
+  }
+  *out = h;
+  return 0;
+}
+
+void mw_http_metrics_stop(mw_http_metrics_t *h) {
+  assert(h && !h->stopping);
+  h->stopping = true;
+  uv_close((uv_handle_t *)&h->listener, on_listener_closed);
+  for (hconn_t *c = h->conns; c; c = c->next) conn_close(c);
+}
+
+int mw_http_metrics_port(const mw_http_metrics_t *h) {
+  struct sockaddr_storage sa;
+  int len = sizeof sa;
+  if (uv_tcp_getsockname(&h->listener, (struct sockaddr *)&sa, &len) < 0) return -EINVAL;
+  return ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                        : ((struct sockaddr_in *)&sa)->sin_port);
+}
