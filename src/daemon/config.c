@@ -416,26 +416,18 @@ static int check_line_lengths(FILE *f, const char *path, mw_err_t *err) {
   return 0;
 }
 
-int mw_config_load(mw_config_t *cfg, const char *path, const char *const *sets, size_t n_sets,
-                   mw_err_t *err) {
-  assert(cfg != NULL);
-  mw_config_defaults(cfg);
+/* Parse one source: the file (source 1), then the --set list (source 2). */
+static int load_sources(mw_config_t *cfg, const char *name, FILE *f, const char *const *sets,
+                        size_t n_sets, mw_err_t *err) {
   load_ctx_t c = {.cfg = cfg, .err = err, .source = 1};
-  if (path != NULL) {
-    snprintf(cfg->path, sizeof cfg->path, "%s", path);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return mw_err_set(err, -errno, "%s: %s", path, strerror(errno));
-    int rc = check_line_lengths(f, path, err);
-    if (rc < 0) {
-      fclose(f);
-      return rc;
-    }
+  if (f != NULL) {
+    int rc = check_line_lengths(f, name, err);
+    if (rc < 0) return rc;
     int line = ini_parse_file(f, on_key, &c);
-    fclose(f);
     if (line != 0) {
-      if (line < 0) return mw_err_set(err, -EIO, "%s: cannot read", path);
+      if (line < 0) return mw_err_set(err, -EIO, "%s: cannot read", name);
       if (c.msg[0] == '\0') snprintf(c.msg, sizeof c.msg, "syntax error (expected key = value)");
-      return mw_err_set(err, -EINVAL, "%s:%d: %s", path, line, c.msg);
+      return mw_err_set(err, -EINVAL, "%s:%d: %s", name, line, c.msg);
     }
   }
   if (n_sets > MW_CONFIG_MAX_SETS) return mw_err_set(err, -E2BIG, "more than %d --set", MW_CONFIG_MAX_SETS);
@@ -446,6 +438,27 @@ int mw_config_load(mw_config_t *cfg, const char *path, const char *const *sets, 
     if (!apply_set(&c, sets[i])) return mw_err_set(err, -EINVAL, "--set %s: %s", sets[i], c.msg);
   }
   return check_config(cfg, err);
+}
+
+int mw_config_load_stream(mw_config_t *cfg, const char *name, void *file, const char *const *sets,
+                          size_t n_sets, mw_err_t *err) {
+  assert(cfg != NULL && name != NULL);
+  mw_config_defaults(cfg);
+  snprintf(cfg->path, sizeof cfg->path, "%s", name);
+  return load_sources(cfg, name, file, sets, n_sets, err);
+}
+
+int mw_config_load(mw_config_t *cfg, const char *path, const char *const *sets, size_t n_sets,
+                   mw_err_t *err) {
+  assert(cfg != NULL);
+  mw_config_defaults(cfg);
+  if (path == NULL) return load_sources(cfg, "(defaults)", NULL, sets, n_sets, err);
+  snprintf(cfg->path, sizeof cfg->path, "%s", path);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return mw_err_set(err, -errno, "%s: %s", path, strerror(errno));
+  int rc = load_sources(cfg, path, f, sets, n_sets, err);
+  fclose(f);
+  return rc;
 }
 
 const mw_table_config_t *mw_config_table(const mw_config_t *cfg, const char *name) {

@@ -90,6 +90,10 @@ void mw_config_defaults(mw_config_t *cfg);
 /* Load defaults, then `path` (may be NULL), then the `--set` strings. */
 int mw_config_load(mw_config_t *cfg, const char *path, const char *const *sets, size_t n_sets,
                    mw_err_t *err);
+/* The same, reading the file's text from an open stream (`name` is used in
+ * messages). For tests and the fuzz target (fmemopen). */
+int mw_config_load_stream(mw_config_t *cfg, const char *name, void *file /* FILE* */,
+                          const char *const *sets, size_t n_sets, mw_err_t *err);
 /* Print the effective configuration as INI (used by --print-config). */
 void mw_config_print(const mw_config_t *cfg, void *file /* FILE* */);
 /* Visit every known key: "section.key" (tables as "table.*.key"). */
