@@ -25,6 +25,10 @@
 #include "common/log.h"
 #include "daemon/config.h"
 #include "daemon/notify.h"
+#include "daemon/tables.h"
+#include "net/admin_engine.h"
+#include "net/http_metrics.h"
+#include "net/server.h"
 #include "storage/storage.h"
 
 #ifndef MW_VERSION
@@ -35,7 +39,14 @@ typedef struct mw_daemon {
   uv_loop_t *loop;
   uv_signal_t sig_term, sig_int, sig_hup;
   mw_notify_t notify;
-  mw_storage_t *storage; /* data_dir; tables get their own (issue 4) */
+  mw_storage_t *storage; /* data_dir; each table has its own */
+  mw_daemon_tables_t tables;
+  mw_fe_engine_t engine;
+  mw_server_t *server;
+  mw_fe_admin_t admin_ctx;
+  mw_admin_t *admin;
+  mw_http_metrics_t *http;
+  uv_timer_t stop_timer;
   mw_config_t cfg;
   const char *config_path;
   const char **sets;
@@ -72,22 +83,58 @@ static void on_storage_closed(void *arg) {
   uv_walk(d->loop, close_walk, NULL);
 }
 
+/* Step 3: tables flushed and closed; storage goes last, after letting every
+ * accepted operation finish. */
+static void on_tables_closed(void *arg, int failures) {
+  mw_daemon_t *d = arg;
+  if (failures > 0) {
+    mw_log_err("stop: %d shard(s) could not be flushed; their rows stay in the WAL and are "
+               "replayed by the next owner", failures);
+    d->stopping = 2; /* exit non-zero */
+  } else {
+    mw_log_notice("stop: every MemTable flushed");
+  }
+  if (d->storage != NULL) mw_storage_close(d->storage, on_storage_closed, d);
+  else on_storage_closed(d);
+}
+
+/* Step 2: no connection left; release (flush) every shard. */
+static void on_server_stopped(void *arg) {
+  mw_daemon_t *d = arg;
+  d->server = NULL;
+  mw_daemon_tables_close(&d->tables, on_tables_closed, d);
+}
+
+static void on_stop_timeout(uv_timer_t *t) {
+  mw_daemon_t *d = t->data;
+  mw_log_err("stop: not finished after shutdown_timeout_ms = %lld; exiting. Acknowledged rows "
+             "are safe in the WAL and are replayed by the next owner",
+             (long long)d->cfg.shutdown_timeout_ms);
+  exit(1);
+}
+
 static void begin_stop(mw_daemon_t *d, const char *why) {
   if (d->stopping) {
     mw_log_warn("second %s during shutdown: stopping now", why);
     exit(1);
   }
   d->stopping = 1;
-  mw_log_notice("stopping (%s): no new connections, draining", why);
+  mw_log_notice("stopping (%s): no new connections, draining, then flushing", why);
   mw_notify_stopping();
-  /* Stop accepting, drain acknowledged writes, flush MemTables: the front
-   * ends and the shard engine register their shutdown steps here as they
-   * land. Storage closes last: it lets every accepted operation finish
-   * (and call back) before it goes. */
   mw_notify_close(&d->notify);
   uv_signal_stop(&d->sig_hup);
-  if (d->storage != NULL) mw_storage_close(d->storage, on_storage_closed, d);
-  else on_storage_closed(d);
+  if (d->cfg.shutdown_timeout_ms > 0 && uv_timer_init(d->loop, &d->stop_timer) == 0) {
+    d->stop_timer.data = d;
+    uv_timer_start(&d->stop_timer, on_stop_timeout, (uint64_t)d->cfg.shutdown_timeout_ms, 0);
+    uv_unref((uv_handle_t *)&d->stop_timer);
+  }
+  /* Step 1: stop accepting (admin, metrics, producers). */
+  if (d->admin != NULL) mw_admin_stop(d->admin);
+  d->admin = NULL;
+  if (d->http != NULL) mw_http_metrics_stop(d->http);
+  d->http = NULL;
+  if (d->server != NULL) mw_server_stop(d->server, on_server_stopped, d);
+  else on_server_stopped(d);
 }
 
 static void reload(mw_daemon_t *d) {
@@ -136,6 +183,56 @@ static int start_signals(mw_daemon_t *d) {
     rc = uv_signal_start(sigs[i], on_signal, nums[i]);
     if (rc < 0) return rc;
   }
+  return 0;
+}
+
+/* Tables, then the producers' server, the admin socket and /metrics. */
+static int start_front(mw_daemon_t *d) {
+  mw_err_t err = {0};
+  if (mw_daemon_tables_open(d->loop, &d->cfg, &d->tables, &err) < 0) {
+    mw_log_err("%s", err.msg);
+    return -1;
+  }
+  mw_fe_tables_engine(&d->tables.fe, &d->engine);
+  const char *listen[MW_CONFIG_MAX_LISTEN];
+  for (size_t i = 0; i < d->cfg.n_listen; i++) listen[i] = d->cfg.listen[i];
+  const char *def = d->cfg.default_table[0] ? d->cfg.default_table
+                    : d->cfg.n_tables == 1  ? d->cfg.tables[0].name
+                                            : NULL;
+  mw_server_opts_t so = {
+      .listen = listen,
+      .n_listen = d->cfg.n_listen,
+      .max_connections = (size_t)d->cfg.max_connections,
+      .max_line_bytes = (size_t)d->cfg.max_line_bytes,
+      .max_unacked_bytes_per_connection = (size_t)d->cfg.max_unacked_bytes_per_connection,
+      .idle_timeout_ms = (uint64_t)d->cfg.idle_timeout_ms,
+      .auth_token = d->cfg.auth_token[0] ? d->cfg.auth_token : NULL,
+      .default_table = def,
+      .ignore_unknown_fields = d->cfg.ignore_unknown_fields,
+      .metrics = mw_metrics_default(),
+  };
+  if (d->cfg.n_listen > 0 && mw_server_start(d->loop, &so, &d->engine, &d->server, &err) < 0) {
+    mw_log_err("listen: %s", err.msg);
+    return -1;
+  }
+  d->admin_ctx = (mw_fe_admin_t){.tables = &d->tables.fe, .loop = d->loop, .version = MW_VERSION,
+                                 .start_ms = uv_now(d->loop), .server = d->server};
+  mw_admin_engine_t ae;
+  mw_fe_admin_engine(&d->admin_ctx, &ae);
+  if (d->cfg.admin_socket[0] &&
+      mw_admin_start(d->loop, d->cfg.admin_socket, &ae, mw_metrics_default(), &d->admin, &err) < 0) {
+    mw_log_err("admin socket %s: %s", d->cfg.admin_socket, err.msg);
+    return -1;
+  }
+  if (d->cfg.metrics_listen[0] &&
+      mw_http_metrics_start(d->loop, d->cfg.metrics_listen, mw_metrics_default(), &d->http, &err) < 0) {
+    mw_log_err("metrics_listen %s: %s", d->cfg.metrics_listen, err.msg);
+    return -1;
+  }
+  for (size_t i = 0; i < d->cfg.n_listen; i++)
+    mw_log_notice("listening on %s (port %d)", d->cfg.listen[i], mw_server_port(d->server, i));
+  if (d->admin) mw_log_notice("admin socket %s", d->cfg.admin_socket);
+  if (d->http) mw_log_notice("metrics at http://%s/metrics", d->cfg.metrics_listen);
   return 0;
 }
 
@@ -213,6 +310,7 @@ int main(int argc, char **argv) {
     mw_log_err("storage at %s: %s", d.cfg.data_dir, err.msg[0] ? err.msg : strerror(-rc));
     return 1;
   }
+  if (start_front(&d) < 0) return 1;
   if ((rc = start_signals(&d)) < 0 || (rc = mw_notify_start(&d.notify, d.loop)) < 0) {
     mw_log_err("start-up: %s", uv_strerror(rc));
     return 1;
@@ -226,7 +324,11 @@ int main(int argc, char **argv) {
   uv_run(d.loop, UV_RUN_DEFAULT);
   rc = uv_loop_close(d.loop);
   if (rc != 0) mw_log_warn("event loop closed with handles still open: %s", uv_strerror(rc));
-  mw_log_notice("stopped cleanly");
   free(d.sets);
+  if (d.stopping == 2) {
+    mw_log_err("stopped with errors");
+    return 1;
+  }
+  mw_log_notice("stopped cleanly");
   return 0;
 }

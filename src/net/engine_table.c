@@ -59,6 +59,15 @@ static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done
   return rc;
 }
 
+/* Identity-sharded tables route by a column that may not be the key: a
+ * delete must carry it, or it cannot be routed to its shard. */
+static const char *delete_keep(void *data, void *table) {
+  (void)data;
+  const mw_table_t *t = table;
+  if (t->kind != MW_SHARDING_IDENTITY || t->route_field < 0) return NULL;
+  return t->schema.fields[t->route_field].name;
+}
+
 void mw_fe_tables_engine(mw_fe_tables_t *ts, mw_fe_engine_t *out) {
   assert(ts && out);
   memset(out, 0, sizeof *out);
@@ -66,4 +75,5 @@ void mw_fe_tables_engine(mw_fe_tables_t *ts, mw_fe_engine_t *out) {
   out->table_find = find;
   out->submit = submit;
   out->sync = NULL;
+  out->delete_keep = delete_keep;
 }

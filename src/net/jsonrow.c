@@ -745,7 +745,7 @@ int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
   assert(p != NULL && schema != NULL);
   memset(p, 0, sizeof *p);
   p->schema = schema;
-  p->pk = p->tombstone = -1;
+  p->pk = p->tombstone = p->keep = -1;
   if (opts) p->opts = *opts;
   if (p->opts.max_line_bytes == 0) p->opts.max_line_bytes = MW_JSONROW_DEFAULT_MAX_LINE_BYTES;
   if (p->opts.max_depth == 0) p->opts.max_depth = MW_JSONROW_DEFAULT_MAX_DEPTH;
@@ -788,6 +788,11 @@ int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
     if ((int)i != p->pk && (int)i != p->tombstone && !schema->fields[i].nullable)
       p->deletes_ok = false;
   if (p->pk < 0 || p->tombstone < 0) p->deletes_ok = false;
+  if (p->opts.delete_keep != NULL) {
+    int k = mw_schema_find(schema, p->opts.delete_keep);
+    if (k < 0 || k == p->tombstone) goto inval;
+    p->keep = k == p->pk ? -1 : k;
+  }
   p->vec = malloc((size_t)p->max_dim * sizeof *p->vec);
   if (p->vec == NULL) goto nomem;
   assert(p->n_slots >= 2 * n);
@@ -856,7 +861,7 @@ static int parse_member(ctx_t *c, int *guess) {
                 (size_t)(kat - c->s), p->schema->fields[fi].name);
   p->seen[fi] = p->stamp;
   *guess = fi + 1;
-  if (c->is_delete && fi != p->pk) return skip_value(c, 1);
+  if (c->is_delete && fi != p->pk && fi != p->keep) return skip_value(c, 1);
   return put_value(c, fi);
 }
 
@@ -873,7 +878,10 @@ static int fill_missing(ctx_t *c) {
     int rc = 0;
     if ((int)i == p->tombstone) {
       rc = mw_column_append_bool(col, c->is_delete);
-    } else if (c->is_delete ? (int)i == p->pk : p->seen[i] == p->stamp) {
+    } else if (c->is_delete && (int)i == p->keep && p->seen[i] != p->stamp) {
+      return FAIL(c, MW_JSONROW_E_SCHEMA, c->e,
+                  "a delete must name field \"%s\": rows are routed to shards by it", f->name);
+    } else if (c->is_delete ? ((int)i == p->pk || (int)i == p->keep) : p->seen[i] == p->stamp) {
       continue;
     } else if (f->nullable) {
       rc = mw_column_append_null(col, f);

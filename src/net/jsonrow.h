@@ -76,6 +76,9 @@ typedef struct mw_jsonrow_opts {
   size_t max_line_bytes; /* 0 = MW_JSONROW_DEFAULT_MAX_LINE_BYTES */
   uint32_t max_depth;    /* nesting levels, the row object being level 1 (only
                           * skipped members nest deeper than 2); 0 = default */
+  /* A field a DEL must carry besides the primary key, because rows are
+   * routed by it (identity sharding on a non-key column); NULL = none. */
+  const char *delete_keep;
 } mw_jsonrow_opts_t;
 
 /* Name lookup slot (open addressing over field names). */
@@ -89,6 +92,7 @@ typedef struct mw_jsonrow_parser {
   mw_jsonrow_opts_t opts;
   int pk;                    /* field index of the primary key, -1 = none */
   int tombstone;             /* field index of _tombstone, -1 = none */
+  int keep;                  /* opts.delete_keep's field index, -1 = none */
   bool deletes_ok;           /* every non-key column but _tombstone is nullable */
   size_t *name_lens;
   mw_jsonrow_slot_t *slots;

@@ -346,7 +346,8 @@ static bool use_table(conn_t *c, const char *name, size_t len) {
   if (c->parser_ok) mw_jsonrow_free(&c->parser);
   c->parser_ok = false;
   mw_jsonrow_opts_t o = {.ignore_unknown_fields = s->opts.ignore_unknown_fields,
-                         .max_line_bytes = c->lp.lim.max_line_bytes};
+                         .max_line_bytes = c->lp.lim.max_line_bytes,
+                         .delete_keep = s->eng.delete_keep ? s->eng.delete_keep(s->eng.data, t) : NULL};
   if (mw_jsonrow_init(&c->parser, schema, &o) < 0) return false;
   c->parser_ok = true;
   c->table = t;

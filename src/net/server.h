@@ -66,6 +66,9 @@ typedef struct mw_fe_engine {
   /* Optional barrier for SYNC: done once every row submitted to `table` so
    * far is durable. NULL: acknowledged rows are durable already. */
   int (*sync)(void *data, void *table, mw_fe_done_cb done, void *arg);
+  /* Optional: the field a DEL must carry besides the key (the identity
+   * sharding column), or NULL. */
+  const char *(*delete_keep)(void *data, void *table);
 } mw_fe_engine_t;
 
 typedef struct mw_server_opts {

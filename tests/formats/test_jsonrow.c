@@ -551,6 +551,30 @@ static void test_deletes(void **state) {
   mw_schema_free(&s);
 }
 
+/* Identity sharding on a non-key column: a delete must carry that column
+ * (it decides the shard), and only it is kept besides the key. */
+static void test_delete_keep(void **state) {
+  (void)state;
+  mw_jsonrow_opts_t o = {.delete_keep = "s"};
+  fx_t *f = fx_new(&o);
+  assert_int_equal(parse(f, "{\"id\":5,\"s\":\"eu\",\"f64\":1.5}", true), 0);
+  assert_int_equal(f->b.n_rows, 1);
+  assert_true(valid(f, S, 0));
+  assert_bytes(f, S, 0, "eu", 2);
+  assert_false(valid(f, F64, 0));
+  assert_true(bool_at(f, TOMB, 0));
+  bad_n(f, "{\"id\":6}", 8, true, MW_JSONROW_E_SCHEMA, "must name field \"s\"");
+  assert_int_equal(f->b.n_rows, 1);
+  ok(f, "{\"id\":7}"); /* upserts are not affected */
+  fx_free(f);
+  mw_jsonrow_opts_t bad = {.delete_keep = "nope"};
+  mw_jsonrow_parser_t p;
+  mw_schema_t sch;
+  schema_all(&sch);
+  assert_int_equal(mw_jsonrow_init(&p, &sch, &bad), -EINVAL);
+  mw_schema_free(&sch);
+}
+
 static void test_rollback(void **state) {
   (void)state;
   fx_t *f = fx_new(NULL);
@@ -697,6 +721,7 @@ int main(void) {
       cmocka_unit_test(test_bool_and_vector), cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_schema_errors), cmocka_unit_test(test_pk_errors),
       cmocka_unit_test(test_deletes),       cmocka_unit_test(test_rollback),
+      cmocka_unit_test(test_delete_keep),
       cmocka_unit_test(test_limits_and_api), cmocka_unit_test(test_wide_schema),
       cmocka_unit_test(test_fsl_item_bitmap),
   };

@@ -1,0 +1,294 @@
+/*
+ * tables.c — see tables.h.
+ *
+ * Bootstrap file writes: "<dir>/.tmp-<pid>-<n>" is written and fsynced,
+ * linked to the final name (EEXIST = someone else created it: we stop and
+ * open their table), the directory is fsynced, the temp is unlinked. The
+ * version hint is not exclusive (LanceDB overwrites it too) and goes
+ * through rename.
+ */
+#include "daemon/tables.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "lance/route.h"
+#include "lance/schema_text.h"
+#include "lance/table_create.h"
+
+/* ------------------------------------------------------------ bootstrap */
+
+static int mkdir_p(char *path) {
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    int rc = mkdir(path, 0750) == 0 || errno == EEXIST ? 0 : -errno;
+    *p = '/';
+    if (rc < 0) return rc;
+  }
+  return mkdir(path, 0750) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+static int fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  int rc = fsync(fd) == 0 ? 0 : -errno;
+  close(fd);
+  return rc;
+}
+
+/* Durably create `root/rel` with `bytes`; exclusive: fail with -EEXIST when
+ * the name exists, else replace. */
+static int write_durable(const char *root, const char *rel, const mw_buf_t *bytes, bool exclusive) {
+  static unsigned seq;
+  char path[2048], dir[2048], tmp[2100];
+  snprintf(path, sizeof path, "%s/%s", root, rel);
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  assert(slash != NULL);
+  *slash = '\0';
+  int rc = mkdir_p(dir);
+  if (rc < 0) return rc;
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%d-%u", dir, (int)getpid(), seq++);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+  if (fd < 0) return -errno;
+  size_t done = 0;
+  while (done < bytes->len) {
+    ssize_t w = write(fd, bytes->data + done, bytes->len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      rc = w < 0 ? -errno : -EIO;
+      break;
+    }
+    done += (size_t)w;
+  }
+  if (rc == 0 && fsync(fd) != 0) rc = -errno;
+  close(fd);
+  if (rc == 0) rc = exclusive ? (link(tmp, path) == 0 ? 0 : -errno)
+                              : (rename(tmp, path) == 0 ? 0 : -errno);
+  if (exclusive || rc < 0) unlink(tmp);
+  if (rc == 0) rc = fsync_dir(dir);
+  return rc;
+}
+
+static bool table_exists(const char *path) {
+  char v[2048];
+  struct stat st;
+  snprintf(v, sizeof v, "%s/_versions", path);
+  return stat(v, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int mw_daemon_table_create(const mw_table_config_t *tc, const char *path, mw_err_t *err) {
+  mw_schema_t schema;
+  mw_shard_spec_t spec;
+  mw_table_files_t files;
+  int rc;
+  mw_schema_init(&schema);
+  memset(&files, 0, sizeof files);
+  if ((rc = mw_schema_text_parse(tc->schema, &schema, err)) < 0 ||
+      (rc = mw_schema_pk_text_apply(&schema, tc->primary_key, err)) < 0 ||
+      (rc = mw_shard_spec_text_parse(tc->spec, &schema, &spec, err)) < 0)
+    goto fail;
+  mw_table_create_params_t p = {.schema = &schema, .spec = &spec};
+  if ((rc = mw_table_create_encode(&p, &files, err)) < 0) goto fail;
+  for (size_t i = 0; i < files.n; i++) {
+    bool hint = strstr(files.files[i].path, "latest_version_hint") != NULL;
+    rc = write_durable(path, files.files[i].path, &files.files[i].bytes, !hint);
+    if (rc < 0) {
+      mw_err_set(err, rc, "%s/%s: %s", path, files.files[i].path, strerror(-rc));
+      goto fail;
+    }
+  }
+  rc = 0;
+fail:
+  mw_table_files_free(&files);
+  mw_schema_free(&schema);
+  return rc;
+}
+
+/* ------------------------------------------------------------- ownership */
+
+/* Turn the section's `shards` list into shard UUIDs, now that the table's
+ * spec and schema are known. "all" leaves the table owning everything. */
+static int set_owned(mw_table_t *t, const mw_table_config_t *tc, mw_err_t *err) {
+  if (strcmp(tc->shards, "all") == 0) return 0;
+  if (t->kind != MW_SHARDING_BUCKET && t->kind != MW_SHARDING_IDENTITY)
+    return mw_err_set(err, -EINVAL, "[table %s] shards: only bucket and identity tables have a list",
+                      tc->name);
+  mw_shard_spec_t spec = {.kind = t->kind == MW_SHARDING_BUCKET ? MW_SHARD_BUCKET : MW_SHARD_IDENTITY,
+                          .column = t->route_field, .num_buckets = t->num_buckets};
+  mw_shard_list_t list;
+  memset(&list, 0, sizeof list);
+  int rc = mw_shard_list_text_parse(tc->shards, &t->schema, &spec, &list, err);
+  if (rc < 0) return rc;
+  uint8_t(*ids)[16] = calloc(list.n ? list.n : 1, 16);
+  if (ids == NULL) rc = -ENOMEM;
+  for (size_t i = 0; rc == 0 && i < list.n; i++) {
+    if (spec.kind == MW_SHARD_BUCKET) {
+      mw_shard_uuid_bucket(list.buckets[i], ids[i]);
+      continue;
+    }
+    /* identity: the raw scalar bytes of the value at the column's width */
+    const mw_field_t *f = &t->schema.fields[t->route_field];
+    const char *v = list.values[i];
+    uint8_t raw[8];
+    size_t n = 0;
+    if (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) {
+      rc = mw_shard_uuid_identity_raw(v, strlen(v), ids[i]);
+      continue;
+    }
+    if (f->type == MW_T_BOOL) {
+      raw[0] = strcmp(v, "true") == 0;
+      n = 1;
+    } else {
+      long long x = strtoll(v, NULL, 10);
+      n = f->type == MW_T_INT32 || f->type == MW_T_UINT32 ? 4 : 8;
+      for (size_t k = 0; k < n; k++) raw[k] = (uint8_t)((unsigned long long)x >> (8 * k));
+    }
+    rc = mw_shard_uuid_identity_raw(raw, n, ids[i]);
+  }
+  if (rc == 0) {
+    free(t->owned);
+    t->owned = ids;
+    t->n_owned = list.n;
+    t->own_all = false;
+  } else {
+    free(ids);
+    mw_err_set(err, rc, "[table %s] shards: cannot derive shard ids", tc->name);
+  }
+  mw_shard_list_free(&list);
+  return rc;
+}
+
+/* Our writer settings, highest layer over the table's writer_config_defaults. */
+static size_t writer_settings(const mw_table_config_t *tc, const char **k, const char **v,
+                              char (*buf)[32]) {
+  struct { const char *name; int64_t value; } ints[] = {
+      {"max_wal_buffer_size", tc->max_wal_buffer_size},
+      {"max_wal_flush_interval_ms", tc->max_wal_flush_interval_ms},
+      {"max_memtable_size", tc->max_memtable_size},
+      {"max_memtable_rows", tc->max_memtable_rows},
+      {"max_memtable_batches", tc->max_memtable_batches},
+      {"manifest_scan_batch_size", tc->manifest_scan_batch_size},
+      {"max_unflushed_memtable_bytes", tc->max_unflushed_memtable_bytes},
+      {"backpressure_log_interval_ms", tc->backpressure_log_interval_ms},
+      {"stats_log_interval_ms", tc->stats_log_interval_ms},
+  };
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+    if (ints[i].value < 0) continue;
+    snprintf(buf[n], 32, "%" PRId64, ints[i].value);
+    k[n] = ints[i].name;
+    v[n] = buf[n];
+    n++;
+  }
+  if (tc->durable_write >= 0) {
+    k[n] = "durable_write";
+    v[n++] = tc->durable_write ? "true" : "false";
+  }
+  k[n] = "wal_compression";
+  v[n++] = tc->wal_compression == MW_WAL_COMPRESSION_ZSTD ? "zstd" : "none";
+  return n;
+}
+
+int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
+                          mw_err_t *err) {
+  memset(dt, 0, sizeof *dt);
+  for (size_t i = 0; i < cfg->n_tables; i++) {
+    const mw_table_config_t *tc = &cfg->tables[i];
+    if (!table_exists(tc->uri)) {
+      if (!tc->create)
+        return mw_err_set(err, -ENOENT, "[table %s] no Lance table at %s (set create = true to "
+                          "create it)", tc->name, tc->uri);
+      int rc = mw_daemon_table_create(tc, tc->uri, err);
+      if (rc == -EEXIST) {
+        mw_log_notice("table %s: another process created %s first; opening it", tc->name, tc->uri);
+      } else if (rc < 0) {
+        return mw_err_set(err, rc, "[table %s] create %s failed", tc->name, tc->uri);
+      } else {
+        mw_log_notice("table %s: created %s (%s, primary key %s)", tc->name, tc->uri, tc->spec,
+                      tc->primary_key);
+      }
+    }
+    const char *keys[16], *values[16];
+    char buf[16][32];
+    size_t n = writer_settings(tc, keys, values, buf);
+    mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
+                         .allow_maintained_indexes = tc->allow_unmaintained_indexes,
+                         .backend = cfg->io_backend == MW_IO_URING     ? MW_STORAGE_URING
+                                    : cfg->io_backend == MW_IO_THREADS ? MW_STORAGE_THREADS
+                                                                       : MW_STORAGE_AUTO};
+    mw_table_t *t = NULL;
+    int rc = mw_table_open(loop, tc->uri, &o, &t, err);
+    if (rc < 0) return rc;
+    dt->tables[dt->n++] = t;
+    if ((rc = set_owned(t, tc, err)) < 0) return rc;
+    if ((rc = mw_fe_tables_add(&dt->fe, tc->name, t)) < 0)
+      return mw_err_set(err, rc, "[table %s] cannot register", tc->name);
+    if (tc->claim == MW_CLAIM_EAGER && (rc = mw_table_claim_owned(t)) < 0)
+      return mw_err_set(err, rc, "[table %s] eager claim failed", tc->name);
+    mw_log_notice("table %s: open at %s, %s, shards %s, claim %s", tc->name, tc->uri,
+                  t->kind == MW_SHARDING_BUCKET ? "bucket" : t->kind == MW_SHARDING_IDENTITY ? "identity" : "unsharded",
+                  tc->shards, tc->claim == MW_CLAIM_EAGER ? "eager" : "lazy");
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------- shutdown */
+
+/* mw_table_close frees the table before calling back (with NULL), so the
+ * owner is found here; one daemon closes its tables at a time. */
+static mw_daemon_tables_t *closing;
+
+static void table_closed(mw_table_t *t) {
+  (void)t;
+  mw_daemon_tables_t *dt = closing;
+  assert(dt != NULL);
+  assert(dt->pending > 0);
+  if (--dt->pending == 0) dt->closed_cb(dt->closed_arg, dt->failures);
+}
+
+static void close_tables(mw_daemon_tables_t *dt) {
+  dt->pending = dt->n + 1; /* +1 holds until every close is started */
+  closing = dt;
+  for (size_t i = 0; i < dt->n; i++) {
+    if (mw_table_close(dt->tables[i], table_closed) < 0) {
+      mw_log_err("table %s: close refused", dt->fe.names[i]);
+      dt->failures++;
+      dt->pending--;
+    }
+  }
+  if (--dt->pending == 0) dt->closed_cb(dt->closed_arg, dt->failures);
+}
+
+static void shard_released(mw_shard_t *s, int status, const char *reason, void *arg) {
+  mw_daemon_tables_t *dt = arg;
+  if (status < 0 && s != NULL) {
+    mw_log_err("shard %s: release: %s", s->id_str, reason ? reason : mw_strerror(status));
+    dt->failures++;
+  }
+  assert(dt->pending > 0);
+  if (--dt->pending == 0) close_tables(dt);
+}
+
+void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg) {
+  dt->closed_cb = cb;
+  dt->closed_arg = arg;
+  dt->pending = 1;
+  for (size_t i = 0; i < dt->n; i++) {
+    mw_table_t *t = dt->tables[i];
+    for (size_t k = 0; k < t->n_shards; k++) {
+      dt->pending++;
+      if (mw_shard_release(&t->shards[k]->shard, shard_released, dt) < 0) dt->pending--;
+    }
+  }
+  shard_released(NULL, 0, NULL, dt); /* drop the hold */
+}

@@ -1,0 +1,48 @@
+/*
+ * tables.h — the daemon's tables: create (if configured), open, own, close.
+ *
+ * Owns: one mw_table_t per `[table NAME]` section and the front end's name
+ * registry over them. Start-up is synchronous on purpose (nothing is served
+ * yet): a table that does not exist is bootstrapped when `create = true`
+ * (lance/table_create.h: the two versions LanceDB writes, each file created
+ * with link(2) so a racing creator cannot be overwritten, fsynced with its
+ * directory), then opened through the shard engine; `shards` narrows the
+ * shards this daemon owns; `claim = eager` claims them now.
+ *
+ * Shutdown is asynchronous: every shard is released (its MemTable flushed
+ * to an SSTable and the manifest committed), then each table is closed.
+ *
+ * Errors: negative errno with the table's name and the reason in *err.
+ */
+#ifndef MW_DAEMON_TABLES_H
+#define MW_DAEMON_TABLES_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "daemon/config.h"
+#include "net/engine_table.h"
+#include "shard/table.h"
+
+typedef struct mw_daemon_tables {
+  mw_table_t *tables[MW_CONFIG_MAX_TABLES];
+  size_t n;
+  mw_fe_tables_t fe; /* names -> tables, for the front ends */
+  /* shutdown */
+  size_t pending;
+  int failures;
+  void (*closed_cb)(void *arg, int failures);
+  void *closed_arg;
+} mw_daemon_tables_t;
+
+/* Create (when configured and absent), open and register every table. */
+int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
+                          mw_err_t *err);
+/* Release (flush) every shard, close every table, then cb(arg, failures). */
+void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg);
+/* Create the table at `path` from the section's schema/primary_key/spec.
+ * -EEXIST when a table is already there (or another creator won). */
+int mw_daemon_table_create(const mw_table_config_t *tc, const char *path, mw_err_t *err);
+
+#endif
