@@ -4,16 +4,25 @@
  * Routing splits a batch row by row into per-shard index lists, then copies
  * each shard's rows as runs of consecutive rows (mw_column_append_range), so
  * an unsharded or single-bucket batch is one range copy per column.
+ *
+ * drop_table is a small state machine over the shards, one operation at a
+ * time: LIST (_mem_wal/) → PREPARE (claim if not ours, seal) → COMMIT_SHARDS
+ * (delete each shard directory) → COMMIT_LIST → COMMIT_TOPS (other folders,
+ * _versions/ last) → remove the empty folders; a failed prepare goes to
+ * ROLLBACK (unseal every SEALED shard) → RELEASE (flush the shards that were
+ * not ACTIVE here before). docs/engine.md has the crash argument.
  */
 #include "shard/table.h"
 
 #include <assert.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "lance/bloom.h"
@@ -205,6 +214,7 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
     rc = mw_storage_open(loop, &sc, &t->st, err);
   }
   if (rc < 0) {
+    free(t->drop);
     mw_table_meta_free(&t->meta);
     mw_schema_free(&t->schema);
     free(t->owned);
@@ -218,11 +228,14 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
   return 0;
 }
 
+static void drop_free(mw_table_t *t);
+
 static void on_storage_closed(void *arg) {
   mw_table_t *t = arg;
   void (*cb)(mw_table_t *) = t->close_cb;
   for (size_t i = 0; i < t->n_shards; i++) free(t->shards[i]);
   free(t->shards);
+  drop_free(t);
   mw_table_meta_free(&t->meta);
   mw_schema_free(&t->schema);
   free(t->owned);
@@ -238,6 +251,7 @@ static void on_shard_closed(mw_shard_t *s) {
 
 int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t)) {
   assert(t != NULL);
+  if (t->drop != NULL && t->drop->phase != 0) return -EBUSY;
   for (size_t i = 0; i < t->n_shards; i++) {
     const mw_shard_t *s = &t->shards[i]->shard;
     if ((s->state >= MW_SS_CLAIMING && s->state <= MW_SS_ACTIVE) || s->flush.busy ||
@@ -263,10 +277,10 @@ static bool owns(const mw_table_t *t, const uint8_t id[16]) {
   return false;
 }
 
-mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create) {
+static mw_shard_t *shard_get(mw_table_t *t, const uint8_t id[16], bool create, bool any_owner) {
   for (size_t i = 0; i < t->n_shards; i++)
     if (memcmp(t->shards[i]->id, id, 16) == 0) return &t->shards[i]->shard;
-  if (!create || !owns(t, id) || t->n_shards >= MW_TABLE_MAX_SHARDS) return NULL;
+  if (!create || (!any_owner && !owns(t, id)) || t->n_shards >= MW_TABLE_MAX_SHARDS) return NULL;
   if (t->n_shards == t->cap_shards) {
     size_t cap = t->cap_shards ? t->cap_shards * 2 : 8;
     mw_table_shard_t **p = realloc(t->shards, cap * sizeof *p);
@@ -287,6 +301,10 @@ mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create) {
   ts->shard.on_backpressure = t->on_backpressure;
   t->shards[t->n_shards++] = ts;
   return &ts->shard;
+}
+
+mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create) {
+  return shard_get(t, id, create, false);
 }
 
 int mw_table_claim_owned(mw_table_t *t) {
@@ -460,4 +478,299 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_ta
   tw->left--; /* release the hold; shard callbacks never run inside mw_shard_write */
   assert(tw->left > 0);
   return 0;
+}
+
+/* ------------------------------------------------------------- drop_table */
+
+enum { DP_NONE = 0, DP_LIST, DP_PREPARE, DP_ROLLBACK, DP_RELEASE, DP_COMMIT_SHARDS, DP_COMMIT_LIST,
+       DP_COMMIT_TOPS };
+enum { DS_NONE = 0, DS_CLAIM, DS_SEAL };
+
+static void drop_step(mw_table_t *t);
+
+static void drop_free(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  if (d == NULL) return;
+  free(d->ids);
+  free(d->was_active);
+  for (size_t i = 0; i < d->n_tops; i++) free(d->tops[i]);
+  free(d->tops);
+  mw_storage_req_cleanup(&d->req);
+  free(d);
+  t->drop = NULL;
+}
+
+static void drop_finish(mw_table_t *t, int status, const char *reason) {
+  mw_table_drop_t *d = t->drop;
+  d->phase = DP_NONE;
+  if (status == 0) mw_log_notice("table %s: dropped", t->path);
+  else mw_log_err("table %s: drop_table: %s", t->path, reason);
+  d->cb(t, status, status ? reason : NULL, d->arg);
+}
+
+static mw_shard_t *drop_shard(mw_table_t *t) {
+  return shard_get(t, t->drop->ids[t->drop->i], true, true);
+}
+
+/* Prepare failed: remember why, then roll back. */
+static void drop_fail(mw_table_t *t, int status, const char *reason) {
+  mw_table_drop_t *d = t->drop;
+  char sid[MW_UUID_STR_BYTES];
+  mw_shard_uuid_format(d->ids[d->i], sid);
+  d->status = status;
+  snprintf(d->reason, sizeof d->reason, "prepare failed on shard %s (%.300s); rolled back", sid,
+           reason && reason[0] ? reason : mw_strerror(status));
+  mw_log_warn("table %s: drop_table: %s", t->path, d->reason);
+  d->phase = DP_ROLLBACK;
+  d->i = 0;
+}
+
+static void on_drop_ctl(mw_shard_t *s, int status, const char *reason, void *arg) {
+  mw_table_t *t = arg;
+  mw_table_drop_t *d = t->drop;
+  assert(d != NULL && d->phase != DP_NONE);
+  switch (d->phase) {
+    case DP_PREPARE:
+      if (status == 0 && d->sub == DS_CLAIM) {
+        d->sub = DS_SEAL;
+        int rc = mw_shard_seal(s, on_drop_ctl, t);
+        if (rc == 0) return; /* wait for the seal */
+        drop_fail(t, rc, "seal refused");
+        break;
+      }
+      if (status == 0 && d->sub == DS_SEAL && mw_shard_state(s) == MW_SS_SEALED) {
+        d->i++;
+      } else if (status == -EROFS && mw_shard_state(s) == MW_SS_SEALED) {
+        d->i++; /* sealed before (an interrupted drop): already prepared */
+      } else {
+        drop_fail(t, status ? status : -EIO, reason);
+      }
+      break;
+    case DP_ROLLBACK:
+    case DP_RELEASE:
+      if (status < 0) {
+        size_t at = strlen(d->reason);
+        snprintf(d->reason + at, sizeof d->reason - at, "; %s of shard %s failed: %.120s",
+                 d->phase == DP_ROLLBACK ? "unseal" : "release", s->id_str, reason ? reason : "?");
+      }
+      d->i++;
+      break;
+    case DP_COMMIT_SHARDS:
+      if (status < 0) {
+        char msg[MW_TABLE_REASON_BYTES];
+        snprintf(msg, sizeof msg, "commit: deleting shard %s failed (%.200s); run drop_table again",
+                 s->id_str, reason ? reason : mw_strerror(status));
+        drop_finish(t, status, msg);
+        return;
+      }
+      d->i++;
+      break;
+    default: assert(0);
+  }
+  d->sub = DS_NONE;
+  drop_step(t);
+}
+
+static int add_top(mw_table_drop_t *d, const char *key) {
+  const char *slash = strchr(key, '/');
+  size_t n = slash ? (size_t)(slash - key) + 1 : strlen(key);
+  if (n == 10 && memcmp(key, "_versions/", 10) == 0) return 0; /* deleted last */
+  if (d->n_tops > 0 && strlen(d->tops[d->n_tops - 1]) == n && memcmp(d->tops[d->n_tops - 1], key, n) == 0)
+    return 0;
+  char **p = realloc(d->tops, (d->n_tops + 2) * sizeof *p);
+  if (p == NULL) return -ENOMEM;
+  d->tops = p;
+  if ((d->tops[d->n_tops] = strndup(key, n)) == NULL) return -ENOMEM;
+  d->n_tops++;
+  return 0;
+}
+
+static void on_drop_storage(mw_storage_req_t *req, int status) {
+  mw_table_t *t = req->data;
+  mw_table_drop_t *d = t->drop;
+  char msg[MW_TABLE_REASON_BYTES];
+  if (status < 0 && status != -ENOENT) {
+    snprintf(msg, sizeof msg, "%s failed: %s", d->phase == DP_LIST ? "listing _mem_wal/" : "commit: delete",
+             mw_strerror(status));
+    if (d->phase == DP_LIST) drop_finish(t, status, msg);
+    else {
+      size_t at = strlen(msg);
+      snprintf(msg + at, sizeof msg - at, "; every shard is sealed: run drop_table again");
+      drop_finish(t, status, msg);
+    }
+    return;
+  }
+  if (d->phase == DP_LIST) {
+    /* _mem_wal/<uuid>/...: one id per shard directory, plus our active shards */
+    size_t cap = req->nkeys + t->n_shards + 1;
+    d->ids = calloc(cap, 16);
+    d->was_active = calloc(cap, sizeof *d->was_active);
+    if (d->ids == NULL || d->was_active == NULL) {
+      drop_finish(t, -ENOMEM, "out of memory");
+      return;
+    }
+    for (size_t k = 0; status == 0 && k < req->nkeys; k++) {
+      const char *key = req->keys[k] + strlen("_mem_wal/");
+      char sid[MW_UUID_STR_BYTES];
+      uint8_t id[16];
+      if (strlen(key) < MW_UUID_STR_BYTES || key[MW_UUID_STR_BYTES - 1] != '/') continue;
+      memcpy(sid, key, MW_UUID_STR_BYTES - 1);
+      sid[MW_UUID_STR_BYTES - 1] = '\0';
+      if (mw_shard_uuid_parse(sid, id) < 0) continue;
+      if (d->n > 0 && memcmp(d->ids[d->n - 1], id, 16) == 0) continue;
+      memcpy(d->ids[d->n++], id, 16);
+    }
+    for (size_t j = 0; j < t->n_shards; j++) {
+      if (mw_shard_state(&t->shards[j]->shard) == MW_SS_NEW) continue;
+      size_t k = 0;
+      while (k < d->n && memcmp(d->ids[k], t->shards[j]->id, 16) != 0) k++;
+      if (k == d->n) memcpy(d->ids[d->n++], t->shards[j]->id, 16);
+    }
+    for (size_t k = 0; k < d->n; k++) {
+      mw_shard_t *s = shard_get(t, d->ids[k], false, true);
+      d->was_active[k] = s != NULL && mw_shard_state(s) == MW_SS_ACTIVE;
+    }
+    mw_log_notice("table %s: drop_table: prepare %zu shards", t->path, d->n);
+    d->phase = DP_PREPARE;
+    d->i = 0;
+  } else if (d->phase == DP_COMMIT_LIST) {
+    for (size_t k = 0; k < req->nkeys; k++)
+      if (add_top(d, req->keys[k]) < 0) {
+        drop_finish(t, -ENOMEM, "out of memory");
+        return;
+      }
+    if ((d->tops[d->n_tops] = strdup("_versions/")) == NULL) {
+      drop_finish(t, -ENOMEM, "out of memory");
+      return;
+    }
+    d->n_tops++;
+    d->phase = DP_COMMIT_TOPS;
+    d->i = 0;
+  } else {
+    d->i++;
+  }
+  drop_step(t);
+}
+
+static int rm_empty(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)sb, (void)ftw;
+  if (type == FTW_DP) return rmdir(path) < 0 ? -1 : 0;
+  /* temp files of crashed writers (hidden from list) */
+  if (type == FTW_F && strncmp(path + ftw->base, MW_STORAGE_TMP_PREFIX, 5) == 0)
+    return unlink(path) < 0 ? -1 : 0;
+  return 0;
+}
+
+/* The folders the deletes left behind (`_mem_wal/`, empty parents), then the
+ * table directory itself. Fails (errno set) if anything else is left. */
+static int remove_empty_dirs(const char *path) {
+  return nftw(path, rm_empty, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh request: storage's list appends to req->buf and replaces
+ * req->keys, so a reused request must be cleaned first. */
+static mw_storage_req_t *drop_req(mw_table_t *t) {
+  mw_storage_req_cleanup(&t->drop->req);
+  mw_storage_req_init(&t->drop->req);
+  t->drop->req.data = t;
+  return &t->drop->req;
+}
+
+/* Start the next operation of the current phase, or move on. */
+static void drop_step(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  int rc = 0;
+  for (;;) {
+    if (d->phase == DP_PREPARE) {
+      if (d->i == d->n) {
+        d->phase = DP_COMMIT_SHARDS;
+        d->i = 0;
+        continue;
+      }
+      mw_shard_t *s = drop_shard(t);
+      if (s == NULL) { drop_fail(t, -ENOMEM, "no shard handle"); continue; }
+      mw_shard_state_t st = mw_shard_state(s);
+      if (st == MW_SS_SEALED) { d->i++; continue; }
+      d->sub = st == MW_SS_ACTIVE ? DS_SEAL : DS_CLAIM;
+      rc = st == MW_SS_ACTIVE ? mw_shard_seal(s, on_drop_ctl, t) : mw_shard_claim(s, on_drop_ctl, t);
+      if (rc == -EROFS) { d->i++; continue; }
+      if (rc < 0) { drop_fail(t, rc, d->sub == DS_SEAL ? "seal refused" : "claim refused"); continue; }
+      return;
+    }
+    if (d->phase == DP_ROLLBACK) {
+      if (d->i == d->n) {
+        d->phase = DP_RELEASE;
+        d->i = 0;
+        continue;
+      }
+      mw_shard_t *s = drop_shard(t);
+      if (s == NULL || mw_shard_state(s) != MW_SS_SEALED) { d->i++; continue; }
+      rc = mw_shard_unseal(s, on_drop_ctl, t);
+      if (rc < 0) { d->i++; continue; }
+      return;
+    }
+    if (d->phase == DP_RELEASE) {
+      if (d->i == d->n) {
+        drop_finish(t, d->status, d->reason);
+        return;
+      }
+      mw_shard_t *s = drop_shard(t);
+      if (s == NULL || d->was_active[d->i] || mw_shard_state(s) != MW_SS_ACTIVE) { d->i++; continue; }
+      rc = mw_shard_release(s, on_drop_ctl, t);
+      if (rc < 0) { d->i++; continue; }
+      return;
+    }
+    if (d->phase == DP_COMMIT_SHARDS) {
+      if (d->i == d->n) {
+        mw_log_notice("table %s: drop_table: %zu shards sealed; deleting", t->path, d->n);
+        d->phase = DP_COMMIT_LIST;
+        rc = mw_storage_list(t->st, drop_req(t), "", on_drop_storage);
+        if (rc < 0) drop_finish(t, rc, "commit: listing the table failed");
+        return;
+      }
+      mw_shard_t *s = drop_shard(t);
+      assert(s != NULL && mw_shard_state(s) == MW_SS_SEALED);
+      rc = mw_shard_drop(s, on_drop_ctl, t);
+      if (rc < 0) { drop_finish(t, rc, "commit: shard drop refused; run drop_table again"); return; }
+      return;
+    }
+    if (d->phase == DP_COMMIT_TOPS) {
+      if (d->i == d->n_tops) {
+        if (remove_empty_dirs(t->path) < 0 && errno != ENOENT) {
+          char msg[MW_TABLE_REASON_BYTES];
+          snprintf(msg, sizeof msg, "commit: rmdir %s: %s", t->path, strerror(errno));
+          drop_finish(t, -errno, msg);
+          return;
+        }
+        drop_finish(t, 0, NULL);
+        return;
+      }
+      rc = mw_storage_delete_prefix(t->st, drop_req(t), d->tops[d->i], on_drop_storage);
+      if (rc < 0) { drop_finish(t, rc, "commit: delete refused; run drop_table again"); return; }
+      return;
+    }
+    assert(0);
+    return;
+  }
+}
+
+int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg) {
+  assert(t != NULL && cb != NULL);
+  if (t->drop != NULL && t->drop->phase != DP_NONE) return -EBUSY;
+  for (size_t i = 0; i < t->n_shards; i++) {
+    const mw_shard_t *s = &t->shards[i]->shard;
+    if (s->ctl != 0 || s->state == MW_SS_CLAIMING || s->state == MW_SS_REPLAYING) return -EBUSY;
+  }
+  drop_free(t);
+  mw_table_drop_t *d = calloc(1, sizeof *d);
+  if (d == NULL) return -ENOMEM;
+  t->drop = d;
+  d->cb = cb;
+  d->arg = arg;
+  mw_storage_req_init(&d->req);
+  d->req.data = t;
+  d->phase = DP_LIST;
+  int rc = mw_storage_list(t->st, &d->req, "_mem_wal/", on_drop_storage);
+  if (rc < 0) drop_free(t);
+  return rc;
 }

@@ -60,6 +60,24 @@ typedef struct mw_table_shard {
   mw_shard_t shard;
 } mw_table_shard_t;
 
+struct mw_table;
+typedef void (*mw_table_drop_cb)(struct mw_table *t, int status, const char *reason, void *arg);
+
+/* drop_table's two-phase commit (mw_table_drop); private. */
+typedef struct mw_table_drop {
+  int phase, sub;
+  size_t i, n;
+  uint8_t (*ids)[16];
+  bool *was_active;     /* ACTIVE in this table before the drop */
+  int status;
+  char reason[MW_TABLE_REASON_BYTES];
+  mw_table_drop_cb cb;
+  void *arg;
+  mw_storage_req_t req;
+  char **tops;          /* commit: top-level folders to delete */
+  size_t n_tops;
+} mw_table_drop_t;
+
 typedef struct mw_table {
   uv_loop_t *loop;
   mw_storage_t *st;
@@ -79,6 +97,7 @@ typedef struct mw_table {
   void (*on_backpressure)(mw_shard_t *s, bool on);
   size_t closing_left;
   void (*close_cb)(struct mw_table *t);
+  mw_table_drop_t *drop;
 } mw_table_t;
 
 typedef struct mw_table_write mw_table_write_t;
@@ -118,5 +137,19 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *w, mw_batch_t *batch, mw_tab
  * bound to the table schema, caller frees). For tests and tools. */
 int mw_table_route(mw_table_t *t, const mw_batch_t *batch, uint8_t (**part_ids)[16],
                    mw_batch_t **parts, size_t *n_parts, mw_err_t *err);
+
+/* drop_table (docs/design.md "Drop-table two-phase commit"). Prepare: list
+ * `_mem_wal/` and claim (so fence) every shard found there or active here,
+ * owned or not, then seal each (pending writes made durable, SEALED
+ * committed under our epoch). A shard already SEALED counts as sealed, so a
+ * drop interrupted by a crash is finished by running it again. If a claim or
+ * a seal fails, rollback: every shard sealed (by this run or an earlier one)
+ * is unsealed (ACTIVE committed, re-claimed, replayed: nothing is lost);
+ * shards that were not ACTIVE here before are then released (flushed), and
+ * cb gets the failure. Commit: delete each shard directory, then every other
+ * top-level folder, `_versions/` last, then the table directory.
+ * One drop at a time (-EBUSY); -EBUSY too while a shard has a control
+ * operation running. Afterwards the table may only be closed. */
+int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg);
 
 #endif

@@ -7,7 +7,7 @@
  * from the data file, WAL entries byte-identical to every Lance entry in the
  * vectors, group commit (one entry per tick, acks in order, pipelining,
  * durable_write = false), collisions and I/O errors, commit_update against a
- * tailer's same-epoch bump, freeze + backpressure, the router.
+ * tailer's same-epoch bump, freeze + backpressure, the router, drop_table.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -976,6 +976,52 @@ static void test_router_bucket(void **state) {
   env_close(&e);
 }
 
+/* drop_table: an ACTIVE shard with writes in flight, three shards never
+ * touched here; the in-flight writes are acknowledged (the seal drains
+ * them), a second drop is refused while one runs, the table directory goes. */
+typedef struct tdrop {
+  bool fired;
+  int status;
+  char reason[600];
+} tdrop_t;
+static void on_table_dropped(mw_table_t *t, int status, const char *reason, void *arg) {
+  (void)t;
+  tdrop_t *d = arg;
+  d->fired = true;
+  d->status = status;
+  snprintf(d->reason, sizeof d->reason, "%s", reason ? reason : "");
+}
+
+static void test_drop_table(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "bucket4-small", false, NULL, NULL, 0);
+  uint8_t id[16];
+  mw_shard_uuid_bucket(0, id);
+  mw_shard_t *s = mw_table_shard(e.t, id, true);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 5, 100);
+  wctx_t c = {.expect = 3};
+  wreq_t r[3];
+  memset(r, 0, sizeof r);
+  for (int i = 0; i < 3; i++) assert_int_equal(write_rows(&e, s, &mod, &r[i], &c, i, 10), 0);
+  tdrop_t d = {0};
+  assert_int_equal(mw_table_drop(e.t, on_table_dropped, &d), 0);
+  assert_int_equal(mw_table_drop(e.t, on_table_dropped, &d), -EBUSY);
+  assert_int_equal(mw_table_close(e.t, on_table_closed), -EBUSY);
+  run_until(&e.loop, &d.fired);
+  if (d.status != 0) fail_msg("drop: %s", d.reason);
+  assert_int_equal(c.acked, 3);
+  assert_int_equal(c.failed, 0);
+  assert_int_equal(e.t->n_shards, 4); /* the three others were claimed and sealed too */
+  for (size_t i = 0; i < e.t->n_shards; i++) assert_int_equal(mw_shard_state(&e.t->shards[i]->shard), MW_SS_CLOSED);
+  struct stat sb;
+  assert_int_equal(stat(e.table_dir, &sb), -1);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
 static void test_table_refusals(void **state) {
   (void)state;
   uv_loop_t loop;
@@ -1018,6 +1064,7 @@ int main(void) {
       cmocka_unit_test(test_commit_update_tolerates_tailer),
       cmocka_unit_test(test_freeze_flush_and_backpressure),
       cmocka_unit_test(test_router_bucket),
+      cmocka_unit_test(test_drop_table),
       cmocka_unit_test(test_table_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,38 @@
+#!/bin/sh
+# proofs.sh — one takeover / drop / crash proof (docs/engine.md "Proofs"):
+# copy a golden vector to a scratch folder, then let proof_tool (the engine)
+# and LanceDB 0.39.0 (proofs.mjs, check.mjs, lance_replay.mjs) work on it.
+#
+#   proofs.sh TOOL PROOF VECTOR
+#
+# Needs node >= 20 and tests/interop/node_modules. The scratch folder is
+# removed on success and kept (path printed) on failure.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+tool=$1; proof=$2; name=$3
+vectors=${MW_VECTORS:?MW_VECTORS is not set}
+command -v node >/dev/null || { echo "proofs: node is not installed" >&2; exit 1; }
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/mw-proof.XXXXXX")
+cp -r "$vectors/$name/t.lance" "$scratch/t.lance"
+chmod -R u+w "$scratch"
+echo "scratch: $scratch"
+t=$scratch/t.lance
+prior=$vectors/$name/expected.jsonl
+case $proof in
+  fence-lancedb-opens) node "$here/proofs.mjs" fence3 "$tool" "$t" --prior "$prior" ;;
+  fence-we-take) node "$here/proofs.mjs" fence4 "$tool" "$t" --prior "$prior" ;;
+  seal-cycle)
+    "$tool" seal-cycle "$t" --model-out "$scratch/model.jsonl"
+    node "$here/../interop/check.mjs" "$t" --prior "$prior" --model "$scratch/model.jsonl" --out "$scratch/got.jsonl" ;;
+  drop) node "$here/proofs.mjs" drop "$tool" "$t" --prior "$prior" ;;
+  drop-rerun)
+    "$tool" drop "$t" --preseal 2
+    node "$here/proofs.mjs" gone "$tool" "$t" ;;
+  drop-rollback)
+    "$tool" drop-fail "$t" --fail-bucket 2 --model-out "$scratch/model.jsonl"
+    node "$here/lance_replay.mjs" "$t" --prior "$prior" --model "$scratch/model.jsonl" --out "$scratch/got.jsonl" ;;
+  refusals) node "$here/proofs.mjs" refusals "$tool" "$scratch/x.lance" ;;
+  crash) node "$here/proofs.mjs" crash "$tool" "$t" --prior "$prior" ;;
+  *) echo "proofs: unknown proof $proof" >&2; exit 2 ;;
+esac
+rm -rf "$scratch"
