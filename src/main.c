@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -186,6 +187,23 @@ static int start_signals(mw_daemon_t *d) {
   return 0;
 }
 
+/* mkdir -p of a file's directory (the admin socket's). */
+static int mkdir_parent(const char *file) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", file);
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL || slash == dir) return 0;
+  *slash = '\0';
+  for (char *p = dir + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(dir, 0750) != 0 && errno != EEXIST) return -errno;
+    *p = '/';
+  }
+  if (mkdir(dir, 0750) != 0 && errno != EEXIST) return -errno;
+  return 0;
+}
+
 /* Tables, then the producers' server, the admin socket and /metrics. */
 static int start_front(mw_daemon_t *d) {
   mw_err_t err = {0};
@@ -219,10 +237,17 @@ static int start_front(mw_daemon_t *d) {
                                  .start_ms = uv_now(d->loop), .server = d->server};
   mw_admin_engine_t ae;
   mw_fe_admin_engine(&d->admin_ctx, &ae);
-  if (d->cfg.admin_socket[0] &&
-      mw_admin_start(d->loop, d->cfg.admin_socket, &ae, mw_metrics_default(), &d->admin, &err) < 0) {
-    mw_log_err("admin socket %s: %s", d->cfg.admin_socket, err.msg);
-    return -1;
+  if (d->cfg.admin_socket[0]) {
+    int rc = mkdir_parent(d->cfg.admin_socket);
+    if (rc < 0) {
+      mw_log_err("admin socket %s: cannot create its directory: %s", d->cfg.admin_socket,
+                 strerror(-rc));
+      return -1;
+    }
+    if (mw_admin_start(d->loop, d->cfg.admin_socket, &ae, mw_metrics_default(), &d->admin, &err) < 0) {
+      mw_log_err("%s", err.msg);
+      return -1;
+    }
   }
   if (d->cfg.metrics_listen[0] &&
       mw_http_metrics_start(d->loop, d->cfg.metrics_listen, mw_metrics_default(), &d->http, &err) < 0) {

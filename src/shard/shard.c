@@ -57,6 +57,7 @@ void mw_shard_config_defaults(mw_shard_config_t *c) {
    * arrives while an entry is in flight goes into the next one. */
   c->max_wal_inflight = 1;
   c->max_queued_writes = 1024;
+  c->max_memtable_age_ms = 10000;
   c->shard_spec_id = 1;
 }
 
@@ -90,7 +91,7 @@ int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value
       "max_wal_buffer_size", "max_memtable_size", "max_memtable_rows", "max_memtable_batches",
       "max_unflushed_memtable_bytes", "max_wal_flush_interval_ms", "manifest_scan_batch_size",
       "max_wal_inflight", "max_queued_writes", "backpressure_log_interval_ms",
-      "stats_log_interval_ms"};
+      "stats_log_interval_ms", "max_memtable_age_ms"};
   size_t i = 0;
   for (; i < sizeof u64_keys / sizeof *u64_keys; i++)
     if (strcmp(key, u64_keys[i]) == 0) break;
@@ -107,6 +108,7 @@ int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value
     case 6: if (x < 1 || x > MW_MSTORE_MAX_PROBES) rc = -EINVAL; else c->manifest_scan_batch_size = (uint32_t)x; break;
     case 7: if (x < 1 || x > MW_WAL_MAX_INFLIGHT) rc = -EINVAL; else c->max_wal_inflight = (uint32_t)x; break;
     case 8: if (x > 1000000) rc = -EINVAL; else c->max_queued_writes = (uint32_t)x; break;
+    case 11: if (x > 86400000) rc = -EINVAL; else c->max_memtable_age_ms = x; break;
     default: break; /* log intervals: accepted, not used */
   }
 out:
@@ -260,6 +262,35 @@ static void admit(mw_shard_t *s);
 
 static void update_bp(mw_shard_t *s);
 
+/* Flush retries back off from 100 ms, doubling, to at most 10 s. */
+#define FLUSH_RETRY_BASE_MS 100
+#define FLUSH_RETRY_MAX_MS 10000
+
+static void on_timer(uv_timer_t *t);
+
+/* Arm the housekeeping timer for the nearest deadline (age bound, retry). */
+static void arm_timer(mw_shard_t *s) {
+  if (s->closing) return;
+  uint64_t next = 0;
+  if (s->active_since_ms && s->cfg.max_memtable_age_ms)
+    next = s->active_since_ms + s->cfg.max_memtable_age_ms;
+  if (s->flush_retry_at_ms && (next == 0 || s->flush_retry_at_ms < next)) next = s->flush_retry_at_ms;
+  if (next == 0) {
+    uv_timer_stop(&s->timer);
+    return;
+  }
+  uint64_t now = uv_now(s->loop);
+  uv_timer_start(&s->timer, on_timer, next > now ? next - now : 0, 0);
+}
+
+/* Called after rows land in the active MemTable: start its age clock. */
+static void note_rows(mw_shard_t *s) {
+  if (s->active == NULL || s->active->m.n_rows == 0 || s->active_since_ms != 0) return;
+  s->active_since_ms = uv_now(s->loop);
+  if (s->active_since_ms == 0) s->active_since_ms = 1;
+  arm_timer(s);
+}
+
 static void freeze_active(mw_shard_t *s) {
   mw_shard_mt_t *mt = s->active;
   if (mt == NULL || mt->m.n_rows == 0) return;
@@ -273,6 +304,8 @@ static void freeze_active(mw_shard_t *s) {
   mt->m.frozen = true;
   s->frozen[s->n_frozen++] = mt;
   s->active = next;
+  s->active_since_ms = 0;
+  arm_timer(s);
   mw_log_debug("shard %s: froze generation %" PRIu64 " (%" PRId64 " rows)", s->id_str,
                mt->m.generation, mt->m.n_rows);
   maybe_flush(s);
@@ -281,6 +314,29 @@ static void freeze_active(mw_shard_t *s) {
 static void on_flush_done(mw_flush_t *f, int status) {
   mw_shard_t *s = f->data;
   bool parked = s->state >= MW_SS_FENCED;
+  if (status < 0 && status != -ESTALE && !parked && !s->closing) {
+    /* Keep the frozen MemTable (its rows stay readable and in the WAL) and
+     * try again later; nothing was committed, so no manifest points at the
+     * partial SSTable directory. */
+    s->flush_failures++;
+    uint32_t shift = s->flush_failures - 1 < 7 ? s->flush_failures - 1 : 7;
+    uint64_t delay = (uint64_t)FLUSH_RETRY_BASE_MS << shift;
+    if (delay > FLUSH_RETRY_MAX_MS) delay = FLUSH_RETRY_MAX_MS;
+    mw_log_warn("shard %s: flush of generation %" PRIu64 " failed (attempt %u): %s; retrying in "
+                "%" PRIu64 " ms", s->id_str, s->n_frozen ? s->frozen[0]->m.generation : 0,
+                s->flush_failures, f->err.msg[0] ? f->err.msg : mw_strerror(status), delay);
+    s->flush_retry_at_ms = uv_now(s->loop) + delay;
+    arm_timer(s);
+    update_bp(s);
+    progress(s);
+    return;
+  }
+  if (status == 0) {
+    if (s->flush_failures > 0)
+      mw_log_notice("shard %s: flush succeeded after %u failed attempt(s)", s->id_str,
+                    s->flush_failures);
+    s->flush_failures = 0;
+  }
   if (status < 0 && !parked) {
     park(s, status == -ESTALE ? MW_SS_FENCED : MW_SS_FAILED, status, f->err.msg);
     parked = true;
@@ -306,8 +362,27 @@ static void on_flush_done(mw_flush_t *f, int status) {
   progress(s);
 }
 
+static void on_timer(uv_timer_t *t) {
+  mw_shard_t *s = t->data;
+  uint64_t now = uv_now(s->loop);
+  if (s->flush_retry_at_ms && now >= s->flush_retry_at_ms) {
+    s->flush_retry_at_ms = 0;
+    maybe_flush(s);
+  }
+  if (s->active_since_ms && s->cfg.max_memtable_age_ms &&
+      now >= s->active_since_ms + s->cfg.max_memtable_age_ms) {
+    if (s->state == MW_SS_ACTIVE && !s->stopping && s->n_frozen < MW_SHARD_MAX_FROZEN) {
+      mw_log_debug("shard %s: MemTable reached max_memtable_age_ms", s->id_str);
+      freeze_active(s); /* resets active_since_ms */
+    } else {
+      s->active_since_ms = now; /* cannot freeze now (flusher behind, parked): look again */
+    }
+  }
+  arm_timer(s);
+}
+
 static void maybe_flush(mw_shard_t *s) {
-  if (s->flush.busy || s->n_frozen == 0) return;
+  if (s->flush.busy || s->n_frozen == 0 || s->flush_retry_at_ms != 0) return;
   if (s->state != MW_SS_ACTIVE && s->state != MW_SS_REPLAYING) return;
   if (s->ctl == CTL_SEAL || s->ctl == CTL_ABORT) return; /* no new flushes */
   mw_shard_mt_t *mt = s->frozen[0];
@@ -368,6 +443,7 @@ static void insert(mw_shard_t *s, mw_shard_write_t *w) {
     if (s->state < MW_SS_FENCED) park(s, MW_SS_FAILED, rc, "WAL refused a batch");
     return;
   }
+  note_rows(s);
   mw_memtable_limits_t l = limits(s);
   if (mw_memtable_full(m, &l)) freeze_active(s);
   update_bp(s);
@@ -489,6 +565,7 @@ static void insert_replayed(mw_shard_t *s) {
       return;
     }
   }
+  note_rows(s);
   mw_wal_reader_clear(r);
   s->replay_pos++;
   replay_next(s);
@@ -851,11 +928,13 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
   s->dreq.data = s;
   uv_timer_init(loop, &s->kick);
   s->kick.data = s;
+  uv_timer_init(loop, &s->timer);
+  s->timer.data = s;
   s->state = MW_SS_NEW;
   return 0;
 }
 
-static void on_kick_closed(uv_handle_t *h) {
+static void on_timer_closed(uv_handle_t *h) {
   mw_shard_t *s = h->data;
   mw_shard_manifest_free(&s->claimed);
   mw_mstore_op_free(&s->op);
@@ -865,6 +944,11 @@ static void on_kick_closed(uv_handle_t *h) {
   mw_storage_req_cleanup(&s->dreq);
   drop_memtables(s);
   if (s->close_cb) s->close_cb(s);
+}
+
+static void on_kick_closed(uv_handle_t *h) {
+  mw_shard_t *s = h->data;
+  uv_close((uv_handle_t *)&s->timer, on_timer_closed);
 }
 
 static void on_wal_closed(mw_wal_t *w) {
@@ -884,6 +968,7 @@ int mw_shard_close(mw_shard_t *s, void (*cb)(mw_shard_t *s)) {
   s->closing = true;
   s->close_cb = cb;
   uv_timer_stop(&s->kick);
+  uv_timer_stop(&s->timer);
   mw_wal_close(&s->wal, on_wal_closed);
   return 0;
 }

@@ -81,6 +81,10 @@ typedef struct mw_shard_config {
   bool wal_zstd;                       /* wal_compression = zstd */
   bool sstable_zstd;
   uint32_t max_queued_writes;          /* backpressure queue */
+  /* Freeze (and so flush) a MemTable whose oldest row is this old: LanceDB
+   * readers never read the WAL, so this bounds how long an acknowledged row
+   * stays invisible to them. 0 = never. Default 10 000. */
+  uint64_t max_memtable_age_ms;
   uint32_t shard_spec_id;              /* for a fresh claim (LanceDB: 1) */
   uint64_t sstable_seed;               /* tests: deterministic SSTable names */
 } mw_shard_config_t;
@@ -167,6 +171,11 @@ struct mw_shard {
   /* completions to run on the next loop turn */
   mw_shard_write_t *done_head, *done_tail;
   uv_timer_t kick;
+  /* housekeeping: the MemTable age bound and flush retries */
+  uv_timer_t timer;
+  uint64_t active_since_ms;   /* uv_now() of the active MemTable's first row, 0 = empty */
+  uint64_t flush_retry_at_ms; /* 0 = no retry pending */
+  uint32_t flush_failures;    /* consecutive failed flush attempts */
   bool backpressured;
   uint64_t bp_logged_ms;
   /* the one control operation */

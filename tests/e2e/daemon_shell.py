@@ -153,8 +153,11 @@ def main():
         # --- life cycle: READY, SIGHUP reload, WATCHDOG, SIGTERM -----------
         conf = os.path.join(tmp, "live.conf")
         data = os.path.join(tmp, "data", "nested")
+        # private admin socket (its directory is created) and any free port
+        extra = f"admin_socket = {tmp}/run/admin.sock\nlisten = 127.0.0.1:0\n"
+        iso = ["--set", f"daemon.admin_socket={tmp}/run2/admin.sock", "--set", "daemon.listen=127.0.0.1:0"]
         with open(conf, "w") as f:
-            f.write(f"[daemon]\nlog_level = info\ndata_dir = {data}\n")
+            f.write(f"[daemon]\nlog_level = info\ndata_dir = {data}\n{extra}")
         n = Notify(tmp)
         env = dict(os.environ, NOTIFY_SOCKET=n.path, WATCHDOG_USEC="200000")
         env.pop("JOURNAL_STREAM", None)
@@ -167,11 +170,11 @@ def main():
         check("data_dir created (with parents)", os.path.isdir(data))
         check("WATCHDOG=1 sent when WATCHDOG_USEC is set", n.wait("WATCHDOG=1"), n.seen)
         with open(conf, "w") as f:
-            f.write(f"[daemon]\nlog_level = debug\ndata_dir = {data}\n")
+            f.write(f"[daemon]\nlog_level = debug\ndata_dir = {data}\n{extra}")
         d.p.send_signal(signal.SIGHUP)
         check("SIGHUP reloads log_level", d.wait_line("log_level info -> debug") is not None, "".join(d.lines))
         with open(conf, "w") as f:
-            f.write(f"[daemon]\nlog_level = debug\ndata_dir = {data}\nbogus = 1\n")
+            f.write(f"[daemon]\nlog_level = debug\ndata_dir = {data}\n{extra}bogus = 1\n")
         d.p.send_signal(signal.SIGHUP)
         check("a bad reload keeps running and says why",
               d.wait_line("reload failed") is not None and d.p.poll() is None, "".join(d.lines))
@@ -181,7 +184,7 @@ def main():
         check("STOPPING=1 sent", n.wait("STOPPING=1", timeout=2), n.seen)
 
         with open(conf, "w") as f:
-            f.write(f"[daemon]\nlog_level = info\ndata_dir = {data}\n")
+            f.write(f"[daemon]\nlog_level = info\ndata_dir = {data}\n{extra}")
         d = Daemon(["-c", conf], env=dict(os.environ, JOURNAL_STREAM="8:1234"))
         line = d.wait_line("started")
         rc = d.stop(signal.SIGINT)
@@ -191,25 +194,25 @@ def main():
         # --- unusable data_dir ----------------------------------------------
         blocker = os.path.join(tmp, "file")
         open(blocker, "w").close()
-        r = run(["--set", f"daemon.data_dir={blocker}/sub"])
+        r = run(["--set", f"daemon.data_dir={blocker}/sub"] + iso)
         check("unusable data_dir: exit 1 naming it", r.returncode == 1 and blocker in r.stderr, r.stderr)
 
         # --- storage backend: io_uring, the fallback, and refusing it -----------
         nouring = os.environ.get("MW_NO_URING")
-        d = Daemon(["--set", f"daemon.data_dir={data}", "--set", "storage.io_backend=threads"])
+        d = Daemon(["--set", f"daemon.data_dir={data}", "--set", "storage.io_backend=threads"] + iso)
         line = d.wait_line("started")
         d.stop()
         check("storage.io_backend=threads uses the thread pool", line is not None and "storage=threads" in line,
               "".join(d.lines))
         if nouring:
-            d = Daemon(["--set", f"daemon.data_dir={data}"], wrapper=[nouring])
+            d = Daemon(["--set", f"daemon.data_dir={data}"] + iso, wrapper=[nouring])
             line = d.wait_line("started")
             rc = d.stop()
             warns = [l for l in d.lines if "io_uring unavailable" in l]
             check("io_uring refused (seccomp): logged once, falls back to threads, stops cleanly",
                   line is not None and "storage=threads" in line and len(warns) == 1 and rc == 0, "".join(d.lines))
             r = subprocess.run([nouring, MEMWALD, "--set", f"daemon.data_dir={data}", "--set",
-                                "storage.io_backend=uring"], capture_output=True, text=True, timeout=30)
+                                "storage.io_backend=uring"] + iso, capture_output=True, text=True, timeout=30)
             check("io_backend=uring where io_uring is refused: exit 1 with the reason",
                   r.returncode == 1 and "storage" in r.stderr, r.stderr)
 

@@ -28,6 +28,7 @@
 #include "lance/ipc.h"
 #include "lance/route.h"
 #include "lance/shard_manifest.h"
+#include "lance/sstable.h"
 #include "rows.h"
 #include "shard/table.h"
 #include "testutil.h"
@@ -928,6 +929,130 @@ static void test_freeze_flush_and_backpressure(void **state) {
   env_close(&e);
 }
 
+/* ------------------------------------------------- age bound, flush retries */
+
+/* A condition polled on the loop (every 2 ms) until it holds; the loop's own
+ * progress, not a sleep, is what the test waits for. */
+typedef struct poll_ctx {
+  uv_timer_t t;
+  mw_shard_t *s;
+  bool (*cond)(struct poll_ctx *p);
+  bool met;
+  int arg;
+} poll_ctx_t;
+
+static void on_poll(uv_timer_t *t) {
+  poll_ctx_t *p = t->data;
+  if (p->cond(p)) {
+    p->met = true;
+    uv_timer_stop(t);
+  }
+}
+
+static void wait_for(env_t *e, poll_ctx_t *p) {
+  p->met = false;
+  uv_timer_init(&e->loop, &p->t);
+  p->t.data = p;
+  uv_timer_start(&p->t, on_poll, 2, 2);
+  run_until(&e->loop, &p->met);
+  uv_close((uv_handle_t *)&p->t, NULL);
+}
+
+static bool has_sstables(poll_ctx_t *p) {
+  mw_shard_stats_t st;
+  mw_shard_stats(p->s, &st);
+  return st.sstables >= (uint64_t)p->arg;
+}
+
+static bool flush_failed(poll_ctx_t *p) { return p->s->flush_failures >= (uint32_t)p->arg; }
+
+/* max_memtable_age_ms: acknowledged rows reach an SSTable (where LanceDB
+ * readers see them) without any flush request or size limit. */
+static void test_memtable_age_bound(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"max_memtable_age_ms"};
+  const char *v[] = {"50"};
+  env_open(&e, "unsharded-small", true, k, v, 1);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 31, 1000);
+  wreq_t r = {0};
+  wctx_t c = {.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r, &c, 0, 20), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  uint64_t t0 = uv_now(&e.loop);
+  poll_ctx_t p = {.s = s, .cond = has_sstables, .arg = 1};
+  wait_for(&e, &p);
+  assert_true(uv_now(&e.loop) - t0 >= 40); /* not before the bound (timer granularity aside) */
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.memtable_rows, 0);
+  assert_int_equal(mw_shard_state(s), MW_SS_ACTIVE);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
+/* A flush that fails is retried with backoff and then commits; the shard
+ * stays ACTIVE and nothing is lost. The SSTable directory name is fixed by
+ * the test seed, so a file squatting on it makes every attempt fail until
+ * the test removes it. */
+static void test_flush_retried_after_failure(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-small", true, NULL, NULL, 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  /* the directory name the engine's first flush (generation 1) will use */
+  mw_schema_t sch;
+  mw_schema_init(&sch);
+  int id = mw_schema_add(&sch, "id", MW_T_INT64, false);
+  sch.fields[id].pk_position = 1;
+  mw_schema_add(&sch, "_tombstone", MW_T_BOOL, false);
+  mw_batch_t b;
+  assert_int_equal(mw_batch_init(&b, &sch), 0);
+  int64_t one = 1;
+  mw_column_append_fixed(&b.cols[0], &one, 8);
+  mw_column_append_bool(&b.cols[1], false);
+  b.n_rows = 1;
+  const mw_batch_t *bs[1] = {&b};
+  mw_sstable_opts_t so = {.seed = 7};
+  mw_sstable_t sst;
+  assert_int_equal(mw_sstable_build(&sch, bs, 1, 1, &so, &sst, NULL), 0);
+  char *blocker = shard_path(&e, sst.dir_name);
+  mw_sstable_free(&sst);
+  mw_batch_free(&b);
+  mw_schema_free(&sch);
+  assert_int_equal(tu_write_file(blocker, "x", 1), 0);
+
+  er_model_t mod;
+  er_model_init(&mod, 37, 1000);
+  wreq_t r = {0};
+  wctx_t c = {.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r, &c, 0, 30), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  done_t d = {0};
+  assert_int_equal(mw_shard_flush(s, on_done, &d), 0);
+  poll_ctx_t p = {.s = s, .cond = flush_failed, .arg = 2};
+  wait_for(&e, &p); /* two failed attempts, the second after a backoff */
+  assert_false(d.fired);
+  assert_int_equal(mw_shard_state(s), MW_SS_ACTIVE);
+  assert_int_equal(unlink(blocker), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.sstables, 1);
+  assert_int_equal(s->flush_failures, 0);
+  assert_true(exists_rel(&e, "manifest/version_hint.json"));
+  free(blocker);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
 /* ------------------------------------------------------------------ router */
 
 static void test_router_bucket(void **state) {
@@ -1063,6 +1188,8 @@ int main(void) {
       cmocka_unit_test(test_wal_io_error_fails_writes),
       cmocka_unit_test(test_commit_update_tolerates_tailer),
       cmocka_unit_test(test_freeze_flush_and_backpressure),
+      cmocka_unit_test(test_memtable_age_bound),
+      cmocka_unit_test(test_flush_retried_after_failure),
       cmocka_unit_test(test_router_bucket),
       cmocka_unit_test(test_drop_table),
       cmocka_unit_test(test_table_refusals),
