@@ -13,6 +13,11 @@
  * so the one-at-a-time ratio shows that overhead; J in flight lets the
  * filesystem batch journal commits, which the loop cannot.
  *
+ *   delete: N objects deleted one at a time, durable (unlink + fsync of the
+ *           directory, the default since the removal must survive power
+ *           loss) and, for the cost of that fsync, with fsync off (unlink
+ *           only, the earlier behaviour).
+ *
  * The disk is shared and noisy, so every figure is the median of -r rounds
  * (default 3), and within a round ours and theirs run back to back.
  *
@@ -80,17 +85,22 @@ static void small_cb(mw_storage_req_t *req, int status) {
 
 static void on_closed(void *arg) { *(int *)arg = 1; }
 
-static int open_st(run_t *r, const char *root, mw_storage_backend_t b) {
+static int open_st_sync(run_t *r, const char *root, mw_storage_backend_t b, bool fsync) {
   memset(r, 0, sizeof *r);
   uv_loop_init(&r->loop);
   mw_storage_config_t cfg;
   mw_storage_config_init(&cfg, root);
   cfg.backend = b;
+  cfg.fsync = fsync;
   cfg.max_inflight = 256;
   mw_err_t err = {0};
   int rc = mw_storage_open(&r->loop, &cfg, &r->st, &err);
   if (rc != 0) fprintf(stderr, "open %s: %s\n", root, err.msg);
   return rc;
+}
+
+static int open_st(run_t *r, const char *root, mw_storage_backend_t b) {
+  return open_st_sync(r, root, b, true);
 }
 
 static void close_st(run_t *r) {
@@ -167,6 +177,52 @@ static double ours_large(const char *root, mw_storage_backend_t b, int total_mib
   close_st(&r);
   free(buf);
   return (double)nobj * 64.0 * 1.048576 / t;
+}
+
+static void del_cb(mw_storage_req_t *req, int status) {
+  run_t *r = req->data;
+  if (status != 0) r->fails++;
+  r->done++;
+}
+
+/* Delete n objects one at a time (created first, without fsync); ops/s and
+ * p50 in ms. */
+static double ours_delete(const char *root, mw_storage_backend_t b, int n, bool fsync,
+                          double *p50) {
+  run_t r;
+  static int runs;
+  int run = runs++;
+  if (open_st_sync(&r, root, b, false) != 0) return 0;
+  char key[64];
+  for (int i = 0; i < n; i++) {
+    mw_storage_req_t req;
+    mw_storage_req_init(&req);
+    req.data = &r;
+    snprintf(key, sizeof key, "del%d/%08d", run, i);
+    if (mw_storage_put_if_absent(r.st, &req, key, "x", 1, del_cb) != 0) abort();
+    while (r.done < i + 1) uv_run(&r.loop, UV_RUN_ONCE);
+  }
+  close_st(&r);
+  if (open_st_sync(&r, root, b, fsync) != 0) return 0;
+  double *lat = calloc((size_t)n, sizeof *lat);
+  double t = now_s();
+  for (int i = 0; i < n; i++) {
+    mw_storage_req_t req;
+    mw_storage_req_init(&req);
+    req.data = &r;
+    snprintf(key, sizeof key, "del%d/%08d", run, i);
+    double t0 = now_s();
+    if (mw_storage_delete(r.st, &req, key, del_cb) != 0) abort();
+    while (r.done < i + 1) uv_run(&r.loop, UV_RUN_ONCE);
+    lat[i] = now_s() - t0;
+  }
+  t = now_s() - t;
+  if (r.fails) fprintf(stderr, "%d deletes failed\n", r.fails);
+  close_st(&r);
+  qsort(lat, (size_t)n, sizeof *lat, cmp_d);
+  *p50 = lat[n / 2] * 1e3;
+  free(lat);
+  return n / t;
 }
 
 static double theirs_fdatasync(const char *root, int n, size_t size, double *p50, double *p99) {
@@ -265,7 +321,7 @@ int main(int argc, char **argv) {
          "median of %d interleaved rounds\n", dir, n, size, large_mib, rounds);
   enum { MAXR = 15 };
   /* [what][round]: 0 fds 1 dd, then per backend 2+3b: j1, jJ, large */
-  double v[8][MAXR] = {{0}}, p50[8][MAXR] = {{0}}, p99[8][MAXR] = {{0}};
+  double v[12][MAXR] = {{0}}, p50[12][MAXR] = {{0}}, p99[12][MAXR] = {{0}};
   const mw_storage_backend_t backs[] = {MW_STORAGE_URING, MW_STORAGE_THREADS};
   const char *names[] = {"uring", "threads"};
   bool use[2];
@@ -277,12 +333,17 @@ int main(int argc, char **argv) {
         v[2 + 3 * b][r] = ours_small(dir, backs[b], n, size, 1, &p50[2 + 3 * b][r], &p99[2 + 3 * b][r]);
         v[3 + 3 * b][r] = ours_small(dir, backs[b], n, size, j, &p50[3 + 3 * b][r], &p99[3 + 3 * b][r]);
       }
+    for (int b = 0; b < 2; b++)
+      if (use[b]) { /* [8 + 2b]: durable delete, [9 + 2b]: unlink only */
+        v[8 + 2 * b][r] = ours_delete(dir, backs[b], n, true, &p50[8 + 2 * b][r]);
+        v[9 + 2 * b][r] = ours_delete(dir, backs[b], n, false, &p50[9 + 2 * b][r]);
+      }
     v[1][r] = theirs_dd(dir, large_mib);
     for (int b = 0; b < 2; b++)
       if (use[b]) v[4 + 3 * b][r] = ours_large(dir, backs[b], large_mib);
   }
-  double med[8], m50[8], m99[8];
-  for (int k = 0; k < 8; k++) {
+  double med[12], m50[12], m99[12];
+  for (int k = 0; k < 12; k++) {
     qsort(v[k], (size_t)rounds, sizeof(double), cmp_d);
     qsort(p50[k], (size_t)rounds, sizeof(double), cmp_d);
     qsort(p99[k], (size_t)rounds, sizeof(double), cmp_d);
@@ -301,6 +362,15 @@ int main(int argc, char **argv) {
            names[b], j, med[k + 1], m50[k + 1], m99[k + 1], med[0] > 0 ? med[k + 1] / med[0] : 0);
     printf("ours    %-7s large     %9.1f MB/s                              ratio %.2f\n",
            names[b], med[k + 2], med[1] > 0 ? med[k + 2] / med[1] : 0);
+  }
+  for (int b = 0; b < 2; b++) {
+    if (!use[b]) continue;
+    int k = 8 + 2 * b;
+    printf("ours    %-7s delete    %9.0f ops/s  p50 %6.3f ms  (unlink + dir fsync)\n", names[b],
+           med[k], m50[k]);
+    printf("ours    %-7s delete    %9.0f ops/s  p50 %6.3f ms  (unlink only, fsync off)  "
+           "cost of the fsync %.1fx\n", names[b], med[k + 1], m50[k + 1],
+           med[k] > 0 ? med[k + 1] / med[k] : 0);
   }
   printf("(ratio = ours / theirs: small vs the fdatasync loop, large vs dd)\n");
   if (dir == defdir) rmrf(dir);

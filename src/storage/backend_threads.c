@@ -6,11 +6,14 @@
  *
  * The step sequence is the same as the io_uring backend's (docs/storage.md):
  *   put_if_absent: open(tmp, O_CREAT|O_EXCL) [mkdir parents on ENOENT, retry]
- *                  write* fsync close link(tmp,key) {diropen dirsync dirclose}+
- *                  unlink(tmp)
+ *                  write* fsync close link(tmp,key) unlink(tmp)
+ *                  {diropen dirsync dirclose}+
  *   put:           same with rename(tmp,key) and no unlink
  *   get:           open stat read* close      head: stat
- *   delete:        unlink                     list/delete_prefix: scan (+unlink*)
+ *   delete:        unlink {diropen dirsync dirclose} (of the key's directory)
+ *   list:          scan
+ *   delete_prefix: scan unlink* (rmdir of emptied directories) then
+ *                  {diropen dirsync dirclose} per directory it changed
  *   sweep_tmp:     scan, unlink of every ".tmp-*" at least min_age_s old
  * On failure before the object is visible: close the file, unlink the temp.
  *
@@ -38,13 +41,15 @@
 static int mkdirs(mw_storage_req_t *req) {
   mw_storage_req_priv_t *p = &req->priv;
   unsigned depth = mw_storage__depth(p->key);
-  char d[MW_STORAGE_PATH_MAX_BYTES];
   for (unsigned i = 1; i <= depth; i++) {
-    bool ok = mw_storage__parent_prefix(p->key, i, d, sizeof d);
+    bool ok = mw_storage__parent_prefix(p->key, i, p->scratch, sizeof p->scratch);
     assert(ok);
     (void)ok;
     int rc = STEP(req, MW_STEP_MKDIR);
-    if (rc == 0 && mkdirat(p->st->rootfd, d, 0755) != 0) rc = -errno;
+    if (rc == 0) {
+      rc = mkdirat(p->st->rootfd, p->scratch, 0755) != 0 ? -errno : 0;
+      rc = mw_storage__step_end(req, MW_STEP_MKDIR, rc);
+    }
     if (rc < 0 && rc != -EEXIST) return rc;
   }
   return 0;
@@ -59,6 +64,7 @@ static int open_tmp(mw_storage_req_t *req) {
     if (rc == 0) {
       fd = openat(p->st->rootfd, p->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
       if (fd < 0) rc = -errno;
+      mw_storage__step_end(req, MW_STEP_OPEN, fd >= 0 ? fd : rc);
     }
     if (fd >= 0) {
       p->fd = fd;
@@ -99,6 +105,24 @@ static int close_fd(mw_storage_req_t *req, int *fdp, mw_storage_step_t step) {
   return rc;
 }
 
+/* diropen, dirsync, dirclose of `dir` (relative to the root). */
+static int sync_dir(mw_storage_req_t *req, const char *dir) {
+  mw_storage_req_priv_t *p = &req->priv;
+  int rc = STEP(req, MW_STEP_DIROPEN);
+  if (rc == 0) {
+    p->dirfd = openat(p->st->rootfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (p->dirfd < 0) rc = -errno;
+  }
+  if (rc < 0) return rc;
+  rc = STEP(req, MW_STEP_DIRSYNC);
+  if (rc == 0) {
+    rc = fsync(p->dirfd) != 0 ? -errno : 0;
+    rc = mw_storage__step_end(req, MW_STEP_DIRSYNC, rc);
+  }
+  int rc2 = close_fd(req, &p->dirfd, MW_STEP_DIRCLOSE);
+  return rc < 0 ? rc : rc2;
+}
+
 /* fsync the key's directory, and every ancestor up to the root when asked. */
 static int sync_dirs(mw_storage_req_t *req) {
   mw_storage_req_priv_t *p = &req->priv;
@@ -107,16 +131,8 @@ static int sync_dirs(mw_storage_req_t *req) {
   char d[MW_STORAGE_PATH_MAX_BYTES];
   for (unsigned i = depth + 1; i-- > low;) {
     mw_storage__parent_prefix(p->key, i, d, sizeof d);
-    int rc = STEP(req, MW_STEP_DIROPEN);
-    if (rc == 0) {
-      p->dirfd = openat(p->st->rootfd, d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (p->dirfd < 0) rc = -errno;
-    }
+    int rc = sync_dir(req, d);
     if (rc < 0) return rc;
-    rc = STEP(req, MW_STEP_DIRSYNC);
-    if (rc == 0 && fsync(p->dirfd) != 0) rc = -errno;
-    int rc2 = close_fd(req, &p->dirfd, MW_STEP_DIRCLOSE);
-    if (rc < 0 || rc2 < 0) return rc < 0 ? rc : rc2;
   }
   return 0;
 }
@@ -139,7 +155,10 @@ static int put_sync(mw_storage_req_t *req) {
   if (rc < 0) goto fail;
   if (dosync) {
     rc = STEP(req, MW_STEP_FSYNC);
-    if (rc == 0 && fsync(p->fd) != 0) rc = -errno;
+    if (rc == 0) {
+      rc = fsync(p->fd) != 0 ? -errno : 0;
+      rc = mw_storage__step_end(req, MW_STEP_FSYNC, rc);
+    }
     if (rc < 0) goto fail;
   }
   rc = close_fd(req, &p->fd, MW_STEP_CLOSE);
@@ -153,11 +172,13 @@ static int put_sync(mw_storage_req_t *req) {
   if (rc < 0) goto fail; /* -EEXIST: lost the race */
   p->linked = 1;
   if (!pia) p->tmp_made = 0;
-  if (dosync && (rc = sync_dirs(req)) < 0) goto fail;
+  /* put_if_absent: drop the temp name before the directory fsync, so that
+   * fsync makes its removal durable too (no temp survives a power loss). */
   if (pia && (rc = unlink_tmp(req)) < 0) {
-    /* The object is whole and durable; only a hidden temp is left over. */
+    /* The object is whole; only a hidden temp is left over (sweep_tmp). */
     mw_log_warn("storage: unlink %s/%s: %s", p->st->root, p->tmp, strerror(-rc));
   }
+  if (dosync && (rc = sync_dirs(req)) < 0) goto fail;
   return 0;
 fail:
   assert(rc < 0);
@@ -218,8 +239,13 @@ static int delete_sync(mw_storage_req_t *req) {
   mw_storage_req_priv_t *p = &req->priv;
   int rc = STEP(req, MW_STEP_UNLINK);
   if (rc == 0 && unlinkat(p->st->rootfd, p->key, 0) != 0) rc = -errno;
-  if (rc == -ENOENT || rc == -ENOTDIR || rc == -EISDIR) rc = 0; /* absent: idempotent */
-  return rc;
+  if (rc == -ENOTDIR || rc == -EISDIR) return 0; /* absent: idempotent */
+  if (rc < 0 && rc != -ENOENT) return rc;
+  /* Make the removal durable. Also when the key was already absent: a
+   * retry after a failed directory fsync must not report success early. */
+  if (!p->st->cfg.fsync) return 0;
+  rc = sync_dir(req, p->dir);
+  return rc == -ENOENT || rc == -ENOTDIR ? 0 : rc; /* no directory: nothing to sync */
 }
 
 /* ---- directory walk (list, delete_prefix) ---- */
@@ -308,34 +334,77 @@ static int list_sync(mw_storage_req_t *req) {
   return 0;
 }
 
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* fsync every directory in dirs (n paths, sorted here, duplicates once). */
+static int sync_changed(mw_storage_req_t *req, char **dirs, size_t n) {
+  qsort(dirs, n, sizeof *dirs, cmp_str);
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0 && strcmp(dirs[i], dirs[i - 1]) == 0) continue;
+    int rc = sync_dir(req, dirs[i]);
+    if (rc < 0 && rc != -ENOENT && rc != -ENOTDIR) return rc; /* removed: its parent counts */
+  }
+  return 0;
+}
+
+typedef struct strs {
+  char **v;
+  size_t n, cap;
+} strs_t;
+
+static int strs_add(strs_t *s, const char *str) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 16;
+    char **v = realloc(s->v, cap * sizeof *v);
+    if (v == NULL) return -ENOMEM;
+    s->v = v;
+    s->cap = cap;
+  }
+  if ((s->v[s->n] = strdup(str)) == NULL) return -ENOMEM;
+  s->n++;
+  return 0;
+}
+
 static int delete_prefix_sync(mw_storage_req_t *req) {
   mw_storage_req_priv_t *p = &req->priv;
   int rc = list_sync(req);
   if (rc < 0) return rc;
   size_t plen = strlen(p->key), removed = 0;
   char d[MW_STORAGE_PATH_MAX_BYTES];
+  strs_t changed = {NULL, 0, 0}; /* directories whose entries we changed */
   /* Deepest keys last in sort order is not guaranteed; walk backwards so
    * "a/b/c" is handled before "a/b", then rmdir parents under the prefix. */
   for (size_t i = req->nkeys; i-- > 0;) {
     const char *key = req->keys[i];
     rc = STEP(req, MW_STEP_UNLINK);
     if (rc == 0 && unlinkat(p->st->rootfd, key, 0) != 0 && errno != ENOENT) rc = -errno;
-    if (rc < 0) return rc;
+    if (rc < 0) goto out;
     removed++;
-    for (unsigned n = mw_storage__depth(key); n > 0; n--) {
+    unsigned depth = mw_storage__depth(key);
+    mw_storage__parent_prefix(key, depth, d, sizeof d);
+    if ((rc = strs_add(&changed, d)) < 0) goto out;
+    for (unsigned n = depth; n > 0; n--) {
       mw_storage__parent_prefix(key, n, d, sizeof d);
       size_t dl = strlen(d);
       d[dl] = '/';
       bool under = dl + 1 >= plen && strncmp(d, p->key, plen) == 0;
       d[dl] = '\0';
       if (!under || unlinkat(p->st->rootfd, d, AT_REMOVEDIR) != 0) break;
+      mw_storage__parent_prefix(key, n - 1, d, sizeof d); /* n - 1 == 0: "." */
+      if ((rc = strs_add(&changed, d)) < 0) goto out;
     }
   }
+  if (p->st->cfg.fsync) rc = sync_changed(req, changed.v, changed.n);
+out:
+  for (size_t i = 0; i < changed.n; i++) free(changed.v[i]);
+  free(changed.v);
   free(req->keys);
   req->keys = NULL;
   mw_buf_reset(&req->buf);
   req->nkeys = removed;
-  return 0;
+  return rc;
 }
 
 /* Remove ".tmp-*" files older than cutoff under dirfd (closes dirfd). */

@@ -24,6 +24,20 @@
  *
  * The uv_poll handle is referenced only while requests are in flight, so an
  * idle storage does not keep uv_run() alive.
+ *
+ * Submission failures: io_uring_submit() can fail (EAGAIN/EBUSY/ENOMEM when
+ * the kernel is short of resources or the CQ overflowed) or submit only
+ * part of the queue, and the SQEs left in the ring would then wait for a
+ * completion that never comes when nothing else is in flight. So whenever
+ * SQEs remain unsubmitted after a flush, a timer retries (reaping first,
+ * which is what EBUSY asks for) with a backoff of 1, 2, 4 … 100 ms; the
+ * first failure and every 100th are logged. An error that never clears
+ * (the ring is broken) keeps the requests pending, logged, rather than
+ * failing them: their SQEs are in the kernel's ring and cannot be taken
+ * back without risking a second completion.
+ *
+ * delete: unlinkat, then (fsync on) the key's directory is fsynced, so the
+ * removal is durable; a missing directory means there is nothing to sync.
  */
 #include <assert.h>
 #include <errno.h>
@@ -49,6 +63,10 @@ typedef struct uring {
   struct io_uring ring;
   int efd;
   uv_poll_t poll;
+  uv_timer_t retry;      /* resubmits SQEs a failed or partial submit left */
+  uint32_t backoff_ms;
+  uint64_t submit_failures;
+  int closing_handles;
   uint32_t active; /* requests with an SQE or CQE outstanding */
   bool reaping;    /* inside the CQE loop: submit once at the end */
   void (*close_done)(mw_storage_t *st);
@@ -66,12 +84,35 @@ static const uint8_t required_ops[] = {
     IORING_OP_MKDIRAT, IORING_OP_STATX,
 };
 
+static void reap(uring_t *u);
+
+static void retry_cb(uv_timer_t *t) {
+  uring_t *u = t->data;
+  reap(u); /* frees CQ space (EBUSY), then flushes */
+}
+
 static void flush(uring_t *u) {
   if (u->reaping) return;
   int rc;
-  do rc = io_uring_submit(&u->ring);
-  while (rc == -EINTR);
-  if (rc < 0) mw_log_err("storage: io_uring_submit: %s", strerror(-rc));
+  mw_storage_t *st = u->st;
+  if (st->submit_failures > 0) { /* test hook: as if the kernel refused */
+    st->submit_failures--;
+    rc = st->cfg.test_uring_submit_errno < 0 ? st->cfg.test_uring_submit_errno : -EAGAIN;
+  } else {
+    do rc = io_uring_submit(&u->ring);
+    while (rc == -EINTR);
+  }
+  if (rc >= 0 && io_uring_sq_ready(&u->ring) == 0) {
+    u->backoff_ms = 0;
+    return;
+  }
+  /* SQEs are still waiting in the ring: never count on a completion. */
+  if (rc < 0 && u->submit_failures++ % 100 == 0)
+    mw_log_err("storage: io_uring_submit: %s (%llu failures so far); retrying", strerror(-rc),
+               (unsigned long long)u->submit_failures);
+  u->backoff_ms = u->backoff_ms == 0 ? 1 : u->backoff_ms >= 50 ? 100 : u->backoff_ms * 2;
+  if (!uv_is_active((uv_handle_t *)&u->retry))
+    uv_timer_start(&u->retry, retry_cb, u->backoff_ms, 0);
 }
 
 static struct io_uring_sqe *sqe_get(uring_t *u) {
@@ -173,10 +214,12 @@ static void dir_next(uring_t *u, mw_storage_req_t *req) {
   issue(u, req, S_DIROPEN, MW_STEP_DIROPEN);
 }
 
-static void after_visible(uring_t *u, mw_storage_req_t *req) {
+/* The object is visible: fsync its directory (and ancestors), or finish. */
+static void sync_dirs(uring_t *u, mw_storage_req_t *req) {
   mw_storage_req_priv_t *p = &req->priv;
-  if (p->op == MW_OP_PUT_IF_ABSENT) issue(u, req, S_UNLINK, MW_STEP_UNLINK);
-  else finish(u, req, 0);
+  if (!u->st->cfg.fsync) return finish(u, req, 0);
+  p->walk = (uint16_t)mw_storage__depth(p->key);
+  dir_next(u, req);
 }
 
 static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
@@ -184,6 +227,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
   unsigned depth = mw_storage__depth(p->key);
   switch (p->state) {
     case S_OPEN:
+      res = mw_storage__step_end(req, MW_STEP_OPEN, res);
       if (res >= 0) {
         p->fd = res;
         p->tmp_made = 1;
@@ -205,6 +249,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       }
       return;
     case S_MKDIR:
+      res = mw_storage__step_end(req, MW_STEP_MKDIR, res);
       if (res < 0 && res != -EEXIST) return put_fail(u, req, res);
       if (++p->walk > depth) return open_tmp(u, req);
       mw_storage__parent_prefix(p->key, p->walk, p->scratch, sizeof p->scratch);
@@ -217,6 +262,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       if (u->st->cfg.fsync) return issue(u, req, S_FSYNC, MW_STEP_FSYNC);
       return issue(u, req, S_CLOSE, MW_STEP_CLOSE);
     case S_FSYNC:
+      res = mw_storage__step_end(req, MW_STEP_FSYNC, res);
       if (res < 0) return put_fail(u, req, res);
       return issue(u, req, S_CLOSE, MW_STEP_CLOSE);
     case S_CLOSE:
@@ -228,14 +274,18 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       if (res < 0) return put_fail(u, req, res);
       p->linked = 1;
       if (p->op == MW_OP_PUT) p->tmp_made = 0;
-      if (!u->st->cfg.fsync) return after_visible(u, req);
-      p->walk = (uint16_t)depth;
-      return dir_next(u, req);
+      /* put_if_absent: drop the temp name first, so the directory fsync
+       * makes its removal durable too (no temp survives a power loss). */
+      if (p->op == MW_OP_PUT_IF_ABSENT) return issue(u, req, S_UNLINK, MW_STEP_UNLINK);
+      return sync_dirs(u, req);
     case S_DIROPEN:
+      if (p->op == MW_OP_DELETE && (res == -ENOENT || res == -ENOTDIR))
+        return finish(u, req, 0); /* no directory: nothing to make durable */
       if (res < 0) return put_fail(u, req, res);
       p->dirfd = res;
       return issue(u, req, S_DIRSYNC, MW_STEP_DIRSYNC);
     case S_DIRSYNC:
+      res = mw_storage__step_end(req, MW_STEP_DIRSYNC, res);
       if (res < 0) return put_fail(u, req, res);
       return issue(u, req, S_DIRCLOSE, MW_STEP_DIRCLOSE);
     case S_DIRCLOSE:
@@ -245,13 +295,13 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
         p->walk--;
         return dir_next(u, req);
       }
-      return after_visible(u, req);
+      return finish(u, req, 0);
     case S_UNLINK:
       if (res < 0)
         mw_log_warn("storage: unlink %s/%s: %s", u->st->root, p->tmp, strerror(-res));
       else
         p->tmp_made = 0;
-      return finish(u, req, 0);
+      return sync_dirs(u, req);
     case S_ERR_CLOSE:
       if (p->injected < 0) return issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE); /* still open */
       p->fd = -1; /* released even when the close reports an error */
@@ -327,8 +377,14 @@ static void advance(uring_t *u, mw_storage_req_t *req, int res) {
       return finish(u, req, res);
     }
     case S_DUNLINK:
-      if (res == -ENOENT || res == -ENOTDIR || res == -EISDIR) res = 0;
-      return finish(u, req, res);
+      if (res == -ENOTDIR || res == -EISDIR) return finish(u, req, 0); /* absent */
+      if (res < 0 && res != -ENOENT) return finish(u, req, res);
+      if (!u->st->cfg.fsync) return finish(u, req, 0);
+      /* Make the removal durable (also when already absent: a retry after
+       * a failed directory fsync must not succeed early). */
+      p->sync_parents = 0;
+      p->walk = (uint16_t)mw_storage__depth(p->key);
+      return dir_next(u, req);
     default: return advance_put(u, req, res);
   }
 }
@@ -391,6 +447,8 @@ static int uring_open(mw_storage_t *st) {
   u->poll.data = u;
   uv_poll_start(&u->poll, UV_READABLE, poll_cb);
   uv_unref((uv_handle_t *)&u->poll);
+  uv_timer_init(st->loop, &u->retry); /* cannot fail */
+  u->retry.data = u;
   st->be_state = u;
   return 0;
 fail:
@@ -420,8 +478,9 @@ static void uring_submit(mw_storage_t *st, mw_storage_req_t *req) {
   flush(u);
 }
 
-static void poll_closed(uv_handle_t *h) {
+static void handle_closed(uv_handle_t *h) {
   uring_t *u = h->data;
+  if (--u->closing_handles > 0) return;
   mw_storage_t *st = u->st;
   void (*done)(mw_storage_t *) = u->close_done;
   io_uring_queue_exit(&u->ring);
@@ -435,7 +494,9 @@ static void uring_close(mw_storage_t *st, void (*done)(mw_storage_t *st)) {
   uring_t *u = st->be_state;
   assert(u != NULL && u->active == 0);
   u->close_done = done;
-  uv_close((uv_handle_t *)&u->poll, poll_closed);
+  u->closing_handles = 2;
+  uv_close((uv_handle_t *)&u->poll, handle_closed);
+  uv_close((uv_handle_t *)&u->retry, handle_closed);
 }
 
 const mw_storage_backend_ops_t mw_storage__uring_ops = {

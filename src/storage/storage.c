@@ -20,6 +20,12 @@
  * first write into a directory (or any write that had to mkdir) asks the
  * backend to fsync every ancestor too (priv.sync_parents).
  *
+ * Metrics: the front registers the storage families in the process-wide
+ * registry once (pthread_once; every series is created then, so recording
+ * from pool threads never creates one) and counts every completed operation
+ * by op and result, and the bytes of acknowledged puts; the fault layer
+ * records fsync latency and injected faults.
+ *
  * Keys: 1..1024 bytes, '/'-separated, no leading or trailing '/', no empty,
  * "." or ".." segment, no segment starting with ".tmp-" (reserved for temp
  * files), no control characters, at most 64 segments (a directory walk
@@ -30,6 +36,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,6 +53,64 @@ static const char *const step_names[MW_STEP_COUNT_] = {
 static const char *const op_names[] = {
     "?", "put_if_absent", "put", "get", "head", "list", "delete", "delete_prefix", "sweep_tmp",
 };
+
+/* ---- metrics ---- */
+
+mw_storage_metrics_t mw_storage__metrics;
+static const char *const result_names[4] = {"ok", "exists", "absent", "error"};
+
+static void metrics_register(void) {
+  mw_storage_metrics_t *m = &mw_storage__metrics;
+  mw_metrics_t *reg = mw_metrics_default();
+  static const char *const op_result[] = {"op", "result"};
+  static const char *const kind[] = {"kind"};
+  static const char *const step[] = {"step"};
+  static const double fsync_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                        0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+  mw_metric_family_t *ops = mw_metrics_register(
+      reg, MW_METRIC_COUNTER, "memwald_storage_operations_total",
+      "Storage operations completed, by operation and result.", op_result, 2, NULL, 0);
+  mw_metric_family_t *fs = mw_metrics_register(
+      reg, MW_METRIC_HISTOGRAM, "memwald_storage_fsync_seconds",
+      "Latency of successful file and directory fsyncs.", kind, 1, fsync_bounds,
+      sizeof fsync_bounds / sizeof *fsync_bounds);
+  mw_metric_family_t *wr = mw_metrics_register(
+      reg, MW_METRIC_COUNTER, "memwald_storage_written_bytes_total",
+      "Bytes of objects written by acknowledged puts.", NULL, 0, NULL, 0);
+  mw_metric_family_t *fi = mw_metrics_register(
+      reg, MW_METRIC_COUNTER, "memwald_storage_faults_injected_total",
+      "Test faults injected into storage steps (fault injection, simulated power cuts).",
+      step, 1, NULL, 0);
+  if (ops == NULL || fs == NULL || wr == NULL || fi == NULL) return; /* logged by metrics */
+  for (int op = MW_OP_PUT_IF_ABSENT; op <= MW_OP_SWEEP_TMP; op++)
+    for (int r = 0; r < 4; r++) {
+      const char *lv[] = {op_names[op], result_names[r]};
+      m->ops[op][r] = mw_metric_series(ops, lv);
+    }
+  const char *file[] = {"file"}, *dir[] = {"dir"};
+  m->fsync_family = fs;
+  m->fsync[0] = mw_metric_series(fs, file);
+  m->fsync[1] = mw_metric_series(fs, dir);
+  m->written = mw_metric_series(wr, NULL);
+  for (int i = 0; i < MW_STEP_COUNT_; i++) {
+    const char *lv[] = {step_names[i]};
+    m->faults[i] = mw_metric_series(fi, lv);
+  }
+  m->ok = true;
+}
+
+void mw_storage__count_fault(mw_storage_step_t step) {
+  assert(step < MW_STEP_COUNT_);
+  if (mw_storage__metrics.ok) mw_counter_add(mw_storage__metrics.faults[step], 1);
+}
+
+static void count_op(const mw_storage_req_priv_t *p, int status) {
+  if (!mw_storage__metrics.ok || p->op < MW_OP_PUT_IF_ABSENT || p->op > MW_OP_SWEEP_TMP) return;
+  int r = status == 0 ? 0 : status == -EEXIST ? 1 : status == -ENOENT ? 2 : 3;
+  mw_counter_add(mw_storage__metrics.ops[p->op][r], 1);
+  if (status == 0 && (p->op == MW_OP_PUT || p->op == MW_OP_PUT_IF_ABSENT))
+    mw_counter_add(mw_storage__metrics.written, p->len);
+}
 
 const char *mw_storage__step_name(int step) {
   return step >= 0 && step < MW_STEP_COUNT_ ? step_names[step] : "?";
@@ -224,6 +289,8 @@ int mw_storage_open(uv_loop_t *loop, const mw_storage_config_t *cfg, mw_storage_
   *out = NULL;
   if (cfg->root_dir == NULL || cfg->root_dir[0] == '\0')
     return mw_err_set(err, -EINVAL, "storage: root_dir is empty");
+  static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+  pthread_once(&metrics_once, metrics_register);
   mw_storage_t *st = calloc(1, sizeof *st);
   if (st == NULL) return mw_err_set(err, -ENOMEM, "storage: out of memory");
   int rc;
@@ -312,6 +379,11 @@ void mw_storage_close(mw_storage_t *st, mw_storage_close_cb cb, void *arg) {
 }
 
 const char *mw_storage_backend_name(const mw_storage_t *st) { return st->be->name; }
+
+void mw_storage_health(const mw_storage_t *st, mw_storage_health_t *out) {
+  assert(st != NULL && out != NULL);
+  *out = st->health;
+}
 uint32_t mw_storage_inflight(const mw_storage_t *st) { return st->inflight; }
 uint32_t mw_storage_queued(const mw_storage_t *st) { return st->queued; }
 
@@ -361,6 +433,17 @@ void mw_storage__done(mw_storage_req_t *req, int status) {
   bool writes = p->op == MW_OP_PUT || p->op == MW_OP_PUT_IF_ABSENT;
   if (status == 0 && writes && st->cfg.fsync) dircache_add(st, p->dir);
   if (p->op == MW_OP_DELETE_PREFIX) memset(st->dircache, 0, sizeof st->dircache);
+  count_op(p, status);
+  if (status == 0 || status == -EEXIST || status == -ENOENT) {
+    st->health.ops_ok++;
+    st->health.consecutive_failures = 0;
+    st->health.last_ok_ms = uv_now(st->loop);
+  } else {
+    st->health.ops_failed++;
+    st->health.consecutive_failures++;
+    st->health.last_error = status;
+    st->health.last_error_ms = uv_now(st->loop);
+  }
   if (status < 0 && status != -EEXIST && status != -ENOENT)
     mw_log_warn("storage: %s %s/%s failed at %s%s%s: %s", op_names[p->op], st->root, p->key,
                 mw_storage__step_name(p->step), p->tmp[0] ? " of temp " : "", p->tmp,

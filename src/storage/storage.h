@@ -54,6 +54,7 @@
 
 typedef struct mw_storage mw_storage_t;
 typedef struct mw_storage_req mw_storage_req_t;
+typedef struct mw_powerloss mw_powerloss_t;
 typedef void (*mw_storage_cb)(mw_storage_req_t *req, int status);
 typedef void (*mw_storage_close_cb)(void *arg);
 
@@ -101,9 +102,11 @@ typedef struct mw_storage_fault {
    * record the sequence, or _exit() to model a crash at an exact step. */
   void (*on_step)(void *ctx, const mw_storage_req_t *req, mw_storage_step_t step);
   void *on_step_ctx;
-  /* Power loss (drop everything not fsynced). Not implemented yet: open
-   * fails with -ENOTSUP when set; the hook for it is on_step. */
-  bool power_loss;
+  /* Power-loss simulation (powerloss.c): a journal, made for the same root
+   * with mw_powerloss_new(), that records what each completed fsync made
+   * durable. Fixed for the life of the storage (mw_storage_fault_set cannot
+   * change it). */
+  mw_powerloss_t *power_loss;
 } mw_storage_fault_t;
 
 typedef struct mw_storage_config {
@@ -115,6 +118,10 @@ typedef struct mw_storage_config {
   const mw_storage_fault_t *fault; /* NULL = none */
   /* Test hook: pretend io_uring setup failed with this -errno. */
   int test_uring_refuse;
+  /* Test hook: the next test_uring_submit_failures calls of
+   * io_uring_submit() fail with this -errno (without submitting). */
+  int test_uring_submit_errno;
+  uint32_t test_uring_submit_failures;
 } mw_storage_config_t;
 
 typedef enum mw_storage_op {
@@ -141,6 +148,7 @@ typedef struct mw_storage_req_priv {
   uint8_t tmp_made;             /* the temp file exists */
   uint8_t step;                 /* last step started (mw_storage_step_t) */
   uint8_t linked;               /* the object became visible */
+  uint8_t dir_touched;          /* delete: the unlink changed (or may have) the dir */
   uint16_t walk;                /* component index for mkdir / dir fsync */
   int32_t injected;             /* uring: error to report for a NOP */
   int32_t result;               /* error saved while cleaning up */
@@ -155,6 +163,11 @@ typedef struct mw_storage_req_priv {
   uint64_t rlen;                /* UINT64_MAX = to the end */
   uint64_t t_start_ns;          /* fault delay: loop time (ms) at start */
   uint64_t min_age_s;           /* sweep_tmp */
+  uint64_t t_sync_ns;           /* metrics: start of the current fsync */
+  /* fault hook copied at submission, so pool threads never read st->fault */
+  void (*on_step)(void *ctx, const mw_storage_req_t *req, mw_storage_step_t step);
+  void *on_step_ctx;
+  mw_powerloss_t *pl;
   uv_work_t work;               /* thread-pool backend */
   uint64_t stx[32];             /* struct statx for the uring backend */
   char key[MW_STORAGE_KEY_MAX_BYTES + 1];
@@ -184,6 +197,24 @@ int mw_storage_open(uv_loop_t *loop, const mw_storage_config_t *cfg, mw_storage_
 /* Stop accepting requests, let every accepted one finish (callbacks run),
  * release everything, then call cb(arg). The storage is freed after cb. */
 void mw_storage_close(mw_storage_t *st, mw_storage_close_cb cb, void *arg);
+/* Change fault injection on an open storage (loop thread): f = NULL disarms
+ * everything. Requests already submitted keep the faults they were armed
+ * with; later submissions see the new ones. f->power_loss must be NULL or
+ * the journal given at open (which stays attached either way): -EINVAL
+ * otherwise, and for a bad fail_errno. fail_prefix is copied. */
+int mw_storage_fault_set(mw_storage_t *st, const mw_storage_fault_t *f);
+/* Health, for the daemon's status (loop thread). -EEXIST and -ENOENT are
+ * answers, not failures. A fault has cleared when consecutive_failures is
+ * back to 0. */
+typedef struct mw_storage_health {
+  uint64_t ops_ok;                /* completed operations that succeeded */
+  uint64_t ops_failed;            /* completed with another error */
+  uint32_t consecutive_failures;  /* failures since the last success */
+  int last_error;                 /* -errno of the last failure, 0 = none yet */
+  uint64_t last_error_ms;         /* uv_now() of the last failure, 0 = never */
+  uint64_t last_ok_ms;            /* uv_now() of the last success, 0 = never */
+} mw_storage_health_t;
+void mw_storage_health(const mw_storage_t *st, mw_storage_health_t *out);
 /* "uring" or "threads": the backend actually in use. */
 const char *mw_storage_backend_name(const mw_storage_t *st);
 /* Operations currently running / waiting for a slot. */
@@ -212,10 +243,13 @@ int mw_storage_head(mw_storage_t *st, mw_storage_req_t *req, const char *key, mw
  * lists all), sorted bytewise, temp files hidden. */
 int mw_storage_list(mw_storage_t *st, mw_storage_req_t *req, const char *prefix,
                     mw_storage_cb cb);
-/* Idempotent like an object store: deleting an absent key is success. */
+/* Idempotent like an object store: deleting an absent key is success. With
+ * fsync on, the key's directory is fsynced before the callback, so a
+ * reported deletion survives power loss. */
 int mw_storage_delete(mw_storage_t *st, mw_storage_req_t *req, const char *key, mw_storage_cb cb);
 /* Delete every key listed by list(prefix); empty directories go too.
- * req->nkeys = how many objects were removed. */
+ * req->nkeys = how many objects were removed. With fsync on, every directory
+ * whose entries changed is fsynced (once) before the callback. */
 int mw_storage_delete_prefix(mw_storage_t *st, mw_storage_req_t *req, const char *prefix,
                              mw_storage_cb cb);
 /* Remove temp files (".tmp-*") left by crashed writers in the directory
@@ -225,5 +259,48 @@ int mw_storage_delete_prefix(mw_storage_t *st, mw_storage_req_t *req, const char
  * writer holds its temp for one put). req->nkeys = how many were removed. */
 int mw_storage_sweep_tmp(mw_storage_t *st, mw_storage_req_t *req, const char *prefix,
                          uint64_t min_age_s, mw_storage_cb cb);
+
+/* ---- power-loss simulation (powerloss.c; tests and benchmarks) ----
+ *
+ * A journal for one root directory models POSIX durability: a file's content
+ * is durable as of its last completed fsync (never fsynced: empty), and a
+ * directory's entries as of the start of its last completed fsync (a new
+ * directory's own entry only once its parent is fsynced). Storages opened
+ * with fault.power_loss = journal feed it from their syscall steps.
+ *
+ *   mw_powerloss_new(root)    snapshot the tree as it is now: all durable
+ *   mw_powerloss_trip(pl)     the power fails now (any thread, e.g. on_step):
+ *                             every later step of every attached storage
+ *                             fails with -EIO (closes of fds excepted) and no
+ *                             fsync counts any more
+ *   mw_storage_power_cut(pl)  with every attached storage closed: rewrite
+ *                             the tree under root to exactly the durable
+ *                             state (what a reboot would find), then start
+ *                             over from it (the journal is reusable)
+ *
+ * Limits (exceeding one makes mw_storage_power_cut fail with -E2BIG and
+ * leave the tree alone): MW_POWERLOSS_MAX_NODES files and directories ever
+ * seen, MW_POWERLOSS_MAX_BYTES of fsynced content kept in memory,
+ * MW_POWERLOSS_MAX_ENTRIES entries per directory snapshot,
+ * MW_POWERLOSS_MAX_PENDING fsyncs in flight. */
+#define MW_POWERLOSS_MAX_NODES 65536
+#define MW_POWERLOSS_MAX_BYTES ((size_t)512 << 20)
+#define MW_POWERLOSS_MAX_ENTRIES 65536
+#define MW_POWERLOSS_MAX_PENDING 8192
+
+typedef struct mw_powerloss_stats {
+  uint64_t file_fsyncs;   /* completed file fsyncs recorded */
+  uint64_t dir_fsyncs;    /* completed directory fsyncs recorded */
+  uint64_t files;         /* after a cut: files in the durable tree */
+  uint64_t dirs;          /* after a cut: directories in it (root excluded) */
+  uint64_t bytes;         /* after a cut: their content bytes */
+} mw_powerloss_stats_t;
+
+int mw_powerloss_new(const char *root_dir, mw_powerloss_t **out, mw_err_t *err);
+void mw_powerloss_trip(mw_powerloss_t *pl);
+bool mw_powerloss_tripped(const mw_powerloss_t *pl);
+int mw_storage_power_cut(mw_powerloss_t *pl, mw_err_t *err);
+void mw_powerloss_stats(const mw_powerloss_t *pl, mw_powerloss_stats_t *out);
+void mw_powerloss_free(mw_powerloss_t *pl);
 
 #endif

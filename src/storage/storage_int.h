@@ -14,6 +14,7 @@
 
 #include <stdatomic.h>
 
+#include "common/metrics.h"
 #include "storage/storage.h"
 
 #define MW_STORAGE_DIRCACHE_SLOTS 256
@@ -51,6 +52,8 @@ struct mw_storage {
   atomic_bool fsync_fail_pending;
   uv_timer_t delay_timer;
   mw_storage_req_t *dhead, *dtail;
+  uint32_t submit_failures;   /* test hook: io_uring_submit failures left */
+  mw_storage_health_t health;
   /* hashes of directories known durable (their whole ancestry fsynced) */
   uint64_t dircache[MW_STORAGE_DIRCACHE_SLOTS];
 };
@@ -69,6 +72,35 @@ void mw_storage__fault_arm(mw_storage_t *st, mw_storage_req_t *req);
 /* Start the request now or after the configured delay. */
 void mw_storage__fault_start(mw_storage_t *st, mw_storage_req_t *req);
 int mw_storage__step(mw_storage_req_t *req, mw_storage_step_t step);
+/* After the syscall of OPEN (rc = the fd), MKDIR (path in priv.scratch),
+ * FSYNC and DIRSYNC (priv.fd / priv.dirfd still open): metrics and the
+ * power-loss journal. Returns rc, or -EIO for an fsync that completed after
+ * a simulated power cut. */
+int mw_storage__step_end(mw_storage_req_t *req, mw_storage_step_t step, int rc);
+/* A fault the test hooks injected (metrics). */
+void mw_storage__count_fault(mw_storage_step_t step);
+
+/* Power-loss journal (powerloss.c) */
+int mw_powerloss__attach(mw_powerloss_t *pl, int rootfd);
+void mw_powerloss__detach(mw_powerloss_t *pl);
+void mw_powerloss__before(mw_powerloss_t *pl, mw_storage_req_t *req, mw_storage_step_t step);
+int mw_powerloss__after(mw_powerloss_t *pl, mw_storage_req_t *req, mw_storage_step_t step,
+                        int rc);
+
+/* Metrics (storage.c), registered once per process in the default registry:
+ *   memwald_storage_operations_total{op,result}  result = ok|exists|absent|error
+ *   memwald_storage_fsync_seconds{kind}          kind = file|dir
+ *   memwald_storage_written_bytes_total           bytes of acknowledged puts
+ *   memwald_storage_faults_injected_total{step}   test faults and power cuts */
+typedef struct mw_storage_metrics {
+  mw_metric_t *ops[MW_OP_SWEEP_TMP + 1][4];
+  mw_metric_family_t *fsync_family;
+  mw_metric_t *fsync[2];
+  mw_metric_t *written;
+  mw_metric_t *faults[MW_STEP_COUNT_];
+  bool ok;
+} mw_storage_metrics_t;
+extern mw_storage_metrics_t mw_storage__metrics;
 
 /* Threads backend: run one request synchronously (a pool thread). */
 int mw_storage__sync_run(mw_storage_req_t *req);

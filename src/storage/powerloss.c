@@ -1,0 +1,597 @@
+/*
+ * powerloss.c — power-loss simulation: a shadow journal of what each
+ * completed fsync made durable, and a "power cut" that rewrites the tree on
+ * disk to exactly that durable state (tests and benchmarks only).
+ *
+ * Model (POSIX durability, taken literally, no more):
+ *   - a file's content is durable as of its last *completed* fsync; a file
+ *     never fsynced has empty durable content (the classic zero-length file
+ *     after a crash);
+ *   - a directory's entries are durable as of the *start* of its last
+ *     completed fsync (entries added or removed while that fsync runs are
+ *     not covered: the harsher reading); a directory never fsynced has no
+ *     durable entries beyond those it had when the journal began;
+ *   - a directory exists after the cut only if its entry is durable in its
+ *     parent, all the way up to the root (the root always exists).
+ * Everything else — creates, writes, links, renames, unlinks, mkdirs not
+ * covered by a later completed fsync — is thrown away by the cut.
+ *
+ * Identity: the journal tracks inodes ("nodes"), not names, because a
+ * rename or link moves an inode between names and a rename-over frees the
+ * old inode whose durable content must come back if the rename is not
+ * durable. A node is (st_ino, gen): the storage reports every inode it
+ * creates (temp open, mkdir) and the journal bumps that number's generation,
+ * so a reused inode number never inherits an older file's durable content.
+ * A directory snapshot records, per entry, the name and the (ino, gen) the
+ * name pointed to; a file node keeps the bytes its last fsync saw (read
+ * back from the file, not taken from the caller's buffer).
+ *
+ * Hooks (called by backend_fault.c with the request's fd open):
+ *   before FSYNC/DIRSYNC  read the file / list the directory into a pending
+ *                         record (keyed by the request);
+ *   after  FSYNC/DIRSYNC  success and power still on: commit it (a directory
+ *                         keeps the newest-started snapshot);
+ *   after  OPEN/MKDIR     a new inode: bump its generation.
+ * After mw_powerloss_trip() nothing commits any more, and the fault layer
+ * fails every later step with -EIO, so no operation can be acknowledged
+ * whose durability point lies after the cut.
+ *
+ * Not modelled: torn or reordered writes inside a file (content is all or
+ * nothing per fsync), data written but not fsynced surviving anyway (real
+ * filesystems often keep it — the model is the worst case POSIX allows),
+ * metadata other than names and bytes (mode, times), more than one
+ * filesystem under the root. See docs/storage.md "Power loss".
+ *
+ * Threading: one mutex; the hooks run on the loop thread (io_uring) or pool
+ * threads (thread backend); trip is an atomic and may be called anywhere.
+ */
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/storage_int.h"
+
+typedef struct ent {
+  char *name;
+  uint64_t ino;
+  uint32_t gen;
+  bool dir;
+} ent_t;
+
+typedef struct node {
+  uint64_t ino;
+  uint32_t gen;
+  bool dir;
+  bool has;       /* a durable snapshot was committed (or baseline) */
+  uint64_t seq;   /* directories: start sequence of the committed snapshot */
+  uint8_t *data;  /* files: durable bytes */
+  size_t len;
+  ent_t *ents;    /* directories: durable entries */
+  size_t nents;
+  char *made;     /* during a cut: the path it was recreated at */
+} node_t;
+
+typedef struct pend {
+  const void *req;
+  bool dir;
+  uint64_t seq;
+  uint64_t ino;
+  uint8_t *data;
+  size_t len;
+  ent_t *ents;
+  size_t nents;
+} pend_t;
+
+struct mw_powerloss {
+  pthread_mutex_t mu;
+  char *root;
+  uint64_t root_ino;
+  atomic_bool tripped;
+  bool overflow;
+  int users;
+  node_t *nodes;
+  size_t nnodes, cap;
+  size_t bytes;
+  pend_t pend[MW_POWERLOSS_MAX_PENDING];
+  size_t npend;
+  uint64_t seq;
+  mw_powerloss_stats_t stats;
+};
+
+#define MAX_DEPTH MW_STORAGE_KEY_MAX_SEGMENTS
+
+static void ents_free(ent_t *e, size_t n) {
+  for (size_t i = 0; i < n; i++) free(e[i].name);
+  free(e);
+}
+
+static void node_clear(node_t *n) {
+  free(n->data);
+  ents_free(n->ents, n->nents);
+  free(n->made);
+  n->data = NULL;
+  n->ents = NULL;
+  n->made = NULL;
+  n->len = n->nents = 0;
+}
+
+/* The newest generation of an inode number (births are appended). */
+static node_t *node_cur(mw_powerloss_t *pl, uint64_t ino) {
+  for (size_t i = pl->nnodes; i-- > 0;)
+    if (pl->nodes[i].ino == ino) return &pl->nodes[i];
+  return NULL;
+}
+
+static node_t *node_find(mw_powerloss_t *pl, uint64_t ino, uint32_t gen) {
+  for (size_t i = pl->nnodes; i-- > 0;)
+    if (pl->nodes[i].ino == ino && pl->nodes[i].gen == gen) return &pl->nodes[i];
+  return NULL;
+}
+
+static node_t *node_add(mw_powerloss_t *pl, uint64_t ino, bool dir) {
+  assert(pl->nnodes <= pl->cap);
+  if (pl->nnodes >= MW_POWERLOSS_MAX_NODES) {
+    pl->overflow = true;
+    return NULL;
+  }
+  if (pl->nnodes == pl->cap) {
+    size_t cap = pl->cap ? pl->cap * 2 : 256;
+    node_t *n = realloc(pl->nodes, cap * sizeof *n);
+    if (n == NULL) {
+      pl->overflow = true;
+      return NULL;
+    }
+    pl->nodes = n;
+    pl->cap = cap;
+  }
+  node_t *cur = node_cur(pl, ino);
+  node_t *n = &pl->nodes[pl->nnodes++];
+  memset(n, 0, sizeof *n);
+  n->ino = ino;
+  n->gen = cur ? cur->gen + 1 : 0;
+  n->dir = dir;
+  return n;
+}
+
+/* The current node of an inode, created (never fsynced) if unknown. */
+static node_t *node_get(mw_powerloss_t *pl, uint64_t ino, bool dir) {
+  node_t *n = node_cur(pl, ino);
+  return n != NULL ? n : node_add(pl, ino, dir);
+}
+
+static int read_all(int fd, const struct stat *stp, uint8_t **out, size_t *len);
+
+/* Read a whole file through fd (positioned reads; fd is not moved). The
+ * storage's fds are write-only, so read through a second, read-only open of
+ * the same inode (/proc/self/fd). */
+static int read_fd(int wfd, uint8_t **out, size_t *len) {
+  struct stat sb;
+  *out = NULL;
+  *len = 0;
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", wfd);
+  int fd = open(proc, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  int rc = fstat(fd, &sb) != 0 ? -errno : 0;
+  if (rc == 0) rc = read_all(fd, &sb, out, len);
+  close(fd);
+  return rc;
+}
+
+static int read_all(int fd, const struct stat *stp, uint8_t **out, size_t *len) {
+  const struct stat sb = *stp;
+  if (sb.st_size < 0 || (uint64_t)sb.st_size > MW_POWERLOSS_MAX_BYTES) return -E2BIG;
+  size_t n = (size_t)sb.st_size, done = 0;
+  uint8_t *b = malloc(n ? n : 1);
+  if (b == NULL) return -ENOMEM;
+  while (done < n) {
+    ssize_t r = pread(fd, b + done, n - done, (off_t)done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int rc = -errno;
+      free(b);
+      return rc; /* cannot know the content: the journal refuses to cut */
+    }
+    if (r == 0) break; /* shrank meanwhile: keep what is there */
+    done += (size_t)r;
+  }
+  *out = b;
+  *len = done;
+  return 0;
+}
+
+/* List the directory open as dirfd: regular files and directories with
+ * their inode numbers (from fstatat: d_ino is not st_ino on overlayfs). */
+static int list_dir(mw_powerloss_t *pl, int dirfd, ent_t **out, size_t *nout) {
+  *out = NULL;
+  *nout = 0;
+  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return -errno;
+  }
+  ent_t *v = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    struct stat sb;
+    if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* vanished */
+    if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) continue;
+    if (n >= MW_POWERLOSS_MAX_ENTRIES) {
+      pl->overflow = true;
+      break;
+    }
+    if (n == cap) {
+      cap = cap ? cap * 2 : 16;
+      ent_t *nv = realloc(v, cap * sizeof *nv);
+      if (nv == NULL) {
+        rc = -ENOMEM;
+        break;
+      }
+      v = nv;
+    }
+    node_t *nd = node_get(pl, (uint64_t)sb.st_ino, S_ISDIR(sb.st_mode));
+    char *name = strdup(e->d_name);
+    if (nd == NULL || name == NULL) {
+      free(name);
+      rc = -ENOMEM;
+      break;
+    }
+    v[n++] = (ent_t){name, nd->ino, nd->gen, S_ISDIR(sb.st_mode)};
+  }
+  closedir(d);
+  if (rc < 0) {
+    ents_free(v, n);
+    return rc;
+  }
+  *out = v;
+  *nout = n;
+  return 0;
+}
+
+/* Baseline: everything under dirfd (closed here) is durable as it is. The
+ * node is passed by index: adding nodes may move the array. */
+static int scan(mw_powerloss_t *pl, int dirfd, size_t si, unsigned depth) {
+  assert(si < pl->nnodes && pl->nodes[si].dir);
+  ent_t *ents;
+  size_t nents;
+  int rc = list_dir(pl, dirfd, &ents, &nents);
+  if (rc == 0) {
+    pl->nodes[si].ents = ents;
+    pl->nodes[si].nents = nents;
+    pl->nodes[si].has = true;
+  }
+  for (size_t i = 0; rc == 0 && i < nents; i++) {
+    node_t *c = node_find(pl, ents[i].ino, ents[i].gen);
+    if (c == NULL || c->has) continue; /* hard link seen before */
+    int fd = openat(dirfd, ents[i].name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+                                             (ents[i].dir ? O_DIRECTORY : 0));
+    if (fd < 0) continue; /* vanished */
+    if (ents[i].dir) {
+      if (depth + 1 >= MAX_DEPTH) {
+        close(fd);
+        continue;
+      }
+      rc = scan(pl, fd, (size_t)(c - pl->nodes), depth + 1);
+      continue;
+    }
+    struct stat sb;
+    rc = fstat(fd, &sb) != 0 ? -errno : read_all(fd, &sb, &c->data, &c->len);
+    close(fd);
+    c->has = true;
+    pl->bytes += c->len;
+    if (pl->bytes > MW_POWERLOSS_MAX_BYTES) pl->overflow = true;
+  }
+  close(dirfd);
+  return rc;
+}
+
+static void reset(mw_powerloss_t *pl) {
+  for (size_t i = 0; i < pl->nnodes; i++) node_clear(&pl->nodes[i]);
+  for (size_t i = 0; i < pl->npend; i++) {
+    free(pl->pend[i].data);
+    ents_free(pl->pend[i].ents, pl->pend[i].nents);
+  }
+  pl->nnodes = pl->npend = 0;
+  pl->bytes = 0;
+  pl->overflow = false;
+}
+
+static int baseline(mw_powerloss_t *pl) {
+  int fd = open(pl->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    int rc = -errno;
+    close(fd);
+    return rc;
+  }
+  pl->root_ino = (uint64_t)sb.st_ino;
+  if (node_add(pl, pl->root_ino, true) == NULL) {
+    close(fd);
+    return -ENOMEM;
+  }
+  return scan(pl, fd, pl->nnodes - 1, 0);
+}
+
+int mw_powerloss_new(const char *root_dir, mw_powerloss_t **out, mw_err_t *err) {
+  assert(root_dir != NULL && out != NULL);
+  *out = NULL;
+  mw_powerloss_t *pl = calloc(1, sizeof *pl);
+  if (pl == NULL) return mw_err_set(err, -ENOMEM, "powerloss: out of memory");
+  pthread_mutex_init(&pl->mu, NULL);
+  pl->root = strdup(root_dir);
+  int rc = pl->root ? baseline(pl) : -ENOMEM;
+  if (rc == 0 && pl->overflow) rc = -E2BIG;
+  if (rc < 0) {
+    mw_err_set(err, rc, "powerloss: snapshot of %s: %s", root_dir, strerror(-rc));
+    mw_powerloss_free(pl);
+    return rc;
+  }
+  *out = pl;
+  return 0;
+}
+
+void mw_powerloss_free(mw_powerloss_t *pl) {
+  if (pl == NULL) return;
+  assert(pl->users == 0);
+  reset(pl);
+  free(pl->nodes);
+  free(pl->root);
+  pthread_mutex_destroy(&pl->mu);
+  free(pl);
+}
+
+void mw_powerloss_trip(mw_powerloss_t *pl) {
+  assert(pl != NULL);
+  atomic_store(&pl->tripped, true);
+}
+
+bool mw_powerloss_tripped(const mw_powerloss_t *pl) {
+  return atomic_load(&((mw_powerloss_t *)pl)->tripped);
+}
+
+void mw_powerloss_stats(const mw_powerloss_t *pl, mw_powerloss_stats_t *out) {
+  assert(pl != NULL && out != NULL);
+  pthread_mutex_lock((pthread_mutex_t *)&pl->mu);
+  *out = pl->stats;
+  pthread_mutex_unlock((pthread_mutex_t *)&pl->mu);
+}
+
+/* ---- hooks from the storage ---- */
+
+int mw_powerloss__attach(mw_powerloss_t *pl, int rootfd) {
+  struct stat sb;
+  if (fstat(rootfd, &sb) != 0) return -errno;
+  pthread_mutex_lock(&pl->mu);
+  int rc = (uint64_t)sb.st_ino == pl->root_ino ? 0 : -EINVAL;
+  if (rc == 0) pl->users++;
+  pthread_mutex_unlock(&pl->mu);
+  return rc;
+}
+
+void mw_powerloss__detach(mw_powerloss_t *pl) {
+  pthread_mutex_lock(&pl->mu);
+  assert(pl->users > 0);
+  pl->users--;
+  pthread_mutex_unlock(&pl->mu);
+}
+
+static pend_t *pend_take(mw_powerloss_t *pl, const void *req) {
+  for (size_t i = 0; i < pl->npend; i++)
+    if (pl->pend[i].req == req) return &pl->pend[i];
+  return NULL;
+}
+
+static void pend_drop(mw_powerloss_t *pl, pend_t *p) {
+  assert(pl->npend > 0 && p >= pl->pend && p < pl->pend + pl->npend);
+  free(p->data);
+  ents_free(p->ents, p->nents);
+  *p = pl->pend[--pl->npend];
+}
+
+void mw_powerloss__before(mw_powerloss_t *pl, mw_storage_req_t *req, mw_storage_step_t step) {
+  mw_storage_req_priv_t *p = &req->priv;
+  int fd = step == MW_STEP_FSYNC ? p->fd : p->dirfd;
+  assert(step == MW_STEP_FSYNC || step == MW_STEP_DIRSYNC);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0) return;
+  pthread_mutex_lock(&pl->mu);
+  pend_t *old = pend_take(pl, req);
+  if (old != NULL) pend_drop(pl, old);
+  if (pl->npend >= MW_POWERLOSS_MAX_PENDING) {
+    pl->overflow = true;
+    goto out;
+  }
+  pend_t pe = {.req = req, .dir = step == MW_STEP_DIRSYNC, .seq = ++pl->seq,
+               .ino = (uint64_t)sb.st_ino};
+  int rc = pe.dir ? list_dir(pl, fd, &pe.ents, &pe.nents) : read_fd(fd, &pe.data, &pe.len);
+  if (rc < 0) pl->overflow = true; /* cannot model it: refuse to cut later */
+  else pl->pend[pl->npend++] = pe;
+out:
+  pthread_mutex_unlock(&pl->mu);
+}
+
+static void commit(mw_powerloss_t *pl, pend_t *pe) {
+  assert(pe != NULL && pe->req != NULL);
+  node_t *n = node_get(pl, pe->ino, pe->dir);
+  if (n == NULL) return;
+  if (pe->dir) {
+    if (n->has && n->seq > pe->seq) return; /* a newer snapshot already counts */
+    ents_free(n->ents, n->nents);
+    n->ents = pe->ents;
+    n->nents = pe->nents;
+    n->seq = pe->seq;
+    pe->ents = NULL;
+    pe->nents = 0;
+    pl->stats.dir_fsyncs++;
+  } else {
+    pl->bytes -= n->len;
+    free(n->data);
+    n->data = pe->data;
+    n->len = pe->len;
+    pl->bytes += n->len;
+    if (pl->bytes > MW_POWERLOSS_MAX_BYTES) pl->overflow = true;
+    pe->data = NULL;
+    pl->stats.file_fsyncs++;
+  }
+  n->has = true;
+}
+
+int mw_powerloss__after(mw_powerloss_t *pl, mw_storage_req_t *req, mw_storage_step_t step,
+                        int rc) {
+  mw_storage_req_priv_t *p = &req->priv;
+  bool tripped = atomic_load(&pl->tripped);
+  pthread_mutex_lock(&pl->mu);
+  if (step == MW_STEP_FSYNC || step == MW_STEP_DIRSYNC) {
+    pend_t *pe = pend_take(pl, req);
+    if (tripped && rc == 0) rc = -EIO; /* completed after the cut: not durable */
+    if (pe != NULL && rc == 0) commit(pl, pe);
+    if (pe != NULL) pend_drop(pl, pe);
+  } else if ((step == MW_STEP_OPEN || step == MW_STEP_MKDIR) && rc >= 0 && !tripped) {
+    /* A new inode: its number may be an old one's; start a new generation. */
+    struct stat sb;
+    int r = step == MW_STEP_OPEN ? fstat(rc, &sb)
+                                 : fstatat(p->st->rootfd, p->scratch, &sb, AT_SYMLINK_NOFOLLOW);
+    if (r == 0) node_add(pl, (uint64_t)sb.st_ino, step == MW_STEP_MKDIR);
+  }
+  pthread_mutex_unlock(&pl->mu);
+  return rc;
+}
+
+/* ---- the cut ---- */
+
+static int rm_contents(int dirfd, unsigned depth) {
+  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return -errno;
+  }
+  int rc = 0;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    struct stat sb;
+    if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(sb.st_mode)) {
+      int sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+      if (sub < 0) return -errno;
+      rc = depth + 1 < MAX_DEPTH ? rm_contents(sub, depth + 1) : -ELOOP;
+      close(sub);
+      if (rc == 0 && unlinkat(fd, e->d_name, AT_REMOVEDIR) != 0) rc = -errno;
+    } else if (unlinkat(fd, e->d_name, 0) != 0) {
+      rc = -errno;
+    }
+  }
+  closedir(d);
+  return rc;
+}
+
+static int write_file(int dirfd, const char *name, const node_t *n) {
+  int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return -errno;
+  size_t done = 0;
+  int rc = 0;
+  while (n != NULL && done < n->len) {
+    ssize_t w = write(fd, n->data + done, n->len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      rc = w < 0 ? -errno : -EIO;
+      break;
+    }
+    done += (size_t)w;
+  }
+  if (close(fd) != 0 && rc == 0) rc = -errno;
+  return rc;
+}
+
+/* Recreate directory node `dn` (open as dirfd, at `path` from the root). */
+static int build(mw_powerloss_t *pl, int dirfd, const char *path, size_t dn, unsigned depth) {
+  assert(dn < pl->nnodes && pl->nodes[dn].dir);
+  char sub[MW_STORAGE_PATH_MAX_BYTES + 256];
+  for (size_t i = 0; i < pl->nodes[dn].nents; i++) {
+    const ent_t *e = &pl->nodes[dn].ents[i];
+    node_t *c = node_find(pl, e->ino, e->gen);
+    size_t ci = c ? (size_t)(c - pl->nodes) : SIZE_MAX;
+    int n = snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "/" : "", e->name);
+    if (n < 0 || (size_t)n >= sizeof sub) return -ENAMETOOLONG;
+    if (e->dir) {
+      if (depth + 1 >= MAX_DEPTH) return -ELOOP;
+      if (mkdirat(dirfd, e->name, 0755) != 0) return -errno;
+      pl->stats.dirs++;
+      if (c == NULL || !c->has) continue; /* never fsynced: empty */
+      int fd = openat(dirfd, e->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) return -errno;
+      int rc = build(pl, fd, sub, ci, depth + 1);
+      close(fd);
+      if (rc < 0) return rc;
+      continue;
+    }
+    int rc;
+    if (c != NULL && c->made != NULL) { /* a second name of the same inode */
+      int rootfd = open(pl->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (rootfd < 0) return -errno;
+      rc = linkat(rootfd, c->made, dirfd, e->name, 0) != 0 ? -errno : 0;
+      close(rootfd);
+    } else {
+      rc = write_file(dirfd, e->name, c != NULL && c->has ? c : NULL);
+      if (c != NULL) c->made = strdup(sub);
+      if (c != NULL && c->made == NULL) rc = -ENOMEM;
+    }
+    if (rc < 0) return rc;
+    pl->stats.files++;
+    pl->stats.bytes += c != NULL && c->has ? c->len : 0;
+  }
+  return 0;
+}
+
+int mw_storage_power_cut(mw_powerloss_t *pl, mw_err_t *err) {
+  assert(pl != NULL);
+  pthread_mutex_lock(&pl->mu);
+  int rc = 0, fd = -1;
+  if (pl->users != 0) {
+    rc = mw_err_set(err, -EBUSY, "powerloss: %d storage(s) still open on %s", pl->users,
+                    pl->root);
+    goto out;
+  }
+  if (pl->overflow) {
+    rc = mw_err_set(err, -E2BIG, "powerloss: journal limits exceeded; cannot model %s",
+                    pl->root);
+    goto out;
+  }
+  node_t *root = node_find(pl, pl->root_ino, 0);
+  assert(root != NULL && root->has);
+  size_t ri = (size_t)(root - pl->nodes);
+  fd = open(pl->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    rc = mw_err_set(err, -errno, "powerloss: open %s: %s", pl->root, strerror(errno));
+    goto out;
+  }
+  pl->stats.files = pl->stats.dirs = pl->stats.bytes = 0;
+  if ((rc = rm_contents(fd, 0)) < 0 || (rc = build(pl, fd, "", ri, 0)) < 0) {
+    mw_err_set(err, rc, "powerloss: rewriting %s: %s", pl->root, strerror(-rc));
+    goto out;
+  }
+  /* What a reboot finds is the new baseline; the power is back. */
+  reset(pl);
+  atomic_store(&pl->tripped, false);
+  rc = baseline(pl);
+  if (rc < 0) mw_err_set(err, rc, "powerloss: snapshot of %s: %s", pl->root, strerror(-rc));
+out:
+  if (fd >= 0) close(fd);
+  pthread_mutex_unlock(&pl->mu);
+  return rc;
+}
