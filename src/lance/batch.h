@@ -164,7 +164,8 @@ void mw_column_truncate(mw_column_t *c, const mw_field_t *f, int64_t length);
 static inline const uint8_t *mw_column_bytes(const mw_column_t *c, int64_t i, size_t *n) {
   const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
   *n = (size_t)(off[i + 1] - off[i]);
-  return c->values.data + off[i];
+  /* an all-empty column has no value buffer: never compute NULL + 0 */
+  return c->values.data != NULL ? c->values.data + off[i] : (const uint8_t *)"";
 }
 
 #endif
