@@ -190,7 +190,13 @@ static int put_sample(mw_buf_t *out, const char *name, const char *suffix,
 static void fmt_double(char *buf, size_t n, double v) {
   if (isinf(v)) snprintf(buf, n, v > 0 ? "+Inf" : "-Inf");
   else if (isnan(v)) snprintf(buf, n, "NaN");
-  else snprintf(buf, n, "%.17g", v);
+  else {
+    /* the shortest form that reads back exactly: 0.005, not 0.0050000000000000001 */
+    for (int prec = 6; prec <= 17; prec++) {
+      snprintf(buf, n, "%.*g", prec, v);
+      if (strtod(buf, NULL) == v) break;
+    }
+  }
 }
 
 static int render_series(mw_buf_t *out, const mw_metric_family_t *f, const mw_metric_t *s) {

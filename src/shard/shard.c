@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/metrics.h"
 #include "common/log.h"
 #include "lance/route.h"
 
@@ -118,6 +119,51 @@ out:
 
 /* --------------------------------------------------------------- memtables */
 
+/* ----------------------------------------------------------------- metrics */
+
+/* Process-wide engine metrics (registered on the loop thread at the first
+ * shard's init; recording is lock-free). */
+static struct {
+  bool ready;
+  mw_metric_t *wal_entries, *wal_bytes, *mt_bytes, *flushes, *flush_failures, *fences;
+  mw_metric_t *flush_s;
+  mw_metric_family_t *flush_fam;
+} em;
+
+static mw_metric_t *one(mw_metric_family_t *f) { return f ? mw_metric_series(f, NULL) : NULL; }
+
+static void metrics_init(void) {
+  if (em.ready) return;
+  mw_metrics_t *m = mw_metrics_default();
+  em.wal_entries = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_wal_entries_total",
+                                           "WAL entries made durable.", NULL, 0, NULL, 0));
+  em.wal_bytes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_wal_bytes_total",
+                                         "Bytes of WAL entries made durable.", NULL, 0, NULL, 0));
+  em.mt_bytes = one(mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_memtable_bytes",
+                                        "Unflushed MemTable bytes (Lance's estimate), all shards.",
+                                        NULL, 0, NULL, 0));
+  em.flushes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_flushes_total",
+                                       "SSTables committed.", NULL, 0, NULL, 0));
+  em.flush_failures = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_flush_failures_total",
+                                              "Flush attempts that failed (retried).", NULL, 0, NULL, 0));
+  em.fences = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_fences_total",
+                                      "Shards fenced by a newer epoch.", NULL, 0, NULL, 0));
+  static const double b[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  em.flush_fam = mw_metrics_register(m, MW_METRIC_HISTOGRAM, "memwald_flush_seconds",
+                                     "Time from flush start to manifest commit.", NULL, 0, b,
+                                     sizeof b / sizeof b[0]);
+  em.flush_s = one(em.flush_fam);
+  em.ready = true;
+}
+
+static void count(mw_metric_t *m, uint64_t n) {
+  if (m) mw_counter_add(m, n);
+}
+
+static void mt_bytes_add(double delta) {
+  if (em.mt_bytes && delta != 0) mw_gauge_add(em.mt_bytes, delta);
+}
+
 static mw_shard_mt_t *mt_new(mw_shard_t *s, uint64_t gen) {
   mw_shard_mt_t *mt = calloc(1, sizeof *mt);
   if (mt == NULL) return NULL;
@@ -130,6 +176,7 @@ static mw_shard_mt_t *mt_new(mw_shard_t *s, uint64_t gen) {
 
 static void mt_free(mw_shard_mt_t *mt) {
   if (mt == NULL) return;
+  mt_bytes_add(-(double)mt->m.in_memory_bytes);
   mw_memtable_free(&mt->m);
   free(mt);
 }
@@ -235,6 +282,7 @@ static void park(mw_shard_t *s, mw_shard_state_t st, int status, const char *rea
   s->state = st;
   s->park_status = status;
   snprintf(s->reason, sizeof s->reason, "%s", reason ? reason : "");
+  if (st == MW_SS_FENCED) count(em.fences, 1);
   if (st == MW_SS_FENCED || st == MW_SS_FAILED)
     mw_log_err("shard %s: %s: %s", s->id_str, mw_shard_state_name(st), s->reason);
   else
@@ -319,6 +367,7 @@ static void on_flush_done(mw_flush_t *f, int status) {
      * try again later; nothing was committed, so no manifest points at the
      * partial SSTable directory. */
     s->flush_failures++;
+    count(em.flush_failures, 1);
     uint32_t shift = s->flush_failures - 1 < 7 ? s->flush_failures - 1 : 7;
     uint64_t delay = (uint64_t)FLUSH_RETRY_BASE_MS << shift;
     if (delay > FLUSH_RETRY_MAX_MS) delay = FLUSH_RETRY_MAX_MS;
@@ -352,6 +401,10 @@ static void on_flush_done(mw_flush_t *f, int status) {
     return;
   }
   s->flushes++;
+  count(em.flushes, 1);
+  if (em.flush_s)
+    mw_histogram_observe(em.flush_s, em.flush_fam,
+                         (double)(uv_now(s->loop) - s->flush_started_ms) / 1000.0);
   if (s->replay_waiting) {
     s->replay_waiting = false;
     insert_replayed(s);
@@ -388,6 +441,7 @@ static void maybe_flush(mw_shard_t *s) {
   mw_shard_mt_t *mt = s->frozen[0];
   if (mt->seq_last > s->durable_seq) return; /* on_durable calls again */
   uint64_t covered = mt->m.last_wal_position > mt->covered ? mt->m.last_wal_position : mt->covered;
+  s->flush_started_ms = uv_now(s->loop);
   int rc = mw_flush_start(&s->flush, &mt->m, s->epoch, covered, on_flush_done);
   if (rc < 0) park(s, rc == -ESTALE ? MW_SS_FENCED : MW_SS_FAILED, rc,
                    s->flush.op.err.msg[0] ? s->flush.op.err.msg : "flush could not start");
@@ -418,7 +472,9 @@ static void insert(mw_shard_t *s, mw_shard_write_t *w) {
   }
   mw_err_t err = {0};
   mw_memtable_t *m = &s->active->m;
+  int64_t before = m->in_memory_bytes;
   int rc = mw_memtable_append(m, &w->batch, 0, &err);
+  if (rc == 0) mt_bytes_add((double)(m->in_memory_bytes - before));
   if (rc < 0) {
     mw_log_warn("shard %s: write refused: %s", s->id_str, err.msg);
     mw_batch_free(&w->batch);
@@ -507,6 +563,9 @@ static void on_durable(mw_wal_t *wal, uint64_t position, uint64_t seq_last) {
   mw_shard_t *s = wal->data;
   assert(seq_last >= s->durable_seq);
   s->durable_seq = seq_last;
+  count(em.wal_entries, 1);
+  count(em.wal_bytes, wal->bytes_written - s->wal_bytes_counted);
+  s->wal_bytes_counted = wal->bytes_written;
   mw_shard_mt_t *mt = s->active;
   for (uint32_t i = 0; i < s->n_frozen; i++)
     if (s->frozen[i]->seq_last >= seq_last) {
@@ -557,7 +616,9 @@ static void insert_replayed(mw_shard_t *s) {
   mw_wal_reader_t *r = &s->reader;
   mw_err_t err = {0};
   for (size_t i = 0; i < r->n_batches; i++) {
+    int64_t before = s->active->m.in_memory_bytes;
     int rc = mw_memtable_append(&s->active->m, &r->batches[i], r->position, &err);
+    if (rc == 0) mt_bytes_add((double)(s->active->m.in_memory_bytes - before));
     if (rc < 0) {
       char msg[MW_SHARD_REASON_BYTES];
       snprintf(msg, sizeof msg, "replay of WAL entry %" PRIu64 ": %.400s", r->position, err.msg);
@@ -898,6 +959,7 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
                   const uint8_t shard_id[16], const mw_shard_config_t *cfg, mw_err_t *err) {
   assert(s != NULL && loop != NULL && st != NULL && schema != NULL && cfg != NULL);
   memset(s, 0, sizeof *s);
+  metrics_init();
   s->loop = loop;
   s->st = st;
   s->schema = schema;

@@ -176,6 +176,8 @@ struct mw_shard {
   uint64_t active_since_ms;   /* uv_now() of the active MemTable's first row, 0 = empty */
   uint64_t flush_retry_at_ms; /* 0 = no retry pending */
   uint32_t flush_failures;    /* consecutive failed flush attempts */
+  uint64_t flush_started_ms;  /* for memwald_flush_seconds */
+  uint64_t wal_bytes_counted; /* WAL bytes already added to the metrics */
   bool backpressured;
   uint64_t bp_logged_ms;
   /* the one control operation */

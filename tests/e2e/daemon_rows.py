@@ -205,6 +205,16 @@ spec = {spec}
     check(f"[{spec}] other connections carry on", conns[1].reply() == "PONG")
     r = subprocess.run([MEMWALCTL, "-s", sock, "flush"], capture_output=True, text=True, timeout=60)
     check(f"[{spec}] memwalctl flush", r.returncode == 0, r.stdout + r.stderr)
+    r = subprocess.run([MEMWALCTL, "-s", sock, "metrics"], capture_output=True, text=True, timeout=60)
+    names = ["memwald_rows_ingested_total", "memwald_bytes_ingested_total", "memwald_errors_total{code=\"type\"}",
+             "memwald_ack_latency_seconds_bucket", "memwald_wal_entries_total", "memwald_wal_bytes_total",
+             "memwald_storage_fsync_seconds_bucket", "memwald_memtable_bytes", "memwald_flushes_total",
+             "memwald_flush_seconds_count", "memwald_fences_total", "memwald_connections"]
+    missing = [n for n in names if n not in r.stdout]
+    bad = [l for l in r.stdout.splitlines() if l and not l.startswith("# ")
+           and not (len(l.split(" ")) == 2 and l.split(" ")[0][0].isalpha())]
+    check(f"[{spec}] memwalctl metrics: the issue's families, exposition format",
+          r.returncode == 0 and not missing and not bad, f"missing {missing} bad {bad[:3]}")
     rows, why = lancedb_rows(table)
     diff = same(rows, expect_rows(model)) if rows is not None else why
     check(f"[{spec}] after flush LanceDB reads exactly the acknowledged rows", diff is None, diff)
