@@ -205,6 +205,12 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
   memset(dt, 0, sizeof *dt);
   for (size_t i = 0; i < cfg->n_tables; i++) {
     const mw_table_config_t *tc = &cfg->tables[i];
+    if (mw_table_drop_interrupted(tc->uri)) {
+      /* every shard was sealed before that commit began: finish it */
+      mw_log_notice("table %s: finishing the drop_table interrupted at %s", tc->name, tc->uri);
+      int rc = mw_table_drop_remains(tc->uri, err);
+      if (rc < 0) return rc;
+    }
     if (!table_exists(tc->uri)) {
       if (!tc->create)
         return mw_err_set(err, -ENOENT, "[table %s] no Lance table at %s (set create = true to "

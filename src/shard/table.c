@@ -14,6 +14,11 @@
  */
 #include "shard/table.h"
 
+/* Written (durably) when the commit starts and removed just before the
+ * table directory: a table that has it is being dropped, so a crash at any
+ * point of the commit leaves a state mw_table_drop_remains can finish. */
+#define DROP_MARKER "_memwald_drop_in_progress"
+
 #include <assert.h>
 #include <dirent.h>
 #include <ftw.h>
@@ -194,6 +199,11 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
   t->loop = loop;
   mw_schema_init(&t->schema);
   int rc = (t->path = strdup(path)) ? 0 : -ENOMEM;
+  if (rc == 0 && mw_table_drop_interrupted(path))
+    rc = mw_err_set(err, -ECANCELED,
+                    "table %s: a drop_table was interrupted here (%s exists); finish it with "
+                    "mw_table_drop_remains (memwald does at start-up) or remove the directory",
+                    path, DROP_MARKER);
   if (rc == 0) rc = latest_manifest(path, &t->meta, err);
   if (rc == 0) rc = build_schema(t, err);
   if (rc == 0) rc = check_index(t, opts, err);
@@ -482,8 +492,11 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_ta
 
 /* ------------------------------------------------------------- drop_table */
 
-enum { DP_NONE = 0, DP_LIST, DP_PREPARE, DP_ROLLBACK, DP_RELEASE, DP_COMMIT_SHARDS, DP_COMMIT_LIST,
-       DP_COMMIT_TOPS };
+enum { DP_NONE = 0, DP_LIST, DP_PREPARE, DP_ROLLBACK, DP_RELEASE, DP_COMMIT_MARK, DP_COMMIT_SHARDS,
+       DP_COMMIT_LIST, DP_COMMIT_TOPS, DP_COMMIT_UNMARK };
+
+static const char drop_marker_text[] =
+    "memwald drop_table: every shard was sealed and the table is being deleted.\n";
 enum { DS_NONE = 0, DS_CLAIM, DS_SEAL };
 
 static void drop_step(mw_table_t *t);
@@ -571,10 +584,13 @@ static void on_drop_ctl(mw_shard_t *s, int status, const char *reason, void *arg
   drop_step(t);
 }
 
+static int remove_empty_dirs(const char *path);
+
 static int add_top(mw_table_drop_t *d, const char *key) {
   const char *slash = strchr(key, '/');
   size_t n = slash ? (size_t)(slash - key) + 1 : strlen(key);
   if (n == 10 && memcmp(key, "_versions/", 10) == 0) return 0; /* deleted last */
+  if (strcmp(key, DROP_MARKER) == 0) return 0;                 /* after _versions/ */
   if (d->n_tops > 0 && strlen(d->tops[d->n_tops - 1]) == n && memcmp(d->tops[d->n_tops - 1], key, n) == 0)
     return 0;
   char **p = realloc(d->tops, (d->n_tops + 2) * sizeof *p);
@@ -633,6 +649,17 @@ static void on_drop_storage(mw_storage_req_t *req, int status) {
     mw_log_notice("table %s: drop_table: prepare %zu shards", t->path, d->n);
     d->phase = DP_PREPARE;
     d->i = 0;
+  } else if (d->phase == DP_COMMIT_MARK) {
+    d->phase = DP_COMMIT_SHARDS;
+    d->i = 0;
+  } else if (d->phase == DP_COMMIT_UNMARK) {
+    if (remove_empty_dirs(t->path) < 0 && errno != ENOENT) {
+      snprintf(msg, sizeof msg, "commit: rmdir %s: %s", t->path, strerror(errno));
+      drop_finish(t, -errno, msg);
+      return;
+    }
+    drop_finish(t, 0, NULL);
+    return;
   } else if (d->phase == DP_COMMIT_LIST) {
     for (size_t k = 0; k < req->nkeys; k++)
       if (add_top(d, req->keys[k]) < 0) {
@@ -683,9 +710,11 @@ static void drop_step(mw_table_t *t) {
   for (;;) {
     if (d->phase == DP_PREPARE) {
       if (d->i == d->n) {
-        d->phase = DP_COMMIT_SHARDS;
-        d->i = 0;
-        continue;
+        d->phase = DP_COMMIT_MARK;
+        rc = mw_storage_put(t->st, drop_req(t), DROP_MARKER, drop_marker_text,
+                            sizeof drop_marker_text - 1, on_drop_storage);
+        if (rc < 0) drop_finish(t, rc, "commit: cannot write the drop marker; run drop_table again");
+        return;
       }
       mw_shard_t *s = drop_shard(t);
       if (s == NULL) { drop_fail(t, -ENOMEM, "no shard handle"); continue; }
@@ -736,13 +765,9 @@ static void drop_step(mw_table_t *t) {
     }
     if (d->phase == DP_COMMIT_TOPS) {
       if (d->i == d->n_tops) {
-        if (remove_empty_dirs(t->path) < 0 && errno != ENOENT) {
-          char msg[MW_TABLE_REASON_BYTES];
-          snprintf(msg, sizeof msg, "commit: rmdir %s: %s", t->path, strerror(errno));
-          drop_finish(t, -errno, msg);
-          return;
-        }
-        drop_finish(t, 0, NULL);
+        d->phase = DP_COMMIT_UNMARK;
+        rc = mw_storage_delete(t->st, drop_req(t), DROP_MARKER, on_drop_storage);
+        if (rc < 0) drop_finish(t, rc, "commit: cannot remove the drop marker; run drop_table again");
         return;
       }
       rc = mw_storage_delete_prefix(t->st, drop_req(t), d->tops[d->i], on_drop_storage);
@@ -773,4 +798,46 @@ int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg) {
   int rc = mw_storage_list(t->st, &d->req, "_mem_wal/", on_drop_storage);
   if (rc < 0) drop_free(t);
   return rc;
+}
+
+/* ------------------------------------------------- interrupted drop_table */
+
+bool mw_table_drop_interrupted(const char *path) {
+  char p[4096];
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/%s", path, DROP_MARKER);
+  return stat(p, &sb) == 0;
+}
+
+static int rm_any(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)sb, (void)ftw;
+  int rc = type == FTW_DP ? rmdir(path) : unlink(path);
+  return rc < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int mw_table_drop_remains(const char *path, mw_err_t *err) {
+  assert(path != NULL);
+  if (!mw_table_drop_interrupted(path))
+    return mw_err_set(err, -ENOENT, "table %s: no interrupted drop_table here", path);
+  /* Everything but the marker first, the marker last: a crash in here
+   * leaves the marker, so this can run again. */
+  char p[4096];
+  snprintf(p, sizeof p, "%s/%s", path, DROP_MARKER);
+  DIR *dir = opendir(path);
+  if (dir == NULL) return mw_err_set(err, -errno, "table %s: %s", path, strerror(errno));
+  struct dirent *e;
+  int rc = 0;
+  while (rc == 0 && (e = readdir(dir)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+        strcmp(e->d_name, DROP_MARKER) == 0)
+      continue;
+    char c[4096];
+    snprintf(c, sizeof c, "%s/%s", path, e->d_name);
+    if (nftw(c, rm_any, 16, FTW_DEPTH | FTW_PHYS) < 0) rc = -errno;
+  }
+  closedir(dir);
+  if (rc == 0 && unlink(p) < 0) rc = -errno;
+  if (rc == 0 && rmdir(path) < 0) rc = -errno;
+  if (rc < 0) return mw_err_set(err, rc, "table %s: finishing the interrupted drop: %s", path, strerror(-rc));
+  return 0;
 }

@@ -151,5 +151,13 @@ int mw_table_route(mw_table_t *t, const mw_batch_t *batch, uint8_t (**part_ids)[
  * One drop at a time (-EBUSY); -EBUSY too while a shard has a control
  * operation running. Afterwards the table may only be closed. */
 int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg);
+/* True when a drop_table's commit started at `path` and did not finish (the
+ * marker it writes before deleting anything is still there). mw_table_open
+ * refuses such a table with -ECANCELED. */
+bool mw_table_drop_interrupted(const char *path);
+/* Finish an interrupted drop: every shard was sealed before the commit
+ * began, so deleting the rest is what the drop promised. Synchronous (for
+ * start-up). -ENOENT when there is no interrupted drop at path. */
+int mw_table_drop_remains(const char *path, mw_err_t *err);
 
 #endif
