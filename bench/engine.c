@@ -38,6 +38,7 @@
 
 #include "common/log.h"
 #include "rows.h"
+#include "shard/memtable.h"
 #include "shard/table.h"
 
 #ifndef MW_SOURCE_ROOT
@@ -98,6 +99,7 @@ static result_t run_case(uv_loop_t *loop, mw_shard_t *s, const mw_schema_t *sche
   mw_shard_stats(s, &st0);
   uint64_t t0 = uv_hrtime(), deadline = t0 + (uint64_t)(max_s * 1e9);
   size_t next = 0, slot = 0;
+  uint64_t payload = 0; /* Lance's in-memory estimate of the rows written */
   while ((next < writes && uv_hrtime() < deadline) || outstanding > 0) {
     while (next < writes && outstanding < window && uv_hrtime() < deadline) {
       /* slots are reused round-robin; window bounds the outstanding ones */
@@ -105,8 +107,10 @@ static result_t run_case(uv_loop_t *loop, mw_shard_t *s, const mw_schema_t *sche
       slot = (slot + 1) % window;
       r->w.data = r;
       r->t0 = uv_hrtime();
+      int64_t bb = mw_batch_lance_bytes(&bs[next]); /* before the batch is moved in */
       int rc = mw_shard_write(s, &r->w, &bs[next], on_write);
       if (rc == -EAGAIN) break;
+      payload += (uint64_t)bb;
       if (rc < 0) {
         fprintf(stderr, "write refused: %d\n", rc);
         exit(1);
@@ -121,9 +125,10 @@ static result_t run_case(uv_loop_t *loop, mw_shard_t *s, const mw_schema_t *sche
   qsort(lat, n_lat, sizeof *lat, cmp_u64);
   result_t res = {(double)rows * (double)next / secs, pct_ms(lat, n_lat, 50), pct_ms(lat, n_lat, 99), next};
   if (print)
-    printf("  batch %6" PRId64 " rows, window %3zu: %9.0f rows/s  %7.0f writes/s  ack p50 %8.3f ms  p99 %8.3f ms"
-           "  (%zu writes, %" PRIu64 " WAL entries, %" PRIu64 " flushes, %zu failed)\n",
-           rows, window, res.rows_per_s, (double)next / secs, res.p50_ms, res.p99_ms, next,
+    printf("  batch %6" PRId64 " rows, window %3zu: %9.0f rows/s  %7.1f MB/s  %7.0f writes/s  ack p50 %8.3f ms"
+           "  p99 %8.3f ms  (%zu writes, %" PRIu64 " WAL entries, %" PRIu64 " flushes, %zu failed)\n",
+           rows, window, res.rows_per_s, (double)payload / 1e6 / secs, (double)next / secs, res.p50_ms,
+           res.p99_ms, next,
            st1.wal_entries - st0.wal_entries, st1.flushes - st0.flushes, failed);
   fflush(stdout);
   for (size_t i = 0; i < writes; i++) mw_batch_free(&bs[i]);
