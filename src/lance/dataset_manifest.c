@@ -250,6 +250,27 @@ int mw_dmanifest_decode(const uint8_t *p, size_t n, mw_dmanifest_t *m, mw_err_t 
   m->has_index_section = seen & 1;
   m->has_max_fragment_id = seen & 2;
   m->has_transaction_section = seen & 4;
+  /* protobuf-c accepts some non-canonical nested fields (a tag varint with
+   * field number 0, e.g. `80 00`) and keeps them as unknown fields that it
+   * then re-encodes as bytes it refuses itself. Packing once and unpacking
+   * the result proves the message survives our own encoder (found by
+   * fuzz_dataset_manifest). Manifests are small; the cost is one copy. */
+  size_t len = protobuf_c_message_get_packed_size(&m->pb->base);
+  uint8_t *tmp = malloc(len ? len : 1);
+  if (tmp == NULL) {
+    mw_dmanifest_free(m);
+    return mw_err_set(err, -ENOMEM, "manifest: out of memory");
+  }
+  protobuf_c_message_pack(&m->pb->base, tmp);
+  Lance__Table__Manifest *again = lance__table__manifest__unpack(NULL, len, tmp);
+  free(tmp);
+  if (again == NULL) {
+    mw_dmanifest_free(m);
+    return mw_err_set(err, -EBADMSG,
+                      "manifest: a nested message holds a malformed field (a tag with field "
+                      "number 0 or a non-canonical encoding)");
+  }
+  lance__table__manifest__free_unpacked(again, NULL);
   return 0;
 }
 

@@ -592,6 +592,19 @@ static void test_framing_errors(void **state) {
   free(b);
 }
 
+/* Found by fuzz_dataset_manifest: writer_version (field 13) holding a tag
+ * varint `80 00` (field number 0). protobuf-c accepted it but re-encoded it
+ * as bytes it refuses; decode must refuse it up front. */
+static void test_nested_field_zero_refused(void **state) {
+  (void)state;
+  static const uint8_t bad[] = {0x6a, 0x05, 0x80, 0x00, 0xf5, 0xff, 0x20};
+  mw_dmanifest_t m;
+  mw_err_t err = {0};
+  assert_int_equal(mw_dmanifest_decode(bad, sizeof bad, &m, &err), -EBADMSG);
+  assert_non_null(strstr(err.msg, "nested"));
+  mw_dmanifest_free(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names),
@@ -603,6 +616,7 @@ int main(void) {
       cmocka_unit_test(test_memwal_struct_roundtrip),
       cmocka_unit_test(test_feature_flags),
       cmocka_unit_test(test_framing_errors),
+      cmocka_unit_test(test_nested_field_zero_refused),
   };
   return cmocka_run_group_tests_name("dataset_manifest", tests, NULL, NULL);
 }
