@@ -228,6 +228,9 @@ static int add_listen(load_ctx_t *c, const char *section, const char *name, cons
     if (len >= sizeof cfg->listen[0]) return fail(c, section, name, "address too long: %s", tok);
     if (strrchr(tok, ':') == NULL)
       return fail(c, section, name, "expected HOST:PORT or [V6]:PORT, got '%s'", tok);
+    for (const char *q = tok; *q; q++)
+      if (!isalnum((unsigned char)*q) && !strchr(".:[]-_%", *q))
+        return fail(c, section, name, "'%s' is not an address (HOST:PORT or [V6]:PORT)", tok);
     memcpy(cfg->listen[cfg->n_listen++], tok, len + 1);
   }
   return 1;
