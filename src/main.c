@@ -187,23 +187,6 @@ static int start_signals(mw_daemon_t *d) {
   return 0;
 }
 
-/* mkdir -p of a file's directory (the admin socket's). */
-static int mkdir_parent(const char *file) {
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s", file);
-  char *slash = strrchr(dir, '/');
-  if (slash == NULL || slash == dir) return 0;
-  *slash = '\0';
-  for (char *p = dir + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(dir, 0750) != 0 && errno != EEXIST) return -errno;
-    *p = '/';
-  }
-  if (mkdir(dir, 0750) != 0 && errno != EEXIST) return -errno;
-  return 0;
-}
-
 /* Tables, then the producers' server, the admin socket and /metrics. */
 static int start_front(mw_daemon_t *d) {
   mw_err_t err = {0};
@@ -238,7 +221,7 @@ static int start_front(mw_daemon_t *d) {
   mw_admin_engine_t ae;
   mw_fe_admin_engine(&d->admin_ctx, &ae);
   if (d->cfg.admin_socket[0]) {
-    int rc = mkdir_parent(d->cfg.admin_socket);
+    int rc = mw_daemon_mkdir_parent(d->cfg.admin_socket);
     if (rc < 0) {
       mw_log_err("admin socket %s: cannot create its directory: %s", d->cfg.admin_socket,
                  strerror(-rc));

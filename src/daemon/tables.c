@@ -37,6 +37,15 @@ static int mkdir_p(char *path) {
   return mkdir(path, 0750) == 0 || errno == EEXIST ? 0 : -errno;
 }
 
+int mw_daemon_mkdir_parent(const char *file) {
+  char dir[2048];
+  snprintf(dir, sizeof dir, "%s", file);
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL || slash == dir) return 0;
+  *slash = '\0';
+  return mkdir_p(dir);
+}
+
 static int fsync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;

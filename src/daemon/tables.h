@@ -41,6 +41,8 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
                           mw_err_t *err);
 /* Release (flush) every shard, close every table, then cb(arg, failures). */
 void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg);
+/* mkdir -p of the directory that holds `file` (the admin socket's). */
+int mw_daemon_mkdir_parent(const char *file);
 /* Create the table at `path` from the section's schema/primary_key/spec.
  * -EEXIST when a table is already there (or another creator won). */
 int mw_daemon_table_create(const mw_table_config_t *tc, const char *path, mw_err_t *err);
