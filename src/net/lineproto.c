@@ -349,6 +349,19 @@ void mw_lp_sync_done(mw_lineproto_t *lp, uint64_t ticket) {
   it->done = true;
 }
 
+void mw_lp_sync_failed(mw_lineproto_t *lp, uint64_t ticket, uint64_t line, mw_lp_code_t code,
+                       const char *reason) {
+  mw_lp_item_t *it = by_ticket(lp, ticket);
+  assert(it->kind == IT_SYNC && !it->done && code != MW_LP_OK);
+  it->done = true;
+  it->code = code;
+  it->line = line;
+  char msg[MW_LP_MSG_BYTES];
+  snprintf(msg, sizeof msg, "SYNC failed, rows acknowledged earlier may be lost: %s",
+           reason ? reason : mw_lp_code_name(code));
+  set_msg(lp, it, msg);
+}
+
 static int push_simple(mw_lineproto_t *lp, uint8_t kind, size_t bytes) {
   mw_lp_item_t *it;
   int rc = push(lp, kind, &it, NULL);
@@ -398,6 +411,10 @@ int mw_lp_drain(mw_lineproto_t *lp, mw_buf_t *out) {
       case IT_ROWS:
       case IT_ERR: rc = put_err(lp, it, out); break;
       case IT_SYNC:
+        if (it->code != MW_LP_OK) {
+          rc = put_err(lp, it, out);
+          break;
+        }
         rc = mw_buf_append(out, b, (size_t)snprintf(b, sizeof b, "SYNC %" PRIu64 "\n", lp->acked_rows));
         break;
       case IT_PONG: rc = mw_buf_append(out, "PONG\n", 5); break;

@@ -158,6 +158,11 @@ int mw_lp_push_err(mw_lineproto_t *lp, uint64_t line, mw_lp_code_t code, const c
                    size_t bytes);
 int mw_lp_push_sync(mw_lineproto_t *lp, size_t bytes, uint64_t *ticket);
 void mw_lp_sync_done(mw_lineproto_t *lp, uint64_t ticket);
+/* The barrier failed (e.g. the shard was fenced before rows acknowledged
+ * with durable_write = false reached the WAL): the SYNC's reply becomes
+ * `ERR <line> <code> SYNC failed, ...: <reason>`. */
+void mw_lp_sync_failed(mw_lineproto_t *lp, uint64_t ticket, uint64_t line, mw_lp_code_t code,
+                       const char *reason);
 int mw_lp_push_pong(mw_lineproto_t *lp, size_t bytes);
 int mw_lp_push_quit(mw_lineproto_t *lp, size_t bytes);
 /* Append the ready replies to out. Sets lp->quit once QUIT is reached

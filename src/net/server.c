@@ -481,16 +481,20 @@ static void on_arrow(conn_t *c, const mw_lp_request_t *r) {
 typedef struct sync_req {
   conn_t *c;
   uint64_t ticket;
+  uint64_t line;
 } sync_req_t;
 
+static void sync_answer(conn_t *c, uint64_t ticket, uint64_t line, int status, const char *reason) {
+  if (status == 0) mw_lp_sync_done(&c->lp, ticket);
+  else mw_lp_sync_failed(&c->lp, ticket, line, mw_lp_code_from_errno(status), reason);
+}
+
 static void on_sync_done(void *arg, int status, const char *reason) {
-  (void)status;
-  (void)reason;
   sync_req_t *tk = arg;
   conn_t *c = tk->c;
   c->refs--;
   if (!c->closing) {
-    mw_lp_sync_done(&c->lp, tk->ticket);
+    sync_answer(c, tk->ticket, tk->line, status, reason);
     send_ready(c);
     flow(c);
   }
@@ -506,22 +510,25 @@ static void on_sync(conn_t *c, const mw_lp_request_t *r) {
     return;
   }
   mw_server_t *s = c->srv;
-  if (!s->eng.sync || !c->table) {
+  if (!s->eng.sync) {
     mw_lp_sync_done(&c->lp, ticket);
     return;
   }
   sync_req_t *tk = malloc(sizeof *tk);
   if (!tk) {
-    mw_lp_sync_done(&c->lp, ticket);
+    mw_lp_sync_failed(&c->lp, ticket, r->line, MW_LP_E_INTERNAL, "out of memory");
     return;
   }
   tk->c = c;
   tk->ticket = ticket;
+  tk->line = r->line;
   c->refs++;
-  if (s->eng.sync(s->eng.data, c->table, on_sync_done, tk) < 0) {
+  mw_err_t err = {0};
+  int rc = s->eng.sync(s->eng.data, on_sync_done, tk, &err);
+  if (rc != 0) { /* answered now: nothing to wait for, or refused */
     c->refs--;
     free(tk);
-    mw_lp_sync_done(&c->lp, ticket);
+    sync_answer(c, ticket, r->line, rc < 0 ? rc : 0, err.msg[0] ? err.msg : NULL);
   }
 }
 

@@ -63,9 +63,12 @@ typedef struct mw_fe_engine {
    * taken (the server frees what is left). < 0: refused now, reason in *err. */
   int (*submit)(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done, void *arg,
                 mw_err_t *err);
-  /* Optional barrier for SYNC: done once every row submitted to `table` so
-   * far is durable. NULL: acknowledged rows are durable already. */
-  int (*sync)(void *data, void *table, mw_fe_done_cb done, void *arg);
+  /* Optional barrier for SYNC: done once every row submitted so far (to any
+   * table: a connection may have switched tables) is durable. 0: done will
+   * be called later, never from inside sync. 1: durable already, done is
+   * not called. < 0: refused now, reason in *err. NULL: acknowledged rows
+   * are durable already. */
+  int (*sync)(void *data, mw_fe_done_cb done, void *arg, mw_err_t *err);
   /* Optional: the field a DEL must carry besides the key (the identity
    * sharding column), or NULL. */
   const char *(*delete_keep)(void *data, void *table);

@@ -462,8 +462,30 @@ static mw_memtable_limits_t limits(const mw_shard_t *s) {
   return l;
 }
 
+/* A barrier waits on the ack list behind every write inserted so far
+ * (seq order is kept: its seq is the newest write's) and cuts the WAL
+ * entry now, so a SYNC waits one fsync, not a flush interval. */
+static void wait_durable(mw_shard_t *s, mw_shard_write_t *w) {
+  assert(w->barrier && s->state < MW_SS_FENCED);
+  if (s->durable_seq >= s->seq) {
+    complete(s, w, 0);
+    return;
+  }
+  w->seq = s->seq;
+  w->next = NULL;
+  if (s->ack_tail) s->ack_tail->next = w;
+  else s->ack_head = w;
+  s->ack_tail = w;
+  s->n_waiting++;
+  if (s->wal_ready) mw_wal_flush(&s->wal);
+}
+
 static void insert(mw_shard_t *s, mw_shard_write_t *w) {
   assert(s->state == MW_SS_ACTIVE && s->active != NULL);
+  if (w->barrier) {
+    wait_durable(s, w);
+    return;
+  }
   int64_t rows = w->batch.n_rows;
   if (rows == 0) {
     mw_batch_free(&w->batch);
@@ -546,6 +568,7 @@ int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_sha
   w->batch.schema = s->schema;
   memset(batch, 0, sizeof *batch);
   w->status = 0;
+  w->barrier = false;
   w->next = NULL;
   if (!must_queue) {
     insert(s, w);
@@ -553,6 +576,31 @@ int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_sha
   }
   if (s->q_tail) s->q_tail->next = w;
   else s->q_head = w;
+  s->q_tail = w;
+  s->n_queued++;
+  return 0;
+}
+
+int mw_shard_sync(mw_shard_t *s, mw_shard_write_t *w, mw_shard_write_cb cb) {
+  assert(s != NULL && w != NULL && cb != NULL);
+  if (s->closing) return -ESHUTDOWN;
+  memset(&w->batch, 0, sizeof w->batch);
+  w->shard = s;
+  w->cb = cb;
+  w->status = 0;
+  w->barrier = true;
+  w->next = NULL;
+  if (s->q_head == NULL && s->durable_seq >= s->seq) {
+    complete(s, w, 0); /* everything inserted is durable (or nothing was) */
+    return 0;
+  }
+  if (s->state >= MW_SS_FENCED) return s->park_status ? s->park_status : -ESHUTDOWN;
+  if (s->q_head == NULL) {
+    wait_durable(s, w);
+    return 0;
+  }
+  if (s->n_queued >= s->cfg.max_queued_writes) return -EAGAIN;
+  s->q_tail->next = w;
   s->q_tail = w;
   s->n_queued++;
   return 0;
@@ -578,7 +626,7 @@ static void on_durable(mw_wal_t *wal, uint64_t position, uint64_t seq_last) {
     s->ack_head = w->next;
     if (s->ack_head == NULL) s->ack_tail = NULL;
     s->n_waiting--;
-    s->writes_acked++;
+    if (!w->barrier) s->writes_acked++;
     complete(s, w, 0);
   }
   maybe_flush(s);
@@ -862,6 +910,10 @@ static int stop(mw_shard_t *s, int kind, mw_shard_done_cb cb, void *arg) {
     mw_shard_write_t *w = s->q_head;
     s->q_head = w->next;
     s->n_queued--;
+    if (w->barrier) { /* the refused writes it waited for never count */
+      wait_durable(s, w);
+      continue;
+    }
     mw_batch_free(&w->batch);
     complete(s, w, kind == CTL_SEAL ? -EROFS : -ESHUTDOWN);
   }

@@ -110,6 +110,7 @@ struct mw_shard_write {
   mw_batch_t batch;           /* while queued before insert */
   uint64_t seq;
   int status;
+  bool barrier;               /* mw_shard_sync: no rows, waits for durability */
   mw_shard_write_t *next;
 };
 
@@ -204,6 +205,14 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
 int mw_shard_close(mw_shard_t *s, void (*cb)(mw_shard_t *s));
 
 int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_shard_write_cb cb);
+/* A durability barrier (the protocol's SYNC): cb(w, 0) once every write
+ * submitted before it is in a durable WAL entry — with durable_write =
+ * false too, where writes are acknowledged before that. Queued behind
+ * writes not yet inserted; cuts the pending WAL entry at once. cb gets the
+ * park status if the shard is parked (fenced, failed) before its writes
+ * became durable. Returns -EAGAIN when the write queue is full, the park
+ * status when parked with writes that never became durable. */
+int mw_shard_sync(mw_shard_t *s, mw_shard_write_t *w, mw_shard_write_cb cb);
 
 /* NEW/FENCED/CLOSED/FAILED → CLAIMING → REPLAYING → ACTIVE (cb then). */
 int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg);

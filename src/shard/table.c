@@ -490,6 +490,63 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_ta
   return 0;
 }
 
+/* ------------------------------------------------------------------- sync */
+
+typedef struct tsync {
+  mw_table_sync_cb cb;
+  void *arg;
+  size_t left;
+  int status;
+  char reason[MW_TABLE_REASON_BYTES];
+  mw_shard_write_t w[];
+} tsync_t;
+
+static void sync_note(tsync_t *ts, int status, const char *sid, const char *reason) {
+  if (status == 0 || ts->status != 0) return;
+  ts->status = status;
+  snprintf(ts->reason, sizeof ts->reason, "shard %s: %.400s", sid, reason ? reason : mw_strerror(status));
+}
+
+static void sync_release(tsync_t *ts) {
+  assert(ts->left > 0);
+  if (--ts->left > 0) return;
+  ts->cb(ts->arg, ts->status, ts->status ? ts->reason : NULL);
+  free(ts);
+}
+
+static void on_shard_synced(mw_shard_write_t *w, int status, const char *reason) {
+  tsync_t *ts = w->data;
+  assert(ts != NULL && ts->left > 0);
+  sync_note(ts, status, w->shard->id_str, reason);
+  sync_release(ts);
+}
+
+int mw_table_sync(mw_table_t *t, mw_table_sync_cb cb, void *arg, mw_err_t *err) {
+  assert(t != NULL && cb != NULL);
+  /* durable_write acknowledges only durable rows, and the protocol sends
+   * SYNC's reply after every earlier row's: nothing to wait for */
+  if (t->cfg.durable_write) return 1;
+  tsync_t *ts = calloc(1, sizeof *ts + t->n_shards * sizeof ts->w[0]);
+  if (!ts) return mw_err_set(err, -ENOMEM, "out of memory");
+  ts->cb = cb;
+  ts->arg = arg;
+  ts->left = 1; /* held until every shard is asked; callbacks never run inline */
+  for (size_t i = 0; i < t->n_shards; i++) {
+    mw_shard_t *s = &t->shards[i]->shard;
+    ts->w[i].data = ts;
+    int rc = mw_shard_sync(s, &ts->w[i], on_shard_synced);
+    if (rc < 0) sync_note(ts, rc, s->id_str, mw_shard_reason(s)[0] ? mw_shard_reason(s) : NULL);
+    else ts->left++;
+  }
+  if (ts->left == 1) { /* no shard to wait for: answer now, no callback */
+    int rc = ts->status < 0 ? mw_err_set(err, ts->status, "%s", ts->reason) : 1;
+    free(ts);
+    return rc;
+  }
+  sync_release(ts);
+  return 0;
+}
+
 /* ------------------------------------------------------------- drop_table */
 
 enum { DP_NONE = 0, DP_LIST, DP_PREPARE, DP_ROLLBACK, DP_RELEASE, DP_COMMIT_MARK, DP_COMMIT_SHARDS,

@@ -135,6 +135,14 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *w, mw_batch_t *batch, mw_tab
 
 /* Split without writing: part_ids[k] / parts[k] for k < *n_parts (parts
  * bound to the table schema, caller frees). For tests and tools. */
+/* SYNC for the whole table: cb(arg, 0, NULL) once every write submitted to
+ * any of its shards before this call is durable (mw_shard_sync on each
+ * shard that exists). The first failing shard's status and reason win.
+ * Returns 0 (cb will run, never inline), 1 (nothing to wait for: no
+ * callback), or -errno with err set (-ENOMEM; a shard's refusal when no
+ * shard accepted it). */
+typedef void (*mw_table_sync_cb)(void *arg, int status, const char *reason);
+int mw_table_sync(mw_table_t *t, mw_table_sync_cb cb, void *arg, mw_err_t *err);
 int mw_table_route(mw_table_t *t, const mw_batch_t *batch, uint8_t (**part_ids)[16],
                    mw_batch_t **parts, size_t *n_parts, mw_err_t *err);
 

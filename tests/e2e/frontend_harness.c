@@ -122,9 +122,9 @@ static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done
   return later(t, rows, st, why, ms, done, arg);
 }
 
-static int sync_barrier(void *data, void *table, mw_fe_done_cb done, void *arg) {
+static int sync_barrier(void *data, mw_fe_done_cb done, void *arg, mw_err_t *err) {
   (void)data;
-  (void)table;
+  (void)err;
   return later(0, 0, 0, NULL, 0, done, arg);
 }
 

@@ -742,6 +742,93 @@ static void test_durable_false_acks_before_put(void **state) {
   env_close(&e);
 }
 
+/* SYNC with durable_write = false: writes are acknowledged before their WAL
+ * entry exists; the barrier fires only once it does, long before the 10 s
+ * flush interval (it cuts the entry), and a barrier after a fence reports
+ * the fence instead of success. */
+typedef struct sync_seen {
+  bool fired;
+  int status;
+  bool entry_existed;
+  env_t *e;
+  const char *entry;
+} sync_seen_t;
+
+static void on_sync_barrier(mw_shard_write_t *w, int status, const char *reason) {
+  (void)reason;
+  sync_seen_t *ss = w->data;
+  ss->fired = true;
+  ss->status = status;
+  ss->entry_existed = exists_rel(ss->e, ss->entry);
+}
+
+static void test_sync_barrier_durable_false(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"durable_write", "max_wal_flush_interval_ms"};
+  const char *v[] = {"false", "10000"};
+  env_open(&e, "unsharded-small", true, k, v, 2);
+  mw_shard_t *s = unsharded(&e);
+  /* nothing written yet: the barrier answers on the next turn */
+  static mw_shard_write_t bw[3];
+  sync_seen_t ss = {.e = &e, .entry = "wal/1000000000000000000000000000000000000000000000000000000000000000.arrow"};
+  for (int i = 0; i < 3; i++) bw[i].data = &ss;
+  assert_int_equal(mw_shard_sync(s, &bw[0], on_sync_barrier), 0);
+  run_until(&e.loop, &ss.fired);
+  assert_int_equal(ss.status, 0);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 12, 100);
+  static wreq_t r[2];
+  wctx_t c = {.expect = 2};
+  for (int i = 0; i < 2; i++) {
+    r[i].check_absent = true;
+    assert_int_equal(write_rows(&e, s, &mod, &r[i], &c, i, 4), 0);
+  }
+  ss = (sync_seen_t){.e = &e, .entry = ss.entry};
+  assert_int_equal(mw_shard_sync(s, &bw[1], on_sync_barrier), 0);
+  uint64_t t0 = uv_now(&e.loop);
+  run_until(&e.loop, &ss.fired);
+  assert_int_equal(c.acked, 2);
+  assert_true(r[0].absent_seen && r[1].absent_seen); /* acked before the entry */
+  assert_int_equal(ss.status, 0);
+  assert_true(ss.entry_existed); /* the barrier waited for it */
+  assert_true(uv_now(&e.loop) - t0 < 5000);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.writes_acked, 2); /* barriers are not writes */
+  /* a second handle claims (epoch 2): A's next rows are acked (durable_write
+   * = false) but can never reach the WAL; A's barrier must say so */
+  env_t b;
+  memset(&b, 0, sizeof b);
+  mw_table_opts_t o = {.no_fsync = true};
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_open(&e.loop, e.table_dir, &o, &b.t, &err), 0);
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  mw_shard_t *sb = mw_table_shard(b.t, id, true);
+  done_t d = {0};
+  assert_int_equal(mw_shard_claim(sb, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  c = (wctx_t){.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r[0], &c, 0, 3), 0);
+  ss = (sync_seen_t){.e = &e, .entry = ss.entry};
+  assert_int_equal(mw_shard_sync(s, &bw[2], on_sync_barrier), 0);
+  run_until(&e.loop, &ss.fired);
+  assert_int_equal(c.acked, 1);
+  assert_int_equal(ss.status, -ESTALE);
+  assert_int_equal(mw_shard_state(s), MW_SS_FENCED);
+  d = (done_t){0};
+  assert_int_equal(mw_shard_release(sb, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  closed_flag = false;
+  assert_int_equal(mw_table_close(b.t, on_table_closed), 0);
+  run_until(&e.loop, &closed_flag);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
 /* A slot taken by a writer that is not newer (no fencing): move on. */
 static void test_wal_collision_not_fenced(void **state) {
   (void)state;
@@ -1224,6 +1311,7 @@ int main(void) {
       cmocka_unit_test(test_wal_entry_bytes_match_lance),
       cmocka_unit_test(test_group_commit_one_entry),
       cmocka_unit_test(test_durable_false_acks_before_put),
+      cmocka_unit_test(test_sync_barrier_durable_false),
       cmocka_unit_test(test_wal_collision_not_fenced),
       cmocka_unit_test(test_wal_io_error_fails_writes),
       cmocka_unit_test(test_commit_update_tolerates_tailer),
