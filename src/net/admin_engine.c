@@ -30,6 +30,7 @@ typedef struct op {
   char reason[MW_ERR_MSG_BYTES];
   mw_table_t *t;
   mw_shard_t *s;
+  mw_fe_admin_t *a;
 } op_t;
 
 /* ------------------------------------------------------------------ shards */
@@ -139,9 +140,12 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
   if (rc == 0)
     rc = put(out, ",\"uptime_s\":%" PRIu64 ",\"connections\":%zu,\"tables\":[", up,
              a->server ? mw_server_connections(a->server) : 0);
+  bool first = true;
   for (size_t i = 0; rc == 0 && i < a->tables->n; i++) {
     const mw_table_t *t = a->tables->tables[i];
-    rc = put(out, "%s{\"name\":", i ? "," : "");
+    if (a->tables->dropped[i]) continue;
+    rc = put(out, "%s{\"name\":", first ? "" : ",");
+    first = false;
     if (rc == 0) rc = mw_admin_json_str(out, a->tables->names[i]);
     if (rc == 0) rc = mw_buf_append(out, ",\"path\":", 8);
     if (rc == 0) rc = mw_admin_json_str(out, t->path ? t->path : "");
@@ -221,20 +225,19 @@ static void on_shard_done(mw_shard_t *s, int status, const char *reason, void *a
 }
 
 static void on_drop_done(mw_table_t *t, int status, const char *reason, void *arg) {
-  (void)t;
-  op_done(arg, status, reason);
+  op_t *o = arg;
+  if (status == 0) mw_fe_tables_drop(o->a->tables, t); /* committed: gone for clients */
+  op_done(o, status, reason);
 }
 
 static mw_table_t *find_table(const mw_fe_admin_t *a, const char *name) {
-  for (size_t i = 0; i < a->tables->n; i++)
-    if (strcmp(a->tables->names[i], name) == 0) return a->tables->tables[i];
-  return NULL;
+  return mw_fe_tables_find(a->tables, name);
 }
 
 static void start_flush(mw_fe_admin_t *a, op_t *o, int argc, const char *const *argv) {
   for (size_t i = 0; i < a->tables->n; i++) {
     mw_table_t *t = a->tables->tables[i];
-    if (argc >= 2 && t != o->t) continue;
+    if (a->tables->dropped[i] || (argc >= 2 && t != o->t)) continue;
     uint8_t id[16];
     mw_err_t err = {0};
     if (argc >= 3 && mw_fe_shard_resolve(t, argv[2], id, &err) < 0) {
@@ -273,6 +276,7 @@ static void command(void *data, int argc, const char *const *argv, mw_admin_req_
     return;
   }
   o->r = r;
+  o->a = a;
   o->left = 1; /* held while starting */
   snprintf(o->cmd, sizeof o->cmd, "%s", argv[0]);
   snprintf(o->table, sizeof o->table, "%s", argc >= 2 ? argv[1] : "*");

@@ -26,10 +26,29 @@ int mw_fe_tables_add(mw_fe_tables_t *ts, const char *name, mw_table_t *t) {
   return 0;
 }
 
+void mw_fe_tables_drop(mw_fe_tables_t *ts, const mw_table_t *t) {
+  assert(ts && t);
+  for (size_t i = 0; i < ts->n; i++)
+    if (ts->tables[i] == t) ts->dropped[i] = true;
+}
+
+mw_table_t *mw_fe_tables_find(const mw_fe_tables_t *ts, const char *name) {
+  assert(ts && name);
+  for (size_t i = 0; i < ts->n; i++)
+    if (!ts->dropped[i] && strcmp(ts->names[i], name) == 0) return ts->tables[i];
+  return NULL;
+}
+
+static bool is_dropped(const mw_fe_tables_t *ts, const void *table) {
+  for (size_t i = 0; i < ts->n; i++)
+    if (ts->tables[i] == table) return ts->dropped[i];
+  return false;
+}
+
 static void *find(void *data, const char *name, size_t len, const mw_schema_t **schema) {
   mw_fe_tables_t *ts = data;
   for (size_t i = 0; i < ts->n; i++)
-    if (strlen(ts->names[i]) == len && memcmp(ts->names[i], name, len) == 0) {
+    if (!ts->dropped[i] && strlen(ts->names[i]) == len && memcmp(ts->names[i], name, len) == 0) {
       *schema = &ts->tables[i]->schema;
       return ts->tables[i];
     }
@@ -47,8 +66,9 @@ static void on_written(mw_table_write_t *w, int status, const char *reason) {
 
 static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done, void *arg,
                   mw_err_t *err) {
-  (void)data;
   assert(table && batch && done);
+  if (is_dropped(data, table))
+    return mw_err_set(err, -ENOENT, "the table was dropped (drop-table) after this connection selected it");
   fe_write_t *f = calloc(1, sizeof *f);
   if (!f) return mw_err_set(err, -ENOMEM, "out of memory");
   f->w.data = f;
@@ -95,6 +115,7 @@ static int sync_all(void *data, mw_fe_done_cb done, void *arg, mw_err_t *err) {
   fs->arg = arg;
   fs->left = 1; /* held while asking */
   for (size_t i = 0; i < ts->n; i++) {
+    if (ts->dropped[i]) continue;
     mw_err_t e = {0};
     int rc = mw_table_sync(ts->tables[i], on_table_synced, fs, &e);
     if (rc == 0) fs->left++;

@@ -17,6 +17,7 @@
 #ifndef MW_NET_ENGINE_TABLE_H
 #define MW_NET_ENGINE_TABLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "net/server.h"
@@ -27,12 +28,20 @@
 typedef struct mw_fe_tables {
   const char *names[MW_FE_MAX_TABLES]; /* borrowed */
   mw_table_t *tables[MW_FE_MAX_TABLES];
+  bool dropped[MW_FE_MAX_TABLES];      /* drop-table committed: gone for clients */
   size_t n;
 } mw_fe_tables_t;
 
 /* Register `t` under `name` (both borrowed). -ENOSPC past MW_FE_MAX_TABLES,
  * -EEXIST for a name already there. */
 int mw_fe_tables_add(mw_fe_tables_t *ts, const char *name, mw_table_t *t);
+/* After a committed drop-table: the name no longer resolves (USE, status,
+ * admin commands answer "unknown table"), and rows still sent by
+ * connections that had selected it get ERR table. The table object stays
+ * open (every shard parked) until the daemon closes it. */
+void mw_fe_tables_drop(mw_fe_tables_t *ts, const mw_table_t *t);
+/* The live table called name, or NULL (unknown or dropped). */
+mw_table_t *mw_fe_tables_find(const mw_fe_tables_t *ts, const char *name);
 /* Fill *out with callbacks over *ts (which must outlive the server). */
 void mw_fe_tables_engine(mw_fe_tables_t *ts, mw_fe_engine_t *out);
 

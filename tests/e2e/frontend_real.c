@@ -50,7 +50,9 @@ static void on_stopped(void *arg) {
   fflush(stdout);
   ctl_left = (int)T->n_shards + 1;
   for (size_t i = 0; i < T->n_shards; i++)
-    if (mw_shard_release(&T->shards[i]->shard, on_ctl, NULL) < 0) {
+    if (mw_shard_state(&T->shards[i]->shard) >= MW_SS_FENCED) { /* parked (dropped): nothing to release */
+      ctl_left--;
+    } else if (mw_shard_release(&T->shards[i]->shard, on_ctl, NULL) < 0) {
       fprintf(stderr, "release %zu refused\n", i);
       failures++;
       ctl_left--;
