@@ -60,6 +60,10 @@ static const cfg_key_t keys[] = {
     {SC_DAEMON, "max_connections", T_INT, D(max_connections), 1, 1000000, false},
     {SC_DAEMON, "max_unacked_bytes_per_connection", T_INT, D(max_unacked_bytes_per_connection),
      4 * KiB, 1 * GiB, false},
+    {SC_DAEMON, "max_frame_bytes", T_INT, D(max_frame_bytes), 1 * KiB, 1 * GiB, false},
+    {SC_DAEMON, "max_reply_bytes_per_connection", T_INT, D(max_reply_bytes_per_connection), 4 * KiB,
+     1 * GiB, false},
+    {SC_DAEMON, "max_batch_rows", T_INT, D(max_batch_rows), 1, 1048576, false},
     {SC_DAEMON, "idle_timeout_ms", T_INT, D(idle_timeout_ms), 0, 86400000, false},
     {SC_DAEMON, "ignore_unknown_fields", T_BOOL, D(ignore_unknown_fields), 0, 1, false},
     {SC_DAEMON, "metrics_listen", T_STR, D(metrics_listen), 0, 0, false},
@@ -139,6 +143,9 @@ void mw_config_defaults(mw_config_t *cfg) {
   cfg->max_line_bytes = 1 * MiB;
   cfg->max_connections = 4096;
   cfg->max_unacked_bytes_per_connection = 8 * MiB;
+  cfg->max_frame_bytes = 64 * MiB;
+  cfg->max_reply_bytes_per_connection = 256 * KiB;
+  cfg->max_batch_rows = 8192;
   cfg->idle_timeout_ms = 300000;
   cfg->shutdown_timeout_ms = 30000;
   cfg->io_backend = MW_IO_AUTO;

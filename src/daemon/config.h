@@ -72,6 +72,9 @@ typedef struct mw_config {
   int64_t max_line_bytes;
   int64_t max_connections;
   int64_t max_unacked_bytes_per_connection;
+  int64_t max_frame_bytes;
+  int64_t max_reply_bytes_per_connection;
+  int64_t max_batch_rows;
   int64_t idle_timeout_ms;
   bool ignore_unknown_fields;
   char metrics_listen[256];

@@ -142,6 +142,7 @@ log_level = info
 data_dir = {tmp}/data
 admin_socket = {sock}
 listen = 127.0.0.1:0
+max_frame_bytes = 1KiB
 [table t]
 uri = {table}
 create = true
@@ -203,6 +204,11 @@ spec = {spec}
         model[k] = None
     conns[1].send(["PING"])
     check(f"[{spec}] other connections carry on", conns[1].reply() == "PONG")
+    # the config's frame limit reaches the server: a 2000-byte frame is skipped
+    conns[3].s.sendall(b"ARROW 2000\n" + b"\0" * 2000 + b"PING\n")
+    got = [conns[3].reply(), conns[3].reply()]
+    check(f"[{spec}] max_frame_bytes = 1KiB: a 2000-byte ARROW frame -> ERR too_long, then PONG",
+          got[0].startswith("ERR ") and " too_long " in got[0] and got[1] == "PONG", got)
     r = subprocess.run([MEMWALCTL, "-s", sock, "flush"], capture_output=True, text=True, timeout=60)
     check(f"[{spec}] memwalctl flush", r.returncode == 0, r.stdout + r.stderr)
     r = subprocess.run([MEMWALCTL, "-s", sock, "metrics"], capture_output=True, text=True, timeout=60)
