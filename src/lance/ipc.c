@@ -782,6 +782,34 @@ static int take_varlen(dec_t *d, body_t *b, int64_t len, mw_column_t *c, const c
   return mw_buf_append(&c->values, vp + base, dn);
 }
 
+/* apache-arrow for JavaScript (18.1.0 seen) leaves a fixed_size_list's child
+ * short when the last slots are null: its builder appends no child values
+ * for trailing nulls, so the child holds 2392 floats for 300 slots of 8 with
+ * slot 299 null. The Arrow spec wants length*size; the missing values belong
+ * to null slots and are never read. Such a child is accepted when every slot
+ * it does not cover is null, and padded (zeros, null items). */
+static bool fsl_short_child_ok(const mw_column_t *c, int64_t len, int64_t clen, int64_t dim) {
+  if (clen > len * dim || clen % dim != 0) return false;
+  if (clen == len * dim) return true;
+  if (c->null_count == 0 || c->validity.len == 0) return false;
+  for (int64_t k = clen / dim; k < len; k++)
+    if (mw_bit_get(c->validity.data, k)) return false;
+  return true;
+}
+
+static int fsl_pad_child(mw_column_t *c, int64_t have, int64_t want) {
+  assert(have < want);
+  if (c->item_validity.len > 0) { /* items [have, want) null */
+    size_t bytes = (size_t)(want + 7) / 8;
+    uint8_t last = (uint8_t)(have % 8 ? (1u << (have % 8)) - 1 : 0xff);
+    if (have % 8) c->item_validity.data[have / 8] &= last;
+    c->item_validity.len = (size_t)(have + 7) / 8;
+    if (mw_buf_fill(&c->item_validity, 0, bytes - c->item_validity.len) < 0) return -ENOMEM;
+    c->item_null_count += want - have;
+  }
+  return mw_buf_fill(&c->values, 0, (size_t)(want - have) * 4);
+}
+
 static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, mw_column_t *c) {
   int64_t len, nulls;
   const char *w = f->name;
@@ -804,11 +832,13 @@ static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, m
     case MW_T_FSL_F32: {
       int64_t clen, cnulls;
       if ((rc = next_node(d, b, &clen, &cnulls, w)) < 0) return rc;
-      if (clen != len * f->fsl_dim) return bad_at(d, b->r->base, w, "list child length is not length*size");
+      if (!fsl_short_child_ok(c, len, clen, f->fsl_dim))
+        return bad_at(d, b->r->base, w, "list child length is not length*size");
       c->item_null_count = cnulls;
       if ((rc = take_validity(d, b, clen, cnulls, f->item_nullable, &c->item_validity, w)) < 0)
         return rc;
-      return take_fixed(d, b, (size_t)clen * 4, &c->values, w);
+      if ((rc = take_fixed(d, b, (size_t)clen * 4, &c->values, w)) < 0) return rc;
+      return clen < len * f->fsl_dim ? fsl_pad_child(c, clen, len * f->fsl_dim) : 0;
     }
     default:
       return take_fixed(d, b, (size_t)len * mw_type_width(f), &c->values, w);

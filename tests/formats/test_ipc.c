@@ -604,6 +604,37 @@ static void test_limits(void **state) {
   free(p);
 }
 
+/* apache-arrow for JavaScript 18.1.0 wrote this stream (tests/formats/data/
+ * arrowjs/short_fsl.arrow): vec fixed_size_list<float32,2> of [[1,2],[3,4],
+ * null] whose child holds 4 floats, not 6 (no values for the trailing null
+ * slot). It decodes, padded: the null slot reads as null with zeros behind. */
+static void test_arrowjs_short_fsl_child(void **state) {
+  (void)state;
+  const char *root = getenv("MW_SOURCE_ROOT");
+  assert_non_null(root);
+  char *path = tu_strf("%s/tests/formats/data/arrowjs/short_fsl.arrow", root);
+  size_t n;
+  uint8_t *p = tu_read_file(path, &n);
+  assert_non_null(p);
+  mw_ipc_stream_t st;
+  mw_err_t err = {0};
+  assert_int_equal(mw_ipc_decode(p, n, NULL, &st, &err), 0);
+  assert_int_equal(st.n_batches, 1);
+  const mw_batch_t *b = &st.batches[0];
+  assert_int_equal(b->n_rows, 3);
+  const mw_column_t *c = &b->cols[1];
+  assert_int_equal(c->null_count, 1);
+  assert_int_equal(c->values.len, 6 * sizeof(float));
+  assert_false(mw_column_valid(c, 2));
+  float v[6];
+  memcpy(v, c->values.data, sizeof v);
+  assert_true(v[0] == 1 && v[1] == 2 && v[2] == 3 && v[3] == 4 && v[4] == 0 && v[5] == 0);
+  assert_int_equal(mw_batch_validate(b), 0);
+  mw_ipc_stream_free(&st);
+  free(p);
+  free(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_golden_reencode),
@@ -617,6 +648,7 @@ int main(void) {
       cmocka_unit_test(test_truncation),
       cmocka_unit_test(test_byte_flips),
       cmocka_unit_test(test_limits),
+      cmocka_unit_test(test_arrowjs_short_fsl_child),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
