@@ -212,6 +212,7 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
 int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
                           mw_err_t *err) {
   memset(dt, 0, sizeof *dt);
+  dt->loop = loop;
   for (size_t i = 0; i < cfg->n_tables; i++) {
     const mw_table_config_t *tc = &cfg->tables[i];
     if (mw_table_drop_interrupted(tc->uri)) {
@@ -273,6 +274,11 @@ static void table_closed(mw_table_t *t) {
 }
 
 static void close_tables(mw_daemon_tables_t *dt) {
+  for (size_t i = 0; i < dt->n; i++) {
+    free(dt->asked[i]);
+    dt->asked[i] = NULL;
+  }
+  uv_close((uv_handle_t *)&dt->retry, NULL);
   dt->pending = dt->n + 1; /* +1 holds until every close is started */
   closing = dt;
   for (size_t i = 0; i < dt->n; i++) {
@@ -285,9 +291,14 @@ static void close_tables(mw_daemon_tables_t *dt) {
   if (--dt->pending == 0) dt->closed_cb(dt->closed_arg, dt->failures);
 }
 
+/* A shard fenced while releasing lost nothing: every row it acknowledged is
+ * in its WAL, which the newer owner replays. Not a failure of the stop. */
 static void shard_released(mw_shard_t *s, int status, const char *reason, void *arg) {
   mw_daemon_tables_t *dt = arg;
-  if (status < 0 && s != NULL) {
+  if (status == -ESTALE && s != NULL) {
+    mw_log_notice("shard %s: a newer owner took it before the release flushed; it replays our WAL",
+                  s->id_str);
+  } else if (status < 0 && s != NULL) {
     mw_log_err("shard %s: release: %s", s->id_str, reason ? reason : mw_strerror(status));
     dt->failures++;
   }
@@ -295,16 +306,64 @@ static void shard_released(mw_shard_t *s, int status, const char *reason, void *
   if (--dt->pending == 0) close_tables(dt);
 }
 
+/* Ask every shard not yet asked to release (flush, then stop owning). A
+ * shard still claiming or replaying (a start-up claim, an admin claim), or
+ * busy with an admin command, cannot be released yet: the stop waits for
+ * it, looking again every MW_DAEMON_RELEASE_RETRY_MS, and holds `pending`
+ * meanwhile. shutdown_timeout_ms bounds the whole stop (main.c). */
+#define MW_DAEMON_RELEASE_RETRY_MS 20
+
+static void on_retry(uv_timer_t *h);
+
+static void release_pass(mw_daemon_tables_t *dt) {
+  size_t waiting = 0;
+  for (size_t i = 0; i < dt->n; i++) {
+    mw_table_t *t = dt->tables[i];
+    for (size_t k = 0; k < t->n_shards && dt->asked[i]; k++) {
+      if (dt->asked[i][k]) continue;
+      mw_shard_t *s = &t->shards[k]->shard;
+      mw_shard_state_t st = mw_shard_state(s);
+      dt->pending++;
+      int rc = mw_shard_release(s, shard_released, dt);
+      if (rc == 0) {
+        dt->asked[i][k] = true;
+        continue;
+      }
+      dt->pending--;
+      if (rc == -EBUSY || st == MW_SS_CLAIMING || st == MW_SS_REPLAYING) waiting++;
+      else dt->asked[i][k] = true; /* parked already: nothing to release */
+    }
+  }
+  if (waiting == 0) return;
+  dt->pending++; /* on_retry drops it */
+  if (!dt->retry_armed) {
+    dt->retry_armed = true;
+    uv_timer_start(&dt->retry, on_retry, MW_DAEMON_RELEASE_RETRY_MS, 0);
+  }
+}
+
+static void on_retry(uv_timer_t *h) {
+  mw_daemon_tables_t *dt = h->data;
+  assert(dt->retry_armed && dt->pending > 0);
+  dt->retry_armed = false;
+  release_pass(dt);
+  shard_released(NULL, 0, NULL, dt); /* drop the previous pass's hold */
+}
+
 void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg) {
+  assert(dt->loop != NULL);
   dt->closed_cb = cb;
   dt->closed_arg = arg;
   dt->pending = 1;
+  uv_timer_init(dt->loop, &dt->retry);
+  dt->retry.data = dt;
   for (size_t i = 0; i < dt->n; i++) {
-    mw_table_t *t = dt->tables[i];
-    for (size_t k = 0; k < t->n_shards; k++) {
-      dt->pending++;
-      if (mw_shard_release(&t->shards[k]->shard, shard_released, dt) < 0) dt->pending--;
+    dt->asked[i] = calloc(dt->tables[i]->n_shards + 1, sizeof *dt->asked[i]);
+    if (!dt->asked[i]) { /* its shards stay unreleased; their rows stay in the WAL */
+      mw_log_err("stop: table %s: out of memory, its shards are not released", dt->fe.names[i]);
+      dt->failures++;
     }
   }
+  release_pass(dt);
   shard_released(NULL, 0, NULL, dt); /* drop the hold */
 }

@@ -17,6 +17,7 @@
 #ifndef MW_DAEMON_TABLES_H
 #define MW_DAEMON_TABLES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -30,6 +31,10 @@ typedef struct mw_daemon_tables {
   size_t n;
   mw_fe_tables_t fe; /* names -> tables, for the front ends */
   /* shutdown */
+  uv_loop_t *loop;
+  uv_timer_t retry;           /* shards still claiming: look again */
+  bool retry_armed;
+  bool *asked[MW_CONFIG_MAX_TABLES]; /* release requested, per shard */
   size_t pending;
   int failures;
   void (*closed_cb)(void *arg, int failures);

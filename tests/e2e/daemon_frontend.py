@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""e2e: the producers' protocol against the real memwald binary and engine.
+
+tests/e2e/test_frontend.py checks the server over a fake engine, where every
+engine failure can be staged; this test provokes each reply code with real
+input and real engine state on the real daemon, then checks the result with
+LanceDB 0.39.0:
+
+  parse, schema, type (a fraction into int64, out of range, vector length),
+  pk, table, too_long, binary garbage, a half line then a disconnect;
+  sealed (memwalctl seal), not_owner (a bucket this daemon does not own),
+  fenced (a second daemon claims the shard), overloaded (max_connections),
+  auth (a daemon with auth_token);
+  1 000 concurrent connections each streaming rows, all acknowledged and all
+  read back by LanceDB; a client that never reads its replies (the daemon's
+  RSS must stay bounded while it is stalled); other connections unharmed.
+
+Synchronisation is by replies and log lines with deadlines. TAP output.
+"""
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_rows import Daemon  # noqa: E402
+from test_frontend import Client  # noqa: E402
+
+MEMWALD, MEMWALCTL = sys.argv[1], sys.argv[2]
+HERE = os.path.dirname(os.path.abspath(__file__))
+READ = os.path.join(HERE, "read_rows.mjs")
+results = []
+DAEMONS = []
+
+
+def check(name, ok, detail=""):
+    results.append(bool(ok))
+    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
+    if not ok and detail:
+        for line in str(detail).splitlines()[-30:]:
+            print("# " + line)
+    sys.stdout.flush()
+
+
+def start(tmp, name, extra_daemon="", extra_table=""):
+    conf = os.path.join(tmp, name + ".conf")
+    sock = os.path.join(tmp, name + ".sock")
+    with open(conf, "w") as f:
+        f.write(f"""[daemon]
+data_dir = {tmp}/data-{name}
+admin_socket = {sock}
+listen = 127.0.0.1:0
+max_line_bytes = 4KiB
+{extra_daemon}
+[table t]
+uri = {tmp}/t.lance
+create = true
+schema = id:int64 not null, n:int32, name:string, v:double, vec:fixed_size_list<float32,4>
+primary_key = id
+spec = bucket(id,4)
+claim = eager
+{extra_table}
+""")
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=1").lstrip(":")
+    d = Daemon(["-c", conf])
+    DAEMONS.append(d)
+    line = d.wait_line("listening on")
+    if line is None or d.wait_line("started") is None:
+        raise RuntimeError("daemon did not start:\n" + "\n".join(d.lines))
+    d.port = int(line.rsplit("port ", 1)[1].rstrip(")"))
+    d.sock = sock
+    return d
+
+
+def ctl(d, *args):
+    r = subprocess.run([MEMWALCTL, "-s", d.sock] + list(args), capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def row(i, **kw):
+    r = {"id": i, "n": i % 1000, "name": f"n{i}", "v": i + 0.5, "vec": [i, 0.5, -1, 2]}
+    r.update(kw)
+    return json.dumps(r)
+
+
+def until_pong(c):
+    got = []
+    while True:
+        l = c.line(timeout=30)
+        got.append(l)
+        if l is None or l == "PONG":
+            return got
+
+
+def wait_active(d, n, timeout=30):
+    """Poll status until n shards are ACTIVE (a claim is asynchronous)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rc, out = ctl(d, "--json", "status")
+        if rc == 0:
+            shards = json.loads(out)["result"]["tables"][0]["shards"]
+            if sum(s["state"] == "ACTIVE" for s in shards) >= n:
+                return True
+        time.sleep(0.05)  # polling a condition with a deadline, not a stand-in for one
+    return False
+
+
+def codes(d, tmp):
+    c = Client(d.port)
+    cases = [
+        ('{"id":1,"name":"a"', "parse", "malformed JSON"),
+        ('{"id":1,"bogus":2}', "schema", "unknown field"),
+        ('{"id":1,"n":1.5}', "type", "a fraction into int32"),
+        ('{"id":1,"n":3000000000}', "type", "out of range for int32"),
+        ('{"id":1.25}', "type", "a fraction into the int64 key"),
+        ('{"id":1,"vec":[1,2]}', "type", "wrong vector length"),
+        ('{"id":1,"v":"x"}', "type", "a string into double"),
+        ('{"name":"no key"}', "pk", "missing primary key"),
+        ('\x00\x01\x02\xfe\xff binary', "parse", "binary garbage"),
+        ("USE nope", "table", "unknown table"),
+        ('{"id":1,"name":"' + "x" * 5000 + '"}', "too_long", "a line over max_line_bytes"),
+    ]
+    for line, (text, code, what) in enumerate(cases, start=1):
+        c.send(text.encode("latin-1") + b"\n")
+        l = c.line(timeout=30)
+        check(f"{what} -> ERR {line} {code}", l and l.startswith(f"ERR {line} {code} "), l)
+    c.send(row(1) + "\nSYNC\n")
+    got = c.lines(2, timeout=30)
+    check("the same connection carries on: OK 1, SYNC 1", got == ["OK 1", "SYNC 1"], got)
+    # a half line then a disconnect, and garbage, next to a healthy connection
+    bad = Client(d.port)
+    bad.send('{"id":77,"name":"half')
+    bad.close()
+    bad = Client(d.port)
+    bad.send(os.urandom(100000))
+    bad.close()
+    c.send(row(2) + "\nSYNC\n")
+    got = c.lines(2, timeout=30)
+    check("other connections unharmed by a half line and garbage", got == ["OK 1", "SYNC 2"], got)
+    # sealed: seal the shard of id 2, write to it, unseal
+    rc, out = ctl(d, "--json", "status")
+    shards = json.loads(out)["result"]["tables"][0]["shards"] if rc == 0 else []
+    s2 = [s for s in shards if s["memtable_rows"] > 0]
+    target = None
+    for s in s2:
+        rc, out = ctl(d, "seal", "t", s["key"])
+        c.send(row(1, v=9.0) + "\n" + row(2, v=9.0) + "\nPING\n")
+        got = until_pong(c)
+        if any(g and " sealed " in g for g in got):
+            target = s["key"]
+            check(f"a row for a sealed shard ({s['key']}) -> ERR sealed, PONG after",
+                  any(g.startswith("ERR ") and " sealed " in g for g in got if g) and got[-1] == "PONG", got)
+        ctl(d, "unseal", "t", s["key"])
+        if target:
+            break
+    if target is None:
+        check("a row for a sealed shard -> ERR sealed", False, shards)
+    c.close()
+    return 2
+
+
+def not_owner(tmp):
+    d = start(tmp, "partial", extra_table="shards = 0")
+    c = Client(d.port)
+    c.send("".join(row(1000 + i) + "\n" for i in range(8)) + "PING\n")
+    got = until_pong(c)
+    check("rows for buckets this daemon does not own (shards = 0) -> ERR not_owner naming the shard",
+          any(g and " not_owner " in g and "does not own" in g for g in got), got)
+    c.close()
+    d.p.send_signal(signal.SIGTERM)
+    check("partial-owner daemon exits 0", d.finish() == 0, "\n".join(d.lines[-10:]))
+
+
+def fenced(tmp, d):
+    """A second daemon on the same table claims the shards: the first one's
+    next rows are refused with ERR fenced."""
+    e = start(tmp, "second")
+    check("the second daemon's claims finish: 4 shards ACTIVE there", wait_active(e, 4))
+    c = Client(d.port)
+    c.send("".join(row(2000 + i) + "\n" for i in range(8)) + "PING\n")
+    got = until_pong(c)
+    check("after a second daemon claimed every shard: ERR fenced, nothing acknowledged",
+          any(g and " fenced " in g for g in got) and not any(g and g.startswith("OK") for g in got), got)
+    c.close()
+    e.p.send_signal(signal.SIGTERM)
+    check("second daemon exits 0 (flushing what it replayed)", e.finish() == 0, "\n".join(e.lines[-10:]))
+
+
+def overloaded_and_auth(tmp):
+    d = start(tmp, "small", extra_daemon="max_connections = 2\nauth_token = s3cret",
+              extra_table="")
+    a, b = Client(d.port), Client(d.port)
+    a.send("AUTH s3cret\nPING\n")
+    b.send("AUTH s3cret\nPING\n")
+    check("two connections under max_connections = 2", a.line() == "PONG" and b.line() == "PONG")
+    c = Client(d.port)
+    l = c.line()
+    check("a third -> ERR 0 overloaded, closed", l and l.startswith("ERR 0 overloaded") and c.closed(), l)
+    c.close()
+    a.close()
+    w = None
+    for _ in range(50):  # a's slot frees when the daemon sees the close
+        w = Client(d.port)
+        w.send("AUTH wrong\nPING\n")
+        l = w.line()
+        if l and not l.startswith("ERR 0 overloaded"):
+            break
+        w.close()
+    check("wrong token -> ERR 1 auth, then close", l and l.startswith("ERR 1 auth ") and w.closed(), l)
+    w.close()
+    b.close()
+    d.p.send_signal(signal.SIGTERM)
+    check("auth daemon exits 0", d.finish() == 0, "\n".join(d.lines[-10:]))
+
+
+def many(d, n=1000, per=5):
+    t0 = time.monotonic()
+    cs = []
+    try:
+        for i in range(n):
+            cs.append(Client(d.port))
+        for i, c in enumerate(cs):
+            c.send("".join(row(10000 + i * per + k) + "\n" for k in range(per)) + "SYNC\n")
+        ok = 0
+        for c in cs:
+            got = []
+            while True:
+                l = c.line(timeout=60)
+                got.append(l)
+                if l is None or l.startswith("SYNC") or l.startswith("ERR"):
+                    break
+            ok += sum(int(g.split()[1]) for g in got if g and g.startswith("OK ")) == per and got[-1] == f"SYNC {per}"
+        check(f"{n} concurrent connections x {per} rows: every one acknowledged", ok == n, f"{ok} of {n}")
+    finally:
+        for c in cs:
+            c.close()
+    print(f"# {n} connections x {per} rows in {time.monotonic() - t0:.2f}s")
+    return {10000 + i for i in range(n * per)}
+
+
+def slow_reader(d):
+    c = Client(d.port)
+    c.s.setblocking(False)
+    rss0 = rss_kb(d.p.pid)
+    chunk = b"PING\n" * 20000
+    sent, stalled_since = 0, None
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        _, w, _ = select.select([], [c.s], [], 0.2)
+        if not w:
+            if stalled_since is None:
+                stalled_since = time.monotonic()
+            elif time.monotonic() - stalled_since > 1.0:
+                break
+            continue
+        stalled_since = None
+        try:
+            sent += c.s.send(chunk)
+        except BlockingIOError:
+            pass
+    rss1 = rss_kb(d.p.pid)
+    check("a client that never reads is stalled (the daemon stopped reading it)", stalled_since is not None,
+          f"sent {sent}")
+    check("the daemon's RSS grows < 16 MiB for it", rss1 - rss0 < 16384, f"{rss0} -> {rss1} kB, sent {sent}")
+    print(f"# slow reader: {sent} bytes sent before stalling; RSS {rss0} -> {rss1} kB")
+    o = Client(d.port)
+    o.send(row(3) + "\nSYNC\n")
+    check("others served while it is stalled", o.lines(2, timeout=30) == ["OK 1", "SYNC 1"])
+    o.close()
+    c.close()
+
+
+def main():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 4096 and hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    tmp = tempfile.mkdtemp(prefix="memwald-e2e-fe-")
+    try:
+        d = start(tmp, "main", extra_daemon="max_connections = 2000")
+        codes(d, tmp)
+        ids = many(d)
+        slow_reader(d)
+        rc, out = ctl(d, "flush")
+        check("memwalctl flush", rc == 0, out)
+        r = subprocess.run(["node", READ, tmp], capture_output=True, text=True, timeout=120)
+        got = {json.loads(l)["id"] for l in r.stdout.splitlines() if l.startswith("{")}
+        want = ids | {1, 2, 3}
+        check(f"LanceDB reads every acknowledged row ({len(want)}) and nothing else", got == want,
+              r.stderr + f"\nmissing {sorted(want - got)[:10]} extra {sorted(got - want)[:10]}")
+        fenced(tmp, d)
+        d.p.send_signal(signal.SIGTERM)
+        check("fenced daemon exits 0 on SIGTERM", d.finish() == 0, "\n".join(d.lines[-10:]))
+        not_owner(tmp)
+        overloaded_and_auth(tmp)
+    finally:
+        for dd in DAEMONS:
+            if dd.p.poll() is None:
+                dd.p.kill()
+    print(f"1..{len(results)}")
+    if all(results):
+        shutil.rmtree(tmp)
+    else:
+        print(f"# kept {tmp}")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
