@@ -490,7 +490,10 @@ static int submit(mw_storage_t *st, mw_storage_req_t *req, mw_storage_op_t op, c
     p->dir[slash - p->key] = '\0';
   }
   req->size = 0;
-  if (op == MW_OP_GET || op == MW_OP_LIST) mw_buf_reset(&req->buf);
+  /* every operation that fills buf starts it empty: list, delete_prefix and
+   * sweep_tmp list into it, and stale bytes (a reused request's last get)
+   * would corrupt their first key */
+  if (op == MW_OP_GET || prefix) mw_buf_reset(&req->buf);
   if (prefix) {
     free(req->keys);
     req->keys = NULL;
