@@ -45,6 +45,9 @@ static const char USAGE[] =
     "  claim TABLE SHARD      claim (fence the current writer, new epoch)\n"
     "  release TABLE SHARD    flush and stop owning the shard\n"
     "  metrics                Prometheus text exposition\n"
+    "  fault TABLE set K=V,.. | fault TABLE clear\n"
+    "                         tests only (daemon started with MEMWALD_TEST_FAULTS=1):\n"
+    "                         inject storage faults (docs/protocol.md)\n"
     "\n"
     "Options:\n"
     "  -s, --socket PATH  admin socket (default $MEMWALD_ADMIN_SOCKET, else " DEFAULT_SOCKET ")\n"
@@ -268,9 +271,44 @@ static void print_status(const jv_t *r) {
   }
 }
 
+/* Under the table: why each parked shard is parked, each fault episode,
+ * and the storage of each table that has failed or has faults injected. */
+static void print_faults(const jv_t *r) {
+  const jv_t *tables = jget(r, "tables");
+  for (size_t t = 0; tables && tables->t == J_ARR && t < tables->n; t++) {
+    const jv_t *tab = &tables->items[t];
+    const jv_t *shards = jget(tab, "shards");
+    for (size_t k = 0; shards && shards->t == J_ARR && k < shards->n; k++) {
+      const jv_t *sh = &shards->items[k];
+      const jv_t *reason = jget(sh, "reason"), *f = jget(sh, "fault");
+      if (reason && reason->t == J_STR && reason->s[0])
+        printf("%s %s %s: %s\n", jtext(jget(tab, "name")), jtext(jget(sh, "key")),
+               jtext(jget(sh, "state")), reason->s);
+      if (f && f->t == J_OBJ)
+        printf("%s %s fault: %s %s for %s ms, %s failed retr%s, next retry in %s ms: %s\n",
+               jtext(jget(tab, "name")), jtext(jget(sh, "key")), jtext(jget(f, "op")),
+               jtext(jget(f, "errno")), jtext(jget(f, "for_ms")), jtext(jget(f, "retries")),
+               strcmp(jtext(jget(f, "retries")), "1") == 0 ? "y" : "ies",
+               jtext(jget(f, "next_retry_ms")), jtext(jget(f, "error")));
+    }
+  }
+  const jv_t *st = jget(r, "storage");
+  for (size_t i = 0; st && st->t == J_ARR && i < st->n; i++) {
+    const jv_t *e = &st->items[i];
+    const jv_t *inj = jget(e, "fault_injected");
+    if (strcmp(jtext(jget(e, "ops_failed")), "0") == 0 && !inj) continue;
+    printf("storage %s: %s, %s ok, %s failed, %s consecutive failures, last error %s %s ms ago%s\n",
+           jtext(jget(e, "table")), jtext(jget(e, "backend")), jtext(jget(e, "ops_ok")),
+           jtext(jget(e, "ops_failed")), jtext(jget(e, "consecutive_failures")),
+           jtext(jget(e, "last_error")), jtext(jget(e, "last_error_ms_ago")),
+           inj ? " (TEST faults injected)" : "");
+  }
+}
+
 static void print_result(const char *cmd, const jv_t *r) {
   if (strcmp(cmd, "status") == 0 && r->t == J_OBJ) {
     print_status(r);
+    print_faults(r);
     return;
   }
   if (strcmp(cmd, "metrics") == 0) {

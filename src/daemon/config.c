@@ -85,6 +85,7 @@ static const cfg_key_t keys[] = {
     {SC_TABLE, "max_memtable_rows", T_INT, TB(max_memtable_rows), 1, 1000000000, false},
     {SC_TABLE, "max_memtable_batches", T_INT, TB(max_memtable_batches), 1, 1000000, false},
     {SC_TABLE, "max_memtable_age_ms", T_INT, TB(max_memtable_age_ms), 0, 86400000, false},
+    {SC_TABLE, "max_fault_retry_interval_ms", T_INT, TB(max_fault_retry_interval_ms), 0, 3600000, false},
     {SC_TABLE, "manifest_scan_batch_size", T_INT, TB(manifest_scan_batch_size), 1, 64, false},
     {SC_TABLE, "max_unflushed_memtable_bytes", T_INT, TB(max_unflushed_memtable_bytes), 1 * MiB,
      1024 * GiB, false},
@@ -126,6 +127,7 @@ static void table_defaults(mw_table_config_t *t, const char *name) {
   t->max_memtable_rows = -1;
   t->max_memtable_batches = -1;
   t->max_memtable_age_ms = -1;
+  t->max_fault_retry_interval_ms = -1;
   t->manifest_scan_batch_size = -1;
   t->max_unflushed_memtable_bytes = -1;
   t->backpressure_log_interval_ms = -1;

@@ -51,6 +51,7 @@ typedef struct mw_table_config {
   int64_t max_memtable_rows;
   int64_t max_memtable_batches;
   int64_t max_memtable_age_ms;
+  int64_t max_fault_retry_interval_ms; /* automatic re-claim back-off cap (engine.md) */
   int64_t manifest_scan_batch_size;
   int64_t max_unflushed_memtable_bytes;
   int64_t backpressure_log_interval_ms;

@@ -187,6 +187,7 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
       {"max_memtable_rows", tc->max_memtable_rows},
       {"max_memtable_batches", tc->max_memtable_batches},
       {"max_memtable_age_ms", tc->max_memtable_age_ms},
+      {"max_fault_retry_interval_ms", tc->max_fault_retry_interval_ms},
       {"manifest_scan_batch_size", tc->manifest_scan_batch_size},
       {"max_unflushed_memtable_bytes", tc->max_unflushed_memtable_bytes},
       {"backpressure_log_interval_ms", tc->backpressure_log_interval_ms},

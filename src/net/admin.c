@@ -55,6 +55,8 @@ static const struct {
     {"unseal", 2, 2, "unseal TABLE SHARD"}, {"drop", 2, 2, "drop TABLE SHARD"},
     {"drop-table", 1, 1, "drop-table TABLE"}, {"claim", 2, 2, "claim TABLE SHARD"},
     {"release", 2, 2, "release TABLE SHARD"},
+    /* tests only: refused unless memwald runs with MEMWALD_TEST_FAULTS=1 */
+    {"fault", 2, 4, "fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "lance/route.h"
 
 #define MW_FE_IDENTITY_MAX_BYTES 4096 /* as schema_text.h MW_SHARD_VALUE_MAX_BYTES */
@@ -38,6 +39,11 @@ typedef struct op {
 void mw_fe_shard_key(const mw_table_t *t, const uint8_t id[16], char *out, size_t n) {
   assert(t && id && out && n > 0);
   uint8_t u[16];
+  for (size_t k = 0; k < t->n_shards; k++)
+    if (memcmp(t->shards[k]->id, id, 16) == 0 && t->shards[k]->key[0]) {
+      snprintf(out, n, "%s", t->shards[k]->key); /* identity-<value>, known */
+      return;
+    }
   if (t->kind == MW_SHARDING_UNSHARDED) {
     snprintf(out, n, "unsharded");
     return;
@@ -132,6 +138,78 @@ static int put(mw_buf_t *b, const char *fmt, ...) {
   return mw_buf_append(b, tmp, (size_t)n);
 }
 
+static const char *errno_name(int status) {
+  const char *n = status < 0 ? strerrorname_np(-status) : NULL;
+  return n ? n : "?";
+}
+
+static uint64_t ago(const mw_fe_admin_t *a, uint64_t t_ms) {
+  uint64_t now = a->loop ? uv_now(a->loop) : 0;
+  return t_ms && now > t_ms ? now - t_ms : 0;
+}
+
+/* ,"fault":{...} for a shard in a fault episode (FAILED and re-claiming,
+ * or a flush being retried). */
+static int fault_json(const mw_fe_admin_t *a, const mw_shard_t *s, mw_buf_t *out) {
+  const mw_shard_fault_t *f = mw_shard_fault(s);
+  if (f == NULL) return 0;
+  uint64_t now = a->loop ? uv_now(a->loop) : 0;
+  int64_t next = f->next_retry_ms == 0 ? -1
+                 : f->next_retry_ms > now ? (int64_t)(f->next_retry_ms - now) : 0;
+  int rc = put(out, ",\"fault\":{\"op\":\"%s\",\"errno\":\"%s\",\"for_ms\":%" PRIu64
+               ",\"retries\":%" PRIu32 ",\"next_retry_ms\":%" PRId64 ",\"error\":",
+               f->op, errno_name(f->status), ago(a, f->since_ms), f->retries, next);
+  if (rc == 0) rc = mw_admin_json_str(out, f->error);
+  if (rc == 0) rc = mw_buf_append(out, "}", 1);
+  return rc;
+}
+
+static const char *const step_names[MW_STEP_COUNT_] = {
+    "open", "mkdir", "write", "fsync", "close", "link", "rename",
+    "diropen", "dirsync", "dirclose", "unlink", "stat", "read", "scan"};
+
+/* ,"storage":[{"table",...health...,"fault":{...}}] */
+static int storage_json(const mw_fe_admin_t *a, mw_buf_t *out) {
+  int rc = mw_buf_append(out, ",\"storage\":[", 12);
+  bool first = true;
+  for (size_t i = 0; rc == 0 && i < a->tables->n; i++) {
+    const mw_table_t *t = a->tables->tables[i];
+    if (a->tables->dropped[i] || t->st == NULL) continue;
+    mw_storage_health_t h;
+    mw_storage_health(t->st, &h);
+    rc = put(out, "%s{\"table\":", first ? "" : ",");
+    first = false;
+    if (rc == 0) rc = mw_admin_json_str(out, a->tables->names[i]);
+    if (rc == 0)
+      rc = put(out,
+               ",\"backend\":\"%s\",\"ops_ok\":%" PRIu64 ",\"ops_failed\":%" PRIu64
+               ",\"consecutive_failures\":%" PRIu32 ",\"healthy\":%s,\"last_error\":\"%s\""
+               ",\"last_error_ms_ago\":%" PRId64 ",\"last_ok_ms_ago\":%" PRId64,
+               mw_storage_backend_name(t->st), h.ops_ok, h.ops_failed, h.consecutive_failures,
+               h.consecutive_failures == 0 ? "true" : "false",
+               h.last_error ? errno_name(h.last_error) : "",
+               h.last_error_ms ? (int64_t)ago(a, h.last_error_ms) : -1,
+               h.last_ok_ms ? (int64_t)ago(a, h.last_ok_ms) : -1);
+    mw_storage_fault_t f;
+    mw_storage_fault_get(t->st, &f);
+    bool armed = f.fail_nth || f.fail_prefix || f.fail_fsync_once || f.delay_ms;
+    if (rc == 0 && armed) {
+      rc = put(out, ",\"fault_injected\":{\"nth\":%" PRIu64 ",\"errno\":\"%s\",\"delay_ms\":%" PRIu32
+               ",\"fsync_once\":%s,\"steps\":\"", f.fail_nth,
+               f.fail_errno ? errno_name(-f.fail_errno) : "", f.delay_ms,
+               f.fail_fsync_once ? "true" : "false");
+      for (int k = 0, n = 0; rc == 0 && k < MW_STEP_COUNT_; k++)
+        if (f.fail_steps & MW_STEP_BIT(k)) rc = put(out, "%s%s", n++ ? "+" : "", step_names[k]);
+      if (rc == 0) rc = mw_buf_append(out, "\",\"prefix\":", 11);
+      if (rc == 0) rc = mw_admin_json_str(out, f.fail_prefix ? f.fail_prefix : "");
+      if (rc == 0) rc = mw_buf_append(out, "}", 1);
+    }
+    if (rc == 0) rc = mw_buf_append(out, "}", 1);
+  }
+  if (rc == 0) rc = mw_buf_append(out, "]", 1);
+  return rc;
+}
+
 int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
   assert(a && out);
   uint64_t up = a->loop ? (uv_now(a->loop) - a->start_ms) / 1000 : 0;
@@ -154,27 +232,35 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
       const mw_table_shard_t *ts = t->shards[k];
       mw_shard_stats_t st;
       mw_shard_stats(&ts->shard, &st);
-      char key[64];
+      char key[MW_TABLE_SHARD_KEY_BYTES];
       mw_fe_shard_key(t, ts->id, key, sizeof key);
-      rc = put(out,
-               "%s{\"id\":\"%s\",\"key\":\"%s\",\"state\":\"%s\",\"status\":\"%s\",\"epoch\":%" PRIu64
+      rc = put(out, "%s{\"id\":\"%s\",\"key\":", k ? "," : "", ts->shard.id_str);
+      if (rc == 0) rc = mw_admin_json_str(out, key);
+      if (rc == 0 && ts->key_truncated) rc = put(out, ",\"key_truncated\":true");
+      if (rc == 0)
+        rc = put(out,
+               ",\"state\":\"%s\",\"status\":\"%s\",\"epoch\":%" PRIu64
                ",\"manifest_version\":%" PRIu64 ",\"wal_position\":%" PRIu64 ",\"replay_after\":%" PRIu64
                ",\"memtable_rows\":%" PRId64 ",\"memtable_bytes\":%" PRId64 ",\"frozen\":%" PRIu32
                ",\"sstables\":%" PRIu64 ",\"rows_acked\":%" PRIu64 ",\"wal_entries\":%" PRIu64
                ",\"flushes\":%" PRIu64 ",\"backpressured\":%s",
-               k ? "," : "", ts->shard.id_str, key, mw_shard_state_name(st.state),
+               mw_shard_state_name(st.state),
                st.sealed ? "SEALED" : "ACTIVE", st.epoch, st.manifest_version, st.wal_next_position,
                st.replay_after, st.memtable_rows, st.memtable_bytes, st.frozen, st.sstables,
                st.rows_acked, st.wal_entries, st.flushes, st.backpressured ? "true" : "false");
+      if (rc == 0) rc = put(out, ",\"recoveries\":%" PRIu64, st.recoveries);
       if (rc == 0 && mw_shard_reason(&ts->shard)[0]) {
         rc = mw_buf_append(out, ",\"reason\":", 10);
         if (rc == 0) rc = mw_admin_json_str(out, mw_shard_reason(&ts->shard));
       }
+      if (rc == 0) rc = fault_json(a, &ts->shard, out);
       if (rc == 0) rc = mw_buf_append(out, "}", 1);
     }
     if (rc == 0) rc = mw_buf_append(out, "]}", 2);
   }
-  if (rc == 0) rc = mw_buf_append(out, "]}", 3); /* with the NUL */
+  if (rc == 0) rc = mw_buf_append(out, "]", 1);
+  if (rc == 0) rc = storage_json(a, out);
+  if (rc == 0) rc = mw_buf_append(out, "}", 2); /* with the NUL */
   if (rc == 0) out->len--;
   return rc;
 }
@@ -260,6 +346,128 @@ static void start_flush(mw_fe_admin_t *a, op_t *o, int argc, const char *const *
   }
 }
 
+/* ------------------------------------------------------------ fault (tests) */
+
+static int parse_errno(const char *v) {
+  static const struct { const char *name; int e; } names[] = {
+      {"EIO", EIO}, {"ENOSPC", ENOSPC}, {"EDQUOT", EDQUOT}, {"EROFS", EROFS},
+      {"EACCES", EACCES}, {"EPERM", EPERM}, {"ENOMEM", ENOMEM}, {"EAGAIN", EAGAIN}};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (strcmp(v, names[i].name) == 0) return names[i].e;
+  char *end;
+  long x = strtol(v, &end, 10);
+  return (*v && !*end && x > 0 && x < 4096) ? (int)x : -EINVAL;
+}
+
+static int parse_steps(const char *v, uint32_t *mask) {
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s", v);
+  *mask = 0;
+  char *save = NULL;
+  for (char *w = strtok_r(tmp, "+|", &save); w; w = strtok_r(NULL, "+|", &save)) {
+    int k = 0;
+    while (k < MW_STEP_COUNT_ && strcmp(step_names[k], w) != 0) k++;
+    if (k == MW_STEP_COUNT_) return -EINVAL;
+    *mask |= MW_STEP_BIT(k);
+  }
+  return 0;
+}
+
+/* `fault TABLE set k=v[,k=v...]` / `fault TABLE clear`: change the table
+ * storage's fault injection at run time. Only when the daemon runs with
+ * MEMWALD_TEST_FAULTS=1. The hooks installed at start (on_step, the
+ * power-loss journal) are kept. Keys: nth=N (the Nth storage operation
+ * submitted from now on), prefix=KEY-PREFIX, target=wal|manifest|shard with
+ * shard=SHARD (a prefix under that shard's _mem_wal directory), errno=NAME|N
+ * (default EIO), steps=STEP[+STEP...] (default any), delay_ms=D,
+ * fsync_once. Replies with the status `storage` entry's fault fields. */
+static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *const *argv,
+                         mw_err_t *err) {
+  const char *env = getenv("MEMWALD_TEST_FAULTS");
+  if (env == NULL || strcmp(env, "1") != 0)
+    return mw_err_set(err, -EPERM, "fault injection is for tests only: start memwald with "
+                                   "MEMWALD_TEST_FAULTS=1 to enable the fault command");
+  (void)a;
+  if (argc < 3 || (strcmp(argv[2], "set") != 0 && strcmp(argv[2], "clear") != 0))
+    return mw_err_set(err, -EINVAL, "usage: fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear");
+  mw_storage_fault_t f;
+  mw_storage_fault_get(t->st, &f);
+  mw_storage_fault_t keep = f;
+  memset(&f, 0, sizeof f);
+  f.on_step = keep.on_step;
+  f.on_step_ctx = keep.on_step_ctx;
+  f.power_loss = keep.power_loss;
+  char prefix[MW_STORAGE_KEY_MAX_BYTES + 64] = "";
+  bool has_prefix = false;
+  char target[16] = "", shard[512] = "";
+  if (strcmp(argv[2], "set") == 0) {
+    if (argc < 4) return mw_err_set(err, -EINVAL, "fault set: no KEY=VALUE given");
+    for (int i = 3; i < argc; i++) {
+      char spec[1024];
+      snprintf(spec, sizeof spec, "%s", argv[i]);
+      char *save = NULL;
+      for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *v = strchr(kv, '=');
+        if (v) *v++ = 0;
+        char *end = NULL;
+        int bad = 0;
+        if (strcmp(kv, "fsync_once") == 0) f.fail_fsync_once = !v || strcmp(v, "0") != 0;
+        else if (!v) bad = 1;
+        else if (strcmp(kv, "nth") == 0) {
+          unsigned long long n = strtoull(v, &end, 10);
+          if (!*v || *end || n == 0) bad = 1;
+          mw_storage_health_t h;
+          mw_storage_health(t->st, &h);
+          f.fail_nth = h.ops_ok + h.ops_failed + mw_storage_inflight(t->st) +
+                       mw_storage_queued(t->st) + n;
+        } else if (strcmp(kv, "prefix") == 0) {
+          if (strlen(v) > MW_STORAGE_KEY_MAX_BYTES) bad = 1;
+          snprintf(prefix, sizeof prefix, "%.1023s", v);
+          has_prefix = true;
+        } else if (strcmp(kv, "target") == 0) {
+          snprintf(target, sizeof target, "%.15s", v);
+        } else if (strcmp(kv, "shard") == 0) {
+          snprintf(shard, sizeof shard, "%.500s", v);
+        } else if (strcmp(kv, "errno") == 0) {
+          f.fail_errno = parse_errno(v);
+          if (f.fail_errno < 0) bad = 1;
+        } else if (strcmp(kv, "steps") == 0) {
+          if (parse_steps(v, &f.fail_steps) < 0) bad = 1;
+        } else if (strcmp(kv, "delay_ms") == 0) {
+          unsigned long d = strtoul(v, &end, 10);
+          if (!*v || *end || d > 600000) bad = 1;
+          f.delay_ms = (uint32_t)d;
+        } else {
+          return mw_err_set(err, -EINVAL, "fault set: unknown key \"%.100s\" (nth, prefix, target, "
+                                          "shard, errno, steps, delay_ms, fsync_once)", kv);
+        }
+        if (bad) return mw_err_set(err, -EINVAL, "fault set: bad value for %.100s", kv);
+      }
+    }
+    if (target[0]) {
+      uint8_t id[16];
+      char sid[MW_UUID_STR_BYTES];
+      if (!shard[0]) return mw_err_set(err, -EINVAL, "fault set: target= needs shard=SHARD");
+      int rc = mw_fe_shard_resolve(t, shard, id, err);
+      if (rc < 0) return rc;
+      mw_shard_uuid_format(id, sid);
+      const char *sub = strcmp(target, "wal") == 0 ? "wal/"
+                        : strcmp(target, "manifest") == 0 ? "manifest/"
+                        : strcmp(target, "shard") == 0 ? "" : NULL;
+      if (sub == NULL) return mw_err_set(err, -EINVAL, "fault set: target must be wal, manifest or shard");
+      snprintf(prefix, sizeof prefix, "_mem_wal/%s/%s", sid, sub);
+      has_prefix = true;
+    }
+    if (has_prefix) f.fail_prefix = prefix;
+    if ((f.fail_nth || has_prefix) && f.fail_errno == 0) f.fail_errno = EIO;
+  }
+  int rc = mw_storage_fault_set(t->st, &f);
+  if (rc < 0) return mw_err_set(err, rc, "fault: the storage refused the settings");
+  mw_log_warn("table %s: TEST fault injection %s%s%s", t->path, argv[2], argc > 3 ? " " : "",
+              argc > 3 ? argv[3] : "");
+  return 0;
+}
+
 static void command(void *data, int argc, const char *const *argv, mw_admin_req_t *r) {
   mw_fe_admin_t *a = data;
   if (strcmp(argv[0], "status") == 0) {
@@ -287,6 +495,23 @@ static void command(void *data, int argc, const char *const *argv, mw_admin_req_
     mw_admin_reply(r, -ENOENT, msg);
     return;
   }
+  if (strcmp(argv[0], "fault") == 0) {
+    mw_err_t err = {0};
+    int rc = fault_command(a, o->t, argc, argv, &err);
+    if (rc < 0) {
+      op_done(o, rc, err.msg);
+      return;
+    }
+    mw_buf_t b = MW_BUF_INIT;
+    rc = mw_buf_append(&b, "{\"table\":", 9);
+    if (rc == 0) rc = mw_admin_json_str(&b, o->table);
+    if (rc == 0) rc = put(&b, ",\"fault\":\"%s\"}", argv[2]);
+    if (rc == 0) rc = mw_buf_append(&b, "", 1);
+    mw_admin_reply(r, rc, rc == 0 ? (const char *)b.data : "out of memory");
+    mw_buf_free(&b);
+    free(o);
+    return;
+  }
   if (strcmp(argv[0], "flush") == 0) {
     start_flush(a, o, argc, argv);
     op_done(o, 0, NULL);
@@ -307,6 +532,7 @@ static void command(void *data, int argc, const char *const *argv, mw_admin_req_
   }
   bool claim = strcmp(argv[0], "claim") == 0;
   o->s = mw_table_shard(o->t, id, claim);
+  if (o->s && strncmp(argv[2], "identity-", 9) == 0) mw_table_shard_set_key(o->t, id, argv[2] + 9);
   if (!o->s) {
     op_done(o, -ENOENT, claim ? "this daemon does not own that shard"
                               : "that shard is not open here (not owned, or not written since start)");

@@ -13,6 +13,11 @@
  *                  (claim opens the shard if this daemon owns it)
  *   drop-table T   mw_table_drop; {"table","dropped":true}; the table may
  *                  then only be closed (the daemon must stop serving it)
+ *   fault T set K=V,... | fault T clear   tests only: refused unless the
+ *                  daemon runs with MEMWALD_TEST_FAULTS=1; changes the table
+ *                  storage's fault injection (docs/protocol.md §2.1)
+ * `status` also carries each shard's fault episode and recoveries, and each
+ * table storage's health (mw_storage_health) at the top level.
  * Errors come back as the engine's reason, prefixed with the table name.
  */
 #ifndef MW_NET_ADMIN_ENGINE_H
@@ -41,7 +46,8 @@ void mw_fe_admin_engine(mw_fe_admin_t *a, mw_admin_engine_t *out);
 int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out);
 /* SHARD text -> shard UUID for table t. -EINVAL with a reason. */
 int mw_fe_shard_resolve(const mw_table_t *t, const char *text, uint8_t id[16], mw_err_t *err);
-/* "unsharded", "bucket-3", "identity" (the value is not kept), for status. */
+/* "unsharded", "bucket-3", "identity-<value>" when the table's shard record
+ * knows the value (else "identity"), for status. */
 void mw_fe_shard_key(const mw_table_t *t, const uint8_t id[16], char *out, size_t n);
 
 #endif

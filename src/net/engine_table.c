@@ -60,8 +60,8 @@ static void on_written(mw_table_write_t *w, int status, const char *reason) {
   assert(f && &f->w == w);
   mw_fe_done_cb done = f->done;
   void *arg = f->arg;
+  done(arg, status, reason); /* reason may point into f->w (its reason[]): free after */
   free(f);
-  done(arg, status, reason);
 }
 
 static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done, void *arg,

@@ -16,6 +16,16 @@
  *
  * Parking: FENCED / SEALED / CLOSED / FAILED fail every queued and waiting
  * write with the park status and the reason (logged once).
+ *
+ * Self-recovery: park(FAILED) opens (or continues) a fault episode in
+ * s->fault and arms the housekeeping timer for an automatic re-claim
+ * (1 s doubling to max_fault_retry_interval_ms). The re-claim is an
+ * ordinary claim (epoch+1, fence sentinel, replay) without a control
+ * completion (auto_claim); an operator's claim arriving meanwhile attaches
+ * to it. A failed attempt parks FAILED again with retries+1; ACTIVE ends
+ * the episode (memwald_shard_recoveries_total{kind="reclaim"}). Failed
+ * flushes keep their own retry loop (the shard stays ACTIVE) but are
+ * reported in the same s->fault record (kind="flush").
  */
 #include "shard/shard.h"
 
@@ -59,6 +69,7 @@ void mw_shard_config_defaults(mw_shard_config_t *c) {
   c->max_wal_inflight = 1;
   c->max_queued_writes = 1024;
   c->max_memtable_age_ms = 10000;
+  c->max_fault_retry_interval_ms = 30000;
   c->shard_spec_id = 1;
 }
 
@@ -92,7 +103,7 @@ int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value
       "max_wal_buffer_size", "max_memtable_size", "max_memtable_rows", "max_memtable_batches",
       "max_unflushed_memtable_bytes", "max_wal_flush_interval_ms", "manifest_scan_batch_size",
       "max_wal_inflight", "max_queued_writes", "backpressure_log_interval_ms",
-      "stats_log_interval_ms", "max_memtable_age_ms"};
+      "stats_log_interval_ms", "max_memtable_age_ms", "max_fault_retry_interval_ms"};
   size_t i = 0;
   for (; i < sizeof u64_keys / sizeof *u64_keys; i++)
     if (strcmp(key, u64_keys[i]) == 0) break;
@@ -110,6 +121,7 @@ int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value
     case 7: if (x < 1 || x > MW_WAL_MAX_INFLIGHT) rc = -EINVAL; else c->max_wal_inflight = (uint32_t)x; break;
     case 8: if (x > 1000000) rc = -EINVAL; else c->max_queued_writes = (uint32_t)x; break;
     case 11: if (x > 86400000) rc = -EINVAL; else c->max_memtable_age_ms = x; break;
+    case 12: if (x > 3600000) rc = -EINVAL; else c->max_fault_retry_interval_ms = x; break;
     default: break; /* log intervals: accepted, not used */
   }
 out:
@@ -128,6 +140,8 @@ static struct {
   mw_metric_t *wal_entries, *wal_bytes, *mt_bytes, *flushes, *flush_failures, *fences;
   mw_metric_t *flush_s;
   mw_metric_family_t *flush_fam;
+  mw_metric_t *recovered_reclaim, *recovered_flush;
+  mw_metric_t *states[MW_SS_FAILED + 1];
 } em;
 
 static mw_metric_t *one(mw_metric_family_t *f) { return f ? mw_metric_series(f, NULL) : NULL; }
@@ -153,11 +167,35 @@ static void metrics_init(void) {
                                      "Time from flush start to manifest commit.", NULL, 0, b,
                                      sizeof b / sizeof b[0]);
   em.flush_s = one(em.flush_fam);
+  static const char *const kind[] = {"kind"}, *const state[] = {"state"};
+  mw_metric_family_t *rf = mw_metrics_register(
+      m, MW_METRIC_COUNTER, "memwald_shard_recoveries_total",
+      "Fault episodes ended by the engine itself: kind=reclaim (a FAILED shard claimed again), "
+      "kind=flush (a flush committed after failed attempts).", kind, 1, NULL, 0);
+  mw_metric_family_t *sf = mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_shards",
+                                               "Shards by engine state.", state, 1, NULL, 0);
+  if (rf) {
+    const char *r[] = {"reclaim"}, *f[] = {"flush"};
+    em.recovered_reclaim = mw_metric_series(rf, r);
+    em.recovered_flush = mw_metric_series(rf, f);
+  }
+  for (int i = 0; sf && i <= MW_SS_FAILED; i++) {
+    const char *lv[] = {state_names[i]};
+    em.states[i] = mw_metric_series(sf, lv);
+  }
   em.ready = true;
 }
 
 static void count(mw_metric_t *m, uint64_t n) {
   if (m) mw_counter_add(m, n);
+}
+
+/* Every state change goes through here (memwald_shards{state}). */
+static void set_state(mw_shard_t *s, mw_shard_state_t st) {
+  assert(st <= MW_SS_FAILED && s->state <= MW_SS_FAILED);
+  if (em.states[s->state]) mw_gauge_add(em.states[s->state], -1);
+  if (em.states[st]) mw_gauge_add(em.states[st], 1);
+  s->state = st;
 }
 
 static void mt_bytes_add(double delta) {
@@ -275,17 +313,81 @@ static void set_bp(mw_shard_t *s, bool on) {
   if (s->on_backpressure) s->on_backpressure(s, on);
 }
 
+static void arm_timer(mw_shard_t *s);
+
+/* s->reason for a FAILED shard: the error and when the engine tries again
+ * (refreshed whenever a write is refused, so the figure stays current). */
+static void fault_reason(mw_shard_t *s) {
+  if (s->state != MW_SS_FAILED || s->fault.status == 0) return;
+  if (s->reclaim_at_ms == 0) {
+    snprintf(s->reason, sizeof s->reason, "%s", s->fault.error);
+    return;
+  }
+  uint64_t now = uv_now(s->loop);
+  uint64_t left = s->reclaim_at_ms > now ? s->reclaim_at_ms - now : 0;
+  const char *name = strerrorname_np(-s->fault.status);
+  snprintf(s->reason, sizeof s->reason,
+           "%.380s (storage error %s; not acknowledged; retrying: automatic re-claim in %" PRIu64
+           " ms)",
+           s->fault.error, name ? name : "?", left);
+}
+
+/* Open or continue a fault episode for a shard that just parked FAILED
+ * (prev = the state it failed in) and schedule the automatic re-claim. */
+static void fault_failed(mw_shard_t *s, mw_shard_state_t prev, int status) {
+  uint64_t now = uv_now(s->loop);
+  bool again = s->auto_claim && s->fault.status != 0 && strcmp(s->fault.op, "flush") != 0;
+  if (!again) {
+    memset(&s->fault, 0, sizeof s->fault);
+    s->fault.since_ms = now ? now : 1;
+    snprintf(s->fault.op, sizeof s->fault.op, "%s",
+             prev == MW_SS_CLAIMING ? "claim" : prev == MW_SS_REPLAYING ? "replay" : "wal");
+  } else {
+    s->fault.retries++;
+  }
+  s->auto_claim = false;
+  s->fault.status = status < 0 ? status : -EIO;
+  snprintf(s->fault.error, sizeof s->fault.error, "%s", s->reason);
+  s->reclaim_at_ms = 0;
+  s->fault.next_retry_ms = 0;
+  uint64_t cap = s->cfg.max_fault_retry_interval_ms;
+  if (cap > 0 && !s->closing) {
+    uint64_t base = cap < MW_SHARD_RECLAIM_BASE_MS ? cap : MW_SHARD_RECLAIM_BASE_MS;
+    uint32_t shift = s->fault.retries < 20 ? s->fault.retries : 20;
+    uint64_t delay = base << shift;
+    if (delay > cap) delay = cap;
+    s->reclaim_at_ms = now + delay;
+    s->fault.next_retry_ms = s->reclaim_at_ms;
+    arm_timer(s);
+  }
+  fault_reason(s);
+}
+
 static void park(mw_shard_t *s, mw_shard_state_t st, int status, const char *reason) {
   assert(st >= MW_SS_FENCED);
   bool was_parked = s->state >= MW_SS_FENCED;
   if (was_parked && s->state != MW_SS_CLOSED && st != MW_SS_CLOSED) return; /* first reason wins */
-  s->state = st;
+  mw_shard_state_t prev = s->state;
+  set_state(s, st);
   s->park_status = status;
   snprintf(s->reason, sizeof s->reason, "%s", reason ? reason : "");
   if (st == MW_SS_FENCED) count(em.fences, 1);
-  if (st == MW_SS_FENCED || st == MW_SS_FAILED)
+  if (st == MW_SS_FAILED) {
+    bool again = s->auto_claim && s->fault.status != 0;
+    fault_failed(s, prev, status);
+    if (again) /* one line per failed attempt; attempts back off (1 s doubling) */
+      mw_log_warn("shard %s: automatic re-claim %u failed: %s", s->id_str, s->fault.retries,
+                  s->reason);
+    else
+      mw_log_err("shard %s: FAILED: %s", s->id_str, s->reason);
+  } else {
+    s->auto_claim = false;
+    s->reclaim_at_ms = 0;
+    memset(&s->fault, 0, sizeof s->fault);
+  }
+  if (st == MW_SS_FENCED)
     mw_log_err("shard %s: %s: %s", s->id_str, mw_shard_state_name(st), s->reason);
-  else
+  else if (st != MW_SS_FAILED)
     mw_log_notice("shard %s: %s%s%s", s->id_str, mw_shard_state_name(st), s->reason[0] ? ": " : "",
                   s->reason);
   if ((st == MW_SS_FENCED || st == MW_SS_FAILED) && s->wal_ready && !s->wal.failed)
@@ -323,6 +425,7 @@ static void arm_timer(mw_shard_t *s) {
   if (s->active_since_ms && s->cfg.max_memtable_age_ms)
     next = s->active_since_ms + s->cfg.max_memtable_age_ms;
   if (s->flush_retry_at_ms && (next == 0 || s->flush_retry_at_ms < next)) next = s->flush_retry_at_ms;
+  if (s->reclaim_at_ms && (next == 0 || s->reclaim_at_ms < next)) next = s->reclaim_at_ms;
   if (next == 0) {
     uv_timer_stop(&s->timer);
     return;
@@ -370,7 +473,20 @@ static void on_flush_done(mw_flush_t *f, int status) {
     count(em.flush_failures, 1);
     uint32_t shift = s->flush_failures - 1 < 7 ? s->flush_failures - 1 : 7;
     uint64_t delay = (uint64_t)FLUSH_RETRY_BASE_MS << shift;
-    if (delay > FLUSH_RETRY_MAX_MS) delay = FLUSH_RETRY_MAX_MS;
+    uint64_t cap = FLUSH_RETRY_MAX_MS;
+    if (s->cfg.max_fault_retry_interval_ms > 0 && s->cfg.max_fault_retry_interval_ms < cap)
+      cap = s->cfg.max_fault_retry_interval_ms;
+    if (delay > cap) delay = cap;
+    if (s->fault.status == 0) {
+      memset(&s->fault, 0, sizeof s->fault);
+      s->fault.since_ms = uv_now(s->loop) ? uv_now(s->loop) : 1;
+      snprintf(s->fault.op, sizeof s->fault.op, "flush");
+    }
+    s->fault.status = status;
+    s->fault.retries = s->flush_failures - 1;
+    snprintf(s->fault.error, sizeof s->fault.error, "%s",
+             f->err.msg[0] ? f->err.msg : mw_strerror(status));
+    s->fault.next_retry_ms = uv_now(s->loop) + delay;
     mw_log_warn("shard %s: flush of generation %" PRIu64 " failed (attempt %u): %s; retrying in "
                 "%" PRIu64 " ms", s->id_str, s->n_frozen ? s->frozen[0]->m.generation : 0,
                 s->flush_failures, f->err.msg[0] ? f->err.msg : mw_strerror(status), delay);
@@ -381,9 +497,14 @@ static void on_flush_done(mw_flush_t *f, int status) {
     return;
   }
   if (status == 0) {
-    if (s->flush_failures > 0)
-      mw_log_notice("shard %s: flush succeeded after %u failed attempt(s)", s->id_str,
-                    s->flush_failures);
+    if (s->flush_failures > 0) {
+      mw_log_notice("shard %s: flush succeeded after %u failed attempt(s); fault cleared after "
+                    "%" PRIu64 " ms", s->id_str, s->flush_failures,
+                    s->fault.since_ms ? uv_now(s->loop) - s->fault.since_ms : 0);
+      count(em.recovered_flush, 1);
+      s->recoveries++;
+      if (strcmp(s->fault.op, "flush") == 0) memset(&s->fault, 0, sizeof s->fault);
+    }
     s->flush_failures = 0;
   }
   if (status < 0 && !parked) {
@@ -415,9 +536,38 @@ static void on_flush_done(mw_flush_t *f, int status) {
   progress(s);
 }
 
+static int start_claim(mw_shard_t *s);
+
+/* The automatic re-claim of a FAILED shard (fault_failed scheduled it). */
+static void auto_reclaim(mw_shard_t *s) {
+  s->reclaim_at_ms = 0;
+  if (s->state != MW_SS_FAILED || s->closing) return;
+  if (s->ctl != CTL_NONE || s->ctl_pending_done || mw_wal_busy(&s->wal) || s->flush.busy ||
+      s->op.busy) {
+    /* an operator's command or the failed I/O is still finishing */
+    s->reclaim_at_ms = uv_now(s->loop) + 100;
+    s->fault.next_retry_ms = s->reclaim_at_ms;
+    return;
+  }
+  mw_log_info("shard %s: automatic re-claim (attempt %u, %s for %" PRIu64 " ms)", s->id_str,
+              s->fault.retries + 1, strerrorname_np(-s->fault.status) ? strerrorname_np(-s->fault.status) : "?",
+              uv_now(s->loop) - s->fault.since_ms);
+  s->fault.next_retry_ms = 0;
+  int rc = start_claim(s);
+  if (rc < 0) {
+    /* start_claim left it FAILED; try again later */
+    s->auto_claim = true;
+    mw_shard_state_t prev = MW_SS_CLAIMING;
+    fault_failed(s, prev, rc);
+    return;
+  }
+  s->auto_claim = true;
+}
+
 static void on_timer(uv_timer_t *t) {
   mw_shard_t *s = t->data;
   uint64_t now = uv_now(s->loop);
+  if (s->reclaim_at_ms && now >= s->reclaim_at_ms) auto_reclaim(s);
   if (s->flush_retry_at_ms && now >= s->flush_retry_at_ms) {
     s->flush_retry_at_ms = 0;
     maybe_flush(s);
@@ -552,7 +702,10 @@ static int start_claim(mw_shard_t *s);
 int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_shard_write_cb cb) {
   assert(s != NULL && w != NULL && batch != NULL && cb != NULL);
   if (s->closing) return -ESHUTDOWN;
-  if (s->state >= MW_SS_FENCED) return s->park_status ? s->park_status : -ESHUTDOWN;
+  if (s->state >= MW_SS_FENCED) {
+    fault_reason(s); /* "... retrying in N ms" stays current */
+    return s->park_status ? s->park_status : -ESHUTDOWN;
+  }
   if (s->stopping) return s->ctl == CTL_SEAL ? -EROFS : -ESHUTDOWN;
   int rc = check_batch(s, batch);
   if (rc < 0) return rc;
@@ -594,7 +747,10 @@ int mw_shard_sync(mw_shard_t *s, mw_shard_write_t *w, mw_shard_write_cb cb) {
     complete(s, w, 0); /* everything inserted is durable (or nothing was) */
     return 0;
   }
-  if (s->state >= MW_SS_FENCED) return s->park_status ? s->park_status : -ESHUTDOWN;
+  if (s->state >= MW_SS_FENCED) {
+    fault_reason(s);
+    return s->park_status ? s->park_status : -ESHUTDOWN;
+  }
   if (s->q_head == NULL) {
     wait_durable(s, w);
     return 0;
@@ -646,9 +802,21 @@ static void on_wal_failed(mw_wal_t *wal, int status, const char *reason) {
 static void replay_next(mw_shard_t *s);
 
 static void become_active(mw_shard_t *s, uint64_t hole) {
-  s->state = MW_SS_ACTIVE;
+  set_state(s, MW_SS_ACTIVE);
   s->reason[0] = '\0';
   s->park_status = 0;
+  if (s->auto_claim && s->fault.status != 0) {
+    mw_log_notice("shard %s: recovered by itself: ACTIVE again %" PRIu64 " ms after the fault "
+                  "(%s: %s), %u failed re-claim(s) before", s->id_str,
+                  uv_now(s->loop) - s->fault.since_ms, s->fault.op,
+                  strerrorname_np(-s->fault.status) ? strerrorname_np(-s->fault.status) : "?",
+                  s->fault.retries);
+    s->recoveries++;
+    count(em.recovered_reclaim, 1);
+  }
+  s->auto_claim = false;
+  s->reclaim_at_ms = 0;
+  if (strcmp(s->fault.op, "flush") != 0) memset(&s->fault, 0, sizeof s->fault);
   mw_log_info("shard %s: ACTIVE at epoch %" PRIu64 ", next WAL position %" PRIu64
               ", %" PRId64 " rows replayed",
               s->id_str, s->epoch, hole, s->active->m.n_rows);
@@ -658,6 +826,7 @@ static void become_active(mw_shard_t *s, uint64_t hole) {
   if (s->ctl == CTL_CLAIM || s->ctl == CTL_UNSEAL) ctl_done(s, 0, NULL);
   update_bp(s);
   admit(s);
+  progress(s); /* a release that waited for the automatic re-claim */
 }
 
 static void insert_replayed(mw_shard_t *s) {
@@ -745,7 +914,7 @@ static void replay_next(mw_shard_t *s) {
 }
 
 static void start_replay(mw_shard_t *s) {
-  s->state = MW_SS_REPLAYING;
+  set_state(s, MW_SS_REPLAYING);
   s->replay_pos = s->claimed.replay_after_wal_entry_position + 1;
   s->replay_max_epoch = 0;
   replay_next(s);
@@ -795,14 +964,16 @@ static void on_claimed(mw_mstore_op_t *op, int status) {
 static int start_claim(mw_shard_t *s) {
   if (mw_wal_busy(&s->wal) || s->flush.busy || s->op.busy) return -EBUSY;
   drop_memtables(s);
-  s->state = MW_SS_CLAIMING;
+  set_state(s, MW_SS_CLAIMING);
   s->reason[0] = '\0';
   s->park_status = 0;
   s->wal_ready = false;
+  s->reclaim_at_ms = 0;
+  s->auto_claim = false;
   mw_mstore_invalidate(&s->ms);
   int rc = mw_mstore_claim(&s->ms, &s->op, on_claimed);
   if (rc < 0) {
-    s->state = MW_SS_FAILED;
+    set_state(s, MW_SS_FAILED);
     s->park_status = rc;
     snprintf(s->reason, sizeof s->reason, "claim refused: %s", mw_strerror(rc));
   }
@@ -880,6 +1051,8 @@ static void progress(mw_shard_t *s) {
 int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
   assert(s != NULL);
   if (s->state == MW_SS_SEALED) return -EROFS;
+  if (s->auto_claim && (s->state == MW_SS_CLAIMING || s->state == MW_SS_REPLAYING))
+    return ctl_begin(s, CTL_CLAIM, cb, arg); /* the automatic re-claim answers it */
   if (s->state >= MW_SS_CLAIMING && s->state <= MW_SS_ACTIVE) return -EALREADY;
   int rc = ctl_begin(s, CTL_CLAIM, cb, arg);
   if (rc < 0) return rc;
@@ -901,7 +1074,11 @@ int mw_shard_flush(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
 }
 
 static int stop(mw_shard_t *s, int kind, mw_shard_done_cb cb, void *arg) {
-  if (s->state != MW_SS_ACTIVE) return s->park_status ? s->park_status : -EINVAL;
+  /* A release during the automatic re-claim waits for it (then drains and
+   * flushes like any release; a failed claim fails the release). */
+  bool reclaiming = kind == CTL_RELEASE && s->auto_claim &&
+                    (s->state == MW_SS_CLAIMING || s->state == MW_SS_REPLAYING);
+  if (s->state != MW_SS_ACTIVE && !reclaiming) return s->park_status ? s->park_status : -EINVAL;
   int rc = ctl_begin(s, kind, cb, arg);
   if (rc < 0) return rc;
   s->stopping = true;
@@ -918,7 +1095,7 @@ static int stop(mw_shard_t *s, int kind, mw_shard_done_cb cb, void *arg) {
     complete(s, w, kind == CTL_SEAL ? -EROFS : -ESHUTDOWN);
   }
   s->q_tail = NULL;
-  mw_wal_flush(&s->wal);
+  if (s->state == MW_SS_ACTIVE) mw_wal_flush(&s->wal);
   progress(s);
   return 0;
 }
@@ -951,7 +1128,7 @@ static void on_unsealed(mw_mstore_op_t *op, int status) {
     ctl_done(s, status, op->err.msg);
     return;
   }
-  s->state = MW_SS_NEW;
+  set_state(s, MW_SS_NEW);
   int rc = start_claim(s);
   if (rc < 0) ctl_done(s, rc, s->reason);
 }
@@ -989,7 +1166,7 @@ static void on_dropped(mw_storage_req_t *req, int status) {
     return;
   }
   mw_log_notice("shard %s: dropped (%zu objects)", s->id_str, req->nkeys);
-  s->state = MW_SS_CLOSED;
+  set_state(s, MW_SS_CLOSED);
   snprintf(s->reason, sizeof s->reason, "shard %s dropped", s->id_str);
   s->park_status = -ESHUTDOWN;
   ctl_done(s, 0, NULL);
@@ -1045,11 +1222,13 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
   uv_timer_init(loop, &s->timer);
   s->timer.data = s;
   s->state = MW_SS_NEW;
+  if (em.states[MW_SS_NEW]) mw_gauge_add(em.states[MW_SS_NEW], 1);
   return 0;
 }
 
 static void on_timer_closed(uv_handle_t *h) {
   mw_shard_t *s = h->data;
+  if (em.states[s->state]) mw_gauge_add(em.states[s->state], -1);
   mw_shard_manifest_free(&s->claimed);
   mw_mstore_op_free(&s->op);
   mw_mstore_free(&s->ms);
@@ -1110,4 +1289,5 @@ void mw_shard_stats(const mw_shard_t *s, mw_shard_stats_t *o) {
   o->flushes = s->flushes;
   o->queued_writes = s->n_queued;
   o->waiting_acks = s->n_waiting;
+  o->recoveries = s->recoveries;
 }

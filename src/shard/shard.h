@@ -30,6 +30,17 @@
  *
  * Control operations (claim, flush, seal, unseal, release, drop) take a
  * completion (status, reason); one runs at a time (-EBUSY otherwise).
+ *
+ * Self-recovery: a shard parked FAILED (an I/O error on a WAL put, a claim,
+ * a replay read...) is claimed again by the engine itself after 1 s,
+ * doubling to max_fault_retry_interval_ms (default 30 s; 0 = never). The
+ * claim replays the WAL, so every acknowledged row is kept and nothing that
+ * was refused is acknowledged later. While FAILED, writes are refused at
+ * once with the park status and a reason naming the error and the time to
+ * the next attempt; while the automatic claim runs they queue (at most
+ * max_queued_writes). FENCED, SEALED and CLOSED shards are never re-claimed
+ * automatically. mw_shard_fault() tells the current fault episode (also a
+ * failing flush, which is retried while the shard stays ACTIVE).
  */
 #ifndef MW_SHARD_SHARD_H
 #define MW_SHARD_SHARD_H
@@ -52,6 +63,10 @@
 /* A single write larger than this is refused (-EFBIG): it must fit one WAL
  * entry, and entries must fit one storage object (256 MiB by default). */
 #define MW_SHARD_MAX_BATCH_BYTES ((uint64_t)64 << 20)
+/* Automatic re-claim of a FAILED shard: the first attempt after this long
+ * (or max_fault_retry_interval_ms if smaller), doubling. */
+#define MW_SHARD_RECLAIM_BASE_MS 1000
+#define MW_SHARD_FAULT_OP_BYTES 16
 
 typedef enum mw_shard_state {
   MW_SS_NEW = 0,     /* not claimed yet */
@@ -85,6 +100,10 @@ typedef struct mw_shard_config {
    * readers never read the WAL, so this bounds how long an acknowledged row
    * stays invisible to them. 0 = never. Default 10 000. */
   uint64_t max_memtable_age_ms;
+  /* A FAILED shard is re-claimed after 1 s, doubling up to this (also the
+   * cap of the flush retry back-off when smaller than 10 s). 0 = no
+   * automatic re-claim (an operator's `claim` only). Default 30 000. */
+  uint64_t max_fault_retry_interval_ms;
   uint32_t shard_spec_id;              /* for a fresh claim (LanceDB: 1) */
   uint64_t sstable_seed;               /* tests: deterministic SSTable names */
 } mw_shard_config_t;
@@ -120,6 +139,17 @@ typedef struct mw_shard_mt {
   uint64_t covered;           /* flush: WAL positions covered */
 } mw_shard_mt_t;
 
+/* The current fault episode: from the first failure until the shard is
+ * ACTIVE again (or, for a flush, until a flush commits). */
+typedef struct mw_shard_fault {
+  int status;                /* -errno of the last failure; 0 = no fault */
+  char op[MW_SHARD_FAULT_OP_BYTES]; /* "wal", "claim", "replay", "flush", ... */
+  char error[MW_SHARD_REASON_BYTES]; /* the last failure's reason */
+  uint64_t since_ms;         /* uv_now() of the episode's first failure */
+  uint32_t retries;          /* recovery attempts that failed so far */
+  uint64_t next_retry_ms;    /* uv_now() of the next attempt; 0 = running / none */
+} mw_shard_fault_t;
+
 typedef struct mw_shard_stats {
   mw_shard_state_t state;
   uint64_t epoch;
@@ -135,6 +165,7 @@ typedef struct mw_shard_stats {
   bool backpressured;
   uint64_t writes_acked, rows_acked, wal_entries, flushes;
   uint32_t queued_writes, waiting_acks;
+  uint64_t recoveries;         /* fault episodes ended by the engine itself */
 } mw_shard_stats_t;
 
 struct mw_shard {
@@ -192,6 +223,11 @@ struct mw_shard {
   bool stopping;              /* seal/release: refuse writes */
   mw_storage_req_t dreq;      /* drop */
   uint64_t writes_acked, rows_acked, flushes;
+  /* faults and self-recovery */
+  mw_shard_fault_t fault;
+  uint64_t reclaim_at_ms;     /* automatic re-claim due; 0 = none */
+  bool auto_claim;            /* the running claim is the engine's own */
+  uint64_t recoveries;
   bool closing;
   void (*close_cb)(mw_shard_t *s);
 };
@@ -237,5 +273,9 @@ static inline bool mw_shard_backpressured(const mw_shard_t *s) { return s->backp
 static inline mw_shard_state_t mw_shard_state(const mw_shard_t *s) { return s->state; }
 /* Why the shard is parked ("" when it is not). */
 static inline const char *mw_shard_reason(const mw_shard_t *s) { return s->reason; }
+/* The current fault episode, or NULL when the shard is healthy. */
+static inline const mw_shard_fault_t *mw_shard_fault(const mw_shard_t *s) {
+  return s->fault.status != 0 ? &s->fault : NULL;
+}
 
 #endif

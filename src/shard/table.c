@@ -317,6 +317,48 @@ mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create) {
   return shard_get(t, id, create, false);
 }
 
+void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *value) {
+  assert(t != NULL && id != NULL && value != NULL);
+  mw_table_shard_t *ts = NULL;
+  for (size_t i = 0; i < t->n_shards && ts == NULL; i++)
+    if (memcmp(t->shards[i]->id, id, 16) == 0) ts = t->shards[i];
+  if (ts == NULL || ts->key[0] != '\0') return;
+  size_t n = strlen(value);
+  bool cut = n > MW_TABLE_SHARD_KEY_VALUE_BYTES;
+  if (cut) {
+    n = MW_TABLE_SHARD_KEY_VALUE_BYTES;
+    while (n > 0 && ((unsigned char)value[n] & 0xC0) == 0x80) n--; /* UTF-8 boundary */
+  }
+  snprintf(ts->key, sizeof ts->key, "identity-%.*s", (int)n, value);
+  ts->key_truncated = cut;
+  assert(strlen(ts->key) < sizeof ts->key);
+}
+
+/* The identity value of row 0 of a routed part, as text (ints decimal,
+ * true/false, strings raw; mw_table_shard_set_key cuts long ones). */
+static void note_identity(mw_table_t *t, const uint8_t id[16], const mw_batch_t *part) {
+  for (size_t i = 0; i < t->n_shards; i++)
+    if (memcmp(t->shards[i]->id, id, 16) == 0 && t->shards[i]->key[0] != '\0') return;
+  const mw_field_t *f = &t->schema.fields[t->route_field];
+  uint8_t raw[MW_ROUTE_MAX_IDENTITY_BYTES];
+  char text[MW_TABLE_SHARD_KEY_VALUE_BYTES + 8];
+  int n = mw_route_scalar_bytes(f, &part->cols[t->route_field], 0, raw, sizeof raw, NULL);
+  if (n < 0) return;
+  if (n > MW_TABLE_SHARD_KEY_VALUE_BYTES + 4) n = MW_TABLE_SHARD_KEY_VALUE_BYTES + 4;
+  uint64_t u = 0;
+  for (int i = 0; i < n && i < 8; i++) u |= (uint64_t)raw[i] << (8 * i);
+  switch (f->type) {
+    case MW_T_UTF8: snprintf(text, sizeof text, "%.*s", n, (const char *)raw); break;
+    case MW_T_BOOL: snprintf(text, sizeof text, "%s", raw[0] ? "true" : "false"); break;
+    case MW_T_INT32: snprintf(text, sizeof text, "%" PRId32, (int32_t)(uint32_t)u); break;
+    case MW_T_INT64: snprintf(text, sizeof text, "%" PRId64, (int64_t)u); break;
+    case MW_T_UINT32:
+    case MW_T_UINT64: snprintf(text, sizeof text, "%" PRIu64, u); break;
+    default: return;
+  }
+  mw_table_shard_set_key(t, id, text);
+}
+
 int mw_table_claim_owned(mw_table_t *t) {
   uint8_t id[16];
   int started = 0;
@@ -459,6 +501,8 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_ta
   size_t submitted = 0;
   for (size_t j = 0; j < n; j++) {
     mw_shard_t *s = mw_table_shard(t, ids[j], true);
+    if (s != NULL && t->kind == MW_SHARDING_IDENTITY && t->route_field >= 0)
+      note_identity(t, ids[j], &parts[j]);
     part_t *p = s ? calloc(1, sizeof *p) : NULL;
     rc = p ? 0 : -ENOMEM;
     if (p) {

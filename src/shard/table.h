@@ -55,8 +55,18 @@ typedef struct mw_table_opts {
   const mw_storage_fault_t *fault;  /* tests: storage fault injection */
 } mw_table_opts_t;
 
+/* "identity-" + at most this many bytes of the value are kept for status. */
+#define MW_TABLE_SHARD_KEY_VALUE_BYTES 64
+#define MW_TABLE_SHARD_KEY_BYTES (MW_TABLE_SHARD_KEY_VALUE_BYTES + 16)
+
 typedef struct mw_table_shard {
   uint8_t id[16];
+  /* Identity tables: "identity-<value>" once the daemon knows the value (the
+   * router sent rows of it here, or an admin command named the shard so);
+   * "" until then. A longer value is cut (at a UTF-8 boundary) and
+   * key_truncated is set. */
+  char key[MW_TABLE_SHARD_KEY_BYTES];
+  bool key_truncated;
   mw_shard_t shard;
 } mw_table_shard_t;
 
@@ -122,6 +132,9 @@ int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t));
 /* The shard with this id, created (state NEW) when `create`; NULL when not
  * owned or not created. */
 mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create);
+/* Remember "identity-<value>" (value as text) for shard id when its record
+ * exists and has no key yet; cut to MW_TABLE_SHARD_KEY_VALUE_BYTES. */
+void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *value);
 /* Eager start: claim every owned shard the spec can name (unsharded: one;
  * bucket: every owned bucket; identity: the listed ones). Returns how many
  * claims were started. */

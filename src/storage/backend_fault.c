@@ -85,6 +85,12 @@ int mw_storage_fault_set(mw_storage_t *st, const mw_storage_fault_t *f) {
   return fault_apply(st, f);
 }
 
+void mw_storage_fault_get(const mw_storage_t *st, mw_storage_fault_t *out) {
+  assert(st != NULL && out != NULL);
+  *out = st->fault;
+  out->fail_fsync_once = atomic_load(&((mw_storage_t *)st)->fsync_fail_pending);
+}
+
 void mw_storage__fault_close(mw_storage_t *st) {
   assert(st != NULL);
   if (st->fault.power_loss != NULL) mw_powerloss__detach(st->fault.power_loss);

@@ -59,8 +59,17 @@ static const char *const op_names[] = {
 mw_storage_metrics_t mw_storage__metrics;
 static const char *const result_names[4] = {"ok", "exists", "absent", "error"};
 
+/* memwald_storage_errors_total{op,errno}: failed completions (-EEXIST and
+ * -ENOENT are answers, not errors). Series are made on first use (loop
+ * thread: completions run there); the registry bounds their number. */
+static mw_metric_family_t *errors_family;
+
 static void metrics_register(void) {
   mw_storage_metrics_t *m = &mw_storage__metrics;
+  static const char *const op_errno[] = {"op", "errno"};
+  errors_family = mw_metrics_register(
+      mw_metrics_default(), MW_METRIC_COUNTER, "memwald_storage_errors_total",
+      "Storage operations that failed, by operation and errno.", op_errno, 2, NULL, 0);
   mw_metrics_t *reg = mw_metrics_default();
   static const char *const op_result[] = {"op", "result"};
   static const char *const kind[] = {"kind"};
@@ -108,6 +117,13 @@ static void count_op(const mw_storage_req_priv_t *p, int status) {
   if (!mw_storage__metrics.ok || p->op < MW_OP_PUT_IF_ABSENT || p->op > MW_OP_SWEEP_TMP) return;
   int r = status == 0 ? 0 : status == -EEXIST ? 1 : status == -ENOENT ? 2 : 3;
   mw_counter_add(mw_storage__metrics.ops[p->op][r], 1);
+  if (r == 3 && errors_family != NULL) {
+    char num[16];
+    const char *name = status < 0 ? strerrorname_np(-status) : NULL;
+    if (name == NULL) snprintf(num, sizeof num, "E%d", -status), name = num;
+    const char *lv[] = {op_names[p->op], name};
+    mw_counter_add(mw_metric_series(errors_family, lv), 1);
+  }
   if (status == 0 && (p->op == MW_OP_PUT || p->op == MW_OP_PUT_IF_ABSENT))
     mw_counter_add(mw_storage__metrics.written, p->len);
 }

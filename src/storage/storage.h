@@ -203,6 +203,11 @@ void mw_storage_close(mw_storage_t *st, mw_storage_close_cb cb, void *arg);
  * the journal given at open (which stays attached either way): -EINVAL
  * otherwise, and for a bad fail_errno. fail_prefix is copied. */
 int mw_storage_fault_set(mw_storage_t *st, const mw_storage_fault_t *f);
+/* The fault settings in force (loop thread): *out gets a copy whose
+ * fail_prefix points into the storage (valid until the next set). A run-time
+ * control edits this copy and sets it back, so the on_step hook and the
+ * power-loss journal installed at open are kept. */
+void mw_storage_fault_get(const mw_storage_t *st, mw_storage_fault_t *out);
 /* Health, for the daemon's status (loop thread). -EEXIST and -ENOENT are
  * answers, not failures. A fault has cleared when consecutive_failures is
  * back to 0. */

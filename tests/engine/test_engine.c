@@ -1140,6 +1140,178 @@ static void test_flush_retried_after_failure(void **state) {
   env_close(&e);
 }
 
+/* ----------------------------------------------------- self-recovery */
+
+static bool state_is(poll_ctx_t *p) { return mw_shard_state(p->s) == (mw_shard_state_t)p->arg; }
+static bool reclaim_failed(poll_ctx_t *p) {
+  const mw_shard_fault_t *f = mw_shard_fault(p->s);
+  return f != NULL && f->retries >= (uint32_t)p->arg && mw_shard_state(p->s) == MW_SS_FAILED;
+}
+
+/* WAL puts fail (EIO) past the 3 retries: the shard parks FAILED, nothing
+ * is acknowledged, writes are refused at once naming the error and the
+ * retry; a re-claim under the same fault fails and backs off; once the
+ * fault clears the engine claims the shard again by itself within
+ * max_fault_retry_interval_ms (+ the claim), replaying exactly the
+ * acknowledged rows; writes are acknowledged again. */
+static void test_auto_reclaim_after_wal_failure(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"max_fault_retry_interval_ms"};
+  const char *v[] = {"200"};
+  env_open(&e, "unsharded-small", true, k, v, 1);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 41, 100000);
+  wreq_t r[5] = {0};
+  wctx_t c = {.expect = 2};
+  assert_int_equal(write_rows(&e, s, &mod, &r[0], &c, 0, 5), 0);
+  assert_int_equal(write_rows(&e, s, &mod, &r[1], &c, 1, 5), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 2);
+
+  mw_storage_fault_t f = {.fail_prefix = "_mem_wal/" UNSHARDED "/wal/", .fail_errno = EIO,
+                          .fail_steps = MW_STEP_BIT(MW_STEP_WRITE)};
+  assert_int_equal(mw_storage_fault_set(e.t->st, &f), 0);
+  wctx_t c2 = {.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r[2], &c2, 2, 5), 0);
+  run_until(&e.loop, &c2.stop_flag);
+  assert_int_equal(c2.acked, 0);
+  assert_int_equal(c2.last_status, -EIO);
+  assert_non_null(strstr(c2.reason, "retrying"));
+  assert_int_equal(mw_shard_state(s), MW_SS_FAILED);
+  const mw_shard_fault_t *fault = mw_shard_fault(s);
+  assert_non_null(fault);
+  assert_string_equal(fault->op, "wal");
+  assert_int_equal(fault->status, -EIO);
+  assert_true(fault->next_retry_ms > 0);
+  /* refused at once while FAILED, with the storage error and the retry */
+  mw_batch_t b;
+  assert_int_equal(er_batch(&mod, &e.t->schema, 3, 0.0, &b), 0);
+  assert_int_equal(mw_shard_write(s, &r[3].w, &b, on_write), -EIO);
+  mw_batch_free(&b);
+  assert_non_null(strstr(mw_shard_reason(s), "EIO"));
+  assert_non_null(strstr(mw_shard_reason(s), "retrying"));
+  /* the automatic re-claim fails under the same fault (fence sentinel) */
+  poll_ctx_t p = {.s = s, .cond = reclaim_failed, .arg = 1};
+  wait_for(&e, &p);
+  assert_true(mw_shard_fault(s)->next_retry_ms > 0);
+  assert_int_equal(s->recoveries, 0);
+
+  assert_int_equal(mw_storage_fault_set(e.t->st, NULL), 0);
+  uint64_t t_clear = uv_now(&e.loop);
+  poll_ctx_t pa = {.s = s, .cond = state_is, .arg = MW_SS_ACTIVE};
+  wait_for(&e, &pa);
+  uint64_t took = uv_now(&e.loop) - t_clear;
+  assert_true(took <= 200 + 1000);
+  assert_null(mw_shard_fault(s));
+  assert_int_equal(s->recoveries, 1);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.memtable_rows, 10); /* the 10 acked rows, not the 5 refused */
+  wctx_t c3 = {.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r[4], &c3, 4, 5), 0);
+  run_until(&e.loop, &c3.stop_flag);
+  assert_int_equal(c3.acked, 1);
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.memtable_rows, 15);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
+/* A flush whose shard-manifest commit fails (ENOSPC on the link of the next
+ * manifest version) is retried (capped by max_fault_retry_interval_ms) while
+ * the shard stays ACTIVE and reports the fault; after the fault clears the
+ * flush commits and the fault is gone. */
+static void test_flush_manifest_commit_recovers(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"max_fault_retry_interval_ms"};
+  const char *v[] = {"200"};
+  env_open(&e, "unsharded-small", true, k, v, 1);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 43, 1000);
+  wreq_t r = {0};
+  wctx_t c = {.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r, &c, 0, 30), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  mw_storage_fault_t f = {.fail_prefix = "_mem_wal/" UNSHARDED "/manifest/", .fail_errno = ENOSPC,
+                          .fail_steps = MW_STEP_BIT(MW_STEP_LINK)};
+  assert_int_equal(mw_storage_fault_set(e.t->st, &f), 0);
+  done_t d = {0};
+  assert_int_equal(mw_shard_flush(s, on_done, &d), 0);
+  poll_ctx_t p = {.s = s, .cond = flush_failed, .arg = 3};
+  wait_for(&e, &p);
+  assert_false(d.fired);
+  assert_int_equal(mw_shard_state(s), MW_SS_ACTIVE);
+  const mw_shard_fault_t *fault = mw_shard_fault(s);
+  assert_non_null(fault);
+  assert_string_equal(fault->op, "flush");
+  assert_int_equal(fault->status, -ENOSPC);
+  assert_true(fault->retries >= 2);
+  assert_true(fault->next_retry_ms - uv_now(&e.loop) <= 200);
+  assert_int_equal(mw_storage_fault_set(e.t->st, NULL), 0);
+  uint64_t t_clear = uv_now(&e.loop);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  assert_true(uv_now(&e.loop) - t_clear <= 200 + 1000);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.sstables, 1);
+  assert_null(mw_shard_fault(s));
+  assert_int_equal(s->recoveries, 1);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
+/* One failed fsync (of the WAL entry's temp file, fsync on): the put is
+ * retried at the same position and the write acknowledged once; nothing
+ * fails, the shard stays ACTIVE, the storage counts one failure. */
+static void test_one_failed_fsync(void **state) {
+  (void)state;
+  env_t e;
+  memset(&e, 0, sizeof e);
+  assert_int_equal(uv_loop_init(&e.loop), 0);
+  e.scratch = tu_mkdtemp("engine");
+  e.table_dir = copy_vector("unsharded-small", e.scratch);
+  char *p = tu_strf("%s/_mem_wal", e.table_dir);
+  tu_rmtree(p);
+  free(p);
+  mw_table_opts_t o = {.no_fsync = false};
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_open(&e.loop, e.table_dir, &o, &e.t, &err), 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  mw_storage_health_t h0, h1;
+  mw_storage_health(e.t->st, &h0);
+  mw_storage_fault_t f = {.fail_fsync_once = true};
+  assert_int_equal(mw_storage_fault_set(e.t->st, &f), 0);
+  er_model_t mod;
+  er_model_init(&mod, 47, 1000);
+  wreq_t r = {0};
+  wctx_t c = {.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r, &c, 0, 7), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  assert_int_equal(c.failed, 0);
+  assert_int_equal(mw_shard_state(s), MW_SS_ACTIVE);
+  mw_storage_health(e.t->st, &h1);
+  assert_int_equal(h1.ops_failed - h0.ops_failed, 1);
+  assert_int_equal(h1.last_error, -EIO);
+  assert_int_equal(h1.consecutive_failures, 0);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.wal_entries, 1);
+  assert_int_equal(st.memtable_rows, 7);
+  assert_null(mw_shard_fault(s));
+  er_model_free(&mod);
+  env_close(&e);
+}
+
 /* ------------------------------------------------------------------ router */
 
 static void test_router_bucket(void **state) {
@@ -1318,6 +1490,9 @@ int main(void) {
       cmocka_unit_test(test_freeze_flush_and_backpressure),
       cmocka_unit_test(test_memtable_age_bound),
       cmocka_unit_test(test_flush_retried_after_failure),
+      cmocka_unit_test(test_auto_reclaim_after_wal_failure),
+      cmocka_unit_test(test_flush_manifest_commit_recovers),
+      cmocka_unit_test(test_one_failed_fsync),
       cmocka_unit_test(test_router_bucket),
       cmocka_unit_test(test_drop_table),
       cmocka_unit_test(test_drop_interrupted_is_finishable),
