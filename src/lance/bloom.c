@@ -14,6 +14,16 @@
  * nulls (the common case) skips the streaming state: 9 bytes are one SipHash
  * word (v << 8) plus a one-byte tail (v >> 56).
  *
+ * Key types. Lance 12's set_unenforced_primary_key accepts Int32, Int64,
+ * Utf8, LargeUtf8, Binary, LargeBinary and FixedSizeBinary keys, not nullable;
+ * of memwald's types that is int32, int64, utf8 and binary, and each of them
+ * rebuilds a bloom_filter.bin written by Lance byte for byte
+ * (tests/formats/data/bloom_types, tools/gen-bloom-fixtures.mjs). uint32,
+ * uint64 and bool keys are refused (-ENOTSUP): Lance refuses them as keys,
+ * and the compute_row_hash we read in Lance's memtable.rs feeds only the
+ * is_null byte for them (it hashes values of Int32, Int64, Utf8 and Binary
+ * arrays only), so no bloom we wrote for them could agree with its probes.
+ *
  * Dedup. Walking rows newest first, a row is superseded iff its hash was
  * already seen; an open-addressing set of u64 (linear probing, capacity the
  * power of two >= 2 × rows, so load <= 1/2) answers that. Hash 0 is kept in a
@@ -145,8 +155,7 @@ static inline uint64_t sip_short(bool has_word, uint64_t word, uint64_t tail, ui
 
 static bool pk_type_ok(mw_type_t t) {
   switch (t) {
-    case MW_T_INT32: case MW_T_INT64: case MW_T_UINT32: case MW_T_UINT64:
-    case MW_T_BOOL: case MW_T_UTF8: case MW_T_BINARY:
+    case MW_T_INT32: case MW_T_INT64: case MW_T_UTF8: case MW_T_BINARY:
       return true;
     default:
       return false;
@@ -162,14 +171,11 @@ static void feed_value(mw_sip13_t *s, const mw_field_t *f, const mw_column_t *c,
   sip_write_u8(s, 0);
   const uint8_t *v = c->values.data;
   switch (f->type) {
-    case MW_T_INT32: case MW_T_UINT32:
+    case MW_T_INT32:
       mw_sip13_write(s, v + 4 * i, 4);
       break;
-    case MW_T_INT64: case MW_T_UINT64:
+    case MW_T_INT64:
       mw_sip13_write(s, v + 8 * i, 8);
-      break;
-    case MW_T_BOOL:
-      sip_write_u8(s, mw_bit_get(v, i) ? 1 : 0);
       break;
     case MW_T_UTF8: {
       size_t n;
@@ -209,8 +215,10 @@ static void hash_i32_nonnull(const uint8_t *v, int64_t n, uint64_t *out) {
 static int check_column(const mw_field_t *f, const mw_column_t *c, int64_t n_rows, size_t k,
                         mw_err_t *err) {
   if (!pk_type_ok(f->type))
-    return mw_err_set(err, -ENOTSUP, "pk hash: column %zu '%s' has type %s, not a PK type", k,
-                      f->name ? f->name : "?", mw_type_name(f->type));
+    return mw_err_set(err, -ENOTSUP,
+                      "pk hash: column %zu '%s' has type %s; Lance 12 accepts only int32, int64, "
+                      "utf8 and binary primary keys", k, f->name ? f->name : "?",
+                      mw_type_name(f->type));
   if (c->length < n_rows)
     return mw_err_set(err, -EINVAL, "pk hash: column %zu has %lld rows, need %lld", k,
                       (long long)c->length, (long long)n_rows);
@@ -229,11 +237,11 @@ int mw_pk_hash_columns(const mw_field_t *const *fields, const mw_column_t *const
   }
   if (n_cols == 1 && cols[0]->null_count == 0) {
     mw_type_t t = fields[0]->type;
-    if (t == MW_T_INT64 || t == MW_T_UINT64) {
+    if (t == MW_T_INT64) {
       hash_i64_nonnull(cols[0]->values.data, n_rows, out);
       return 0;
     }
-    if (t == MW_T_INT32 || t == MW_T_UINT32) {
+    if (t == MW_T_INT32) {
       hash_i32_nonnull(cols[0]->values.data, n_rows, out);
       return 0;
     }

@@ -220,9 +220,10 @@ fail:
 
 /* ------------------------------------------------------------- primary key */
 
+/* The key types Lance 12 accepts (setUnenforcedPrimaryKey refuses uint32,
+ * uint64 and bool; tests/formats/data/bloom_types/ has its messages). */
 static bool pk_type_ok(mw_type_t t) {
-  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 ||
-         t == MW_T_UTF8 || t == MW_T_BINARY || t == MW_T_BOOL;
+  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UTF8 || t == MW_T_BINARY;
 }
 
 /* Column name at the current token -> field index. */
@@ -263,8 +264,8 @@ int mw_schema_pk_text_apply(mw_schema_t *s, const char *text, mw_err_t *err) {
                       at.col, f->name);
   if (!pk_type_ok(f->type))
     return mw_err_set(err, -EINVAL,
-                      "primary_key: column %zu: \"%s\" is %s; a key must be an integer, string, "
-                      "binary or bool", at.col, f->name, mw_type_name(f->type));
+                      "primary_key: column %zu: \"%s\" is %s; a key must be int32, int64, string "
+                      "or binary (Lance 12 refuses uint32, uint64 and bool keys)", at.col, f->name, mw_type_name(f->type));
   for (size_t i = 0; i < s->n_fields; i++)
     if (s->fields[i].pk_position != 0 && (int)i != idx)
       return mw_err_set(err, -EEXIST, "primary_key: \"%s\" is already the primary key",

@@ -92,9 +92,10 @@ static int latest_manifest(const char *path, mw_table_meta_t *meta, mw_err_t *er
   return rc;
 }
 
+/* Lance 12's key types (bloom.h): its writer refuses the others, and its
+ * row hash carries no value bits for them. */
 static bool pk_type_hashable(mw_type_t t) {
-  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 ||
-         t == MW_T_BOOL || t == MW_T_UTF8 || t == MW_T_BINARY;
+  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UTF8 || t == MW_T_BINARY;
 }
 
 static int build_schema(mw_table_t *t, mw_err_t *err) {
@@ -120,6 +121,9 @@ static int build_schema(mw_table_t *t, mw_err_t *err) {
     if (!pk_type_hashable(f->type))
       return mw_err_set(err, -ENOTSUP, "table %s: primary-key column '%s' has type %s, which Lance cannot hash",
                         t->path, f->name, mw_type_name(f->type));
+    if (f->nullable)
+      return mw_err_set(err, -ENOTSUP, "table %s: primary-key column '%s' is nullable; Lance 12 refuses nullable keys",
+                        t->path, f->name);
   }
   if (!has_pk) return mw_err_set(err, -ENOTSUP, "table %s: no unenforced primary key", t->path);
   int k = mw_schema_add(&t->schema, "_tombstone", MW_T_BOOL, false);

@@ -7,6 +7,10 @@
  * test. Golden test: for every SSTable of the vectors, the keys listed in
  * tests/formats/data/sst_keys/ (tools/gen-misc-fixtures.py, from the WAL
  * entries the SSTable covers) rebuild its bloom_filter.bin byte for byte.
+ * Per key type: tests/formats/data/bloom_types/ (tools/gen-bloom-fixtures.mjs)
+ * holds a bloom_filter.bin Lance's own writer flushed for 300 int32, int64,
+ * utf8 and binary keys, which must be rebuilt byte for byte, and Lance's
+ * refusal of uint32, uint64 and bool keys, which we must refuse too.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -121,8 +125,8 @@ static void test_pk_hash_int(void **state) {
   mw_batch_free(&b);
   mw_schema_free(&s);
 
-  /* int32 1: fed 00 01 00 00 00; uint32 through the same path; a nullable
-   * column with a null goes through the streaming path and must agree. */
+  /* int32 1: fed 00 01 00 00 00; a nullable column with a null goes through
+   * the streaming path and must agree. */
   mw_schema_init(&s);
   assert_int_equal(mw_schema_add(&s, "k", MW_T_INT32, true), 0);
   s.fields[0].pk_position = 1;
@@ -185,21 +189,30 @@ static void test_pk_hash_bytes(void **state) {
   mw_batch_free(&b);
   mw_schema_free(&s);
 
-  /* bool: fed 00 01; float: refused. */
-  mw_schema_init(&s);
-  assert_int_equal(mw_schema_add(&s, "f", MW_T_BOOL, false), 0);
-  s.fields[0].pk_position = 1;
-  assert_int_equal(mw_batch_init(&b, &s), 0);
-  assert_int_equal(mw_column_append_bool(&b.cols[0], true), 0);
-  b.n_rows = 1;
-  assert_int_equal(mw_pk_hash_batch(&b, &h, NULL), 0);
-  const uint8_t fb[] = {0, 1};
-  assert_true(h == hash_bytes(fb, 2));
-  s.fields[0].type = MW_T_FLOAT64;
-  assert_int_equal(mw_pk_hash_batch(&b, &h, NULL), -ENOTSUP);
-  s.fields[0].type = MW_T_BOOL;
-  mw_batch_free(&b);
-  mw_schema_free(&s);
+  /* Types Lance 12 refuses as keys are refused, naming the allowed ones. */
+  static const mw_type_t refused[] = {MW_T_BOOL, MW_T_UINT32, MW_T_UINT64, MW_T_FLOAT64,
+                                      MW_T_FLOAT32};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    mw_schema_init(&s);
+    assert_int_equal(mw_schema_add(&s, "f", refused[i], false), 0);
+    s.fields[0].pk_position = 1;
+    assert_int_equal(mw_batch_init(&b, &s), 0);
+    uint64_t zero = 0;
+    size_t width = refused[i] == MW_T_UINT64 || refused[i] == MW_T_FLOAT64 ? 8 : 4;
+    if (refused[i] == MW_T_BOOL)
+      assert_int_equal(mw_column_append_bool(&b.cols[0], true), 0);
+    else
+      assert_int_equal(mw_column_append_fixed(&b.cols[0], &zero, width), 0);
+    b.n_rows = 1;
+    h = 0x1234;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(mw_pk_hash_batch(&b, &h, &err), -ENOTSUP);
+    assert_non_null(strstr(err.msg, "Lance 12 accepts only int32, int64, utf8 and binary"));
+    assert_non_null(strstr(err.msg, mw_type_name(refused[i])));
+    assert_true(h == 0x1234); /* nothing written */
+    mw_batch_free(&b);
+    mw_schema_free(&s);
+  }
 }
 
 /* ---------------------------------------------------------------- dedup */
@@ -421,6 +434,152 @@ static void test_bloom_golden(void **state) {
   free(dir);
 }
 
+/* ------------------------------------------------- bloom per key type */
+
+/* tests/formats/data/bloom_types/<type>.keys: "type <name>", "rows <n>",
+ * then one key per line (integers in decimal, utf8/binary as 'x' + hex). */
+typedef struct type_fixture {
+  const char *name;
+  mw_type_t type;
+  bool lance_accepts;
+} type_fixture_t;
+
+static const type_fixture_t TYPE_FIXTURES[] = {
+    {"int32", MW_T_INT32, true},   {"int64", MW_T_INT64, true},
+    {"utf8", MW_T_UTF8, true},     {"binary", MW_T_BINARY, true},
+    {"uint32", MW_T_UINT32, false}, {"uint64", MW_T_UINT64, false},
+    {"bool", MW_T_BOOL, false},
+};
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  fail_msg("bad hex digit '%c'", c);
+  return -1;
+}
+
+/* Append one key line to column c of type t. */
+static void append_key(mw_column_t *c, mw_type_t t, const char *line) {
+  if (t == MW_T_INT32) {
+    int32_t v = (int32_t)strtol(line, NULL, 10);
+    assert_int_equal(mw_column_append_fixed(c, &v, 4), 0);
+  } else if (t == MW_T_INT64) {
+    int64_t v = strtoll(line, NULL, 10);
+    assert_int_equal(mw_column_append_fixed(c, &v, 8), 0);
+  } else {
+    assert_true(line[0] == 'x');
+    size_t n = strlen(line + 1);
+    assert_true(n % 2 == 0 && n / 2 <= 256);
+    uint8_t bytes[256];
+    for (size_t i = 0; i < n / 2; i++)
+      bytes[i] = (uint8_t)(hexval(line[1 + 2 * i]) << 4 | hexval(line[2 + 2 * i]));
+    assert_int_equal(mw_column_append_bytes(c, bytes, n / 2), 0);
+  }
+}
+
+/* Load <name>.keys into a one-column PK batch. */
+static void type_batch(const char *path, const type_fixture_t *tf, mw_schema_t *s, mw_batch_t *b) {
+  size_t len;
+  char *txt = (char *)tu_read_file(path, &len);
+  if (!txt) fail_msg("cannot read fixture %s", path);
+  mw_schema_init(s);
+  assert_int_equal(mw_schema_add(s, "k", tf->type, false), 0);
+  s->fields[0].pk_position = 1;
+  assert_int_equal(mw_batch_init(b, s), 0);
+  int64_t rows = -1;
+  int line_no = 0;
+  char *save = NULL;
+  for (char *line = strtok_r(txt, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    line_no++;
+    if (line_no == 1) {
+      char *want = tu_strf("type %s", tf->name);
+      assert_string_equal(line, want);
+      free(want);
+    } else if (line_no == 2) {
+      assert_true(strncmp(line, "rows ", 5) == 0);
+      rows = strtoll(line + 5, NULL, 10);
+    } else {
+      append_key(&b->cols[0], tf->type, line);
+    }
+  }
+  free(txt);
+  b->n_rows = b->cols[0].length;
+  assert_true(rows > 0);
+  assert_int_equal(b->n_rows, rows);
+  assert_int_equal(mw_batch_validate(b), 0);
+}
+
+static void test_bloom_types_golden(void **state) {
+  (void)state;
+  char *dir = data_dir();
+  size_t rebuilt = 0, refused = 0;
+  for (size_t t = 0; t < sizeof TYPE_FIXTURES / sizeof *TYPE_FIXTURES; t++) {
+    const type_fixture_t *tf = &TYPE_FIXTURES[t];
+    char *kpath = tu_strf("%s/bloom_types/%s.keys", dir, tf->name);
+    char *bpath = tu_strf("%s/bloom_types/%s.bloom", dir, tf->name);
+    char *rpath = tu_strf("%s/bloom_types/%s.rejected", dir, tf->name);
+    size_t blen = 0, rlen = 0;
+    uint8_t *golden = tu_read_file(bpath, &blen);
+    char *why = (char *)tu_read_file(rpath, &rlen);
+    if (!tf->lance_accepts) {
+      /* Lance refused the key type; so must we. */
+      if (!why || golden) fail_msg("%s: want %s and no .bloom", tf->name, rpath);
+      assert_non_null(strstr(why, "not supported as a primary key"));
+      mw_schema_t s;
+      mw_batch_t b;
+      mw_schema_init(&s);
+      assert_int_equal(mw_schema_add(&s, "k", tf->type, false), 0);
+      s.fields[0].pk_position = 1;
+      assert_int_equal(mw_batch_init(&b, &s), 0);
+      uint64_t h;
+      assert_int_equal(mw_pk_hash_batch(&b, &h, NULL), -ENOTSUP);
+      mw_batch_free(&b);
+      mw_schema_free(&s);
+      refused++;
+    } else {
+      if (!golden || why) fail_msg("%s: want %s and no .rejected", tf->name, bpath);
+      assert_int_equal(blen, MW_BLOOM_SST_BYTES);
+      mw_schema_t s;
+      mw_batch_t b;
+      type_batch(kpath, tf, &s, &b);
+      uint64_t *h = malloc((size_t)b.n_rows * sizeof *h);
+      assert_non_null(h);
+      assert_int_equal(mw_pk_hash_batch(&b, h, NULL), 0);
+      mw_bloom_t bf;
+      assert_int_equal(mw_bloom_init(&bf, MW_BLOOM_SST_BYTES), 0);
+      mw_bloom_insert_many(&bf, h, (size_t)b.n_rows);
+      mw_buf_t out = MW_BUF_INIT;
+      assert_int_equal(mw_bloom_encode(&bf, &out), 0);
+      assert_int_equal(out.len, blen);
+      if (memcmp(out.data, golden, blen) != 0)
+        fail_msg("bloom differs from Lance's for %s keys", tf->name);
+      /* One flipped key byte would no longer match: the check can fail. */
+      h[0] ^= 1;
+      mw_bloom_clear(&bf);
+      mw_bloom_insert_many(&bf, h, (size_t)b.n_rows);
+      mw_buf_reset(&out);
+      assert_int_equal(mw_bloom_encode(&bf, &out), 0);
+      assert_true(memcmp(out.data, golden, blen) != 0);
+      printf("# # bloom %s: %lld keys rebuild Lance's bloom_filter.bin byte for byte\n", tf->name,
+             (long long)b.n_rows);
+      rebuilt++;
+      mw_buf_free(&out);
+      mw_bloom_free(&bf);
+      free(h);
+      mw_batch_free(&b);
+      mw_schema_free(&s);
+    }
+    free(golden);
+    free(why);
+    free(kpath);
+    free(bpath);
+    free(rpath);
+  }
+  assert_int_equal(rebuilt, 4);
+  assert_int_equal(refused, 3);
+  free(dir);
+}
+
 /* ---------------------------------------------------------------- speed */
 
 static double now_ms(void) {
@@ -481,7 +640,8 @@ int main(void) {
       cmocka_unit_test(test_pk_hash_bytes),     cmocka_unit_test(test_dedup),
       cmocka_unit_test(test_dedup_partitioned),
       cmocka_unit_test(test_bloom_sizing),      cmocka_unit_test(test_bloom_basic),
-      cmocka_unit_test(test_bloom_golden),      cmocka_unit_test(test_speed_1m),
+      cmocka_unit_test(test_bloom_golden),      cmocka_unit_test(test_bloom_types_golden),
+      cmocka_unit_test(test_speed_1m),
   };
   return cmocka_run_group_tests_name("bloom", tests, NULL, NULL);
 }

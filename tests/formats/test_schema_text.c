@@ -168,10 +168,11 @@ static void test_primary_key(void **state) {
       {"id name", -EINVAL, "primary_key: column 4: expected end of text (one column), got "
                            "\"name\""},
       {"  n", -EINVAL, "primary_key: column 3: \"n\" must be declared not null"},
-      {"v", -EINVAL, "primary_key: column 1: \"v\" is float64; a key must be an integer, "
-                     "string, binary or bool"},
+      {"v", -EINVAL, "primary_key: column 1: \"v\" is float64; a key must be int32, int64, "
+                     "string or binary (Lance 12 refuses uint32, uint64 and bool keys)"},
       {"vec", -EINVAL, "primary_key: column 1: \"vec\" is fixed_size_list<float32>; a key must "
-                       "be an integer, string, binary or bool"},
+                       "be int32, int64, string or binary (Lance 12 refuses uint32, uint64 and "
+                       "bool keys)"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     mw_err_clear(&e);
@@ -181,14 +182,23 @@ static void test_primary_key(void **state) {
   }
   mw_schema_free(&s);
 
-  /* each hashable type is accepted */
-  static const char *keys[] = {"a:int32 not null", "a:uint64 not null", "a:string not null",
-                               "a:binary not null", "a:bool not null", "a:uint32 not null"};
-  for (size_t i = 0; i < 6; i++) {
+  /* each type Lance 12 accepts as a key is accepted; the others are refused */
+  static const char *keys[] = {"a:int32 not null", "a:int64 not null", "a:string not null",
+                               "a:binary not null"};
+  for (size_t i = 0; i < 4; i++) {
     schema_ok(keys[i], &s);
     assert_int_equal(mw_schema_pk_text_apply(&s, "a", NULL), 0);
     mw_schema_free(&s);
   }
+  static const char *refused[] = {"a:uint64 not null", "a:bool not null", "a:uint32 not null"};
+  for (size_t i = 0; i < 3; i++) {
+    schema_ok(refused[i], &s);
+    mw_err_clear(&e);
+    assert_int_equal(mw_schema_pk_text_apply(&s, "a", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "Lance 12 refuses uint32, uint64 and bool keys"));
+    mw_schema_free(&s);
+  }
+
 }
 
 static void test_spec(void **state) {
