@@ -190,6 +190,17 @@ static int check_index(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) {
   if (t->kind == MW_SHARDING_MANUAL && (o->owned == NULL || o->n_owned != 1))
     return mw_err_set(err, -ENOTSUP, "table %s: no sharding spec (manual shards); name exactly one owned shard",
                       t->path);
+  if (t->kind == MW_SHARDING_UNSHARDED || t->kind == MW_SHARDING_BUCKET) {
+    size_t n = t->kind == MW_SHARDING_BUCKET ? t->num_buckets : 1;
+    if (n == 0 || n > MW_ROUTE_MAX_BUCKETS)
+      return mw_err_set(err, -EBADMSG, "table %s: %zu buckets", t->path, n);
+    t->route_ids = malloc(n * sizeof *t->route_ids);
+    if (t->route_ids == NULL) return mw_err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+      if (t->kind == MW_SHARDING_UNSHARDED) mw_shard_uuid_unsharded(t->route_ids[i]);
+      else mw_shard_uuid_bucket((uint32_t)i, t->route_ids[i]);
+    }
+  }
   return 0;
 }
 
@@ -232,6 +243,7 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
     mw_table_meta_free(&t->meta);
     mw_schema_free(&t->schema);
     free(t->owned);
+    free(t->route_ids);
     free(t->path);
     free(t);
     return rc;
@@ -253,6 +265,7 @@ static void on_storage_closed(void *arg) {
   mw_table_meta_free(&t->meta);
   mw_schema_free(&t->schema);
   free(t->owned);
+  free(t->route_ids);
   free(t->path);
   free(t);
   if (cb) cb(NULL);
@@ -381,19 +394,35 @@ int mw_table_claim_owned(mw_table_t *t) {
 
 /* ----------------------------------------------------------------- router */
 
+/* Rows of one identity value usually come together: the previous row's
+ * UUID (a SHA-1 away) is reused when its value is the same. */
+static bool same_as_previous(const mw_field_t *f, const mw_column_t *c, int64_t row) {
+  if (row == 0 || !mw_column_valid(c, row) || !mw_column_valid(c, row - 1)) return false;
+  if (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) {
+    size_t na, nb;
+    const uint8_t *a = mw_column_bytes(c, row - 1, &na), *b = mw_column_bytes(c, row, &nb);
+    return na == nb && memcmp(a, b, na) == 0;
+  }
+  if (f->type == MW_T_BOOL) return mw_bit_get(c->values.data, row - 1) == mw_bit_get(c->values.data, row);
+  size_t w = mw_type_width(f);
+  return w > 0 && memcmp(c->values.data + (size_t)(row - 1) * w, c->values.data + (size_t)row * w, w) == 0;
+}
+
 static int shard_of_row(mw_table_t *t, const mw_batch_t *b, int64_t row, const uint32_t *buckets,
                         uint8_t id[16], mw_err_t *err) {
   switch (t->kind) {
-    case MW_SHARDING_UNSHARDED: mw_shard_uuid_unsharded(id); return 0;
-    case MW_SHARDING_BUCKET: mw_shard_uuid_bucket(buckets[row], id); return 0;
-    case MW_SHARDING_IDENTITY:
-      return mw_shard_uuid_identity(&t->schema.fields[t->route_field], &b->cols[t->route_field], row,
-                                    id, err);
+    case MW_SHARDING_UNSHARDED: memcpy(id, t->route_ids[0], 16); return 0;
+    case MW_SHARDING_BUCKET: memcpy(id, t->route_ids[buckets[row]], 16); return 0;
+    case MW_SHARDING_IDENTITY: {
+      const mw_field_t *f = &t->schema.fields[t->route_field];
+      if (same_as_previous(f, &b->cols[t->route_field], row)) return 0; /* id still holds it */
+      return mw_shard_uuid_identity(f, &b->cols[t->route_field], row, id, err);
+    }
     default: memcpy(id, t->owned[0], 16); return 0;
   }
 }
 
-int mw_table_route(mw_table_t *t, const mw_batch_t *batch, uint8_t (**part_ids)[16],
+int mw_table_route(mw_table_t *t, mw_batch_t *batch, uint8_t (**part_ids)[16],
                    mw_batch_t **parts, size_t *n_parts, mw_err_t *err) {
   assert(t != NULL && batch != NULL && part_ids && parts && n_parts);
   int64_t n = batch->n_rows;
@@ -417,8 +446,8 @@ int mw_table_route(mw_table_t *t, const mw_batch_t *batch, uint8_t (**part_ids)[
                               t->num_buckets, buckets, err);
     if (rc < 0) goto fail;
   }
+  uint8_t id[16];
   for (int64_t r = 0; r < n; r++) {
-    uint8_t id[16];
     rc = shard_of_row(t, batch, r, buckets, id, err);
     if (rc < 0) goto fail;
     size_t j = 0;
@@ -437,7 +466,13 @@ int mw_table_route(mw_table_t *t, const mw_batch_t *batch, uint8_t (**part_ids)[
   }
   out = calloc(k ? k : 1, sizeof *out);
   if (out == NULL) { rc = -ENOMEM; goto fail; }
-  for (size_t j = 0; j < k; j++) {
+  if (k == 1) { /* every row to one shard (always, unsharded): move, don't copy */
+    out[0] = *batch;
+    out[0].schema = &t->schema;
+    memset(batch, 0, sizeof *batch);
+    batch->schema = out[0].schema;
+  }
+  for (size_t j = 0; j < k && k > 1; j++) {
     if ((rc = mw_batch_init(&out[j], &t->schema)) < 0) goto fail;
     for (int64_t r = 0; r < n;) {
       if (which[r] != j) { r++; continue; }
