@@ -208,6 +208,7 @@ static void cut_one(mw_wal_t *w) {
   e->position = w->next_position++;
   e->collisions = e->io_retries = 0;
   e->failed_put = false;
+  e->maybe_written = false;
   memmove(w->pend, w->pend + k, (w->n_pend - k) * sizeof *w->pend);
   w->n_pend -= k;
   w->pend_bytes -= bytes;
@@ -377,7 +378,20 @@ static void on_entry_put(mw_storage_req_t *req, int status) {
     pump(w, true);
     return;
   }
-  char msg[256];
+  char msg[320];
+  if (status != -EEXIST && mw_storage_req_maybe_written(req)) e->maybe_written = true;
+  if (status == -EEXIST && e->failed_put && e->maybe_written) {
+    /* our own entry, linked before its directory fsync failed: whether it
+     * survives is unknown, and the next claim replays it if it does */
+    snprintf(msg, sizeof msg,
+             "WAL position %" PRIu64 ": outcome unknown: the entry was linked but its directory "
+             "fsync failed; not acknowledged, yet the next claim replays it if it survived",
+             e->position);
+    e->state = E_DONE;
+    fail(w, -EIO, msg);
+    drain_failed(w);
+    return;
+  }
   if (status == -EEXIST && e->failed_put) {
     snprintf(msg, sizeof msg,
              "WAL position %" PRIu64 " was taken after a failed PUT; in-memory state may diverge",

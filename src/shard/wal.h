@@ -85,6 +85,7 @@ typedef struct mw_wal_entry {
   uint64_t retry_at;          /* loop ms of the next re-put (E_RETRY) */
   int state;
   bool failed_put;
+  bool maybe_written;          /* a failed put got past its link (storage.h) */
   char key[MW_WAL_KEY_BYTES];
 } mw_wal_entry_t;
 

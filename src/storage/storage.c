@@ -412,6 +412,11 @@ void mw_storage_req_init(mw_storage_req_t *req) {
   req->priv.dirfd = -1;
 }
 
+bool mw_storage_req_maybe_written(const mw_storage_req_t *req) {
+  assert(req != NULL);
+  return req->priv.linked != 0;
+}
+
 void mw_storage_req_cleanup(mw_storage_req_t *req) {
   assert(req != NULL);
   mw_buf_free(&req->buf);

@@ -220,6 +220,12 @@ typedef struct mw_storage_health {
   uint64_t last_ok_ms;            /* uv_now() of the last success, 0 = never */
 } mw_storage_health_t;
 void mw_storage_health(const mw_storage_t *st, mw_storage_health_t *out);
+/* After a failed put or put_if_absent: true when the failure came after
+ * the object became visible (the directory fsync or temp cleanup after the
+ * link or rename). Its outcome is then unknown: the object exists now and
+ * may or may not survive a power loss; a retried fsync cannot tell (Linux
+ * reports a writeback error once). */
+bool mw_storage_req_maybe_written(const mw_storage_req_t *req);
 /* "uring" or "threads": the backend actually in use. */
 const char *mw_storage_backend_name(const mw_storage_t *st);
 /* Operations currently running / waiting for a slot. */

@@ -897,6 +897,40 @@ static void test_wal_io_error_fails_writes(void **state) {
   env_close(&e);
 }
 
+/* The WAL entry is linked, then its directory fsync fails (EIO, every
+ * retry): the writes are not acknowledged, and their ERR says the outcome
+ * is unknown, because the entry exists and a later claim replays it. */
+static void test_wal_dirsync_failure_is_indeterminate(void **state) {
+  (void)state;
+  env_t e;
+  memset(&e, 0, sizeof e);
+  assert_int_equal(uv_loop_init(&e.loop), 0);
+  e.scratch = tu_mkdtemp("engine");
+  e.table_dir = copy_vector("unsharded-small", e.scratch);
+  char *p = tu_strf("%s/_mem_wal", e.table_dir);
+  tu_rmtree(p);
+  free(p);
+  mw_storage_fault_t fault = {.fail_prefix = "_mem_wal/" UNSHARDED "/wal/", .fail_errno = EIO,
+                              .fail_steps = MW_STEP_BIT(MW_STEP_DIRSYNC)};
+  mw_table_opts_t o = {.fault = &fault}; /* fsync on: the directory is synced */
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_open(&e.loop, e.table_dir, &o, &e.t, &err), 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 29, 100);
+  wreq_t r[1] = {0};
+  wctx_t c = {.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r[0], &c, 0, 3), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 0);
+  assert_int_equal(c.failed, 1);
+  assert_non_null(strstr(c.reason, "outcome unknown"));
+  assert_true(exists_rel(&e, "wal/1000000000000000000000000000000000000000000000000000000000000000.arrow"));
+  er_model_free(&mod);
+  env_close(&e);
+}
+
 /* -------------------------------------------------------- commit_update */
 
 static bool op_done;
@@ -1486,6 +1520,7 @@ int main(void) {
       cmocka_unit_test(test_sync_barrier_durable_false),
       cmocka_unit_test(test_wal_collision_not_fenced),
       cmocka_unit_test(test_wal_io_error_fails_writes),
+      cmocka_unit_test(test_wal_dirsync_failure_is_indeterminate),
       cmocka_unit_test(test_commit_update_tolerates_tailer),
       cmocka_unit_test(test_freeze_flush_and_backpressure),
       cmocka_unit_test(test_memtable_age_bound),
