@@ -280,23 +280,35 @@ static void on_kick(uv_timer_t *t) {
 
 /* ------------------------------------------------------------------ parking */
 
+/* Writes whose WAL entry is still being written when the shard parks are
+ * kept: the put may land, and then the next owner replays those rows, so
+ * they must be acknowledged, not refused (on_wal_late answers them). The
+ * ack list is in seq order, so the kept ones are a prefix. */
 static void fail_writes(mw_shard_t *s, int status) {
-  while (s->ack_head) {
-    mw_shard_write_t *w = s->ack_head;
-    s->ack_head = w->next;
+  uint64_t keep = s->wal_ready && s->wal.failed ? mw_wal_unresolved_seq(&s->wal) : 0;
+  mw_shard_write_t *last_kept = NULL, *w = s->ack_head;
+  while (w && w->seq <= keep) {
+    last_kept = w;
+    w = w->next;
+  }
+  if (last_kept) last_kept->next = NULL;
+  else s->ack_head = NULL;
+  s->ack_tail = last_kept;
+  while (w) {
+    mw_shard_write_t *next = w->next;
     s->n_waiting--;
     complete(s, w, status);
+    w = next;
   }
-  s->ack_tail = NULL;
   while (s->q_head) {
-    mw_shard_write_t *w = s->q_head;
+    w = s->q_head;
     s->q_head = w->next;
     s->n_queued--;
     mw_batch_free(&w->batch);
     complete(s, w, status);
   }
   s->q_tail = NULL;
-  assert(s->n_waiting == 0 && s->n_queued == 0);
+  assert(s->n_queued == 0 && (s->ack_head != NULL || s->n_waiting == 0));
 }
 
 static void set_bp(mw_shard_t *s, bool on) {
@@ -789,6 +801,31 @@ static void on_durable(mw_wal_t *wal, uint64_t position, uint64_t seq_last) {
   progress(s);
 }
 
+/* The outcome of an entry that was being written when the log failed
+ * (wal.h): landed -> its writes are durable (the next owner replays it),
+ * acknowledge them; else refuse them with the park reason. */
+static void on_wal_late(mw_wal_t *wal, uint64_t position, uint64_t seq_last, int status) {
+  mw_shard_t *s = wal->data;
+  assert(wal->failed);
+  uint32_t n = 0;
+  if (status == 0 && seq_last > s->durable_seq) s->durable_seq = seq_last;
+  while (s->ack_head && s->ack_head->seq <= seq_last) {
+    mw_shard_write_t *w = s->ack_head;
+    s->ack_head = w->next;
+    if (s->ack_head == NULL) s->ack_tail = NULL;
+    s->n_waiting--;
+    if (status == 0 && !w->barrier) s->writes_acked++;
+    n += !w->barrier;
+    complete(s, w, status == 0 ? 0 : s->park_status ? s->park_status : status);
+  }
+  if (status == 0) {
+    count(em.wal_entries, 1);
+    mw_log_notice("shard %s: WAL entry %" PRIu64 " landed after the shard stopped (%s): its %u writes "
+                  "are acknowledged; the next owner replays it", s->id_str, position,
+                  mw_shard_state_name(s->state), n);
+  }
+}
+
 static void on_wal_failed(mw_wal_t *wal, int status, const char *reason) {
   mw_shard_t *s = wal->data;
   if (s->state >= MW_SS_FENCED) return;
@@ -1209,6 +1246,7 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
     mw_mstore_free(&s->ms);
     return rc;
   }
+  s->wal.on_late = on_wal_late;
   s->wal.data = s;
   mw_wal_reader_init(&s->reader, &s->wal);
   s->reader.data = s;

@@ -139,18 +139,55 @@ bool mw_wal_busy(const mw_wal_t *w) {
 
 static void drain_failed(mw_wal_t *w);
 
+static void report_late(mw_wal_t *w);
+
 static void fail(mw_wal_t *w, int status, const char *reason) {
   assert(status < 0);
   if (w->failed) return;
   w->failed = status;
+  w->late_status = 0;
   w->n_pend = 0;
   w->pend_bytes = 0;
   if (w->timer_armed) uv_timer_stop(&w->timer);
   w->timer_armed = false;
   uv_timer_stop(&w->retry_timer);
   mw_log_debug("wal %s: failed: %s", w->dir, reason); /* the shard logs it once */
-  drain_failed(w); /* entries not being written are forgotten now */
+  if (w->on_late) report_late(w); /* resolved ones now, running ones later */
+  else drain_failed(w);            /* entries not being written are forgotten now */
   w->on_failed(w, status, reason);
+}
+
+/* After a failure, resolve entries from the head in position order: stop at
+ * one whose put is still running. An entry that did not land makes every
+ * later one a failure too (a replay stops at the hole it leaves). */
+static void report_late(mw_wal_t *w) {
+  assert(w->failed && w->on_late != NULL);
+  while (w->count > 0) {
+    mw_wal_entry_t *e = &w->ents[w->head];
+    if (e->state == E_WRITING) return;
+    int st = e->state == E_DONE && e->landed ? 0 : w->failed;
+    if (w->late_status != 0) st = w->late_status;
+    else if (st != 0) w->late_status = st;
+    uint64_t pos = e->position, seq = e->seq_last;
+    e->state = E_FREE;
+    w->head = (w->head + 1) % MW_WAL_MAX_INFLIGHT;
+    w->count--;
+    if (st == 0) {
+      w->entries_written++;
+      w->bytes_written += e->bytes.len;
+      w->last_durable_position = pos;
+    }
+    w->on_late(w, pos, seq, st);
+  }
+}
+
+uint64_t mw_wal_unresolved_seq(const mw_wal_t *w) {
+  uint64_t seq = 0;
+  for (size_t i = 0; i < w->count; i++) {
+    const mw_wal_entry_t *e = &w->ents[(w->head + i) % MW_WAL_MAX_INFLIGHT];
+    if (e->seq_last > seq) seq = e->seq_last;
+  }
+  return seq;
 }
 
 void mw_wal_fail(mw_wal_t *w, int status, const char *reason) { fail(w, status, reason); }
@@ -209,6 +246,7 @@ static void cut_one(mw_wal_t *w) {
   e->collisions = e->io_retries = 0;
   e->failed_put = false;
   e->maybe_written = false;
+  e->landed = false;
   memmove(w->pend, w->pend + k, (w->n_pend - k) * sizeof *w->pend);
   w->n_pend -= k;
   w->pend_bytes -= bytes;
@@ -365,11 +403,14 @@ static void on_entry_put(mw_storage_req_t *req, int status) {
   assert(e->state == E_WRITING);
   if (w->failed) {
     e->state = E_DONE;
-    drain_failed(w);
+    e->landed = status == 0;
+    if (w->on_late) report_late(w);
+    else drain_failed(w);
     return;
   }
   if (status == 0) {
     e->state = E_DONE;
+    e->landed = true;
     if (w->stalled_entry == e) {
       w->stalled = false;
       w->stalled_entry = NULL;

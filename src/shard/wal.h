@@ -27,7 +27,13 @@
  * memwal.md §2), then check_fenced decides between -ESTALE and the error; a
  * collision on a slot whose put failed before poisons the log ("taken after
  * a failed PUT").
- * After on_failed nothing more is written; in-flight puts finish silently.
+ * After on_failed nothing more is written. Entries whose put is still
+ * running when the log fails keep their writers waiting: on_late (when set)
+ * reports each unresolved entry's outcome, in position order, once known:
+ * 0 when it landed (it sits below any claimant's fence sentinel, so the
+ * claimant replays it: its rows are durable and must be acknowledged), else
+ * the failure (also for every entry after one that did not land: replay
+ * stops at that hole). mw_wal_unresolved_seq() says which writes wait.
  *
  * Errors: negative errno; see above for the callback statuses.
  */
@@ -67,6 +73,7 @@ typedef struct mw_wal_config {
 typedef void (*mw_wal_durable_cb)(mw_wal_t *w, uint64_t position, uint64_t seq_last);
 typedef void (*mw_wal_failed_cb)(mw_wal_t *w, int status, const char *reason);
 typedef void (*mw_wal_done_cb)(mw_wal_t *w, int status, uint64_t position);
+typedef void (*mw_wal_late_cb)(mw_wal_t *w, uint64_t position, uint64_t seq_last, int status);
 
 typedef struct mw_wal_pending {
   mw_batch_t b;     /* shallow copy */
@@ -86,6 +93,7 @@ typedef struct mw_wal_entry {
   int state;
   bool failed_put;
   bool maybe_written;          /* a failed put got past its link (storage.h) */
+  bool landed;                 /* its put succeeded */
   char key[MW_WAL_KEY_BYTES];
 } mw_wal_entry_t;
 
@@ -108,6 +116,8 @@ struct mw_wal {
   mw_wal_config_t cfg;
   mw_wal_durable_cb on_durable;
   mw_wal_failed_cb on_failed;
+  mw_wal_late_cb on_late;      /* optional, see above */
+  int late_status;            /* after a failure: first entry that did not land */
   char dir[MW_WAL_KEY_BYTES]; /* "_mem_wal/<uuid>/wal/" */
   uint64_t next_position;     /* 0 = not started */
   mw_wal_pending_t *pend;
@@ -147,6 +157,9 @@ int mw_wal_begin(mw_wal_t *w, uint64_t epoch, mw_err_t *err);
 /* Fail the log from outside (the shard got fenced by a flush): on_failed
  * runs once, nothing more is written. */
 void mw_wal_fail(mw_wal_t *w, int status, const char *reason);
+/* After a failure: the newest write seq of an entry whose outcome on_late
+ * has not reported yet (0 = none). Writes up to it must wait for on_late. */
+uint64_t mw_wal_unresolved_seq(const mw_wal_t *w);
 /* Close the timer; cb runs once it is closed. Entries still in flight must
  * have finished (mw_wal_busy false) — the caller waits for that first. */
 void mw_wal_close(mw_wal_t *w, void (*cb)(mw_wal_t *w));
