@@ -36,7 +36,8 @@ const char *mw_lp_code_name(mw_lp_code_t c) {
 mw_lp_code_t mw_lp_code_from_errno(int status) {
   switch (status) {
   case 0: return MW_LP_OK;
-  case -EXDEV: return MW_LP_E_NOT_OWNER;
+  case -EXDEV:
+  case -ESHUTDOWN: return MW_LP_E_NOT_OWNER; /* released (or stopping): no longer ours */
   case -ESTALE: return MW_LP_E_FENCED;
   case -EROFS: return MW_LP_E_SEALED;
   case -EAGAIN:
