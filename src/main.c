@@ -27,6 +27,7 @@
 #include "daemon/config.h"
 #include "daemon/notify.h"
 #include "daemon/tables.h"
+#include "daemon/testhook.h"
 #include "net/admin_engine.h"
 #include "net/http_metrics.h"
 #include "net/server.h"
@@ -310,6 +311,10 @@ int main(int argc, char **argv) {
   int rc;
   d.loop = uv_default_loop();
   d.started_ms = uv_now(d.loop);
+  if (mw_testhook_init(d.loop, &err) < 0) { /* tests only: MEMWALD_CRASH_AT, _POWER_LOSS */
+    mw_log_err("%s", err.msg);
+    return 2;
+  }
   mw_storage_config_t scfg;
   mw_storage_config_init(&scfg, d.cfg.data_dir);
   scfg.backend = d.cfg.io_backend == MW_IO_URING     ? MW_STORAGE_URING

@@ -8,6 +8,7 @@
  * through rename.
  */
 #include "daemon/tables.h"
+#include "daemon/testhook.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -245,8 +246,10 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
                                     : cfg->io_backend == MW_IO_THREADS ? MW_STORAGE_THREADS
                                                                        : MW_STORAGE_AUTO};
     mw_table_t *t = NULL;
-    int rc = mw_table_open(loop, tc->uri, &o, &t, err);
+    int rc = mw_testhook_fault(tc->uri, &o.fault, err); /* tests only (daemon/testhook.h) */
     if (rc < 0) return rc;
+    if ((rc = mw_table_open(loop, tc->uri, &o, &t, err)) < 0) return rc;
+    mw_testhook_attach(tc->uri, t->st);
     dt->tables[dt->n++] = t;
     if ((rc = set_owned(t, tc, err)) < 0) return rc;
     if ((rc = mw_fe_tables_add(&dt->fe, tc->name, t)) < 0)
