@@ -2,12 +2,13 @@
 # Build everything and run every test suite, as CI does (.ci/run):
 #   1. the normal build: all suites (storage, formats, interop, engine, e2e)
 #   2. an ASan+UBSan build: the same suites again
-#   3. each libFuzzer target for a bounded time from its committed corpus
+#   3. each libFuzzer target for FUZZ_SECONDS (default 60) from its committed
+#      corpus, two targets at a time
 # Prints meson's summary per build and ends with one line
 #   "memwald tests: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 fail=0
 passed=0
 failed=0
@@ -48,22 +49,44 @@ step "tests (build-asan)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 meson test -C build-asan --print-errorlogs --num-processes 2 || fail=1
 count build-asan
 
-step "fuzz smoke: each target ${FUZZ_SECONDS}s from fuzz/corpus/<name>"
+step "fuzz smoke: each target ${FUZZ_SECONDS}s from fuzz/corpus/<name>, two at a time"
+fuzz_one() { # one target from a scratch copy of its corpus; log and crash files in build-fuzz/
+  local t=$1 name=${1##*/fuzz_} corpus rc
+  corpus=$(mktemp -d)
+  [ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name/." "$corpus/"
+  rm -f "build-fuzz/$name"-crash-* "build-fuzz/$name"-leak-* "build-fuzz/$name"-timeout-* "build-fuzz/$name"-oom-*
+  "$t" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="build-fuzz/$name-" "$corpus" > "build-fuzz/$name.log" 2>&1
+  rc=$?
+  rm -rf "$corpus"
+  return $rc
+}
+fuzz_result() { # $1 = target name, $2 = its exit status: print and count
+  local name=$1 artifact
+  if [ "$2" -eq 0 ]; then
+    echo "fuzz $name: ok ($(grep -o 'stat::number_of_executed_units: *[0-9]*' "build-fuzz/$name.log" | grep -o '[0-9]*$') runs)"
+    passed=$((passed + 1))
+  else
+    echo "fuzz $name: FAILED (exit $2, log build-fuzz/$name.log)"; tail -40 "build-fuzz/$name.log"
+    for artifact in "build-fuzz/$name"-crash-* "build-fuzz/$name"-leak-* "build-fuzz/$name"-timeout-* "build-fuzz/$name"-oom-*; do
+      [ -f "$artifact" ] && echo "fuzz $name: crash file $artifact"
+    done
+    failed=$((failed + 1)); fail=1
+  fi
+}
 if [ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false >/dev/null; then
   if ninja -C build-fuzz; then
+    fuzz_targets=()
     for t in build-fuzz/fuzz/fuzz_*; do
-      [ -f "$t" ] && [ -x "$t" ] || continue  # skip the .p object dirs
-      name=${t##*/fuzz_}
-      corpus=$(mktemp -d)
-      [ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name/." "$corpus/"
-      if "$t" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-          "$corpus" > "build-fuzz/$name.log" 2>&1; then
-        echo "fuzz $name: ok ($(grep -o 'stat::number_of_executed_units: *[0-9]*' "build-fuzz/$name.log" | grep -o '[0-9]*$') runs)"
-        passed=$((passed + 1))
-      else
-        echo "fuzz $name: FAILED"; tail -40 "build-fuzz/$name.log"; failed=$((failed + 1)); fail=1
-      fi
-      rm -rf "$corpus"
+      [ -f "$t" ] && [ -x "$t" ] && fuzz_targets+=("$t")  # skip the .p object dirs
+    done
+    # two at a time (2 cores): every target runs for the same time, so pairs finish together
+    for ((i = 0; i < ${#fuzz_targets[@]}; i += 2)); do
+      fuzz_one "${fuzz_targets[i]}" & pid1=$!
+      pid2=
+      if [ $((i + 1)) -lt ${#fuzz_targets[@]} ]; then fuzz_one "${fuzz_targets[i + 1]}" & pid2=$!; fi
+      wait "$pid1"; fuzz_result "${fuzz_targets[i]##*/fuzz_}" $?
+      if [ -n "$pid2" ]; then wait "$pid2"; fuzz_result "${fuzz_targets[i + 1]##*/fuzz_}" $?; fi
     done
   else
     echo "fuzz build failed"; failed=$((failed + 1)); fail=1

@@ -27,6 +27,7 @@
 
 #include "common/log.h"
 #include "lance/ipc.h"
+#include "net/arrowframe.h"
 #include "net/jsonrow.h"
 #include "net/lineproto.h"
 
@@ -388,91 +389,37 @@ static void on_row(conn_t *c, const mw_lp_request_t *r) {
   if (b->rows >= c->srv->opts.max_batch_rows) cut(c);
 }
 
-/* An Arrow frame: a stream whose columns are the table's (by name and type;
- * `_tombstone` optional, false when absent). */
+/* An Arrow frame: a stream whose columns are the table's (net/arrowframe.h:
+ * by name and type; `_tombstone` optional, false when absent). */
 static void on_arrow(conn_t *c, const mw_lp_request_t *r) {
   cut(c);
   if (!c->table) {
     reply_err(c, r->line, MW_LP_E_TABLE, "no table selected: send USE <table> first", r->bytes);
     return;
   }
+  sub_t *b = open_sub(c);
+  if (!b) {
+    reply_err(c, r->line, MW_LP_E_INTERNAL, "out of memory", r->bytes);
+    return;
+  }
+  /* a compressed frame may expand: at most 4x the frame limit, so one
+   * connection's frame costs bounded memory (the IPC default is 1 GiB) */
   mw_ipc_limits_t lim;
   mw_ipc_limits_default(&lim);
-  mw_ipc_stream_t st;
-  mw_err_t err = {0};
-  char msg[MW_LP_MSG_BYTES];
-  int rc = mw_ipc_decode((const uint8_t *)r->data, r->len, &lim, &st, &err);
-  if (rc < 0) {
-    snprintf(msg, sizeof msg, "ARROW frame: %.280s", err.msg[0] ? err.msg : mw_strerror(rc));
-    reply_err(c, r->line, MW_LP_E_PARSE, msg, r->bytes);
-    mw_ipc_stream_free(&st);
-    return;
-  }
-  const mw_schema_t *ts = c->schema;
-  int map[MW_MAX_FIELDS];
+  size_t frame_max = c->srv->opts.max_frame_bytes ? c->srv->opts.max_frame_bytes : MW_LP_DEFAULT_MAX_FRAME_BYTES;
+  if (4 * frame_max < lim.max_decompressed_bytes) lim.max_decompressed_bytes = 4 * frame_max;
+  mw_arrowframe_opts_t o = {.ignore_unknown_fields = c->srv->opts.ignore_unknown_fields, .lim = &lim};
   mw_lp_code_t code = MW_LP_OK;
-  msg[0] = 0;
-  for (size_t i = 0; i < ts->n_fields && code == MW_LP_OK; i++) {
-    const mw_field_t *f = &ts->fields[i];
-    map[i] = mw_schema_find(&st.schema, f->name);
-    if (map[i] < 0) {
-      bool tomb = strcmp(f->name, "_tombstone") == 0;
-      if (!tomb && !f->nullable) {
-        code = MW_LP_E_SCHEMA;
-        snprintf(msg, sizeof msg, "ARROW frame: column \"%s\" (not null) is missing", f->name);
-      }
-      continue;
-    }
-    const mw_field_t *g = &st.schema.fields[map[i]];
-    if (g->type != f->type || (f->type == MW_T_FSL_F32 && g->fsl_dim != f->fsl_dim)) {
-      code = MW_LP_E_TYPE;
-      snprintf(msg, sizeof msg, "ARROW frame: column \"%s\" is %s, the table has %s", f->name,
-               mw_type_name(g->type), mw_type_name(f->type));
-    }
-  }
-  for (size_t i = 0; i < st.schema.n_fields && code == MW_LP_OK; i++)
-    if (mw_schema_find(ts, st.schema.fields[i].name) < 0 && !c->srv->opts.ignore_unknown_fields) {
-      code = MW_LP_E_SCHEMA;
-      snprintf(msg, sizeof msg, "ARROW frame: unknown column \"%s\"", st.schema.fields[i].name);
-    }
-  sub_t *b = code == MW_LP_OK ? open_sub(c) : NULL;
-  if (code == MW_LP_OK && !b) code = MW_LP_E_INTERNAL;
-  int64_t rows = 0;
-  for (size_t k = 0; k < st.n_batches && code == MW_LP_OK; k++) {
-    const mw_batch_t *in = &st.batches[k];
-    for (size_t i = 0; i < ts->n_fields && rc == 0; i++) {
-      const mw_field_t *f = &ts->fields[i];
-      mw_column_t *dst = &b->batch.cols[i];
-      if (map[i] >= 0) {
-        rc = mw_column_append_range(dst, &in->cols[map[i]], f, 0, in->n_rows);
-      } else {
-        for (int64_t j = 0; j < in->n_rows && rc == 0; j++)
-          rc = f->type == MW_T_BOOL && !f->nullable ? mw_column_append_bool(dst, false)
-                                                    : mw_column_append_null(dst, f);
-      }
-    }
-    if (rc < 0) {
-      code = MW_LP_E_INTERNAL;
-      snprintf(msg, sizeof msg, "ARROW frame: %s", mw_strerror(rc));
-    }
-    rows += in->n_rows;
-    b->batch.n_rows = rows;
-  }
-  if (code == MW_LP_OK && (rows == 0 || rows > UINT32_MAX || mw_batch_validate(&b->batch) < 0)) {
-    code = rows == 0 ? MW_LP_E_SCHEMA : MW_LP_E_TYPE;
-    snprintf(msg, sizeof msg, rows == 0 ? "ARROW frame: no rows" : "ARROW frame: invalid values (nulls in a not-null column?)");
-  }
-  mw_ipc_stream_free(&st);
-  if (code != MW_LP_OK) {
-    if (c->open) {
-      mw_batch_free(&c->open->batch);
-      free(c->open);
-      c->open = NULL;
-    }
-    reply_err(c, r->line, code, msg, r->bytes);
+  mw_err_t err = {0};
+  if (mw_arrowframe_decode((const uint8_t *)r->data, r->len, c->schema, &o, &b->batch, &code,
+                           &err) < 0) {
+    c->open = NULL;
+    mw_batch_free(&b->batch);
+    free(b);
+    reply_err(c, r->line, code, err.msg, r->bytes);
     return;
   }
-  b->rows = (uint32_t)rows;
+  b->rows = (uint32_t)b->batch.n_rows;
   b->first_line = b->last_line = r->line;
   b->bytes = r->bytes;
   cut(c);

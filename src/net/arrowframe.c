@@ -1,0 +1,186 @@
+/*
+ * arrowframe.c — ARROW frame -> rows of the table's batch (see arrowframe.h).
+ *
+ * Three passes over a decoded stream, each failing with the reply's class:
+ *   1. decode      mw_ipc_decode (the bytes are untrusted; it checks every
+ *                  offset, length and buffer against the record batch)
+ *   2. match       table column i -> frame column map[i] (-1 = absent) by
+ *                  name, type and FSL dimension; then every frame column must
+ *                  be known (unless ignore_unknown_fields) and named once
+ *   3. append      no nulls where the table has a not-null column; then each
+ *                  record batch, column by column, into `out`; absent
+ *                  columns get nulls (`_tombstone`: false); then the result
+ *                  is validated (nulls in not-null columns) and utf8 columns
+ *                  are checked to be UTF-8 (Lance readers refuse anything
+ *                  else, so one bad frame must not reach the table)
+ * Example: table {id int64 not null, v utf8, _tombstone bool not null} and a
+ * frame {v utf8, id int64} of 3 rows -> map = {1, 0, -1}, 3 rows with
+ * _tombstone = false.
+ */
+#include "net/arrowframe.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define TOMBSTONE "_tombstone"
+
+/* Length of the UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates,
+ * <= U+10FFFF), 0 when invalid. */
+static size_t utf8_seq(const uint8_t *p, size_t n) {
+  uint8_t c = p[0];
+  if (c < 0x80) return 1;
+  size_t k;
+  uint8_t lo = 0x80, hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) k = 2;
+  else if (c >= 0xe0 && c <= 0xef) {
+    k = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    k = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else return 0;
+  if (n < k || p[1] < lo || p[1] > hi) return 0;
+  for (size_t i = 2; i < k; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+  return k;
+}
+
+static bool utf8_ok(const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n;) {
+    size_t k = utf8_seq(p + i, n - i);
+    if (k == 0) return false;
+    i += k;
+  }
+  return true;
+}
+
+#define REFUSE(c, rc, ...) ((*code = (c)), mw_err_set(err, (rc), __VA_ARGS__))
+
+/* "int64", "fixed_size_list<float32, 8>". */
+static const char *type_text(const mw_field_t *f, char *buf, size_t len) {
+  if (f->type != MW_T_FSL_F32) return mw_type_name(f->type);
+  snprintf(buf, len, "fixed_size_list<float32, %" PRId32 ">", f->fsl_dim);
+  return buf;
+}
+
+/* Pass 2: map[i] = frame column of table column i, or -1. */
+static int match(const mw_schema_t *ts, const mw_schema_t *fs, bool ignore_unknown, int *map,
+                 mw_lp_code_t *code, mw_err_t *err) {
+  assert(ts->n_fields <= MW_MAX_FIELDS);
+  for (size_t i = 0; i < ts->n_fields; i++) {
+    const mw_field_t *f = &ts->fields[i];
+    int j = mw_schema_find(fs, f->name);
+    map[i] = j < 0 ? -1 : j;
+    if (j < 0) {
+      if (!f->nullable && strcmp(f->name, TOMBSTONE) != 0)
+        return REFUSE(MW_LP_E_SCHEMA, -EBADMSG, "ARROW frame: column \"%s\" (not null) is missing",
+                      f->name);
+      continue;
+    }
+    const mw_field_t *g = &fs->fields[j];
+    if (g->type != f->type || (f->type == MW_T_FSL_F32 && g->fsl_dim != f->fsl_dim)) {
+      char a[48], b[48];
+      return REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: column \"%s\" is %s, the table has %s",
+                    f->name, type_text(g, a, sizeof a), type_text(f, b, sizeof b));
+    }
+  }
+  for (size_t j = 0; j < fs->n_fields; j++) {
+    const char *name = fs->fields[j].name;
+    if (!ignore_unknown && mw_schema_find(ts, name) < 0)
+      return REFUSE(MW_LP_E_SCHEMA, -EBADMSG, "ARROW frame: unknown column \"%s\"", name);
+    if (mw_schema_find(fs, name) != (int)j)
+      return REFUSE(MW_LP_E_SCHEMA, -EBADMSG, "ARROW frame: duplicate column \"%s\"", name);
+  }
+  return 0;
+}
+
+/* Pass 3, before appending (the column builders assert that a not-null
+ * column never takes a null): nulls where the table has none. */
+static int check_nulls(const mw_schema_t *ts, const mw_ipc_stream_t *st, const int *map,
+                       mw_lp_code_t *code, mw_err_t *err) {
+  for (size_t i = 0; i < ts->n_fields; i++) {
+    if (map[i] < 0 || ts->fields[i].nullable) continue;
+    int64_t nulls = 0;
+    for (size_t k = 0; k < st->n_batches; k++) nulls += st->batches[k].cols[map[i]].null_count;
+    if (nulls > 0)
+      return REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: column \"%s\" has %" PRId64
+                    " nulls, the table's is not null", ts->fields[i].name, nulls);
+  }
+  return 0;
+}
+
+/* Pass 3, one record batch. */
+static int append_batch(const mw_schema_t *ts, const mw_batch_t *in, const int *map,
+                        mw_batch_t *out) {
+  assert(in->n_rows >= 0);
+  int rc = 0;
+  for (size_t i = 0; i < ts->n_fields && rc == 0; i++) {
+    const mw_field_t *f = &ts->fields[i];
+    mw_column_t *dst = &out->cols[i];
+    if (map[i] >= 0) {
+      assert(in->cols[map[i]].length == in->n_rows);
+      rc = mw_column_append_range(dst, &in->cols[map[i]], f, 0, in->n_rows);
+      continue;
+    }
+    for (int64_t r = 0; r < in->n_rows && rc == 0; r++)
+      rc = f->type == MW_T_BOOL && !f->nullable ? mw_column_append_bool(dst, false)
+                                                : mw_column_append_null(dst, f);
+  }
+  if (rc == 0) out->n_rows += in->n_rows;
+  return rc;
+}
+
+/* Pass 3, after the appends: the first utf8 value that is not UTF-8. */
+static int check_utf8(const mw_batch_t *b, mw_lp_code_t *code, mw_err_t *err) {
+  for (size_t i = 0; i < b->schema->n_fields; i++) {
+    const mw_field_t *f = &b->schema->fields[i];
+    if (f->type != MW_T_UTF8) continue;
+    const mw_column_t *c = &b->cols[i];
+    for (int64_t r = 0; r < c->length; r++) {
+      if (!mw_column_valid(c, r)) continue;
+      size_t n;
+      const uint8_t *p = mw_column_bytes(c, r, &n);
+      if (!utf8_ok(p, n))
+        return REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: column \"%s\" row %" PRId64
+                      ": invalid UTF-8", f->name, r);
+    }
+  }
+  return 0;
+}
+
+int mw_arrowframe_decode(const uint8_t *p, size_t n, const mw_schema_t *table,
+                         const mw_arrowframe_opts_t *opts, mw_batch_t *out, mw_lp_code_t *code,
+                         mw_err_t *err) {
+  assert((p || n == 0) && table && out && code);
+  assert(out->schema == table && out->n_rows == 0);
+  *code = MW_LP_OK;
+  mw_ipc_limits_t dl;
+  mw_ipc_limits_default(&dl);
+  const mw_ipc_limits_t *lim = opts && opts->lim ? opts->lim : &dl;
+  mw_ipc_reader_t *rd = opts ? opts->reader : NULL;
+  mw_ipc_stream_t one, *st = rd ? &rd->stream : &one;
+  mw_err_t derr = {0};
+  int rc = rd ? mw_ipc_reader_decode(rd, p, n, lim, &derr) : mw_ipc_decode(p, n, lim, &one, &derr);
+  if (rc < 0) /* the stream is empty */
+    return REFUSE(MW_LP_E_PARSE, rc, "ARROW frame: %.280s", derr.msg[0] ? derr.msg : mw_strerror(rc));
+  int map[MW_MAX_FIELDS];
+  rc = match(table, &st->schema, opts && opts->ignore_unknown_fields, map, code, err);
+  if (rc == 0) rc = check_nulls(table, st, map, code, err);
+  for (size_t k = 0; k < st->n_batches && rc == 0; k++) {
+    if ((rc = append_batch(table, &st->batches[k], map, out)) < 0)
+      REFUSE(MW_LP_E_INTERNAL, rc, "ARROW frame: %s", mw_strerror(rc));
+  }
+  if (rc == 0 && out->n_rows == 0) rc = REFUSE(MW_LP_E_SCHEMA, -EBADMSG, "ARROW frame: no rows");
+  if (rc == 0 && (out->n_rows > UINT32_MAX || mw_batch_validate(out) < 0))
+    rc = REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: invalid values (the rows do not validate)");
+  if (rc == 0) rc = check_utf8(out, code, err);
+  if (!rd) mw_ipc_stream_free(&one);
+  if (rc < 0) mw_batch_reset(out);
+  assert(rc < 0 ? *code != MW_LP_OK && out->n_rows == 0 : *code == MW_LP_OK && out->n_rows > 0);
+  return rc;
+}

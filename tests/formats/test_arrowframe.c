@@ -1,0 +1,339 @@
+/*
+ * test_arrowframe.c — the ARROW frame reader (src/net/arrowframe.c).
+ *
+ * The table is the reference vectors' (id int64 not null, name utf8,
+ * v float64, vec fixed_size_list<float32, 8>, _tombstone bool not null).
+ * Golden: a WAL entry Lance wrote decodes to its 100 rows, column for column
+ * equal to the IPC decoder's. Frames of our own (mw_ipc_encode): a subset in
+ * another order (absent columns null, _tombstone false), several batches, and
+ * every refusal with its reply class and exact message: wrong type, wrong
+ * vector dimension, missing not-null column, unknown column (accepted with
+ * ignore_unknown_fields), duplicate column, nulls in a not-null column,
+ * invalid UTF-8, no rows, a fence sentinel, every truncation of a real entry.
+ * After a refusal the batch holds no rows and takes the next frame.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lance/ipc.h"
+#include "net/arrowframe.h"
+#include "testutil.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+static void add(mw_schema_t *s, const char *name, mw_type_t t, bool nullable, int32_t dim) {
+  int i = mw_schema_add(s, name, t, nullable);
+  assert_true(i >= 0);
+  if (t == MW_T_FSL_F32) s->fields[i].fsl_dim = dim;
+}
+
+static void table_schema(mw_schema_t *s) {
+  mw_schema_init(s);
+  add(s, "id", MW_T_INT64, false, 0);
+  add(s, "name", MW_T_UTF8, true, 0);
+  add(s, "v", MW_T_FLOAT64, true, 0);
+  add(s, "vec", MW_T_FSL_F32, true, 8);
+  add(s, "_tombstone", MW_T_BOOL, false, 0);
+}
+
+static uint8_t *read_wal(const char *vector, const char *name, size_t *len) {
+  char *path = tu_strf("%s/%s/t.lance/_mem_wal/aa48498d-ac91-59e2-8452-69f46010ace2/wal/%s.arrow",
+                       tu_vectors_dir(), vector, name);
+  uint8_t *p = tu_read_file(path, len);
+  if (p == NULL) fail_msg("cannot read %s", path);
+  free(path);
+  return p;
+}
+#define POS1 "1000000000000000000000000000000000000000000000000000000000000000"
+
+/* A frame-building column: one of a few value patterns for `rows` rows. */
+typedef struct col {
+  const char *name;
+  mw_type_t type;
+  bool nullable;
+  int32_t dim;
+  int nulls_every;      /* 0 = none, k = every k-th row null */
+  const char *bad_utf8; /* utf8: this value in row 1 */
+} col_t;
+
+/* Encode one stream of `n_batches` batches of `rows` rows each. */
+static void frame(const col_t *cols, size_t n_cols, int64_t rows, size_t n_batches, mw_buf_t *out) {
+  mw_schema_t s;
+  mw_schema_init(&s);
+  for (size_t i = 0; i < n_cols; i++) add(&s, cols[i].name, cols[i].type, cols[i].nullable, cols[i].dim);
+  mw_batch_t b[4];
+  const mw_batch_t *bs[4];
+  assert_true(n_batches <= 4);
+  for (size_t k = 0; k < n_batches; k++) {
+    assert_int_equal(mw_batch_init(&b[k], &s), 0);
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t v = (int64_t)k * 1000 + r;
+      for (size_t i = 0; i < n_cols; i++) {
+        const col_t *c = &cols[i];
+        mw_column_t *col = &b[k].cols[i];
+        if (c->nulls_every && r % c->nulls_every == 0) {
+          assert_int_equal(mw_column_append_null(col, &s.fields[i]), 0);
+          continue;
+        }
+        switch (c->type) {
+        case MW_T_INT64: assert_int_equal(mw_column_append_fixed(col, &v, 8), 0); break;
+        case MW_T_INT32: {
+          int32_t x = (int32_t)v;
+          assert_int_equal(mw_column_append_fixed(col, &x, 4), 0);
+          break;
+        }
+        case MW_T_FLOAT64: {
+          double x = (double)v / 4;
+          assert_int_equal(mw_column_append_fixed(col, &x, 8), 0);
+          break;
+        }
+        case MW_T_BOOL: assert_int_equal(mw_column_append_bool(col, r % 2), 0); break;
+        case MW_T_UTF8: {
+          char t[32];
+          int n = snprintf(t, sizeof t, "n%" PRId64, v);
+          if (c->bad_utf8 && r == 1)
+            assert_int_equal(mw_column_append_bytes(col, c->bad_utf8, strlen(c->bad_utf8)), 0);
+          else
+            assert_int_equal(mw_column_append_bytes(col, t, (size_t)n), 0);
+          break;
+        }
+        case MW_T_FSL_F32: {
+          float x[16];
+          for (int j = 0; j < c->dim; j++) x[j] = (float)(v + j);
+          assert_int_equal(mw_column_append_fixed(col, x, 4 * (size_t)c->dim), 0);
+          break;
+        }
+        default: fail_msg("type %d not used here", c->type);
+        }
+      }
+    }
+    b[k].n_rows = rows;
+    bs[k] = &b[k];
+  }
+  mw_err_t err = {0};
+  mw_buf_reset(out);
+  assert_int_equal(mw_ipc_encode(&s, bs, n_batches, NULL, out, &err), 0);
+  for (size_t k = 0; k < n_batches; k++) mw_batch_free(&b[k]);
+  mw_schema_free(&s);
+}
+
+typedef struct fixture {
+  mw_schema_t table;
+  mw_batch_t out;
+  mw_buf_t frame;
+  mw_lp_code_t code;
+  mw_err_t err;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  if (!f) return -1;
+  table_schema(&f->table);
+  if (mw_batch_init(&f->out, &f->table) < 0) return -1;
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  mw_batch_free(&f->out);
+  mw_schema_free(&f->table);
+  mw_buf_free(&f->frame);
+  free(f);
+  return 0;
+}
+
+static int decode(fixture_t *f, const uint8_t *p, size_t n, bool ignore_unknown) {
+  mw_arrowframe_opts_t o = {.ignore_unknown_fields = ignore_unknown};
+  memset(&f->err, 0, sizeof f->err);
+  f->code = MW_LP_E_INTERNAL;
+  int rc = mw_arrowframe_decode(p, n, &f->table, &o, &f->out, &f->code, &f->err);
+  if (rc < 0) {
+    assert_int_equal(f->out.n_rows, 0);
+    for (size_t i = 0; i < f->table.n_fields; i++) assert_int_equal(f->out.cols[i].length, 0);
+  }
+  return rc;
+}
+
+/* Decode f->frame, expect a refusal with this class and message. */
+static void refused(fixture_t *f, mw_lp_code_t code, const char *msg) {
+  int rc = decode(f, f->frame.data, f->frame.len, false);
+  assert_int_equal(rc, -EBADMSG);
+  assert_int_equal(f->err.code, -EBADMSG);
+  assert_string_equal(mw_lp_code_name(f->code), mw_lp_code_name(code));
+  assert_string_equal(f->err.msg, msg);
+}
+
+static int64_t i64_at(const mw_column_t *c, int64_t r) {
+  int64_t v;
+  memcpy(&v, c->values.data + 8 * r, 8);
+  return v;
+}
+
+static double f64_at(const mw_column_t *c, int64_t r) {
+  double v;
+  memcpy(&v, c->values.data + 8 * r, 8);
+  return v;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* Lance's own WAL entry: 100 rows, each column as the IPC decoder sees it. */
+static void test_good_frame_golden(void **state) {
+  fixture_t *f = *state;
+  size_t len;
+  uint8_t *p = read_wal("unsharded-small", POS1, &len);
+  assert_int_equal(decode(f, p, len, false), 0);
+  assert_int_equal(f->code, MW_LP_OK);
+  assert_int_equal(f->out.n_rows, 100);
+  assert_int_equal(mw_batch_validate(&f->out), 0);
+  mw_ipc_stream_t st;
+  assert_int_equal(mw_ipc_decode(p, len, NULL, &st, NULL), 0);
+  assert_int_equal(st.n_batches, 1);
+  for (size_t i = 0; i < f->table.n_fields; i++) {
+    int j = mw_schema_find(&st.schema, f->table.fields[i].name);
+    assert_true(j >= 0);
+    const mw_column_t *a = &f->out.cols[i], *b = &st.batches[0].cols[j];
+    assert_int_equal(a->length, 100);
+    assert_int_equal(a->null_count, b->null_count);
+    assert_int_equal(a->values.len, b->values.len);
+    assert_memory_equal(a->values.data, b->values.data, a->values.len);
+    for (int64_t r = 0; r < 100; r++) assert_int_equal(mw_column_valid(a, r), mw_column_valid(b, r));
+  }
+  mw_ipc_stream_free(&st);
+  /* the same batch takes the next frame once reset */
+  mw_batch_reset(&f->out);
+  assert_int_equal(decode(f, p, len, false), 0);
+  assert_int_equal(f->out.n_rows, 100);
+  free(p);
+}
+
+/* {v, id} in that order: name and vec null, _tombstone false; two batches
+ * appended in order. */
+static void test_subset_schema(void **state) {
+  fixture_t *f = *state;
+  const col_t cols[] = {{"v", MW_T_FLOAT64, true, 0, 3, NULL}, {"id", MW_T_INT64, false, 0, 0, NULL}};
+  frame(cols, 2, 5, 2, &f->frame);
+  assert_int_equal(decode(f, f->frame.data, f->frame.len, false), 0);
+  assert_int_equal(f->code, MW_LP_OK);
+  assert_int_equal(f->out.n_rows, 10);
+  assert_int_equal(mw_batch_validate(&f->out), 0);
+  const mw_column_t *id = &f->out.cols[0], *name = &f->out.cols[1], *v = &f->out.cols[2],
+                    *vec = &f->out.cols[3], *tomb = &f->out.cols[4];
+  for (int64_t r = 0; r < 10; r++) {
+    int64_t want = (r / 5) * 1000 + r % 5;
+    assert_int_equal(i64_at(id, r), want);
+    assert_false(mw_column_valid(name, r));
+    assert_false(mw_column_valid(vec, r));
+    assert_int_equal(mw_column_valid(v, r), (r % 5) % 3 != 0);
+    if (mw_column_valid(v, r)) assert_true(f64_at(v, r) == (double)want / 4);
+    assert_true(mw_column_valid(tomb, r));
+    assert_false(mw_bit_get(tomb->values.data, r));
+  }
+  assert_int_equal(name->null_count, 10);
+  assert_int_equal(tomb->null_count, 0);
+}
+
+static void test_wrong_type(void **state) {
+  fixture_t *f = *state;
+  const col_t cols[] = {{"id", MW_T_UTF8, false, 0, 0, NULL}};
+  frame(cols, 1, 3, 1, &f->frame);
+  refused(f, MW_LP_E_TYPE, "ARROW frame: column \"id\" is utf8, the table has int64");
+  const col_t cols2[] = {{"id", MW_T_INT64, false, 0, 0, NULL}, {"vec", MW_T_FSL_F32, true, 4, 0, NULL}};
+  frame(cols2, 2, 3, 1, &f->frame);
+  refused(f, MW_LP_E_TYPE,
+          "ARROW frame: column \"vec\" is fixed_size_list<float32, 4>, the table has "
+          "fixed_size_list<float32, 8>");
+}
+
+static void test_missing_not_null(void **state) {
+  fixture_t *f = *state;
+  const col_t cols[] = {{"name", MW_T_UTF8, true, 0, 0, NULL}};
+  frame(cols, 1, 3, 1, &f->frame);
+  refused(f, MW_LP_E_SCHEMA, "ARROW frame: column \"id\" (not null) is missing");
+  /* a fence sentinel: no columns at all */
+  mw_buf_reset(&f->frame);
+  assert_int_equal(mw_ipc_fence_sentinel(3, &f->frame, NULL), 0);
+  refused(f, MW_LP_E_SCHEMA, "ARROW frame: column \"id\" (not null) is missing");
+}
+
+static void test_unknown_column(void **state) {
+  fixture_t *f = *state;
+  const col_t cols[] = {{"id", MW_T_INT64, false, 0, 0, NULL}, {"extra", MW_T_INT32, true, 0, 0, NULL}};
+  frame(cols, 2, 4, 1, &f->frame);
+  refused(f, MW_LP_E_SCHEMA, "ARROW frame: unknown column \"extra\"");
+  assert_int_equal(decode(f, f->frame.data, f->frame.len, true), 0); /* ignore_unknown_fields */
+  assert_int_equal(f->out.n_rows, 4);
+  assert_int_equal(i64_at(&f->out.cols[0], 3), 3);
+}
+
+static void test_duplicate_column(void **state) {
+  fixture_t *f = *state;
+  const col_t cols[] = {{"id", MW_T_INT64, false, 0, 0, NULL}, {"v", MW_T_FLOAT64, true, 0, 0, NULL},
+                        {"v", MW_T_FLOAT64, true, 0, 0, NULL}};
+  frame(cols, 3, 2, 1, &f->frame);
+  refused(f, MW_LP_E_SCHEMA, "ARROW frame: duplicate column \"v\"");
+}
+
+static void test_bad_values(void **state) {
+  fixture_t *f = *state;
+  const col_t nulls[] = {{"id", MW_T_INT64, true, 0, 2, NULL}};
+  frame(nulls, 1, 4, 1, &f->frame);
+  refused(f, MW_LP_E_TYPE, "ARROW frame: column \"id\" has 2 nulls, the table's is not null");
+  const col_t utf8[] = {{"id", MW_T_INT64, false, 0, 0, NULL}, {"name", MW_T_UTF8, true, 0, 0, "a\xc3("}};
+  frame(utf8, 2, 3, 1, &f->frame);
+  refused(f, MW_LP_E_TYPE, "ARROW frame: column \"name\" row 1: invalid UTF-8");
+  const col_t none[] = {{"id", MW_T_INT64, false, 0, 0, NULL}};
+  frame(none, 1, 0, 1, &f->frame);
+  refused(f, MW_LP_E_SCHEMA, "ARROW frame: no rows");
+  /* the batch is still usable */
+  frame(none, 1, 2, 1, &f->frame);
+  assert_int_equal(decode(f, f->frame.data, f->frame.len, false), 0);
+  assert_int_equal(f->out.n_rows, 2);
+}
+
+/* Every proper prefix of a real entry is refused as parse with the IPC
+ * decoder's reason; one is checked word for word. */
+static void test_truncated(void **state) {
+  fixture_t *f = *state;
+  size_t len;
+  uint8_t *p = read_wal("unsharded-small", POS1, &len);
+  for (size_t n = 0; n < len; n++) {
+    assert_int_equal(decode(f, p, n, false) < 0, 1);
+    assert_int_equal(f->code, MW_LP_E_PARSE);
+    mw_ipc_stream_t st;
+    mw_err_t derr = {0};
+    int rc = mw_ipc_decode(p, n, NULL, &st, &derr);
+    assert_true(rc < 0);
+    assert_int_equal(f->err.code, rc);
+    char want[MW_ERR_MSG_BYTES];
+    snprintf(want, sizeof want, "ARROW frame: %.280s", derr.msg);
+    assert_string_equal(f->err.msg, want);
+  }
+  assert_int_equal(decode(f, p, len - 8, false), -EBADMSG); /* the EOS marker cut off */
+  assert_string_equal(f->err.msg, "ARROW frame: ipc: byte 7744: stream ends without the EOS marker");
+  free(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_good_frame_golden, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_subset_schema, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_wrong_type, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_missing_not_null, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_column, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_duplicate_column, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_values, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
