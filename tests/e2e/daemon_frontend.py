@@ -141,6 +141,14 @@ def codes(d, tmp):
         c.send(text.encode("latin-1") + b"\n")
         l = c.line(timeout=30)
         check(f"{what} -> ERR {line} {code}", l and l.startswith(f"ERR {line} {code} "), l)
+    # a frame with nulls in the not-null key (once aborted the daemon)
+    frame = open(os.path.join(HERE, "..", "..", "fuzz", "corpus", "arrowframe",
+                              "regress-nulls-in-not-null-id.arrow"), "rb").read()
+    c.send(b"ARROW %d\n" % len(frame) + frame + b"PING\n")
+    got = c.lines(2, timeout=30)
+    n = len(cases) + 1
+    check(f"ARROW frame with nulls in the not-null key -> ERR {n} type, PONG",
+          got[0] is not None and got[0].startswith(f"ERR {n} type ") and got[1] == "PONG", got)
     c.send(row(1) + "\nSYNC\n")
     got = c.lines(2, timeout=30)
     check("the same connection carries on: OK 1, SYNC 1", got == ["OK 1", "SYNC 1"], got)
