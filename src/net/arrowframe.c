@@ -25,39 +25,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/utf8.h"
+
 #define TOMBSTONE "_tombstone"
-
-/* Length of the UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates,
- * <= U+10FFFF), 0 when invalid. */
-static size_t utf8_seq(const uint8_t *p, size_t n) {
-  uint8_t c = p[0];
-  if (c < 0x80) return 1;
-  size_t k;
-  uint8_t lo = 0x80, hi = 0xbf;
-  if (c >= 0xc2 && c <= 0xdf) k = 2;
-  else if (c >= 0xe0 && c <= 0xef) {
-    k = 3;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    k = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else return 0;
-  if (n < k || p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < k; i++)
-    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-  return k;
-}
-
-static bool utf8_ok(const uint8_t *p, size_t n) {
-  for (size_t i = 0; i < n;) {
-    size_t k = utf8_seq(p + i, n - i);
-    if (k == 0) return false;
-    i += k;
-  }
-  return true;
-}
 
 #define REFUSE(c, rc, ...) ((*code = (c)), mw_err_set(err, (rc), __VA_ARGS__))
 
@@ -145,7 +115,7 @@ static int check_utf8(const mw_batch_t *b, mw_lp_code_t *code, mw_err_t *err) {
       if (!mw_column_valid(c, r)) continue;
       size_t n;
       const uint8_t *p = mw_column_bytes(c, r, &n);
-      if (!utf8_ok(p, n))
+      if (!mw_utf8_valid(p, n))
         return REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: column \"%s\" row %" PRId64
                       ": invalid UTF-8", f->name, r);
     }

@@ -32,6 +32,8 @@
  */
 #include "net/jsonrow.h"
 
+#include "common/utf8.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <float.h>
@@ -179,30 +181,6 @@ static int32_t hex4(const uint8_t *p) {
   return v;
 }
 
-/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), or 0. */
-static size_t utf8_seq(const uint8_t *p, const uint8_t *e) {
-  uint8_t b = p[0];
-  size_t n;
-  uint8_t lo = 0x80, hi = 0xBF;
-  if (b >= 0xC2 && b <= 0xDF) n = 2;
-  else if (b >= 0xE0 && b <= 0xEF) {
-    n = 3;
-    if (b == 0xE0) lo = 0xA0;
-    if (b == 0xED) hi = 0x9F; /* no UTF-16 surrogates */
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    n = 4;
-    if (b == 0xF0) lo = 0x90;
-    if (b == 0xF4) hi = 0x8F; /* <= U+10FFFF */
-  } else {
-    return 0;
-  }
-  if ((size_t)(e - p) < n) return 0;
-  if (p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < n; i++)
-    if ((p[i] & 0xC0) != 0x80) return 0;
-  return n;
-}
-
 /* Scan the string whose opening quote is at c->pos; check UTF-8, control
  * characters and escapes (incl. surrogate pairing). On return *raw, *raw_len
  * span the bytes between the quotes and c->pos is past the closing quote. */
@@ -220,7 +198,7 @@ static int scan_string(ctx_t *c, const uint8_t **raw, size_t *raw_len, bool *esc
       return FAIL(c, MW_JSONROW_E_PARSE, p, "at byte %zu: control character 0x%02x in a string",
                   (size_t)(p - c->s), b);
     if (b >= 0x80) {
-      size_t n = utf8_seq(p, e);
+      size_t n = mw_utf8_seq(p, (size_t)(e - p));
       if (n == 0)
         return FAIL(c, MW_JSONROW_E_PARSE, p, "at byte %zu: invalid UTF-8", (size_t)(p - c->s));
       p += n;
