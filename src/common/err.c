@@ -48,3 +48,8 @@ const char *mw_strerror(int code) {
    * strings for known codes, which is all we pass here. */
   return strerror(-code);
 }
+
+const char *mw_errno_name(int code) {
+  const char *n = code < 0 ? strerrorname_np(-code) : NULL;
+  return n ? n : "?";
+}

@@ -33,5 +33,8 @@ int mw_err_set(mw_err_t *err, int code, const char *fmt, ...)
 void mw_err_clear(mw_err_t *err);
 /* strerror-like text for our codes (thread-safe, static strings). */
 const char *mw_strerror(int code);
+/* The symbolic name of a negative errno ("EIO", "ENOSPC"), for logs,
+ * status and metric labels; "?" when unknown (thread-safe, static). */
+const char *mw_errno_name(int code);
 
 #endif

@@ -41,9 +41,6 @@ enum { CLASS_ANY = 0, CLASS_WAL, CLASS_MANIFEST, CLASS_FLUSH, CLASS_DATASET, CLA
 
 static const char *const class_names[CLASS_COUNT_] = {"any", "wal", "manifest", "flush",
                                                        "dataset"};
-static const char *const step_names[MW_STEP_COUNT_] = {
-    "open",   "mkdir",   "write",    "fsync",  "close", "link", "rename",
-    "diropen", "dirsync", "dirclose", "unlink", "stat",  "read", "scan"};
 
 typedef struct hooked {
   char *root;
@@ -103,9 +100,8 @@ static int parse_crash(const char *v, mw_err_t *err) {
   H.cls = -1;
   for (int i = 0; i < CLASS_COUNT_; i++)
     if (strcmp(buf, class_names[i]) == 0) H.cls = i;
-  H.step = strcmp(c1 + 1, "any") == 0 ? STEP_ANY : MW_STEP_COUNT_ + 1;
-  for (unsigned i = 0; i < MW_STEP_COUNT_; i++)
-    if (strcmp(c1 + 1, step_names[i]) == 0) H.step = i;
+  int step = mw_storage_step_parse(c1 + 1);
+  H.step = strcmp(c1 + 1, "any") == 0 ? STEP_ANY : step >= 0 ? (unsigned)step : MW_STEP_COUNT_ + 1;
   char *end = NULL;
   errno = 0;
   unsigned long long n = strtoull(c2 + 1, &end, 10);
@@ -215,12 +211,12 @@ static void on_step(void *ctx, const mw_storage_req_t *req, mw_storage_step_t st
   if (atomic_exchange(&H.fired, true)) return;
   if (!H.power) {
     mw_log_warn("testhook: MEMWALD_CRASH_AT=%s fired before %s of %s: SIGKILL", H.spec,
-                step_names[step], req->priv.key);
+                mw_storage_step_name(step), req->priv.key);
     raise(SIGKILL);
     _exit(EXIT_CUT); /* not reached */
   }
   mw_log_warn("testhook: MEMWALD_CRASH_AT=%s fired before %s of %s: power loss", H.spec,
-              step_names[step], req->priv.key);
+              mw_storage_step_name(step), req->priv.key);
   /* Trip here, so this very step already fails; the loop does the rest. */
   size_t n = atomic_load(&H.n);
   for (size_t i = 0; i < n; i++) mw_powerloss_trip(H.hooks[i].pl);

@@ -138,11 +138,6 @@ static int put(mw_buf_t *b, const char *fmt, ...) {
   return mw_buf_append(b, tmp, (size_t)n);
 }
 
-static const char *errno_name(int status) {
-  const char *n = status < 0 ? strerrorname_np(-status) : NULL;
-  return n ? n : "?";
-}
-
 static uint64_t ago(const mw_fe_admin_t *a, uint64_t t_ms) {
   uint64_t now = a->loop ? uv_now(a->loop) : 0;
   return t_ms && now > t_ms ? now - t_ms : 0;
@@ -158,15 +153,12 @@ static int fault_json(const mw_fe_admin_t *a, const mw_shard_t *s, mw_buf_t *out
                  : f->next_retry_ms > now ? (int64_t)(f->next_retry_ms - now) : 0;
   int rc = put(out, ",\"fault\":{\"op\":\"%s\",\"errno\":\"%s\",\"for_ms\":%" PRIu64
                ",\"retries\":%" PRIu32 ",\"next_retry_ms\":%" PRId64 ",\"error\":",
-               f->op, errno_name(f->status), ago(a, f->since_ms), f->retries, next);
+               f->op, mw_errno_name(f->status), ago(a, f->since_ms), f->retries, next);
   if (rc == 0) rc = mw_admin_json_str(out, f->error);
   if (rc == 0) rc = mw_buf_append(out, "}", 1);
   return rc;
 }
 
-static const char *const step_names[MW_STEP_COUNT_] = {
-    "open", "mkdir", "write", "fsync", "close", "link", "rename",
-    "diropen", "dirsync", "dirclose", "unlink", "stat", "read", "scan"};
 
 /* ,"storage":[{"table",...health...,"fault":{...}}] */
 static int storage_json(const mw_fe_admin_t *a, mw_buf_t *out) {
@@ -187,7 +179,7 @@ static int storage_json(const mw_fe_admin_t *a, mw_buf_t *out) {
                ",\"last_error_ms_ago\":%" PRId64 ",\"last_ok_ms_ago\":%" PRId64,
                mw_storage_backend_name(t->st), h.ops_ok, h.ops_failed, h.consecutive_failures,
                h.consecutive_failures == 0 ? "true" : "false",
-               h.last_error ? errno_name(h.last_error) : "",
+               h.last_error ? mw_errno_name(h.last_error) : "",
                h.last_error_ms ? (int64_t)ago(a, h.last_error_ms) : -1,
                h.last_ok_ms ? (int64_t)ago(a, h.last_ok_ms) : -1);
     mw_storage_fault_t f;
@@ -196,10 +188,10 @@ static int storage_json(const mw_fe_admin_t *a, mw_buf_t *out) {
     if (rc == 0 && armed) {
       rc = put(out, ",\"fault_injected\":{\"nth\":%" PRIu64 ",\"errno\":\"%s\",\"delay_ms\":%" PRIu32
                ",\"fsync_once\":%s,\"steps\":\"", f.fail_nth,
-               f.fail_errno ? errno_name(-f.fail_errno) : "", f.delay_ms,
+               f.fail_errno ? mw_errno_name(-f.fail_errno) : "", f.delay_ms,
                f.fail_fsync_once ? "true" : "false");
       for (int k = 0, n = 0; rc == 0 && k < MW_STEP_COUNT_; k++)
-        if (f.fail_steps & MW_STEP_BIT(k)) rc = put(out, "%s%s", n++ ? "+" : "", step_names[k]);
+        if (f.fail_steps & MW_STEP_BIT(k)) rc = put(out, "%s%s", n++ ? "+" : "", mw_storage_step_name(k));
       if (rc == 0) rc = mw_buf_append(out, "\",\"prefix\":", 11);
       if (rc == 0) rc = mw_admin_json_str(out, f.fail_prefix ? f.fail_prefix : "");
       if (rc == 0) rc = mw_buf_append(out, "}", 1);
@@ -365,9 +357,8 @@ static int parse_steps(const char *v, uint32_t *mask) {
   *mask = 0;
   char *save = NULL;
   for (char *w = strtok_r(tmp, "+|", &save); w; w = strtok_r(NULL, "+|", &save)) {
-    int k = 0;
-    while (k < MW_STEP_COUNT_ && strcmp(step_names[k], w) != 0) k++;
-    if (k == MW_STEP_COUNT_) return -EINVAL;
+    int k = mw_storage_step_parse(w);
+    if (k < 0) return -EINVAL;
     *mask |= MW_STEP_BIT(k);
   }
   return 0;

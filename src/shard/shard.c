@@ -337,11 +337,11 @@ static void fault_reason(mw_shard_t *s) {
   }
   uint64_t now = uv_now(s->loop);
   uint64_t left = s->reclaim_at_ms > now ? s->reclaim_at_ms - now : 0;
-  const char *name = strerrorname_np(-s->fault.status);
+  const char *name = mw_errno_name(s->fault.status);
   snprintf(s->reason, sizeof s->reason,
            "%.380s (storage error %s; not acknowledged; retrying: automatic re-claim in %" PRIu64
            " ms)",
-           s->fault.error, name ? name : "?", left);
+           s->fault.error, name, left);
 }
 
 /* Open or continue a fault episode for a shard that just parked FAILED
@@ -562,7 +562,7 @@ static void auto_reclaim(mw_shard_t *s) {
     return;
   }
   mw_log_info("shard %s: automatic re-claim (attempt %u, %s for %" PRIu64 " ms)", s->id_str,
-              s->fault.retries + 1, strerrorname_np(-s->fault.status) ? strerrorname_np(-s->fault.status) : "?",
+              s->fault.retries + 1, mw_errno_name(s->fault.status),
               uv_now(s->loop) - s->fault.since_ms);
   s->fault.next_retry_ms = 0;
   int rc = start_claim(s);
@@ -846,7 +846,7 @@ static void become_active(mw_shard_t *s, uint64_t hole) {
     mw_log_notice("shard %s: recovered by itself: ACTIVE again %" PRIu64 " ms after the fault "
                   "(%s: %s), %u failed re-claim(s) before", s->id_str,
                   uv_now(s->loop) - s->fault.since_ms, s->fault.op,
-                  strerrorname_np(-s->fault.status) ? strerrorname_np(-s->fault.status) : "?",
+                  mw_errno_name(s->fault.status),
                   s->fault.retries);
     s->recoveries++;
     count(em.recovered_reclaim, 1);

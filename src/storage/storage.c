@@ -118,18 +118,22 @@ static void count_op(const mw_storage_req_priv_t *p, int status) {
   int r = status == 0 ? 0 : status == -EEXIST ? 1 : status == -ENOENT ? 2 : 3;
   mw_counter_add(mw_storage__metrics.ops[p->op][r], 1);
   if (r == 3 && errors_family != NULL) {
-    char num[16];
-    const char *name = status < 0 ? strerrorname_np(-status) : NULL;
-    if (name == NULL) snprintf(num, sizeof num, "E%d", -status), name = num;
-    const char *lv[] = {op_names[p->op], name};
+    const char *lv[] = {op_names[p->op], mw_errno_name(status)};
     mw_counter_add(mw_metric_series(errors_family, lv), 1);
   }
   if (status == 0 && (p->op == MW_OP_PUT || p->op == MW_OP_PUT_IF_ABSENT))
     mw_counter_add(mw_storage__metrics.written, p->len);
 }
 
-const char *mw_storage__step_name(int step) {
+const char *mw_storage_step_name(int step) {
   return step >= 0 && step < MW_STEP_COUNT_ ? step_names[step] : "?";
+}
+
+int mw_storage_step_parse(const char *name) {
+  assert(name != NULL);
+  for (int i = 0; i < MW_STEP_COUNT_; i++)
+    if (strcmp(name, step_names[i]) == 0) return i;
+  return -EINVAL;
 }
 
 void mw_storage_config_init(mw_storage_config_t *cfg, const char *root_dir) {
@@ -467,7 +471,7 @@ void mw_storage__done(mw_storage_req_t *req, int status) {
   }
   if (status < 0 && status != -EEXIST && status != -ENOENT)
     mw_log_warn("storage: %s %s/%s failed at %s%s%s: %s", op_names[p->op], st->root, p->key,
-                mw_storage__step_name(p->step), p->tmp[0] ? " of temp " : "", p->tmp,
+                mw_storage_step_name(p->step), p->tmp[0] ? " of temp " : "", p->tmp,
                 strerror(-status));
   pump(st);
   p->cb(req, status);

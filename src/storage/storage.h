@@ -84,6 +84,11 @@ typedef enum mw_storage_step {
   MW_STEP_COUNT_
 } mw_storage_step_t;
 #define MW_STEP_BIT(s) (1u << (s))
+/* "open", "dirsync", ... ("?" out of range); the names logs, the test hooks
+ * and the admin `fault` command use. */
+const char *mw_storage_step_name(int step);
+/* The step called name, or -EINVAL. */
+int mw_storage_step_parse(const char *name);
 #define MW_STEP_ALL ((1u << MW_STEP_COUNT_) - 1)
 
 /* Fault injection (backend_fault.c). Tests only; all zero = no faults.

@@ -63,7 +63,6 @@ extern const mw_storage_backend_ops_t mw_storage__threads_ops;
 
 /* Front */
 void mw_storage__done(mw_storage_req_t *req, int status);
-const char *mw_storage__step_name(int step);
 
 /* Fault layer (backend_fault.c) */
 int mw_storage__fault_open(mw_storage_t *st, mw_err_t *err);
