@@ -79,58 +79,16 @@ static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done
   return rc;
 }
 
-/* SYNC: every table the daemon serves (a connection may have switched
- * tables, and a barrier on a table with nothing pending costs nothing).
- * One tracker counts the tables still pending; the first failure wins. */
-typedef struct fe_sync {
-  mw_fe_done_cb done;
-  void *arg;
-  size_t left;
-  int status;
-  char reason[MW_ERR_MSG_BYTES];
-} fe_sync_t;
-
-static void sync_release(fe_sync_t *fs) {
-  assert(fs->left > 0);
-  if (--fs->left > 0) return;
-  fs->done(fs->arg, fs->status, fs->status ? fs->reason : NULL);
-  free(fs);
-}
-
-static void on_table_synced(void *arg, int status, const char *reason) {
-  fe_sync_t *fs = arg;
-  if (status < 0 && fs->status == 0) {
-    fs->status = status;
-    snprintf(fs->reason, sizeof fs->reason, "%s", reason ? reason : "");
-  }
-  sync_release(fs);
-}
-
+/* SYNC: every live table the daemon serves (a connection may have switched
+ * tables; a table with nothing pending costs nothing). */
 static int sync_all(void *data, mw_fe_done_cb done, void *arg, mw_err_t *err) {
   mw_fe_tables_t *ts = data;
   assert(ts && done);
-  fe_sync_t *fs = calloc(1, sizeof *fs);
-  if (!fs) return mw_err_set(err, -ENOMEM, "out of memory");
-  fs->done = done;
-  fs->arg = arg;
-  fs->left = 1; /* held while asking */
-  for (size_t i = 0; i < ts->n; i++) {
-    if (ts->dropped[i]) continue;
-    mw_err_t e = {0};
-    int rc = mw_table_sync(ts->tables[i], on_table_synced, fs, &e);
-    if (rc == 0) fs->left++;
-    else if (rc < 0 && fs->status == 0) {
-      fs->status = rc;
-      snprintf(fs->reason, sizeof fs->reason, "table %.64s: %.400s", ts->names[i], e.msg);
-    }
-  }
-  if (fs->left > 1) {
-    sync_release(fs); /* callbacks never run inside mw_table_sync */
-    return 0;
-  }
-  int rc = fs->status < 0 ? mw_err_set(err, fs->status, "%s", fs->reason) : 1;
-  free(fs);
-  return rc;
+  mw_table_t *live[MW_FE_MAX_TABLES];
+  size_t n = 0;
+  for (size_t i = 0; i < ts->n; i++)
+    if (!ts->dropped[i]) live[n++] = ts->tables[i];
+  return mw_tables_sync(live, n, done, arg, err);
 }
 
 /* Identity-sharded tables route by a column that may not be the key: a

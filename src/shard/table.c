@@ -604,23 +604,33 @@ static void on_shard_synced(mw_shard_write_t *w, int status, const char *reason)
   sync_release(ts);
 }
 
-int mw_table_sync(mw_table_t *t, mw_table_sync_cb cb, void *arg, mw_err_t *err) {
-  assert(t != NULL && cb != NULL);
+int mw_tables_sync(mw_table_t *const *tables, size_t n, mw_table_sync_cb cb, void *arg,
+                   mw_err_t *err) {
+  assert((tables != NULL || n == 0) && cb != NULL);
   /* durable_write acknowledges only durable rows, and the protocol sends
-   * SYNC's reply after every earlier row's: nothing to wait for */
-  if (t->cfg.durable_write) return 1;
-  tsync_t *ts = calloc(1, sizeof *ts + t->n_shards * sizeof ts->w[0]);
+   * SYNC's reply after every earlier row's: those tables have nothing to
+   * wait for */
+  size_t shards = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!tables[i]->cfg.durable_write) shards += tables[i]->n_shards;
+  if (shards == 0) return 1;
+  tsync_t *ts = calloc(1, sizeof *ts + shards * sizeof ts->w[0]);
   if (!ts) return mw_err_set(err, -ENOMEM, "out of memory");
   ts->cb = cb;
   ts->arg = arg;
   ts->left = 1; /* held until every shard is asked; callbacks never run inline */
-  for (size_t i = 0; i < t->n_shards; i++) {
-    mw_shard_t *s = &t->shards[i]->shard;
-    ts->w[i].data = ts;
-    int rc = mw_shard_sync(s, &ts->w[i], on_shard_synced);
-    if (rc < 0) sync_note(ts, rc, s->id_str, mw_shard_reason(s)[0] ? mw_shard_reason(s) : NULL);
-    else ts->left++;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    mw_table_t *t = tables[i];
+    for (size_t j = 0; j < t->n_shards && !t->cfg.durable_write; j++, k++) {
+      mw_shard_t *s = &t->shards[j]->shard;
+      ts->w[k].data = ts;
+      int rc = mw_shard_sync(s, &ts->w[k], on_shard_synced);
+      if (rc < 0) sync_note(ts, rc, s->id_str, mw_shard_reason(s)[0] ? mw_shard_reason(s) : NULL);
+      else ts->left++;
+    }
   }
+  assert(k == shards);
   if (ts->left == 1) { /* no shard to wait for: answer now, no callback */
     int rc = ts->status < 0 ? mw_err_set(err, ts->status, "%s", ts->reason) : 1;
     free(ts);

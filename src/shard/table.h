@@ -149,14 +149,16 @@ int mw_table_claim_owned(mw_table_t *t);
 int mw_table_write(mw_table_t *t, mw_table_write_t *w, mw_batch_t *batch, mw_table_write_cb cb,
                    mw_err_t *err);
 
-/* SYNC for the whole table: cb(arg, 0, NULL) once every write submitted to
- * any of its shards before this call is durable (mw_shard_sync on each
- * shard that exists). The first failing shard's status and reason win.
- * Returns 0 (cb will run, never inline), 1 (nothing to wait for: no
- * callback), or -errno with err set (-ENOMEM; a shard's refusal when no
- * shard accepted it). */
+/* SYNC for a set of tables (a connection may have written to several):
+ * cb(arg, 0, NULL) once every write submitted to any of their shards before
+ * this call is durable (mw_shard_sync on each shard). Tables with
+ * durable_write need nothing: their acknowledged rows are durable already.
+ * The first failing shard's status and reason win. Returns 0 (cb will run,
+ * never inline), 1 (nothing to wait for: no callback), or -errno with err
+ * set (-ENOMEM; a shard's refusal when no shard accepted it). */
 typedef void (*mw_table_sync_cb)(void *arg, int status, const char *reason);
-int mw_table_sync(mw_table_t *t, mw_table_sync_cb cb, void *arg, mw_err_t *err);
+int mw_tables_sync(mw_table_t *const *tables, size_t n, mw_table_sync_cb cb, void *arg,
+                   mw_err_t *err);
 /* Split without writing: part_ids[k] / parts[k] for k < *n_parts (parts
  * bound to the table schema, caller frees). When every row goes to one
  * shard, the batch's columns are moved into parts[0] (batch is left with no

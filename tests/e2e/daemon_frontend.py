@@ -17,6 +17,7 @@ LanceDB 0.39.0:
 
 Synchronisation is by replies and log lines with deadlines. TAP output.
 """
+import glob
 import json
 import os
 import resource
@@ -343,6 +344,40 @@ def idle_and_flood(d, n_idle=1500):
     return {900000 + i for i in range(2000)}
 
 
+def sync_barrier(tmp):
+    """SYNC with durable_write = false: rows are acknowledged at the MemTable
+    insert; SYNC must answer only once their WAL entry is on disk, well before
+    the table's 60 s WAL flush interval would have cut it."""
+    nd = os.path.join(tmp, "nd.lance")
+    d = start(tmp, "sync", extra_table=f"""[table nd]
+uri = {nd}
+create = true
+schema = id:int64 not null, v:double
+primary_key = id
+spec = unsharded
+durable_write = false
+max_wal_flush_interval_ms = 60000
+max_wal_buffer_size = 64MiB
+""")
+    c = Client(d.port)
+    wal = lambda: glob.glob(os.path.join(nd, "_mem_wal", "*", "wal", "*.arrow"))
+    c.send("USE nd\n" + "".join('{"id":%d,"v":0.5}\n' % i for i in range(5)) + "PING\n")
+    got = c.lines(2, timeout=30)
+    check("durable_write = false: 5 rows acknowledged before any WAL entry exists",
+          got == ["OK 5", "PONG"] and wal() == [], (got, wal()))
+    t0 = time.monotonic()
+    c.send("SYNC\n")
+    got = c.line(timeout=30)
+    took = time.monotonic() - t0
+    entries = wal()
+    check("SYNC 5 answers only once the WAL entry is on disk, long before the 60 s interval",
+          got == "SYNC 5" and len(entries) == 1 and took < 30, (got, entries, f"{took:.2f}s"))
+    print(f"# SYNC with durable_write = false answered in {took * 1000:.1f} ms")
+    c.close()
+    d.p.send_signal(signal.SIGTERM)
+    check("sync daemon exits 0", d.finish() == 0, "\n".join(d.lines[-10:]))
+
+
 def main():
     # Under ASan, freed memory waits in a quarantine (256 MiB by default),
     # which would hide what the RSS checks measure.
@@ -370,6 +405,7 @@ def main():
         check("fenced daemon exits 0 on SIGTERM", d.finish() == 0, "\n".join(d.lines[-10:]))
         not_owner(tmp)
         overloaded_and_auth(tmp)
+        sync_barrier(tmp)
     finally:
         for dd in DAEMONS:
             if dd.p.poll() is None:
