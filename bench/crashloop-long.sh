@@ -10,8 +10,8 @@
 #
 # The power-loss run is shorter by default: its journal keeps every file of
 # the table in memory at each start (MW_POWERLOSS_MAX_NODES = 65536 files and
-# directories), and the table keeps every WAL entry it ever wrote (~125
-# files per cycle here), so a few hundred cycles fit.
+# directories), and the table keeps every WAL entry it ever wrote (each
+# cycle adds WAL entries and SSTable files), so a few hundred cycles fit.
 # Run from the repository root after `tools/build.sh` and `npm install` in
 # tests/interop. MEMWALD / MEMWALCTL override the binaries.
 set -eu

@@ -59,7 +59,7 @@ for t in $TESTS; do
   case $t in
     daemon_rows) MW_VG_THREADS=1 timeout 3600 python3 "$ROOT/tests/e2e/daemon_rows.py" "$OUT/memwald" "$CTL" ;;
     daemon_shell) timeout 3600 python3 "$ROOT/tests/e2e/daemon_shell.py" "$OUT/memwald" ;;
-    # the soak's rate is lowered: memcheck runs memwald some 20-50x slower
+    # the soak's rate is lowered: memcheck runs memwald many times slower
     soak) MW_VG_THREADS=1 timeout 3600 python3 "$ROOT/bench/soak" --minutes "${MW_VG_SOAK_MINUTES:-2}" \
             --report-every-s 20 --rate 500 --tap --memwald "$OUT/memwald" --memwalctl "$CTL" ;;
     *) echo "unknown test $t"; fail=1; continue ;;

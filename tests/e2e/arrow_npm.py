@@ -93,7 +93,7 @@ spec = bucket(id,4)
     check("subset frame (id, v) -> OK 101", got[1:2] == ["OK 101"], got)
     check("reordered columns -> OK 10", got[2:3] == ["OK 10"], got)
     check("v as utf8 -> ERR 4 type naming the column",
-          len(got) > 3 and got[3].startswith("ERR 4 type ") and "v" in got[3], got)
+          len(got) > 3 and got[3].startswith("ERR 4 type ") and 'column "v"' in got[3], got)
     check("no primary key column -> ERR 5 schema or pk",
           len(got) > 4 and (got[4].startswith("ERR 5 schema ") or got[4].startswith("ERR 5 pk ")), got)
     check("the connection carries on: SYNC 411", got[5:6] == ["SYNC 411"], got)

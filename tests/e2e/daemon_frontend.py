@@ -223,14 +223,16 @@ def overloaded_and_auth(tmp):
     check("a third -> ERR 0 overloaded, closed", l and l.startswith("ERR 0 overloaded") and c.closed(), l)
     c.close()
     a.close()
-    w = None
-    for _ in range(50):  # a's slot frees when the daemon sees the close
-        w = Client(d.port)
-        w.send("AUTH wrong\nPING\n")
-        l = w.line()
-        if l and not l.startswith("ERR 0 overloaded"):
+    # a's slot frees once the daemon has seen the close: wait for it
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rc, out = ctl(d, "--json", "status")
+        if rc == 0 and json.loads(out)["result"]["connections"] <= 1:
             break
-        w.close()
+        time.sleep(0.02)  # polling interval under the deadline
+    w = Client(d.port)
+    w.send("AUTH wrong\nPING\n")
+    l = w.line()
     check("wrong token -> ERR 1 auth, then close", l and l.startswith("ERR 1 auth ") and w.closed(), l)
     w.close()
     b.close()
@@ -323,22 +325,27 @@ def idle_and_flood(d, n_idle=1500):
     chunk = "".join(row(900000 + i) + "\n" for i in range(2000)).encode()
     sent, peak = 0, rss_kb(d.p.pid)
     other = Client(d.port)
-    pongs = 0
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        _, w, _ = select.select([], [f.s], [], 0.2)
+    pings = pongs = 0
+    t0 = time.monotonic()
+    next_ping = t0 + 1.0  # once the flood has had a second to build pressure
+    while time.monotonic() < t0 + 5:
+        _, w, _ = select.select([], [f.s], [], 0.05)
         peak = max(peak, rss_kb(d.p.pid))
         if w:
             try:
                 sent += f.s.send(chunk)
             except BlockingIOError:
                 pass
-        if sent // len(chunk) % 50 == 0:
+        if time.monotonic() >= next_ping:  # another connection, every 0.5 s
+            next_ping += 0.5
+            pings += 1
             other.send("PING\n")
             pongs += other.line(timeout=10) == "PONG"
-    check("a flood of rows from a client that never reads: others still served, RSS < 256 MiB above start",
-          pongs > 0 and peak - rss0 < 262144, f"sent {sent} bytes, {pongs} PONGs, RSS {rss0} -> peak {peak} kB")
-    print(f"# flood: {sent} bytes of rows in 5 s; RSS {rss0} -> peak {peak} kB; {pongs} PINGs answered meanwhile")
+    check("a flood of rows from a client that never reads: every PING of another connection answered "
+          "during it, RSS < 256 MiB above start",
+          pings >= 6 and pongs == pings and peak - rss0 < 262144,
+          f"sent {sent} bytes, {pongs}/{pings} PONGs, RSS {rss0} -> peak {peak} kB")
+    print(f"# flood: {sent} bytes of rows in 5 s; RSS {rss0} -> peak {peak} kB; {pongs}/{pings} PINGs answered meanwhile")
     other.close()
     f.close()
     return {900000 + i for i in range(2000)}

@@ -32,7 +32,7 @@ exactly the acknowledged ids, with their values. Also: the `fault` command is
 refused without MEMWALD_TEST_FAULTS=1, and an identity-sharded table's
 shards show `identity-<value>` in status (routed rows, an admin claim; a
 long value cut and flagged). No sleeps for synchronisation: every wait polls
-a condition with a deadline. TAP output; ~25 s (~50 s under ASan).
+a condition with a deadline. TAP output.
 """
 import json
 import os
@@ -341,7 +341,10 @@ def identity_keys(sock, port):
     c.sendall(("USE idt\n" + "".join(json.dumps(r) + "\n" for r in rows) + "PING\n").encode())
     buf = b""
     while b"PONG" not in buf:
-        buf += c.recv(4096)
+        chunk = c.recv(4096)
+        if not chunk:
+            raise EOFError(f"daemon closed the connection before PONG: {buf[-200:]!r}")
+        buf += chunk
     c.close()
     rc, out = ctl(sock, "claim", "idt", "identity-us")
     shards = status(sock)["tables"][1]["shards"]
