@@ -21,9 +21,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_rows import Daemon  # noqa: E402  (the daemon wrapper: log lines, exit)
+import e2e_util  # noqa: E402
+from e2e_util import Daemon, port_of  # noqa: E402
 
 MEMWALD, MEMWALCTL = sys.argv[1], sys.argv[2]
+e2e_util.MEMWALD = MEMWALD
 HERE = os.path.dirname(os.path.abspath(__file__))
 FRAMES = os.path.join(HERE, "arrow_frames.mjs")
 results = []
@@ -80,7 +82,7 @@ spec = bucket(id,4)
     if line is None:
         d.p.kill()
         return 1
-    port = int(line.rsplit("port ", 1)[1].rstrip(")"))
+    port = port_of(line)
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     names = sorted(n for n in os.listdir(frames) if n.endswith(".arrow"))
     payload = b""

@@ -31,10 +31,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_rows import Daemon  # noqa: E402
-from test_frontend import Client  # noqa: E402
+import e2e_util  # noqa: E402
+from e2e_util import Client, Daemon, port_of, rss_kb  # noqa: E402
 
 MEMWALD, MEMWALCTL = sys.argv[1], sys.argv[2]
+e2e_util.MEMWALD = MEMWALD
 HERE = os.path.dirname(os.path.abspath(__file__))
 READ = os.path.join(HERE, "read_rows.mjs")
 results = []
@@ -76,7 +77,7 @@ max_unflushed_memtable_bytes = 96MiB
     line = d.wait_line("listening on")
     if line is None or d.wait_line("started") is None:
         raise RuntimeError("daemon did not start:\n" + "\n".join(d.lines))
-    d.port = int(line.rsplit("port ", 1)[1].rstrip(")"))
+    d.port = port_of(line)
     d.sock = sock
     return d
 
@@ -84,14 +85,6 @@ max_unflushed_memtable_bytes = 96MiB
 def ctl(d, *args):
     r = subprocess.run([MEMWALCTL, "-s", d.sock] + list(args), capture_output=True, text=True, timeout=120)
     return r.returncode, r.stdout + r.stderr
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
 
 
 def row(i, **kw):

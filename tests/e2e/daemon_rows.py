@@ -12,7 +12,6 @@ exit 0. Synchronisation is by the daemon's replies and log lines. TAP output.
 """
 import json
 import os
-import select
 import shutil
 import signal
 import socket
@@ -21,7 +20,12 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util  # noqa: E402
+from e2e_util import Daemon  # noqa: E402
+
 MEMWALD, MEMWALCTL = sys.argv[1], sys.argv[2]
+e2e_util.MEMWALD = MEMWALD
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 CHECK = os.path.join(SRC, "tests", "interop", "check.mjs")
 results = []
@@ -34,45 +38,6 @@ def check(name, ok, detail=""):
         for line in str(detail).splitlines()[-40:]:
             print("# " + line)
     sys.stdout.flush()
-
-
-class Daemon:
-    def __init__(self, args):
-        self.p = subprocess.Popen([MEMWALD] + args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
-        self.fd, self.partial, self.lines = self.p.stderr.fileno(), b"", []
-
-    def _read(self, timeout):
-        r, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
-        if not r:
-            return False
-        chunk = os.read(self.fd, 65536)
-        if not chunk:
-            return False
-        self.partial += chunk
-        *done, self.partial = self.partial.split(b"\n")
-        self.lines += [l.decode(errors="replace") for l in done]
-        return True
-
-    def wait_line(self, needle, timeout=20.0):
-        deadline = time.monotonic() + timeout
-        seen = 0
-        while True:
-            for line in self.lines[seen:]:
-                if needle in line:
-                    return line
-            seen = len(self.lines)
-            if time.monotonic() >= deadline or not self._read(deadline - time.monotonic()):
-                return None
-
-    def finish(self, timeout=60):
-        deadline = time.monotonic() + timeout
-        while self._read(deadline - time.monotonic()):
-            pass
-        try:
-            return self.p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            return self.p.wait()
 
 
 class Conn:

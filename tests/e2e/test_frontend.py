@@ -21,6 +21,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_util import Client  # noqa: E402
+
 HARNESS = sys.argv[1]
 VECTORS = os.environ.get("MW_VECTORS", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "vectors"))
 results = []
@@ -68,60 +71,6 @@ class Harness:
                     k, v = kv.split("=")
                     rows[k] = int(v)
         return self.p.returncode, rows, out.decode() + err.decode()
-
-
-class Client:
-    def __init__(self, port, host="127.0.0.1", family=socket.AF_INET):
-        self.s = socket.socket(family, socket.SOCK_STREAM)
-        self.s.settimeout(10)
-        self.s.connect((host, port))
-        self.buf = b""
-
-    def send(self, data):
-        if isinstance(data, str):
-            data = data.encode()
-        self.s.sendall(data)
-
-    def line(self, timeout=10):
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            self.s.settimeout(left)
-            try:
-                chunk = self.s.recv(65536)
-            except socket.timeout:
-                return None
-            if not chunk:
-                return None
-            self.buf += chunk
-        l, self.buf = self.buf.split(b"\n", 1)
-        return l.decode(errors="replace")
-
-    def lines(self, n, timeout=10):
-        return [self.line(timeout) for _ in range(n)]
-
-    def closed(self, timeout=10):
-        """True when the server closes (EOF) within timeout, replies ignored."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.s.settimeout(left)
-            try:
-                c = self.s.recv(65536)
-            except socket.timeout:
-                return False
-            except ConnectionResetError:
-                return True
-            if not c:
-                return True
-            self.buf += c
-
-    def close(self):
-        self.s.close()
 
 
 ROW = '{"id":%d,"name":"n%d","v":1.5,"vec":[1,2,3,4,5,6,7,8]}\n'
