@@ -643,7 +643,7 @@ int mw_tables_sync(mw_table_t *const *tables, size_t n, mw_table_sync_cb cb, voi
 /* ------------------------------------------------------------- drop_table */
 
 enum { DP_NONE = 0, DP_LIST, DP_PREPARE, DP_ROLLBACK, DP_RELEASE, DP_COMMIT_MARK, DP_COMMIT_SHARDS,
-       DP_COMMIT_LIST, DP_COMMIT_TOPS, DP_COMMIT_UNMARK };
+       DP_COMMIT_LIST, DP_COMMIT_TOPS, DP_COMMIT_UNMARK, DP_COMMIT_RMDIR };
 
 static const char drop_marker_text[] =
     "memwald drop_table: every shard was sealed and the table is being deleted.\n";
@@ -735,6 +735,8 @@ static void on_drop_ctl(mw_shard_t *s, int status, const char *reason, void *arg
 }
 
 static int remove_empty_dirs(const char *path);
+static void rmdir_work(uv_work_t *w);
+static void rmdir_done(uv_work_t *w, int status);
 
 static int add_top(mw_table_drop_t *d, const char *key) {
   const char *slash = strchr(key, '/');
@@ -803,12 +805,12 @@ static void on_drop_storage(mw_storage_req_t *req, int status) {
     d->phase = DP_COMMIT_SHARDS;
     d->i = 0;
   } else if (d->phase == DP_COMMIT_UNMARK) {
-    if (remove_empty_dirs(t->path) < 0 && errno != ENOENT) {
-      snprintf(msg, sizeof msg, "commit: rmdir %s: %s", t->path, strerror(errno));
-      drop_finish(t, -errno, msg);
-      return;
-    }
-    drop_finish(t, 0, NULL);
+    /* a directory walk is many syscalls: on libuv's thread pool, like the
+     * storage layer's own walks; the table stays busy (close: -EBUSY) */
+    d->phase = DP_COMMIT_RMDIR;
+    d->rmdir_work.data = t;
+    int rc = uv_queue_work(t->loop, &d->rmdir_work, rmdir_work, rmdir_done);
+    if (rc < 0) drop_finish(t, rc, "commit: cannot queue the removal of the table directory");
     return;
   } else if (d->phase == DP_COMMIT_LIST) {
     for (size_t k = 0; k < req->nkeys; k++)
@@ -842,6 +844,25 @@ static int rm_empty(const char *path, const struct stat *sb, int type, struct FT
  * table directory itself. Fails (errno set) if anything else is left. */
 static int remove_empty_dirs(const char *path) {
   return nftw(path, rm_empty, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void rmdir_work(uv_work_t *w) {
+  mw_table_t *t = w->data;
+  t->drop->rmdir_errno = remove_empty_dirs(t->path) < 0 && errno != ENOENT ? errno : 0;
+}
+
+static void rmdir_done(uv_work_t *w, int status) {
+  mw_table_t *t = w->data;
+  mw_table_drop_t *d = t->drop;
+  assert(d != NULL && d->phase == DP_COMMIT_RMDIR);
+  char msg[MW_TABLE_REASON_BYTES];
+  int rc = status < 0 ? status : -d->rmdir_errno;
+  if (rc < 0) {
+    snprintf(msg, sizeof msg, "commit: rmdir %s: %s", t->path, mw_strerror(rc));
+    drop_finish(t, rc, msg);
+    return;
+  }
+  drop_finish(t, 0, NULL);
 }
 
 /* A fresh request: storage's list appends to req->buf and replaces

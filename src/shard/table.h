@@ -86,6 +86,8 @@ typedef struct mw_table_drop {
   mw_storage_req_t req;
   char **tops;          /* commit: top-level folders to delete */
   size_t n_tops;
+  uv_work_t rmdir_work; /* commit, last step: the emptied directories, off the loop */
+  int rmdir_errno;
 } mw_table_drop_t;
 
 typedef struct mw_table {
