@@ -13,8 +13,6 @@ expected rows. TAP output.
 """
 import json
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,22 +20,11 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 import e2e_util  # noqa: E402
-from e2e_util import Daemon, port_of  # noqa: E402
+from e2e_util import Daemon, check, ctl, plan, port_of, tidy  # noqa: E402
 
-MEMWALD, MEMWALCTL = sys.argv[1], sys.argv[2]
-e2e_util.MEMWALD = MEMWALD
+e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 HERE = os.path.dirname(os.path.abspath(__file__))
 FRAMES = os.path.join(HERE, "arrow_frames.mjs")
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
-    if not ok and detail:
-        for line in str(detail).splitlines()[-40:]:
-            print("# " + line)
-    sys.stdout.flush()
 
 
 def replies(s, n):
@@ -99,8 +86,8 @@ spec = bucket(id,4)
     check("no primary key column -> ERR 5 schema or pk",
           len(got) > 4 and (got[4].startswith("ERR 5 schema ") or got[4].startswith("ERR 5 pk ")), got)
     check("the connection carries on: SYNC 411", got[5:6] == ["SYNC 411"], got)
-    r = subprocess.run([MEMWALCTL, "-s", sock, "flush"], capture_output=True, text=True, timeout=120)
-    check("memwalctl flush", r.returncode == 0, r.stdout + r.stderr)
+    rc, out, err = ctl(sock, "flush", timeout=120)
+    check("memwalctl flush", rc == 0, out + err)
     r = subprocess.run(["node", FRAMES, "read", tmp], capture_output=True, text=True, timeout=120)
     rows = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
     want = json.load(open(os.path.join(frames, "expected.json")))
@@ -109,15 +96,10 @@ spec = bucket(id,4)
           r.returncode == 0 and len(rows) == len(want) and not diff,
           r.stderr + f"\ngot {len(rows)} rows, want {len(want)}; first differences {diff}")
     s.close()
-    d.p.send_signal(signal.SIGTERM)
-    rc = d.finish()
+    rc = d.stop()
     check("daemon exits 0 on SIGTERM", rc == 0, "\n".join(d.lines[-20:]))
-    print(f"1..{len(results)}")
-    if all(results):
-        shutil.rmtree(tmp)
-    else:
-        print(f"# kept {tmp}")
-    return 0 if all(results) else 1
+    tidy(tmp)
+    return plan()
 
 
 if __name__ == "__main__":

@@ -22,9 +22,6 @@ import json
 import os
 import resource
 import select
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,23 +29,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import e2e_util  # noqa: E402
-from e2e_util import Client, Daemon, port_of, rss_kb  # noqa: E402
+from e2e_util import (Client, Daemon, check, ctl, ctl_json, fill_until_stalled, plan, poll, port_of,  # noqa: E402
+                      rss_kb, tidy)
 
-MEMWALD, MEMWALCTL = sys.argv[1], sys.argv[2]
-e2e_util.MEMWALD = MEMWALD
+e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 HERE = os.path.dirname(os.path.abspath(__file__))
 READ = os.path.join(HERE, "read_rows.mjs")
-results = []
 DAEMONS = []
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
-    if not ok and detail:
-        for line in str(detail).splitlines()[-30:]:
-            print("# " + line)
-    sys.stdout.flush()
 
 
 def start(tmp, name, extra_daemon="", extra_table=""):
@@ -82,11 +69,6 @@ max_unflushed_memtable_bytes = 96MiB
     return d
 
 
-def ctl(d, *args):
-    r = subprocess.run([MEMWALCTL, "-s", d.sock] + list(args), capture_output=True, text=True, timeout=120)
-    return r.returncode, r.stdout + r.stderr
-
-
 def row(i, **kw):
     r = {"id": i, "n": i % 1000, "name": f"n{i}", "v": i + 0.5, "vec": [i, 0.5, -1, 2]}
     r.update(kw)
@@ -94,25 +76,21 @@ def row(i, **kw):
 
 
 def until_pong(c):
-    got = []
-    while True:
-        l = c.line(timeout=30)
-        got.append(l)
-        if l is None or l == "PONG":
-            return got
+    return c.lines_until(lambda l: l == "PONG", timeout=30)
+
+
+def status(d):
+    """memwalctl --json status's result, or None when it fails."""
+    rc, j, _ = ctl_json(d.sock, "status", timeout=120)
+    return j["result"] if rc == 0 else None
 
 
 def wait_active(d, n, timeout=30):
     """Poll status until n shards are ACTIVE (a claim is asynchronous)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rc, out = ctl(d, "--json", "status")
-        if rc == 0:
-            shards = json.loads(out)["result"]["tables"][0]["shards"]
-            if sum(s["state"] == "ACTIVE" for s in shards) >= n:
-                return True
-        time.sleep(0.05)  # polling a condition with a deadline, not a stand-in for one
-    return False
+    def active():
+        st = status(d)
+        return st is not None and sum(s["state"] == "ACTIVE" for s in st["tables"][0]["shards"]) >= n
+    return poll(active, timeout, interval=0.05)
 
 
 def codes(d, tmp):
@@ -156,19 +134,19 @@ def codes(d, tmp):
     got = c.lines(2, timeout=30)
     check("other connections unharmed by a half line and garbage", got == ["OK 1", "SYNC 2"], got)
     # sealed: seal the shard of id 2, write to it, unseal
-    rc, out = ctl(d, "--json", "status")
-    shards = json.loads(out)["result"]["tables"][0]["shards"] if rc == 0 else []
+    st = status(d)
+    shards = st["tables"][0]["shards"] if st else []
     s2 = [s for s in shards if s["memtable_rows"] > 0]
     target = None
     for s in s2:
-        rc, out = ctl(d, "seal", "t", s["key"])
+        ctl(d.sock, "seal", "t", s["key"], timeout=120)
         c.send(row(1, v=9.0) + "\n" + row(2, v=9.0) + "\nPING\n")
         got = until_pong(c)
         if any(g and " sealed " in g for g in got):
             target = s["key"]
             check(f"a row for a sealed shard ({s['key']}) -> ERR sealed, PONG after",
                   any(g.startswith("ERR ") and " sealed " in g for g in got if g) and got[-1] == "PONG", got)
-        ctl(d, "unseal", "t", s["key"])
+        ctl(d.sock, "unseal", "t", s["key"], timeout=120)
         if target:
             break
     if target is None:
@@ -185,8 +163,7 @@ def not_owner(tmp):
     check("rows for buckets this daemon does not own (shards = 0) -> ERR not_owner naming the shard",
           any(g and " not_owner " in g and "does not own" in g for g in got), got)
     c.close()
-    d.p.send_signal(signal.SIGTERM)
-    check("partial-owner daemon exits 0", d.finish() == 0, "\n".join(d.lines[-10:]))
+    check("partial-owner daemon exits 0", d.stop() == 0, "\n".join(d.lines[-10:]))
 
 
 def fenced(tmp, d):
@@ -200,8 +177,7 @@ def fenced(tmp, d):
     check("after a second daemon claimed every shard: ERR fenced, nothing acknowledged",
           any(g and " fenced " in g for g in got) and not any(g and g.startswith("OK") for g in got), got)
     c.close()
-    e.p.send_signal(signal.SIGTERM)
-    check("second daemon exits 0 (flushing what it replayed)", e.finish() == 0, "\n".join(e.lines[-10:]))
+    check("second daemon exits 0 (flushing what it replayed)", e.stop() == 0, "\n".join(e.lines[-10:]))
 
 
 def overloaded_and_auth(tmp):
@@ -217,20 +193,17 @@ def overloaded_and_auth(tmp):
     c.close()
     a.close()
     # a's slot frees once the daemon has seen the close: wait for it
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        rc, out = ctl(d, "--json", "status")
-        if rc == 0 and json.loads(out)["result"]["connections"] <= 1:
-            break
-        time.sleep(0.02)  # polling interval under the deadline
+    def slot_free():
+        st = status(d)
+        return st is not None and st["connections"] <= 1
+    poll(slot_free, 30)
     w = Client(d.port)
     w.send("AUTH wrong\nPING\n")
     l = w.line()
     check("wrong token -> ERR 1 auth, then close", l and l.startswith("ERR 1 auth ") and w.closed(), l)
     w.close()
     b.close()
-    d.p.send_signal(signal.SIGTERM)
-    check("auth daemon exits 0", d.finish() == 0, "\n".join(d.lines[-10:]))
+    check("auth daemon exits 0", d.stop() == 0, "\n".join(d.lines[-10:]))
 
 
 def many(d, n=1000, per=5):
@@ -243,12 +216,7 @@ def many(d, n=1000, per=5):
             c.send("".join(row(10000 + i * per + k) + "\n" for k in range(per)) + "SYNC\n")
         ok = 0
         for c in cs:
-            got = []
-            while True:
-                l = c.line(timeout=60)
-                got.append(l)
-                if l is None or l.startswith("SYNC") or l.startswith("ERR"):
-                    break
+            got = c.lines_until(lambda l: l.startswith("SYNC") or l.startswith("ERR"), timeout=60)
             ok += sum(int(g.split()[1]) for g in got if g and g.startswith("OK ")) == per and got[-1] == f"SYNC {per}"
         check(f"{n} concurrent connections x {per} rows: every one acknowledged", ok == n, f"{ok} of {n}")
     finally:
@@ -260,27 +228,10 @@ def many(d, n=1000, per=5):
 
 def slow_reader(d):
     c = Client(d.port)
-    c.s.setblocking(False)
     rss0 = rss_kb(d.p.pid)
-    chunk = b"PING\n" * 20000
-    sent, stalled_since = 0, None
-    deadline = time.monotonic() + 6
-    while time.monotonic() < deadline:
-        _, w, _ = select.select([], [c.s], [], 0.2)
-        if not w:
-            if stalled_since is None:
-                stalled_since = time.monotonic()
-            elif time.monotonic() - stalled_since > 1.0:
-                break
-            continue
-        stalled_since = None
-        try:
-            sent += c.s.send(chunk)
-        except BlockingIOError:
-            pass
+    sent, stalled = fill_until_stalled(c.s, b"PING\n" * 20000, 6)
     rss1 = rss_kb(d.p.pid)
-    check("a client that never reads is stalled (the daemon stopped reading it)", stalled_since is not None,
-          f"sent {sent}")
+    check("a client that never reads is stalled (the daemon stopped reading it)", stalled, f"sent {sent}")
     check("the daemon's RSS grows < 16 MiB for it", rss1 - rss0 < 16384, f"{rss0} -> {rss1} kB, sent {sent}")
     print(f"# slow reader: {sent} bytes sent before stalling; RSS {rss0} -> {rss1} kB")
     o = Client(d.port)
@@ -374,8 +325,7 @@ max_wal_buffer_size = 64MiB
           got == "SYNC 5" and len(entries) == 1 and took < 30, (got, entries, f"{took:.2f}s"))
     print(f"# SYNC with durable_write = false answered in {took * 1000:.1f} ms")
     c.close()
-    d.p.send_signal(signal.SIGTERM)
-    check("sync daemon exits 0", d.finish() == 0, "\n".join(d.lines[-10:]))
+    check("sync daemon exits 0", d.stop() == 0, "\n".join(d.lines[-10:]))
 
 
 def main():
@@ -392,8 +342,8 @@ def main():
         ids = many(d)
         slow_reader(d)
         flood_ids = idle_and_flood(d)
-        rc, out = ctl(d, "flush")
-        check("memwalctl flush", rc == 0, out)
+        rc, out, err = ctl(d.sock, "flush", timeout=120)
+        check("memwalctl flush", rc == 0, out + err)
         r = subprocess.run(["node", READ, tmp], capture_output=True, text=True, timeout=120)
         got = {json.loads(l)["id"] for l in r.stdout.splitlines() if l.startswith("{")}
         want = ids | {1, 2, 3}
@@ -401,8 +351,7 @@ def main():
         check(f"LanceDB reads every acknowledged row ({len(want)}) and nothing else", got - flood_ids == want,
               r.stderr + f"\nmissing {sorted(want - got)[:10]} extra {sorted(got - want - flood_ids)[:10]}")
         fenced(tmp, d)
-        d.p.send_signal(signal.SIGTERM)
-        check("fenced daemon exits 0 on SIGTERM", d.finish() == 0, "\n".join(d.lines[-10:]))
+        check("fenced daemon exits 0 on SIGTERM", d.stop() == 0, "\n".join(d.lines[-10:]))
         not_owner(tmp)
         overloaded_and_auth(tmp)
         sync_barrier(tmp)
@@ -410,12 +359,8 @@ def main():
         for dd in DAEMONS:
             if dd.p.poll() is None:
                 dd.p.kill()
-    print(f"1..{len(results)}")
-    if all(results):
-        shutil.rmtree(tmp)
-    else:
-        print(f"# kept {tmp}")
-    return 0 if all(results) else 1
+    tidy(tmp)
+    return plan()
 
 
 if __name__ == "__main__":

@@ -12,55 +12,19 @@ exit 0. Synchronisation is by the daemon's replies and log lines. TAP output.
 """
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import Daemon  # noqa: E402
+from e2e_util import Client, Daemon, check, ctl, plan, port_of, tidy  # noqa: E402
 
-MEMWALD, MEMWALCTL = sys.argv[1], sys.argv[2]
-e2e_util.MEMWALD = MEMWALD
+e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 CHECK = os.path.join(SRC, "tests", "interop", "check.mjs")
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
-    if not ok and detail:
-        for line in str(detail).splitlines()[-40:]:
-            print("# " + line)
-    sys.stdout.flush()
-
-
-class Conn:
-    """One producer connection; replies are read as they come."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.buf = b""
-
-    def send(self, lines):
-        self.s.sendall("".join(l + "\n" for l in lines).encode())
-
-    def reply(self):
-        while b"\n" not in self.buf:
-            chunk = self.s.recv(65536)
-            if not chunk:
-                raise EOFError("connection closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode()
-
-    def close(self):
-        self.s.close()
 
 
 def row_json(r):
@@ -124,11 +88,11 @@ spec = {spec}
     if line is None:
         d.p.kill()
         return
-    port = int(line.rsplit("port ", 1)[1].rstrip(")"))
+    port = port_of(line)
     model = {}
     regions = ["eu", "us", "ap"]
     acked = 0
-    conns = [Conn(port) for _ in range(4)]
+    conns = [Client(port, timeout=30) for _ in range(4)]
     # 4 connections x 3 rounds of 50 rows; some updates, nulls, vectors
     for rnd in range(3):
         for ci, c in enumerate(conns):
@@ -143,7 +107,7 @@ spec = {spec}
                     r["vec"] = [float(i), 0.5, -1.0, float(rnd)]
                 lines.append(json.dumps(r))
                 model[str(key)] = {"name": r.get("name"), "v": r["v"], "region": r["region"], "vec": r.get("vec")}
-            c.send(lines + ["SYNC"])
+            c.send_lines(lines + ["SYNC"])
             got = 0
             while True:
                 rep = c.reply()
@@ -158,7 +122,7 @@ spec = {spec}
     # deletes and a rejected line; other connection unharmed
     c = conns[0]
     dels = [k for k in list(model)[:20]]
-    c.send([f'DEL {{"id":{k},"region":"{regions[int(k) % 3]}"}}' for k in dels] + ['{"id":"x"}', "SYNC"])
+    c.send_lines([f'DEL {{"id":{k},"region":"{regions[int(k) % 3]}"}}' for k in dels] + ['{"id":"x"}', "SYNC"])
     replies = []
     while not (replies and replies[-1].startswith("SYNC ")):
         replies.append(c.reply())
@@ -167,31 +131,32 @@ spec = {spec}
           and sum(int(r.split()[1]) for r in replies if r.startswith("OK ")) == 20, replies)
     for k in dels:
         model[k] = None
-    conns[1].send(["PING"])
+    conns[1].send_lines(["PING"])
     check(f"[{spec}] other connections carry on", conns[1].reply() == "PONG")
     # the config's frame limit reaches the server: a 2000-byte frame is skipped
     conns[3].s.sendall(b"ARROW 2000\n" + b"\0" * 2000 + b"PING\n")
     got = [conns[3].reply(), conns[3].reply()]
     check(f"[{spec}] max_frame_bytes = 1KiB: a 2000-byte ARROW frame -> ERR too_long, then PONG",
           got[0].startswith("ERR ") and " too_long " in got[0] and got[1] == "PONG", got)
-    r = subprocess.run([MEMWALCTL, "-s", sock, "flush"], capture_output=True, text=True, timeout=60)
-    check(f"[{spec}] memwalctl flush", r.returncode == 0, r.stdout + r.stderr)
-    r = subprocess.run([MEMWALCTL, "-s", sock, "metrics"], capture_output=True, text=True, timeout=60)
+    rc, out, err = ctl(sock, "flush")
+    check(f"[{spec}] memwalctl flush", rc == 0, out + err)
+    rc, out, err = ctl(sock, "metrics")
     names = ["memwald_rows_ingested_total", "memwald_bytes_ingested_total", "memwald_errors_total{code=\"type\"}",
              "memwald_ack_latency_seconds_bucket", "memwald_wal_entries_total", "memwald_wal_bytes_total",
              "memwald_storage_fsync_seconds_bucket", "memwald_memtable_bytes", "memwald_flushes_total",
              "memwald_flush_seconds_count", "memwald_fences_total", "memwald_connections"]
-    missing = [n for n in names if n not in r.stdout]
-    bad = [l for l in r.stdout.splitlines() if l and not l.startswith("# ")
+    missing = [n for n in names if n not in out]
+    bad = [l for l in out.splitlines() if l and not l.startswith("# ")
            and not (len(l.split(" ")) == 2 and l.split(" ")[0][0].isalpha())]
     check(f"[{spec}] memwalctl metrics: the issue's families, exposition format",
-          r.returncode == 0 and not missing and not bad, f"missing {missing} bad {bad[:3]}")
+          rc == 0 and not missing and not bad, f"missing {missing} bad {bad[:3]}")
     rows, why = lancedb_rows(table)
     diff = same(rows, expect_rows(model)) if rows is not None else why
     check(f"[{spec}] after flush LanceDB reads exactly the acknowledged rows", diff is None, diff)
     # SIGTERM under load: a connection keeps streaming; everything acked must survive
     c = conns[2]
-    c.send([json.dumps({"id": 500 + i, "name": "late", "v": 1.0, "region": regions[i % 3]}) for i in range(200)])
+    c.send_lines([json.dumps({"id": 500 + i, "name": "late", "v": 1.0, "region": regions[i % 3]})
+                  for i in range(200)])
     first = c.reply()
     d.p.send_signal(signal.SIGTERM)
     late_acked = int(first.split()[1]) if first.startswith("OK ") else 0
@@ -231,12 +196,8 @@ def main():
         except Exception as e:  # a broken scenario fails, never skips
             check(f"[{spec}] scenario ran to the end", False, repr(e))
         finally:
-            if all(results):
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                print(f"# kept {tmp}")
-    print(f"1..{len(results)}")
-    return 0 if all(results) else 1
+            tidy(tmp)
+    return plan()
 
 
 if __name__ == "__main__":

@@ -21,67 +21,17 @@ import sys
 import tempfile
 import time
 
-MEMWALD = sys.argv[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util  # noqa: E402
+from e2e_util import Daemon, check, plan  # noqa: E402
+
+MEMWALD = e2e_util.MEMWALD = sys.argv[1]
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 CONF = os.path.join(SRC, "conf", "memwald.conf")
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append(ok)
-    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
-    if not ok and detail:
-        for line in str(detail).splitlines():
-            print("# " + line)
-    sys.stdout.flush()
 
 
 def run(args, **kw):
     return subprocess.run([MEMWALD] + args, capture_output=True, text=True, timeout=30, **kw)
-
-
-class Daemon:
-    """memwald in the background, with its stderr read line by line."""
-
-    def __init__(self, args, env=None, wrapper=()):
-        self.p = subprocess.Popen(list(wrapper) + [MEMWALD] + args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  env=env)
-        self.fd = self.p.stderr.fileno()
-        self.partial = b""
-        self.lines = []
-
-    def _read_some(self, timeout):
-        """Read what the pipe has (raw fd: no hidden buffering behind select)."""
-        r, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
-        if not r:
-            return False
-        chunk = os.read(self.fd, 65536)
-        if not chunk:
-            return False
-        self.partial += chunk
-        *done, self.partial = self.partial.split(b"\n")
-        self.lines += [l.decode(errors="replace") + "\n" for l in done]
-        return True
-
-    def wait_line(self, needle, timeout=10.0, start=0):
-        deadline = time.monotonic() + timeout
-        while True:
-            for line in self.lines[start:]:
-                if needle in line:
-                    return line
-            if time.monotonic() >= deadline or not self._read_some(deadline - time.monotonic()):
-                return None
-
-    def stop(self, sig=signal.SIGTERM, timeout=20):
-        self.p.send_signal(sig)
-        deadline = time.monotonic() + timeout
-        while self._read_some(deadline - time.monotonic()):
-            pass
-        try:
-            return self.p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            return self.p.wait()
 
 
 class Notify:
@@ -165,22 +115,22 @@ def main():
         d = Daemon(["-c", conf], env=env)
         started = d.wait_line("started")
         check("start-up logs one line with level and config", started is not None and " notice " in started
-              and conf in started, "".join(d.lines))
+              and conf in started, "\n".join(d.lines))
         check("READY=1 sent to NOTIFY_SOCKET", n.wait("READY=1"), n.seen)
         check("data_dir created (with parents)", os.path.isdir(data))
         check("WATCHDOG=1 sent when WATCHDOG_USEC is set", n.wait("WATCHDOG=1"), n.seen)
         with open(conf, "w") as f:
             f.write(f"[daemon]\nlog_level = debug\ndata_dir = {data}\n{extra}")
         d.p.send_signal(signal.SIGHUP)
-        check("SIGHUP reloads log_level", d.wait_line("log_level info -> debug") is not None, "".join(d.lines))
+        check("SIGHUP reloads log_level", d.wait_line("log_level info -> debug") is not None, "\n".join(d.lines))
         with open(conf, "w") as f:
             f.write(f"[daemon]\nlog_level = debug\ndata_dir = {data}\n{extra}bogus = 1\n")
         d.p.send_signal(signal.SIGHUP)
         check("a bad reload keeps running and says why",
-              d.wait_line("reload failed") is not None and d.p.poll() is None, "".join(d.lines))
+              d.wait_line("reload failed") is not None and d.p.poll() is None, "\n".join(d.lines))
         rc = d.stop(signal.SIGTERM)
         check("SIGTERM: exit 0 after a clean stop", rc == 0 and any("stopped cleanly" in l for l in d.lines),
-              f"rc={rc}\n" + "".join(d.lines))
+              f"rc={rc}\n" + "\n".join(d.lines))
         check("STOPPING=1 sent", n.wait("STOPPING=1", timeout=2), n.seen)
 
         with open(conf, "w") as f:
@@ -189,7 +139,7 @@ def main():
         line = d.wait_line("started")
         rc = d.stop(signal.SIGINT)
         check("journald format: <N> priority prefix, SIGINT stops with 0",
-              line is not None and line.startswith("<5>") and rc == 0, "".join(d.lines))
+              line is not None and line.startswith("<5>") and rc == 0, "\n".join(d.lines))
 
         # --- unusable data_dir ----------------------------------------------
         blocker = os.path.join(tmp, "file")
@@ -203,14 +153,14 @@ def main():
         line = d.wait_line("started")
         d.stop()
         check("storage.io_backend=threads uses the thread pool", line is not None and "storage=threads" in line,
-              "".join(d.lines))
+              "\n".join(d.lines))
         if nouring:
             d = Daemon(["--set", f"daemon.data_dir={data}"] + iso, wrapper=[nouring])
             line = d.wait_line("started")
             rc = d.stop()
             warns = [l for l in d.lines if "io_uring unavailable" in l]
             check("io_uring refused (seccomp): logged once, falls back to threads, stops cleanly",
-                  line is not None and "storage=threads" in line and len(warns) == 1 and rc == 0, "".join(d.lines))
+                  line is not None and "storage=threads" in line and len(warns) == 1 and rc == 0, "\n".join(d.lines))
             r = subprocess.run([nouring, MEMWALD, "--set", f"daemon.data_dir={data}", "--set",
                                 "storage.io_backend=uring"] + iso, capture_output=True, text=True, timeout=30)
             check("io_backend=uring where io_uring is refused: exit 1 with the reason",
@@ -235,8 +185,7 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"1..{len(results)}")
-    return 0 if all(results) else 1
+    return plan()
 
 
 if __name__ == "__main__":

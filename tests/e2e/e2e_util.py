@@ -1,59 +1,140 @@
 """e2e_util.py — what the e2e scripts share, so that no test script imports
 another one.
 
-  Daemon   the real memwald as a child process; its stderr (the log) is read
-           as it comes: wait_line(needle, timeout) for synchronisation by log
-           line, finish() to drain and reap it.
-  Client   one producer connection with deadline-bounded line reads.
-  rss_kb   a process's resident set (VmRSS), for the memory checks.
-  port_of  the port in the daemon's "listening on ... (port N)" line.
+  check     one TAP test point, counted in results (the tail of its detail
+            printed as comments when it fails).
+  plan      the TAP plan line for the checks so far; the exit code.
+  tidy      a scratch directory removed when every check passed, else kept.
+  run_main  sys.exit(main()), killing the child processes left running.
+  Daemon    the real memwald as a child process; a thread reads its stderr
+            (the log) as it comes, so the daemon never blocks on it:
+            wait_line(needle, timeout) for synchronisation by log line,
+            finish() to reap it, stop(sig) to signal and reap it.
+  ctl       memwalctl (MEMWALCTL) on an admin socket: exit code, stdout,
+            stderr; ctl_json the same with --json, the reply parsed (a
+            {"ok": false, ...} one made up when memwalctl printed none).
+  poll      a condition polled until it holds or a deadline passes.
+  Client    one producer connection: deadline-bounded line reads (line,
+            lines, lines_until, closed) or blocking ones (reply).
+  fill_until_stalled  writes to a peer that never reads until it stalls.
+  rss_kb    a process's resident set (VmRSS), for the memory checks.
+  port_of   the port in the daemon's "listening on ... (port N)" line.
+
+MEMWALD and MEMWALCTL are the binaries' paths; the script that uses Daemon
+or ctl sets them (from its argv). Nothing here knows what a test checks.
 """
-import os
+import json
 import select
+import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 
 MEMWALD = None  # set by the script that uses Daemon (its argv)
+MEMWALCTL = None  # set by the script that uses ctl / ctl_json (its argv)
+
+results = []  # one bool per check, in order
+DETAIL_LINES = 40  # the last lines of a failed check's detail that are printed
+
+
+def check(name, ok, detail=""):
+    """One TAP test point: `ok N - name` or `not ok N - name`, then on
+    failure the last DETAIL_LINES lines of detail as `# ` comments."""
+    results.append(bool(ok))
+    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
+    if not ok and detail:
+        for line in str(detail).splitlines()[-DETAIL_LINES:]:
+            print("# " + line)
+    sys.stdout.flush()
+
+
+def plan():
+    """Print the TAP plan (1..number of checks); 0 if every check passed,
+    else 1 (the script's exit code)."""
+    print(f"1..{len(results)}")
+    return 0 if all(results) else 1
+
+
+def tidy(path):
+    """Remove the scratch directory path when every check so far passed;
+    else keep it for a post-mortem and say so."""
+    if all(results):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        print(f"# kept {path}")
+
+
+def run_main(main, children):
+    """sys.exit(main()); whatever happens, every process in children (Popen
+    objects) that still runs is killed first."""
+    try:
+        rc = main()
+    finally:
+        for child in list(children):
+            if child.poll() is None:
+                child.kill()
+    sys.exit(rc)
 
 
 class Daemon:
-    def __init__(self, args):
-        self.p = subprocess.Popen([memwald_path()] + args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
-        self.fd, self.partial, self.lines = self.p.stderr.fileno(), b"", []
+    """memwald (MEMWALD) as a child process, started with args (under
+    wrapper, a command prefix, if given). A thread reads its stderr into
+    self.lines (without newlines) as it comes, so the daemon never blocks on
+    a full pipe however long the test does not look at the log."""
 
-    def _read(self, timeout):
-        r, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
-        if not r:
-            return False
-        chunk = os.read(self.fd, 65536)
-        if not chunk:
-            return False
-        self.partial += chunk
-        *done, self.partial = self.partial.split(b"\n")
-        self.lines += [l.decode(errors="replace") for l in done]
-        return True
+    def __init__(self, args, env=None, wrapper=()):
+        self.p = subprocess.Popen(list(wrapper) + [memwald_path()] + list(args), stderr=subprocess.PIPE,
+                                  stdout=subprocess.DEVNULL, env=env)
+        self.lines, self.eof, self.killed = [], False, False
+        self.cv = threading.Condition()
+        self.t = threading.Thread(target=self._pump, daemon=True)
+        self.t.start()
+
+    def _pump(self):
+        for raw in self.p.stderr:
+            with self.cv:
+                self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+                self.cv.notify_all()
+        with self.cv:
+            self.eof = True
+            self.cv.notify_all()
 
     def wait_line(self, needle, timeout=20.0):
+        """The first log line containing needle, waiting up to timeout
+        seconds for it; None when the time is up or the log ended first."""
         deadline = time.monotonic() + timeout
         seen = 0
-        while True:
-            for line in self.lines[seen:]:
-                if needle in line:
-                    return line
-            seen = len(self.lines)
-            if time.monotonic() >= deadline or not self._read(deadline - time.monotonic()):
-                return None
+        with self.cv:
+            while True:
+                for line in self.lines[seen:]:
+                    if needle in line:
+                        return line
+                seen = len(self.lines)
+                left = deadline - time.monotonic()
+                if left <= 0 or self.eof:
+                    return None
+                self.cv.wait(left)
 
     def finish(self, timeout=60):
-        deadline = time.monotonic() + timeout
-        while self._read(deadline - time.monotonic()):
-            pass
+        """Wait for the daemon to exit (killed after timeout seconds, then
+        self.killed is set) and for its log to end; its exit code."""
         try:
-            return self.p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            rc = self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            self.killed = True
             self.p.kill()
-            return self.p.wait()
+            rc = self.p.wait()
+        self.t.join(10)
+        return rc
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        """Send sig (if the daemon still runs), then finish(timeout)."""
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        return self.finish(timeout)
 
 
 def memwald_path():
@@ -61,10 +142,46 @@ def memwald_path():
     return MEMWALD
 
 
+def ctl(sock, *args, timeout=60):
+    """memwalctl -s sock args...: (exit code, stdout, stderr)."""
+    assert MEMWALCTL, "e2e_util.MEMWALCTL is not set"
+    r = subprocess.run([MEMWALCTL, "-s", sock] + list(args), capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+def ctl_json(sock, *args, timeout=60):
+    """memwalctl -s sock --json args...: (exit code, the daemon's JSON reply
+    parsed, stderr). When stdout holds no JSON reply (no daemon, a usage
+    error): (exit code, {"ok": False, "error": what memwalctl said}, stdout
+    and stderr)."""
+    rc, out, err = ctl(sock, "--json", *args, timeout=timeout)
+    try:
+        return rc, json.loads(out.strip().splitlines()[-1]), err
+    except (ValueError, IndexError):
+        return rc, {"ok": False, "error": f"memwalctl rc={rc}: {out} {err}".strip()}, out + err
+
+
+def poll(cond, timeout, interval=0.02):
+    """Call cond() until it returns something true or timeout seconds have
+    passed; its last value. A condition polled with a deadline, not a sleep
+    standing in for synchronisation."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
 class Client:
-    def __init__(self, port, host="127.0.0.1", family=socket.AF_INET):
+    """One producer connection. line()/lines()/lines_until()/closed() wait
+    with a deadline (None or False when it passes); reply() blocks for up
+    to the socket's timeout and raises EOFError when the server closes."""
+
+    def __init__(self, port, host="127.0.0.1", family=socket.AF_INET, timeout=10):
         self.s = socket.socket(family, socket.SOCK_STREAM)
-        self.s.settimeout(10)
+        self.timeout = timeout
+        self.s.settimeout(timeout)
         self.s.connect((host, port))
         self.buf = b""
 
@@ -72,6 +189,10 @@ class Client:
         if isinstance(data, str):
             data = data.encode()
         self.s.sendall(data)
+
+    def send_lines(self, lines):
+        """Send each of lines (str) with a newline."""
+        self.send("".join(l + "\n" for l in lines))
 
     def line(self, timeout=10):
         deadline = time.monotonic() + timeout
@@ -92,6 +213,28 @@ class Client:
 
     def lines(self, n, timeout=10):
         return [self.line(timeout) for _ in range(n)]
+
+    def lines_until(self, last, timeout=10):
+        """Reply lines up to the first for which last(line) is true, or up
+        to a None (no line within timeout, or EOF); that line included."""
+        got = []
+        while True:
+            l = self.line(timeout)
+            got.append(l)
+            if l is None or last(l):
+                return got
+
+    def reply(self):
+        """The next reply line, waiting up to the connection's timeout
+        (socket.timeout after it); EOFError when the server closes."""
+        self.s.settimeout(self.timeout)
+        while b"\n" not in self.buf:
+            chunk = self.s.recv(65536)
+            if not chunk:
+                raise EOFError("connection closed")
+            self.buf += chunk
+        l, self.buf = self.buf.split(b"\n", 1)
+        return l.decode()
 
     def closed(self, timeout=10):
         """True when the server closes (EOF) within timeout, replies ignored."""
@@ -115,7 +258,31 @@ class Client:
         self.s.close()
 
 
+def fill_until_stalled(s, chunk, limit_s, stall_s=1.0):
+    """Send chunk over socket s (made non-blocking) again and again for at
+    most limit_s seconds, until s has taken nothing for stall_s seconds (the
+    peer stopped reading): (bytes sent, whether s was stalled at the end)."""
+    s.setblocking(False)
+    sent, stalled_since = 0, None
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        _, w, _ = select.select([], [s], [], 0.2)
+        if not w:
+            if stalled_since is None:
+                stalled_since = time.monotonic()
+            elif time.monotonic() - stalled_since > stall_s:
+                break
+            continue
+        stalled_since = None
+        try:
+            sent += s.send(chunk)
+        except BlockingIOError:
+            pass
+    return sent, stalled_since is not None
+
+
 def rss_kb(pid):
+    """VmRSS of process pid in kB (-1 if /proc does not say)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
@@ -124,4 +291,5 @@ def rss_kb(pid):
 
 
 def port_of(listening_line):
+    """The port N of a "listening on ... (port N)" log line."""
     return int(listening_line.rsplit("port ", 1)[1].rstrip(")"))

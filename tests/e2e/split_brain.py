@@ -74,12 +74,15 @@ import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util  # noqa: E402
+from e2e_util import Client, check, ctl_json, plan, poll, port_of, results  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("memwald")
@@ -92,22 +95,12 @@ ap.add_argument("--memtable-rows", type=int, default=100,
                 help="max_memtable_rows (small: flushes run during the claims); 0 = no flush before the end")
 ap.add_argument("--keep", action="store_true", help="keep the scratch directories")
 ARGS = ap.parse_args()
-MEMWALD, MEMWALCTL = ARGS.memwald, ARGS.memwalctl
+e2e_util.MEMWALD, e2e_util.MEMWALCTL = ARGS.memwald, ARGS.memwalctl
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 HERE = os.path.join(SRC, "tests", "e2e")
 CHECK = os.path.join(SRC, "tests", "interop", "check.mjs")
 NBUCKETS = 4
-results = []
 CHILDREN = []  # processes to kill if a scenario dies half-way
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
-    if not ok and detail:
-        for line in str(detail).splitlines()[-40:]:
-            print("# " + line)
-    sys.stdout.flush()
 
 
 def note(text):
@@ -175,37 +168,14 @@ class Model:
 
 
 # ---------------------------------------------------------------- processes
-class Daemon:
-    """memwald with its stderr drained by a thread; lines kept for waits."""
+class Daemon(e2e_util.Daemon):
+    """memwald -c conf (its log read by a thread, see e2e_util.Daemon), with
+    a name for its log file; the claims it logged."""
 
     def __init__(self, name, conf):
+        super().__init__(["-c", conf])
         self.name, self.conf = name, conf
-        self.p = subprocess.Popen([MEMWALD, "-c", conf], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
         CHILDREN.append(self.p)
-        self.lines, self.cv = [], threading.Condition()
-        self.t = threading.Thread(target=self._drain, daemon=True)
-        self.t.start()
-
-    def _drain(self):
-        for raw in self.p.stderr:
-            with self.cv:
-                self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-                self.cv.notify_all()
-        with self.cv:
-            self.lines.append(None)  # EOF
-            self.cv.notify_all()
-
-    def wait_line(self, needle, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        with self.cv:
-            while True:
-                for l in self.lines:
-                    if l is not None and needle in l:
-                        return l
-                left = deadline - time.monotonic()
-                if left <= 0 or (self.lines and self.lines[-1] is None):
-                    return None
-                self.cv.wait(left)
 
     def claimed_epochs(self):
         """(shard uuid, epoch) of every claim this process won."""
@@ -217,17 +187,13 @@ class Daemon:
                     out.append((m.group(1), int(m.group(2))))
         return out
 
-    def stop(self, timeout=60):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        """SIGTERM, reap, keep the log next to the config; the exit code."""
+        rc = super().stop(sig, timeout)
+        if self.killed:
             rc = "killed after %ss" % timeout
-        self.t.join(5)
         with open(os.path.join(os.path.dirname(self.conf), f"{self.name}.log"), "w") as f:
-            f.write("\n".join(l for l in self.lines if l is not None) + "\n")
+            f.write("\n".join(self.lines) + "\n")
         return rc
 
 
@@ -236,17 +202,9 @@ def sanitizer_lines(*daemons):
     return [l for d in daemons for l in d.lines if l and ("Sanitizer" in l or "runtime error:" in l)]
 
 
-def ctl(sock, *args, timeout=60):
-    r = subprocess.run([MEMWALCTL, "-s", sock, "--json", *args], capture_output=True, text=True, timeout=timeout)
-    try:
-        return json.loads(r.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"ok": False, "error": f"memwalctl rc={r.returncode}: {r.stdout} {r.stderr}".strip()}
-
-
 def shard_status(sock):
     """bucket -> shard status dict."""
-    r = ctl(sock, "status")
+    _, r, _ = ctl_json(sock, "status")
     if not r.get("ok"):
         return {}
     out = {}
@@ -255,17 +213,6 @@ def shard_status(sock):
             if s["key"].startswith("bucket-"):
                 out[int(s["key"][7:])] = s
     return out
-
-
-def poll(cond, timeout, what):
-    """Poll cond() until truthy or the deadline; returns its last value."""
-    deadline = time.monotonic() + timeout
-    ev = threading.Event()
-    while True:
-        v = cond()
-        if v or time.monotonic() >= deadline:
-            return v
-        ev.wait(0.02)  # polling interval, not a synchronisation guess
 
 
 # ---------------------------------------------------------------- producers
@@ -279,8 +226,7 @@ class Producer:
         self.rng = random.Random(seed)
         self.ids = Ids(base, bucket)
         self.mine = []  # ids written so far
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=60)
-        self.buf = b""
+        self.c = Client(port, timeout=60)
         self.line = 0
         self.rows = []  # Write objects with their line, in send order
         self.lines = []
@@ -293,7 +239,7 @@ class Producer:
 
     def _send_lines(self, lines):
         self.line += len(lines)
-        self.s.sendall("".join(l + "\n" for l in lines).encode())
+        self.c.send_lines(lines)
 
     def make_rows(self, n):
         out, used = [], set()
@@ -324,15 +270,6 @@ class Producer:
             text.append("PING")
             self.pings.append(len(self.rows))
         self._send_lines(text)
-
-    def _reply(self):
-        while b"\n" not in self.buf:
-            chunk = self.s.recv(65536)
-            if not chunk:
-                raise EOFError("connection closed by the daemon")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode()
 
     def _account(self, rep):
         if rep.startswith("OK "):
@@ -370,7 +307,7 @@ class Producer:
     def drain(self, keep=0):
         """Read replies until at most `keep` PINGs are outstanding."""
         while len(self.pings) > keep:
-            self._account(self._reply())
+            self._account(self.c.reply())
 
     def abandon(self, n):
         """Send n more rows and close without reading: they become unknown."""
@@ -380,7 +317,7 @@ class Producer:
     def close(self):
         if not self.closed:
             self.closed = True
-            self.s.close()
+            self.c.close()
             for w in self.rows[self.next:]:
                 w.state = "unknown"
 
@@ -439,12 +376,12 @@ def memtable_keys():
 def start_daemon(tmp, name, create):
     conf, sock = write_conf(tmp, name, create)
     d = Daemon(name, conf)
-    line = d.wait_line("listening on")
+    line = d.wait_line("listening on", 30)
     if line is None:
         return d, sock, None
-    port = int(line.rsplit("port ", 1)[1].rstrip(")"))
+    port = port_of(line)
     ok = poll(lambda: len(shard_status(sock)) == NBUCKETS and all(
-        s["state"] == "ACTIVE" for s in shard_status(sock).values()), 30, "eager claims")
+        s["state"] == "ACTIVE" for s in shard_status(sock).values()), 30)  # eager claims
     return d, sock, port if ok else None
 
 
@@ -503,7 +440,7 @@ def take_all(tmp, model, sock, port, letter, stats):
                 problems.append(f"bucket {b}: still {st['state']} at epoch {st['epoch']}")
                 break
             if st["state"] in ("CLAIMING", "REPLAYING"):
-                poll(lambda: shard_status(sock).get(b, {}).get("state") not in ("CLAIMING", "REPLAYING"), 30, "")
+                poll(lambda: shard_status(sock).get(b, {}).get("state") not in ("CLAIMING", "REPLAYING"), 30)
             elif st["state"] == "ACTIVE":
                 if b not in nudgers:
                     nudgers[b] = Producer(model, port, f"{letter}{b}n", b, b, base=90_000_000 + b * 1_000_000)
@@ -511,13 +448,13 @@ def take_all(tmp, model, sock, port, letter, stats):
                 nudgers[b].drain()
                 stats["nudges"] += 1
             else:
-                r = ctl(sock, "claim", "t", str(b))
+                _, r, _ = ctl_json(sock, "claim", "t", str(b))
                 stats["final_claims"] += 1
                 if not r.get("ok"):
-                    poll(lambda: False, 0.05, "")  # brief back-off before asking again
+                    poll(lambda: False, 0.05)  # brief back-off before asking again
     for p in nudgers.values():
         p.close()
-    r = ctl(sock, "flush", "t")
+    _, r, _ = ctl_json(sock, "flush", "t")
     if not r.get("ok"):
         problems.append(f"flush: {r}")
     return problems
@@ -705,8 +642,7 @@ def variant_daemons(tmp, seed):
         return
     stop = threading.Event()
     prods_a, threads = start_producers(model, port_a, "A", seed, stop)
-    check(f"[{label}] A acknowledges its first 200 rows", poll(lambda: sum(p.next for p in prods_a) >= 200, 30,
-          "A acks its first rows"))
+    check(f"[{label}] A acknowledges its first 200 rows", poll(lambda: sum(p.next for p in prods_a) >= 200, 30))
     b, sock_b, port_b = start_daemon(tmp, "b", False)  # B's eager claims fence A mid-stream
     check(f"[{label}] memwald B starts on the same table and claims the 4 buckets", port_b is not None,
           "\n".join(l for l in b.lines if l))
@@ -724,7 +660,7 @@ def variant_daemons(tmp, seed):
         ev.wait(rng.uniform(0.08, 0.35))  # the operator's pace
         k = rng.randrange(NBUCKETS)
         to = "A" if holder[k] == "B" else "B"
-        r = ctl(socks[to], "claim", "t", str(k))
+        _, r, _ = ctl_json(socks[to], "claim", "t", str(k))
         stats["claims"] += 1
         if r.get("ok"):
             stats["claims_ok"] += 1
@@ -823,8 +759,7 @@ def variant_lancedb(tmp, seed):
         return
     stop = threading.Event()
     prods, threads = start_producers(model, port, "A", seed, stop)
-    check(f"[{label}] A acknowledges its first 200 rows", poll(lambda: sum(p.next for p in prods) >= 200, 30,
-          "A acks its first rows"))
+    check(f"[{label}] A acknowledges its first 200 rows", poll(lambda: sum(p.next for p in prods) >= 200, 30))
     L = Lance(tmp)
     lids = {k: Ids(50_000_000 + k * 1_000_000, k) for k in range(NBUCKETS)}
     lseq = [0]
@@ -850,9 +785,9 @@ def variant_lancedb(tmp, seed):
 
     def our_claim(k):
         # A notices the fence through its producer on bucket k; then claim back.
-        if not poll(lambda: shard_status(sock).get(k, {}).get("state") != "ACTIVE", 30, "A fenced"):
+        if not poll(lambda: shard_status(sock).get(k, {}).get("state") != "ACTIVE", 30):  # A fenced
             note(f"bucket {k}: A did not notice the fence within 30 s; claiming anyway")
-        r = ctl(sock, "claim", "t", str(k))
+        _, r, _ = ctl_json(sock, "claim", "t", str(k))
         stats["claims"] += 1
         stats["claims_ok"] += bool(r.get("ok"))
         claim_log.append(("A", k, r.get("ok"), r.get("result", {}).get("epoch") if r.get("ok") else r.get("error")))
@@ -937,8 +872,7 @@ def main():
             else:
                 note(f"kept {tmp}")
     note(f"run time {time.monotonic() - t0:.1f} s")
-    print(f"1..{len(results)}")
-    return 0 if all(results) else 1
+    return plan()
 
 
 if __name__ == "__main__":

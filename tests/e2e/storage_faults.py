@@ -45,66 +45,16 @@ import tempfile
 import threading
 import time
 
-MEMWALD, MEMWALCTL = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util  # noqa: E402
+from e2e_util import Client, Daemon, check, ctl, ctl_json, poll, port_of, results  # noqa: E402
+
+e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 READ_ROWS = os.path.join(SRC, "tests", "e2e", "read_rows.mjs")
 BOUND_MS = 2000
-results = []
 recovery_ms = {}
-DAEMON = [None]
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
-    if not ok and detail:
-        for line in str(detail).splitlines()[-30:]:
-            print("# " + line)
-    sys.stdout.flush()
-
-
-class Daemon:
-    """memwald with its stderr read by a thread (the log must never block it)."""
-
-    def __init__(self, args, env):
-        DAEMON[0] = self
-        self.p = subprocess.Popen([MEMWALD] + args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  env=env)
-        self.lines = []
-        self.cv = threading.Condition()
-        self.t = threading.Thread(target=self._pump, daemon=True)
-        self.t.start()
-
-    def _pump(self):
-        for raw in self.p.stderr:
-            with self.cv:
-                self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-                self.cv.notify_all()
-        with self.cv:
-            self.cv.notify_all()
-
-    def wait_line(self, needle, timeout=20.0):
-        deadline = time.monotonic() + timeout
-        seen = 0
-        with self.cv:
-            while True:
-                for line in self.lines[seen:]:
-                    if needle in line:
-                        return line
-                seen = len(self.lines)
-                left = deadline - time.monotonic()
-                if left <= 0 or (not self.t.is_alive() and seen == len(self.lines)):
-                    return None
-                self.cv.wait(left)
-
-    def finish(self, timeout=60):
-        try:
-            rc = self.p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait()
-        self.t.join(10)
-        return rc
+DAEMON = [None]  # the running e2e_util.Daemon, for the report if the test dies
 
 
 class Producer(threading.Thread):
@@ -116,23 +66,13 @@ class Producer(threading.Thread):
 
     def __init__(self, port, base):
         super().__init__(daemon=True)
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=60)
-        self.buf = b""
+        self.c = Client(port, timeout=60)
         self.next_id = base
-        self.s.sendall(b"USE t\n")  # two tables: no default table
+        self.c.send("USE t\n")  # two tables: no default table
         self.line = 1
         self.acked, self.failed = {}, {}
         self.stop = threading.Event()
         self.error = None
-
-    def reply(self):
-        while b"\n" not in self.buf:
-            chunk = self.s.recv(65536)
-            if not chunk:
-                raise EOFError("connection closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode()
 
     def run(self):
         try:
@@ -146,10 +86,10 @@ class Producer(threading.Thread):
                     self.next_id += 1
                 self.line += 1  # PING
                 sent = time.monotonic()
-                self.s.sendall(("\n".join(text) + "\nPING\n").encode())
+                self.c.send("\n".join(text) + "\nPING\n")
                 pending = list(rows)
                 while True:
-                    r = self.reply()
+                    r = self.c.reply()
                     now = time.monotonic()
                     if r == "PONG":
                         break
@@ -178,17 +118,9 @@ class Producer(threading.Thread):
             self.error = repr(e)
 
 
-def ctl(sock, *args, json_out=True):
-    cmd = [MEMWALCTL, "-s", sock] + (["--json"] if json_out else []) + list(args)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    if json_out and r.returncode == 0:
-        return r.returncode, json.loads(r.stdout)
-    return r.returncode, r.stdout + r.stderr
-
-
 def status(sock):
-    rc, j = ctl(sock, "status")
-    assert rc == 0, j
+    rc, j, err = ctl_json(sock, "status")
+    assert rc == 0, err
     return j["result"]
 
 
@@ -197,8 +129,8 @@ def shard(st):
 
 
 def metrics(sock):
-    rc, text = ctl(sock, "metrics", json_out=False)
-    return text
+    rc, out, err = ctl(sock, "metrics")
+    return out + err
 
 
 def metric_value(text, name, labels):
@@ -207,15 +139,6 @@ def metric_value(text, name, labels):
             if all(f'{k}="{v}"' in line for k, v in labels.items()):
                 return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-def poll(fn, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() >= deadline:
-            return v
-        time.sleep(0.02)  # polling interval of a condition with a deadline, not a synchronisation
 
 
 def all_acked(prods):
@@ -240,7 +163,7 @@ def acks_between(prods, t0, t1):
 def wal_phase(sock, prods, errno):
     name = f"wal-{errno.lower()}"
     fails0 = len(all_failed(prods))
-    rc, out = ctl(sock, "fault", "t", "set", f"target=wal,shard=unsharded,steps=write,errno={errno}")
+    rc, _, out = ctl_json(sock, "fault", "t", "set", f"target=wal,shard=unsharded,steps=write,errno={errno}")
     check(f"[{name}] fault set accepted", rc == 0, out)
     t_set = time.monotonic()
     st = poll(lambda: (lambda s: s if shard(s)["state"] == "FAILED" else None)(status(sock)), 15)
@@ -271,12 +194,13 @@ def wal_phase(sock, prods, errno):
           and metric_value(m, "memwald_shards", {"state": "FAILED"}) + metric_value(
               m, "memwald_shards", {"state": "CLAIMING"}) >= 1,
           "\n".join(l for l in m.splitlines() if "storage_errors" in l or "memwald_shards" in l))
-    rc, text = ctl(sock, "status", json_out=False)
+    rc, out, err = ctl(sock, "status")
+    text = out + err
     check(f"[{name}] memwalctl status prints the reason and the fault",
           rc == 0 and "fault: " in text and errno in text, text)
     rec0 = metric_value(m, "memwald_shard_recoveries_total", {"kind": "reclaim"})
     t_clearing = time.monotonic()
-    rc, out = ctl(sock, "fault", "t", "clear")
+    ctl_json(sock, "fault", "t", "clear")
     t_clear = time.monotonic()
     # The fault surely held from the set's reply (t_set) until the clear was
     # sent (t_clearing): no row sent in that window may be acknowledged in it.
@@ -304,7 +228,7 @@ def flush_phase(sock, prods, name, spec, d):
     m0 = metrics(sock)
     ff0 = metric_value(m0, "memwald_flush_failures_total", {})
     fl0 = shard(status(sock))["flushes"]
-    rc, out = ctl(sock, "fault", "t", "set", spec)
+    rc, _, out = ctl_json(sock, "fault", "t", "set", spec)
     check(f"[{name}] fault set accepted", rc == 0, out)
     st = poll(lambda: (lambda s: s if shard(s).get("fault", {}).get("op") == "flush" else None)(status(sock)), 15)
     check(f"[{name}] status shows a flush fault while the shard stays ACTIVE",
@@ -316,7 +240,7 @@ def flush_phase(sock, prods, name, spec, d):
     n0 = len(all_acked(prods))
     check(f"[{name}] rows durable in the WAL are still acknowledged",
           poll(lambda: len(all_acked(prods)) > n0 + 40, 15))
-    rc, out = ctl(sock, "fault", "t", "clear")
+    ctl_json(sock, "fault", "t", "clear")
     t_clear = time.monotonic()
     ok = poll(lambda: (lambda s: "fault" not in s and s["flushes"] > fl0)(shard(status(sock))),
               BOUND_MS / 1000 + 10)
@@ -346,7 +270,7 @@ def identity_keys(sock, port):
             raise EOFError(f"daemon closed the connection before PONG: {buf[-200:]!r}")
         buf += chunk
     c.close()
-    rc, out = ctl(sock, "claim", "idt", "identity-us")
+    rc, _, out = ctl_json(sock, "claim", "idt", "identity-us")
     shards = status(sock)["tables"][1]["shards"]
     keys = {sh["key"]: sh.get("key_truncated", False) for sh in shards}
     want = {"identity-eu": False, "identity-" + "é" * 32: True, "identity-us": False}
@@ -384,28 +308,28 @@ spec = identity(region)
     # refused without the environment variable
     env = dict(os.environ)
     env.pop("MEMWALD_TEST_FAULTS", None)
-    d = Daemon(["-c", conf], env)
+    d = DAEMON[0] = Daemon(["-c", conf], env=env)
     line = d.wait_line("listening on")
     ok = d.wait_line("started") is not None
     if ok:
         poll(lambda: shard(status(sock))["state"] == "ACTIVE", 15)
-        identity_keys(sock, int(line.rsplit("port ", 1)[1].rstrip(")")))
-        rc, out = ctl(sock, "fault", "t", "set", "prefix=,errno=EIO")
+        identity_keys(sock, port_of(line))
+        rc, out, err = ctl(sock, "--json", "fault", "t", "set", "prefix=,errno=EIO")
+        out += err
         check("fault is refused without MEMWALD_TEST_FAULTS=1", rc == 1 and "MEMWALD_TEST_FAULTS" in out, out)
     else:
         check("daemon starts", False, "\n".join(d.lines))
-    d.p.terminate()
-    check("daemon exits 0", d.finish() == 0, "\n".join(d.lines[-20:]))
+    check("daemon exits 0", d.stop() == 0, "\n".join(d.lines[-20:]))
 
     env["MEMWALD_TEST_FAULTS"] = "1"
-    d = Daemon(["-c", conf], env)
+    d = DAEMON[0] = Daemon(["-c", conf], env=env)
     line = d.wait_line("listening on")
     started = d.wait_line("started")
     check("daemon with MEMWALD_TEST_FAULTS=1 starts", line and started, "\n".join(d.lines))
     if not (line and started):
         d.p.kill()
         return
-    port = int(line.rsplit("port ", 1)[1].rstrip(")"))
+    port = port_of(line)
     poll(lambda: shard(status(sock))["state"] == "ACTIVE", 15)
     prods = [Producer(port, 1_000_000 * (i + 1)) for i in range(3)]
     for p in prods:
@@ -419,17 +343,17 @@ spec = identity(region)
         flush_phase(sock, prods, "manifest", "target=manifest,shard=unsharded,steps=link,errno=ENOSPC", d)
         # delay: every operation 300 ms late; nothing fails, acks are slower
         f0 = len(all_failed(prods))
-        rc, out = ctl(sock, "fault", "t", "set", "delay_ms=300")
+        ctl_json(sock, "fault", "t", "set", "delay_ms=300")
         t_set = time.monotonic()
         slow = poll(lambda: any(ans - sent >= 0.3 for p in prods for sent, ans in list(p.acked.values())
                                 if sent > t_set), 15)
         check("[delay] acknowledgements wait for the delayed storage", slow)
-        ctl(sock, "fault", "t", "clear")
+        ctl_json(sock, "fault", "t", "clear")
         check("[delay] nothing refused, shard ACTIVE", len(all_failed(prods)) == f0 and
               shard(status(sock))["state"] == "ACTIVE")
         # one failed fsync: the WAL put is retried
         m0 = metrics(sock)
-        rc, out = ctl(sock, "fault", "t", "set", "fsync_once")
+        ctl_json(sock, "fault", "t", "set", "fsync_once")
         inj = poll(lambda: metric_value(metrics(sock), "memwald_storage_faults_injected_total", {"step": "fsync"})
                    > metric_value(m0, "memwald_storage_faults_injected_total", {"step": "fsync"}), 10)
         n0 = len(all_acked(prods))
@@ -437,7 +361,7 @@ spec = identity(region)
         check("[fsync-once] one fsync failed, writes continue, nothing refused, ACTIVE",
               inj and len(all_failed(prods)) == f0 and len(all_acked(prods)) > n0 + 40 and
               shard(status(sock))["state"] == "ACTIVE")
-        ctl(sock, "fault", "t", "clear")
+        ctl_json(sock, "fault", "t", "clear")
     finally:
         for p in prods:
             p.stop.set()
@@ -446,7 +370,7 @@ spec = identity(region)
     check("producers saw only OK/ERR replies", all(p.error is None for p in prods),
           "\n".join(str(p.error) for p in prods))
     print(f"# phases took {time.monotonic() - t0:.1f} s")
-    rc, out = ctl(sock, "flush", "t")
+    rc, _, out = ctl_json(sock, "flush", "t")
     check("final flush", rc == 0, out)
     acked, failed = all_acked(prods), all_failed(prods)
     print(f"# {len(acked)} rows acknowledged, {len(failed)} refused")
@@ -461,8 +385,7 @@ spec = identity(region)
         check("with their values", not wrong, str(wrong[:10]))
     for k, v in recovery_ms.items():
         print(f"# recovery {k}: {v:.0f} ms after the clear")
-    d.p.terminate()
-    check("daemon exits 0", d.finish() == 0, "\n".join(d.lines[-30:]))
+    check("daemon exits 0", d.stop() == 0, "\n".join(d.lines[-30:]))
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -19,18 +19,13 @@ import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util  # noqa: E402
+from e2e_util import check, ctl, plan, run_main  # noqa: E402
+
 HARNESS, MEMWALCTL = sys.argv[1], sys.argv[2]
-results = []
+e2e_util.MEMWALCTL = MEMWALCTL
 CHILDREN = []
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
-    if not ok and detail:
-        for line in str(detail).splitlines():
-            print("# " + line)
-    sys.stdout.flush()
 
 
 def start(sock, *extra):
@@ -40,11 +35,6 @@ def start(sock, *extra):
     line = p.stdout.readline().decode()
     m = re.match(r"READY (\d+).* metrics=(\d+)", line)
     return p, (int(m.group(1)) if m else None), (int(m.group(2)) if m else None), line
-
-
-def ctl(sock, *args):
-    r = subprocess.run([MEMWALCTL, "-s", sock] + list(args), capture_output=True, text=True, timeout=30)
-    return r.returncode, r.stdout, r.stderr
 
 
 def raw(sock, data, timeout=15, eof=False):
@@ -84,8 +74,7 @@ def main():
     p, port, mport, line = start(sock)
     check("starts over a stale socket file", port is not None, line + p.stderr.read1(4096).decode() if port is None else "")
     if port is None:
-        print(f"1..{len(results)}")
-        return 1
+        return plan()
     mode = stat.S_IMODE(os.stat(sock).st_mode)
     check("admin socket mode is 0660", mode == 0o660, oct(mode))
     # a live socket is refused
@@ -208,15 +197,8 @@ def main():
     out, _ = p.communicate(timeout=30)
     check("harness stops; the socket file is removed", p.returncode == 0 and not os.path.exists(sock), out.decode())
     shutil.rmtree(d, ignore_errors=True)
-    print(f"1..{len(results)}")
-    return 0 if all(results) else 1
+    return plan()
 
 
 if __name__ == "__main__":
-    try:
-        rc = main()
-    finally:  # never leave a harness behind, whatever failed
-        for child in list(CHILDREN):
-            if child.poll() is None:
-                child.kill()
-    sys.exit(rc)
+    run_main(main, CHILDREN)  # never leaves a harness behind, whatever failed

@@ -14,7 +14,6 @@ Output is TAP.
 import glob
 import os
 import re
-import select
 import signal
 import socket
 import subprocess
@@ -22,21 +21,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_util import Client  # noqa: E402
+from e2e_util import Client, check, fill_until_stalled, plan, rss_kb, run_main  # noqa: E402
 
 HARNESS = sys.argv[1]
 VECTORS = os.environ.get("MW_VECTORS", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "vectors"))
-results = []
 CHILDREN = []
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
-    if not ok and detail:
-        for line in str(detail).splitlines():
-            print("# " + line)
-    sys.stdout.flush()
 
 
 class Harness:
@@ -53,13 +42,6 @@ class Harness:
             raise RuntimeError("harness did not start: " + line + self.p.stderr.read().decode())
         self.ports = [int(x) for x in m.group(1).split()]
         self.metrics_port = int(m.group(2)) if m.group(2) else None
-
-    def rss_kb(self):
-        with open(f"/proc/{self.p.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return -1
 
     def stop(self):
         self.p.send_signal(signal.SIGTERM)
@@ -86,12 +68,7 @@ def test_basics(h):
     c.send("PING\n")
     check("PING -> PONG", c.line() == "PONG")
     c.send("USE events\n" + "".join(ROW % (i, i) for i in range(10)) + "SYNC\n")
-    got = []
-    while True:
-        l = c.line()
-        got.append(l)
-        if l is None or l.startswith("SYNC"):
-            break
+    got = c.lines_until(lambda l: l.startswith("SYNC"))
     check("10 rows acknowledged, then SYNC 10", acked(got) == 10 and got[-1] == "SYNC 10", got)
     c.send('{"id":100}\r\nDEL {"id":3}\nSYNC\nPING\n')
     got = c.lines(3)
@@ -270,29 +247,12 @@ def test_slow_reader(h):
     """A client that sends PINGs forever and never reads: the server must stop
     reading it once its replies back up, so RSS stays bounded."""
     c = Client(h.ports[0])
-    c.s.setblocking(False)
-    rss0 = h.rss_kb()
-    chunk = b"PING\n" * 20000  # 100 kB of requests, 100 kB of replies
-    sent = 0
-    deadline = time.monotonic() + 4
-    stalled_since = None
-    while time.monotonic() < deadline:
-        _, w, _ = select.select([], [c.s], [], 0.2)
-        if not w:
-            if stalled_since is None:
-                stalled_since = time.monotonic()
-            elif time.monotonic() - stalled_since > 1.0:
-                break
-            continue
-        stalled_since = None
-        try:
-            sent += c.s.send(chunk)
-        except BlockingIOError:
-            pass
-    rss1 = h.rss_kb()
+    rss0 = rss_kb(h.p.pid)
+    # 100 kB of requests, 100 kB of replies at a time
+    sent, stalled = fill_until_stalled(c.s, b"PING\n" * 20000, 4)
+    rss1 = rss_kb(h.p.pid)
     grew = rss1 - rss0
-    check("never-reading client is stalled (server stopped reading)", stalled_since is not None,
-          f"sent {sent} bytes")
+    check("never-reading client is stalled (server stopped reading)", stalled, f"sent {sent} bytes")
     check("RSS growth bounded (< 16 MiB) for a never-reading client", grew < 16384,
           f"rss {rss0} -> {rss1} kB after {sent} bytes sent")
     print(f"# slow reader: sent {sent} bytes before stalling; RSS {rss0} -> {rss1} kB")
@@ -310,12 +270,7 @@ def test_unacked_backpressure(port):
     c = Client(port)
     n = 3000
     c.send("USE slow\n" + "".join(ROW % (i, i) for i in range(n)) + "SYNC\n")
-    got = []
-    while True:
-        l = c.line(timeout=60)
-        got.append(l)
-        if l is None or l.startswith("SYNC") or l.startswith("ERR"):
-            break
+    got = c.lines_until(lambda l: l.startswith("SYNC") or l.startswith("ERR"), timeout=60)
     check("rows under max_unacked backpressure all acknowledged",
           acked(got) == n and got[-1] == f"SYNC {n}" and len(got) > 2, got[-3:])
     c.close()
@@ -352,15 +307,8 @@ def main():
     test_unacked_backpressure(u.ports[0])
     rc, rows, _ = u.stop()
     check("slow table stored all rows", rows.get("slow") == 3000, rows)
-    print(f"1..{len(results)}")
-    return 0 if all(results) else 1
+    return plan()
 
 
 if __name__ == "__main__":
-    try:
-        rc = main()
-    finally:  # never leave a harness behind, whatever failed
-        for child in CHILDREN:
-            if child.poll() is None:
-                child.kill()
-    sys.exit(rc)
+    run_main(main, CHILDREN)  # never leaves a harness behind, whatever failed

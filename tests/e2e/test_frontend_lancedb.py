@@ -15,24 +15,17 @@ Needs node and tests/interop/node_modules. Output is TAP.
 import glob
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 
-TOOL, REAL, CTL = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util  # noqa: E402
+from e2e_util import check, ctl_json, plan, run_main, tidy  # noqa: E402
+
+TOOL, REAL, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2], sys.argv[3]
 HERE = os.path.dirname(os.path.abspath(__file__))
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    print(("ok" if ok else "not ok") + f" {len(results)} - {name}")
-    if not ok and detail:
-        for line in str(detail).splitlines()[-30:]:
-            print("# " + line)
-    sys.stdout.flush()
 
 
 def read_lines(s, n):
@@ -45,18 +38,43 @@ def read_lines(s, n):
     return buf.decode().splitlines()
 
 
+def serve(table, start_check, *extra):
+    """frontend_real serving table as "events" (extra: its admin socket):
+    (the process, its port); the port is None, and start_check a failed
+    check, when it does not say READY."""
+    p = subprocess.Popen([REAL, table, "events", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline().decode()
+    if not line.startswith("READY"):
+        check(start_check, False, line + p.stderr.read().decode())
+        return p, None
+    return p, int(line.split()[1])
+
+
+def bootstrapped(name, schema, spec):
+    """A scratch directory holding t.lance (key id) as table_create_tool
+    creates it: (the directory, the table's path)."""
+    d = tempfile.mkdtemp(prefix=f"mw-fe-{name}.")
+    table = os.path.join(d, "t.lance")
+    subprocess.run([TOOL, table, schema, "id", spec], check=True)
+    return d, table
+
+
+def stop(p):
+    """SIGTERM to a frontend_real: (exit code, stdout, stderr)."""
+    p.terminate()
+    out, err = p.communicate(timeout=120)
+    return p.returncode, out.decode(), err.decode()
+
+
 def scenario(name, spec):
     d = tempfile.mkdtemp(prefix=f"mw-fe-{name}.")
     table = os.path.join(d, "t.lance")
     r = subprocess.run([TOOL, table, "id:int64 not null, region:string, v:double", "id", spec],
                        capture_output=True, text=True)
     check(f"{name}: table bootstrapped", r.returncode == 0, r.stderr)
-    p = subprocess.Popen([REAL, table, "events"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    line = p.stdout.readline().decode()
-    if not line.startswith("READY"):
-        check(f"{name}: server over the real engine starts", False, line + p.stderr.read().decode())
+    p, port = serve(table, f"{name}: server over the real engine starts")
+    if port is None:
         return
-    port = int(line.split()[1])
     model = {}
     s = socket.create_connection(("127.0.0.1", port))
     req = ["USE events"]
@@ -78,26 +96,14 @@ def scenario(name, spec):
           len(got) == 4 and got[0] == "OK 41" and got[1].startswith("ERR 43 type ") and got[2] == "OK 2"
           and got[3] == "SYNC 43" and oks == 43, got)
     s.close()
-    p.terminate()
-    out, err = p.communicate(timeout=120)
-    check(f"{name}: shards released and table closed", p.returncode == 0 and b"BYE" in out, (out + err).decode())
+    rc, out, err = stop(p)
+    check(f"{name}: shards released and table closed", rc == 0 and "BYE" in out, out + err)
     r = subprocess.run(["node", os.path.join(HERE, "read_rows.mjs"), d], capture_output=True, text=True, timeout=120)
     rows = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
     want = [model[k] for k in sorted(model)]
     check(f"{name}: LanceDB reads exactly the acknowledged rows ({len(want)})", r.returncode == 0 and rows == want,
           r.stderr + "\n" + "\n".join(map(json.dumps, rows[:5])))
-    if all(results):
-        shutil.rmtree(d)
-    else:
-        print(f"# kept {d}")
-
-
-def ctl(sock, *args):
-    r = subprocess.run([CTL, "-s", sock, "--json"] + list(args), capture_output=True, text=True, timeout=120)
-    try:
-        return r.returncode, json.loads(r.stdout), r.stderr
-    except ValueError:
-        return r.returncode, None, r.stdout + r.stderr
+    tidy(d)
 
 
 def send(s, lines, n):
@@ -107,99 +113,89 @@ def send(s, lines, n):
 
 def admin_scenario():
     """bucket(id,4) with the admin socket over the real engine (admin_engine.h)."""
-    d = tempfile.mkdtemp(prefix="mw-fe-admin.")
-    table, sock = os.path.join(d, "t.lance"), os.path.join(d, "admin.sock")
-    subprocess.run([TOOL, table, "id:int64 not null, region:string, v:double", "id", "bucket(id,4)"], check=True)
-    p = subprocess.Popen([REAL, table, "events", sock], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    line = p.stdout.readline().decode()
-    if not line.startswith("READY"):
-        check("admin: server starts", False, line + p.stderr.read().decode())
+    d, table = bootstrapped("admin", "id:int64 not null, region:string, v:double", "bucket(id,4)")
+    sock = os.path.join(d, "admin.sock")
+    p, port = serve(table, "admin: server starts", sock)
+    if port is None:
         return
-    s = socket.create_connection(("127.0.0.1", int(line.split()[1])))
+    s = socket.create_connection(("127.0.0.1", port))
     model = {i: {"id": i, "region": "r%d" % i, "v": float(i)} for i in range(1, 41)}
     got = send(s, ["USE events"] + [json.dumps(model[i]) for i in range(1, 41)] + ["SYNC"], 2)
     check("admin: 40 rows acknowledged", got == ["OK 40", "SYNC 40"], got)
-    rc, j, err = ctl(sock, "status")
-    shards = j["result"]["tables"][0]["shards"] if j else []
+    rc, j, err = ctl_json(sock, "status")
+    shards = j["result"]["tables"][0]["shards"] if rc == 0 else []
     check("admin: status lists the 4 bucket shards, ACTIVE, 40 MemTable rows",
           rc == 0 and sorted(x["key"] for x in shards) == ["bucket-0", "bucket-1", "bucket-2", "bucket-3"]
           and all(x["state"] == "ACTIVE" and x["status"] == "ACTIVE" for x in shards)
           and sum(x["memtable_rows"] for x in shards) == 40, j or err)
-    rc, j, err = ctl(sock, "flush")
-    rc2, j2, _ = ctl(sock, "status")
-    shards = j2["result"]["tables"][0]["shards"] if j2 else []
+    rc, j, err = ctl_json(sock, "flush")
+    rc2, j2, _ = ctl_json(sock, "status")
+    shards = j2["result"]["tables"][0]["shards"] if rc2 == 0 else []
     check("admin: flush -> flushed 4, every shard has an SSTable and an empty MemTable",
           rc == 0 and j["result"] == {"flushed": 4} and all(x["sstables"] >= 1 and x["memtable_rows"] == 0
                                                             for x in shards), (j, j2, err))
-    rc, j, err = ctl(sock, "seal", "events", "bucket-0")
+    rc, j, err = ctl_json(sock, "seal", "events", "bucket-0")
     check("admin: seal bucket-0", rc == 0 and j["result"]["status"] == "SEALED", (j, err))
     got = send(s, ['{"id":1,"region":"sealed?","v":0}', "PING"], 2)
     check("admin: a row for the sealed shard -> ERR sealed", got[0].startswith("ERR 43 sealed ") and got[1] == "PONG",
           got)
-    rc, j, err = ctl(sock, "unseal", "events", "0")
+    rc, j, err = ctl_json(sock, "unseal", "events", "0")
     check("admin: unseal bucket-0 (by number)", rc == 0 and j["result"]["status"] == "ACTIVE"
           and j["result"]["state"] == "ACTIVE", (j, err))
     model[1] = {"id": 1, "region": "after-unseal", "v": 1.0}
     got = send(s, [json.dumps(model[1]), "SYNC"], 2)
     check("admin: writes flow again after unseal", got == ["OK 1", "SYNC 41"], got)
-    rc, j, err = ctl(sock, "status")
-    b1 = [x for x in j["result"]["tables"][0]["shards"] if x["key"] == "bucket-1"][0] if j else {}
-    rc, j, err = ctl(sock, "release", "events", "bucket-1")
-    rc2, j2, err2 = ctl(sock, "claim", "events", "bucket-1")
+    rc, j, err = ctl_json(sock, "status")
+    b1 = [x for x in j["result"]["tables"][0]["shards"] if x["key"] == "bucket-1"][0] if rc == 0 else {}
+    rc, j, err = ctl_json(sock, "release", "events", "bucket-1")
+    rc2, j2, err2 = ctl_json(sock, "claim", "events", "bucket-1")
     check("admin: release then claim bucket-1 takes a new epoch",
           rc == 0 and j["result"]["state"] == "CLOSED" and rc2 == 0 and j2["result"]["epoch"] == b1.get("epoch", 0) + 1,
           (b1, j, j2, err, err2))
-    rc, j, err = ctl(sock, "seal", "events", "bucket-9")
+    rc, j, err = ctl_json(sock, "seal", "events", "bucket-9")
     check("admin: a bad shard name -> exit 1 with the reason", rc == 1 and "bucket-<b>" in err, err)
     s.close()
-    p.terminate()
-    out, err = p.communicate(timeout=120)
-    check("admin: shards released and table closed", p.returncode == 0, (out + err).decode())
+    rc, out, err = stop(p)
+    check("admin: shards released and table closed", rc == 0, out + err)
     r = subprocess.run(["node", os.path.join(HERE, "read_rows.mjs"), d], capture_output=True, text=True, timeout=120)
     rows = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
     check("admin: LanceDB reads the model's rows", rows == [model[k] for k in sorted(model)],
           r.stderr + "\n" + "\n".join(map(json.dumps, rows[:3])))
-    if all(results):
-        shutil.rmtree(d)
+    tidy(d)
 
 
 def drop_scenario():
     """drop-table over the real engine: the table leaves the daemon's registry
     (status, USE, rows from a connection that had selected it) and the disk."""
-    d = tempfile.mkdtemp(prefix="mw-fe-drop.")
-    table, sock = os.path.join(d, "t.lance"), os.path.join(d, "admin.sock")
-    subprocess.run([TOOL, table, "id:int64 not null, v:double", "id", "unsharded"], check=True)
-    p = subprocess.Popen([REAL, table, "events", sock], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    line = p.stdout.readline().decode()
-    if not line.startswith("READY"):
-        check("drop: server starts", False, line + p.stderr.read().decode())
+    d, table = bootstrapped("drop", "id:int64 not null, v:double", "unsharded")
+    sock = os.path.join(d, "admin.sock")
+    p, port = serve(table, "drop: server starts", sock)
+    if port is None:
         return
-    s = socket.create_connection(("127.0.0.1", int(line.split()[1])))
+    s = socket.create_connection(("127.0.0.1", port))
     got = send(s, ["USE events", '{"id":1,"v":1}', '{"id":2,"v":2}', "SYNC"], 2)
     check("drop: 2 rows acknowledged", got == ["OK 2", "SYNC 2"], got)
-    rc, j, err = ctl(sock, "seal", "events", "unsharded")
-    rc2, j2, err2 = ctl(sock, "drop-table", "events")
+    rc, j, err = ctl_json(sock, "seal", "events", "unsharded")
+    rc2, j2, err2 = ctl_json(sock, "drop-table", "events")
     check("drop: seal then drop-table", rc == 0 and rc2 == 0 and j2["result"] == {"table": "events", "dropped": True},
           (j, err, j2, err2))
-    rc, j, err = ctl(sock, "status")
+    rc, j, err = ctl_json(sock, "status")
     check("drop: status no longer lists the table", rc == 0 and j["result"]["tables"] == [], (j, err))
     got = send(s, ['{"id":3,"v":3}', "PING"], 2)
     check("drop: a row from a connection that had selected it -> ERR table naming the drop",
           got[0].startswith("ERR 5 table ") and "dropped" in got[0] and got[1] == "PONG", got)
-    s2 = socket.create_connection(("127.0.0.1", int(line.split()[1])))
+    s2 = socket.create_connection(("127.0.0.1", port))
     got = send(s2, ["USE events", "PING"], 2)
     check("drop: USE of the dropped table -> ERR 1 table", got[0].startswith("ERR 1 table ") and got[1] == "PONG", got)
-    rc, j, err = ctl(sock, "flush", "events")
+    rc, j, err = ctl_json(sock, "flush", "events")
     check("drop: admin commands answer unknown table", rc == 1 and "unknown table" in json.dumps(j) + str(err), (j, err))
     check("drop: the table directory is gone", not os.path.exists(os.path.join(table, "_versions")),
           os.listdir(table) if os.path.isdir(table) else "")
     s.close()
     s2.close()
-    p.terminate()
-    out, err = p.communicate(timeout=120)
-    check("drop: daemon side exits 0", p.returncode == 0, (out + err).decode())
-    if all(results):
-        shutil.rmtree(d)
+    rc, out, err = stop(p)
+    check("drop: daemon side exits 0", rc == 0, out + err)
+    tidy(d)
 
 
 def arrow_scenario():
@@ -214,13 +210,12 @@ def arrow_scenario():
         return
     # position order: file names are the position's bits, least significant first
     wal.sort(key=lambda f: int(os.path.basename(f)[:64][::-1], 2))
-    d = tempfile.mkdtemp(prefix="mw-fe-arrow.")
-    table = os.path.join(d, "t.lance")
-    subprocess.run([TOOL, table, "id:int64 not null, name:string, v:double, vec:fixed_size_list<float32,8>",
-                    "id", "unsharded"], check=True)
-    p = subprocess.Popen([REAL, table, "events"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    line = p.stdout.readline().decode()
-    s = socket.create_connection(("127.0.0.1", int(line.split()[1])))
+    d, table = bootstrapped("arrow", "id:int64 not null, name:string, v:double, vec:fixed_size_list<float32,8>",
+                            "unsharded")
+    p, port = serve(table, "arrow: server starts")
+    if port is None:
+        return
+    s = socket.create_connection(("127.0.0.1", port))
     s.sendall(b"USE events\n" + b"".join(b"ARROW %d\n" % os.path.getsize(f) + open(f, "rb").read() for f in wal)
               + b"SYNC\n")
     got = read_lines(s, len(wal) + 1)
@@ -229,9 +224,8 @@ def arrow_scenario():
           (sum(int(l.split()[1]) for l in got[:-1] if l.startswith("OK ")) == 100 * len(wal)
            and got[-1] == f"SYNC {100 * len(wal)}"), got)
     s.close()
-    p.terminate()
-    out, err = p.communicate(timeout=120)
-    check("arrow: released and closed", p.returncode == 0, (out + err).decode())
+    rc, out, err = stop(p)
+    check("arrow: released and closed", rc == 0, out + err)
     r = subprocess.run(["node", os.path.join(HERE, "wal_ids.mjs")] + wal, capture_output=True, text=True, timeout=60)
     ids = set(json.loads(r.stdout)) if r.returncode == 0 else set()
     expected = [l for l in open(os.path.join(vectors, "unsharded-small/expected.jsonl")).read().splitlines()
@@ -244,8 +238,7 @@ def arrow_scenario():
     check(f"arrow: LanceDB reads the vector's {len(expected)} rows for those ids, byte-exact values",
           len(ids) > 0 and r2.returncode == 0 and r2.stdout.startswith(f"ok rows={len(expected)}"),
           r.stderr + r2.stdout + r2.stderr)
-    if all(results):
-        shutil.rmtree(d)
+    tidy(d)
 
 
 def main():
@@ -257,8 +250,7 @@ def main():
     admin_scenario()
     drop_scenario()
     arrow_scenario()
-    print(f"1..{len(results)}")
-    return 0 if all(results) else 1
+    return plan()
 
 
 if __name__ == "__main__":
@@ -270,10 +262,4 @@ if __name__ == "__main__":
         CHILDREN.append(c)
         return c
     subprocess.Popen = _track
-    try:
-        rc = main()
-    finally:  # never leave a server behind, whatever failed
-        for child in CHILDREN:
-            if child.poll() is None:
-                child.kill()
-    sys.exit(rc)
+    run_main(main, CHILDREN)  # never leaves a server behind, whatever failed
