@@ -1073,6 +1073,40 @@ static int unwrap_general(rctx_t *x, const CE *vc, const CE **inner, bool *zstd)
   return 0;
 }
 
+/* Decompress the frames in src into out (reset first), growing out as the
+ * output really appears: the raw length in the file is only a claim, and a
+ * 6 KiB file that claimed 2 GiB once made this reader allocate 2 GiB up
+ * front (fuzz_datafile, regress-zstd-claims-2gib). Stops with -EBADMSG past
+ * raw bytes or on a corrupt or truncated frame; out->len = bytes produced. */
+#define ZSTD_FIRST_GROW_BYTES ((size_t)64 << 10)
+static int zstd_grow(mw_buf_t *out, const uint8_t *src, size_t sn, size_t raw) {
+  mw_buf_reset(out);
+  ZSTD_DCtx *dc = ZSTD_createDCtx();
+  if (dc == NULL) return -ENOMEM;
+  ZSTD_inBuffer in = {src, sn, 0};
+  size_t want = raw + 1; /* one byte more: a frame longer than claimed shows */
+  int rc = 0;
+  for (;;) {
+    if (out->len == want) { rc = -EBADMSG; break; }
+    if (out->cap == out->len) {
+      size_t grow = out->len > ZSTD_FIRST_GROW_BYTES ? out->len : ZSTD_FIRST_GROW_BYTES;
+      if (grow > want - out->len) grow = want - out->len;
+      if ((rc = mw_buf_reserve(out, grow)) < 0) break;
+    }
+    size_t room = out->cap - out->len;
+    if (room > want - out->len) room = want - out->len;
+    ZSTD_outBuffer o = {out->data + out->len, room, 0};
+    size_t r = ZSTD_decompressStream(dc, &o, &in);
+    out->len += o.pos;
+    if (ZSTD_isError(r)) { rc = -EBADMSG; break; }
+    if (r == 0 && in.pos == in.size) break;           /* last frame complete */
+    if (in.pos == in.size && o.pos < o.size) { rc = -EBADMSG; break; } /* truncated */
+  }
+  ZSTD_freeDCtx(dc);
+  assert(out->len <= want);
+  return rc;
+}
+
 /* Decompress a ZSTD value buffer (u64 raw length || frame, or a bare frame). */
 static int zstd_buf(rctx_t *x, const uint8_t **p, size_t *n, size_t max_raw) {
   const uint8_t *src = *p;
@@ -1089,13 +1123,11 @@ static int zstd_buf(rctx_t *x, const uint8_t **p, size_t *n, size_t max_raw) {
     src += 8, sn -= 8;
   }
   if (raw > max_raw) return BAD(x, "zstd raw length %llu exceeds %zu", x->col, x->page, (unsigned long long)raw, max_raw);
-  mw_buf_reset(&x->scratch2);
-  uint8_t *d = mw_buf_extend(&x->scratch2, (size_t)raw + 1);
-  if (d == NULL) return -ENOMEM;
-  size_t got = ZSTD_decompress(d, (size_t)raw + 1, src, sn);
-  if (ZSTD_isError(got) || got != raw) return BAD(x, "zstd frame corrupt", x->col, x->page);
-  *p = d;
-  *n = got;
+  int rc = zstd_grow(&x->scratch2, src, sn, (size_t)raw);
+  if (rc == -ENOMEM) return rc;
+  if (rc < 0 || x->scratch2.len != raw) return BAD(x, "zstd frame corrupt", x->col, x->page);
+  *p = x->scratch2.data;
+  *n = x->scratch2.len;
   return 0;
 }
 
@@ -1108,7 +1140,9 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
   bool zstd;
   int rc = unwrap_general(x, vc, &ce, &zstd);
   if (rc < 0) return rc;
-  size_t max_raw = is_var(f) ? INT32_MAX : (size_t)cnt * (f->type == MW_T_FSL_F32 ? 4 * (size_t)f->fsl_dim + 4 : 8) + 4096;
+  /* a variable-width page's values are bounded by the reader's column limit */
+  size_t var_max = x->f->max_column_bytes < INT32_MAX ? (size_t)x->f->max_column_bytes : INT32_MAX;
+  size_t max_raw = is_var(f) ? var_max : (size_t)cnt * (f->type == MW_T_FSL_F32 ? 4 * (size_t)f->fsl_dim + 4 : 8) + 4096;
   if (zstd && (rc = zstd_buf(x, &p, &n, max_raw)) < 0) return rc;
   size_t w = mw_type_width(f);
   switch (ce->compression_case) {

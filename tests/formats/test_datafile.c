@@ -672,6 +672,54 @@ static void try_decode(const uint8_t *p, size_t n) {
   mw_datafile_close(&f);
 }
 
+/* A zstd value buffer's u64 raw length is a claim. Found by fuzz_datafile:
+ * a 6 KiB file claiming 2 GiB made the reader allocate 2 GiB before the
+ * frame proved short (regress seed fuzz/corpus/datafile/regress-zstd-
+ * claims-2gib). A claim past the reader's column limit is refused by name,
+ * for every column (variable-width ones were bounded only by 2 GiB); a
+ * claim under it that the frame does not fill is "corrupt". */
+static void test_zstd_raw_length_is_a_claim(void **state) {
+  (void)state;
+  mw_schema_t s;
+  all_types_schema(&s, true);
+  mw_batch_t b;
+  assert_int_equal(mw_batch_init(&b, &s), 0);
+  fill_batch(&b, 40, 3);
+  mw_buf_t buf = MW_BUF_INIT;
+  const mw_batch_t *bp = &b;
+  mw_datafile_write_opts_t wo = {.zstd = true};
+  write_file(&s, &bp, 1, &wo, &buf);
+  uint8_t *copy = malloc(buf.len);
+  assert_non_null(copy);
+  mw_datafile_read_opts_t ro = {.max_rows = 1 << 16, .max_column_bytes = 1 << 20};
+  size_t frames = 0;
+  for (size_t m = 8; m + 4 <= buf.len; m++) {
+    if (memcmp(buf.data + m, "\x28\xb5\x2f\xfd", 4) != 0) continue;
+    uint64_t raw = 0;
+    for (int k = 7; k >= 0; k--) raw = raw << 8 | buf.data[m - 8 + k];
+    if (raw == 0 || raw > (1u << 20)) continue; /* not a length prefix */
+    frames++;
+    const uint64_t claims[2] = {(uint64_t)1 << 29, raw + 1000};
+    const char *want[2] = {"exceeds", "zstd frame corrupt"};
+    for (int c = 0; c < 2; c++) {
+      memcpy(copy, buf.data, buf.len);
+      for (int k = 0; k < 8; k++) copy[m - 8 + k] = (uint8_t)(claims[c] >> (8 * k));
+      mw_datafile_t f;
+      mw_batch_t out;
+      mw_err_t err = {0};
+      assert_int_equal(mw_datafile_open(&f, copy, buf.len, &ro, &err), 0);
+      assert_true(mw_datafile_read_batch(&f, &out, &err) < 0);
+      if (strstr(err.msg, want[c]) == NULL) fail_msg("claim %" PRIu64 " at %zu: %s", claims[c], m, err.msg);
+      mw_datafile_close(&f);
+    }
+  }
+  assert_true(frames >= 8); /* every value column is zstd-compressed */
+  free(copy);
+  mw_buf_free(&buf);
+  mw_batch_free(&b);
+  mw_schema_free(&s);
+}
+
 static void test_corrupt(void **state) {
   (void)state;
   mw_schema_t s;
@@ -1143,6 +1191,7 @@ int main(void) {
       cmocka_unit_test(test_golden_read_all),
       cmocka_unit_test(test_golden_values_vs_expected),
       cmocka_unit_test(test_golden_rewrite),
+      cmocka_unit_test(test_zstd_raw_length_is_a_claim),
       cmocka_unit_test(test_corrupt),
       cmocka_unit_test(test_lance_bitpacking),
       cmocka_unit_test(test_read_v20),
