@@ -672,6 +672,21 @@ static void try_decode(const uint8_t *p, size_t n) {
   mw_datafile_close(&f);
 }
 
+/* A zstd file of 40 all-types rows (nullable, every 3rd null): the input
+ * the corruption tests mutate. */
+static void write_zstd_sample(mw_buf_t *buf) {
+  mw_schema_t s;
+  all_types_schema(&s, true);
+  mw_batch_t b;
+  assert_int_equal(mw_batch_init(&b, &s), 0);
+  fill_batch(&b, 40, 3);
+  const mw_batch_t *bp = &b;
+  mw_datafile_write_opts_t o = {.zstd = true};
+  write_file(&s, &bp, 1, &o, buf);
+  mw_batch_free(&b);
+  mw_schema_free(&s);
+}
+
 /* A zstd value buffer's u64 raw length is a claim. Found by fuzz_datafile:
  * a 6 KiB file claiming 2 GiB made the reader allocate 2 GiB before the
  * frame proved short (regress seed fuzz/corpus/datafile/regress-zstd-
@@ -680,15 +695,8 @@ static void try_decode(const uint8_t *p, size_t n) {
  * claim under it that the frame does not fill is "corrupt". */
 static void test_zstd_raw_length_is_a_claim(void **state) {
   (void)state;
-  mw_schema_t s;
-  all_types_schema(&s, true);
-  mw_batch_t b;
-  assert_int_equal(mw_batch_init(&b, &s), 0);
-  fill_batch(&b, 40, 3);
   mw_buf_t buf = MW_BUF_INIT;
-  const mw_batch_t *bp = &b;
-  mw_datafile_write_opts_t wo = {.zstd = true};
-  write_file(&s, &bp, 1, &wo, &buf);
+  write_zstd_sample(&buf);
   uint8_t *copy = malloc(buf.len);
   assert_non_null(copy);
   mw_datafile_read_opts_t ro = {.max_rows = 1 << 16, .max_column_bytes = 1 << 20};
@@ -716,21 +724,12 @@ static void test_zstd_raw_length_is_a_claim(void **state) {
   assert_true(frames >= 8); /* every value column is zstd-compressed */
   free(copy);
   mw_buf_free(&buf);
-  mw_batch_free(&b);
-  mw_schema_free(&s);
 }
 
 static void test_corrupt(void **state) {
   (void)state;
-  mw_schema_t s;
-  all_types_schema(&s, true);
-  mw_batch_t b;
-  assert_int_equal(mw_batch_init(&b, &s), 0);
-  fill_batch(&b, 40, 3);
   mw_buf_t buf = MW_BUF_INIT;
-  const mw_batch_t *bp = &b;
-  mw_datafile_write_opts_t o = {.zstd = true};
-  write_file(&s, &bp, 1, &o, &buf);
+  write_zstd_sample(&buf);
   uint8_t *copy = malloc(buf.len);
   /* every truncation, aligned to the end so the footer moves */
   for (size_t cut = 1; cut < buf.len; cut++) {
@@ -765,8 +764,6 @@ static void test_corrupt(void **state) {
   tu_free_names(paths, np);
   free(copy);
   mw_buf_free(&buf);
-  mw_batch_free(&b);
-  mw_schema_free(&s);
 }
 
 /* ---------------------------------------------------------------- Lance-only encodings */
