@@ -1085,11 +1085,64 @@ static void progress(mw_shard_t *s) {
   }
 }
 
+/* An operator's claim of a shard this process holds ACTIVE. An idle shard
+ * learns of a peer's newer epoch only at its next WAL put or manifest commit
+ * (§3.5), so the claim asks the manifest now. Still ours: -EALREADY, naming
+ * the epoch. Fenced: park FENCED (its writes are refused as at any fence)
+ * and claim it back, as a claim of a FENCED shard does. */
+static void on_claim_checked(mw_mstore_op_t *op, int status) {
+  mw_shard_t *s = op->data;
+  assert(s != NULL && op == &s->op);
+  if (s->ctl != CTL_CLAIM || s->state != MW_SS_ACTIVE) return; /* parked meanwhile: answered */
+  char msg[MW_SHARD_REASON_BYTES];
+  if (status == 0) {
+    snprintf(msg, sizeof msg, "shard %s is already ACTIVE here at epoch %" PRIu64
+             " (its manifest shows no newer claim)", s->id_str, s->epoch);
+    ctl_done(s, -EALREADY, msg);
+    return;
+  }
+  if (status != -ESTALE) { /* could not read the manifest: report, change nothing */
+    ctl_done(s, status, op->err.msg);
+    return;
+  }
+  mw_shard_done_cb cb = s->ctl_cb;
+  void *arg = s->ctl_arg;
+  s->ctl = CTL_NONE; /* park() must not answer the claim: the re-claim will */
+  s->ctl_cb = NULL;
+  park(s, MW_SS_FENCED, -ESTALE, op->err.msg);
+  assert(s->state == MW_SS_FENCED && s->ctl == CTL_NONE);
+  int rc = ctl_begin(s, CTL_CLAIM, cb, arg);
+  if (rc == 0) rc = start_claim(s);
+  if (rc == 0) return;
+  /* a WAL put or flush of the old epoch is still finishing (it fails on the
+   * fence by itself): answer now, the operator claims again */
+  snprintf(msg, sizeof msg, "%.300s; the shard is now FENCED and its old writes are still "
+           "finishing (%s): claim again", op->err.msg, mw_strerror(rc));
+  s->ctl = CTL_CLAIM;
+  s->ctl_cb = cb;
+  s->ctl_arg = arg;
+  ctl_done(s, rc, msg);
+}
+
+static int claim_active(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
+  assert(s->state == MW_SS_ACTIVE);
+  if (s->stopping || s->op.busy) return -EALREADY; /* a seal/release/commit is running */
+  int rc = ctl_begin(s, CTL_CLAIM, cb, arg);
+  if (rc < 0) return rc;
+  rc = mw_mstore_check_fenced(&s->ms, &s->op, s->epoch, on_claim_checked);
+  if (rc < 0) {
+    s->ctl = CTL_NONE;
+    s->ctl_cb = NULL;
+  }
+  return rc;
+}
+
 int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
   assert(s != NULL);
   if (s->state == MW_SS_SEALED) return -EROFS;
   if (s->auto_claim && (s->state == MW_SS_CLAIMING || s->state == MW_SS_REPLAYING))
     return ctl_begin(s, CTL_CLAIM, cb, arg); /* the automatic re-claim answers it */
+  if (s->state == MW_SS_ACTIVE) return claim_active(s, cb, arg);
   if (s->state >= MW_SS_CLAIMING && s->state <= MW_SS_ACTIVE) return -EALREADY;
   int rc = ctl_begin(s, CTL_CLAIM, cb, arg);
   if (rc < 0) return rc;

@@ -250,7 +250,13 @@ int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_sha
  * status when parked with writes that never became durable. */
 int mw_shard_sync(mw_shard_t *s, mw_shard_write_t *w, mw_shard_write_cb cb);
 
-/* NEW/FENCED/CLOSED/FAILED → CLAIMING → REPLAYING → ACTIVE (cb then). */
+/* NEW/FENCED/CLOSED/FAILED → CLAIMING → REPLAYING → ACTIVE (cb then).
+ * ACTIVE: the shard manifest is read first, since an idle shard notices a
+ * peer's newer epoch only at its next put. No newer claim: cb(-EALREADY,
+ * "… already ACTIVE here at epoch N …"). Fenced: the shard parks FENCED and
+ * is claimed back (cb as above), or, while a put of the old epoch is still
+ * in flight, cb(-EBUSY, "… now FENCED … claim again"). -EROFS if SEALED;
+ * -EALREADY at once while claiming, replaying, stopping or committing. */
 int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
 /* Freeze the active MemTable; cb when every frozen MemTable is committed. */
 int mw_shard_flush(mw_shard_t *s, mw_shard_done_cb cb, void *arg);

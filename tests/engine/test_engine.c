@@ -439,6 +439,79 @@ static void test_two_writers_fence(void **state) {
   env_close(&a);
 }
 
+/* An operator's claim of a shard already ACTIVE here reads the manifest:
+ * still ours → -EALREADY naming the epoch, nothing changes; taken by a peer
+ * while idle (nothing written since, so nothing noticed the fence) → the
+ * shard parks FENCED and claims it back at a newer epoch, replaying the
+ * peer's rows, and the peer is fenced in turn. */
+static void test_claim_of_active_shard_checks_manifest(void **state) {
+  (void)state;
+  env_t a, b;
+  env_open(&a, "unsharded-small", true, NULL, NULL, 0);
+  memset(&b, 0, sizeof b);
+  mw_table_opts_t o = {.no_fsync = true};
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_open(&a.loop, a.table_dir, &o, &b.t, &err), 0);
+  mw_shard_t *sa = unsharded(&a);
+  claim_ok(&a, sa);
+  er_model_t mod;
+  er_model_init(&mod, 31, 1000);
+  wctx_t c = {.expect = 1};
+  wreq_t r[4] = {0};
+  assert_int_equal(write_rows(&a, sa, &mod, &r[0], &c, 0, 10), 0);
+  run_until(&a.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  /* still ours: refused, and the shard keeps its epoch and keeps writing */
+  done_t d = {0};
+  assert_int_equal(mw_shard_claim(sa, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  assert_int_equal(d.status, -EALREADY);
+  assert_non_null(strstr(d.reason, "already ACTIVE here at epoch 1"));
+  mw_shard_stats_t st;
+  mw_shard_stats(sa, &st);
+  assert_int_equal(st.state, MW_SS_ACTIVE);
+  assert_int_equal(st.epoch, 1);
+  c = (wctx_t){.expect = 1};
+  assert_int_equal(write_rows(&a, sa, &mod, &r[1], &c, 1, 5), 0);
+  run_until(&a.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  /* B takes the shard (epoch 2) and writes; A, idle, notices nothing */
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  mw_shard_t *sb = mw_table_shard(b.t, id, true);
+  claim_ok(&a, sb);
+  c = (wctx_t){.expect = 1};
+  assert_int_equal(write_rows(&a, sb, &mod, &r[2], &c, 2, 7), 0);
+  run_until(&a.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  assert_int_equal(mw_shard_state(sa), MW_SS_ACTIVE);
+  /* A's claim finds epoch 2 in the manifest and takes the shard back */
+  d = (done_t){0};
+  assert_int_equal(mw_shard_claim(sa, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  if (d.status != 0) fail_msg("claim back: %d %s", d.status, d.reason);
+  mw_shard_stats(sa, &st);
+  assert_int_equal(st.state, MW_SS_ACTIVE);
+  assert_int_equal(st.epoch, 3);
+  assert_int_equal(st.memtable_rows, 22); /* 10 + 5 (A, epoch 1) + 7 (B, epoch 2) */
+  /* B is fenced in turn at its next write */
+  c = (wctx_t){.expect = 1};
+  assert_int_equal(write_rows(&a, sb, &mod, &r[3], &c, 3, 1), 0);
+  run_until(&a.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 0);
+  assert_int_equal(c.last_status, -ESTALE);
+  assert_int_equal(mw_shard_state(sb), MW_SS_FENCED);
+  d = (done_t){0};
+  assert_int_equal(mw_shard_release(sa, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  closed_flag = false;
+  assert_int_equal(mw_table_close(b.t, on_table_closed), 0);
+  run_until(&a.loop, &closed_flag);
+  er_model_free(&mod);
+  env_close(&a);
+}
+
 /* An entry of an older epoch ABOVE a newer claim's sentinel was written by a
  * fenced writer and never acknowledged (a pipelined writer can leave such
  * entries): replay skips it. Entries below the sentinel are replayed. */
@@ -1108,10 +1181,12 @@ static void test_memtable_age_bound(void **state) {
   er_model_init(&mod, 31, 1000);
   wreq_t r = {0};
   wctx_t c = {.expect = 1};
+  /* the age counts from the first row's insert: t0 is taken before it (an
+   * ack can take longer than 10 ms on a loaded machine under ASan) */
+  uint64_t t0 = uv_now(&e.loop);
   assert_int_equal(write_rows(&e, s, &mod, &r, &c, 0, 20), 0);
   run_until(&e.loop, &c.stop_flag);
   assert_int_equal(c.acked, 1);
-  uint64_t t0 = uv_now(&e.loop);
   poll_ctx_t p = {.s = s, .cond = has_sstables, .arg = 1};
   wait_for(&e, &p);
   assert_true(uv_now(&e.loop) - t0 >= 40); /* not before the bound (timer granularity aside) */
@@ -1518,6 +1593,7 @@ int main(void) {
       cmocka_unit_test(test_claim_bumps_epoch_writes_sentinel),
       cmocka_unit_test(test_sealed_refuses_claim_then_unseal),
       cmocka_unit_test(test_two_writers_fence),
+      cmocka_unit_test(test_claim_of_active_shard_checks_manifest),
       cmocka_unit_test(test_replay_unflushed_then_flush),
       cmocka_unit_test(test_replay_skips_stale_entries_above_sentinel),
       cmocka_unit_test(test_replay_flushes_full_memtable),
