@@ -24,7 +24,9 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "daemon/config.h"
+#include "daemon/memtrim.h"
 #include "daemon/notify.h"
 #include "daemon/tables.h"
 #include "daemon/testhook.h"
@@ -41,6 +43,7 @@ typedef struct mw_daemon {
   uv_loop_t *loop;
   uv_signal_t sig_term, sig_int, sig_hup;
   mw_notify_t notify;
+  mw_memtrim_t memtrim;
   mw_storage_t *storage; /* data_dir; each table has its own */
   mw_daemon_tables_t tables;
   mw_fe_engine_t engine;
@@ -124,6 +127,7 @@ static void begin_stop(mw_daemon_t *d, const char *why) {
   mw_log_notice("stopping (%s): no new connections, draining, then flushing", why);
   mw_notify_stopping();
   mw_notify_close(&d->notify);
+  mw_memtrim_stop(&d->memtrim);
   uv_signal_stop(&d->sig_hup);
   if (d->cfg.shutdown_timeout_ms > 0 && uv_timer_init(d->loop, &d->stop_timer) == 0) {
     d->stop_timer.data = d;
@@ -327,7 +331,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (start_front(&d) < 0) return 1;
-  if ((rc = start_signals(&d)) < 0 || (rc = mw_notify_start(&d.notify, d.loop)) < 0) {
+  if ((rc = start_signals(&d)) < 0 || (rc = mw_notify_start(&d.notify, d.loop)) < 0 ||
+      (rc = mw_memtrim_start(&d.memtrim, d.loop, (uint64_t)d.cfg.memory_trim_interval_ms,
+                             mw_metrics_default())) < 0) {
     mw_log_err("start-up: %s", uv_strerror(rc));
     return 1;
   }

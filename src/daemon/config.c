@@ -68,6 +68,7 @@ static const cfg_key_t keys[] = {
     {SC_DAEMON, "ignore_unknown_fields", T_BOOL, D(ignore_unknown_fields), 0, 1, false},
     {SC_DAEMON, "metrics_listen", T_STR, D(metrics_listen), 0, 0, false},
     {SC_DAEMON, "shutdown_timeout_ms", T_INT, D(shutdown_timeout_ms), 0, 3600000, false},
+    {SC_DAEMON, "memory_trim_interval_ms", T_INT, D(memory_trim_interval_ms), 0, 3600000, false},
     {SC_STORAGE, "io_backend", T_IO, D(io_backend), 0, 0, false},
     {SC_STORAGE, "max_inflight", T_INT, D(max_inflight), 1, 65536, false},
     {SC_STORAGE, "max_object_bytes", T_INT, D(max_object_bytes), 4 * KiB, 16 * GiB, false},
@@ -150,6 +151,7 @@ void mw_config_defaults(mw_config_t *cfg) {
   cfg->max_batch_rows = 8192;
   cfg->idle_timeout_ms = 300000;
   cfg->shutdown_timeout_ms = 30000;
+  cfg->memory_trim_interval_ms = 10000;
   cfg->io_backend = MW_IO_AUTO;
   cfg->max_inflight = 256;
   cfg->max_object_bytes = 256 * MiB;

@@ -80,6 +80,7 @@ typedef struct mw_config {
   bool ignore_unknown_fields;
   char metrics_listen[256];
   int64_t shutdown_timeout_ms;
+  int64_t memory_trim_interval_ms;
   /* [storage] */
   mw_io_backend_t io_backend;
   int64_t max_inflight;

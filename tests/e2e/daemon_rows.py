@@ -20,7 +20,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import Client, Daemon, check, ctl, plan, port_of, tidy  # noqa: E402
+from e2e_util import Client, Daemon, check, ctl, plan, poll, port_of, tidy  # noqa: E402
 
 e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -72,6 +72,7 @@ data_dir = {tmp}/data
 admin_socket = {sock}
 listen = 127.0.0.1:0
 max_frame_bytes = 1KiB
+memory_trim_interval_ms = 200
 [table t]
 uri = {table}
 create = true
@@ -150,6 +151,16 @@ spec = {spec}
            and not (len(l.split(" ")) == 2 and l.split(" ")[0][0].isalpha())]
     check(f"[{spec}] memwalctl metrics: the issue's families, exposition format",
           rc == 0 and not missing and not bad, f"missing {missing} bad {bad[:3]}")
+
+    def mem_gauges():  # set by the memory housekeeping (every 200 ms here), off the loop
+        _, text, _ = ctl(sock, "metrics")
+        v = {l.split(" ")[0]: float(l.split(" ")[1]) for l in text.splitlines()
+             if l.split(" ")[0] in ("process_resident_memory_bytes", "memwald_heap_inuse_bytes",
+                                    "memwald_heap_free_bytes", "memwald_memory_trimmed_bytes_total")}
+        return v if len(v) == 4 and v["process_resident_memory_bytes"] > 1 << 20 else None
+    mem = poll(mem_gauges, 30, interval=0.1)
+    check(f"[{spec}] metrics: resident memory and heap gauges are sampled (memory_trim_interval_ms)",
+          mem is not None, mem)
     rows, why = lancedb_rows(table)
     diff = same(rows, expect_rows(model)) if rows is not None else why
     check(f"[{spec}] after flush LanceDB reads exactly the acknowledged rows", diff is None, diff)
