@@ -83,6 +83,7 @@ static void on_closed(mw_table_t *t) {
 int main(int argc, char **argv) {
   if (argc < 3 || strcmp(argv[1], "model") != 0)
     die("usage: engine_tool model TABLE --scenario NAME --model-out FILE [--seed N]");
+  er_deadline("engine_tool", 120);
   const char *table = argv[2], *scen_name = NULL, *out = NULL;
   uint64_t seed = 1;
   for (int i = 3; i + 1 < argc; i += 2) {

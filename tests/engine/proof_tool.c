@@ -500,6 +500,7 @@ static int cmd_recover(void) {
 
 int main(int argc, char **argv) {
   if (argc < 3) die("usage: proof_tool MODE TABLE [options] (see the file's comment)");
+  er_deadline("proof_tool", 120);
   const char *mode = argv[1];
   table_path = argv[2];
   const char *model_out = NULL;

@@ -5,8 +5,27 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+static char deadline_msg[160];
+
+static void on_deadline(int sig) {
+  (void)sig;
+  ssize_t w = write(2, deadline_msg, strlen(deadline_msg)); /* async-signal-safe */
+  (void)w;
+  _exit(3);
+}
+
+void er_deadline(const char *tool, unsigned seconds) {
+  snprintf(deadline_msg, sizeof deadline_msg,
+           "%s: no result within %u s (an awaited engine event never came)\n", tool, seconds);
+  signal(SIGALRM, on_deadline);
+  alarm(seconds);
+}
 
 void er_model_init(er_model_t *m, uint64_t seed, int64_t max_key) {
   memset(m, 0, sizeof *m);

@@ -31,6 +31,11 @@ typedef struct er_model {
   int64_t max_key;
 } er_model_t;
 
+/* The tools' own deadline: after `seconds`, print "<tool>: no result within
+ * N s (an awaited engine event never came)" to stderr and exit 3, so a stuck
+ * wait fails with a message rather than at meson's timeout. */
+void er_deadline(const char *tool, unsigned seconds);
+
 void er_model_init(er_model_t *m, uint64_t seed, int64_t max_key);
 void er_model_free(er_model_t *m);
 uint64_t er_rand(er_model_t *m);
