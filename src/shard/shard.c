@@ -412,7 +412,7 @@ static void park(mw_shard_t *s, mw_shard_state_t st, int status, const char *rea
   drop_memtables(s);
   s->stopping = false;
   set_bp(s, false);
-  ctl_done(s, status, s->reason);
+  if (!s->claim_checking) ctl_done(s, status, s->reason); /* else on_claim_checked claims */
 }
 
 /* ------------------------------------------------------------------- flush */
@@ -438,6 +438,7 @@ static void arm_timer(mw_shard_t *s) {
     next = s->active_since_ms + s->cfg.max_memtable_age_ms;
   if (s->flush_retry_at_ms && (next == 0 || s->flush_retry_at_ms < next)) next = s->flush_retry_at_ms;
   if (s->reclaim_at_ms && (next == 0 || s->reclaim_at_ms < next)) next = s->reclaim_at_ms;
+  if (s->claim_retry_at_ms && (next == 0 || s->claim_retry_at_ms < next)) next = s->claim_retry_at_ms;
   if (next == 0) {
     uv_timer_stop(&s->timer);
     return;
@@ -576,10 +577,13 @@ static void auto_reclaim(mw_shard_t *s) {
   s->auto_claim = true;
 }
 
+static void retry_claim(mw_shard_t *s);
+
 static void on_timer(uv_timer_t *t) {
   mw_shard_t *s = t->data;
   uint64_t now = uv_now(s->loop);
   if (s->reclaim_at_ms && now >= s->reclaim_at_ms) auto_reclaim(s);
+  if (s->claim_retry_at_ms && now >= s->claim_retry_at_ms) retry_claim(s);
   if (s->flush_retry_at_ms && now >= s->flush_retry_at_ms) {
     s->flush_retry_at_ms = 0;
     maybe_flush(s);
@@ -1090,42 +1094,59 @@ static void progress(mw_shard_t *s) {
  * (§3.5), so the claim asks the manifest now. Still ours: -EALREADY, naming
  * the epoch. Fenced: park FENCED (its writes are refused as at any fence)
  * and claim it back, as a claim of a FENCED shard does. */
+#define CLAIM_WAIT_STEP_MS 20
+#define CLAIM_WAIT_MAX_MS 30000
+
+static void retry_claim(mw_shard_t *s);
+
 static void on_claim_checked(mw_mstore_op_t *op, int status) {
   mw_shard_t *s = op->data;
-  assert(s != NULL && op == &s->op);
-  if (s->ctl != CTL_CLAIM || s->state != MW_SS_ACTIVE) return; /* parked meanwhile: answered */
+  assert(s != NULL && op == &s->op && s->claim_checking && s->ctl == CTL_CLAIM);
   char msg[MW_SHARD_REASON_BYTES];
-  if (status == 0) {
+  if (s->state == MW_SS_ACTIVE && status == 0) {
+    s->claim_checking = false;
     snprintf(msg, sizeof msg, "shard %s is already ACTIVE here at epoch %" PRIu64
              " (its manifest shows no newer claim)", s->id_str, s->epoch);
     ctl_done(s, -EALREADY, msg);
     return;
   }
-  if (status != -ESTALE) { /* could not read the manifest: report, change nothing */
+  if (s->state == MW_SS_ACTIVE && status != -ESTALE) { /* no answer: report, change nothing */
+    s->claim_checking = false;
     ctl_done(s, status, op->err.msg);
     return;
   }
-  mw_shard_done_cb cb = s->ctl_cb;
-  void *arg = s->ctl_arg;
-  s->ctl = CTL_NONE; /* park() must not answer the claim: the re-claim will */
-  s->ctl_cb = NULL;
-  park(s, MW_SS_FENCED, -ESTALE, op->err.msg);
-  assert(s->state == MW_SS_FENCED && s->ctl == CTL_NONE);
-  int rc = ctl_begin(s, CTL_CLAIM, cb, arg);
-  if (rc == 0) rc = start_claim(s);
-  if (rc == 0) return;
-  /* a WAL put or flush of the old epoch is still finishing (it fails on the
-   * fence by itself): answer now, the operator claims again */
-  snprintf(msg, sizeof msg, "%.300s; the shard is now FENCED and its old writes are still "
-           "finishing (%s): claim again", op->err.msg, mw_strerror(rc));
-  s->ctl = CTL_CLAIM;
-  s->ctl_cb = cb;
-  s->ctl_arg = arg;
+  /* Fenced, seen here or by a WAL put that parked the shard meanwhile: park
+   * (claim_checking keeps park() from answering the claim), claim it back. */
+  if (s->state == MW_SS_ACTIVE) park(s, MW_SS_FENCED, -ESTALE, op->err.msg);
+  assert(s->state >= MW_SS_FENCED && s->ctl == CTL_CLAIM);
+  s->claim_checking = false;
+  s->claim_retry_until_ms = uv_now(s->loop) + CLAIM_WAIT_MAX_MS;
+  retry_claim(s);
+}
+
+/* The claim above, once the old epoch's WAL put or flush has finished (each
+ * fails on the fence by itself); polled every CLAIM_WAIT_STEP_MS, answered
+ * with -EBUSY after CLAIM_WAIT_MAX_MS. */
+static void retry_claim(mw_shard_t *s) {
+  s->claim_retry_at_ms = 0;
+  if (s->ctl != CTL_CLAIM || s->state < MW_SS_FENCED) return;
+  int rc = start_claim(s);
+  if (rc == 0) return; /* on_replayed answers */
+  uint64_t now = uv_now(s->loop);
+  if (rc == -EBUSY && now < s->claim_retry_until_ms) {
+    s->claim_retry_at_ms = now + CLAIM_WAIT_STEP_MS;
+    arm_timer(s);
+    return;
+  }
+  char msg[MW_SHARD_REASON_BYTES];
+  snprintf(msg, sizeof msg, "%.300s; the shard is %s and the old epoch's I/O did not finish "
+           "within %d ms (%s): claim again", s->reason, mw_shard_state_name(s->state),
+           CLAIM_WAIT_MAX_MS, mw_strerror(rc));
   ctl_done(s, rc, msg);
 }
 
 static int claim_active(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
-  assert(s->state == MW_SS_ACTIVE);
+  assert(s->state == MW_SS_ACTIVE && !s->claim_checking);
   if (s->stopping || s->op.busy) return -EALREADY; /* a seal/release/commit is running */
   int rc = ctl_begin(s, CTL_CLAIM, cb, arg);
   if (rc < 0) return rc;
@@ -1133,8 +1154,10 @@ static int claim_active(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
   if (rc < 0) {
     s->ctl = CTL_NONE;
     s->ctl_cb = NULL;
+    return rc;
   }
-  return rc;
+  s->claim_checking = true;
+  return 0;
 }
 
 int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {

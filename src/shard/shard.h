@@ -227,6 +227,9 @@ struct mw_shard {
   mw_shard_fault_t fault;
   uint64_t reclaim_at_ms;     /* automatic re-claim due; 0 = none */
   bool auto_claim;            /* the running claim is the engine's own */
+  bool claim_checking;        /* an operator's claim of an ACTIVE shard reads the manifest */
+  uint64_t claim_retry_at_ms; /* that claim, fenced, waits for the old epoch's I/O */
+  uint64_t claim_retry_until_ms;
   uint64_t recoveries;
   bool closing;
   void (*close_cb)(mw_shard_t *s);
@@ -253,10 +256,11 @@ int mw_shard_sync(mw_shard_t *s, mw_shard_write_t *w, mw_shard_write_cb cb);
 /* NEW/FENCED/CLOSED/FAILED → CLAIMING → REPLAYING → ACTIVE (cb then).
  * ACTIVE: the shard manifest is read first, since an idle shard notices a
  * peer's newer epoch only at its next put. No newer claim: cb(-EALREADY,
- * "… already ACTIVE here at epoch N …"). Fenced: the shard parks FENCED and
- * is claimed back (cb as above), or, while a put of the old epoch is still
- * in flight, cb(-EBUSY, "… now FENCED … claim again"). -EROFS if SEALED;
- * -EALREADY at once while claiming, replaying, stopping or committing. */
+ * "… already ACTIVE here at epoch N …"). Fenced (found by the read, or by a
+ * WAL put meanwhile): the shard parks FENCED and is claimed back once the old
+ * epoch's put or flush in flight has finished (cb as above; cb(-EBUSY, "…
+ * claim again") if that takes over 30 s). -EROFS if SEALED; -EALREADY at once
+ * while claiming, replaying, stopping or committing. */
 int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
 /* Freeze the active MemTable; cb when every frozen MemTable is committed. */
 int mw_shard_flush(mw_shard_t *s, mw_shard_done_cb cb, void *arg);

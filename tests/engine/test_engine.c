@@ -501,6 +501,26 @@ static void test_claim_of_active_shard_checks_manifest(void **state) {
   assert_int_equal(c.acked, 0);
   assert_int_equal(c.last_status, -ESTALE);
   assert_int_equal(mw_shard_state(sb), MW_SS_FENCED);
+  /* B claims back (epoch 4) and A, stale again, gets a write and a claim
+   * at once: whichever of its WAL put and the claim's manifest read meets
+   * the fence first, the write is refused and the claim takes the shard */
+  claim_ok(&a, sb);
+  c = (wctx_t){.expect = 1};
+  d = (done_t){0};
+  assert_int_equal(write_rows(&a, sa, &mod, &r[1], &c, 4, 3), 0);
+  assert_int_equal(mw_shard_claim(sa, on_done, &d), 0);
+  run_until(&a.loop, &c.stop_flag);
+  run_until(&a.loop, &d.fired);
+  assert_int_equal(c.acked, 0);
+  assert_int_equal(c.last_status, -ESTALE);
+  if (d.status != 0) fail_msg("claim during a fenced write: %d %s", d.status, d.reason);
+  mw_shard_stats(sa, &st);
+  assert_int_equal(st.state, MW_SS_ACTIVE);
+  assert_int_equal(st.epoch, 5);
+  c = (wctx_t){.expect = 1}; /* B, stale now, notices at its next write */
+  assert_int_equal(write_rows(&a, sb, &mod, &r[3], &c, 5, 1), 0);
+  run_until(&a.loop, &c.stop_flag);
+  assert_int_equal(c.last_status, -ESTALE);
   d = (done_t){0};
   assert_int_equal(mw_shard_release(sa, on_done, &d), 0);
   run_until(&a.loop, &d.fired);
