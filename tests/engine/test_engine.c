@@ -131,6 +131,21 @@ static mw_shard_t *unsharded(env_t *e) {
   return s;
 }
 
+/* A second table handle (its own storage) on a's directory and a's loop: a
+ * second writer process, in effect. Only b->t is set. */
+static void env_open_second(env_t *a, env_t *b) {
+  memset(b, 0, sizeof *b);
+  mw_table_opts_t o = {.no_fsync = true};
+  mw_err_t err = {0};
+  if (mw_table_open(&a->loop, a->table_dir, &o, &b->t, &err) != 0) fail_msg("second handle: %s", err.msg);
+}
+
+static void env_close_second(env_t *a, env_t *b) {
+  closed_flag = false;
+  assert_int_equal(mw_table_close(b->t, on_table_closed), 0);
+  run_until(&a->loop, &closed_flag);
+}
+
 static void claim_ok(env_t *e, mw_shard_t *s) {
   done_t d = {0};
   assert_int_equal(mw_shard_claim(s, on_done, &d), 0);
@@ -373,28 +388,31 @@ static void test_sealed_refuses_claim_then_unseal(void **state) {
 
 /* --------------------------------------------------------------- fencing */
 
+/* Writers A and B: two handles on one copy of "unsharded-small". A claims
+ * the unsharded shard (epoch 1) and gets 10 rows acknowledged (WAL
+ * position 1); B has claimed nothing yet. */
+static mw_shard_t *open_two_writers(env_t *a, env_t *b, er_model_t *mod, uint64_t seed, wreq_t *r) {
+  env_open(a, "unsharded-small", true, NULL, NULL, 0);
+  env_open_second(a, b);
+  mw_shard_t *sa = unsharded(a);
+  claim_ok(a, sa);
+  er_model_init(mod, seed, 1000);
+  wctx_t c = {.expect = 1};
+  assert_int_equal(write_rows(a, sa, mod, r, &c, 0, 10), 0);
+  run_until(&a->loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  return sa;
+}
+
 static void test_two_writers_fence(void **state) {
   (void)state;
   env_t a, b;
-  env_open(&a, "unsharded-small", true, NULL, NULL, 0);
-  /* b: a second table handle (its own storage) on the same directory, same loop */
-  memset(&b, 0, sizeof b);
-  mw_table_opts_t o = {.no_fsync = true};
-  mw_err_t err = {0};
-  assert_int_equal(mw_table_open(&a.loop, a.table_dir, &o, &b.t, &err), 0);
-  mw_shard_t *sa = unsharded(&a);
-  claim_ok(&a, sa);
   er_model_t mod;
-  er_model_init(&mod, 5, 1000);
-  wctx_t c = {.expect = 1};
   wreq_t r[4] = {0};
-  assert_int_equal(write_rows(&a, sa, &mod, &r[0], &c, 0, 10), 0);
-  run_until(&a.loop, &c.stop_flag);
-  assert_int_equal(c.acked, 1);
+  mw_shard_t *sa = open_two_writers(&a, &b, &mod, 5, &r[0]);
+  wctx_t c;
   /* B claims: epoch 2, sentinel at position 2, replays A's entry */
-  uint8_t id[16];
-  mw_shard_uuid_unsharded(id);
-  mw_shard_t *sb = mw_table_shard(b.t, id, true);
+  mw_shard_t *sb = unsharded(&b);
   done_t d = {0};
   assert_int_equal(mw_shard_claim(sb, on_done, &d), 0);
   run_until(&a.loop, &d.fired);
@@ -432,9 +450,7 @@ static void test_two_writers_fence(void **state) {
   d = (done_t){0};
   assert_int_equal(mw_shard_release(sb, on_done, &d), 0);
   run_until(&a.loop, &d.fired);
-  closed_flag = false;
-  assert_int_equal(mw_table_close(b.t, on_table_closed), 0);
-  run_until(&a.loop, &closed_flag);
+  env_close_second(&a, &b);
   er_model_free(&mod);
   env_close(&a);
 }
@@ -447,20 +463,10 @@ static void test_two_writers_fence(void **state) {
 static void test_claim_of_active_shard_checks_manifest(void **state) {
   (void)state;
   env_t a, b;
-  env_open(&a, "unsharded-small", true, NULL, NULL, 0);
-  memset(&b, 0, sizeof b);
-  mw_table_opts_t o = {.no_fsync = true};
-  mw_err_t err = {0};
-  assert_int_equal(mw_table_open(&a.loop, a.table_dir, &o, &b.t, &err), 0);
-  mw_shard_t *sa = unsharded(&a);
-  claim_ok(&a, sa);
   er_model_t mod;
-  er_model_init(&mod, 31, 1000);
-  wctx_t c = {.expect = 1};
   wreq_t r[4] = {0};
-  assert_int_equal(write_rows(&a, sa, &mod, &r[0], &c, 0, 10), 0);
-  run_until(&a.loop, &c.stop_flag);
-  assert_int_equal(c.acked, 1);
+  mw_shard_t *sa = open_two_writers(&a, &b, &mod, 31, &r[0]);
+  wctx_t c;
   /* still ours: refused, and the shard keeps its epoch and keeps writing */
   done_t d = {0};
   assert_int_equal(mw_shard_claim(sa, on_done, &d), 0);
@@ -476,9 +482,7 @@ static void test_claim_of_active_shard_checks_manifest(void **state) {
   run_until(&a.loop, &c.stop_flag);
   assert_int_equal(c.acked, 1);
   /* B takes the shard (epoch 2) and writes; A, idle, notices nothing */
-  uint8_t id[16];
-  mw_shard_uuid_unsharded(id);
-  mw_shard_t *sb = mw_table_shard(b.t, id, true);
+  mw_shard_t *sb = unsharded(&b);
   claim_ok(&a, sb);
   c = (wctx_t){.expect = 1};
   assert_int_equal(write_rows(&a, sb, &mod, &r[2], &c, 2, 7), 0);
@@ -525,9 +529,7 @@ static void test_claim_of_active_shard_checks_manifest(void **state) {
   assert_int_equal(mw_shard_release(sa, on_done, &d), 0);
   run_until(&a.loop, &d.fired);
   assert_int_equal(d.status, 0);
-  closed_flag = false;
-  assert_int_equal(mw_table_close(b.t, on_table_closed), 0);
-  run_until(&a.loop, &closed_flag);
+  env_close_second(&a, &b);
   er_model_free(&mod);
   env_close(&a);
 }
@@ -538,22 +540,10 @@ static void test_claim_of_active_shard_checks_manifest(void **state) {
 static void test_replay_skips_stale_entries_above_sentinel(void **state) {
   (void)state;
   env_t a, b;
-  env_open(&a, "unsharded-small", true, NULL, NULL, 0);
-  memset(&b, 0, sizeof b);
-  mw_table_opts_t o = {.no_fsync = true};
-  mw_err_t err = {0};
-  assert_int_equal(mw_table_open(&a.loop, a.table_dir, &o, &b.t, &err), 0);
-  mw_shard_t *sa = unsharded(&a);
-  claim_ok(&a, sa);
   er_model_t mod;
-  er_model_init(&mod, 29, 1000);
-  wctx_t c = {.expect = 1};
   wreq_t r = {0};
-  assert_int_equal(write_rows(&a, sa, &mod, &r, &c, 0, 10), 0);
-  run_until(&a.loop, &c.stop_flag);
-  uint8_t id[16];
-  mw_shard_uuid_unsharded(id);
-  mw_shard_t *sb = mw_table_shard(b.t, id, true);
+  mw_shard_t *sa = open_two_writers(&a, &b, &mod, 29, &r);
+  mw_shard_t *sb = unsharded(&b);
   claim_ok(&a, sb); /* epoch 2: sentinel at 2, replays A's 10 rows */
   mw_shard_stats_t st;
   mw_shard_stats(sb, &st);
@@ -582,9 +572,7 @@ static void test_replay_skips_stale_entries_above_sentinel(void **state) {
   d = (done_t){0};
   assert_int_equal(mw_shard_release(sb, on_done, &d), 0);
   run_until(&a.loop, &d.fired);
-  closed_flag = false;
-  assert_int_equal(mw_table_close(b.t, on_table_closed), 0);
-  run_until(&a.loop, &closed_flag);
+  env_close_second(&a, &b);
   free(p3);
   free(bytes);
   er_model_free(&mod);
@@ -900,13 +888,8 @@ static void test_sync_barrier_durable_false(void **state) {
   /* a second handle claims (epoch 2): A's next rows are acked (durable_write
    * = false) but can never reach the WAL; A's barrier must say so */
   env_t b;
-  memset(&b, 0, sizeof b);
-  mw_table_opts_t o = {.no_fsync = true};
-  mw_err_t err = {0};
-  assert_int_equal(mw_table_open(&e.loop, e.table_dir, &o, &b.t, &err), 0);
-  uint8_t id[16];
-  mw_shard_uuid_unsharded(id);
-  mw_shard_t *sb = mw_table_shard(b.t, id, true);
+  env_open_second(&e, &b);
+  mw_shard_t *sb = unsharded(&b);
   done_t d = {0};
   assert_int_equal(mw_shard_claim(sb, on_done, &d), 0);
   run_until(&e.loop, &d.fired);
@@ -922,9 +905,7 @@ static void test_sync_barrier_durable_false(void **state) {
   d = (done_t){0};
   assert_int_equal(mw_shard_release(sb, on_done, &d), 0);
   run_until(&e.loop, &d.fired);
-  closed_flag = false;
-  assert_int_equal(mw_table_close(b.t, on_table_closed), 0);
-  run_until(&e.loop, &closed_flag);
+  env_close_second(&e, &b);
   er_model_free(&mod);
   env_close(&e);
 }
