@@ -53,7 +53,6 @@ static void after_trim(uv_work_t *w, int status) {
   if (t->m_inuse) mw_gauge_set(t->m_inuse, (double)t->heap_inuse_bytes);
   if (t->m_free) mw_gauge_set(t->m_free, (double)t->heap_free_bytes);
   if (t->m_trimmed && t->interval_ms > 0) mw_counter_add(t->m_trimmed, gave);
-  if (t->interval_ms > 0) t->trims++;
   if (gave >= (8u << 20))
     mw_log_debug("memory: malloc_trim gave back %.1f MiB (RSS %.1f MiB, heap in use %.1f MiB)",
                  (double)gave / 1048576.0, (double)t->rss_after_bytes / 1048576.0,

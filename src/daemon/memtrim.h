@@ -47,7 +47,6 @@ typedef struct mw_memtrim {
   bool closing;
   /* written by the work, read on the loop in after_work */
   uint64_t rss_before_bytes, rss_after_bytes, heap_inuse_bytes, heap_free_bytes;
-  uint64_t trims;
   mw_metric_t *m_rss, *m_inuse, *m_free, *m_trimmed;
 } mw_memtrim_t;
 

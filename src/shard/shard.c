@@ -1147,10 +1147,9 @@ static void retry_claim(mw_shard_t *s) {
 
 static int claim_active(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
   assert(s->state == MW_SS_ACTIVE && !s->claim_checking);
-  if (s->stopping || s->op.busy) return -EALREADY; /* a seal/release/commit is running */
-  int rc = ctl_begin(s, CTL_CLAIM, cb, arg);
+  int rc = ctl_begin(s, CTL_CLAIM, cb, arg); /* -EBUSY: a seal/release/flush is running */
   if (rc < 0) return rc;
-  rc = mw_mstore_check_fenced(&s->ms, &s->op, s->epoch, on_claim_checked);
+  rc = mw_mstore_check_fenced(&s->ms, &s->op, s->epoch, on_claim_checked); /* -EBUSY: op running */
   if (rc < 0) {
     s->ctl = CTL_NONE;
     s->ctl_cb = NULL;
