@@ -262,11 +262,20 @@ static void cut_one(mw_wal_t *w) {
   }
 }
 
+/* The cut timer. An idle log (no entry in flight) cuts at the end of this
+ * loop turn: every batch added by this turn's callbacks (all connections'
+ * reads of one poll) goes into one entry, and nothing waits for the
+ * interval. While entries are in flight the batches gather for the next
+ * entry, which the completion cuts; flush_interval_ms only bounds how long
+ * they wait for a free slot before a parallel entry is cut (max_inflight >
+ * 1). So the interval is an upper bound, never a delay. */
 static void arm_timer(mw_wal_t *w) {
   if (w->timer_armed || w->n_pend == 0 || w->failed || w->closing) return;
   w->timer_armed = true;
   w->timer_fired = false;
-  uv_timer_start(&w->timer, on_timer, w->cfg.flush_interval_ms, 0);
+  uint64_t delay_ms = w->count == 0 ? 0 : w->cfg.flush_interval_ms;
+  assert(delay_ms <= w->cfg.flush_interval_ms);
+  uv_timer_start(&w->timer, on_timer, delay_ms, 0);
 }
 
 /* Cut while allowed; `all` = ignore the timer (flush, completion). */

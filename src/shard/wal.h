@@ -10,10 +10,13 @@
  * Group commit: mw_wal_add() queues a batch (a shallow copy: the column
  * buffers stay owned by the MemTable and must outlive the cut). An entry is
  * cut — the pending batches of one MemTable generation, in order, up to
- * buffer_bytes (at least one batch) — when the
- * timer armed by the first pending batch fires (flush_interval_ms), when
- * buffer_bytes are pending, when an earlier entry completes and batches wait,
- * or on mw_wal_flush(). Entries are written concurrently (put_if_absent at
+ * buffer_bytes (at least one batch) — at the end of the loop turn that
+ * added the first pending batch when nothing is in flight (an idle log
+ * commits at once), when an earlier entry completes and batches wait (the
+ * natural group commit: what arrives during a put goes into the next entry),
+ * when buffer_bytes are pending, when a free slot has been waited for
+ * flush_interval_ms while other entries are in flight (an upper bound, not a
+ * delay), or on mw_wal_flush(). Entries are written concurrently (put_if_absent at
  * consecutive 1-based positions) but reported durable strictly in position
  * order through on_durable(position, seq_last).
  *

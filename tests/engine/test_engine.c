@@ -798,6 +798,47 @@ static void test_group_commit_one_entry(void **state) {
   env_close(&e);
 }
 
+/* An idle WAL commits at once, whatever max_wal_flush_interval_ms says
+ * (here 10 s): the interval bounds a wait, it is not a delay. Writes that
+ * arrive while an entry is in flight gather into the next entry, which the
+ * completion cuts (natural group commit). */
+static void test_idle_wal_commits_at_once(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"max_wal_flush_interval_ms"};
+  const char *v[] = {"10000"};
+  env_open(&e, "unsharded-small", true, k, v, 1);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 13, 5000);
+  enum { N = 10 };
+  static wreq_t r[N + 1];
+  wctx_t c = {.expect = 1};
+  uint64_t t0_ms = uv_now(&e.loop);
+  assert_int_equal(write_rows(&e, s, &mod, &r[0], &c, 0, 3), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  assert_true(uv_now(&e.loop) - t0_ms < 5000);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.wal_entries, 1);
+  /* one entry in flight, then N writes: they wait for it and go into one entry */
+  c = (wctx_t){.expect = N + 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r[0], &c, 0, 2), 0);
+  for (int turn = 0; turn < 1000 && s->wal.count == 0; turn++) uv_run(&e.loop, UV_RUN_NOWAIT);
+  assert_int_equal(s->wal.count, 1); /* cut by the turn after the write, not by the 10 s timer */
+  for (int i = 1; i <= N; i++) assert_int_equal(write_rows(&e, s, &mod, &r[i], &c, i, 1 + i % 3), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, N + 1);
+  for (int i = 0; i <= N; i++) assert_int_equal(c.order[i], i);
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.wal_entries, 3);
+  assert_true(uv_now(&e.loop) - t0_ms < 5000);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
 static void test_durable_false_acks_before_put(void **state) {
   (void)state;
   env_t e;
@@ -1601,6 +1642,7 @@ int main(void) {
       cmocka_unit_test(test_replay_flushes_full_memtable),
       cmocka_unit_test(test_wal_entry_bytes_match_lance),
       cmocka_unit_test(test_group_commit_one_entry),
+      cmocka_unit_test(test_idle_wal_commits_at_once),
       cmocka_unit_test(test_durable_false_acks_before_put),
       cmocka_unit_test(test_sync_barrier_durable_false),
       cmocka_unit_test(test_wal_collision_not_fenced),
