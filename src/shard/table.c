@@ -1,9 +1,8 @@
 /*
  * table.c — see table.h.
  *
- * Routing splits a batch row by row into per-shard index lists, then copies
- * each shard's rows as runs of consecutive rows (mw_column_append_range), so
- * an unsharded or single-bucket batch is one range copy per column.
+ * The write path (router, writes fanned out to shards, SYNC) is in
+ * table_write.c.
  *
  * drop_table is a small state machine over the shards, one operation at a
  * time: LIST (_mem_wal/) → PREPARE (claim if not ours, seal) → COMMIT_SHARDS
@@ -297,7 +296,8 @@ int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t)) {
 
 /* ----------------------------------------------------------------- shards */
 
-static bool owns(const mw_table_t *t, const uint8_t id[16]) {
+bool mw_table_owns(const mw_table_t *t, const uint8_t id[16]) {
+  assert(t != NULL && id != NULL);
   if (t->own_all) return true;
   for (size_t i = 0; i < t->n_owned; i++)
     if (memcmp(t->owned[i], id, 16) == 0) return true;
@@ -307,7 +307,7 @@ static bool owns(const mw_table_t *t, const uint8_t id[16]) {
 static mw_shard_t *shard_get(mw_table_t *t, const uint8_t id[16], bool create, bool any_owner) {
   for (size_t i = 0; i < t->n_shards; i++)
     if (memcmp(t->shards[i]->id, id, 16) == 0) return &t->shards[i]->shard;
-  if (!create || (!any_owner && !owns(t, id)) || t->n_shards >= MW_TABLE_MAX_SHARDS) return NULL;
+  if (!create || (!any_owner && !mw_table_owns(t, id)) || t->n_shards >= MW_TABLE_MAX_SHARDS) return NULL;
   if (t->n_shards == t->cap_shards) {
     size_t cap = t->cap_shards ? t->cap_shards * 2 : 8;
     mw_table_shard_t **p = realloc(t->shards, cap * sizeof *p);
@@ -351,31 +351,6 @@ void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *val
   assert(strlen(ts->key) < sizeof ts->key);
 }
 
-/* The identity value of row 0 of a routed part, as text (ints decimal,
- * true/false, strings raw; mw_table_shard_set_key cuts long ones). */
-static void note_identity(mw_table_t *t, const uint8_t id[16], const mw_batch_t *part) {
-  for (size_t i = 0; i < t->n_shards; i++)
-    if (memcmp(t->shards[i]->id, id, 16) == 0 && t->shards[i]->key[0] != '\0') return;
-  const mw_field_t *f = &t->schema.fields[t->route_field];
-  uint8_t raw[MW_ROUTE_MAX_IDENTITY_BYTES];
-  char text[MW_TABLE_SHARD_KEY_VALUE_BYTES + 8];
-  int n = mw_route_scalar_bytes(f, &part->cols[t->route_field], 0, raw, sizeof raw, NULL);
-  if (n < 0) return;
-  if (n > MW_TABLE_SHARD_KEY_VALUE_BYTES + 4) n = MW_TABLE_SHARD_KEY_VALUE_BYTES + 4;
-  uint64_t u = 0;
-  for (int i = 0; i < n && i < 8; i++) u |= (uint64_t)raw[i] << (8 * i);
-  switch (f->type) {
-    case MW_T_UTF8: snprintf(text, sizeof text, "%.*s", n, (const char *)raw); break;
-    case MW_T_BOOL: snprintf(text, sizeof text, "%s", raw[0] ? "true" : "false"); break;
-    case MW_T_INT32: snprintf(text, sizeof text, "%" PRId32, (int32_t)(uint32_t)u); break;
-    case MW_T_INT64: snprintf(text, sizeof text, "%" PRId64, (int64_t)u); break;
-    case MW_T_UINT32:
-    case MW_T_UINT64: snprintf(text, sizeof text, "%" PRIu64, u); break;
-    default: return;
-  }
-  mw_table_shard_set_key(t, id, text);
-}
-
 int mw_table_claim_owned(mw_table_t *t) {
   uint8_t id[16];
   int started = 0;
@@ -385,259 +360,11 @@ int mw_table_claim_owned(mw_table_t *t) {
     else if (t->kind == MW_SHARDING_BUCKET) mw_shard_uuid_bucket((uint32_t)i, id);
     else if (i < t->n_owned) memcpy(id, t->owned[i], 16);
     else break;
-    if (!owns(t, id)) continue;
+    if (!mw_table_owns(t, id)) continue;
     mw_shard_t *s = mw_table_shard(t, id, true);
     if (s && mw_shard_state(s) == MW_SS_NEW && mw_shard_claim(s, NULL, NULL) == 0) started++;
   }
   return started;
-}
-
-/* ----------------------------------------------------------------- router */
-
-/* Rows of one identity value usually come together: the previous row's
- * UUID (a SHA-1 away) is reused when its value is the same. */
-static bool same_as_previous(const mw_field_t *f, const mw_column_t *c, int64_t row) {
-  if (row == 0 || !mw_column_valid(c, row) || !mw_column_valid(c, row - 1)) return false;
-  if (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) {
-    size_t na, nb;
-    const uint8_t *a = mw_column_bytes(c, row - 1, &na), *b = mw_column_bytes(c, row, &nb);
-    return na == nb && memcmp(a, b, na) == 0;
-  }
-  if (f->type == MW_T_BOOL) return mw_bit_get(c->values.data, row - 1) == mw_bit_get(c->values.data, row);
-  size_t w = mw_type_width(f);
-  return w > 0 && memcmp(c->values.data + (size_t)(row - 1) * w, c->values.data + (size_t)row * w, w) == 0;
-}
-
-static int shard_of_row(mw_table_t *t, const mw_batch_t *b, int64_t row, const uint32_t *buckets,
-                        uint8_t id[16], mw_err_t *err) {
-  switch (t->kind) {
-    case MW_SHARDING_UNSHARDED: memcpy(id, t->route_ids[0], 16); return 0;
-    case MW_SHARDING_BUCKET: memcpy(id, t->route_ids[buckets[row]], 16); return 0;
-    case MW_SHARDING_IDENTITY: {
-      const mw_field_t *f = &t->schema.fields[t->route_field];
-      if (same_as_previous(f, &b->cols[t->route_field], row)) return 0; /* id still holds it */
-      return mw_shard_uuid_identity(f, &b->cols[t->route_field], row, id, err);
-    }
-    default: memcpy(id, t->owned[0], 16); return 0;
-  }
-}
-
-int mw_table_route(mw_table_t *t, mw_batch_t *batch, uint8_t (**part_ids)[16],
-                   mw_batch_t **parts, size_t *n_parts, mw_err_t *err) {
-  assert(t != NULL && batch != NULL && part_ids && parts && n_parts);
-  int64_t n = batch->n_rows;
-  uint32_t *buckets = NULL, *which = NULL;
-  uint8_t(*ids)[16] = NULL;
-  mw_batch_t *out = NULL;
-  size_t k = 0;
-  int rc = 0;
-  *part_ids = NULL;
-  *parts = NULL;
-  *n_parts = 0;
-  if (batch->schema != &t->schema && !mw_schema_equal(batch->schema, &t->schema))
-    return mw_err_set(err, -EINVAL, "table %s: batch does not have the table's columns", t->path);
-  which = malloc((size_t)(n ? n : 1) * sizeof *which);
-  ids = malloc(64 * 16);
-  if (which == NULL || ids == NULL) { rc = -ENOMEM; goto fail; }
-  if (t->kind == MW_SHARDING_BUCKET) {
-    buckets = malloc((size_t)(n ? n : 1) * sizeof *buckets);
-    if (buckets == NULL) { rc = -ENOMEM; goto fail; }
-    rc = mw_route_bucket_rows(&t->schema.fields[t->route_field], &batch->cols[t->route_field], n,
-                              t->num_buckets, buckets, err);
-    if (rc < 0) goto fail;
-  }
-  uint8_t id[16];
-  for (int64_t r = 0; r < n; r++) {
-    rc = shard_of_row(t, batch, r, buckets, id, err);
-    if (rc < 0) goto fail;
-    size_t j = 0;
-    while (j < k && memcmp(ids[j], id, 16) != 0) j++;
-    if (j == k) {
-      if (!owns(t, id)) {
-        char s[MW_UUID_STR_BYTES];
-        mw_shard_uuid_format(id, s);
-        rc = mw_err_set(err, -EXDEV, "row %" PRId64 " belongs to shard %s, which this daemon does not own", r, s);
-        goto fail;
-      }
-      if (k == 64) { rc = mw_err_set(err, -E2BIG, "one batch spans more than 64 shards"); goto fail; }
-      memcpy(ids[k++], id, 16);
-    }
-    which[r] = (uint32_t)j;
-  }
-  out = calloc(k ? k : 1, sizeof *out);
-  if (out == NULL) { rc = -ENOMEM; goto fail; }
-  if (k == 1) { /* every row to one shard (always, unsharded): move, don't copy */
-    out[0] = *batch;
-    out[0].schema = &t->schema;
-    memset(batch, 0, sizeof *batch);
-    batch->schema = out[0].schema;
-  }
-  for (size_t j = 0; j < k && k > 1; j++) {
-    if ((rc = mw_batch_init(&out[j], &t->schema)) < 0) goto fail;
-    for (int64_t r = 0; r < n;) {
-      if (which[r] != j) { r++; continue; }
-      int64_t e = r;
-      while (e < n && which[e] == j) e++;
-      for (size_t c = 0; c < t->schema.n_fields; c++)
-        if ((rc = mw_column_append_range(&out[j].cols[c], &batch->cols[c], &t->schema.fields[c], r, e - r)) < 0)
-          goto fail;
-      out[j].n_rows += e - r;
-      r = e;
-    }
-  }
-  free(buckets);
-  free(which);
-  *part_ids = ids;
-  *parts = out;
-  *n_parts = k;
-  return 0;
-fail:
-  if (out)
-    for (size_t j = 0; j < k; j++) mw_batch_free(&out[j]);
-  free(out);
-  free(buckets);
-  free(which);
-  free(ids);
-  return rc;
-}
-
-/* ------------------------------------------------------------------ write */
-
-typedef struct part {
-  mw_shard_write_t w;
-  mw_table_write_t *tw;
-} part_t;
-
-static void part_done(mw_table_write_t *tw, int status, const char *reason) {
-  if (status < 0 && tw->status == 0) {
-    tw->status = status;
-    snprintf(tw->reason, sizeof tw->reason, "%s", reason ? reason : mw_strerror(status));
-  }
-  if (--tw->left == 0) tw->cb(tw, tw->status, tw->status ? tw->reason : NULL);
-}
-
-static void on_part(mw_shard_write_t *w, int status, const char *reason) {
-  part_t *p = w->data;
-  mw_table_write_t *tw = p->tw;
-  free(p);
-  part_done(tw, status, reason);
-}
-
-int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_table_write_cb cb,
-                   mw_err_t *err) {
-  assert(t != NULL && tw != NULL && batch != NULL && cb != NULL);
-  uint8_t(*ids)[16];
-  mw_batch_t *parts;
-  size_t n;
-  if (batch->n_rows == 0) return mw_err_set(err, -ENODATA, "table %s: empty batch", t->path);
-  int rc = mw_table_route(t, batch, &ids, &parts, &n, err);
-  if (rc < 0) return rc;
-  tw->t = t;
-  tw->cb = cb;
-  tw->status = 0;
-  tw->reason[0] = '\0';
-  tw->left = n + 1; /* +1 held until every part is submitted */
-  size_t submitted = 0;
-  for (size_t j = 0; j < n; j++) {
-    mw_shard_t *s = mw_table_shard(t, ids[j], true);
-    if (s != NULL && t->kind == MW_SHARDING_IDENTITY && t->route_field >= 0)
-      note_identity(t, ids[j], &parts[j]);
-    part_t *p = s ? calloc(1, sizeof *p) : NULL;
-    rc = p ? 0 : -ENOMEM;
-    if (p) {
-      p->tw = tw;
-      p->w.data = p;
-      rc = mw_shard_write(s, &p->w, &parts[j], on_part);
-    }
-    if (rc < 0) {
-      free(p);
-      mw_batch_free(&parts[j]);
-      if (tw->status == 0) {
-        tw->status = rc;
-        char sid[MW_UUID_STR_BYTES];
-        mw_shard_uuid_format(ids[j], sid);
-        snprintf(tw->reason, sizeof tw->reason, "shard %s: %.400s", sid,
-                 s && mw_shard_reason(s)[0] ? mw_shard_reason(s) : mw_strerror(rc));
-      }
-      tw->left--;
-    } else {
-      submitted++;
-    }
-  }
-  free(parts);
-  free(ids);
-  if (submitted == 0) return mw_err_set(err, tw->status, "%s", tw->reason);
-  mw_batch_free(batch);
-  tw->left--; /* release the hold; shard callbacks never run inside mw_shard_write */
-  assert(tw->left > 0);
-  return 0;
-}
-
-/* ------------------------------------------------------------------- sync */
-
-typedef struct tsync {
-  mw_table_sync_cb cb;
-  void *arg;
-  size_t left;
-  int status;
-  char reason[MW_TABLE_REASON_BYTES];
-  mw_shard_write_t w[];
-} tsync_t;
-
-static void sync_note(tsync_t *ts, int status, const char *sid, const char *reason) {
-  if (status == 0 || ts->status != 0) return;
-  ts->status = status;
-  snprintf(ts->reason, sizeof ts->reason, "shard %s: %.400s", sid, reason ? reason : mw_strerror(status));
-}
-
-static void sync_release(tsync_t *ts) {
-  assert(ts->left > 0);
-  if (--ts->left > 0) return;
-  ts->cb(ts->arg, ts->status, ts->status ? ts->reason : NULL);
-  free(ts);
-}
-
-static void on_shard_synced(mw_shard_write_t *w, int status, const char *reason) {
-  tsync_t *ts = w->data;
-  assert(ts != NULL && ts->left > 0);
-  sync_note(ts, status, w->shard->id_str, reason);
-  sync_release(ts);
-}
-
-int mw_tables_sync(mw_table_t *const *tables, size_t n, mw_table_sync_cb cb, void *arg,
-                   mw_err_t *err) {
-  assert((tables != NULL || n == 0) && cb != NULL);
-  /* durable_write acknowledges only durable rows, and the protocol sends
-   * SYNC's reply after every earlier row's: those tables have nothing to
-   * wait for */
-  size_t shards = 0;
-  for (size_t i = 0; i < n; i++)
-    if (!tables[i]->cfg.durable_write) shards += tables[i]->n_shards;
-  if (shards == 0) return 1;
-  tsync_t *ts = calloc(1, sizeof *ts + shards * sizeof ts->w[0]);
-  if (!ts) return mw_err_set(err, -ENOMEM, "out of memory");
-  ts->cb = cb;
-  ts->arg = arg;
-  ts->left = 1; /* held until every shard is asked; callbacks never run inline */
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    mw_table_t *t = tables[i];
-    for (size_t j = 0; j < t->n_shards && !t->cfg.durable_write; j++, k++) {
-      mw_shard_t *s = &t->shards[j]->shard;
-      ts->w[k].data = ts;
-      int rc = mw_shard_sync(s, &ts->w[k], on_shard_synced);
-      if (rc < 0) sync_note(ts, rc, s->id_str, mw_shard_reason(s)[0] ? mw_shard_reason(s) : NULL);
-      else ts->left++;
-    }
-  }
-  assert(k == shards);
-  if (ts->left == 1) { /* no shard to wait for: answer now, no callback */
-    int rc = ts->status < 0 ? mw_err_set(err, ts->status, "%s", ts->reason) : 1;
-    free(ts);
-    return rc;
-  }
-  sync_release(ts);
-  return 0;
 }
 
 /* ------------------------------------------------------------- drop_table */

@@ -17,9 +17,11 @@
  * group-commit interval) < the index's writer_config_defaults < the
  * caller's keys; both layers are logged.
  *
- * Router: unsharded -> the `unsharded` shard; bucket(N) on a column ->
- * `bucket-<b>`; identity on a column -> `identity-<value>` (route.h). A row
- * for a shard the daemon does not own is an error naming the shard.
+ * Router (table_write.c): unsharded -> the `unsharded` shard; bucket(N) on a
+ * column -> `bucket-<b>`; identity on a column -> `identity-<value>`
+ * (route.h). One batch may span up to MW_TABLE_MAX_PARTS shards (-E2BIG
+ * past it). A row for a shard the daemon does not own is an error naming
+ * the shard.
  *
  * Errors: negative errno with the reason in *err (open) or passed to the
  * write callback.
@@ -39,6 +41,9 @@
 #include "storage/storage.h"
 
 #define MW_TABLE_MAX_SHARDS 4096
+/* Shards one batch may span (mw_table_route): every bucket of the largest
+ * bucket spec, and as many identity values. */
+#define MW_TABLE_MAX_PARTS 4096
 #define MW_TABLE_MAX_CONFIG 64
 #define MW_TABLE_REASON_BYTES MW_ERR_MSG_BYTES
 
@@ -137,6 +142,8 @@ int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t));
 /* The shard with this id, created (state NEW) when `create`; NULL when not
  * owned or not created. */
 mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create);
+/* Whether this daemon owns shard id (the config's shard list; all when none). */
+bool mw_table_owns(const mw_table_t *t, const uint8_t id[16]);
 /* Remember "identity-<value>" (value as text) for shard id when its record
  * exists and has no key yet; cut to MW_TABLE_SHARD_KEY_VALUE_BYTES. */
 void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *value);
@@ -162,7 +169,8 @@ typedef void (*mw_table_sync_cb)(void *arg, int status, const char *reason);
 int mw_tables_sync(mw_table_t *const *tables, size_t n, mw_table_sync_cb cb, void *arg,
                    mw_err_t *err);
 /* Split without writing: part_ids[k] / parts[k] for k < *n_parts (parts
- * bound to the table schema, caller frees). When every row goes to one
+ * bound to the table schema, caller frees), parts in the order their first
+ * row appears; -ENODATA for a batch without rows. When every row goes to one
  * shard, the batch's columns are moved into parts[0] (batch is left with no
  * rows); otherwise batch is unchanged. */
 int mw_table_route(mw_table_t *t, mw_batch_t *batch, uint8_t (**part_ids)[16],
