@@ -475,3 +475,35 @@ void mw_column_truncate(mw_column_t *c, const mw_field_t *f, int64_t length) {
   if (c->item_null_count == 0) c->item_validity.len = 0;
   assert(c->null_count >= 0 && c->item_null_count >= 0);
 }
+
+/* ------------------------------------------------------------ accounting */
+
+static int64_t bitmap_bytes(int64_t bits) { return (bits + 7) / 8; }
+
+/* Arrow slice payload of one column (arrow-rs get_slice_memory_size):
+ * validity only when there are nulls; utf8 = 4·len offsets + value bytes. */
+static int64_t column_lance_bytes(const mw_field_t *f, const mw_column_t *c) {
+  int64_t n = c->null_count > 0 ? bitmap_bytes(c->length) : 0;
+  switch (f->type) {
+    case MW_T_BOOL: return n + bitmap_bytes(c->length);
+    case MW_T_UTF8:
+    case MW_T_BINARY: {
+      if (c->length == 0) return n;
+      const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+      assert(off[c->length] >= off[0]);
+      return n + 4 * c->length + (int64_t)(off[c->length] - off[0]);
+    }
+    case MW_T_FSL_F32:
+      n += c->item_null_count > 0 ? bitmap_bytes(c->length * f->fsl_dim) : 0;
+      return n + c->length * (int64_t)mw_type_width(f);
+    default: return n + c->length * (int64_t)mw_type_width(f);
+  }
+}
+
+int64_t mw_batch_lance_bytes(const mw_batch_t *b) {
+  assert(b != NULL && b->schema != NULL);
+  int64_t n = MW_BATCH_LANCE_OVERHEAD_BYTES;
+  for (size_t i = 0; i < b->schema->n_fields; i++) n += column_lance_bytes(&b->schema->fields[i], &b->cols[i]);
+  assert(n >= MW_BATCH_LANCE_OVERHEAD_BYTES);
+  return n;
+}

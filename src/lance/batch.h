@@ -147,6 +147,17 @@ static inline bool mw_column_valid(const mw_column_t *c, int64_t i) {
   return c->validity.len == 0 || mw_bit_get(c->validity.data, i);
 }
 
+/* --- accounting --- */
+/* Lance's in-memory estimate of one batch (memwal.md §6.3): the Arrow slice
+ * payload of every column (arrow-rs get_slice_memory_size: values, utf8
+ * offsets at 4 bytes a row, a validity bitmap only when the column has
+ * nulls, an fsl item bitmap only when items are null) plus
+ * MW_BATCH_LANCE_OVERHEAD_BYTES. The one estimate for the MemTable's size,
+ * the WAL's pending bytes, the write size limit and an SSTable's
+ * in_memory_bytes, so they never disagree. */
+#define MW_BATCH_LANCE_OVERHEAD_BYTES 40
+int64_t mw_batch_lance_bytes(const mw_batch_t *b);
+
 /* --- column builders (append one row; the column's field says the type) --- */
 int mw_column_append_null(mw_column_t *c, const mw_field_t *f);
 int mw_column_append_fixed(mw_column_t *c, const void *value, size_t width);

@@ -45,7 +45,6 @@
 
 /* Bytes Lance's batch store adds per stored batch beyond the column payload
  * (fitted, memwal.md §6.3 and §13.1). */
-#define SST_BATCH_OVERHEAD_BYTES 40
 #define SST_TOMBSTONE "_tombstone"
 
 /* ------------------------------------------------------------ randomness */
@@ -88,33 +87,6 @@ static void data_file_name(rng_t *r, char out[64]) {
 
 static uint64_t bitmap_bytes(int64_t bits) { return (uint64_t)((bits + 7) / 8); }
 
-/* Arrow slice payload of one column (arrow-rs get_slice_memory_size):
- * validity only when there are nulls; utf8 = 4·len offsets + value bytes. */
-static uint64_t column_payload(const mw_field_t *f, const mw_column_t *c) {
-  uint64_t n = c->null_count > 0 ? bitmap_bytes(c->length) : 0;
-  switch (f->type) {
-    case MW_T_BOOL: return n + bitmap_bytes(c->length);
-    case MW_T_UTF8:
-    case MW_T_BINARY: {
-      if (c->length == 0) return n;
-      const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
-      return n + 4 * (uint64_t)c->length + (uint64_t)(off[c->length] - off[0]);
-    }
-    case MW_T_FSL_F32:
-      n += c->item_null_count > 0 ? bitmap_bytes(c->length * f->fsl_dim) : 0;
-      return n + (uint64_t)c->length * mw_type_width(f);
-    default: return n + (uint64_t)c->length * mw_type_width(f);
-  }
-}
-
-uint64_t mw_sstable_batch_mem_bytes(const mw_batch_t *b) {
-  assert(b != NULL && b->schema != NULL);
-  uint64_t sum = SST_BATCH_OVERHEAD_BYTES;
-  for (size_t i = 0; i < b->schema->n_fields; i++)
-    sum += column_payload(&b->schema->fields[i], &b->cols[i]);
-  return sum;
-}
-
 /* PK payload without validity (PK columns are non-null in practice). */
 static uint64_t pk_payload(const mw_batch_t *b) {
   uint64_t sum = 0;
@@ -123,7 +95,8 @@ static uint64_t pk_payload(const mw_batch_t *b) {
     if (f->pk_position == 0) continue;
     const mw_column_t *c = &b->cols[i];
     if (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) {
-      sum += column_payload(f, c) - (c->null_count > 0 ? bitmap_bytes(c->length) : 0);
+      const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+      if (c->length > 0) sum += 4 * (uint64_t)c->length + (uint64_t)(off[c->length] - off[0]);
     } else if (f->type == MW_T_BOOL) {
       sum += bitmap_bytes(c->length);
     } else {
@@ -456,7 +429,7 @@ static int step_accounting(const mw_batch_t *const *batches, size_t n, uint64_t 
       strcmp(out->dir_name, "..") == 0 || strcmp(out->dir_name, ".") == 0)
     return mw_err_set(err, -EINVAL, "sstable: bad directory name");
   for (size_t i = 0; i < n; i++) {
-    out->in_memory_bytes += mw_sstable_batch_mem_bytes(batches[i]);
+    out->in_memory_bytes += (uint64_t)mw_batch_lance_bytes(batches[i]);
     out->primary_key_bytes += pk_payload(batches[i]);
   }
   out->physical_rows = (uint64_t)rows;

@@ -91,10 +91,6 @@ typedef struct mw_sstable {
   size_t n_files;
 } mw_sstable_t;
 
-/* Sum of the Arrow slice payload of every column of `b` plus 40: the bytes
- * Lance's MemTable accounts for one stored batch (memwal.md §6.3). */
-uint64_t mw_sstable_batch_mem_bytes(const mw_batch_t *b);
-
 /* Build every file of one SSTable. `out` must be zeroed or freed; on failure
  * it is left empty. */
 int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches,

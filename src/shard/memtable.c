@@ -34,25 +34,6 @@ void mw_memtable_free(mw_memtable_t *m) {
   memset(m, 0, sizeof *m);
 }
 
-static int64_t column_lance_bytes(const mw_field_t *f, const mw_column_t *c) {
-  int64_t len = c->length, n = 0;
-  switch (f->type) {
-    case MW_T_BOOL: n = (len + 7) / 8; break;
-    case MW_T_UTF8:
-    case MW_T_BINARY: n = 4 * len + (int64_t)c->values.len; break;
-    default: n = (int64_t)mw_type_width(f) * len; break;
-  }
-  if (c->null_count > 0) n += (len + 7) / 8;
-  return n;
-}
-
-int64_t mw_batch_lance_bytes(const mw_batch_t *b) {
-  int64_t n = MW_MEMTABLE_BATCH_OVERHEAD_BYTES;
-  for (size_t i = 0; i < b->schema->n_fields; i++)
-    n += column_lance_bytes(&b->schema->fields[i], &b->cols[i]);
-  return n;
-}
-
 static int index_grow(mw_memtable_t *m) {
   size_t cap = m->index_cap * 2;
   uint32_t *idx = calloc(cap, sizeof *idx);

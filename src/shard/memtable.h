@@ -9,10 +9,8 @@
  * row with `_tombstone = true`.
  *
  * Accounting follows Lance so our manifests carry the same estimates:
- * in_memory_bytes = Σ per batch (Σ column payload bytes + 40), where payload
- * is width·len for fixed-width columns, ceil(len/8) for bool, 4·len + value
- * bytes for utf8/binary, plus ceil(len/8) validity bytes only when the column
- * has nulls (memwal.md §6.3).
+ * in_memory_bytes = Σ mw_batch_lance_bytes(batch) (lance/batch.h: Arrow
+ * slice payload + 40 per batch, memwal.md §6.3).
  *
  * Limits: at most MW_MEMTABLE_MAX_BATCHES batches and MW_MEMTABLE_MAX_ROWS
  * rows whatever the configuration says; the shard freezes the table well
@@ -34,7 +32,6 @@
 
 #define MW_MEMTABLE_MAX_BATCHES 1000000
 #define MW_MEMTABLE_MAX_ROWS ((int64_t)1 << 30)
-#define MW_MEMTABLE_BATCH_OVERHEAD_BYTES 40
 
 typedef struct mw_memtable_limits {
   int64_t max_rows;
@@ -71,7 +68,5 @@ void mw_memtable_cover(mw_memtable_t *m, uint64_t wal_position);
 bool mw_memtable_full(const mw_memtable_t *m, const mw_memtable_limits_t *lim);
 /* Row number of the newest row with this PK hash, or -1. */
 int64_t mw_memtable_lookup(const mw_memtable_t *m, uint64_t pk_hash);
-/* Lance's in_memory_bytes estimate of one batch (see above). */
-int64_t mw_batch_lance_bytes(const mw_batch_t *b);
 
 #endif

@@ -321,7 +321,7 @@ int mw_wal_add(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag) {
   p->b = *b;
   p->seq = seq;
   p->tag = tag;
-  p->bytes = mw_sstable_batch_mem_bytes(b);
+  p->bytes = (uint64_t)mw_batch_lance_bytes(b);
   w->pend_bytes += p->bytes;
   pump(w, false);
   return 0;

@@ -88,12 +88,12 @@ static void test_accounting_example(void **state) {
   assert_int_equal(mw_batch_init(&b, &s), 0);
   for (int i = 0; i < 5; i++) add_row(&b, 100 + i, "abcdef", i * 1.5, false);
   /* memwal.md §6.3: 5-row batch of (i64, utf8 6-char, f64, bool) = 131 + 40 */
-  assert_int_equal(mw_sstable_batch_mem_bytes(&b), 171);
+  assert_int_equal(mw_batch_lance_bytes(&b), 171);
   mw_batch_t b2;
   assert_int_equal(mw_batch_init(&b2, &s), 0);
   add_row(&b2, 1, NULL, 2.0, false);  /* a null name: +1 validity byte, 0 value bytes */
   add_row(&b2, 2, "xy", 3.0, false);
-  assert_int_equal(mw_sstable_batch_mem_bytes(&b2), 40 + 16 + (1 + 8 + 2) + 16 + 1);
+  assert_int_equal(mw_batch_lance_bytes(&b2), 40 + 16 + (1 + 8 + 2) + 16 + 1);
   const mw_batch_t *bs[2] = {&b, &b2};
   mw_sstable_t sst = {0};
   mw_err_t err = {0};
