@@ -5,6 +5,9 @@
  *
  *   build/bench/bench_engine [--vectors DIR] [--no-fsync] [--window SCALE]
  *                            [--no-peer] [--seconds S] [--replay-mb M]
+ *                            [--parts 1234]
+ *
+ * --parts runs only the listed parts (digits; default all four).
  *
  * Parts (rows of the vectors' schema: id int64 PK, name utf8, v float64,
  * vec fixed_size_list<float32, 8>, _tombstone; batches generated before
@@ -403,6 +406,7 @@ int main(int argc, char **argv) {
   size_t window_scale = 1;
   double seconds = 5;
   uint64_t replay_mb = 256;
+  const char *parts = "1234";
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--vectors") == 0 && i + 1 < argc) vectors = argv[++i];
     else if (strcmp(argv[i], "--no-fsync") == 0) no_fsync = true;
@@ -410,9 +414,10 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc) window_scale = strtoul(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = strtod(argv[++i], NULL);
     else if (strcmp(argv[i], "--replay-mb") == 0 && i + 1 < argc) replay_mb = strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--parts") == 0 && i + 1 < argc) parts = argv[++i];
     else {
       fprintf(stderr, "usage: bench_engine [--vectors DIR] [--no-fsync] [--window SCALE] [--no-peer] "
-                      "[--seconds S] [--replay-mb M]\n");
+                      "[--seconds S] [--replay-mb M] [--parts 1234]\n");
       return 2;
     }
   }
@@ -426,51 +431,59 @@ int main(int argc, char **argv) {
   mw_shard_t *s;
   mw_table_t *t;
 
-  t = open_fresh(&loop, path, sizeof path, no_fsync, NULL, NULL, 0, &s);
-  printf("1. memwald engine, pipelined ingest (%s, storage %s, group commit %u ms, %u entries in flight)\n",
-         no_fsync ? "NO fsync" : "fsync", mw_storage_backend_name(t->st), t->cfg.max_wal_flush_interval_ms,
-         t->cfg.max_wal_inflight);
-  run_case(&loop, s, &t->schema, 1, 20000, 256 * window_scale, 1e9, true);
-  run_case(&loop, s, &t->schema, 100, 3000, 64 * window_scale, 1e9, true);
-  run_case(&loop, s, &t->schema, 10000, 60, 8 * window_scale, 1e9, true);
-  finish(&loop, t, s, false, path);
-
-  printf("2. one write at a time (closed loop, as the peer), at most %.0f s or 200000 rows per case\n", seconds);
-  static const int64_t batch[3] = {1, 100, 10000};
-  result_t ours[2][3];
-  for (int f = 0; f < 2; f++) {
-    t = open_fresh(&loop, path, sizeof path, f == 1, NULL, NULL, 0, &s);
-    printf("  memwald, %s:\n", f ? "no fsync" : "fsync");
-    for (int k = 0; k < 3; k++)
-      ours[f][k] = run_case(&loop, s, &t->schema, batch[k], (size_t)(200000 / batch[k]), 1, seconds, true);
+  if (strchr(parts, '1')) {
+    t = open_fresh(&loop, path, sizeof path, no_fsync, NULL, NULL, 0, &s);
+    printf("1. memwald engine, pipelined ingest (%s, storage %s, group commit %u ms, %u entries in flight)\n",
+           no_fsync ? "NO fsync" : "fsync", mw_storage_backend_name(t->st), t->cfg.max_wal_flush_interval_ms,
+           t->cfg.max_wal_inflight);
+    run_case(&loop, s, &t->schema, 1, 20000, 256 * window_scale, 1e9, true);
+    run_case(&loop, s, &t->schema, 100, 3000, 64 * window_scale, 1e9, true);
+    run_case(&loop, s, &t->schema, 10000, 60, 8 * window_scale, 1e9, true);
     finish(&loop, t, s, false, path);
   }
-  if (peer && peer_setup()) {
-    static const char *const cfgs[2] = {"max_wal_flush_interval_ms=1", ""};
-    for (int c = 0; c < 2; c++) {
-      peer_t p = run_peer(cfgs[c], seconds);
-      printf("  peer: LanceDB 0.39.0 bench-ingest.mjs, %s (never fsyncs):\n",
-             c == 0 ? "max_wal_flush_interval_ms=1" : "its defaults (flush interval 100 ms)");
-      if (!p.ok) {
-        printf("    (peer failed)\n");
-        continue;
-      }
+
+  if (strchr(parts, '2')) {
+    printf("2. one write at a time (closed loop, as the peer), at most %.0f s or 200000 rows per case\n", seconds);
+    static const int64_t batch[3] = {1, 100, 10000};
+    result_t ours[2][3];
+    for (int f = 0; f < 2; f++) {
+      t = open_fresh(&loop, path, sizeof path, f == 1, NULL, NULL, 0, &s);
+      printf("  memwald, %s:\n", f ? "no fsync" : "fsync");
       for (int k = 0; k < 3; k++)
-        printf("    batch %6" PRId64 ": %9.0f rows/s  call p50 %8.3f ms  p99 %8.3f ms   memwald/peer rows/s: "
-               "%.2fx (fsync), %.2fx (no fsync)\n",
-               batch[k], p.rows_per_s[k], p.p50[k], p.p99[k], ours[0][k].rows_per_s / p.rows_per_s[k],
-               ours[1][k].rows_per_s / p.rows_per_s[k]);
-      fflush(stdout);
+        ours[f][k] = run_case(&loop, s, &t->schema, batch[k], (size_t)(200000 / batch[k]), 1, seconds, true);
+      finish(&loop, t, s, false, path);
     }
-  } else if (peer) {
-    printf("  peer: skipped (node or tests/interop/node_modules missing)\n");
+    if (peer && peer_setup()) {
+      static const char *const cfgs[2] = {"max_wal_flush_interval_ms=1", ""};
+      for (int c = 0; c < 2; c++) {
+        peer_t p = run_peer(cfgs[c], seconds);
+        printf("  peer: LanceDB 0.39.0 bench-ingest.mjs, %s (never fsyncs):\n",
+               c == 0 ? "max_wal_flush_interval_ms=1" : "its defaults (flush interval 100 ms)");
+        if (!p.ok) {
+          printf("    (peer failed)\n");
+          continue;
+        }
+        for (int k = 0; k < 3; k++)
+          printf("    batch %6" PRId64 ": %9.0f rows/s  call p50 %8.3f ms  p99 %8.3f ms   memwald/peer rows/s: "
+                 "%.2fx (fsync), %.2fx (no fsync)\n",
+                 batch[k], p.rows_per_s[k], p.p50[k], p.p99[k], ours[0][k].rows_per_s / p.rows_per_s[k],
+                 ours[1][k].rows_per_s / p.rows_per_s[k]);
+        fflush(stdout);
+      }
+    } else if (peer) {
+      printf("  peer: skipped (node or tests/interop/node_modules missing)\n");
+    }
   }
 
-  printf("3. open loop (%s)\n", no_fsync ? "NO fsync" : "fsync");
-  open_loop(&loop, no_fsync, seconds);
+  if (strchr(parts, '3')) {
+    printf("3. open loop (%s)\n", no_fsync ? "NO fsync" : "fsync");
+    open_loop(&loop, no_fsync, seconds);
+  }
 
-  printf("4. replay speed\n");
-  replay(&loop, replay_mb);
+  if (strchr(parts, '4')) {
+    printf("4. replay speed\n");
+    replay(&loop, replay_mb);
+  }
 
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
