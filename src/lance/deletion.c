@@ -38,6 +38,9 @@
 
 #include <roaring/roaring.h>
 
+#include "lance/flatbuf.h"
+#include "lance/ipc.h"
+
 #define COOKIE_NO_RUN 12346u
 #define COOKIE_RUN 12347u
 #define NO_OFFSET_THRESHOLD 4u
@@ -312,4 +315,146 @@ int mw_deletion_name_parse(const char *name, uint64_t *fragment_id, uint64_t *re
   *read_version = v;
   *id = i;
   return 0;
+}
+
+/* ------------------------------------------------------- ARROW_ARRAY kind */
+
+/* An Arrow IPC file: "ARROW1" 00 00, padding, the stream (schema message,
+ * record batches, EOS), the Footer flatbuffer, i32 footer length, "ARROW1".
+ * The footer's recordBatches blocks (offset i64, metaDataLength i32, pad,
+ * bodyLength i64) locate the batches; the schema message starts at the first
+ * non-zero word after the magic. The pieces are put back together as a
+ * stream and decoded by the IPC codec, which checks every buffer. */
+#define ARROW_MAGIC "ARROW1"
+#define ARROW_BLOCK_BYTES 24
+#define ARROW_MAX_BATCHES 1024
+
+static int arrow_stream(const uint8_t *p, size_t len, mw_buf_t *out, mw_err_t *err) {
+  if (len < 8 + 10 || memcmp(p, ARROW_MAGIC, 6) != 0 || memcmp(p + len - 6, ARROW_MAGIC, 6) != 0)
+    return mw_err_set(err, -EBADMSG, "deletion file (.arrow): no ARROW1 magic at both ends (%zu bytes)",
+                      len);
+  uint32_t flen = mw_load_u32le(p + len - 10);
+  if (flen > len - 18)
+    return mw_err_set(err, -EBADMSG, "deletion file (.arrow): footer of %u bytes in a %zu-byte file",
+                      flen, len);
+  size_t fstart = len - 10 - flen;
+  mw_fbr_t r = {.p = p + fstart, .n = flen, .base = fstart, .err = err};
+  mw_fbt_t footer;
+  size_t at = 0, count = 0;
+  int rc = mw_fbr_root(&r, &footer, "arrow footer");
+  if (rc == 0)
+    rc = mw_fbr_vector(&r, &footer, 3, ARROW_BLOCK_BYTES, ARROW_MAX_BATCHES, &at, &count,
+                       "footer.recordBatches");
+  if (rc < 0) return rc;
+  if (count == 0) return mw_err_set(err, -EBADMSG, "deletion file (.arrow): no record batch");
+  uint64_t first = mw_load_u64le(r.p + at);
+  size_t start = 8;
+  while (start + 4 <= first && start < fstart && mw_load_u32le(p + start) == 0) start += 8;
+  if (first > fstart || start >= first || mw_load_u32le(p + start) != 0xffffffffu)
+    return mw_err_set(err, -EBADMSG, "deletion file (.arrow): no schema message before byte %" PRIu64,
+                      first);
+  rc = mw_buf_append(out, p + start, (size_t)first - start);
+  for (size_t i = 0; rc == 0 && i < count; i++) {
+    const uint8_t *b = r.p + at + ARROW_BLOCK_BYTES * i;
+    uint64_t off = mw_load_u64le(b), body = mw_load_u64le(b + 16);
+    uint32_t meta = mw_load_u32le(b + 8);
+    if (off > fstart || meta > fstart - off || body > fstart - off - meta)
+      return mw_err_set(err, -EBADMSG, "deletion file (.arrow): record batch %zu at byte %" PRIu64
+                        " runs past the footer", i, off);
+    rc = mw_buf_append(out, p + off, (size_t)(meta + body));
+  }
+  static const uint8_t eos[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
+  if (rc == 0) rc = mw_buf_append(out, eos, sizeof eos);
+  return rc;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+int mw_deletion_arrow_decode(const uint8_t *p, size_t len, uint64_t max_rows, uint32_t **offsets,
+                             size_t *n, mw_err_t *err) {
+  assert(p != NULL || len == 0);
+  assert(offsets != NULL && n != NULL);
+  *offsets = NULL;
+  *n = 0;
+  if (len > MW_DELETION_MAX_BYTES)
+    return mw_err_set(err, -EBADMSG, "deletion file (.arrow): %zu bytes exceeds the %zu-byte limit",
+                      len, MW_DELETION_MAX_BYTES);
+  mw_buf_t stream = MW_BUF_INIT;
+  mw_ipc_stream_t s = {0};
+  uint32_t *vals = NULL;
+  int rc = arrow_stream(p, len, &stream, err);
+  if (rc == 0) rc = mw_ipc_decode(stream.data, stream.len, NULL, &s, err);
+  mw_buf_free(&stream);
+  if (rc < 0) return rc;
+  if (s.schema.n_fields != 1 || s.schema.fields[0].type != MW_T_UINT32 ||
+      strcmp(s.schema.fields[0].name, "row_id") != 0) {
+    rc = mw_err_set(err, -EBADMSG, "deletion file (.arrow): expected one uint32 column row_id");
+    goto done;
+  }
+  int64_t total = 0;
+  for (size_t i = 0; i < s.n_batches; i++) {
+    if (s.batches[i].cols[0].null_count != 0) {
+      rc = mw_err_set(err, -EBADMSG, "deletion file (.arrow): batch %zu has null row ids", i);
+      goto done;
+    }
+    total += s.batches[i].n_rows;
+  }
+  if ((uint64_t)total > max_rows) {
+    rc = mw_err_set(err, -EBADMSG, "deletion file (.arrow): %" PRId64 " offsets for %" PRIu64 " rows",
+                    total, max_rows);
+    goto done;
+  }
+  if (total > 0 && (vals = malloc((size_t)total * sizeof *vals)) == NULL) {
+    rc = -ENOMEM;
+    goto done;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < s.n_batches; i++) {
+    memcpy(vals + k, s.batches[i].cols[0].values.data, (size_t)s.batches[i].n_rows * 4);
+    k += (size_t)s.batches[i].n_rows;
+  }
+  if (k > 1) qsort(vals, k, sizeof *vals, cmp_u32);
+  for (size_t i = 0; i < k; i++) {
+    if ((i > 0 && vals[i] == vals[i - 1]) || vals[i] >= max_rows) {
+      rc = mw_err_set(err, -EBADMSG, "deletion file (.arrow): offset %u repeated or not below %" PRIu64
+                      " rows", vals[i], max_rows);
+      goto done;
+    }
+  }
+  *offsets = vals;
+  *n = k;
+  vals = NULL;
+done:
+  free(vals);
+  mw_ipc_stream_free(&s);
+  return rc;
+}
+
+int64_t mw_deletion_union(const uint32_t *a, size_t na, const uint32_t *b, size_t nb,
+                          uint32_t **out) {
+  assert(out != NULL);
+  assert((a != NULL || na == 0) && (b != NULL || nb == 0));
+  *out = NULL;
+  for (size_t i = 1; i < na; i++)
+    if (a[i] <= a[i - 1]) return -EINVAL;
+  for (size_t i = 1; i < nb; i++)
+    if (b[i] <= b[i - 1]) return -EINVAL;
+  if (na + nb == 0) return 0;
+  uint32_t *u = malloc((na + nb) * sizeof *u);
+  if (u == NULL) return -ENOMEM;
+  size_t i = 0, j = 0, k = 0;
+  while (i < na || j < nb) {
+    if (j == nb || (i < na && a[i] < b[j])) u[k++] = a[i++];
+    else if (i == na || b[j] < a[i]) u[k++] = b[j++];
+    else {
+      u[k++] = a[i++];
+      j++;
+    }
+  }
+  assert(k <= na + nb && k >= (na > nb ? na : nb));
+  *out = u;
+  return (int64_t)k;
 }

@@ -13,9 +13,16 @@
  * run-container variant (cookie 12347) is read too, since other writers may
  * produce it; we never write it.
  *
+ * The ARROW_ARRAY kind (`.arrow`) is read too: LanceDB 0.39.0 writes it for
+ * every `Table.delete`/`update` on a base table (an Arrow IPC *file*, one
+ * non-null UInt32 column `row_id`, ZSTD body compression), and compaction
+ * must union such files with its own deletions. It is never written: the
+ * union is written as a `.bin`.
+ *
  * Errors: negative errno; -EBADMSG malformed file, -EINVAL bad argument
- * (offsets not strictly ascending, bad name), -ENOTSUP the ARROW_ARRAY kind
- * (`.arrow`), -ENOMEM.
+ * (offsets not strictly ascending, bad name), -ENOTSUP a `.arrow` name given
+ * to mw_deletion_name_parse (callers then use the kind from the manifest),
+ * -ENOMEM.
  */
 #ifndef MW_LANCE_DELETION_H
 #define MW_LANCE_DELETION_H
@@ -40,6 +47,18 @@ int mw_deletion_encode(const uint32_t *offsets, size_t n, mw_buf_t *out, mw_err_
  * fragment's physical row count), else -EBADMSG. */
 int mw_deletion_decode(const uint8_t *p, size_t len, uint64_t max_rows, uint32_t **offsets,
                        size_t *n, mw_err_t *err);
+
+/* Decode a `.arrow` (ARROW_ARRAY) file the same way: ascending, unique,
+ * every offset < max_rows. Lance writes the offsets in any order; they are
+ * sorted here, and a repeated offset is -EBADMSG. */
+int mw_deletion_arrow_decode(const uint8_t *p, size_t len, uint64_t max_rows, uint32_t **offsets,
+                             size_t *n, mw_err_t *err);
+
+/* Union of two ascending arrays into a malloc'd ascending array (*out NULL
+ * when both are empty). Returns the count or -ENOMEM / -EINVAL (an input
+ * not strictly ascending). */
+int64_t mw_deletion_union(const uint32_t *a, size_t na, const uint32_t *b, size_t nb,
+                          uint32_t **out);
 
 /* Number of deleted rows recorded in a .bin, after the same validation. */
 int mw_deletion_cardinality(const uint8_t *p, size_t len, uint64_t *card, mw_err_t *err);

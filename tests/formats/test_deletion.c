@@ -8,6 +8,12 @@
  * tests: every truncation and every single-bit flip of a two-container file
  * and of each golden file either fails cleanly or decodes to a bitmap that
  * re-encodes to the mutated bytes.
+ *
+ * The ARROW_ARRAY kind: the two `.arrow` files LanceDB 0.39.0 wrote in
+ * tests/formats/data/compact/lsm_update (tools/gen-compact-fixtures.mjs) hold
+ * exactly the offsets its update and delete removed; every truncation and
+ * bit flip of the small one fails cleanly or decodes to a valid set. The
+ * union of sorted sets is checked against a brute-force bitmap.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -334,11 +340,120 @@ static void test_golden(void **state) {
   free(kdir);
 }
 
+/* The .arrow file of fixture version `v` (0-<v>-<random>.arrow). */
+static uint8_t *arrow_fixture(unsigned v, size_t *len) {
+  char *dir = tu_strf("%s/tests/formats/data/compact/lsm_update/t.lance/_deletions",
+                      getenv("MW_SOURCE_ROOT"));
+  char **names;
+  size_t n = tu_list_dir(dir, ".arrow", &names);
+  char *want = tu_strf("0-%u-", v);
+  uint8_t *p = NULL;
+  for (size_t i = 0; i < n && p == NULL; i++) {
+    if (strncmp(names[i], want, strlen(want)) != 0) continue;
+    char *path = tu_strf("%s/%s", dir, names[i]);
+    p = tu_read_file(path, len);
+    free(path);
+  }
+  if (p == NULL) fail_msg("no %s*.arrow in %s", want, dir);
+  tu_free_names(names, n);
+  free(want);
+  free(dir);
+  return p;
+}
+
+static void test_arrow_golden(void **state) {
+  (void)state;
+  size_t len;
+  uint8_t *p = arrow_fixture(3, &len); /* update(id in [10, 14)) */
+  uint32_t *offs;
+  size_t n;
+  assert_int_equal(mw_deletion_arrow_decode(p, len, 2000, &offs, &n, NULL), 0);
+  assert_int_equal(n, 4);
+  for (size_t i = 0; i < n; i++) assert_int_equal(offs[i], 10 + i);
+  free(offs);
+  mw_err_t err = {0};
+  assert_int_equal(mw_deletion_arrow_decode(p, len, 13, &offs, &n, &err), -EBADMSG);
+  assert_non_null(strstr(err.msg, "not below 13"));
+  free(p);
+  p = arrow_fixture(4, &len); /* then delete(id in [500, 1100)): the union */
+  assert_int_equal(mw_deletion_arrow_decode(p, len, 2000, &offs, &n, NULL), 0);
+  assert_int_equal(n, 604);
+  for (size_t i = 0; i < 4; i++) assert_int_equal(offs[i], 10 + i);
+  for (size_t i = 4; i < n; i++) assert_int_equal(offs[i], 500 + i - 4);
+  free(offs);
+  free(p);
+}
+
+static void test_arrow_corrupt(void **state) {
+  (void)state;
+  size_t len;
+  uint8_t *p = arrow_fixture(3, &len);
+  uint8_t *q = malloc(len);
+  unsigned ok = 0, refused = 0;
+  for (size_t cut = 0; cut < len; cut++) {
+    uint32_t *offs;
+    size_t n;
+    int rc = mw_deletion_arrow_decode(p, cut, 2000, &offs, &n, NULL);
+    assert_int_not_equal(rc, 0); /* a truncated file never decodes */
+    refused++;
+  }
+  for (size_t bit = 0; bit < len * 8; bit++) {
+    memcpy(q, p, len);
+    q[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    uint32_t *offs;
+    size_t n;
+    int rc = mw_deletion_arrow_decode(q, len, 2000, &offs, &n, NULL);
+    if (rc < 0) {
+      assert_null(offs);
+      refused++;
+      continue;
+    }
+    for (size_t i = 1; i < n; i++) assert_true(offs[i] > offs[i - 1]);
+    if (n > 0) assert_true(offs[n - 1] < 2000);
+    free(offs);
+    ok++;
+  }
+  assert_true(refused > len);
+  assert_true(ok > 0); /* flips in padding and compression markers are harmless */
+  free(q);
+  free(p);
+}
+
+static void test_union(void **state) {
+  (void)state;
+  uint32_t *u;
+  assert_int_equal(mw_deletion_union(NULL, 0, NULL, 0, &u), 0);
+  assert_null(u);
+  const uint32_t a[] = {1, 5, 9}, bad[] = {3, 3};
+  assert_int_equal(mw_deletion_union(a, 3, bad, 2, &u), -EINVAL);
+  uint64_t seed = 42;
+  for (int round = 0; round < 50; round++) {
+    uint32_t x[300], y[300];
+    size_t nx = 0, ny = 0;
+    uint8_t want[1000] = {0};
+    for (uint32_t v = 0; v < 1000; v++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      unsigned r = (unsigned)(seed >> 60);
+      if (r == 1 && nx < 300) x[nx++] = v, want[v] = 1;
+      if (r == 2 && ny < 300) y[ny++] = v, want[v] = 1;
+      if (r == 3 && nx < 300 && ny < 300) x[nx++] = v, y[ny++] = v, want[v] = 1;
+    }
+    int64_t k = mw_deletion_union(x, nx, y, ny, &u);
+    assert_true(k >= 0);
+    size_t at = 0;
+    for (uint32_t v = 0; v < 1000; v++)
+      if (want[v]) assert_int_equal(u[at++], v);
+    assert_int_equal(at, (size_t)k);
+    free(u);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_encode_layout), cmocka_unit_test(test_decode_errors),
       cmocka_unit_test(test_run_variant),   cmocka_unit_test(test_names),
-      cmocka_unit_test(test_golden),
+      cmocka_unit_test(test_golden),        cmocka_unit_test(test_arrow_golden),
+      cmocka_unit_test(test_arrow_corrupt), cmocka_unit_test(test_union),
   };
   return cmocka_run_group_tests_name("deletion", tests, NULL, NULL);
 }
