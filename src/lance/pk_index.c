@@ -84,9 +84,10 @@ static int radix_sort(ient_t *a, size_t n) {
   return 0;
 }
 
-/* Sorted order of the rows: null keys first (by row), then by (key, row). */
-static int sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows,
-                     int64_t *n_nulls) {
+int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows,
+                    int64_t *n_nulls) {
+  assert(pk != NULL && keys != NULL);
+  assert(rows != NULL && n_nulls != NULL);
   int64_t n = keys->length, nn = 0, k = 0;
   for (int64_t i = 0; i < n; i++)
     if (!mw_column_valid(keys, i)) rows[nn++] = (uint32_t)i;
@@ -118,6 +119,26 @@ static int sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *ro
   for (int64_t i = 0; rc == 0 && i < k; i++) rows[nn + i] = (uint32_t)e[i].row;
   free(e);
   return rc;
+}
+
+int mw_pk_key_cmp(const mw_field_t *pk, const mw_column_t *a, int64_t i, const mw_column_t *b,
+                  int64_t j) {
+  assert(pk != NULL && a != NULL && b != NULL);
+  assert(i >= 0 && i < a->length && j >= 0 && j < b->length);
+  bool va = mw_column_valid(a, i), vb = mw_column_valid(b, j);
+  if (!va || !vb) return va == vb ? 0 : va ? 1 : -1; /* nulls first */
+  if (is_str(pk->type)) {
+    size_t na, nb;
+    const uint8_t *pa = mw_column_bytes(a, i, &na), *pb = mw_column_bytes(b, j, &nb);
+    size_t m = na < nb ? na : nb;
+    int c = m ? memcmp(pa, pb, m) : 0;
+    if (c) return c < 0 ? -1 : 1;
+    return na == nb ? 0 : na < nb ? -1 : 1;
+  }
+  size_t w = mw_type_width(pk);
+  uint64_t x = int_key(pk->type, a->values.data + (size_t)i * w);
+  uint64_t y = int_key(pk->type, b->values.data + (size_t)j * w);
+  return x == y ? 0 : x < y ? -1 : 1;
 }
 
 /* Append the key of row `row` (or a null) to column c. */
@@ -227,7 +248,7 @@ int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint3
   if (rows == NULL) return -ENOMEM;
   int64_t n_nulls = 0;
   size_t d0 = page_data->len;
-  int rc = sort_rows(pk_field, keys, rows, &n_nulls);
+  int rc = mw_pk_sort_rows(pk_field, keys, rows, &n_nulls);
   if (rc >= 0) rc = build_data(pk_field, keys, rows, fragment_id, n, page_data, err);
   if (rc >= 0) rc = build_lookup(pk_field, keys, rows, n_nulls, n, page_lookup, err);
   if (rc < 0) {

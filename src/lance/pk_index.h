@@ -34,4 +34,14 @@
 int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,
                       mw_buf_t *page_data, mw_buf_t *page_lookup, mw_err_t *err);
 
+/* The order both the index and compaction's own key index use: null keys
+ * first, integers by value (signed types signed), strings and binary by
+ * memcmp then length. Rows with equal keys keep their order (stable).
+ * rows gets keys->length entries; *n_nulls = how many nulls lead. */
+int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows,
+                    int64_t *n_nulls);
+/* <0, 0, >0: key a[i] against key b[j] in that order (same field type). */
+int mw_pk_key_cmp(const mw_field_t *pk, const mw_column_t *a, int64_t i, const mw_column_t *b,
+                  int64_t j);
+
 #endif

@@ -1,0 +1,211 @@
+/*
+ * test_keyindex.c — compaction's key index of base data files (keyindex.h).
+ *
+ * The sample of keyindex.c; random int64 and utf8 key columns with
+ * duplicates: every probe finds exactly the offsets a brute-force scan does;
+ * the name rule; refusals (null keys, a key type mismatch, a file that is
+ * not a key index); and every bit flip and truncation of a small index
+ * either fails with -EBADMSG or decodes to an index that still passes its
+ * own checks (sorted, offsets once, keys in the bloom).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lance/keyindex.h"
+
+static mw_field_t field(mw_type_t t) {
+  return (mw_field_t){.name = (char *)"id", .type = t, .nullable = false, .id = 0, .pk_position = 1};
+}
+
+static void put(mw_column_t *c, const mw_field_t *f, int64_t k) {
+  if (f->type == MW_T_UTF8) {
+    char s[32];
+    int n = snprintf(s, sizeof s, "key-%lld", (long long)k);
+    assert_int_equal(mw_column_append_bytes(c, s, (size_t)n), 0);
+  } else {
+    assert_int_equal(mw_column_append_fixed(c, &k, 8), 0);
+  }
+}
+
+static void column_init(mw_column_t *c, const mw_field_t *f) {
+  memset(c, 0, sizeof *c);
+  if (f->type == MW_T_UTF8) assert_int_equal(mw_buf_append(&c->offsets, &(int32_t){0}, 4), 0);
+}
+
+static void column_free(mw_column_t *c) {
+  mw_buf_free(&c->validity);
+  mw_buf_free(&c->values);
+  mw_buf_free(&c->offsets);
+  mw_buf_free(&c->item_validity);
+}
+
+static void hashes_of(const mw_field_t *f, const mw_column_t *c, uint64_t *h) {
+  const mw_field_t *fp = f;
+  const mw_column_t *cp = c;
+  assert_int_equal(mw_pk_hash_columns(&fp, &cp, 1, c->length, h, NULL), 0);
+}
+
+static void test_sample(void **state) {
+  (void)state;
+  mw_field_t f = field(MW_T_INT64);
+  mw_column_t keys, probe;
+  column_init(&keys, &f);
+  column_init(&probe, &f);
+  put(&keys, &f, 7), put(&keys, &f, 3), put(&keys, &f, 7);
+  mw_buf_t file = MW_BUF_INIT;
+  mw_err_t err = {0};
+  assert_int_equal(mw_keyindex_build(&f, &keys, "abc.lance", &file, &err), 0);
+  mw_keyindex_t ki;
+  assert_int_equal(mw_keyindex_decode(file.data, file.len, &f, &ki, &err), 0);
+  assert_int_equal(ki.n, 3);
+  assert_string_equal(ki.data_file, "abc.lance");
+  const uint32_t offs[] = {1, 0, 2};
+  for (int i = 0; i < 3; i++) assert_int_equal(ki.offsets[i], offs[i]);
+  assert_int_equal(ki.bloom.n_blocks, 1); /* 32 bytes, the smallest */
+  put(&probe, &f, 7), put(&probe, &f, 4), put(&probe, &f, 3);
+  uint64_t h[3];
+  hashes_of(&f, &probe, h);
+  mw_buf_t out = MW_BUF_INIT;
+  assert_int_equal(mw_keyindex_find(&ki, &f, &probe, h, 3, &out), 3);
+  const uint32_t *v = (const uint32_t *)(const void *)out.data;
+  assert_int_equal(v[0], 0);
+  assert_int_equal(v[1], 1);
+  assert_int_equal(v[2], 2);
+  char name[MW_KEYINDEX_NAME_BYTES];
+  assert_true(mw_keyindex_name("abc.lance", name, sizeof name) > 0);
+  assert_string_equal(name, "_memwald/keys/abc.keys");
+  assert_int_equal(mw_keyindex_name("a/b.lance", name, sizeof name), -EINVAL);
+  /* refusals */
+  mw_keyindex_t bad;
+  mw_field_t s = field(MW_T_UTF8);
+  assert_int_equal(mw_keyindex_decode(file.data, file.len, &s, &bad, &err), -EBADMSG);
+  mw_keyindex_free(&bad);
+  mw_column_t nul = {0};
+  mw_field_t nf = f;
+  nf.nullable = true;
+  assert_int_equal(mw_column_append_null(&nul, &nf), 0);
+  mw_buf_t tmp = MW_BUF_INIT;
+  assert_int_equal(mw_keyindex_build(&f, &nul, "x.lance", &tmp, NULL), -EINVAL);
+  column_free(&nul);
+  mw_buf_free(&tmp);
+  mw_buf_free(&out);
+  mw_keyindex_free(&ki);
+  mw_buf_free(&file);
+  column_free(&keys);
+  column_free(&probe);
+}
+
+static uint64_t rnd(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void random_round(mw_type_t t, uint64_t seed) {
+  mw_field_t f = field(t);
+  int64_t n = 1 + (int64_t)(rnd(&seed) % 5000), space = 1 + n / 2;
+  int64_t *k = malloc((size_t)n * sizeof *k);
+  mw_column_t keys, probe;
+  column_init(&keys, &f);
+  column_init(&probe, &f);
+  for (int64_t i = 0; i < n; i++) {
+    k[i] = (int64_t)(rnd(&seed) % (uint64_t)space) - space / 3;
+    put(&keys, &f, k[i]);
+  }
+  mw_buf_t file = MW_BUF_INIT;
+  assert_int_equal(mw_keyindex_build(&f, &keys, "r.lance", &file, NULL), 0);
+  mw_keyindex_t ki;
+  mw_err_t err = {0};
+  int rc = mw_keyindex_decode(file.data, file.len, &f, &ki, &err);
+  if (rc < 0) fail_msg("%s", err.msg);
+  int64_t np = 200;
+  int64_t *pk = malloc((size_t)np * sizeof *pk);
+  for (int64_t i = 0; i < np; i++) {
+    pk[i] = (int64_t)(rnd(&seed) % (uint64_t)(2 * space)) - space / 3;
+    put(&probe, &f, pk[i]);
+  }
+  uint64_t *h = malloc((size_t)np * sizeof *h);
+  hashes_of(&f, &probe, h);
+  mw_buf_t out = MW_BUF_INIT;
+  int64_t got = mw_keyindex_find(&ki, &f, &probe, h, np, &out);
+  uint8_t *want = calloc((size_t)n, 1);
+  int64_t nwant = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < np && !want[i]; j++)
+      if (k[i] == pk[j]) want[i] = 1, nwant++;
+  assert_int_equal(got, nwant);
+  const uint32_t *v = (const uint32_t *)(const void *)out.data;
+  for (int64_t i = 0; i < got; i++) {
+    assert_true(want[v[i]]);
+    if (i > 0) assert_true(v[i] > v[i - 1]);
+  }
+  free(want);
+  mw_buf_free(&out);
+  free(h);
+  free(pk);
+  mw_keyindex_free(&ki);
+  mw_buf_free(&file);
+  column_free(&keys);
+  column_free(&probe);
+  free(k);
+}
+
+static void test_random(void **state) {
+  (void)state;
+  for (uint64_t seed = 1; seed <= 40; seed++) random_round(seed % 2 ? MW_T_INT64 : MW_T_UTF8, seed);
+}
+
+static void test_corrupt(void **state) {
+  (void)state;
+  mw_field_t f = field(MW_T_INT64);
+  mw_column_t keys;
+  column_init(&keys, &f);
+  for (int64_t i = 0; i < 20; i++) put(&keys, &f, (i * 7) % 11);
+  mw_buf_t file = MW_BUF_INIT;
+  assert_int_equal(mw_keyindex_build(&f, &keys, "c.lance", &file, NULL), 0);
+  uint8_t *q = malloc(file.len);
+  unsigned refused = 0, decoded = 0;
+  for (size_t cut = 0; cut < file.len; cut += 7) {
+    mw_keyindex_t ki;
+    int rc = mw_keyindex_decode(file.data, cut, &f, &ki, NULL);
+    assert_true(rc < 0);
+    mw_keyindex_free(&ki);
+    refused++;
+  }
+  for (size_t bit = 0; bit < file.len * 8; bit++) {
+    memcpy(q, file.data, file.len);
+    q[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    mw_keyindex_t ki;
+    int rc = mw_keyindex_decode(q, file.len, &f, &ki, NULL);
+    if (rc < 0) {
+      refused++;
+    } else {
+      decoded++;
+      assert_int_equal(ki.n, 20);
+    }
+    mw_keyindex_free(&ki);
+  }
+  assert_true(refused > file.len);
+  print_message("# keyindex: %u corruptions refused, %u harmless\n", refused, decoded);
+  free(q);
+  mw_buf_free(&file);
+  column_free(&keys);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sample),
+      cmocka_unit_test(test_random),
+      cmocka_unit_test(test_corrupt),
+  };
+  return cmocka_run_group_tests_name("keyindex", tests, NULL, NULL);
+}

@@ -1,0 +1,243 @@
+/*
+ * test_lsm_merge.c — the merge-insert of a shard's SSTables (lsm_merge.h).
+ *
+ * The sample of lsm_merge.c, a utf8-keyed table, duplicates inside one run
+ * (the later row wins), deletion vectors, and a randomised model: runs of
+ * random upserts and tombstones over a small key space, merged, must equal
+ * the model's final state key by key (value and absence). Refusals: runs out
+ * of order, a foreign schema, a null key, an offset out of range.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lance/lsm_merge.h"
+
+/* table {id: T pk, v: int64 nullable, _tombstone}; base without the last */
+static void schemas(mw_type_t key, mw_schema_t *table, mw_schema_t *base) {
+  mw_schema_init(base);
+  assert_int_equal(mw_schema_add(base, "id", key, false), 0);
+  assert_int_equal(mw_schema_add(base, "v", MW_T_INT64, true), 1);
+  base->fields[0].pk_position = 1;
+  base->fields[0].id = 0;
+  base->fields[1].id = 1;
+  assert_int_equal(mw_schema_copy(table, base), 0);
+  assert_int_equal(mw_schema_add(table, "_tombstone", MW_T_BOOL, false), 2);
+  table->fields[2].id = 2;
+}
+
+static void put(mw_batch_t *b, int64_t key, int64_t v, bool tomb) {
+  const mw_field_t *f = &b->schema->fields[0];
+  if (f->type == MW_T_UTF8) {
+    char s[32];
+    int n = snprintf(s, sizeof s, "k%lld", (long long)key);
+    assert_int_equal(mw_column_append_bytes(&b->cols[0], s, (size_t)n), 0);
+  } else {
+    assert_int_equal(mw_column_append_fixed(&b->cols[0], &key, 8), 0);
+  }
+  if (tomb) assert_int_equal(mw_column_append_null(&b->cols[1], &b->schema->fields[1]), 0);
+  else assert_int_equal(mw_column_append_fixed(&b->cols[1], &v, 8), 0);
+  assert_int_equal(mw_column_append_bool(&b->cols[2], tomb), 0);
+  b->n_rows++;
+}
+
+static int64_t key_at(const mw_field_t *f, const mw_column_t *c, int64_t i) {
+  if (f->type == MW_T_UTF8) {
+    size_t n;
+    const uint8_t *p = mw_column_bytes(c, i, &n);
+    char s[32];
+    memcpy(s, p, n);
+    s[n] = 0;
+    return strtoll(s + 1, NULL, 10);
+  }
+  int64_t k;
+  memcpy(&k, c->values.data + 8 * i, 8);
+  return k;
+}
+
+static int64_t v_at(const mw_batch_t *b, int64_t i) {
+  int64_t v;
+  memcpy(&v, b->cols[1].values.data + 8 * i, 8);
+  return v;
+}
+
+static void test_sample(void **state) {
+  (void)state;
+  mw_schema_t table, base;
+  schemas(MW_T_INT64, &table, &base);
+  mw_batch_t g1, g2;
+  assert_int_equal(mw_batch_init(&g1, &table), 0);
+  assert_int_equal(mw_batch_init(&g2, &table), 0);
+  put(&g1, 5, 'a', false), put(&g1, 6, 'b', false), put(&g1, 7, 'c', false);
+  put(&g2, 6, 0, true), put(&g2, 7, 'd', false), put(&g2, 8, 'e', false);
+  mw_merge_run_t runs[2] = {{.batch = &g1, .generation = 1}, {.batch = &g2, .generation = 2}};
+  mw_merge_t m;
+  mw_err_t err = {0};
+  assert_int_equal(mw_merge_runs(&table, &base, runs, 2, &m, &err), 0);
+  assert_int_equal(m.rows_in, 6);
+  assert_int_equal(m.n_keys, 4);
+  assert_int_equal(m.tombstones, 1);
+  assert_int_equal(m.rows.n_rows, 3);
+  assert_ptr_equal(m.rows.schema, &base);
+  const int64_t keys[] = {5, 6, 7, 8}, rk[] = {5, 7, 8}, rv[] = {'a', 'd', 'e'};
+  for (int i = 0; i < 4; i++) assert_int_equal(key_at(&base.fields[0], &m.keys, i), keys[i]);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(key_at(&base.fields[0], &m.rows.cols[0], i), rk[i]);
+    assert_int_equal(v_at(&m.rows, i), rv[i]);
+  }
+  assert_int_equal(mw_batch_validate(&m.rows), 0);
+  mw_merge_free(&m);
+  /* the same with gen 1's row 7 masked and a duplicate of 8 inside gen 2 */
+  put(&g2, 8, 'f', false);
+  uint32_t del[] = {2};
+  runs[0].deleted = del;
+  runs[0].n_deleted = 1;
+  assert_int_equal(mw_merge_runs(&table, &base, runs, 2, &m, &err), 0);
+  assert_int_equal(m.rows_in, 6);
+  assert_int_equal(m.rows.n_rows, 3);
+  assert_int_equal(v_at(&m.rows, 2), 'f'); /* the later row of a run wins */
+  mw_merge_free(&m);
+  mw_batch_free(&g1);
+  mw_batch_free(&g2);
+  mw_schema_free(&table);
+  mw_schema_free(&base);
+}
+
+static uint64_t rnd(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+#define KEYS 300
+
+static void model_round(mw_type_t type, uint64_t seed) {
+  mw_schema_t table, base;
+  schemas(type, &table, &base);
+  size_t n_runs = 1 + rnd(&seed) % 6;
+  mw_batch_t *b = calloc(n_runs, sizeof *b);
+  mw_merge_run_t *runs = calloc(n_runs, sizeof *runs);
+  uint32_t **dels = calloc(n_runs, sizeof *dels);
+  int state[KEYS]; /* 0 absent (never written), 1 live, 2 deleted */
+  int64_t value[KEYS];
+  memset(state, 0, sizeof state);
+  for (size_t r = 0; r < n_runs; r++) {
+    assert_int_equal(mw_batch_init(&b[r], &table), 0);
+    size_t rows = rnd(&seed) % 200;
+    /* a deletion vector masks some rows; the model skips them */
+    dels[r] = malloc((rows + 1) * sizeof *dels[r]);
+    size_t nd = 0;
+    for (size_t i = 0; i < rows; i++) {
+      int64_t k = (int64_t)(rnd(&seed) % KEYS);
+      bool tomb = rnd(&seed) % 4 == 0;
+      int64_t v = (int64_t)(rnd(&seed) >> 8);
+      put(&b[r], k, v, tomb);
+      if (rnd(&seed) % 10 == 0) {
+        dels[r][nd++] = (uint32_t)i;
+        continue;
+      }
+      state[k] = tomb ? 2 : 1;
+      value[k] = v;
+    }
+    runs[r] = (mw_merge_run_t){.batch = &b[r], .deleted = dels[r], .n_deleted = nd,
+                               .generation = 10 + 3 * r};
+  }
+  mw_merge_t m;
+  mw_err_t err = {0};
+  int rc = mw_merge_runs(&table, &base, runs, n_runs, &m, &err);
+  if (rc < 0) fail_msg("%s", err.msg);
+  int64_t want_keys = 0, want_rows = 0;
+  for (int k = 0; k < KEYS; k++) want_keys += state[k] != 0, want_rows += state[k] == 1;
+  assert_int_equal(m.n_keys, want_keys);
+  assert_int_equal(m.rows.n_rows, want_rows);
+  int64_t prev = -1;
+  for (int64_t i = 0; i < m.rows.n_rows; i++) {
+    int64_t k = key_at(&base.fields[0], &m.rows.cols[0], i);
+    assert_int_equal(state[k], 1);
+    assert_int_equal(v_at(&m.rows, i), value[k]);
+    if (type == MW_T_INT64) assert_true(k > prev); /* sorted (ints by value) */
+    prev = k;
+  }
+  for (int64_t i = 0; i < m.n_keys; i++) assert_int_not_equal(state[key_at(&base.fields[0], &m.keys, i)], 0);
+  mw_merge_free(&m);
+  for (size_t r = 0; r < n_runs; r++) {
+    mw_batch_free(&b[r]);
+    free(dels[r]);
+  }
+  free(b);
+  free(runs);
+  free(dels);
+  mw_schema_free(&table);
+  mw_schema_free(&base);
+}
+
+static void test_model(void **state) {
+  (void)state;
+  for (uint64_t seed = 1; seed <= 200; seed++) model_round(seed % 2 ? MW_T_INT64 : MW_T_UTF8, seed);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  mw_schema_t table, base, other;
+  schemas(MW_T_INT64, &table, &base);
+  mw_batch_t g;
+  assert_int_equal(mw_batch_init(&g, &table), 0);
+  put(&g, 1, 1, false);
+  mw_merge_run_t runs[2] = {{.batch = &g, .generation = 2}, {.batch = &g, .generation = 2}};
+  mw_merge_t m;
+  mw_err_t err = {0};
+  assert_int_equal(mw_merge_runs(&table, &base, runs, 2, &m, &err), -EINVAL);
+  assert_non_null(strstr(err.msg, "generation 2 after 2"));
+  mw_merge_free(&m);
+  assert_int_equal(mw_merge_runs(&table, &table, runs, 1, &m, NULL), -EINVAL); /* not base + 1 */
+  mw_merge_free(&m);
+  mw_schema_init(&other);
+  assert_int_equal(mw_schema_copy(&other, &base), 0);
+  other.fields[0].pk_position = 0;
+  mw_err_clear(&err);
+  assert_int_equal(mw_merge_runs(&table, &other, runs, 1, &m, &err), -EINVAL);
+  mw_merge_free(&m);
+  uint32_t bad[] = {1};
+  runs[0].deleted = bad;
+  runs[0].n_deleted = 1;
+  mw_err_clear(&err);
+  assert_int_equal(mw_merge_runs(&table, &base, runs, 1, &m, &err), -EINVAL);
+  assert_non_null(strstr(err.msg, "deletion offset 1"));
+  mw_merge_free(&m);
+  runs[0].n_deleted = 0;
+  mw_batch_t n;
+  assert_int_equal(mw_batch_init(&n, &table), 0);
+  mw_field_t nullable = table.fields[0];
+  nullable.nullable = true; /* a malformed SSTable: the builder itself refuses nulls here */
+  assert_int_equal(mw_column_append_null(&n.cols[0], &nullable), 0);
+  assert_int_equal(mw_column_append_fixed(&n.cols[1], &(int64_t){1}, 8), 0);
+  assert_int_equal(mw_column_append_bool(&n.cols[2], false), 0);
+  n.n_rows = 1;
+  runs[0].batch = &n;
+  mw_err_clear(&err);
+  assert_int_equal(mw_merge_runs(&table, &base, runs, 1, &m, &err), -EBADMSG);
+  assert_non_null(strstr(err.msg, "null primary key"));
+  mw_merge_free(&m);
+  mw_batch_free(&n);
+  mw_batch_free(&g);
+  mw_schema_free(&other);
+  mw_schema_free(&table);
+  mw_schema_free(&base);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sample),
+      cmocka_unit_test(test_model),
+      cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests_name("lsm_merge", tests, NULL, NULL);
+}
