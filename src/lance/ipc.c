@@ -200,16 +200,16 @@ static int emit_metadata(mw_ipc_writer_t *w, uint32_t root, mw_buf_t *out, size_
   return mw_buf_fill(out, 0, total - 8 - n);
 }
 
-static int encode_schema(mw_ipc_writer_t *w, const mw_schema_t *s, mw_buf_t *out) {
+int mw_ipc_writer_schema_table(mw_ipc_writer_t *w, const mw_schema_t *s, uint32_t *off) {
+  assert(w != NULL && s != NULL && off != NULL);
   mw_fbb_t *b = &w->fbb;
   size_t mark;
-  mw_fbb_reset(b);
   if (scratch_push(w, s->n_fields * 4, &mark) < 0) return -ENOMEM;
   for (size_t i = 0; i < s->n_fields; i++) {
-    uint32_t off;
-    int rc = fb_field(w, &s->fields[i], &off);
+    uint32_t fo;
+    int rc = fb_field(w, &s->fields[i], &fo);
     if (rc < 0) return rc;
-    scratch_u32(w, mark)[i] = off;
+    scratch_u32(w, mark)[i] = fo;
   }
   uint32_t fields = mw_fbb_vec_offsets(b, scratch_u32(w, mark), s->n_fields), meta = 0;
   w->scratch.len = mark;
@@ -217,8 +217,16 @@ static int encode_schema(mw_ipc_writer_t *w, const mw_schema_t *s, mw_buf_t *out
   mw_fbb_table_start(b);
   mw_fbb_slot_off(b, 1, fields);
   if (meta) mw_fbb_slot_off(b, 2, meta);
-  uint32_t schema = mw_fbb_table_end(b);
-  return emit_metadata(w, fb_message(b, HDR_SCHEMA, schema, 0), out, 0);
+  *off = mw_fbb_table_end(b);
+  return 0;
+}
+
+static int encode_schema(mw_ipc_writer_t *w, const mw_schema_t *s, mw_buf_t *out) {
+  uint32_t schema;
+  mw_fbb_reset(&w->fbb);
+  int rc = mw_ipc_writer_schema_table(w, s, &schema);
+  if (rc < 0) return rc;
+  return emit_metadata(w, fb_message(&w->fbb, HDR_SCHEMA, schema, 0), out, 0);
 }
 
 /* One body buffer to write: p == NULL means "all ones". */
@@ -639,6 +647,19 @@ static int read_schema(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *st, mw_schem
     if ((rc = parse_pk_position(d, r->base + ft.pos, f)) < 0) return rc;
   }
   return read_kvs(d, r, st, 2, &s->meta, "schema metadata");
+}
+
+int mw_ipc_schema_table_decode(const mw_fbr_t *r, const mw_fbt_t *t, const mw_ipc_limits_t *lim,
+                               mw_schema_t *out, mw_err_t *err) {
+  assert(r != NULL && t != NULL && out != NULL);
+  dec_t d = {.p = r->p, .n = r->n, .err = err, .copy_budget = r->n, .str_budget = r->n};
+  if (lim) d.lim = *lim;
+  else mw_ipc_limits_default(&d.lim);
+  if (d.lim.max_fields > MW_MAX_FIELDS) d.lim.max_fields = MW_MAX_FIELDS;
+  mw_schema_init(out);
+  int rc = read_schema(&d, r, t, out);
+  if (rc < 0) mw_schema_free(out);
+  return rc;
 }
 
 /* ------------------------------------------------------------ batch body */

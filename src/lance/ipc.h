@@ -104,6 +104,16 @@ int mw_ipc_writer_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
 int mw_ipc_encode(const mw_schema_t *schema, const mw_batch_t *const *batches,
                   size_t n_batches, const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err);
 
+/* --- building blocks for the IPC file format (ipc_file.c) --- */
+/* Build the Schema flatbuffer table of `s` into w->fbb (the caller starts
+ * and finishes that buffer) exactly as the stream's schema message holds it.
+ * *off = the table's offset. */
+int mw_ipc_writer_schema_table(mw_ipc_writer_t *w, const mw_schema_t *s, uint32_t *off);
+/* Decode a Schema table (e.g. the one in an IPC file footer) into *out
+ * (initialised here; empty on failure). lim may be NULL. */
+int mw_ipc_schema_table_decode(const mw_fbr_t *r, const mw_fbt_t *t, const mw_ipc_limits_t *lim,
+                               mw_schema_t *out, mw_err_t *err);
+
 /* --- WAL helpers --- */
 /* The schema's `writer_epoch` as an unsigned decimal; missing or malformed
  * -> -EBADMSG. */
