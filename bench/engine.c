@@ -178,7 +178,10 @@ static mw_table_t *open_fresh(uv_loop_t *loop, char *path, size_t n, bool no_fsy
   snprintf(cmd, sizeof cmd, "cp -r '%s/unsharded-small/t.lance' '%s' && chmod -R u+w '%s' && rm -rf '%s/_mem_wal'",
            vectors, path, path, path);
   sh(cmd);
-  mw_table_opts_t o = {.no_fsync = no_fsync, .config_keys = keys, .config_values = values, .n_config = n_cfg};
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = !no_fsync;
+  mw_table_opts_t o = {.storage = &sc, .config_keys = keys, .config_values = values, .n_config = n_cfg};
   mw_table_t *t;
   mw_err_t err = {0};
   if (mw_table_open(loop, path, &o, &t, &err) < 0) {
@@ -366,7 +369,10 @@ static void replay(uv_loop_t *loop, uint64_t mb) {
   er_model_free(&m);
   uint64_t bytes = dir_bytes(wal);
 
-  mw_table_opts_t o = {.no_fsync = true, .config_keys = keys, .config_values = vals, .n_config = 4};
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = false;
+  mw_table_opts_t o = {.storage = &sc, .config_keys = keys, .config_values = vals, .n_config = 4};
   mw_err_t err = {0};
   if (mw_table_open(loop, path, &o, &t, &err) < 0) exit(1);
   uint8_t id[16];

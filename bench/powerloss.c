@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "storage/local.h"
 #include "storage/storage.h"
 
 typedef struct cutter {
@@ -46,7 +47,7 @@ typedef struct cutter {
   mw_powerloss_t *pl;
 } cutter_t;
 
-static void on_step(void *ctx, const mw_storage_req_t *req, mw_storage_step_t step) {
+static void on_step(void *ctx, const mw_storage_req_t *req, unsigned step) {
   cutter_t *c = ctx;
   (void)req;
   (void)step;
@@ -114,7 +115,7 @@ static int round_run(const char *root, mw_storage_backend_t b, bool fsync, int n
   mw_storage_config_t cfg;
   mw_storage_config_init(&cfg, root);
   cfg.backend = b;
-  cfg.fsync = fsync;
+  cfg.durable = fsync;
   cfg.fault = &f;
   uv_loop_t loop;
   uv_loop_init(&loop);

@@ -91,7 +91,7 @@ static int open_st_sync(run_t *r, const char *root, mw_storage_backend_t b, bool
   mw_storage_config_t cfg;
   mw_storage_config_init(&cfg, root);
   cfg.backend = b;
-  cfg.fsync = fsync;
+  cfg.durable = fsync;
   cfg.max_inflight = 256;
   mw_err_t err = {0};
   int rc = mw_storage_open(&r->loop, &cfg, &r->st, &err);

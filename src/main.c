@@ -320,12 +320,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   mw_storage_config_t scfg;
-  mw_storage_config_init(&scfg, d.cfg.data_dir);
-  scfg.backend = d.cfg.io_backend == MW_IO_URING     ? MW_STORAGE_URING
-                 : d.cfg.io_backend == MW_IO_THREADS ? MW_STORAGE_THREADS
-                                                     : MW_STORAGE_AUTO;
-  scfg.max_inflight = (uint32_t)d.cfg.max_inflight;
-  scfg.max_object_bytes = (size_t)d.cfg.max_object_bytes;
+  mw_daemon_storage_config(&d.cfg, d.cfg.data_dir, &scfg);
   if ((rc = mw_storage_open(d.loop, &scfg, &d.storage, &err)) < 0) {
     mw_log_err("storage at %s: %s", d.cfg.data_dir, err.msg[0] ? err.msg : strerror(-rc));
     return 1;

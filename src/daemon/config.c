@@ -152,7 +152,7 @@ void mw_config_defaults(mw_config_t *cfg) {
   cfg->idle_timeout_ms = 300000;
   cfg->shutdown_timeout_ms = 30000;
   cfg->memory_trim_interval_ms = 10000;
-  cfg->io_backend = MW_IO_AUTO;
+  cfg->io_backend = MW_STORAGE_AUTO;
   cfg->max_inflight = 256;
   cfg->max_object_bytes = 256 * MiB;
 }
@@ -294,12 +294,10 @@ static int assign(load_ctx_t *c, const cfg_key_t *k, void *base, const char *sec
       return 1;
     }
     case T_IO: {
-      mw_io_backend_t v;
-      if (strcmp(value, "auto") == 0) v = MW_IO_AUTO;
-      else if (strcmp(value, "uring") == 0) v = MW_IO_URING;
-      else if (strcmp(value, "threads") == 0) v = MW_IO_THREADS;
-      else return fail(c, section, k->name, "expected auto, uring or threads, got '%s'", value);
-      *(mw_io_backend_t *)(void *)field = v;
+      mw_storage_backend_t v;
+      if (mw_storage_backend_parse(value, &v) < 0 || v == MW_STORAGE_S3)
+        return fail(c, section, k->name, "expected auto, uring or threads, got '%s'", value);
+      *(mw_storage_backend_t *)(void *)field = v;
       return 1;
     }
     case T_WALC: {
@@ -501,8 +499,7 @@ static void print_value(FILE *f, const cfg_key_t *k, const void *base) {
     }
     case T_LEVEL: fprintf(f, "%s", mw_log_level_name(*(const int *)(const void *)field)); break;
     case T_IO: {
-      static const char *const n[] = {"auto", "uring", "threads"};
-      fprintf(f, "%s", n[*(const mw_io_backend_t *)(const void *)field]);
+      fprintf(f, "%s", mw_storage_backend_label(*(const mw_storage_backend_t *)(const void *)field));
       break;
     }
     case T_WALC: fprintf(f, "%s", *(const mw_wal_compression_t *)(const void *)field ? "zstd" : "none"); break;

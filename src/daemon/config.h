@@ -23,13 +23,13 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "storage/storage.h"
 
 #define MW_CONFIG_MAX_TABLES 64
 #define MW_CONFIG_MAX_LISTEN 16
 #define MW_CONFIG_MAX_VALUE_BYTES 4096
 #define MW_CONFIG_MAX_SETS 256
 
-typedef enum { MW_IO_AUTO = 0, MW_IO_URING, MW_IO_THREADS } mw_io_backend_t;
 typedef enum { MW_WAL_COMPRESSION_NONE = 0, MW_WAL_COMPRESSION_ZSTD } mw_wal_compression_t;
 typedef enum { MW_CLAIM_LAZY = 0, MW_CLAIM_EAGER } mw_claim_mode_t;
 
@@ -81,8 +81,8 @@ typedef struct mw_config {
   char metrics_listen[256];
   int64_t shutdown_timeout_ms;
   int64_t memory_trim_interval_ms;
-  /* [storage] */
-  mw_io_backend_t io_backend;
+  /* [storage]: every table's storage (daemon/tables.c builds it) */
+  mw_storage_backend_t io_backend; /* auto | uring | threads (local tables) */
   int64_t max_inflight;
   int64_t max_object_bytes;
   /* [table NAME] */

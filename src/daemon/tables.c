@@ -1,29 +1,44 @@
 /*
  * tables.c — see tables.h.
  *
- * Bootstrap file writes: "<dir>/.tmp-<pid>-<n>" is written and fsynced,
- * linked to the final name (EEXIST = someone else created it: we stop and
- * open their table), the directory is fsynced, the temp is unlinked. The
- * version hint is not exclusive (LanceDB overwrites it too) and goes
- * through rename.
+ * Storage: every table's storage configuration comes from one place,
+ * mw_daemon_storage_config (the `[storage]` section: backend, limits; then
+ * the table's own settings). Start-up work on a table — finishing an
+ * interrupted drop, checking that it exists, bootstrapping it — goes
+ * through the table's storage (shard/table.h), never the file system
+ * directly, so it is the same on every backend.
+ *
+ * Bootstrap: the files lance/table_create.h makes are written in order,
+ * each with put-if-absent (-EEXIST = someone else created the table: we
+ * stop and open theirs), except the version hint, which LanceDB overwrites
+ * too and which is a plain put.
  */
 #include "daemon/tables.h"
 #include "daemon/testhook.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/log.h"
 #include "lance/route.h"
 #include "lance/schema_text.h"
 #include "lance/table_create.h"
+
+/* ------------------------------------------------------------ storage */
+
+void mw_daemon_storage_config(const mw_config_t *cfg, const char *uri, mw_storage_config_t *out) {
+  assert(cfg != NULL && out != NULL);
+  mw_storage_config_init(out, uri);
+  out->backend = cfg->io_backend;
+  out->max_inflight = (uint32_t)cfg->max_inflight;
+  out->max_object_bytes = (size_t)cfg->max_object_bytes;
+  assert(out->max_inflight > 0 && out->max_object_bytes > 0);
+}
 
 /* ------------------------------------------------------------ bootstrap */
 
@@ -47,56 +62,8 @@ int mw_daemon_mkdir_parent(const char *file) {
   return mkdir_p(dir);
 }
 
-static int fsync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  int rc = fsync(fd) == 0 ? 0 : -errno;
-  close(fd);
-  return rc;
-}
-
-/* Durably create `root/rel` with `bytes`; exclusive: fail with -EEXIST when
- * the name exists, else replace. */
-static int write_durable(const char *root, const char *rel, const mw_buf_t *bytes, bool exclusive) {
-  static unsigned seq;
-  char path[2048], dir[2048], tmp[2100];
-  snprintf(path, sizeof path, "%s/%s", root, rel);
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  assert(slash != NULL);
-  *slash = '\0';
-  int rc = mkdir_p(dir);
-  if (rc < 0) return rc;
-  snprintf(tmp, sizeof tmp, "%s/.tmp-%d-%u", dir, (int)getpid(), seq++);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-  if (fd < 0) return -errno;
-  size_t done = 0;
-  while (done < bytes->len) {
-    ssize_t w = write(fd, bytes->data + done, bytes->len - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      rc = w < 0 ? -errno : -EIO;
-      break;
-    }
-    done += (size_t)w;
-  }
-  if (rc == 0 && fsync(fd) != 0) rc = -errno;
-  close(fd);
-  if (rc == 0) rc = exclusive ? (link(tmp, path) == 0 ? 0 : -errno)
-                              : (rename(tmp, path) == 0 ? 0 : -errno);
-  if (exclusive || rc < 0) unlink(tmp);
-  if (rc == 0) rc = fsync_dir(dir);
-  return rc;
-}
-
-static bool table_exists(const char *path) {
-  char v[2048];
-  struct stat st;
-  snprintf(v, sizeof v, "%s/_versions", path);
-  return stat(v, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-int mw_daemon_table_create(const mw_table_config_t *tc, const char *path, mw_err_t *err) {
+int mw_daemon_table_create(const mw_table_config_t *tc, const mw_table_opts_t *o, mw_err_t *err) {
+  assert(tc != NULL && o != NULL);
   mw_schema_t schema;
   mw_shard_spec_t spec;
   mw_table_files_t files;
@@ -109,15 +76,14 @@ int mw_daemon_table_create(const mw_table_config_t *tc, const char *path, mw_err
     goto fail;
   mw_table_create_params_t p = {.schema = &schema, .spec = &spec};
   if ((rc = mw_table_create_encode(&p, &files, err)) < 0) goto fail;
-  for (size_t i = 0; i < files.n; i++) {
-    bool hint = strstr(files.files[i].path, "latest_version_hint") != NULL;
-    rc = write_durable(path, files.files[i].path, &files.files[i].bytes, !hint);
-    if (rc < 0) {
-      mw_err_set(err, rc, "%s/%s: %s", path, files.files[i].path, strerror(-rc));
-      goto fail;
-    }
-  }
-  rc = 0;
+  mw_table_new_file_t nf[MW_TABLE_CREATE_FILES];
+  assert(files.n <= MW_TABLE_CREATE_FILES);
+  for (size_t i = 0; i < files.n; i++)
+    nf[i] = (mw_table_new_file_t){.key = files.files[i].path,
+                                  .bytes = files.files[i].bytes.data,
+                                  .len = files.files[i].bytes.len,
+                                  .replace = strstr(files.files[i].path, "latest_version_hint") != NULL};
+  rc = mw_table_bootstrap(tc->uri, o, nf, files.n, err);
 fail:
   mw_table_files_free(&files);
   mw_schema_free(&schema);
@@ -217,17 +183,28 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
   dt->loop = loop;
   for (size_t i = 0; i < cfg->n_tables; i++) {
     const mw_table_config_t *tc = &cfg->tables[i];
-    if (mw_table_drop_interrupted(tc->uri)) {
+    mw_storage_config_t sc;
+    mw_daemon_storage_config(cfg, tc->uri, &sc);
+    const char *keys[16], *values[16];
+    char buf[16][32];
+    size_t n = writer_settings(tc, keys, values, buf);
+    mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
+                         .allow_maintained_indexes = tc->allow_unmaintained_indexes,
+                         .storage = &sc};
+    int rc = mw_table_drop_interrupted(tc->uri, &o, err);
+    if (rc < 0) return mw_err_set(err, rc, "[table %s] cannot check %s", tc->name, tc->uri);
+    if (rc == 1) {
       /* every shard was sealed before that commit began: finish it */
       mw_log_notice("table %s: finishing the drop_table interrupted at %s", tc->name, tc->uri);
-      int rc = mw_table_drop_remains(tc->uri, err);
-      if (rc < 0) return rc;
+      if ((rc = mw_table_drop_remains(tc->uri, &o, err)) < 0) return rc;
     }
-    if (!table_exists(tc->uri)) {
+    if ((rc = mw_table_exists(tc->uri, &o, err)) < 0)
+      return mw_err_set(err, rc, "[table %s] cannot look at %s", tc->name, tc->uri);
+    if (rc == 0) {
       if (!tc->create)
         return mw_err_set(err, -ENOENT, "[table %s] no Lance table at %s (set create = true to "
                           "create it)", tc->name, tc->uri);
-      int rc = mw_daemon_table_create(tc, tc->uri, err);
+      rc = mw_daemon_table_create(tc, &o, err);
       if (rc == -EEXIST) {
         mw_log_notice("table %s: another process created %s first; opening it", tc->name, tc->uri);
       } else if (rc < 0) {
@@ -237,16 +214,8 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
                       tc->primary_key);
       }
     }
-    const char *keys[16], *values[16];
-    char buf[16][32];
-    size_t n = writer_settings(tc, keys, values, buf);
-    mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
-                         .allow_maintained_indexes = tc->allow_unmaintained_indexes,
-                         .backend = cfg->io_backend == MW_IO_URING     ? MW_STORAGE_URING
-                                    : cfg->io_backend == MW_IO_THREADS ? MW_STORAGE_THREADS
-                                                                       : MW_STORAGE_AUTO};
     mw_table_t *t = NULL;
-    int rc = mw_testhook_fault(tc->uri, &o.fault, err); /* tests only (daemon/testhook.h) */
+    rc = mw_testhook_fault(tc->uri, &sc.fault, err); /* tests only (daemon/testhook.h) */
     if (rc < 0) return rc;
     if ((rc = mw_table_open(loop, tc->uri, &o, &t, err)) < 0) return rc;
     mw_testhook_attach(tc->uri, t->st);

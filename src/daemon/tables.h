@@ -3,11 +3,12 @@
  *
  * Owns: one mw_table_t per `[table NAME]` section and the front end's name
  * registry over them. Start-up is synchronous on purpose (nothing is served
- * yet): a table that does not exist is bootstrapped when `create = true`
- * (lance/table_create.h: the two versions LanceDB writes, each file created
- * with link(2) so a racing creator cannot be overwritten, fsynced with its
- * directory), then opened through the shard engine; `shards` narrows the
- * shards this daemon owns; `claim = eager` claims them now.
+ * yet): a drop_table interrupted by a crash is finished, a table that does
+ * not exist is bootstrapped when `create = true` (lance/table_create.h: the
+ * two versions LanceDB writes, each file a put-if-absent through the table's
+ * storage so a racing creator cannot be overwritten), then opened through
+ * the shard engine; `shards` narrows the shards this daemon owns; `claim =
+ * eager` claims them now.
  *
  * Shutdown is asynchronous: every shard is released (its MemTable flushed
  * to an SSTable and the manifest committed), then each table is closed.
@@ -48,8 +49,13 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
 void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg);
 /* mkdir -p of the directory that holds `file` (the admin socket's). */
 int mw_daemon_mkdir_parent(const char *file);
-/* Create the table at `path` from the section's schema/primary_key/spec.
- * -EEXIST when a table is already there (or another creator won). */
-int mw_daemon_table_create(const mw_table_config_t *tc, const char *path, mw_err_t *err);
+/* Create the table at tc->uri from the section's schema/primary_key/spec,
+ * through storage configured by o->storage. -EEXIST when a table is already
+ * there (or another creator won). */
+int mw_daemon_table_create(const mw_table_config_t *tc, const mw_table_opts_t *o, mw_err_t *err);
+/* The storage configuration of a table at uri (or of data_dir): the
+ * `[storage]` section's backend and limits. The one place that maps the
+ * daemon's configuration to storage's. */
+void mw_daemon_storage_config(const mw_config_t *cfg, const char *uri, mw_storage_config_t *out);
 
 #endif

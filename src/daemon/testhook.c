@@ -34,7 +34,6 @@
 #include "common/log.h"
 
 enum { CLASS_ANY = 0, CLASS_WAL, CLASS_MANIFEST, CLASS_FLUSH, CLASS_DATASET, CLASS_COUNT_ };
-#define STEP_ANY MW_STEP_COUNT_
 #define SPEC_BYTES 96
 #define EXIT_CUT 137
 #define EXIT_CUT_FAILED 3
@@ -52,7 +51,7 @@ typedef struct hooked {
 static struct {
   bool crash, power;
   int cls;
-  unsigned step; /* mw_storage_step_t or STEP_ANY */
+  char step[32]; /* a backend's step name, or "any" */
   uint64_t nth;
   char spec[SPEC_BYTES];
   atomic_uint_fast64_t seen;
@@ -100,12 +99,12 @@ static int parse_crash(const char *v, mw_err_t *err) {
   H.cls = -1;
   for (int i = 0; i < CLASS_COUNT_; i++)
     if (strcmp(buf, class_names[i]) == 0) H.cls = i;
-  int step = mw_storage_step_parse(c1 + 1);
-  H.step = strcmp(c1 + 1, "any") == 0 ? STEP_ANY : step >= 0 ? (unsigned)step : MW_STEP_COUNT_ + 1;
+  bool step_ok = strcmp(c1 + 1, "any") == 0 || mw_storage_step_known(c1 + 1);
+  snprintf(H.step, sizeof H.step, "%s", c1 + 1);
   char *end = NULL;
   errno = 0;
   unsigned long long n = strtoull(c2 + 1, &end, 10);
-  if (H.cls < 0 || H.step > STEP_ANY || errno != 0 || end == c2 + 1 || *end != '\0' || n == 0 ||
+  if (H.cls < 0 || !step_ok || errno != 0 || end == c2 + 1 || *end != '\0' || n == 0 ||
       n > 1000000000ull)
     goto bad;
   H.nth = n;
@@ -202,21 +201,23 @@ static void on_async(uv_async_t *a) {
 
 /* ---- the crash hook (any thread) ---- */
 
-static void on_step(void *ctx, const mw_storage_req_t *req, mw_storage_step_t step) {
+static void on_step(void *ctx, const mw_storage_req_t *req, unsigned step) {
   (void)ctx;
   if (!H.crash || atomic_load(&H.fired)) return;
-  if (H.step != STEP_ANY && (unsigned)step != H.step) return;
-  if (!class_match(H.cls, req->priv.key)) return;
+  const char *name = mw_storage_req_step_name(req, step);
+  const char *key = mw_storage_req_key(req);
+  if (strcmp(H.step, "any") != 0 && strcmp(name, H.step) != 0) return;
+  if (!class_match(H.cls, key)) return;
   if (atomic_fetch_add(&H.seen, 1) + 1 != H.nth) return;
   if (atomic_exchange(&H.fired, true)) return;
   if (!H.power) {
-    mw_log_warn("testhook: MEMWALD_CRASH_AT=%s fired before %s of %s: SIGKILL", H.spec,
-                mw_storage_step_name(step), req->priv.key);
+    mw_log_warn("testhook: MEMWALD_CRASH_AT=%s fired before %s of %s: SIGKILL", H.spec, name,
+                key);
     raise(SIGKILL);
     _exit(EXIT_CUT); /* not reached */
   }
-  mw_log_warn("testhook: MEMWALD_CRASH_AT=%s fired before %s of %s: power loss", H.spec,
-              mw_storage_step_name(step), req->priv.key);
+  mw_log_warn("testhook: MEMWALD_CRASH_AT=%s fired before %s of %s: power loss", H.spec, name,
+              key);
   /* Trip here, so this very step already fails; the loop does the rest. */
   size_t n = atomic_load(&H.n);
   for (size_t i = 0; i < n; i++) mw_powerloss_trip(H.hooks[i].pl);
@@ -260,6 +261,9 @@ int mw_testhook_fault(const char *root_dir, const mw_storage_fault_t **out, mw_e
   if (!H.crash && !H.power) return 0;
   if (H.n >= MW_TESTHOOK_MAX_STORAGES)
     return mw_err_set(err, -E2BIG, "testhook: more than %d storages", MW_TESTHOOK_MAX_STORAGES);
+  if (H.power && mw_storage_uri_is_s3(root_dir))
+    return mw_err_set(err, -ENOTSUP, "testhook: MEMWALD_POWER_LOSS models a local disk, not %s",
+                      root_dir);
   hooked_t *h = &H.hooks[H.n];
   memset(h, 0, sizeof *h);
   if ((h->root = strdup(root_dir)) == NULL) return mw_err_set(err, -ENOMEM, "out of memory");

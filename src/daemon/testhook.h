@@ -14,11 +14,13 @@
  *         dataset   the key starts with "_versions/" (the table's own versions;
                    an SSTable's "<x>_gen_<g>/_versions/" is flush)
  *         any       every key
- *       <step> is a storage step name (open mkdir write fsync close link
- *       rename diropen dirsync dirclose unlink stat read scan) or "any".
+ *       <step> is a step name of the table's storage backend
+ *       (docs/storage.md; local disk: open mkdir write fsync close link
+ *       rename diropen dirsync dirclose unlink stat read scan rmdir) or
+ *       "any".
  *   MEMWALD_POWER_LOSS=1
  *       every table's storage is opened with a power-loss journal
- *       (storage.h). On SIGUSR2, or when MEMWALD_CRASH_AT fires, the journals
+ *       (storage/local.h; local tables only). On SIGUSR2, or when MEMWALD_CRASH_AT fires, the journals
  *       trip (the power fails: no later step succeeds, no later fsync counts),
  *       the storages are closed, each table directory is rewritten to its
  *       durable state with mw_storage_power_cut, and the process _exit(137)s.
@@ -36,7 +38,7 @@
 #include <uv.h>
 
 #include "common/err.h"
-#include "storage/storage.h"
+#include "storage/local.h"
 
 /* Storages a power-loss run can track (one per table). */
 #define MW_TESTHOOK_MAX_STORAGES 64

@@ -26,15 +26,12 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "lance/bloom.h"
 #include "lance/datafile.h"
@@ -481,49 +478,4 @@ fail:
   free(dead);
   mw_sstable_free(out);
   return rc;
-}
-
-/* ------------------------------------------------------------ local writes */
-
-static int mkdirs(char *path) {
-  for (char *p = path + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    int rc = mkdir(path, 0755);
-    *p = '/';
-    if (rc != 0 && errno != EEXIST) return -errno;
-  }
-  return 0;
-}
-
-static int write_all(const char *path, const mw_buf_t *b) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return -errno;
-  size_t done = 0;
-  while (done < b->len) {
-    ssize_t w = write(fd, b->data + done, b->len - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      close(fd);
-      return -EIO;
-    }
-    done += (size_t)w;
-  }
-  return close(fd) == 0 ? 0 : -EIO;
-}
-
-int mw_sstable_write_dir(const mw_sstable_t *sst, const char *shard_dir, mw_err_t *err) {
-  assert(sst != NULL && shard_dir != NULL);
-  char path[4096];
-  struct stat st;
-  snprintf(path, sizeof path, "%s/%s", shard_dir, sst->dir_name);
-  if (stat(path, &st) == 0) return mw_err_set(err, -EEXIST, "%s already exists", path);
-  for (size_t i = 0; i < sst->n_files; i++) {
-    int n = snprintf(path, sizeof path, "%s/%s", shard_dir, sst->files[i].path);
-    if (n < 0 || (size_t)n >= sizeof path) return mw_err_set(err, -ENAMETOOLONG, "path too long");
-    int rc = mkdirs(path);
-    if (rc == 0) rc = write_all(path, &sst->files[i].bytes);
-    if (rc < 0) return mw_err_set(err, rc, "%s: %s", path, strerror(-rc));
-  }
-  return 0;
 }

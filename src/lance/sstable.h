@@ -18,8 +18,8 @@
  * I/O free: mw_sstable_build() returns (relative path, bytes) pairs; the
  * engine writes them through the storage layer (plain puts, any order, the
  * manifest last is good practice) and then publishes the SSTable with a shard
- * manifest update using mw_sstable_t's accounting fields. mw_sstable_write_dir
- * is a small helper that writes them to a local directory (tests and tools).
+ * manifest update using mw_sstable_t's accounting fields (shard/flush.c).
+ * The codec never touches a file.
  *
  * Input: the frozen MemTable's schema — base columns with their Lance field
  * ids and PK markers (mw_field_t.pk_position), then `_tombstone: bool not
@@ -100,9 +100,5 @@ void mw_sstable_free(mw_sstable_t *sst);
 
 /* The file whose path ends with `suffix` (e.g. "bloom_filter.bin"), or NULL. */
 const mw_sstable_file_t *mw_sstable_find(const mw_sstable_t *sst, const char *suffix);
-
-/* Write every file under shard_dir (creating directories, mode 0755/0644).
- * Refuses to overwrite: -EEXIST when <shard_dir>/<dir_name> exists. */
-int mw_sstable_write_dir(const mw_sstable_t *sst, const char *shard_dir, mw_err_t *err);
 
 #endif

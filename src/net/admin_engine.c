@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "storage/fault.h"
 #include "lance/route.h"
 
 #define MW_FE_IDENTITY_MAX_BYTES 4096 /* as schema_text.h MW_SHARD_VALUE_MAX_BYTES */
@@ -176,22 +177,27 @@ static int storage_json(const mw_fe_admin_t *a, mw_buf_t *out) {
       rc = put(out,
                ",\"backend\":\"%s\",\"ops_ok\":%" PRIu64 ",\"ops_failed\":%" PRIu64
                ",\"consecutive_failures\":%" PRIu32 ",\"healthy\":%s,\"last_error\":\"%s\""
-               ",\"last_error_ms_ago\":%" PRId64 ",\"last_ok_ms_ago\":%" PRId64,
+               ",\"last_error_ms_ago\":%" PRId64 ",\"last_ok_ms_ago\":%" PRId64
+               ",\"inflight\":%" PRIu32 ",\"queued\":%" PRIu32 ",\"max_inflight\":%" PRIu32
+               ",\"max_object_bytes\":%zu",
                mw_storage_backend_name(t->st), h.ops_ok, h.ops_failed, h.consecutive_failures,
                h.consecutive_failures == 0 ? "true" : "false",
                h.last_error ? mw_errno_name(h.last_error) : "",
                h.last_error_ms ? (int64_t)ago(a, h.last_error_ms) : -1,
-               h.last_ok_ms ? (int64_t)ago(a, h.last_ok_ms) : -1);
+               h.last_ok_ms ? (int64_t)ago(a, h.last_ok_ms) : -1, mw_storage_inflight(t->st),
+               mw_storage_queued(t->st), mw_storage_max_inflight(t->st),
+               mw_storage_max_object_bytes(t->st));
     mw_storage_fault_t f;
     mw_storage_fault_get(t->st, &f);
-    bool armed = f.fail_nth || f.fail_prefix || f.fail_fsync_once || f.delay_ms;
+    bool armed = f.fail_nth || f.fail_prefix || f.fail_sync_once || f.delay_ms;
     if (rc == 0 && armed) {
       rc = put(out, ",\"fault_injected\":{\"nth\":%" PRIu64 ",\"errno\":\"%s\",\"delay_ms\":%" PRIu32
                ",\"fsync_once\":%s,\"steps\":\"", f.fail_nth,
                f.fail_errno ? mw_errno_name(-f.fail_errno) : "", f.delay_ms,
-               f.fail_fsync_once ? "true" : "false");
-      for (int k = 0, n = 0; rc == 0 && k < MW_STEP_COUNT_; k++)
-        if (f.fail_steps & MW_STEP_BIT(k)) rc = put(out, "%s%s", n++ ? "+" : "", mw_storage_step_name(k));
+               f.fail_sync_once ? "true" : "false");
+      for (unsigned k = 0, n = 0; rc == 0 && k < mw_storage_step_count(t->st); k++)
+        if (f.fail_steps & MW_STEP_BIT(k))
+          rc = put(out, "%s%s", n++ ? "+" : "", mw_storage_step_name(t->st, k));
       if (rc == 0) rc = mw_buf_append(out, "\",\"prefix\":", 11);
       if (rc == 0) rc = mw_admin_json_str(out, f.fail_prefix ? f.fail_prefix : "");
       if (rc == 0) rc = mw_buf_append(out, "}", 1);
@@ -351,13 +357,13 @@ static int parse_errno(const char *v) {
   return (*v && !*end && x > 0 && x < 4096) ? (int)x : -EINVAL;
 }
 
-static int parse_steps(const char *v, uint32_t *mask) {
+static int parse_steps(const mw_storage_t *st, const char *v, uint32_t *mask) {
   char tmp[256];
   snprintf(tmp, sizeof tmp, "%s", v);
   *mask = 0;
   char *save = NULL;
   for (char *w = strtok_r(tmp, "+|", &save); w; w = strtok_r(NULL, "+|", &save)) {
-    int k = mw_storage_step_parse(w);
+    int k = mw_storage_step_parse(st, w);
     if (k < 0) return -EINVAL;
     *mask |= MW_STEP_BIT(k);
   }
@@ -371,7 +377,8 @@ static int parse_steps(const char *v, uint32_t *mask) {
  * submitted from now on), prefix=KEY-PREFIX, target=wal|manifest|shard with
  * shard=SHARD (a prefix under that shard's _mem_wal directory), errno=NAME|N
  * (default EIO), steps=STEP[+STEP...] (default any), delay_ms=D,
- * fsync_once. Replies with the status `storage` entry's fault fields. */
+ * fsync_once (alias sync_once: the next durability step fails). Steps are
+ * the table storage backend's own names. Replies with the status `storage` entry's fault fields. */
 static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *const *argv,
                          mw_err_t *err) {
   const char *env = getenv("MEMWALD_TEST_FAULTS");
@@ -388,6 +395,9 @@ static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *
   f.on_step = keep.on_step;
   f.on_step_ctx = keep.on_step_ctx;
   f.power_loss = keep.power_loss;
+  f.uring_refuse = keep.uring_refuse;
+  f.uring_submit_errno = keep.uring_submit_errno;
+  f.uring_submit_failures = keep.uring_submit_failures;
   char prefix[MW_STORAGE_KEY_MAX_BYTES + 64] = "";
   bool has_prefix = false;
   char target[16] = "", shard[512] = "";
@@ -402,7 +412,8 @@ static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *
         if (v) *v++ = 0;
         char *end = NULL;
         int bad = 0;
-        if (strcmp(kv, "fsync_once") == 0) f.fail_fsync_once = !v || strcmp(v, "0") != 0;
+        if (strcmp(kv, "fsync_once") == 0 || strcmp(kv, "sync_once") == 0)
+          f.fail_sync_once = !v || strcmp(v, "0") != 0;
         else if (!v) bad = 1;
         else if (strcmp(kv, "nth") == 0) {
           unsigned long long n = strtoull(v, &end, 10);
@@ -423,7 +434,7 @@ static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *
           f.fail_errno = parse_errno(v);
           if (f.fail_errno < 0) bad = 1;
         } else if (strcmp(kv, "steps") == 0) {
-          if (parse_steps(v, &f.fail_steps) < 0) bad = 1;
+          if (parse_steps(t->st, v, &f.fail_steps) < 0) bad = 1;
         } else if (strcmp(kv, "delay_ms") == 0) {
           unsigned long d = strtoul(v, &end, 10);
           if (!*v || *end || d > 600000) bad = 1;

@@ -19,8 +19,6 @@
 #define DROP_MARKER "_memwald_drop_in_progress"
 
 #include <assert.h>
-#include <dirent.h>
-#include <ftw.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,60 +32,72 @@
 
 /* ------------------------------------------------------------------- open */
 
-static int read_file(const char *path, mw_buf_t *out) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return -errno;
-  uint8_t tmp[65536];
-  size_t n;
-  int rc = 0;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
-    if ((rc = mw_buf_append(out, tmp, n)) < 0) break;
-  if (rc == 0 && ferror(f)) rc = -EIO;
-  fclose(f);
-  if (rc == 0 && out->len > MW_DMANIFEST_MAX_BYTES) rc = -EFBIG;
+/* The table's storage configuration: the caller's template (limits,
+ * backend, S3 settings, test faults) with the table's URI. */
+static mw_storage_config_t storage_cfg(const char *uri, const mw_table_opts_t *opts) {
+  mw_storage_config_t sc;
+  if (opts != NULL && opts->storage != NULL) sc = *opts->storage;
+  else mw_storage_config_init(&sc, NULL);
+  sc.uri = uri;
+  return sc;
+}
+
+/* A blocking storage for start-up work on the table at uri. Start-up reads
+ * and writes run without the test faults, which target the data path. */
+static int open_sync(const char *uri, const mw_table_opts_t *opts, mw_storage_sync_t **ss,
+                     mw_err_t *err) {
+  mw_storage_config_t sc = storage_cfg(uri, opts);
+  sc.fault = NULL;
+  int rc = mw_storage_sync_open(&sc, ss, err);
+  if (rc < 0) mw_err_set(err, rc, "table %s: storage", uri);
   return rc;
 }
 
-static int latest_manifest(const char *path, mw_table_meta_t *meta, mw_err_t *err) {
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s/_versions", path);
-  DIR *d = opendir(dir);
-  if (d == NULL) return mw_err_set(err, -errno, "table %s: cannot list _versions/: %s", path, strerror(errno));
+/* The newest base manifest under _versions/ (its direct children only). */
+static int latest_manifest(mw_storage_sync_t *ss, const char *path, mw_table_meta_t *meta,
+                           mw_err_t *err) {
+  static const char dir[] = "_versions/";
+  mw_storage_req_t req;
+  mw_storage_req_init(&req);
   char **names = NULL;
-  size_t n = 0, cap = 0;
-  int rc = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    if (n == cap) {
-      cap = cap ? cap * 2 : 64;
-      char **p = realloc(names, cap * sizeof *p);
-      if (p == NULL) { rc = -ENOMEM; break; }
-      names = p;
-    }
-    if ((names[n] = strdup(e->d_name)) == NULL) { rc = -ENOMEM; break; }
-    n++;
+  size_t n = 0;
+  mw_buf_t bytes = MW_BUF_INIT;
+  int rc = mw_storage_sync_list(ss, dir, &req, err);
+  if (rc < 0) {
+    mw_err_set(err, rc, "table %s: cannot list _versions/", path);
+    goto out;
   }
-  closedir(d);
+  names = calloc(req.nkeys + 1, sizeof *names);
+  if (names == NULL) {
+    rc = mw_err_set(err, -ENOMEM, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < req.nkeys; i++) {
+    const char *name = req.keys[i] + sizeof dir - 1;
+    if (strchr(name, '/') == NULL) names[n++] = (char *)name; /* points into req.buf */
+  }
   uint64_t version = 0;
   size_t idx = 0;
-  if (rc == 0) rc = mw_dmanifest_latest(names, n, &version, &idx, err);
+  rc = mw_dmanifest_latest(names, n, &version, &idx, err);
   if (rc == -ENOENT) mw_err_set(err, rc, "table %s: no manifest in _versions/", path);
-  mw_buf_t bytes = MW_BUF_INIT;
-  if (rc == 0) {
-    char file[4400];
-    snprintf(file, sizeof file, "%s/%s", dir, names[idx]);
-    rc = read_file(file, &bytes);
-    if (rc < 0) mw_err_set(err, rc, "table %s: cannot read %s", path, file);
+  if (rc < 0) goto out;
+  char key[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(key, sizeof key, "%s%s", dir, names[idx]);
+  uint64_t size = 0;
+  rc = mw_storage_sync_head(ss, key, &size, err);
+  if (rc == 0 && size > MW_DMANIFEST_MAX_BYTES) rc = -EFBIG;
+  if (rc == 0) rc = mw_storage_sync_get(ss, key, &bytes, err);
+  if (rc < 0) {
+    mw_err_set(err, rc, "table %s: cannot read %s: %s", path, key, mw_strerror(rc));
+    goto out;
   }
-  if (rc == 0) {
-    rc = mw_table_meta_read(bytes.data, bytes.len, meta, err);
-    meta->version = version;
-    if (rc < 0) mw_err_set(err, rc, "table %s: manifest v%" PRIu64 " refused", path, version);
-  }
+  rc = mw_table_meta_read(bytes.data, bytes.len, meta, err);
+  meta->version = version;
+  if (rc < 0) mw_err_set(err, rc, "table %s: manifest v%" PRIu64 " refused", path, version);
+out:
   mw_buf_free(&bytes);
-  for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
+  mw_storage_req_cleanup(&req);
   return rc;
 }
 
@@ -203,6 +213,33 @@ static int check_index(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) {
   return 0;
 }
 
+/* Leftovers of crashed writers (local temp files, S3 incomplete uploads):
+ * swept once at open, in the background; the storage drains the request
+ * before it closes, so the table outlives the callback. */
+static void on_swept(mw_storage_req_t *req, int status) {
+  mw_table_t *t = req->data;
+  assert(t != NULL && !t->sweep_done);
+  t->sweep_done = true;
+  t->swept = status == 0 ? req->nkeys : 0;
+  if (status < 0)
+    mw_log_warn("table %s: sweeping crashed writers' leftovers failed: %s", t->path,
+                mw_storage_req_error(req));
+  else if (req->nkeys > 0)
+    mw_log_notice("table %s: removed %zu leftovers of crashed writers (older than %d s)", t->path,
+                  req->nkeys, MW_TABLE_SWEEP_MIN_AGE_S);
+  mw_storage_req_cleanup(req);
+}
+
+static void sweep_start(mw_table_t *t) {
+  mw_storage_req_init(&t->sweep_req);
+  t->sweep_req.data = t;
+  int rc = mw_storage_sweep_tmp(t->st, &t->sweep_req, "", MW_TABLE_SWEEP_MIN_AGE_S, on_swept);
+  if (rc < 0) {
+    t->sweep_done = true;
+    mw_log_warn("table %s: cannot sweep leftovers: %s", t->path, mw_strerror(rc));
+  }
+}
+
 int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts, mw_table_t **out,
                   mw_err_t *err) {
   assert(loop != NULL && path != NULL && out != NULL);
@@ -212,13 +249,20 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
   if (t == NULL) return -ENOMEM;
   t->loop = loop;
   mw_schema_init(&t->schema);
+  mw_storage_sync_t *ss = NULL;
   int rc = (t->path = strdup(path)) ? 0 : -ENOMEM;
-  if (rc == 0 && mw_table_drop_interrupted(path))
-    rc = mw_err_set(err, -ECANCELED,
-                    "table %s: a drop_table was interrupted here (%s exists); finish it with "
-                    "mw_table_drop_remains (memwald does at start-up) or remove the directory",
-                    path, DROP_MARKER);
-  if (rc == 0) rc = latest_manifest(path, &t->meta, err);
+  if (rc == 0) rc = open_sync(path, opts, &ss, err);
+  if (rc == 0 && (rc = mw_storage_sync_head(ss, DROP_MARKER, NULL, err)) != -ENOENT) {
+    if (rc == 0)
+      rc = mw_err_set(err, -ECANCELED,
+                      "table %s: a drop_table was interrupted here (%s exists); finish it with "
+                      "mw_table_drop_remains (memwald does at start-up) or remove the table",
+                      path, DROP_MARKER);
+  } else {
+    rc = 0;
+  }
+  if (rc == 0) rc = latest_manifest(ss, path, &t->meta, err);
+  mw_storage_sync_close(ss);
   if (rc == 0) rc = build_schema(t, err);
   if (rc == 0) rc = check_index(t, opts, err);
   if (rc == 0) rc = merge_config(t, opts, err);
@@ -230,11 +274,7 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
   }
   t->own_all = opts->owned == NULL;
   if (rc == 0) {
-    mw_storage_config_t sc;
-    mw_storage_config_init(&sc, path);
-    sc.backend = opts->backend;
-    sc.fsync = !opts->no_fsync;
-    sc.fault = opts->fault;
+    mw_storage_config_t sc = storage_cfg(path, opts);
     rc = mw_storage_open(loop, &sc, &t->st, err);
   }
   if (rc < 0) {
@@ -249,6 +289,7 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
   }
   mw_log_info("table %s: base version %" PRIu64 ", %zu columns, sharding %d", path, t->meta.version,
               t->schema.n_fields - 1, (int)t->kind);
+  sweep_start(t);
   *out = t;
   return 0;
 }
@@ -370,7 +411,7 @@ int mw_table_claim_owned(mw_table_t *t) {
 /* ------------------------------------------------------------- drop_table */
 
 enum { DP_NONE = 0, DP_LIST, DP_PREPARE, DP_ROLLBACK, DP_RELEASE, DP_COMMIT_MARK, DP_COMMIT_SHARDS,
-       DP_COMMIT_LIST, DP_COMMIT_TOPS, DP_COMMIT_UNMARK, DP_COMMIT_RMDIR };
+       DP_COMMIT_LIST, DP_COMMIT_TOPS, DP_COMMIT_UNMARK, DP_COMMIT_ROOT };
 
 static const char drop_marker_text[] =
     "memwald drop_table: every shard was sealed and the table is being deleted.\n";
@@ -461,9 +502,7 @@ static void on_drop_ctl(mw_shard_t *s, int status, const char *reason, void *arg
   drop_step(t);
 }
 
-static int remove_empty_dirs(const char *path);
-static void rmdir_work(uv_work_t *w);
-static void rmdir_done(uv_work_t *w, int status);
+static mw_storage_req_t *drop_req(mw_table_t *t);
 
 static int add_top(mw_table_drop_t *d, const char *key) {
   const char *slash = strchr(key, '/');
@@ -485,8 +524,9 @@ static void on_drop_storage(mw_storage_req_t *req, int status) {
   mw_table_drop_t *d = t->drop;
   char msg[MW_TABLE_REASON_BYTES];
   if (status < 0 && status != -ENOENT) {
-    snprintf(msg, sizeof msg, "%s failed: %s", d->phase == DP_LIST ? "listing _mem_wal/" : "commit: delete",
-             mw_strerror(status));
+    snprintf(msg, sizeof msg, "%s failed: %.300s",
+             d->phase == DP_LIST ? "listing _mem_wal/" : "commit: delete",
+             mw_storage_req_error(req)[0] ? mw_storage_req_error(req) : mw_strerror(status));
     if (d->phase == DP_LIST) drop_finish(t, status, msg);
     else {
       size_t at = strlen(msg);
@@ -532,12 +572,14 @@ static void on_drop_storage(mw_storage_req_t *req, int status) {
     d->phase = DP_COMMIT_SHARDS;
     d->i = 0;
   } else if (d->phase == DP_COMMIT_UNMARK) {
-    /* a directory walk is many syscalls: on libuv's thread pool, like the
-     * storage layer's own walks; the table stays busy (close: -EBUSY) */
-    d->phase = DP_COMMIT_RMDIR;
-    d->rmdir_work.data = t;
-    int rc = uv_queue_work(t->loop, &d->rmdir_work, rmdir_work, rmdir_done);
-    if (rc < 0) drop_finish(t, rc, "commit: cannot queue the removal of the table directory");
+    /* what is left of the root (local: leftover temps, empty folders, the
+     * table directory); the table stays busy (close: -EBUSY) meanwhile */
+    d->phase = DP_COMMIT_ROOT;
+    int rc = mw_storage_delete_root(t->st, drop_req(t), on_drop_storage);
+    if (rc < 0) drop_finish(t, rc, "commit: cannot remove the emptied table");
+    return;
+  } else if (d->phase == DP_COMMIT_ROOT) {
+    drop_finish(t, 0, NULL);
     return;
   } else if (d->phase == DP_COMMIT_LIST) {
     for (size_t k = 0; k < req->nkeys; k++)
@@ -556,40 +598,6 @@ static void on_drop_storage(mw_storage_req_t *req, int status) {
     d->i++;
   }
   drop_step(t);
-}
-
-static int rm_empty(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
-  (void)sb, (void)ftw;
-  if (type == FTW_DP) return rmdir(path) < 0 ? -1 : 0;
-  /* temp files of crashed writers (hidden from list) */
-  if (type == FTW_F && strncmp(path + ftw->base, MW_STORAGE_TMP_PREFIX, 5) == 0)
-    return unlink(path) < 0 ? -1 : 0;
-  return 0;
-}
-
-/* The folders the deletes left behind (`_mem_wal/`, empty parents), then the
- * table directory itself. Fails (errno set) if anything else is left. */
-static int remove_empty_dirs(const char *path) {
-  return nftw(path, rm_empty, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void rmdir_work(uv_work_t *w) {
-  mw_table_t *t = w->data;
-  t->drop->rmdir_errno = remove_empty_dirs(t->path) < 0 && errno != ENOENT ? errno : 0;
-}
-
-static void rmdir_done(uv_work_t *w, int status) {
-  mw_table_t *t = w->data;
-  mw_table_drop_t *d = t->drop;
-  assert(d != NULL && d->phase == DP_COMMIT_RMDIR);
-  char msg[MW_TABLE_REASON_BYTES];
-  int rc = status < 0 ? status : -d->rmdir_errno;
-  if (rc < 0) {
-    snprintf(msg, sizeof msg, "commit: rmdir %s: %s", t->path, mw_strerror(rc));
-    drop_finish(t, rc, msg);
-    return;
-  }
-  drop_finish(t, 0, NULL);
 }
 
 /* A fresh request: storage's list appends to req->buf and replaces
@@ -700,42 +708,70 @@ int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg) {
 
 /* ------------------------------------------------- interrupted drop_table */
 
-bool mw_table_drop_interrupted(const char *path) {
-  char p[4096];
-  struct stat sb;
-  snprintf(p, sizeof p, "%s/%s", path, DROP_MARKER);
-  return stat(p, &sb) == 0;
+int mw_table_drop_interrupted(const char *uri, const mw_table_opts_t *opts, mw_err_t *err) {
+  assert(uri != NULL);
+  mw_storage_sync_t *ss = NULL;
+  int rc = open_sync(uri, opts, &ss, err);
+  if (rc == 0) rc = mw_storage_sync_head(ss, DROP_MARKER, NULL, err);
+  mw_storage_sync_close(ss);
+  return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
 }
 
-static int rm_any(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
-  (void)sb, (void)ftw;
-  int rc = type == FTW_DP ? rmdir(path) : unlink(path);
-  return rc < 0 && errno != ENOENT ? -1 : 0;
-}
-
-int mw_table_drop_remains(const char *path, mw_err_t *err) {
-  assert(path != NULL);
-  if (!mw_table_drop_interrupted(path))
-    return mw_err_set(err, -ENOENT, "table %s: no interrupted drop_table here", path);
-  /* Everything but the marker first, the marker last: a crash in here
-   * leaves the marker, so this can run again. */
-  char p[4096];
-  snprintf(p, sizeof p, "%s/%s", path, DROP_MARKER);
-  DIR *dir = opendir(path);
-  if (dir == NULL) return mw_err_set(err, -errno, "table %s: %s", path, strerror(errno));
-  struct dirent *e;
-  int rc = 0;
-  while (rc == 0 && (e = readdir(dir)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-        strcmp(e->d_name, DROP_MARKER) == 0)
-      continue;
-    char c[4096];
-    snprintf(c, sizeof c, "%s/%s", path, e->d_name);
-    if (nftw(c, rm_any, 16, FTW_DEPTH | FTW_PHYS) < 0) rc = -errno;
-  }
-  closedir(dir);
-  if (rc == 0 && unlink(p) < 0) rc = -errno;
-  if (rc == 0 && rmdir(path) < 0) rc = -errno;
-  if (rc < 0) return mw_err_set(err, rc, "table %s: finishing the interrupted drop: %s", path, strerror(-rc));
+/* The commit's deletes, in the commit's order: every top-level folder but
+ * _versions/, then _versions/, then the marker, then the root. A crash in
+ * here leaves the marker, so this can run again. */
+static int drop_rest(mw_storage_sync_t *ss, const char *uri, mw_err_t *err) {
+  mw_storage_req_t req;
+  mw_storage_req_init(&req);
+  mw_table_drop_t d = {0};
+  int rc = mw_storage_sync_list(ss, "", &req, err);
+  for (size_t k = 0; rc == 0 && k < req.nkeys; k++) rc = add_top(&d, req.keys[k]);
+  mw_storage_req_cleanup(&req);
+  for (size_t i = 0; rc >= 0 && i <= d.n_tops; i++)
+    rc = mw_storage_sync_delete_prefix(ss, i < d.n_tops ? d.tops[i] : "_versions/", err);
+  if (rc >= 0) rc = mw_storage_sync_delete(ss, DROP_MARKER, err);
+  if (rc >= 0) rc = mw_storage_sync_delete_root(ss, err);
+  for (size_t i = 0; i < d.n_tops; i++) free(d.tops[i]);
+  free(d.tops);
+  if (rc < 0) return mw_err_set(err, rc, "table %s: finishing the interrupted drop", uri);
   return 0;
+}
+
+int mw_table_drop_remains(const char *uri, const mw_table_opts_t *opts, mw_err_t *err) {
+  assert(uri != NULL);
+  mw_storage_sync_t *ss = NULL;
+  int rc = open_sync(uri, opts, &ss, err);
+  if (rc == 0 && (rc = mw_storage_sync_head(ss, DROP_MARKER, NULL, err)) == -ENOENT)
+    rc = mw_err_set(err, -ENOENT, "table %s: no interrupted drop_table here", uri);
+  if (rc == 0) rc = drop_rest(ss, uri, err);
+  mw_storage_sync_close(ss);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- bootstrap */
+
+int mw_table_exists(const char *uri, const mw_table_opts_t *opts, mw_err_t *err) {
+  assert(uri != NULL);
+  mw_storage_sync_t *ss = NULL;
+  mw_storage_req_t req;
+  mw_storage_req_init(&req);
+  int rc = open_sync(uri, opts, &ss, err);
+  if (rc == 0) rc = mw_storage_sync_list(ss, "_versions/", &req, err);
+  if (rc == 0) rc = req.nkeys > 0;
+  mw_storage_req_cleanup(&req);
+  mw_storage_sync_close(ss);
+  return rc;
+}
+
+int mw_table_bootstrap(const char *uri, const mw_table_opts_t *opts, const mw_table_new_file_t *files,
+                       size_t n, mw_err_t *err) {
+  assert(uri != NULL && (files != NULL || n == 0));
+  mw_storage_sync_t *ss = NULL;
+  int rc = open_sync(uri, opts, &ss, err);
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    rc = mw_storage_sync_put(ss, files[i].key, files[i].bytes, files[i].len, !files[i].replace, err);
+    if (rc == -EEXIST) mw_err_set(err, rc, "table %s: %s exists already", uri, files[i].key);
+  }
+  mw_storage_sync_close(ss);
+  return rc;
 }

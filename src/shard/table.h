@@ -3,19 +3,24 @@
  * MemWAL index, the merged writer configuration, the router and the shards
  * this daemon owns (memwal.md §8, §9).
  *
- * Owns: one mw_storage_t rooted at the table directory (every key below is
- * relative to it), the table schema (base columns with Lance field ids and
+ * Owns: one mw_storage_t rooted at the table's URI (a directory or an S3
+ * prefix; every key below is relative to it), the table schema (base columns with Lance field ids and
  * PK markers, then `_tombstone: bool not null`, which takes the next field
  * id), and one mw_shard_t per shard touched so far (created on the first
  * write for it — a lazy claim — or all at once by mw_table_claim_owned).
  *
- * Open (synchronous, start-up): list `_versions/`, read the newest base
- * manifest, and refuse with the exact reason when the table has no MemWAL
+ * Open (synchronous, start-up; through a blocking storage on a private loop,
+ * storage.h): list `_versions/`, read the newest base manifest, and refuse with the exact reason when the table has no MemWAL
  * index, uses feature flags we do not implement, has no primary key or one
  * whose type Lance cannot hash, or maintains indexes besides the primary key
  * (unless allow_maintained_indexes). Config: Lance defaults (with our 1 ms
  * group-commit interval) < the index's writer_config_defaults < the
- * caller's keys; both layers are logged.
+ * caller's keys; both layers are logged. Then, in the background, sweep what
+ * crashed writers left (storage's sweep_tmp, MW_TABLE_SWEEP_MIN_AGE_S).
+ *
+ * Start-up helpers (synchronous, same storage configuration): whether a
+ * table exists, bootstrap its files, detect and finish an interrupted
+ * drop_table.
  *
  * Router (table_write.c): unsharded -> the `unsharded` shard; bucket(N) on a
  * column -> `bucket-<b>`; identity on a column -> `identity-<value>`
@@ -46,6 +51,11 @@
 #define MW_TABLE_MAX_PARTS 4096
 #define MW_TABLE_MAX_CONFIG 64
 #define MW_TABLE_REASON_BYTES MW_ERR_MSG_BYTES
+/* Leftovers younger than this are left alone at open: a live writer (here
+ * or in another process) may still be using them. Removing one under a live
+ * writer would only fail that writer's put, never lose an acknowledged one,
+ * so this bounds needless failures, not safety. */
+#define MW_TABLE_SWEEP_MIN_AGE_S 600
 
 typedef struct mw_table_opts {
   const char *const *config_keys;   /* memwald's writer config (highest layer) */
@@ -54,10 +64,10 @@ typedef struct mw_table_opts {
   const uint8_t (*owned)[16];       /* shards this daemon owns; NULL = all */
   size_t n_owned;
   bool allow_maintained_indexes;
-  mw_storage_backend_t backend;
-  bool no_fsync;                    /* tests and benchmarks only */
+  /* The table's storage: backend, limits, durability, S3 settings, test
+   * faults (its uri is ignored: the table's is used). NULL = defaults. */
+  const mw_storage_config_t *storage;
   uint64_t sstable_seed;            /* tests: deterministic SSTable names */
-  const mw_storage_fault_t *fault;  /* tests: storage fault injection */
 } mw_table_opts_t;
 
 /* "identity-" + at most this many bytes of the value are kept for status. */
@@ -91,8 +101,6 @@ typedef struct mw_table_drop {
   mw_storage_req_t req;
   char **tops;          /* commit: top-level folders to delete */
   size_t n_tops;
-  uv_work_t rmdir_work; /* commit, last step: the emptied directories, off the loop */
-  int rmdir_errno;
 } mw_table_drop_t;
 
 typedef struct mw_table {
@@ -118,6 +126,9 @@ typedef struct mw_table {
   size_t closing_left;
   void (*close_cb)(struct mw_table *t);
   mw_table_drop_t *drop;
+  mw_storage_req_t sweep_req;       /* the sweep at open */
+  bool sweep_done;
+  size_t swept;                     /* leftovers it removed */
 } mw_table_t;
 
 typedef struct mw_table_write mw_table_write_t;
@@ -189,13 +200,30 @@ int mw_table_route(mw_table_t *t, mw_batch_t *batch, uint8_t (**part_ids)[16],
  * One drop at a time (-EBUSY); -EBUSY too while a shard has a control
  * operation running. Afterwards the table may only be closed. */
 int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg);
-/* True when a drop_table's commit started at `path` and did not finish (the
- * marker it writes before deleting anything is still there). mw_table_open
- * refuses such a table with -ECANCELED. */
-bool mw_table_drop_interrupted(const char *path);
+/* 1 when a drop_table's commit started at uri and did not finish (the
+ * marker it writes before deleting anything is still there), 0 when not,
+ * -errno when the storage cannot tell. mw_table_open refuses such a table
+ * with -ECANCELED. opts: its storage configuration (NULL = defaults). */
+int mw_table_drop_interrupted(const char *uri, const mw_table_opts_t *opts, mw_err_t *err);
 /* Finish an interrupted drop: every shard was sealed before the commit
  * began, so deleting the rest is what the drop promised. Synchronous (for
- * start-up). -ENOENT when there is no interrupted drop at path. */
-int mw_table_drop_remains(const char *path, mw_err_t *err);
+ * start-up). -ENOENT when there is no interrupted drop at uri. */
+int mw_table_drop_remains(const char *uri, const mw_table_opts_t *opts, mw_err_t *err);
+
+/* 1 when uri holds a table (`_versions/` has an object), 0 when not, -errno
+ * when the storage cannot tell. Synchronous. */
+int mw_table_exists(const char *uri, const mw_table_opts_t *opts, mw_err_t *err);
+/* Write a new table's files, in order (lance/table_create.h makes them):
+ * put-if-absent each, except those marked replace (the version hint, which
+ * LanceDB overwrites too). -EEXIST when another creator got there first.
+ * Synchronous. */
+typedef struct mw_table_new_file {
+  const char *key;      /* relative to the table, e.g. "_versions/1.manifest" */
+  const void *bytes;
+  size_t len;
+  bool replace;
+} mw_table_new_file_t;
+int mw_table_bootstrap(const char *uri, const mw_table_opts_t *opts, const mw_table_new_file_t *files,
+                       size_t n, mw_err_t *err);
 
 #endif

@@ -15,10 +15,13 @@
  *   delete_prefix: scan unlink* (rmdir of emptied directories) then
  *                  {diropen dirsync dirclose} per directory it changed
  *   sweep_tmp:     scan, unlink of every ".tmp-*" at least min_age_s old
+ *   delete_root:   scan, unlink of leftover temps and rmdir of empty folders
+ *                  (depth first), rmdir of the root, fsync of its parent
  * On failure before the object is visible: close the file, unlink the temp.
  *
- * list, delete_prefix and sweep_tmp always run here (also under io_uring, which has no
- * getdents); they walk only the directory the prefix names and below it.
+ * list, delete_prefix, sweep_tmp and delete_root always run here (also under
+ * io_uring, which has no getdents); they walk only the directory the prefix
+ * names and below it.
  */
 #include <assert.h>
 #include <dirent.h>
@@ -31,24 +34,25 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "storage/storage_int.h"
+#include "storage/local_int.h"
 
-#define STEP(req, s) mw_storage__step((req), (s))
+#define STEP(req, s) mw_local__step((req), (s))
 /* Writes go in 1 MiB pieces: one 64 MiB write measured 3x slower than 1 MiB
  * writes before the same fsync (ext4, bench/storage.c). */
 #define WRITE_CHUNK_BYTES ((size_t)1 << 20)
 
 static int mkdirs(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
-  unsigned depth = mw_storage__depth(p->key);
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  unsigned depth = mw_local__depth(p->key);
   for (unsigned i = 1; i <= depth; i++) {
-    bool ok = mw_storage__parent_prefix(p->key, i, p->scratch, sizeof p->scratch);
+    bool ok = mw_local__parent_prefix(p->key, i, l->scratch, sizeof l->scratch);
     assert(ok);
     (void)ok;
     int rc = STEP(req, MW_STEP_MKDIR);
     if (rc == 0) {
-      rc = mkdirat(p->st->rootfd, p->scratch, 0755) != 0 ? -errno : 0;
-      rc = mw_storage__step_end(req, MW_STEP_MKDIR, rc);
+      rc = mkdirat(mw_local(p->st)->rootfd, l->scratch, 0755) != 0 ? -errno : 0;
+      rc = mw_local__step_end(req, MW_STEP_MKDIR, rc);
     }
     if (rc < 0 && rc != -EEXIST) return rc;
   }
@@ -56,25 +60,26 @@ static int mkdirs(mw_storage_req_t *req) {
 }
 
 static int open_tmp(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   for (;;) {
-    mw_storage__tmp_name(req);
+    mw_local__tmp_name(req);
     int rc = STEP(req, MW_STEP_OPEN);
     int fd = -1;
     if (rc == 0) {
-      fd = openat(p->st->rootfd, p->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      fd = openat(mw_local(p->st)->rootfd, l->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
       if (fd < 0) rc = -errno;
-      mw_storage__step_end(req, MW_STEP_OPEN, fd >= 0 ? fd : rc);
+      mw_local__step_end(req, MW_STEP_OPEN, fd >= 0 ? fd : rc);
     }
     if (fd >= 0) {
-      p->fd = fd;
-      p->tmp_made = 1;
+      l->fd = fd;
+      l->tmp_made = 1;
       return 0;
     }
-    if ((rc != -ENOENT && rc != -EEXIST) || p->mkdir_tries >= MW_STORAGE_MKDIR_TRIES) return rc;
-    p->mkdir_tries++;
+    if ((rc != -ENOENT && rc != -EEXIST) || l->mkdir_tries >= MW_LOCAL_MKDIR_TRIES) return rc;
+    l->mkdir_tries++;
     if (rc == -ENOENT) {
-      p->sync_parents = 1; /* new directories: their entries need fsync too */
+      l->sync_parents = 1; /* new directories: their entries need fsync too */
       rc = mkdirs(req);
       if (rc < 0) return rc;
     }
@@ -82,22 +87,23 @@ static int open_tmp(mw_storage_req_t *req) {
 }
 
 static int write_all(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
-  while (p->done < p->len) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  while (l->done < p->len) {
     int rc = STEP(req, MW_STEP_WRITE);
     if (rc < 0) return rc;
-    size_t n = p->len - p->done;
+    size_t n = p->len - l->done;
     if (n > WRITE_CHUNK_BYTES) n = WRITE_CHUNK_BYTES;
-    ssize_t w = pwrite(p->fd, p->src + p->done, n, (off_t)p->done);
+    ssize_t w = pwrite(l->fd, p->src + l->done, n, (off_t)l->done);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return -errno;
     if (w == 0) return -EIO;
-    p->done += (size_t)w;
+    l->done += (size_t)w;
   }
   return 0;
 }
 
-static int close_fd(mw_storage_req_t *req, int *fdp, mw_storage_step_t step) {
+static int close_fd(mw_storage_req_t *req, int *fdp, mw_local_step_t step) {
   int rc = STEP(req, step);
   int fd = *fdp;
   *fdp = -1;
@@ -107,30 +113,32 @@ static int close_fd(mw_storage_req_t *req, int *fdp, mw_storage_step_t step) {
 
 /* diropen, dirsync, dirclose of `dir` (relative to the root). */
 static int sync_dir(mw_storage_req_t *req, const char *dir) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   int rc = STEP(req, MW_STEP_DIROPEN);
   if (rc == 0) {
-    p->dirfd = openat(p->st->rootfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (p->dirfd < 0) rc = -errno;
+    l->dirfd = openat(mw_local(p->st)->rootfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (l->dirfd < 0) rc = -errno;
   }
   if (rc < 0) return rc;
   rc = STEP(req, MW_STEP_DIRSYNC);
   if (rc == 0) {
-    rc = fsync(p->dirfd) != 0 ? -errno : 0;
-    rc = mw_storage__step_end(req, MW_STEP_DIRSYNC, rc);
+    rc = fsync(l->dirfd) != 0 ? -errno : 0;
+    rc = mw_local__step_end(req, MW_STEP_DIRSYNC, rc);
   }
-  int rc2 = close_fd(req, &p->dirfd, MW_STEP_DIRCLOSE);
+  int rc2 = close_fd(req, &l->dirfd, MW_STEP_DIRCLOSE);
   return rc < 0 ? rc : rc2;
 }
 
 /* fsync the key's directory, and every ancestor up to the root when asked. */
 static int sync_dirs(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
-  unsigned depth = mw_storage__depth(p->key);
-  unsigned low = p->sync_parents ? 0 : depth;
-  char d[MW_STORAGE_PATH_MAX_BYTES];
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  unsigned depth = mw_local__depth(p->key);
+  unsigned low = l->sync_parents ? 0 : depth;
+  char d[MW_STORAGE_LOCAL_PATH_BYTES];
   for (unsigned i = depth + 1; i-- > low;) {
-    mw_storage__parent_prefix(p->key, i, d, sizeof d);
+    mw_local__parent_prefix(p->key, i, d, sizeof d);
     int rc = sync_dir(req, d);
     if (rc < 0) return rc;
   }
@@ -138,17 +146,19 @@ static int sync_dirs(mw_storage_req_t *req) {
 }
 
 static int unlink_tmp(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   int rc = STEP(req, MW_STEP_UNLINK);
-  if (rc == 0 && unlinkat(p->st->rootfd, p->tmp, 0) != 0) rc = -errno;
-  if (rc == 0) p->tmp_made = 0;
+  if (rc == 0 && unlinkat(mw_local(p->st)->rootfd, l->tmp, 0) != 0) rc = -errno;
+  if (rc == 0) l->tmp_made = 0;
   return rc;
 }
 
 static int put_sync(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   bool pia = p->op == MW_OP_PUT_IF_ABSENT;
-  bool dosync = p->st->cfg.fsync;
+  bool dosync = mw_local(p->st)->durable;
   int rc = open_tmp(req);
   if (rc < 0) goto fail;
   rc = write_all(req);
@@ -156,50 +166,51 @@ static int put_sync(mw_storage_req_t *req) {
   if (dosync) {
     rc = STEP(req, MW_STEP_FSYNC);
     if (rc == 0) {
-      rc = fsync(p->fd) != 0 ? -errno : 0;
-      rc = mw_storage__step_end(req, MW_STEP_FSYNC, rc);
+      rc = fsync(l->fd) != 0 ? -errno : 0;
+      rc = mw_local__step_end(req, MW_STEP_FSYNC, rc);
     }
     if (rc < 0) goto fail;
   }
-  rc = close_fd(req, &p->fd, MW_STEP_CLOSE);
+  rc = close_fd(req, &l->fd, MW_STEP_CLOSE);
   if (rc < 0) goto fail;
   rc = STEP(req, pia ? MW_STEP_LINK : MW_STEP_RENAME);
   if (rc == 0) {
-    int r = pia ? linkat(p->st->rootfd, p->tmp, p->st->rootfd, p->key, 0)
-                : renameat(p->st->rootfd, p->tmp, p->st->rootfd, p->key);
+    int r = pia ? linkat(mw_local(p->st)->rootfd, l->tmp, mw_local(p->st)->rootfd, p->key, 0)
+                : renameat(mw_local(p->st)->rootfd, l->tmp, mw_local(p->st)->rootfd, p->key);
     if (r != 0) rc = -errno;
   }
   if (rc < 0) goto fail; /* -EEXIST: lost the race */
-  p->linked = 1;
-  if (!pia) p->tmp_made = 0;
+  p->maybe_written = 1;
+  if (!pia) l->tmp_made = 0;
   /* put_if_absent: drop the temp name before the directory fsync, so that
    * fsync makes its removal durable too (no temp survives a power loss). */
   if (pia && (rc = unlink_tmp(req)) < 0) {
     /* The object is whole; only a hidden temp is left over (sweep_tmp). */
-    mw_log_warn("storage: unlink %s/%s: %s", p->st->root, p->tmp, strerror(-rc));
+    mw_log_warn("storage: unlink %s/%s: %s", mw_local(p->st)->root, l->tmp, strerror(-rc));
   }
   if (dosync && (rc = sync_dirs(req)) < 0) goto fail;
   return 0;
 fail:
   assert(rc < 0);
   p->result = rc; /* freezes p->step at the failing step for the log */
-  if (p->fd >= 0) close_fd(req, &p->fd, MW_STEP_CLOSE);
-  if (p->dirfd >= 0) close_fd(req, &p->dirfd, MW_STEP_DIRCLOSE);
-  if (p->tmp_made) unlink_tmp(req);
+  if (l->fd >= 0) close_fd(req, &l->fd, MW_STEP_CLOSE);
+  if (l->dirfd >= 0) close_fd(req, &l->dirfd, MW_STEP_DIRCLOSE);
+  if (l->tmp_made) unlink_tmp(req);
   return rc;
 }
 
 static int get_sync(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   int rc = STEP(req, MW_STEP_OPEN);
   if (rc == 0) {
-    p->fd = openat(p->st->rootfd, p->key, O_RDONLY | O_CLOEXEC);
-    if (p->fd < 0) rc = errno == ENOTDIR ? -ENOENT : -errno;
+    l->fd = openat(mw_local(p->st)->rootfd, p->key, O_RDONLY | O_CLOEXEC);
+    if (l->fd < 0) rc = errno == ENOTDIR ? -ENOENT : -errno;
   }
   if (rc < 0) return rc;
   struct stat sb;
   rc = STEP(req, MW_STEP_STAT);
-  if (rc == 0 && fstat(p->fd, &sb) != 0) rc = -errno;
+  if (rc == 0 && fstat(l->fd, &sb) != 0) rc = -errno;
   if (rc == 0 && !S_ISREG(sb.st_mode)) rc = -ENOENT;
   uint64_t size = rc == 0 ? (uint64_t)sb.st_size : 0, n = 0;
   if (rc == 0 && p->off > size) rc = -EINVAL;
@@ -211,7 +222,7 @@ static int get_sync(mw_storage_req_t *req) {
   while (rc == 0 && req->buf.len < n) {
     rc = STEP(req, MW_STEP_READ);
     if (rc < 0) break;
-    ssize_t r = pread(p->fd, req->buf.data + req->buf.len, (size_t)n - req->buf.len,
+    ssize_t r = pread(l->fd, req->buf.data + req->buf.len, (size_t)n - req->buf.len,
                       (off_t)(p->off + req->buf.len));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) rc = -errno;
@@ -219,16 +230,16 @@ static int get_sync(mw_storage_req_t *req) {
     req->buf.len += (size_t)r;
   }
   p->result = rc;
-  int rc2 = close_fd(req, &p->fd, MW_STEP_CLOSE);
+  int rc2 = close_fd(req, &l->fd, MW_STEP_CLOSE);
   req->size = size;
   return rc < 0 ? rc : rc2;
 }
 
 static int head_sync(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
   struct stat sb;
   int rc = STEP(req, MW_STEP_STAT);
-  if (rc == 0 && fstatat(p->st->rootfd, p->key, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+  if (rc == 0 && fstatat(mw_local(p->st)->rootfd, p->key, &sb, AT_SYMLINK_NOFOLLOW) != 0)
     rc = errno == ENOTDIR ? -ENOENT : -errno;
   if (rc == 0 && !S_ISREG(sb.st_mode)) rc = -ENOENT;
   if (rc == 0) req->size = (uint64_t)sb.st_size;
@@ -236,15 +247,16 @@ static int head_sync(mw_storage_req_t *req) {
 }
 
 static int delete_sync(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   int rc = STEP(req, MW_STEP_UNLINK);
-  if (rc == 0 && unlinkat(p->st->rootfd, p->key, 0) != 0) rc = -errno;
+  if (rc == 0 && unlinkat(mw_local(p->st)->rootfd, p->key, 0) != 0) rc = -errno;
   if (rc == -ENOTDIR || rc == -EISDIR) return 0; /* absent: idempotent */
   if (rc < 0 && rc != -ENOENT) return rc;
   /* Make the removal durable. Also when the key was already absent: a
    * retry after a failed directory fsync must not report success early. */
-  if (!p->st->cfg.fsync) return 0;
-  rc = sync_dir(req, p->dir);
+  if (!mw_local(p->st)->durable) return 0;
+  rc = sync_dir(req, l->dir);
   return rc == -ENOENT || rc == -ENOTDIR ? 0 : rc; /* no directory: nothing to sync */
 }
 
@@ -269,7 +281,7 @@ static int walk_dir(walk_t *w, int dirfd, char *rel, size_t rlen, unsigned depth
   while (rc == 0 && (errno = 0, e = readdir(d)) != NULL) {
     const char *name = e->d_name;
     if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-    if (strncmp(name, MW_STORAGE_TMP_PREFIX, 5) == 0) continue;
+    if (strncmp(name, MW_STORAGE_RESERVED_PREFIX, 5) == 0) continue;
     size_t nlen = strlen(name);
     if (rlen + nlen + 1 > MW_STORAGE_KEY_MAX_BYTES) continue; /* not a valid key */
     memcpy(rel + rlen, name, nlen + 1);
@@ -303,22 +315,23 @@ static int cmp_key(const void *a, const void *b) {
 }
 
 static int list_sync(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   int rc = STEP(req, MW_STEP_SCAN);
   if (rc < 0) return rc;
-  bool root = strcmp(p->dir, ".") == 0;
-  int fd = openat(p->st->rootfd, p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  bool root = strcmp(l->dir, ".") == 0;
+  int fd = openat(mw_local(p->st)->rootfd, l->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
   char rel[MW_STORAGE_KEY_MAX_BYTES + 2];
   size_t rlen = 0;
   if (!root) {
-    rlen = strlen(p->dir);
-    memcpy(rel, p->dir, rlen);
+    rlen = strlen(l->dir);
+    memcpy(rel, l->dir, rlen);
     rel[rlen++] = '/';
   }
   rel[rlen] = '\0';
   walk_t w = {req, p->key, strlen(p->key), 0};
-  rc = walk_dir(&w, fd, rel, rlen, mw_storage__depth(rel));
+  rc = walk_dir(&w, fd, rel, rlen, mw_local__depth(rel));
   if (rc < 0) return rc;
   if (w.nkeys == 0) return 0;
   req->keys = malloc(w.nkeys * sizeof *req->keys);
@@ -368,35 +381,35 @@ static int strs_add(strs_t *s, const char *str) {
 }
 
 static int delete_prefix_sync(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
   int rc = list_sync(req);
   if (rc < 0) return rc;
   size_t plen = strlen(p->key), removed = 0;
-  char d[MW_STORAGE_PATH_MAX_BYTES];
+  char d[MW_STORAGE_LOCAL_PATH_BYTES];
   strs_t changed = {NULL, 0, 0}; /* directories whose entries we changed */
   /* Deepest keys last in sort order is not guaranteed; walk backwards so
    * "a/b/c" is handled before "a/b", then rmdir parents under the prefix. */
   for (size_t i = req->nkeys; i-- > 0;) {
     const char *key = req->keys[i];
     rc = STEP(req, MW_STEP_UNLINK);
-    if (rc == 0 && unlinkat(p->st->rootfd, key, 0) != 0 && errno != ENOENT) rc = -errno;
+    if (rc == 0 && unlinkat(mw_local(p->st)->rootfd, key, 0) != 0 && errno != ENOENT) rc = -errno;
     if (rc < 0) goto out;
     removed++;
-    unsigned depth = mw_storage__depth(key);
-    mw_storage__parent_prefix(key, depth, d, sizeof d);
+    unsigned depth = mw_local__depth(key);
+    mw_local__parent_prefix(key, depth, d, sizeof d);
     if ((rc = strs_add(&changed, d)) < 0) goto out;
     for (unsigned n = depth; n > 0; n--) {
-      mw_storage__parent_prefix(key, n, d, sizeof d);
+      mw_local__parent_prefix(key, n, d, sizeof d);
       size_t dl = strlen(d);
       d[dl] = '/';
       bool under = dl + 1 >= plen && strncmp(d, p->key, plen) == 0;
       d[dl] = '\0';
-      if (!under || unlinkat(p->st->rootfd, d, AT_REMOVEDIR) != 0) break;
-      mw_storage__parent_prefix(key, n - 1, d, sizeof d); /* n - 1 == 0: "." */
+      if (!under || unlinkat(mw_local(p->st)->rootfd, d, AT_REMOVEDIR) != 0) break;
+      mw_local__parent_prefix(key, n - 1, d, sizeof d); /* n - 1 == 0: "." */
       if ((rc = strs_add(&changed, d)) < 0) goto out;
     }
   }
-  if (p->st->cfg.fsync) rc = sync_changed(req, changed.v, changed.n);
+  if (mw_local(p->st)->durable) rc = sync_changed(req, changed.v, changed.n);
 out:
   for (size_t i = 0; i < changed.n; i++) free(changed.v[i]);
   free(changed.v);
@@ -424,7 +437,7 @@ static int sweep_dir(mw_storage_req_t *req, int dirfd, time_t cutoff, unsigned d
     if (S_ISDIR(sb.st_mode) && depth + 1 < MW_STORAGE_KEY_MAX_SEGMENTS) {
       int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
       if (sub >= 0) rc = sweep_dir(req, sub, cutoff, depth + 1);
-    } else if (S_ISREG(sb.st_mode) && strncmp(name, MW_STORAGE_TMP_PREFIX, 5) == 0 &&
+    } else if (S_ISREG(sb.st_mode) && strncmp(name, MW_STORAGE_RESERVED_PREFIX, 5) == 0 &&
                sb.st_mtime <= cutoff) {
       rc = STEP(req, MW_STEP_UNLINK);
       if (rc == 0 && unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) rc = -errno;
@@ -436,17 +449,84 @@ static int sweep_dir(mw_storage_req_t *req, int dirfd, time_t cutoff, unsigned d
 }
 
 static int sweep_sync(mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   int rc = STEP(req, MW_STEP_SCAN);
   if (rc < 0) return rc;
-  int fd = openat(p->st->rootfd, p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = openat(mw_local(p->st)->rootfd, l->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
   time_t now = time(NULL);
   time_t cutoff = p->min_age_s > (uint64_t)now ? 0 : now - (time_t)p->min_age_s;
-  return sweep_dir(req, fd, cutoff, mw_storage__depth(p->key));
+  return sweep_dir(req, fd, cutoff, mw_local__depth(p->key));
 }
 
-int mw_storage__sync_run(mw_storage_req_t *req) {
+/* ---- delete_root ---- */
+
+/* Remove leftover temps and empty directories below dirfd, depth first
+ * (closes dirfd). Anything else left is -ENOTEMPTY. */
+static int clear_dir(mw_storage_req_t *req, int dirfd, unsigned depth) {
+  DIR *d = fdopendir(dirfd);
+  if (d == NULL) {
+    close(dirfd);
+    return -errno;
+  }
+  int rc = 0;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    const char *name = e->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    struct stat sb;
+    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* vanished */
+    if (S_ISDIR(sb.st_mode)) {
+      if (depth + 1 >= MW_STORAGE_KEY_MAX_SEGMENTS) {
+        rc = -ENOTEMPTY;
+        break;
+      }
+      int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+      if (sub < 0) continue;
+      rc = clear_dir(req, sub, depth + 1);
+      if (rc == 0) rc = STEP(req, MW_STEP_RMDIR);
+      if (rc == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) rc = -errno;
+    } else if (strncmp(name, MW_STORAGE_RESERVED_PREFIX, 5) == 0) {
+      rc = STEP(req, MW_STEP_UNLINK);
+      if (rc == 0 && unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) rc = -errno;
+    } else {
+      rc = -ENOTEMPTY; /* an object is still there: name it */
+      mw_storage__set_error(req, "%s: not empty: %s (depth %u) is an object", mw_local(req->priv.st)->root,
+                            name, depth);
+    }
+  }
+  closedir(d);
+  return rc;
+}
+
+/* Everything under the root is gone but temps and empty folders: remove
+ * them, then the root directory, then (durable) fsync its parent so the
+ * removal survives a power loss. */
+static int delete_root_sync(mw_storage_req_t *req) {
+  mw_local_t *lo = mw_local(req->priv.st);
+  int rc = STEP(req, MW_STEP_SCAN);
+  if (rc < 0) return rc;
+  int fd = openat(lo->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? 0 : -errno;
+  if ((rc = clear_dir(req, fd, 0)) < 0) return rc;
+  if ((rc = STEP(req, MW_STEP_RMDIR)) < 0) return rc;
+  if (rmdir(lo->root) != 0 && errno != ENOENT) return -errno;
+  if (!lo->durable) return 0;
+  char parent[MW_STORAGE_URI_MAX_BYTES];
+  snprintf(parent, sizeof parent, "%s", lo->root);
+  char *slash = strrchr(parent, '/');
+  if (slash == parent) slash[1] = '\0';        /* "/t.lance": the parent is "/" */
+  else if (slash != NULL) *slash = '\0';
+  else strcpy(parent, ".");
+  int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (pfd < 0) return -errno;
+  rc = fsync(pfd) != 0 ? -errno : 0;
+  close(pfd);
+  return rc;
+}
+
+int mw_local__sync_run(mw_storage_req_t *req) {
   assert(req != NULL && req->priv.st != NULL);
   switch ((mw_storage_op_t)req->priv.op) {
     case MW_OP_PUT_IF_ABSENT:
@@ -457,44 +537,49 @@ int mw_storage__sync_run(mw_storage_req_t *req) {
     case MW_OP_DELETE: return delete_sync(req);
     case MW_OP_DELETE_PREFIX: return delete_prefix_sync(req);
     case MW_OP_SWEEP_TMP: return sweep_sync(req);
+    case MW_OP_DELETE_ROOT: return delete_root_sync(req);
+    case MW_OP_COUNT_: break;
   }
   return -EINVAL;
 }
 
 static void work_cb(uv_work_t *w) {
   mw_storage_req_t *req = w->data;
-  req->priv.result = mw_storage__sync_run(req);
-  assert(req->priv.fd < 0 && req->priv.dirfd < 0);
+  req->priv.result = mw_local__sync_run(req);
+  assert(req->be.local.fd < 0 && req->be.local.dirfd < 0);
 }
 
 static void after_work_cb(uv_work_t *w, int status) {
   mw_storage_req_t *req = w->data;
   assert(status == 0); /* we never cancel */
   (void)status;
-  mw_storage__done(req, req->priv.result);
+  mw_local__done(req, req->priv.result);
 }
 
-static int threads_open(mw_storage_t *st) {
-  assert(st != NULL);
-  return 0;
-}
-
-static void threads_submit(mw_storage_t *st, mw_storage_req_t *req) {
+void mw_local__queue_work(mw_storage_t *st, mw_storage_req_t *req) {
   assert(st != NULL && req->priv.st == st);
-  req->priv.work.data = req;
-  int rc = uv_queue_work(st->loop, &req->priv.work, work_cb, after_work_cb);
+  req->be.local.work.data = req;
+  int rc = uv_queue_work(st->loop, &req->be.local.work, work_cb, after_work_cb);
   assert(rc == 0);
   (void)rc;
 }
 
+static void threads_submit(mw_storage_t *st, mw_storage_req_t *req) {
+  mw_local__prepare(st, req);
+  mw_local__queue_work(st, req);
+}
+
 static void threads_close(mw_storage_t *st, void (*done)(mw_storage_t *st)) {
   assert(st->inflight == 0);
-  done(st);
+  mw_local__close_done(st, done);
 }
 
 const mw_storage_backend_ops_t mw_storage__threads_ops = {
     .name = "threads",
-    .open = threads_open,
+    .step_names = mw_local_step_names,
+    .n_steps = MW_STEP_COUNT_,
+    .sync_step = MW_STEP_FSYNC,
+    .family = MW_STORAGE_FAMILY_LOCAL,
     .submit = threads_submit,
     .close = threads_close,
 };

@@ -15,12 +15,12 @@
  * ENOENT-then-mkdir and EEXIST need decisions between steps. The ring has at
  * least max_inflight entries, so an SQE is always available.
  *
- * Fault injection: before each step mw_storage__step() is asked; when it
+ * Fault injection: before each step mw_local__step() is asked; when it
  * returns an error we submit a NOP instead and substitute the error when the
  * NOP completes, so the injected failure takes the same path as a real one.
  *
- * list, delete_prefix and sweep_tmp (no getdents in io_uring) run on the thread pool via
- * the threads backend.
+ * list, delete_prefix, sweep_tmp and delete_root (no getdents in io_uring)
+ * run on the thread pool, as the threads engine runs them (local.c).
  *
  * The uv_poll handle is referenced only while requests are in flight, so an
  * idle storage does not keep uv_run() alive.
@@ -50,9 +50,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "storage/storage_int.h"
+#include "storage/local_int.h"
 
-_Static_assert(sizeof(struct statx) <= sizeof(((mw_storage_req_priv_t *)0)->stx),
+_Static_assert(sizeof(struct statx) <= sizeof(((mw_storage_req_local_t *)0)->stx),
                "statx buffer too small");
 
 #define MAX_IO_BYTES ((size_t)1 << 20) /* larger single writes measured 3x slower on ext4 */
@@ -95,9 +95,10 @@ static void flush(uring_t *u) {
   if (u->reaping) return;
   int rc;
   mw_storage_t *st = u->st;
-  if (st->submit_failures > 0) { /* test hook: as if the kernel refused */
-    st->submit_failures--;
-    rc = st->cfg.test_uring_submit_errno < 0 ? st->cfg.test_uring_submit_errno : -EAGAIN;
+  mw_local_t *lo = mw_local(st);
+  if (lo->submit_failures > 0) { /* test hook: as if the kernel refused */
+    lo->submit_failures--;
+    rc = st->fault.uring_submit_errno < 0 ? st->fault.uring_submit_errno : -EAGAIN;
   } else {
     do rc = io_uring_submit(&u->ring);
     while (rc == -EINTR);
@@ -126,58 +127,59 @@ static struct io_uring_sqe *sqe_get(uring_t *u) {
 }
 
 /* Prepare the SQE for `state` (whose fault step is `step`). */
-static void issue(uring_t *u, mw_storage_req_t *req, int state, mw_storage_step_t step) {
-  mw_storage_req_priv_t *p = &req->priv;
-  int rootfd = u->st->rootfd;
-  p->state = (uint8_t)state;
+static void issue(uring_t *u, mw_storage_req_t *req, int state, mw_local_step_t step) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  int rootfd = mw_local(u->st)->rootfd;
+  l->state = (uint8_t)state;
   struct io_uring_sqe *sqe = sqe_get(u);
-  int inj = mw_storage__step(req, step);
-  p->injected = inj;
+  int inj = mw_local__step(req, step);
+  l->injected = inj;
   if (inj < 0) {
     io_uring_prep_nop(sqe);
   } else {
     switch (state) {
       case S_OPEN:
-        io_uring_prep_openat(sqe, rootfd, p->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        io_uring_prep_openat(sqe, rootfd, l->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         break;
-      case S_MKDIR: io_uring_prep_mkdirat(sqe, rootfd, p->scratch, 0755); break;
+      case S_MKDIR: io_uring_prep_mkdirat(sqe, rootfd, l->scratch, 0755); break;
       case S_WRITE: {
-        size_t n = p->len - p->done;
+        size_t n = p->len - l->done;
         if (n > MAX_IO_BYTES) n = MAX_IO_BYTES;
-        io_uring_prep_write(sqe, p->fd, p->src + p->done, (unsigned)n, p->done);
+        io_uring_prep_write(sqe, l->fd, p->src + l->done, (unsigned)n, l->done);
         if (n >= ASYNC_WRITE_BYTES) sqe->flags |= IOSQE_ASYNC;
         break;
       }
-      case S_FSYNC: io_uring_prep_fsync(sqe, p->fd, 0); break;
-      case S_CLOSE: case S_ERR_CLOSE: case S_GCLOSE: io_uring_prep_close(sqe, p->fd); break;
+      case S_FSYNC: io_uring_prep_fsync(sqe, l->fd, 0); break;
+      case S_CLOSE: case S_ERR_CLOSE: case S_GCLOSE: io_uring_prep_close(sqe, l->fd); break;
       case S_LINK:
         if (p->op == MW_OP_PUT_IF_ABSENT)
-          io_uring_prep_linkat(sqe, rootfd, p->tmp, rootfd, p->key, 0);
+          io_uring_prep_linkat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
         else
-          io_uring_prep_renameat(sqe, rootfd, p->tmp, rootfd, p->key, 0);
+          io_uring_prep_renameat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
         break;
       case S_DIROPEN:
-        io_uring_prep_openat(sqe, rootfd, p->scratch, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+        io_uring_prep_openat(sqe, rootfd, l->scratch, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
         break;
-      case S_DIRSYNC: io_uring_prep_fsync(sqe, p->dirfd, 0); break;
-      case S_DIRCLOSE: case S_ERR_DIRCLOSE: io_uring_prep_close(sqe, p->dirfd); break;
-      case S_UNLINK: case S_ERR_UNLINK: io_uring_prep_unlinkat(sqe, rootfd, p->tmp, 0); break;
+      case S_DIRSYNC: io_uring_prep_fsync(sqe, l->dirfd, 0); break;
+      case S_DIRCLOSE: case S_ERR_DIRCLOSE: io_uring_prep_close(sqe, l->dirfd); break;
+      case S_UNLINK: case S_ERR_UNLINK: io_uring_prep_unlinkat(sqe, rootfd, l->tmp, 0); break;
       case S_GOPEN: io_uring_prep_openat(sqe, rootfd, p->key, O_RDONLY | O_CLOEXEC, 0); break;
       case S_GSTAT:
-        io_uring_prep_statx(sqe, p->fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE,
-                            (struct statx *)p->stx);
+        io_uring_prep_statx(sqe, l->fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE,
+                            (struct statx *)l->stx);
         break;
       case S_GREAD: {
         uint64_t want = req->size; /* bytes to read, set after stat */
         size_t n = (size_t)(want - req->buf.len);
         if (n > MAX_IO_BYTES) n = MAX_IO_BYTES;
-        io_uring_prep_read(sqe, p->fd, req->buf.data + req->buf.len, (unsigned)n,
+        io_uring_prep_read(sqe, l->fd, req->buf.data + req->buf.len, (unsigned)n,
                            p->off + req->buf.len);
         break;
       }
       case S_HSTAT:
         io_uring_prep_statx(sqe, rootfd, p->key, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE,
-                            (struct statx *)p->stx);
+                            (struct statx *)l->stx);
         break;
       case S_DUNLINK: io_uring_prep_unlinkat(sqe, rootfd, p->key, 0); break;
       default: assert(!"bad state");
@@ -189,59 +191,62 @@ static void issue(uring_t *u, mw_storage_req_t *req, int state, mw_storage_step_
 static void finish(uring_t *u, mw_storage_req_t *req, int status) {
   assert(u->active > 0);
   if (--u->active == 0) uv_unref((uv_handle_t *)&u->poll);
-  mw_storage__done(req, status);
+  mw_local__done(req, status);
 }
 
 /* Failure of a put: close, unlink the temp, then report `err`. */
 static void put_fail(uring_t *u, mw_storage_req_t *req, int err) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   assert(err < 0);
   if (p->result == 0) p->result = err;
-  if (p->fd >= 0) issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE);
-  else if (p->dirfd >= 0) issue(u, req, S_ERR_DIRCLOSE, MW_STEP_DIRCLOSE);
-  else if (p->tmp_made) issue(u, req, S_ERR_UNLINK, MW_STEP_UNLINK);
+  if (l->fd >= 0) issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE);
+  else if (l->dirfd >= 0) issue(u, req, S_ERR_DIRCLOSE, MW_STEP_DIRCLOSE);
+  else if (l->tmp_made) issue(u, req, S_ERR_UNLINK, MW_STEP_UNLINK);
   else finish(u, req, p->result);
 }
 
 static void open_tmp(uring_t *u, mw_storage_req_t *req) {
-  mw_storage__tmp_name(req);
+  mw_local__tmp_name(req);
   issue(u, req, S_OPEN, MW_STEP_OPEN);
 }
 
 static void dir_next(uring_t *u, mw_storage_req_t *req) {
-  mw_storage__parent_prefix(req->priv.key, req->priv.walk, req->priv.scratch,
-                            sizeof req->priv.scratch);
+  mw_local__parent_prefix(req->priv.key, req->be.local.walk, req->be.local.scratch,
+                            sizeof req->be.local.scratch);
   issue(u, req, S_DIROPEN, MW_STEP_DIROPEN);
 }
 
 /* The object is visible: fsync its directory (and ancestors), or finish. */
 static void sync_dirs(uring_t *u, mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
-  if (!u->st->cfg.fsync) return finish(u, req, 0);
-  p->walk = (uint16_t)mw_storage__depth(p->key);
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  if (!mw_local(u->st)->durable) return finish(u, req, 0);
+  l->walk = (uint16_t)mw_local__depth(p->key);
   dir_next(u, req);
 }
 
 static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
-  mw_storage_req_priv_t *p = &req->priv;
-  unsigned depth = mw_storage__depth(p->key);
-  switch (p->state) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  unsigned depth = mw_local__depth(p->key);
+  switch (l->state) {
     case S_OPEN:
-      res = mw_storage__step_end(req, MW_STEP_OPEN, res);
+      res = mw_local__step_end(req, MW_STEP_OPEN, res);
       if (res >= 0) {
-        p->fd = res;
-        p->tmp_made = 1;
+        l->fd = res;
+        l->tmp_made = 1;
         if (p->len > 0) issue(u, req, S_WRITE, MW_STEP_WRITE);
-        else if (u->st->cfg.fsync) issue(u, req, S_FSYNC, MW_STEP_FSYNC);
+        else if (mw_local(u->st)->durable) issue(u, req, S_FSYNC, MW_STEP_FSYNC);
         else issue(u, req, S_CLOSE, MW_STEP_CLOSE);
-      } else if ((res == -ENOENT || res == -EEXIST) && p->mkdir_tries < MW_STORAGE_MKDIR_TRIES) {
-        p->mkdir_tries++;
+      } else if ((res == -ENOENT || res == -EEXIST) && l->mkdir_tries < MW_LOCAL_MKDIR_TRIES) {
+        l->mkdir_tries++;
         if (res == -EEXIST || depth == 0) {
           open_tmp(u, req);
         } else {
-          p->sync_parents = 1;
-          p->walk = 1;
-          mw_storage__parent_prefix(p->key, 1, p->scratch, sizeof p->scratch);
+          l->sync_parents = 1;
+          l->walk = 1;
+          mw_local__parent_prefix(p->key, 1, l->scratch, sizeof l->scratch);
           issue(u, req, S_MKDIR, MW_STEP_MKDIR);
         }
       } else {
@@ -249,31 +254,31 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       }
       return;
     case S_MKDIR:
-      res = mw_storage__step_end(req, MW_STEP_MKDIR, res);
+      res = mw_local__step_end(req, MW_STEP_MKDIR, res);
       if (res < 0 && res != -EEXIST) return put_fail(u, req, res);
-      if (++p->walk > depth) return open_tmp(u, req);
-      mw_storage__parent_prefix(p->key, p->walk, p->scratch, sizeof p->scratch);
+      if (++l->walk > depth) return open_tmp(u, req);
+      mw_local__parent_prefix(p->key, l->walk, l->scratch, sizeof l->scratch);
       return issue(u, req, S_MKDIR, MW_STEP_MKDIR);
     case S_WRITE:
       if (res == -EINTR || res == -EAGAIN) return issue(u, req, S_WRITE, MW_STEP_WRITE);
       if (res <= 0) return put_fail(u, req, res < 0 ? res : -EIO);
-      p->done += (size_t)res;
-      if (p->done < p->len) return issue(u, req, S_WRITE, MW_STEP_WRITE);
-      if (u->st->cfg.fsync) return issue(u, req, S_FSYNC, MW_STEP_FSYNC);
+      l->done += (size_t)res;
+      if (l->done < p->len) return issue(u, req, S_WRITE, MW_STEP_WRITE);
+      if (mw_local(u->st)->durable) return issue(u, req, S_FSYNC, MW_STEP_FSYNC);
       return issue(u, req, S_CLOSE, MW_STEP_CLOSE);
     case S_FSYNC:
-      res = mw_storage__step_end(req, MW_STEP_FSYNC, res);
+      res = mw_local__step_end(req, MW_STEP_FSYNC, res);
       if (res < 0) return put_fail(u, req, res);
       return issue(u, req, S_CLOSE, MW_STEP_CLOSE);
     case S_CLOSE:
-      if (p->injected == 0) p->fd = -1; /* a real close releases the fd */
+      if (l->injected == 0) l->fd = -1; /* a real close releases the fd */
       if (res < 0) return put_fail(u, req, res);
       return issue(u, req, S_LINK,
                    p->op == MW_OP_PUT_IF_ABSENT ? MW_STEP_LINK : MW_STEP_RENAME);
     case S_LINK:
       if (res < 0) return put_fail(u, req, res);
-      p->linked = 1;
-      if (p->op == MW_OP_PUT) p->tmp_made = 0;
+      p->maybe_written = 1;
+      if (p->op == MW_OP_PUT) l->tmp_made = 0;
       /* put_if_absent: drop the temp name first, so the directory fsync
        * makes its removal durable too (no temp survives a power loss). */
       if (p->op == MW_OP_PUT_IF_ABSENT) return issue(u, req, S_UNLINK, MW_STEP_UNLINK);
@@ -282,55 +287,57 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       if (p->op == MW_OP_DELETE && (res == -ENOENT || res == -ENOTDIR))
         return finish(u, req, 0); /* no directory: nothing to make durable */
       if (res < 0) return put_fail(u, req, res);
-      p->dirfd = res;
+      l->dirfd = res;
       return issue(u, req, S_DIRSYNC, MW_STEP_DIRSYNC);
     case S_DIRSYNC:
-      res = mw_storage__step_end(req, MW_STEP_DIRSYNC, res);
+      res = mw_local__step_end(req, MW_STEP_DIRSYNC, res);
       if (res < 0) return put_fail(u, req, res);
       return issue(u, req, S_DIRCLOSE, MW_STEP_DIRCLOSE);
     case S_DIRCLOSE:
-      if (p->injected == 0) p->dirfd = -1;
+      if (l->injected == 0) l->dirfd = -1;
       if (res < 0) return put_fail(u, req, res);
-      if (p->sync_parents && p->walk > 0) {
-        p->walk--;
+      if (l->sync_parents && l->walk > 0) {
+        l->walk--;
         return dir_next(u, req);
       }
       return finish(u, req, 0);
     case S_UNLINK:
       if (res < 0)
-        mw_log_warn("storage: unlink %s/%s: %s", u->st->root, p->tmp, strerror(-res));
+        mw_log_warn("storage: unlink %s/%s: %s", mw_local(u->st)->root, l->tmp, strerror(-res));
       else
-        p->tmp_made = 0;
+        l->tmp_made = 0;
       return sync_dirs(u, req);
     case S_ERR_CLOSE:
-      if (p->injected < 0) return issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE); /* still open */
-      p->fd = -1; /* released even when the close reports an error */
+      if (l->injected < 0) return issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE); /* still open */
+      l->fd = -1; /* released even when the close reports an error */
       return put_fail(u, req, p->result);
     case S_ERR_DIRCLOSE:
-      if (p->injected < 0) return issue(u, req, S_ERR_DIRCLOSE, MW_STEP_DIRCLOSE);
-      p->dirfd = -1;
+      if (l->injected < 0) return issue(u, req, S_ERR_DIRCLOSE, MW_STEP_DIRCLOSE);
+      l->dirfd = -1;
       return put_fail(u, req, p->result);
     case S_ERR_UNLINK:
-      p->tmp_made = 0; /* best effort: a leftover temp is hidden and swept */
+      l->tmp_made = 0; /* best effort: a leftover temp is hidden and swept */
       return put_fail(u, req, p->result);
   }
   assert(!"bad put state");
 }
 
 static void get_fail(uring_t *u, mw_storage_req_t *req, int err) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   if (p->result == 0) p->result = err;
-  if (p->fd >= 0) issue(u, req, S_GCLOSE, MW_STEP_CLOSE);
+  if (l->fd >= 0) issue(u, req, S_GCLOSE, MW_STEP_CLOSE);
   else finish(u, req, p->result);
 }
 
 static void advance_get(uring_t *u, mw_storage_req_t *req, int res) {
-  mw_storage_req_priv_t *p = &req->priv;
-  const struct statx *sx = (const struct statx *)p->stx;
-  switch (p->state) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  const struct statx *sx = (const struct statx *)l->stx;
+  switch (l->state) {
     case S_GOPEN:
       if (res < 0) return finish(u, req, res == -ENOTDIR ? -ENOENT : res);
-      p->fd = res;
+      l->fd = res;
       return issue(u, req, S_GSTAT, MW_STEP_STAT);
     case S_GSTAT: {
       if (res < 0) return get_fail(u, req, res);
@@ -353,11 +360,11 @@ static void advance_get(uring_t *u, mw_storage_req_t *req, int res) {
       if (res > 0 && req->buf.len < req->size) return issue(u, req, S_GREAD, MW_STEP_READ);
       return issue(u, req, S_GCLOSE, MW_STEP_CLOSE);
     case S_GCLOSE:
-      if (p->injected < 0) { /* the fd is still open: record, close for real */
+      if (l->injected < 0) { /* the fd is still open: record, close for real */
         if (p->result == 0) p->result = res;
         return issue(u, req, S_GCLOSE, MW_STEP_CLOSE);
       }
-      p->fd = -1;
+      l->fd = -1;
       req->size = p->len;
       if (p->result == 0 && res < 0) p->result = res;
       return finish(u, req, p->result);
@@ -366,12 +373,13 @@ static void advance_get(uring_t *u, mw_storage_req_t *req, int res) {
 }
 
 static void advance(uring_t *u, mw_storage_req_t *req, int res) {
-  mw_storage_req_priv_t *p = &req->priv;
-  if (p->injected < 0) res = p->injected;
-  switch (p->state) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  if (l->injected < 0) res = l->injected;
+  switch (l->state) {
     case S_GOPEN: case S_GSTAT: case S_GREAD: case S_GCLOSE: return advance_get(u, req, res);
     case S_HSTAT: {
-      const struct statx *sx = (const struct statx *)p->stx;
+      const struct statx *sx = (const struct statx *)l->stx;
       if (res == -ENOTDIR || (res == 0 && !S_ISREG(sx->stx_mode))) res = -ENOENT;
       if (res == 0) req->size = sx->stx_size;
       return finish(u, req, res);
@@ -379,11 +387,11 @@ static void advance(uring_t *u, mw_storage_req_t *req, int res) {
     case S_DUNLINK:
       if (res == -ENOTDIR || res == -EISDIR) return finish(u, req, 0); /* absent */
       if (res < 0 && res != -ENOENT) return finish(u, req, res);
-      if (!u->st->cfg.fsync) return finish(u, req, 0);
+      if (!mw_local(u->st)->durable) return finish(u, req, 0);
       /* Make the removal durable (also when already absent: a retry after
        * a failed directory fsync must not succeed early). */
-      p->sync_parents = 0;
-      p->walk = (uint16_t)mw_storage__depth(p->key);
+      l->sync_parents = 0;
+      l->walk = (uint16_t)mw_local__depth(p->key);
       return dir_next(u, req);
     default: return advance_put(u, req, res);
   }
@@ -423,8 +431,9 @@ static int probe_ops(struct io_uring *ring) {
   return rc;
 }
 
-static int uring_open(mw_storage_t *st) {
-  assert(st != NULL && st->be_state == NULL);
+int mw_local__uring_open(mw_storage_t *st) {
+  mw_local_t *lo = mw_local(st);
+  assert(lo != NULL && lo->uring == NULL);
   uring_t *u = calloc(1, sizeof *u);
   if (u == NULL) return -ENOMEM;
   u->st = st;
@@ -449,7 +458,7 @@ static int uring_open(mw_storage_t *st) {
   uv_unref((uv_handle_t *)&u->poll);
   uv_timer_init(st->loop, &u->retry); /* cannot fail */
   u->retry.data = u;
-  st->be_state = u;
+  lo->uring = u;
   return 0;
 fail:
   if (u->efd >= 0) close(u->efd);
@@ -459,11 +468,13 @@ fail:
 }
 
 static void uring_submit(mw_storage_t *st, mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
-  uring_t *u = st->be_state;
+  mw_storage_req_front_t *p = &req->priv;
+  uring_t *u = mw_local(st)->uring;
   assert(u != NULL && p->st == st);
-  if (p->op == MW_OP_LIST || p->op == MW_OP_DELETE_PREFIX || p->op == MW_OP_SWEEP_TMP) {
-    mw_storage__threads_ops.submit(st, req);
+  mw_local__prepare(st, req);
+  if (p->op == MW_OP_LIST || p->op == MW_OP_DELETE_PREFIX || p->op == MW_OP_SWEEP_TMP ||
+      p->op == MW_OP_DELETE_ROOT) {
+    mw_local__queue_work(st, req); /* directory walks: io_uring has no getdents */
     return;
   }
   if (u->active++ == 0) uv_ref((uv_handle_t *)&u->poll);
@@ -486,12 +497,12 @@ static void handle_closed(uv_handle_t *h) {
   io_uring_queue_exit(&u->ring);
   close(u->efd);
   free(u);
-  st->be_state = NULL;
-  done(st);
+  mw_local(st)->uring = NULL;
+  mw_local__close_done(st, done);
 }
 
 static void uring_close(mw_storage_t *st, void (*done)(mw_storage_t *st)) {
-  uring_t *u = st->be_state;
+  uring_t *u = mw_local(st)->uring;
   assert(u != NULL && u->active == 0);
   u->close_done = done;
   u->closing_handles = 2;
@@ -501,7 +512,10 @@ static void uring_close(mw_storage_t *st, void (*done)(mw_storage_t *st)) {
 
 const mw_storage_backend_ops_t mw_storage__uring_ops = {
     .name = "uring",
-    .open = uring_open,
+    .step_names = mw_local_step_names,
+    .n_steps = MW_STEP_COUNT_,
+    .sync_step = MW_STEP_FSYNC,
+    .family = MW_STORAGE_FAMILY_LOCAL,
     .submit = uring_submit,
     .close = uring_close,
 };

@@ -56,7 +56,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "storage/storage_int.h"
+#include "storage/local_int.h"
 
 typedef struct ent {
   char *name;
@@ -401,9 +401,9 @@ static void pend_drop(mw_powerloss_t *pl, pend_t *p) {
   *p = pl->pend[--pl->npend];
 }
 
-void mw_powerloss__before(mw_powerloss_t *pl, mw_storage_req_t *req, mw_storage_step_t step) {
-  mw_storage_req_priv_t *p = &req->priv;
-  int fd = step == MW_STEP_FSYNC ? p->fd : p->dirfd;
+void mw_powerloss__before(mw_powerloss_t *pl, mw_storage_req_t *req, mw_local_step_t step) {
+  mw_storage_req_local_t *l = &req->be.local;
+  int fd = step == MW_STEP_FSYNC ? l->fd : l->dirfd;
   assert(step == MW_STEP_FSYNC || step == MW_STEP_DIRSYNC);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) != 0) return;
@@ -449,9 +449,10 @@ static void commit(mw_powerloss_t *pl, pend_t *pe) {
   n->has = true;
 }
 
-int mw_powerloss__after(mw_powerloss_t *pl, mw_storage_req_t *req, mw_storage_step_t step,
+int mw_powerloss__after(mw_powerloss_t *pl, mw_storage_req_t *req, mw_local_step_t step,
                         int rc) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
   bool tripped = atomic_load(&pl->tripped);
   pthread_mutex_lock(&pl->mu);
   if (step == MW_STEP_FSYNC || step == MW_STEP_DIRSYNC) {
@@ -463,7 +464,8 @@ int mw_powerloss__after(mw_powerloss_t *pl, mw_storage_req_t *req, mw_storage_st
     /* A new inode: its number may be an old one's; start a new generation. */
     struct stat sb;
     int r = step == MW_STEP_OPEN ? fstat(rc, &sb)
-                                 : fstatat(p->st->rootfd, p->scratch, &sb, AT_SYMLINK_NOFOLLOW);
+                                 : fstatat(mw_local(p->st)->rootfd, l->scratch, &sb,
+                                           AT_SYMLINK_NOFOLLOW);
     if (r == 0) node_add(pl, (uint64_t)sb.st_ino, step == MW_STEP_MKDIR);
   }
   pthread_mutex_unlock(&pl->mu);
@@ -521,7 +523,7 @@ static int write_file(int dirfd, const char *name, const node_t *n) {
 /* Recreate directory node `dn` (open as dirfd, at `path` from the root). */
 static int build(mw_powerloss_t *pl, int dirfd, const char *path, size_t dn, unsigned depth) {
   assert(dn < pl->nnodes && pl->nodes[dn].dir);
-  char sub[MW_STORAGE_PATH_MAX_BYTES + 256];
+  char sub[MW_STORAGE_LOCAL_PATH_BYTES + 256];
   for (size_t i = 0; i < pl->nodes[dn].nents; i++) {
     const ent_t *e = &pl->nodes[dn].ents[i];
     node_t *c = node_find(pl, e->ino, e->gen);

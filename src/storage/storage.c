@@ -1,6 +1,7 @@
 /*
- * storage.c — the storage front: key validation, limits, the in-flight queue
- * and dispatch to a backend (io_uring or the libuv thread pool).
+ * storage.c — the storage front: the URI and the backend choice, key
+ * validation, limits, the in-flight queue, dispatch, failure reasons and
+ * metrics. Everything here is the same for every backend.
  *
  * Design: a submission is validated and copied into the caller's request
  * (key, borrowed bytes, range) on the loop thread. If fewer than
@@ -8,50 +9,51 @@
  * otherwise it joins a FIFO queue and starts when a running one completes.
  * Starting goes through the fault layer (which may delay it) to the
  * backend's submit(). The backend calls mw_storage__done() once, on the loop
- * thread; the front logs failures (with the path and the failing step),
+ * thread; the front logs a failure (with the reason the backend recorded),
  * starts queued work, then runs the caller's callback. Because a callback
  * can never run inside a submit call, callers see completions in an order
  * they can reason about.
  *
- * Durability of directories: an object is durable once its file is fsynced,
- * linked, and its directory fsynced — *and* that directory's own entry is
- * durable all the way up to the root. The front keeps a small direct-mapped
- * cache of directory hashes whose ancestry this instance has fsynced; the
- * first write into a directory (or any write that had to mkdir) asks the
- * backend to fsync every ancestor too (priv.sync_parents).
+ * URIs: "s3://BUCKET/PREFIX" selects the S3 backend; a path (or
+ * "file://PATH") the local disk, whose engine (io_uring or the thread pool)
+ * cfg.backend chooses (local.c).
  *
  * Metrics: the front registers the storage families in the process-wide
  * registry once (pthread_once; every series is created then, so recording
  * from pool threads never creates one) and counts every completed operation
  * by op and result, and the bytes of acknowledged puts; the fault layer
- * records fsync latency and injected faults.
+ * counts injected faults by step name.
  *
  * Keys: 1..1024 bytes, '/'-separated, no leading or trailing '/', no empty,
- * "." or ".." segment, no segment starting with ".tmp-" (reserved for temp
- * files), no control characters, at most 64 segments (a directory walk
- * holds one fd per level).
+ * "." or ".." segment, no segment starting with ".tmp-" (reserved for the
+ * backends), no control characters, at most 64 segments (a local directory
+ * walk holds one fd per level). The same rules on every backend keep keys
+ * portable between them.
  */
 #include "storage/storage_int.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common/log.h"
+#include "storage/local.h"
 
-static const char *const step_names[MW_STEP_COUNT_] = {
-    "open", "mkdir", "write", "fsync", "close", "link", "rename",
-    "diropen", "dirsync", "dirclose", "unlink", "stat", "read", "scan",
+static const char *const op_names[MW_OP_COUNT_] = {
+    "?",      "put_if_absent", "put",       "get",         "head",
+    "list",   "delete",        "delete_prefix", "sweep_tmp", "delete_root",
 };
 
-static const char *const op_names[] = {
-    "?", "put_if_absent", "put", "get", "head", "list", "delete", "delete_prefix", "sweep_tmp",
+/* Every backend family's step names, for metric labels and name checks. */
+static const struct {
+  const char *const *names;
+  unsigned n;
+} families[MW_STORAGE_FAMILIES_] = {
+    [MW_STORAGE_FAMILY_LOCAL] = {mw_local_step_names, MW_STEP_COUNT_},
 };
 
 /* ---- metrics ---- */
@@ -66,23 +68,16 @@ static mw_metric_family_t *errors_family;
 
 static void metrics_register(void) {
   mw_storage_metrics_t *m = &mw_storage__metrics;
-  static const char *const op_errno[] = {"op", "errno"};
-  errors_family = mw_metrics_register(
-      mw_metrics_default(), MW_METRIC_COUNTER, "memwald_storage_errors_total",
-      "Storage operations that failed, by operation and errno.", op_errno, 2, NULL, 0);
   mw_metrics_t *reg = mw_metrics_default();
+  static const char *const op_errno[] = {"op", "errno"};
   static const char *const op_result[] = {"op", "result"};
-  static const char *const kind[] = {"kind"};
   static const char *const step[] = {"step"};
-  static const double fsync_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                        0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+  errors_family = mw_metrics_register(
+      reg, MW_METRIC_COUNTER, "memwald_storage_errors_total",
+      "Storage operations that failed, by operation and errno.", op_errno, 2, NULL, 0);
   mw_metric_family_t *ops = mw_metrics_register(
       reg, MW_METRIC_COUNTER, "memwald_storage_operations_total",
       "Storage operations completed, by operation and result.", op_result, 2, NULL, 0);
-  mw_metric_family_t *fs = mw_metrics_register(
-      reg, MW_METRIC_HISTOGRAM, "memwald_storage_fsync_seconds",
-      "Latency of successful file and directory fsyncs.", kind, 1, fsync_bounds,
-      sizeof fsync_bounds / sizeof *fsync_bounds);
   mw_metric_family_t *wr = mw_metrics_register(
       reg, MW_METRIC_COUNTER, "memwald_storage_written_bytes_total",
       "Bytes of objects written by acknowledged puts.", NULL, 0, NULL, 0);
@@ -90,31 +85,35 @@ static void metrics_register(void) {
       reg, MW_METRIC_COUNTER, "memwald_storage_faults_injected_total",
       "Test faults injected into storage steps (fault injection, simulated power cuts).",
       step, 1, NULL, 0);
-  if (ops == NULL || fs == NULL || wr == NULL || fi == NULL) return; /* logged by metrics */
-  for (int op = MW_OP_PUT_IF_ABSENT; op <= MW_OP_SWEEP_TMP; op++)
+  if (ops == NULL || wr == NULL || fi == NULL) return; /* logged by metrics */
+  for (int op = MW_OP_PUT_IF_ABSENT; op < MW_OP_COUNT_; op++)
     for (int r = 0; r < 4; r++) {
       const char *lv[] = {op_names[op], result_names[r]};
       m->ops[op][r] = mw_metric_series(ops, lv);
     }
-  const char *file[] = {"file"}, *dir[] = {"dir"};
-  m->fsync_family = fs;
-  m->fsync[0] = mw_metric_series(fs, file);
-  m->fsync[1] = mw_metric_series(fs, dir);
   m->written = mw_metric_series(wr, NULL);
-  for (int i = 0; i < MW_STEP_COUNT_; i++) {
-    const char *lv[] = {step_names[i]};
-    m->faults[i] = mw_metric_series(fi, lv);
-  }
+  for (unsigned f = 0; f < MW_STORAGE_FAMILIES_; f++)
+    for (unsigned i = 0; i < families[f].n; i++) {
+      const char *lv[] = {families[f].names[i]};
+      m->faults[f][i] = mw_metric_series(fi, lv);
+    }
   m->ok = true;
 }
 
-void mw_storage__count_fault(mw_storage_step_t step) {
-  assert(step < MW_STEP_COUNT_);
-  if (mw_storage__metrics.ok) mw_counter_add(mw_storage__metrics.faults[step], 1);
+void mw_storage__metrics_init(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, metrics_register);
 }
 
-static void count_op(const mw_storage_req_priv_t *p, int status) {
-  if (!mw_storage__metrics.ok || p->op < MW_OP_PUT_IF_ABSENT || p->op > MW_OP_SWEEP_TMP) return;
+void mw_storage__count_fault(const mw_storage_t *st, unsigned step) {
+  assert(st != NULL && step < st->be->n_steps);
+  if (mw_storage__metrics.ok)
+    mw_counter_add(mw_storage__metrics.faults[st->be->family][step], 1);
+}
+
+static void count_op(const mw_storage_req_front_t *p, int status) {
+  assert(p->op >= MW_OP_PUT_IF_ABSENT && p->op < MW_OP_COUNT_);
+  if (!mw_storage__metrics.ok) return;
   int r = status == 0 ? 0 : status == -EEXIST ? 1 : status == -ENOENT ? 2 : 3;
   mw_counter_add(mw_storage__metrics.ops[p->op][r], 1);
   if (r == 3 && errors_family != NULL) {
@@ -125,41 +124,90 @@ static void count_op(const mw_storage_req_priv_t *p, int status) {
     mw_counter_add(mw_storage__metrics.written, p->len);
 }
 
-const char *mw_storage_step_name(int step) {
-  return step >= 0 && step < MW_STEP_COUNT_ ? step_names[step] : "?";
+/* ---- steps ---- */
+
+const char *mw_storage_step_name(const mw_storage_t *st, unsigned step) {
+  assert(st != NULL);
+  return step < st->be->n_steps ? st->be->step_names[step] : "?";
 }
 
-int mw_storage_step_parse(const char *name) {
-  assert(name != NULL);
-  for (int i = 0; i < MW_STEP_COUNT_; i++)
-    if (strcmp(name, step_names[i]) == 0) return i;
+int mw_storage_step_parse(const mw_storage_t *st, const char *name) {
+  assert(st != NULL && name != NULL);
+  for (unsigned i = 0; i < st->be->n_steps; i++)
+    if (strcmp(name, st->be->step_names[i]) == 0) return (int)i;
   return -EINVAL;
 }
 
-void mw_storage_config_init(mw_storage_config_t *cfg, const char *root_dir) {
+unsigned mw_storage_step_count(const mw_storage_t *st) {
+  assert(st != NULL && st->be->n_steps <= MW_STORAGE_MAX_STEPS);
+  return st->be->n_steps;
+}
+
+bool mw_storage_step_known(const char *name) {
+  assert(name != NULL);
+  for (unsigned f = 0; f < MW_STORAGE_FAMILIES_; f++)
+    for (unsigned i = 0; i < families[f].n; i++)
+      if (strcmp(name, families[f].names[i]) == 0) return true;
+  return false;
+}
+
+const char *mw_storage_req_step_name(const mw_storage_req_t *req, unsigned step) {
+  assert(req != NULL && req->priv.st != NULL);
+  return mw_storage_step_name(req->priv.st, step);
+}
+
+/* ---- configuration ---- */
+
+void mw_storage_config_init(mw_storage_config_t *cfg, const char *uri) {
   assert(cfg != NULL);
   memset(cfg, 0, sizeof *cfg);
-  cfg->root_dir = root_dir;
+  cfg->uri = uri;
   cfg->backend = MW_STORAGE_AUTO;
   cfg->max_inflight = MW_STORAGE_DEFAULT_MAX_INFLIGHT;
   cfg->max_object_bytes = MW_STORAGE_DEFAULT_MAX_OBJECT_BYTES;
-  cfg->fsync = true;
+  cfg->durable = true;
+  cfg->s3.path_style = -1;
+  cfg->s3.allow_http = -1;
 }
+
+static const char *const backend_labels[] = {"auto", "uring", "threads", "s3"};
 
 int mw_storage_backend_parse(const char *name, mw_storage_backend_t *out) {
   assert(name != NULL && out != NULL);
-  if (strcmp(name, "auto") == 0) *out = MW_STORAGE_AUTO;
-  else if (strcmp(name, "uring") == 0 || strcmp(name, "io_uring") == 0) *out = MW_STORAGE_URING;
-  else if (strcmp(name, "threads") == 0) *out = MW_STORAGE_THREADS;
-  else return -EINVAL;
-  return 0;
+  for (int i = 0; i < 4; i++)
+    if (strcmp(name, backend_labels[i]) == 0) {
+      *out = (mw_storage_backend_t)i;
+      return 0;
+    }
+  if (strcmp(name, "io_uring") == 0) {
+    *out = MW_STORAGE_URING;
+    return 0;
+  }
+  return -EINVAL;
+}
+
+const char *mw_storage_backend_label(mw_storage_backend_t b) {
+  return (unsigned)b < 4 ? backend_labels[b] : "?";
+}
+
+bool mw_storage_uri_is_s3(const char *uri) {
+  return uri != NULL && strncmp(uri, "s3://", 5) == 0;
+}
+
+/* ---- keys ---- */
+
+static unsigned depth(const char *path) {
+  unsigned d = 0;
+  for (const char *p = path; *p; p++) d += *p == '/';
+  return d;
 }
 
 static bool segment_ok(const char *s, size_t n) {
   if (n == 0) return false;
   if (n == 1 && s[0] == '.') return false;
   if (n == 2 && s[0] == '.' && s[1] == '.') return false;
-  if (n >= 5 && memcmp(s, MW_STORAGE_TMP_PREFIX, 5) == 0) return false;
+  size_t r = sizeof MW_STORAGE_RESERVED_PREFIX - 1;
+  if (n >= r && memcmp(s, MW_STORAGE_RESERVED_PREFIX, r) == 0) return false;
   return true;
 }
 
@@ -168,7 +216,7 @@ static bool segment_ok(const char *s, size_t n) {
 static bool path_ok(const char *s, bool partial_last) {
   size_t n = strnlen(s, MW_STORAGE_KEY_MAX_BYTES + 1);
   if (n > MW_STORAGE_KEY_MAX_BYTES) return false;
-  if (mw_storage__depth(s) + 1 > MW_STORAGE_KEY_MAX_SEGMENTS) return false;
+  if (depth(s) + 1 > MW_STORAGE_KEY_MAX_SEGMENTS) return false;
   if (n == 0) return partial_last;
   if (s[0] == '/') return false;
   size_t start = 0;
@@ -177,7 +225,7 @@ static bool path_ok(const char *s, bool partial_last) {
     if (i < n && s[i] != '/') continue;
     bool last = i == n;
     if (last && partial_last) {
-      /* partial: "" ok, "." / ".." would escape, ".tmp-" hides nothing useful */
+      /* partial: "" ok, "." / ".." would escape */
       if ((i - start == 1 && s[start] == '.') ||
           (i - start == 2 && s[start] == '.' && s[start + 1] == '.'))
         return false;
@@ -194,176 +242,48 @@ bool mw_storage_key_valid(const char *key) {
   return path_ok(key, false);
 }
 
-unsigned mw_storage__depth(const char *path) {
-  unsigned d = 0;
-  for (const char *p = path; *p; p++) d += *p == '/';
-  return d;
-}
-
-bool mw_storage__parent_prefix(const char *path, unsigned n, char *out, size_t cap) {
-  assert(path != NULL && out != NULL && cap > 1);
-  if (n == 0) {
-    out[0] = '.';
-    out[1] = '\0';
-    return true;
-  }
-  const char *p = path;
-  for (unsigned i = 0; i < n; i++) {
-    p = strchr(p, '/');
-    if (p == NULL) return false;
-    if (i + 1 < n) p++;
-  }
-  size_t len = (size_t)(p - path);
-  if (len + 1 > cap) return false;
-  memcpy(out, path, len);
-  out[len] = '\0';
-  return true;
-}
-
-void mw_storage__tmp_name(mw_storage_req_t *req) {
-  /* A random v4 UUID as 32 lowercase hex digits, from getentropy(3)
-   * (getrandom: never blocks once the kernel's pool is initialised). The
-   * name starts with ".tmp-", never with a binary digit (memwal.md §1.5). */
-  uint8_t u[16];
-  if (getentropy(u, sizeof u) != 0) {
-    /* Extremely unlikely; fall back to time and address entropy. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t a = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)(uintptr_t)req;
-    uint64_t b = a * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-    memcpy(u, &a, 8);
-    memcpy(u + 8, &b, 8);
-  }
-  u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
-  u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
-  static const char hx[] = "0123456789abcdef";
-  char hex[33];
-  for (int i = 0; i < 16; i++) {
-    hex[2 * i] = hx[u[i] >> 4];
-    hex[2 * i + 1] = hx[u[i] & 15];
-  }
-  hex[32] = '\0';
-  const char *dir = req->priv.dir;
-  if (strcmp(dir, ".") == 0)
-    snprintf(req->priv.tmp, sizeof req->priv.tmp, MW_STORAGE_TMP_PREFIX "%s", hex);
-  else
-    snprintf(req->priv.tmp, sizeof req->priv.tmp, "%s/" MW_STORAGE_TMP_PREFIX "%s", dir, hex);
-  assert(req->priv.tmp[0] != '0' && req->priv.tmp[0] != '1');
-}
-
-/* ---- directory durability cache ---- */
-
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-  return h | 1; /* 0 marks an empty slot */
-}
-
-static bool dircache_has(const mw_storage_t *st, const char *dir) {
-  uint64_t h = hash_str(dir);
-  return st->dircache[h % MW_STORAGE_DIRCACHE_SLOTS] == h;
-}
-
-static void dircache_add(mw_storage_t *st, const char *dir) {
-  uint64_t h = hash_str(dir);
-  st->dircache[h % MW_STORAGE_DIRCACHE_SLOTS] = h;
-}
-
 /* ---- open / close ---- */
-
-static int mkdir_p(const char *path) {
-  char buf[4096];
-  size_t n = strlen(path);
-  if (n == 0 || n >= sizeof buf) return -ENAMETOOLONG;
-  memcpy(buf, path, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (buf[i] != '/' && buf[i] != '\0') continue;
-    char c = buf[i];
-    buf[i] = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -errno;
-    buf[i] = c;
-  }
-  return 0;
-}
-
-static const mw_storage_backend_ops_t *pick_backend(mw_storage_t *st, int *rc) {
-  static atomic_bool warned = false;
-  if (st->cfg.backend == MW_STORAGE_THREADS) {
-    *rc = 0;
-    return &mw_storage__threads_ops;
-  }
-  *rc = st->cfg.test_uring_refuse != 0 ? st->cfg.test_uring_refuse
-                                       : mw_storage__uring_ops.open(st);
-  if (*rc == 0) return &mw_storage__uring_ops;
-  if (st->cfg.backend == MW_STORAGE_URING) return NULL;
-  if (!atomic_exchange(&warned, true))
-    mw_log_warn("storage: io_uring unavailable (%s); using the libuv thread pool",
-                strerror(-*rc));
-  *rc = 0;
-  return &mw_storage__threads_ops;
-}
 
 int mw_storage_open(uv_loop_t *loop, const mw_storage_config_t *cfg, mw_storage_t **out,
                     mw_err_t *err) {
   assert(loop != NULL && cfg != NULL && out != NULL);
   *out = NULL;
-  if (cfg->root_dir == NULL || cfg->root_dir[0] == '\0')
-    return mw_err_set(err, -EINVAL, "storage: root_dir is empty");
-  static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
-  pthread_once(&metrics_once, metrics_register);
+  if (cfg->uri == NULL || cfg->uri[0] == '\0')
+    return mw_err_set(err, -EINVAL, "storage: the URI is empty");
+  if (strlen(cfg->uri) >= MW_STORAGE_URI_MAX_BYTES)
+    return mw_err_set(err, -ENAMETOOLONG, "storage: URI longer than %d bytes",
+                      MW_STORAGE_URI_MAX_BYTES - 1);
+  bool s3 = mw_storage_uri_is_s3(cfg->uri);
+  if (cfg->backend == MW_STORAGE_S3 && !s3)
+    return mw_err_set(err, -EINVAL, "storage: backend s3 needs an s3:// URI, not %s", cfg->uri);
+  if (s3)
+    return mw_err_set(err, -ENOTSUP, "storage: %s: the S3 backend is not built in yet", cfg->uri);
+  mw_storage__metrics_init();
   mw_storage_t *st = calloc(1, sizeof *st);
   if (st == NULL) return mw_err_set(err, -ENOMEM, "storage: out of memory");
-  int rc;
   st->loop = loop;
   st->cfg = *cfg;
-  st->rootfd = -1;
   if (st->cfg.max_inflight == 0) st->cfg.max_inflight = MW_STORAGE_DEFAULT_MAX_INFLIGHT;
-  if (st->cfg.max_inflight > 4096) st->cfg.max_inflight = 4096;
-  if (st->cfg.max_object_bytes == 0 || st->cfg.max_object_bytes > MW_BUF_MAX_BYTES)
-    st->cfg.max_object_bytes = st->cfg.max_object_bytes == 0 ? MW_STORAGE_DEFAULT_MAX_OBJECT_BYTES
-                                                            : MW_BUF_MAX_BYTES;
-  st->root = strdup(cfg->root_dir);
-  if (st->root == NULL) {
-    rc = mw_err_set(err, -ENOMEM, "storage: out of memory");
-    goto fail;
-  }
-  st->cfg.root_dir = st->root;
-  rc = mkdir_p(st->root);
+  if (st->cfg.max_inflight > MW_STORAGE_MAX_INFLIGHT) st->cfg.max_inflight = MW_STORAGE_MAX_INFLIGHT;
+  if (st->cfg.max_object_bytes == 0) st->cfg.max_object_bytes = MW_STORAGE_DEFAULT_MAX_OBJECT_BYTES;
+  if (st->cfg.max_object_bytes > MW_BUF_MAX_BYTES) st->cfg.max_object_bytes = MW_BUF_MAX_BYTES;
+  int rc = (st->uri = strdup(cfg->uri)) != NULL ? 0 : -ENOMEM;
   if (rc < 0) {
-    mw_err_set(err, rc, "storage: mkdir %s: %s", st->root, strerror(-rc));
+    mw_err_set(err, rc, "storage: out of memory");
     goto fail;
   }
-  st->rootfd = open(st->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (st->rootfd < 0) {
-    rc = -errno;
-    mw_err_set(err, rc, "storage: open %s: %s", st->root, strerror(-rc));
-    goto fail;
-  }
-  if (st->cfg.fsync && fsync(st->rootfd) != 0) {
-    rc = -errno;
-    mw_err_set(err, rc, "storage: fsync %s: %s", st->root, strerror(-rc));
-    goto fail;
-  }
-  rc = mw_storage__fault_open(st, err);
-  if (rc < 0) goto fail;
-  st->be = pick_backend(st, &rc);
-  if (st->be == NULL) {
-    mw_err_set(err, rc, "storage: io_uring refused: %s", strerror(-rc));
-    goto fail;
-  }
-  if (st->be == &mw_storage__threads_ops && (rc = st->be->open(st)) < 0) {
-    mw_err_set(err, rc, "storage: thread backend: %s", strerror(-rc));
-    goto fail;
-  }
+  st->cfg.uri = st->uri;
+  if ((rc = mw_storage__fault_open(st, err)) < 0) goto fail;
+  if ((rc = mw_storage__local_open(st, err)) < 0) goto fail;
+  assert(st->be != NULL && st->be->n_steps <= MW_STORAGE_MAX_STEPS);
   uv_timer_init(loop, &st->delay_timer); /* cannot fail */
   st->delay_timer.data = st;
-  mw_log_debug("storage: %s opened with %s", st->root, st->be->name);
+  mw_log_debug("storage: %s opened with %s", st->uri, st->be->name);
   *out = st;
   return 0;
 fail:
   mw_storage__fault_close(st);
-  if (st->rootfd >= 0) close(st->rootfd);
-  free(st->root);
+  free(st->uri);
   free(st);
   return rc;
 }
@@ -371,10 +291,9 @@ fail:
 static void finish_close(mw_storage_t *st) {
   assert(st->inflight == 0 && st->qhead == NULL);
   mw_storage__fault_close(st);
-  if (st->rootfd >= 0) close(st->rootfd);
   mw_storage_close_cb cb = st->close_cb;
   void *arg = st->close_arg;
-  free(st->root);
+  free(st->uri);
   free(st);
   if (cb != NULL) cb(arg);
 }
@@ -398,6 +317,7 @@ void mw_storage_close(mw_storage_t *st, mw_storage_close_cb cb, void *arg) {
   maybe_finish_close(st);
 }
 
+const char *mw_storage_uri(const mw_storage_t *st) { return st->uri; }
 const char *mw_storage_backend_name(const mw_storage_t *st) { return st->be->name; }
 
 void mw_storage_health(const mw_storage_t *st, mw_storage_health_t *out) {
@@ -405,6 +325,8 @@ void mw_storage_health(const mw_storage_t *st, mw_storage_health_t *out) {
   *out = st->health;
 }
 uint32_t mw_storage_inflight(const mw_storage_t *st) { return st->inflight; }
+uint32_t mw_storage_max_inflight(const mw_storage_t *st) { return st->cfg.max_inflight; }
+size_t mw_storage_max_object_bytes(const mw_storage_t *st) { return st->cfg.max_object_bytes; }
 uint32_t mw_storage_queued(const mw_storage_t *st) { return st->queued; }
 
 /* ---- requests ---- */
@@ -412,13 +334,30 @@ uint32_t mw_storage_queued(const mw_storage_t *st) { return st->queued; }
 void mw_storage_req_init(mw_storage_req_t *req) {
   assert(req != NULL);
   memset(req, 0, sizeof *req);
-  req->priv.fd = -1;
-  req->priv.dirfd = -1;
 }
 
 bool mw_storage_req_maybe_written(const mw_storage_req_t *req) {
   assert(req != NULL);
-  return req->priv.linked != 0;
+  return req->priv.maybe_written != 0;
+}
+
+const char *mw_storage_req_key(const mw_storage_req_t *req) {
+  assert(req != NULL);
+  return req->priv.key;
+}
+
+const char *mw_storage_req_error(const mw_storage_req_t *req) {
+  assert(req != NULL);
+  return req->priv.error;
+}
+
+void mw_storage__set_error(mw_storage_req_t *req, const char *fmt, ...) {
+  assert(req != NULL && fmt != NULL);
+  if (req->priv.error[0] != '\0') return; /* the first reason is the precise one */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(req->priv.error, sizeof req->priv.error, fmt, ap);
+  va_end(ap);
 }
 
 void mw_storage_req_cleanup(mw_storage_req_t *req) {
@@ -430,11 +369,8 @@ void mw_storage_req_cleanup(mw_storage_req_t *req) {
 }
 
 static void start(mw_storage_t *st, mw_storage_req_t *req) {
-  mw_storage_req_priv_t *p = &req->priv;
   st->inflight++;
   assert(st->inflight <= st->cfg.max_inflight);
-  bool writes = p->op == MW_OP_PUT || p->op == MW_OP_PUT_IF_ABSENT;
-  p->sync_parents = writes && st->cfg.fsync && !dircache_has(st, p->dir);
   mw_storage__fault_start(st, req);
 }
 
@@ -450,14 +386,11 @@ static void pump(mw_storage_t *st) {
 }
 
 void mw_storage__done(mw_storage_req_t *req, int status) {
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
   mw_storage_t *st = p->st;
   assert(st != NULL && st->inflight > 0);
-  assert(status <= 0 && p->fd < 0 && p->dirfd < 0);
+  assert(status <= 0);
   st->inflight--;
-  bool writes = p->op == MW_OP_PUT || p->op == MW_OP_PUT_IF_ABSENT;
-  if (status == 0 && writes && st->cfg.fsync) dircache_add(st, p->dir);
-  if (p->op == MW_OP_DELETE_PREFIX) memset(st->dircache, 0, sizeof st->dircache);
   count_op(p, status);
   if (status == 0 || status == -EEXIST || status == -ENOENT) {
     st->health.ops_ok++;
@@ -468,11 +401,10 @@ void mw_storage__done(mw_storage_req_t *req, int status) {
     st->health.consecutive_failures++;
     st->health.last_error = status;
     st->health.last_error_ms = uv_now(st->loop);
+    mw_storage__set_error(req, "%s/%s: %s: %s", st->uri, p->key, mw_storage_step_name(st, p->step),
+                          strerror(-status));
+    mw_log_warn("storage: %s failed: %s", op_names[p->op], p->error);
   }
-  if (status < 0 && status != -EEXIST && status != -ENOENT)
-    mw_log_warn("storage: %s %s/%s failed at %s%s%s: %s", op_names[p->op], st->root, p->key,
-                mw_storage_step_name(p->step), p->tmp[0] ? " of temp " : "", p->tmp,
-                strerror(-status));
   pump(st);
   p->cb(req, status);
   maybe_finish_close(st);
@@ -489,31 +421,23 @@ static int submit(mw_storage_t *st, mw_storage_req_t *req, mw_storage_op_t op, c
                   mw_storage_cb cb, args_t a) {
   assert(st != NULL && req != NULL && cb != NULL);
   if (st->closing) return -ESHUTDOWN;
-  bool prefix = op == MW_OP_LIST || op == MW_OP_DELETE_PREFIX || op == MW_OP_SWEEP_TMP;
+  bool prefix = op == MW_OP_LIST || op == MW_OP_DELETE_PREFIX || op == MW_OP_SWEEP_TMP ||
+                op == MW_OP_DELETE_ROOT;
   if (key == NULL || !path_ok(key, prefix)) return -EINVAL;
   if (a.len > st->cfg.max_object_bytes) return -EFBIG;
   if (a.len > 0 && a.src == NULL) return -EINVAL;
-  mw_storage_req_priv_t *p = &req->priv;
+  mw_storage_req_front_t *p = &req->priv;
   memset(p, 0, sizeof *p);
+  memset(&req->be, 0, sizeof req->be);
   p->st = st;
   p->cb = cb;
   p->op = (uint8_t)op;
-  p->fd = -1;
-  p->dirfd = -1;
   p->src = a.src;
   p->len = a.len;
   p->off = a.off;
   p->rlen = a.rlen;
   p->min_age_s = a.min_age_s;
   strcpy(p->key, key);
-  /* dir: the key's parent for objects; for a prefix, the directory part. */
-  char *slash = strrchr(p->key, '/');
-  if (slash == NULL) {
-    strcpy(p->dir, ".");
-  } else {
-    memcpy(p->dir, p->key, (size_t)(slash - p->key));
-    p->dir[slash - p->key] = '\0';
-  }
   req->size = 0;
   /* every operation that fills buf starts it empty: list, delete_prefix and
    * sweep_tmp list into it, and stale bytes (a reused request's last get)
@@ -574,5 +498,10 @@ int mw_storage_delete_prefix(mw_storage_t *st, mw_storage_req_t *req, const char
 
 int mw_storage_sweep_tmp(mw_storage_t *st, mw_storage_req_t *req, const char *prefix,
                          uint64_t min_age_s, mw_storage_cb cb) {
-  return submit(st, req, MW_OP_SWEEP_TMP, prefix, cb, (args_t){NULL, 0, 0, UINT64_MAX, min_age_s});
+  return submit(st, req, MW_OP_SWEEP_TMP, prefix, cb,
+                (args_t){NULL, 0, 0, UINT64_MAX, min_age_s});
+}
+
+int mw_storage_delete_root(mw_storage_t *st, mw_storage_req_t *req, mw_storage_cb cb) {
+  return submit(st, req, MW_OP_DELETE_ROOT, "", cb, no_args);
 }

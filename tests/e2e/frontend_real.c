@@ -77,7 +77,10 @@ int main(int argc, char **argv) {
   mw_log_init();
   mw_log_set_level(MW_LOG_WARN);
   L = uv_default_loop();
-  mw_table_opts_t o = {.no_fsync = true};
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = false;
+  mw_table_opts_t o = {.storage = &sc};
   mw_err_t err = {0};
   if (mw_table_open(L, argv[1], &o, &T, &err) < 0) {
     fprintf(stderr, "open: %s\n", err.msg);

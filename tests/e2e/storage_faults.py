@@ -289,6 +289,9 @@ log_level = info
 data_dir = {tmp}/data
 admin_socket = {sock}
 listen = 127.0.0.1:0
+[storage]
+max_inflight = 7
+max_object_bytes = 8MiB
 [table t]
 uri = {db}/t.lance
 create = true
@@ -321,6 +324,12 @@ spec = identity(region)
         check("daemon starts", False, "\n".join(d.lines))
     check("daemon exits 0", d.stop() == 0, "\n".join(d.lines[-20:]))
 
+    # a crashed writer's leftover temp file, old enough to be swept at open
+    stale = os.path.join(db, "t.lance", "_versions", ".tmp-00000000000000000000000000000001")
+    with open(stale, "w") as f:
+        f.write("partial")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
     env["MEMWALD_TEST_FAULTS"] = "1"
     d = DAEMON[0] = Daemon(["-c", conf], env=env)
     line = d.wait_line("listening on")
@@ -331,6 +340,13 @@ spec = identity(region)
         return
     port = port_of(line)
     poll(lambda: shard(status(sock))["state"] == "ACTIVE", 15)
+    st = status(sock)["storage"]
+    check("[storage] max_inflight and max_object_bytes reach every table's storage",
+          len(st) == 2 and all(s["max_inflight"] == 7 and s["max_object_bytes"] == 8 << 20 for s in st),
+          json.dumps(st))
+    check("opening the table swept the crashed writer's old temp file",
+          poll(lambda: not os.path.exists(stale), 15) and
+          d.wait_line("removed 1 leftovers of crashed writers") is not None, "\n".join(d.lines[-20:]))
     prods = [Producer(port, 1_000_000 * (i + 1)) for i in range(3)]
     for p in prods:
         p.start()

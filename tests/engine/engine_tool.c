@@ -101,8 +101,11 @@ int main(int argc, char **argv) {
 
   uv_loop_t loop;
   uv_loop_init(&loop);
+  mw_storage_config_t stc;
+  mw_storage_config_init(&stc, NULL);
+  stc.durable = false;
   mw_table_opts_t o = {.config_keys = sc->keys, .config_values = sc->values, .n_config = sc->n_cfg,
-                       .no_fsync = true};
+                       .storage = &stc};
   mw_table_t *t;
   mw_err_t err = {0};
   if (mw_table_open(&loop, table, &o, &t, &err) < 0) die("open: %s", err.msg);

@@ -47,6 +47,7 @@
 #include "lance/shard_manifest.h"
 #include "rows.h"
 #include "shard/table.h"
+#include "storage/local.h"
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
@@ -81,8 +82,11 @@ static const char *table_path;
 
 static mw_table_t *open_table(const char *const *keys, const char *const *values, size_t n,
                               const mw_storage_fault_t *fault) {
-  mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
-                       .no_fsync = true, .fault = fault};
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = false;
+  sc.fault = fault;
+  mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n, .storage = &sc};
   mw_table_t *t;
   mw_err_t err = {0};
   if (mw_table_open(&loop, table_path, &o, &t, &err) < 0) die("open: %s", err.msg);
@@ -470,7 +474,10 @@ static int cmd_crashw(int64_t start) {
 }
 
 static int cmd_open(void) {
-  mw_table_opts_t o = {.no_fsync = true};
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = false;
+  mw_table_opts_t o = {.storage = &sc};
   mw_table_t *t;
   mw_err_t err = {0};
   int rc = mw_table_open(&loop, table_path, &o, &t, &err);

@@ -16,11 +16,13 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -31,6 +33,7 @@
 #include "lance/sstable.h"
 #include "rows.h"
 #include "shard/table.h"
+#include "storage/local.h"
 #include "testutil.h"
 
 #define UNSHARDED "aa48498d-ac91-59e2-8452-69f46010ace2"
@@ -79,6 +82,15 @@ static char *copy_vector(const char *name, const char *scratch) {
   return dst;
 }
 
+/* The table's storage in a test: durable or not, with test faults. */
+static mw_storage_config_t test_storage(bool durable, const mw_storage_fault_t *fault) {
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = durable;
+  sc.fault = fault;
+  return sc;
+}
+
 static void env_open(env_t *e, const char *vector, bool drop_memwal, const char *const *keys,
                      const char *const *values, size_t n) {
   memset(e, 0, sizeof *e);
@@ -90,8 +102,9 @@ static void env_open(env_t *e, const char *vector, bool drop_memwal, const char 
     tu_rmtree(p);
     free(p);
   }
+  mw_storage_config_t sc = test_storage(false, NULL);
   mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
-                       .no_fsync = true, .sstable_seed = 7};
+                       .storage = &sc, .sstable_seed = 7};
   mw_err_t err = {0};
   int rc = mw_table_open(&e->loop, e->table_dir, &o, &e->t, &err);
   if (rc < 0) fail_msg("open: %s", err.msg);
@@ -135,7 +148,8 @@ static mw_shard_t *unsharded(env_t *e) {
  * second writer process, in effect. Only b->t is set. */
 static void env_open_second(env_t *a, env_t *b) {
   memset(b, 0, sizeof *b);
-  mw_table_opts_t o = {.no_fsync = true};
+  mw_storage_config_t sc = test_storage(false, NULL);
+  mw_table_opts_t o = {.storage = &sc};
   mw_err_t err = {0};
   if (mw_table_open(&a->loop, a->table_dir, &o, &b->t, &err) != 0) fail_msg("second handle: %s", err.msg);
 }
@@ -998,7 +1012,8 @@ static void test_wal_io_error_fails_writes(void **state) {
   free(p);
   mw_storage_fault_t fault = {.fail_prefix = "_mem_wal/" UNSHARDED "/wal/", .fail_errno = EIO,
                               .fail_steps = MW_STEP_BIT(MW_STEP_WRITE)};
-  mw_table_opts_t o = {.no_fsync = true, .fault = &fault};
+  mw_storage_config_t sc = test_storage(false, &fault);
+  mw_table_opts_t o = {.storage = &sc};
   mw_err_t err = {0};
   assert_int_equal(mw_table_open(&e.loop, e.table_dir, &o, &e.t, &err), 0);
   mw_shard_t *s = unsharded(&e);
@@ -1034,7 +1049,8 @@ static void test_wal_dirsync_failure_is_indeterminate(void **state) {
   free(p);
   mw_storage_fault_t fault = {.fail_prefix = "_mem_wal/" UNSHARDED "/wal/", .fail_errno = EIO,
                               .fail_steps = MW_STEP_BIT(MW_STEP_DIRSYNC)};
-  mw_table_opts_t o = {.fault = &fault}; /* fsync on: the directory is synced */
+  mw_storage_config_t sc = test_storage(true, &fault); /* durable: the directory is synced */
+  mw_table_opts_t o = {.storage = &sc};
   mw_err_t err = {0};
   assert_int_equal(mw_table_open(&e.loop, e.table_dir, &o, &e.t, &err), 0);
   mw_shard_t *s = unsharded(&e);
@@ -1440,14 +1456,15 @@ static void test_one_failed_fsync(void **state) {
   char *p = tu_strf("%s/_mem_wal", e.table_dir);
   tu_rmtree(p);
   free(p);
-  mw_table_opts_t o = {.no_fsync = false};
+  mw_storage_config_t sc = test_storage(true, NULL);
+  mw_table_opts_t o = {.storage = &sc};
   mw_err_t err = {0};
   assert_int_equal(mw_table_open(&e.loop, e.table_dir, &o, &e.t, &err), 0);
   mw_shard_t *s = unsharded(&e);
   claim_ok(&e, s);
   mw_storage_health_t h0, h1;
   mw_storage_health(e.t->st, &h0);
-  mw_storage_fault_t f = {.fail_fsync_once = true};
+  mw_storage_fault_t f = {.fail_sync_once = true};
   assert_int_equal(mw_storage_fault_set(e.t->st, &f), 0);
   er_model_t mod;
   er_model_init(&mod, 47, 1000);
@@ -1577,7 +1594,8 @@ static void test_drop_interrupted_is_finishable(void **state) {
   e.table_dir = copy_vector("bucket4-small", e.scratch);
   mw_storage_fault_t fault = {.fail_prefix = "data/", .fail_errno = EIO,
                               .fail_steps = MW_STEP_BIT(MW_STEP_UNLINK)};
-  mw_table_opts_t o = {.no_fsync = true, .fault = &fault};
+  mw_storage_config_t sc = test_storage(false, &fault);
+  mw_table_opts_t o = {.storage = &sc};
   mw_err_t err = {0};
   assert_int_equal(mw_table_open(&e.loop, e.table_dir, &o, &e.t, &err), 0);
   tdrop_t d = {0};
@@ -1585,7 +1603,7 @@ static void test_drop_interrupted_is_finishable(void **state) {
   run_until(&e.loop, &d.fired);
   assert_int_not_equal(d.status, 0);
   assert_non_null(strstr(d.reason, "run drop_table again"));
-  assert_true(mw_table_drop_interrupted(e.table_dir));
+  assert_int_equal(mw_table_drop_interrupted(e.table_dir, NULL, NULL), 1);
   closed_flag = false;
   assert_int_equal(mw_table_close(e.t, on_table_closed), 0);
   run_until(&e.loop, &closed_flag);
@@ -1594,15 +1612,64 @@ static void test_drop_interrupted_is_finishable(void **state) {
   assert_int_equal(mw_table_open(&e.loop, e.table_dir, NULL, &t2, &err2), -ECANCELED);
   assert_non_null(strstr(err2.msg, "interrupted"));
   mw_err_t err3 = {0};
-  assert_int_equal(mw_table_drop_remains(e.table_dir, &err3), 0);
+  assert_int_equal(mw_table_drop_remains(e.table_dir, NULL, &err3), 0);
   struct stat sb;
   assert_int_equal(stat(e.table_dir, &sb), -1);
-  assert_int_equal(mw_table_drop_remains(e.table_dir, NULL), -ENOENT);
+  assert_int_equal(mw_table_drop_interrupted(e.table_dir, NULL, NULL), 0);
+  assert_int_equal(mw_table_drop_remains(e.table_dir, NULL, NULL), -ENOENT);
   uv_run(&e.loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(&e.loop), 0);
   tu_rmtree(e.scratch);
   free(e.scratch);
   free(e.table_dir);
+}
+
+/* Opening a table sweeps what crashed writers left (docs/storage.md): a
+ * temp file older than MW_TABLE_SWEEP_MIN_AGE_S goes, a fresh one (a live
+ * writer's, perhaps) stays, and no object is touched. */
+static void test_open_sweeps_leftovers(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  char *scratch = tu_mkdtemp("engine-sweep");
+  char *dir = copy_vector("unsharded-small", scratch);
+  char *wal = tu_strf("%s/_mem_wal/" UNSHARDED "/wal", dir);
+  char *cmd = tu_strf("mkdir -p '%s'", wal);
+  assert_int_equal(system(cmd), 0);
+  char *old = tu_strf("%s/.tmp-0000000000000000000000000000000a", wal);
+  char *fresh = tu_strf("%s/.tmp-0000000000000000000000000000000b", dir);
+  assert_int_equal(tu_write_file(old, "o", 1), 0);
+  assert_int_equal(tu_write_file(fresh, "f", 1), 0);
+  struct timespec ts[2];
+  clock_gettime(CLOCK_REALTIME, &ts[0]);
+  ts[0].tv_sec -= MW_TABLE_SWEEP_MIN_AGE_S + 60;
+  ts[1] = ts[0];
+  assert_int_equal(utimensat(AT_FDCWD, old, ts, 0), 0);
+  mw_storage_config_t sc = test_storage(false, NULL);
+  mw_table_opts_t o = {.storage = &sc};
+  mw_table_t *t = NULL;
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_open(&loop, dir, &o, &t, &err), 0);
+  run_until(&loop, &t->sweep_done);
+  assert_int_equal(t->swept, 1);
+  struct stat sb;
+  assert_int_equal(stat(old, &sb), -1);
+  assert_int_equal(stat(fresh, &sb), 0);
+  char *manifest = tu_strf("%s/_versions", dir);
+  assert_int_equal(stat(manifest, &sb), 0);
+  closed_flag = false;
+  assert_int_equal(mw_table_close(t, on_table_closed), 0);
+  run_until(&loop, &closed_flag);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_rmtree(scratch);
+  free(manifest);
+  free(old);
+  free(fresh);
+  free(cmd);
+  free(wal);
+  free(dir);
+  free(scratch);
 }
 
 static void test_table_refusals(void **state) {
@@ -1659,6 +1726,7 @@ int main(void) {
       cmocka_unit_test(test_drop_table),
       cmocka_unit_test(test_drop_interrupted_is_finishable),
       cmocka_unit_test(test_table_refusals),
+      cmocka_unit_test(test_open_sweeps_leftovers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

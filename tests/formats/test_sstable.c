@@ -357,7 +357,7 @@ static void test_write_dir(void **state) {
   mw_err_t err = {0};
   assert_int_equal(mw_sstable_build(&s, one(&b), 1, 2, NULL, &sst, &err), 0);
   char *dir = tu_mkdtemp("sstable");
-  assert_int_equal(mw_sstable_write_dir(&sst, dir, &err), 0);
+  assert_int_equal(si_sstable_write_dir(&sst, dir, &err), 0);
   for (size_t i = 0; i < sst.n_files; i++) {
     char *p = tu_strf("%s/%s", dir, sst.files[i].path);
     size_t n;
@@ -368,7 +368,7 @@ static void test_write_dir(void **state) {
     free(got);
     free(p);
   }
-  assert_int_equal(mw_sstable_write_dir(&sst, dir, &err), -EEXIST);
+  assert_int_equal(si_sstable_write_dir(&sst, dir, &err), -EEXIST);
   tu_rmtree(dir);
   free(dir);
   mw_sstable_free(&sst);

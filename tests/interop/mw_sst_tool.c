@@ -117,7 +117,7 @@ static void emit(const char *shard_dir, const mw_schema_t *schema, const mw_batc
   mw_err_t err = {0};
   if (mw_sstable_build(schema, batches, n, gen, &o, &sst, &err) < 0) die("build gen %" PRIu64 ": %s", gen, err.msg);
   if (lance != NULL && a->compare) compare_lance(shard_dir, lance, &sst);
-  if (mw_sstable_write_dir(&sst, shard_dir, &err) < 0) die("write: %s", err.msg);
+  if (si_sstable_write_dir(&sst, shard_dir, &err) < 0) die("write: %s", err.msg);
   if (mw_shard_manifest_add_sstable(m, gen, sst.dir_name, sst.in_memory_bytes, sst.physical_rows,
                                     sst.primary_key_bytes) < 0)
     die("manifest add");

@@ -8,6 +8,7 @@
  */
 #include "shardio.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -249,6 +250,51 @@ int si_sstable_schema(const mw_schema_t *wal, mw_schema_t *out) {
     f->id = (int32_t)i;
     const mw_kv_t *kv = mw_kvs_get(&f->meta, "lance-schema:unenforced-primary-key:position");
     if (kv != NULL && f->pk_position == 0) f->pk_position = (uint32_t)atoi((const char *)kv->value);
+  }
+  return 0;
+}
+
+/* ---- SSTable files (what the engine puts through storage) ---- */
+
+static int sst_mkdirs(char *path) {
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    int rc = mkdir(path, 0755);
+    *p = '/';
+    if (rc != 0 && errno != EEXIST) return -errno;
+  }
+  return 0;
+}
+
+static int sst_write_all(const char *path, const mw_buf_t *b) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return -errno;
+  size_t done = 0;
+  while (done < b->len) {
+    ssize_t w = write(fd, b->data + done, b->len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      close(fd);
+      return -EIO;
+    }
+    done += (size_t)w;
+  }
+  return close(fd) == 0 ? 0 : -EIO;
+}
+
+int si_sstable_write_dir(const mw_sstable_t *sst, const char *shard_dir, mw_err_t *err) {
+  assert(sst != NULL && shard_dir != NULL);
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", shard_dir, sst->dir_name);
+  if (stat(path, &st) == 0) return mw_err_set(err, -EEXIST, "%s already exists", path);
+  for (size_t i = 0; i < sst->n_files; i++) {
+    int n = snprintf(path, sizeof path, "%s/%s", shard_dir, sst->files[i].path);
+    if (n < 0 || (size_t)n >= sizeof path) return mw_err_set(err, -ENAMETOOLONG, "path too long");
+    int rc = sst_mkdirs(path);
+    if (rc == 0) rc = sst_write_all(path, &sst->files[i].bytes);
+    if (rc < 0) return mw_err_set(err, rc, "%s: %s", path, strerror(-rc));
   }
   return 0;
 }

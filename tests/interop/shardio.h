@@ -21,6 +21,7 @@
 #include "lance/batch.h"
 #include "lance/ipc.h"
 #include "lance/shard_manifest.h"
+#include "lance/sstable.h"
 
 #define SI_MAX_SHARDS 64
 #define SI_MAX_WAL_ENTRIES 100000
@@ -67,5 +68,10 @@ void si_coverage_free(si_coverage_t *cov, size_t n);
  * without the `writer_epoch` schema metadata, Lance field ids = position
  * (true for tables whose fields were never dropped), PK markers kept. */
 int si_sstable_schema(const mw_schema_t *wal, mw_schema_t *out);
+
+/* Write every file of sst under shard_dir (creating directories, mode
+ * 0755/0644). Refuses to overwrite: -EEXIST when <shard_dir>/<dir_name>
+ * exists. */
+int si_sstable_write_dir(const mw_sstable_t *sst, const char *shard_dir, mw_err_t *err);
 
 #endif

@@ -38,6 +38,7 @@
 #include <cmocka.h>
 
 #include "common/metrics.h"
+#include "storage/local.h"
 #include "storage/storage.h"
 #include "testutil.h"
 
@@ -75,7 +76,7 @@ static mw_storage_t *open_cfg(uv_loop_t *loop, const mw_storage_config_t *cfg) {
   mw_storage_t *st = NULL;
   mw_err_t err = {0};
   int rc = mw_storage_open(loop, cfg, &st, &err);
-  if (rc != 0) fail_msg("mw_storage_open(%s): %d %s", cfg->root_dir, rc, err.msg);
+  if (rc != 0) fail_msg("mw_storage_open(%s): %d %s", cfg->uri, rc, err.msg);
   assert_string_equal(mw_storage_backend_name(st),
                       g_backend == MW_STORAGE_THREADS ? "threads" : "uring");
   return st;
@@ -93,7 +94,7 @@ static env_t *env_new(const char *tag, const mw_storage_config_t *cfg_in) {
   e->root = tu_mkdtemp(tag);
   assert_int_equal(uv_loop_init(&e->loop), 0);
   mw_storage_config_t cfg = cfg_in ? *cfg_in : base_cfg(e->root);
-  cfg.root_dir = e->root;
+  cfg.uri = e->root;
   e->st = open_cfg(&e->loop, &cfg);
   return e;
 }
@@ -768,6 +769,7 @@ static void test_race_processes(void **state) {
 enum { C_MAX = 4000, C_PUTKEYS = 8 };
 
 typedef struct crasher {
+  mw_storage_t *st;
   int fd;
   uint32_t next;
   mw_storage_req_t *reqs; /* the 16 request slots */
@@ -783,7 +785,7 @@ static void crash_cb(mw_storage_req_t *req, int status) {
   if (write(c->fd, &i, sizeof i) != sizeof i) _exit(11);
   free(c->bufs[req - c->reqs]);
   c->bufs[req - c->reqs] = NULL;
-  if (c->next < C_MAX) crash_submit(req->priv.st, req, c->next++, c);
+  if (c->next < C_MAX) crash_submit(c->st, req, c->next++, c);
 }
 
 static void crash_submit(mw_storage_t *st, mw_storage_req_t *req, uint32_t i, crasher_t *c) {
@@ -817,6 +819,7 @@ static void crash_child(const char *root, int fd) {
   if (mw_storage_open(&loop, &cfg, &st, NULL) != 0) _exit(3);
   static mw_storage_req_t reqs[16];
   static crasher_t c;
+  c.st = st;
   c.fd = fd;
   c.reqs = reqs;
   for (c.next = 0; c.next < 16; c.next++) crash_submit(st, &reqs[c.next], c.next, &c);
@@ -1049,7 +1052,7 @@ static void test_fault_enospc_write(void **state) {
 
 static void test_fault_fsync_once(void **state) {
   (void)state;
-  mw_storage_fault_t f = {.fail_fsync_once = true};
+  mw_storage_fault_t f = {.fail_sync_once = true};
   env_t *e = env_fault("fsync", &f);
   assert_int_equal(s_pia(e, "f/a", "abc", 3), -EIO);
   assert_int_equal(s_head(e, "f/a", NULL), -ENOENT);
@@ -1061,13 +1064,13 @@ static void test_fault_fsync_once(void **state) {
 /* Fail each step of put_if_absent and put in turn; check what stays visible. */
 static void test_fault_each_step(void **state) {
   (void)state;
-  const mw_storage_step_t steps[] = {MW_STEP_OPEN, MW_STEP_MKDIR, MW_STEP_WRITE,
+  const mw_local_step_t steps[] = {MW_STEP_OPEN, MW_STEP_MKDIR, MW_STEP_WRITE,
                                      MW_STEP_FSYNC, MW_STEP_CLOSE, MW_STEP_LINK,
                                      MW_STEP_RENAME, MW_STEP_DIROPEN, MW_STEP_DIRSYNC,
                                      MW_STEP_DIRCLOSE, MW_STEP_UNLINK};
   for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
     for (int put = 0; put < 2; put++) {
-      mw_storage_step_t s = steps[i];
+      mw_local_step_t s = steps[i];
       mw_storage_fault_t f = {.fail_prefix = "s/", .fail_errno = EIO,
                               .fail_steps = MW_STEP_BIT(s)};
       env_t *e = env_fault("step", &f);
@@ -1103,7 +1106,7 @@ typedef struct seq {
   int steps[64];
 } seq_t;
 
-static void on_step(void *ctx, const mw_storage_req_t *req, mw_storage_step_t step) {
+static void on_step(void *ctx, const mw_storage_req_t *req, unsigned step) {
   seq_t *s = ctx;
   (void)req;
   pthread_mutex_lock(&s->mu);
@@ -1162,7 +1165,7 @@ static void test_step_sequence(void **state) {
   char *root = tu_mkdtemp("seq2");
   mw_storage_config_t cfg = base_cfg(root);
   cfg.fault = &f;
-  cfg.fsync = false;
+  cfg.durable = false;
   e = env_new("seq2", &cfg);
   assert_int_equal(s_pia(e, "k", "x", 1), 0);
   const int nosync[] = {O, W, C, L, U};
@@ -1220,6 +1223,93 @@ static void test_sweep_tmp(void **state) {
   env_free(e);
 }
 
+/* delete_root: once no object is left, leftover temps, empty folders and
+ * the root directory itself go; an object still there is -ENOTEMPTY and
+ * nothing of it is removed. */
+static void test_delete_root(void **state) {
+  (void)state;
+  env_t *e = env_new("droot", NULL);
+  assert_int_equal(s_pia(e, "a/b/obj", "x", 1), 0);
+  char *tmp = tu_strf("%s/a/.tmp-00000000000000000000000000000009", e->root);
+  assert_int_equal(tu_write_file(tmp, "t", 1), 0);
+  mw_storage_req_t req;
+  mw_storage_req_init(&req);
+  res_t r = {0};
+  req.data = &r;
+  assert_int_equal(wait_req(&e->loop, &req, &r, mw_storage_delete_root(e->st, &req, on_done)),
+                   -ENOTEMPTY);
+  assert_non_null(strstr(mw_storage_req_error(&req), e->root));
+  assert_int_equal(s_head(e, "a/b/obj", NULL), 0);
+  assert_int_equal(s_delete(e, "a/b/obj"), 0);
+  r = (res_t){0};
+  assert_int_equal(wait_req(&e->loop, &req, &r, mw_storage_delete_root(e->st, &req, on_done)), 0);
+  assert_string_equal(mw_storage_req_error(&req), "");
+  struct stat sb;
+  assert_int_equal(stat(e->root, &sb), -1);
+  assert_int_equal(errno, ENOENT);
+  mw_storage_req_cleanup(&req);
+  close_st(&e->loop, e->st);
+  e->st = NULL;
+  assert_int_equal(mkdir(e->root, 0700), 0); /* for env_free's rmtree */
+  free(tmp);
+  env_free(e);
+}
+
+/* The blocking calls: the same operations on a private loop, usable while
+ * another loop is running (here: from inside one of its callbacks). */
+typedef struct sync_ctx {
+  const char *root;
+  int rc[8];
+  bool ran;
+} sync_ctx_t;
+
+static void sync_in_cb(uv_timer_t *t) {
+  sync_ctx_t *c = t->data;
+  mw_storage_config_t cfg = base_cfg(c->root);
+  mw_storage_sync_t *ss = NULL;
+  mw_err_t err = {0};
+  c->rc[0] = mw_storage_sync_open(&cfg, &ss, &err);
+  if (c->rc[0] < 0) return;
+  c->rc[1] = mw_storage_sync_put(ss, "k/one", "hello", 5, true, &err);
+  c->rc[2] = mw_storage_sync_put(ss, "k/one", "other", 5, true, &err); /* -EEXIST */
+  mw_buf_t b = MW_BUF_INIT;
+  c->rc[3] = mw_storage_sync_get(ss, "k/one", &b, &err);
+  if (c->rc[3] == 0 && (b.len != 5 || memcmp(b.data, "hello", 5) != 0)) c->rc[3] = -EBADMSG;
+  mw_buf_free(&b);
+  uint64_t size = 0;
+  c->rc[4] = mw_storage_sync_head(ss, "k/missing", &size, &err); /* -ENOENT */
+  mw_storage_req_t req;
+  mw_storage_req_init(&req);
+  c->rc[5] = mw_storage_sync_list(ss, "k/", &req, &err);
+  if (c->rc[5] == 0 && (req.nkeys != 1 || strcmp(req.keys[0], "k/one") != 0)) c->rc[5] = -EBADMSG;
+  mw_storage_req_cleanup(&req);
+  c->rc[6] = mw_storage_sync_delete_prefix(ss, "k/", &err); /* 1 removed */
+  c->rc[7] = mw_storage_sync_put(ss, "../escape", "x", 1, false, &err); /* -EINVAL, refused */
+  mw_storage_sync_close(ss);
+  c->ran = true;
+}
+
+static void test_sync_calls(void **state) {
+  (void)state;
+  char *root = tu_mkdtemp("sync");
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  uv_timer_t t;
+  uv_timer_init(&loop, &t);
+  sync_ctx_t c = {.root = root};
+  t.data = &c;
+  uv_timer_start(&t, sync_in_cb, 0, 0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_true(c.ran);
+  const int want[8] = {0, 0, -EEXIST, 0, -ENOENT, 0, 1, -EINVAL};
+  for (int i = 0; i < 8; i++) assert_int_equal(c.rc[i], want[i]);
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_rmtree(root);
+  free(root);
+}
+
 /* A crash (here: _exit) right before each step of put_if_absent / put
  * leaves the key absent, or with its old content, or with the whole new
  * content — never partial. */
@@ -1227,7 +1317,7 @@ typedef struct killat {
   int countdown;
 } killat_t;
 
-static void kill_step(void *ctx, const mw_storage_req_t *req, mw_storage_step_t step) {
+static void kill_step(void *ctx, const mw_storage_req_t *req, unsigned step) {
   killat_t *k = ctx;
   (void)req;
   (void)step;
@@ -1425,8 +1515,8 @@ static void test_uring_submit_retry(void **state) {
   for (int k = 0; k < 2; k++) {
     char *root = tu_mkdtemp("subm");
     mw_storage_config_t cfg = base_cfg(root);
-    cfg.test_uring_submit_errno = errs[k];
-    cfg.test_uring_submit_failures = 6;
+    mw_storage_fault_t f_uring = {.uring_submit_errno = errs[k], .uring_submit_failures = 6};
+    cfg.fault = &f_uring;
     env_t *e = env_new("subm", &cfg);
     uv_timer_t wd;
     int fired = 0;
@@ -1462,9 +1552,9 @@ typedef struct cut {
   int steps;
 } cut_t;
 
-static void cut_step(void *ctx, const mw_storage_req_t *req, mw_storage_step_t step) {
+static void cut_step(void *ctx, const mw_storage_req_t *req, unsigned step) {
   cut_t *c = ctx;
-  if (c->key != NULL && strcmp(req->priv.key, c->key) != 0) return;
+  if (c->key != NULL && strcmp(mw_storage_req_key(req), c->key) != 0) return;
   if (c->at_step >= 0 && (int)step != c->at_step) return;
   __atomic_add_fetch(&c->steps, 1, __ATOMIC_SEQ_CST);
   if (c->countdown > 0 && __atomic_sub_fetch(&c->countdown, 1, __ATOMIC_SEQ_CST) == 0) {
@@ -1484,7 +1574,7 @@ static env_t *env_pl(const char *root, mw_powerloss_t *pl, cut_t *c, bool fsync)
   assert_int_equal(uv_loop_init(&e->loop), 0);
   mw_storage_config_t cfg = base_cfg(root);
   cfg.fault = &f;
-  cfg.fsync = fsync;
+  cfg.durable = fsync;
   e->st = open_cfg(&e->loop, &cfg);
   return e;
 }
@@ -1871,14 +1961,15 @@ static void test_fallback_and_config(void **state) {
   uv_loop_init(&loop);
   mw_storage_config_t cfg;
   mw_storage_config_init(&cfg, root);
-  cfg.test_uring_refuse = -ENOSYS; /* as seccomp or an old kernel would */
+  mw_storage_fault_t f_refuse = {.uring_refuse = -ENOSYS}; /* as seccomp or an old kernel would */
+  cfg.fault = &f_refuse;
   mw_storage_t *st = NULL;
   assert_int_equal(mw_storage_open(&loop, &cfg, &st, NULL), 0);
   assert_string_equal(mw_storage_backend_name(st), "threads");
   close_st(&loop, st);
   cfg.backend = MW_STORAGE_URING; /* explicit: refusal is an error */
   assert_int_equal(mw_storage_open(&loop, &cfg, &st, NULL), -ENOSYS);
-  cfg.test_uring_refuse = 0;
+  cfg.fault = NULL;
   /* a power-loss journal made for another root is refused */
   char *other = tu_mkdtemp("fb-other");
   mw_powerloss_t *j = NULL;
@@ -1946,6 +2037,8 @@ int main(void) {
       cmocka_unit_test(test_step_sequence),
       cmocka_unit_test(test_fault_delay),
       cmocka_unit_test(test_sweep_tmp),
+      cmocka_unit_test(test_delete_root),
+      cmocka_unit_test(test_sync_calls),
       cmocka_unit_test(test_crash_at_each_step),
       cmocka_unit_test(test_put_replace_readers),
       cmocka_unit_test(test_fallback_and_config),
