@@ -7,13 +7,16 @@
 #           that protoc-c compiles for Any and Timestamp)
 #   --test: cmocka, python3 (test drivers), clang + libFuzzer, node + npm
 #           (the interop suite installs @lancedb/lancedb 0.39.0 from npm),
-#           systemd (systemd-analyze verify of the unit)
+#           systemd (systemd-analyze verify of the unit), and Ceph's S3
+#           gateway on a one-node cluster for the S3 tests (ceph-mon, ceph-osd,
+#           radosgw, ceph-common, uuid-runtime; tools/rgw.sh starts it)
 set -eu
 pkgs="meson ninja-build gcc pkg-config protobuf-c-compiler libprotobuf-dev
   libuv1-dev libprotobuf-c-dev libroaring-dev libcurl4-openssl-dev libzstd-dev
   liburing-dev libinih-dev libsystemd-dev uuid-dev"
 if [ "${1:-}" = "--test" ]; then
   pkgs="$pkgs libcmocka-dev python3 clang libfuzzer-14-dev libclang-rt-14-dev systemd"
+  pkgs="$pkgs ceph-mon ceph-osd radosgw ceph-common uuid-runtime curl"
   command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
   command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 fi
