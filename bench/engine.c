@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -387,6 +388,7 @@ static void replay(uv_loop_t *loop, uint64_t mb) {
   mw_shard_uuid_unsharded(id);
   s = mw_table_shard(t, id, true);
   ctl_done = 0;
+  size_t heap0 = mallinfo2().uordblks;
   uint64_t r0 = uv_hrtime();
   double c0 = cpu_s();
   if (mw_shard_claim(s, on_ctl, NULL) < 0) exit(1);
@@ -394,12 +396,20 @@ static void replay(uv_loop_t *loop, uint64_t mb) {
   double rsecs = (double)(uv_hrtime() - r0) / 1e9, rcpu = cpu_s() - c0;
   mw_shard_stats_t st2;
   mw_shard_stats(s, &st2);
+  size_t heap1 = mallinfo2().uordblks;
   printf("  WAL of %.1f MB (%" PRIu64 " entries, %zu writes of 10000 rows) written in %.2f s\n", (double)bytes / 1e6,
          st.wal_entries, writes, wsecs);
   printf("  replay (claim -> ACTIVE, %" PRId64 " rows into one MemTable): %.2f s = %.0f MB/s, %.0f rows/s; "
          "CPU %.2f s (all threads) = %.0f MB per CPU-second\n",
          st2.memtable_rows, rsecs, (double)bytes / 1e6 / rsecs, (double)st2.memtable_rows / rsecs, rcpu,
          rcpu > 0 ? (double)bytes / 1e6 / rcpu : 0);
+  /* memory: heap in use for the MemTable against the rows' Arrow size
+   * (Lance's in_memory_bytes is the Arrow slice payload) */
+  double rows = (double)st2.memtable_rows, arrow = (double)st2.memtable_bytes;
+  double held = (double)mw_memtable_heap_bytes(&s->active->m);
+  printf("  MemTable memory: %.1f B/row held (buffers, PK hashes, index) for %.1f B/row of Arrow data = %.2fx; "
+         "process heap +%.1f B/row during the replay\n", held / rows, arrow / rows, held / arrow,
+         (double)(heap1 - heap0) / rows);
   fflush(stdout);
   /* flush speed: that MemTable to one SSTable (build, puts, manifest commit) */
   uint64_t mt_bytes = (uint64_t)st2.memtable_bytes;

@@ -44,6 +44,20 @@ int mw_buf_reserve(mw_buf_t *b, size_t extra) {
   return 0;
 }
 
+void mw_buf_shrink(mw_buf_t *b) {
+  assert(b != NULL && b->len <= b->cap);
+  if (b->len == 0) {
+    mw_buf_free(b);
+    return;
+  }
+  if (b->cap - b->len <= b->len / 8) return;
+  uint8_t *p = realloc(b->data, b->len);
+  if (p == NULL) return; /* keeping the slack is always correct */
+  b->data = p;
+  b->cap = b->len;
+  assert(b->cap == b->len);
+}
+
 int mw_buf_append(mw_buf_t *b, const void *p, size_t n) {
   if (n == 0) return 0;
   assert(p != NULL);

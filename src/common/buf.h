@@ -44,6 +44,11 @@ int mw_buf_put_u32le(mw_buf_t *b, uint32_t v);
 int mw_buf_put_u64le(mw_buf_t *b, uint64_t v);
 /* Grow len by n bytes (zeroed) and return a pointer to them, or NULL. */
 void *mw_buf_extend(mw_buf_t *b, size_t n);
+/* Give back the capacity past len (growth doubles, so up to half of a
+ * buffer can be slack) when it is more than an eighth of len: for buffers
+ * that stop growing and are kept, like a MemTable's. Never fails (a refused
+ * shrink keeps the buffer as it was); an empty buffer is freed. */
+void mw_buf_shrink(mw_buf_t *b);
 /* Hand the allocation to the caller; the buffer becomes empty. */
 uint8_t *mw_buf_steal(mw_buf_t *b, size_t *len);
 

@@ -83,8 +83,10 @@ static int reserve(mw_memtable_t *m, int64_t rows) {
     m->cap_batches = cap;
   }
   if (m->n_rows + rows > m->cap_rows) {
-    int64_t cap = m->cap_rows ? m->cap_rows : 1024;
-    while (cap < m->n_rows + rows) cap *= 2;
+    /* grow by a quarter, not double: the hashes live as long as the
+     * MemTable, and a large realloc moves pages (mremap), not bytes */
+    int64_t cap = m->cap_rows ? m->cap_rows + m->cap_rows / 4 : 1024;
+    if (cap < m->n_rows + rows) cap = m->n_rows + rows;
     uint64_t *h = realloc(m->hashes, (size_t)cap * sizeof *h);
     if (h == NULL) return -ENOMEM;
     m->hashes = h;
@@ -117,6 +119,20 @@ static int64_t count_tombstones(const mw_batch_t *b) {
   return n;
 }
 
+/* A stored batch never grows again: give back its builders' slack (buffers
+ * double as they grow, so up to half of each can be unused), which would
+ * otherwise cost up to 2x the rows' size for as long as the MemTable
+ * lives (memory bound: MemTable bytes close to the Arrow size). */
+static void shrink_batch(mw_batch_t *b) {
+  for (size_t i = 0; i < b->schema->n_fields; i++) {
+    mw_column_t *c = &b->cols[i];
+    mw_buf_shrink(&c->validity);
+    mw_buf_shrink(&c->values);
+    mw_buf_shrink(&c->offsets);
+    mw_buf_shrink(&c->item_validity);
+  }
+}
+
 int mw_memtable_append(mw_memtable_t *m, mw_batch_t *batch, uint64_t wal_position, mw_err_t *err) {
   assert(m != NULL && batch != NULL);
   assert(!m->frozen);
@@ -136,6 +152,7 @@ int mw_memtable_append(mw_memtable_t *m, mw_batch_t *batch, uint64_t wal_positio
   m->in_memory_bytes += mw_batch_lance_bytes(batch);
   m->primary_key_bytes += pk_bytes(batch);
   m->n_tombstones += count_tombstones(batch);
+  shrink_batch(batch);
   m->batches[m->n_batches++] = *batch;
   memset(batch, 0, sizeof *batch);
   if (wal_position) mw_memtable_cover(m, wal_position);
@@ -155,4 +172,20 @@ bool mw_memtable_full(const mw_memtable_t *m, const mw_memtable_limits_t *lim) {
   return (lim->max_rows > 0 && m->n_rows >= lim->max_rows) ||
          (lim->max_bytes > 0 && m->in_memory_bytes >= lim->max_bytes) ||
          (lim->max_batches > 0 && (int64_t)m->n_batches >= lim->max_batches);
+}
+
+static size_t column_heap_bytes(const mw_column_t *c) {
+  return c->validity.cap + c->values.cap + c->offsets.cap + c->item_validity.cap;
+}
+
+int64_t mw_memtable_heap_bytes(const mw_memtable_t *m) {
+  assert(m != NULL);
+  size_t n = m->cap_batches * sizeof *m->batches + (size_t)m->cap_rows * sizeof *m->hashes +
+             m->index_cap * sizeof *m->index;
+  for (size_t i = 0; i < m->n_batches; i++) {
+    const mw_batch_t *b = &m->batches[i];
+    n += b->schema->n_fields * sizeof *b->cols;
+    for (size_t j = 0; j < b->schema->n_fields; j++) n += column_heap_bytes(&b->cols[j]);
+  }
+  return (int64_t)n;
 }

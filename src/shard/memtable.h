@@ -66,6 +66,9 @@ int mw_memtable_append(mw_memtable_t *m, mw_batch_t *batch, uint64_t wal_positio
 /* Record that the batches appended since the last call landed in entry P. */
 void mw_memtable_cover(mw_memtable_t *m, uint64_t wal_position);
 bool mw_memtable_full(const mw_memtable_t *m, const mw_memtable_limits_t *lim);
+/* Heap bytes the table holds (buffer capacities, the PK hashes, the index):
+ * what it costs, beside in_memory_bytes, Lance's estimate of the rows. */
+int64_t mw_memtable_heap_bytes(const mw_memtable_t *m);
 /* Row number of the newest row with this PK hash, or -1. */
 int64_t mw_memtable_lookup(const mw_memtable_t *m, uint64_t pk_hash);
 

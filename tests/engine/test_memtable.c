@@ -115,6 +115,45 @@ static void test_many_rows_and_limits(void **state) {
   mw_schema_free(&s);
 }
 
+/* A stored batch keeps no builder slack: the buffers of 50 batches of 2 000
+ * rows grown by doubling hold their Arrow size (Lance's in_memory_bytes)
+ * within 2% once stored, their values intact; the PK hashes and index add
+ * at most 24 B a row. */
+static void test_heap_close_to_arrow_size(void **state) {
+  (void)state;
+  mw_schema_t s;
+  make_schema(&s);
+  mw_memtable_t m;
+  assert_int_equal(mw_memtable_init(&m, &s, 1), 0);
+  int64_t id = 0;
+  for (int batch = 0; batch < 50; batch++) {
+    mw_batch_t b;
+    assert_int_equal(mw_batch_init(&b, &s), 0);
+    for (int r = 0; r < 2000; r++, id++) add_row(&b, id, "customer-000000000042", (double)id, 0);
+    assert_true(b.cols[1].values.cap > b.cols[1].values.len + b.cols[1].values.len / 8); /* slack */
+    assert_int_equal(mw_memtable_append(&m, &b, (uint64_t)batch + 1, NULL), 0);
+  }
+  /* the column buffers: what is held beside the hashes, index and structs */
+  int64_t index = (int64_t)(m.cap_rows * sizeof *m.hashes + m.index_cap * sizeof *m.index);
+  int64_t structs = (int64_t)(m.cap_batches * sizeof *m.batches + m.n_batches * s.n_fields * sizeof(mw_column_t));
+  int64_t buffers = mw_memtable_heap_bytes(&m) - index - structs;
+  assert_true(buffers >= m.in_memory_bytes - 40 * 50);
+  assert_true(buffers * 100 <= m.in_memory_bytes * 102); /* doubling left up to 2x before the shrink */
+  assert_true(index <= 24 * m.n_rows); /* 8 B of hash, 4 B per index slot at <= 1/2 load, growth */
+  const mw_batch_t *last = &m.batches[49];
+  assert_int_equal(last->cols[1].values.cap, last->cols[1].values.len);
+  int64_t v;
+  memcpy(&v, last->cols[0].values.data + 8 * 1999, 8);
+  assert_int_equal(v, 99999);
+  size_t n;
+  const uint8_t *name = mw_column_bytes(&last->cols[1], 1999, &n);
+  assert_int_equal(n, 21);
+  assert_memory_equal(name, "customer-000000000042", 21);
+  assert_int_equal(mw_memtable_lookup(&m, hash_i64(99999)), 99999);
+  mw_memtable_free(&m);
+  mw_schema_free(&s);
+}
+
 static void test_schema_mismatch_refused(void **state) {
   (void)state;
   mw_schema_t s, other;
@@ -143,6 +182,7 @@ int main(void) {
       cmocka_unit_test(test_last_write_wins),
       cmocka_unit_test(test_lance_accounting),
       cmocka_unit_test(test_many_rows_and_limits),
+      cmocka_unit_test(test_heap_close_to_arrow_size),
       cmocka_unit_test(test_schema_mismatch_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
