@@ -308,6 +308,10 @@ static void open_loop(uv_loop_t *loop, bool no_fsync, double seconds) {
          pct_ms(lat, n_lat, 50), pct_ms(lat, n_lat, 99), n_lat);
   printf("    ack (from scheduled time) during flush: p50 %8.3f ms  p99 %8.3f ms  (%zu writes)\n",
          pct_ms(lat_flush, n_lat_flush, 50), pct_ms(lat_flush, n_lat_flush, 99), n_lat_flush);
+  double idle99 = pct_ms(lat, n_lat, 99), flush99 = pct_ms(lat_flush, n_lat_flush, 99);
+  printf("    issue 14: idle p99 <= 2 ms: %s; p99 during a flush <= 1.5x idle p99: %.2fx, %s\n",
+         idle99 <= 2.0 ? "met" : "NOT met", idle99 > 0 ? flush99 / idle99 : 0,
+         n_lat_flush > 0 && flush99 <= 1.5 * idle99 ? "met" : "NOT met");
   fflush(stdout);
   split_by_flush = false;
   for (size_t i = 0; i < writes; i++) mw_batch_free(&bs[i]);
@@ -410,6 +414,9 @@ static void replay(uv_loop_t *loop, uint64_t mb) {
   printf("  MemTable memory: %.1f B/row held (buffers, PK hashes, index) for %.1f B/row of Arrow data = %.2fx; "
          "process heap +%.1f B/row during the replay\n", held / rows, arrow / rows, held / arrow,
          (double)(heap1 - heap0) / rows);
+  printf("  issue 14: replay >= 1 GB/s: %s (%.0f MB/s); MemTable <= 1.3x the Arrow size: %s (%.2fx)\n",
+         (double)bytes / 1e6 / rsecs >= 1000 ? "met" : "NOT met", (double)bytes / 1e6 / rsecs,
+         held <= 1.3 * arrow ? "met" : "NOT met", held / arrow);
   fflush(stdout);
   /* flush speed: that MemTable to one SSTable (build, puts, manifest commit) */
   uint64_t mt_bytes = (uint64_t)st2.memtable_bytes;

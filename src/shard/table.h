@@ -142,6 +142,8 @@ struct mw_table_write {
   size_t left;
   int status;
   char reason[MW_TABLE_REASON_BYTES];
+  mw_shard_write_t part0;     /* the first shard's write */
+  mw_shard_write_t *more;     /* the others' (a batch spanning shards) */
 };
 
 int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts, mw_table_t **out,

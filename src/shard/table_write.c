@@ -264,24 +264,25 @@ int mw_table_route(mw_table_t *t, mw_batch_t *batch, uint8_t (**part_ids)[16],
 
 /* ------------------------------------------------------------------ write */
 
-typedef struct part {
-  mw_shard_write_t w;
-  mw_table_write_t *tw;
-} part_t;
+/* Each part is one shard write: the first is embedded in the table write
+ * (a one-shard batch, always on an unsharded table, allocates nothing
+ * here), the others live in one array freed with the last completion. */
+static mw_shard_write_t *part_slot(mw_table_write_t *tw, size_t j) {
+  assert(j == 0 || tw->more != NULL);
+  return j == 0 ? &tw->part0 : &tw->more[j - 1];
+}
 
-static void part_done(mw_table_write_t *tw, int status, const char *reason) {
+static void on_part(mw_shard_write_t *w, int status, const char *reason) {
+  mw_table_write_t *tw = w->data;
+  assert(tw != NULL && tw->left > 0);
   if (status < 0 && tw->status == 0) {
     tw->status = status;
     snprintf(tw->reason, sizeof tw->reason, "%s", reason ? reason : mw_strerror(status));
   }
-  if (--tw->left == 0) tw->cb(tw, tw->status, tw->status ? tw->reason : NULL);
-}
-
-static void on_part(mw_shard_write_t *w, int status, const char *reason) {
-  part_t *p = w->data;
-  mw_table_write_t *tw = p->tw;
-  free(p);
-  part_done(tw, status, reason);
+  if (--tw->left > 0) return;
+  free(tw->more);
+  tw->more = NULL;
+  tw->cb(tw, tw->status, tw->status ? tw->reason : NULL);
 }
 
 int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_table_write_cb cb,
@@ -293,25 +294,28 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_ta
   if (batch->n_rows == 0) return mw_err_set(err, -ENODATA, "table %s: empty batch", t->path);
   int rc = mw_table_route(t, batch, &ids, &parts, &n, err);
   if (rc < 0) return rc;
+  assert(n >= 1 && n <= MW_TABLE_MAX_PARTS);
   tw->t = t;
   tw->cb = cb;
   tw->status = 0;
   tw->reason[0] = '\0';
+  tw->more = n > 1 ? calloc(n - 1, sizeof *tw->more) : NULL;
+  if (n > 1 && tw->more == NULL) {
+    for (size_t j = 0; j < n; j++) mw_batch_free(&parts[j]);
+    free(parts);
+    free(ids);
+    return mw_err_set(err, -ENOMEM, "table %s: out of memory", t->path);
+  }
   tw->left = n + 1; /* +1 held until every part is submitted */
   size_t submitted = 0;
   for (size_t j = 0; j < n; j++) {
     mw_shard_t *s = mw_table_shard(t, ids[j], true);
     if (s != NULL && t->kind == MW_SHARDING_IDENTITY && t->route_field >= 0)
       note_identity(t, ids[j], &parts[j]);
-    part_t *p = s ? calloc(1, sizeof *p) : NULL;
-    rc = p ? 0 : -ENOMEM;
-    if (p) {
-      p->tw = tw;
-      p->w.data = p;
-      rc = mw_shard_write(s, &p->w, &parts[j], on_part);
-    }
+    mw_shard_write_t *w = part_slot(tw, j);
+    w->data = tw;
+    rc = s ? mw_shard_write(s, w, &parts[j], on_part) : -ENOMEM;
     if (rc < 0) {
-      free(p);
       mw_batch_free(&parts[j]);
       if (tw->status == 0) {
         tw->status = rc;
@@ -327,7 +331,11 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_ta
   }
   free(parts);
   free(ids);
-  if (submitted == 0) return mw_err_set(err, tw->status, "%s", tw->reason);
+  if (submitted == 0) {
+    free(tw->more);
+    tw->more = NULL;
+    return mw_err_set(err, tw->status, "%s", tw->reason);
+  }
   mw_batch_free(batch);
   tw->left--; /* release the hold; shard callbacks never run inside mw_shard_write */
   assert(tw->left > 0);
