@@ -15,6 +15,27 @@
  * ENOENT-then-mkdir and EEXIST need decisions between steps. The ring has at
  * least max_inflight entries, so an SQE is always available.
  *
+ * The linked tail (the one exception): once a put's bytes are written in
+ * full, nothing between its file fsync and its last directory close needs a
+ * decision, so when no fault, hook or power-loss journal watches the
+ * request, and its directory is already durable, those steps go to the
+ * kernel as one IOSQE_IO_LINK chain:
+ *
+ *   fsync(fd) -> close(fd) -> linkat|renameat(tmp, key) [-> unlinkat(tmp)]
+ *     -> openat(dir, fixed slot) -> fsync(slot) -> close(slot)
+ *
+ * The kernel starts each step only when the one before succeeded, in that
+ * order, so the durability order is the step-by-step one; what changes is
+ * that the loop is not woken to submit each next step (a put was 9 loop
+ * round trips, now 3: open, write, the tail). The directory is opened into
+ * a registered fixed-file slot (one per request in flight) so its fsync can
+ * be linked. A failing step cancels the rest (-ECANCELED); the CQEs arrive
+ * in order, and after the last one the state machine takes over from the
+ * failed step exactly as if it had run alone (a failed unlink falls back to
+ * the step-by-step directory fsync). Steps are announced to
+ * mw_local__step() when the tail is prepared, which is why the tail is used
+ * only when nothing watches them.
+ *
  * Fault injection: before each step mw_local__step() is asked; when it
  * returns an error we submit a NOP instead and substitute the error when the
  * NOP completes, so the injected failure takes the same path as a real one.
@@ -43,6 +64,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -58,9 +80,17 @@ _Static_assert(sizeof(struct statx) <= sizeof(((mw_storage_req_local_t *)0)->stx
 #define MAX_IO_BYTES ((size_t)1 << 20) /* larger single writes measured 3x slower on ext4 */
 #define ASYNC_WRITE_BYTES ((size_t)256 << 10)
 
+/* Elements of the linked tail (see above). */
+enum { C_FSYNC = 0, C_CLOSE, C_LINK, C_UNLINK, C_DIROPEN, C_DIRSYNC, C_DIRCLOSE, C_COUNT };
+#define CHAIN_NONE 0xff
+#define SQES_PER_REQUEST C_COUNT
+
 typedef struct uring {
   mw_storage_t *st;
   struct io_uring ring;
+  bool chain_ok;         /* fixed-file slots registered: linked tails allowed */
+  int16_t *free_slots;   /* stack of unused fixed-file slots */
+  uint32_t n_free, n_slots;
   int efd;
   uv_poll_t poll;
   uv_timer_t retry;      /* resubmits SQEs a failed or partial submit left */
@@ -76,6 +106,7 @@ enum state {
   S_OPEN = 1, S_MKDIR, S_WRITE, S_FSYNC, S_CLOSE, S_LINK, S_DIROPEN, S_DIRSYNC, S_DIRCLOSE,
   S_UNLINK, S_ERR_CLOSE, S_ERR_DIRCLOSE, S_ERR_UNLINK,
   S_GOPEN, S_GSTAT, S_GREAD, S_GCLOSE, S_HSTAT, S_DUNLINK,
+  S_CHAIN, S_ERR_SLOTCLOSE,
 };
 
 static const uint8_t required_ops[] = {
@@ -226,6 +257,150 @@ static void sync_dirs(uring_t *u, mw_storage_req_t *req) {
   dir_next(u, req);
 }
 
+/* ---------------------------------------------------------- linked tail */
+
+static bool chain_allowed(const uring_t *u, const mw_storage_req_t *req) {
+  const mw_storage_req_front_t *p = &req->priv;
+  const mw_storage_req_local_t *l = &req->be.local;
+  return u->chain_ok && u->n_free > 0 && mw_local(u->st)->durable && !p->armed &&
+         p->on_step == NULL && l->pl == NULL && !l->sync_parents &&
+         !atomic_load(&u->st->sync_fail_pending) &&
+         io_uring_sq_space_left(&u->ring) >= SQES_PER_REQUEST;
+}
+
+static void slot_release(uring_t *u, mw_storage_req_local_t *l) {
+  if (l->slot < 0) return;
+  assert(u->n_free < u->n_slots);
+  u->free_slots[u->n_free++] = l->slot;
+  l->slot = -1;
+}
+
+static mw_local_step_t chain_step(const mw_storage_req_t *req, int c) {
+  static const mw_local_step_t steps[C_COUNT] = {MW_STEP_FSYNC, MW_STEP_CLOSE, MW_STEP_LINK,
+                                                 MW_STEP_UNLINK, MW_STEP_DIROPEN, MW_STEP_DIRSYNC,
+                                                 MW_STEP_DIRCLOSE};
+  assert(c >= 0 && c < C_COUNT);
+  return c == C_LINK && req->priv.op != MW_OP_PUT_IF_ABSENT ? MW_STEP_RENAME : steps[c];
+}
+
+/* Prepare the whole tail after a complete write (chain_allowed). */
+static void issue_chain(uring_t *u, mw_storage_req_t *req) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  int rootfd = mw_local(u->st)->rootfd;
+  bool pia = p->op == MW_OP_PUT_IF_ABSENT;
+  assert(l->fd >= 0 && l->done == p->len && u->n_free > 0);
+  l->slot = u->free_slots[--u->n_free];
+  l->state = S_CHAIN;
+  l->chain_i = 0;
+  l->chain_fail_at = CHAIN_NONE;
+  l->chain_err = 0;
+  l->injected = 0;
+  l->walk = (uint16_t)mw_local__depth(p->key);
+  mw_local__parent_prefix(p->key, l->walk, l->scratch, sizeof l->scratch);
+  uint8_t n = 0;
+  for (int c = C_FSYNC; c < C_COUNT; c++) {
+    if (c == C_UNLINK && !pia) continue;
+    int inj = mw_local__step(req, chain_step(req, c)); /* nothing watches: records it only */
+    assert(inj == 0);
+    (void)inj;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    assert(sqe != NULL); /* chain_allowed saw the room */
+    switch (c) {
+      case C_FSYNC: io_uring_prep_fsync(sqe, l->fd, 0); break;
+      case C_CLOSE: io_uring_prep_close(sqe, l->fd); break;
+      case C_LINK:
+        if (pia) io_uring_prep_linkat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
+        else io_uring_prep_renameat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
+        break;
+      case C_UNLINK: io_uring_prep_unlinkat(sqe, rootfd, l->tmp, 0); break;
+      case C_DIROPEN:
+        /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
+        io_uring_prep_openat_direct(sqe, rootfd, l->scratch, O_RDONLY | O_DIRECTORY, 0,
+                                    (unsigned)l->slot);
+        break;
+      case C_DIRSYNC:
+        io_uring_prep_fsync(sqe, l->slot, 0);
+        sqe->flags |= IOSQE_FIXED_FILE;
+        break;
+      case C_DIRCLOSE: io_uring_prep_close_direct(sqe, (unsigned)l->slot); break;
+    }
+    if (c != C_DIRCLOSE) sqe->flags |= IOSQE_IO_LINK;
+    io_uring_sqe_set_data(sqe, (void *)((uintptr_t)req | (uintptr_t)c)); /* element in the low bits */
+    n++;
+  }
+  l->chain_n = n;
+  mw_local__sync_began(req);
+}
+
+static void advance_put(uring_t *u, mw_storage_req_t *req, int res);
+
+/* One CQE of the tail, for element c. A failing step cancels the ones
+ * after it, and the cancelled ones may be reported before it, so each CQE
+ * names its element (user data low bits), effects are applied per element,
+ * and the decision waits for the last CQE: the failure is the first
+ * element whose error is not -ECANCELED. */
+static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(c >= 0 && c < C_COUNT && l->chain_i < l->chain_n);
+  l->chain_i++;
+  bool last = l->chain_i == l->chain_n;
+  if (res < 0 && res != -ECANCELED && (l->chain_fail_at == CHAIN_NONE || c < l->chain_fail_at)) {
+    l->chain_fail_at = (uint8_t)c;
+    l->chain_err = res;
+  }
+  if (res < 0 && (c == C_FSYNC || c == C_DIRSYNC))
+    (void)mw_local__step_end(req, c == C_FSYNC ? MW_STEP_FSYNC : MW_STEP_DIRSYNC, res);
+  if (res >= 0) {
+    switch (c) {
+      case C_FSYNC: (void)mw_local__step_end(req, MW_STEP_FSYNC, res); break;
+      case C_CLOSE: l->fd = -1; break;
+      case C_LINK:
+        p->maybe_written = 1;
+        if (p->op == MW_OP_PUT) l->tmp_made = 0;
+        break;
+      case C_UNLINK: l->tmp_made = 0; break;
+      case C_DIROPEN: mw_local__sync_began(req); break; /* the directory fsync starts */
+      case C_DIRSYNC: (void)mw_local__step_end(req, MW_STEP_DIRSYNC, res); break;
+      case C_DIRCLOSE: slot_release(u, l); break;
+    }
+  }
+  if (!last) return;
+  /* the whole chain has answered */
+  int at = l->chain_fail_at, err = l->chain_err;
+  if (at == CHAIN_NONE) {
+    assert(l->slot < 0 && l->fd < 0);
+    return finish(u, req, 0);
+  }
+  /* a close that ran released its fd or slot even if it was not the
+   * failure; one that was cancelled left it open */
+  p->step = (uint8_t)chain_step(req, at); /* the failure names its step */
+  switch (at) {
+    case C_FSYNC: return put_fail(u, req, err);           /* fd still open */
+    case C_CLOSE: l->fd = -1; return put_fail(u, req, err); /* released anyway */
+    case C_LINK: slot_release(u, l); return put_fail(u, req, err);
+    case C_UNLINK: /* as a lone unlink: warn, then the directory fsync step by step */
+      slot_release(u, l);
+      l->state = S_UNLINK;
+      l->injected = 0;
+      return advance_put(u, req, err);
+    case C_DIROPEN: slot_release(u, l); return put_fail(u, req, err);
+    case C_DIRSYNC: /* the slot is still open: close it, then fail */
+      if (p->result == 0) p->result = err;
+      l->state = S_ERR_SLOTCLOSE;
+      l->injected = 0;
+      {
+        struct io_uring_sqe *sqe = sqe_get(u);
+        io_uring_prep_close_direct(sqe, (unsigned)l->slot);
+        io_uring_sqe_set_data(sqe, req);
+      }
+      return;
+    case C_DIRCLOSE: slot_release(u, l); return put_fail(u, req, err);
+  }
+  assert(!"bad chain element");
+}
+
 static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
@@ -264,6 +439,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       if (res <= 0) return put_fail(u, req, res < 0 ? res : -EIO);
       l->done += (size_t)res;
       if (l->done < p->len) return issue(u, req, S_WRITE, MW_STEP_WRITE);
+      if (chain_allowed(u, req)) return issue_chain(u, req);
       if (mw_local(u->st)->durable) return issue(u, req, S_FSYNC, MW_STEP_FSYNC);
       return issue(u, req, S_CLOSE, MW_STEP_CLOSE);
     case S_FSYNC:
@@ -317,6 +493,10 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       return put_fail(u, req, p->result);
     case S_ERR_UNLINK:
       l->tmp_made = 0; /* best effort: a leftover temp is hidden and swept */
+      return put_fail(u, req, p->result);
+    case S_CHAIN: assert(!"chain CQEs go to advance_chain"); return;
+    case S_ERR_SLOTCLOSE:
+      slot_release(u, l); /* released even when the close reports an error */
       return put_fail(u, req, p->result);
   }
   assert(!"bad put state");
@@ -397,15 +577,20 @@ static void advance(uring_t *u, mw_storage_req_t *req, int res) {
   }
 }
 
+_Static_assert(_Alignof(mw_storage_req_t) >= 8, "user data keeps a chain element in 3 low bits");
+_Static_assert(C_COUNT <= 8, "a chain element fits 3 bits");
+
 static void reap(uring_t *u) {
   u->reaping = true;
   struct io_uring_cqe *cqe;
   while (io_uring_peek_cqe(&u->ring, &cqe) == 0) {
-    mw_storage_req_t *req = io_uring_cqe_get_data(cqe);
+    uintptr_t ud = (uintptr_t)io_uring_cqe_get_data(cqe);
+    mw_storage_req_t *req = (mw_storage_req_t *)(ud & ~(uintptr_t)7);
     int res = cqe->res;
     io_uring_cqe_seen(&u->ring, cqe);
     assert(req != NULL);
-    advance(u, req, res);
+    if (req->be.local.state == S_CHAIN) advance_chain(u, req, (int)(ud & 7), res);
+    else advance(u, req, res);
   }
   u->reaping = false;
   flush(u);
@@ -438,14 +623,26 @@ int mw_local__uring_open(mw_storage_t *st) {
   if (u == NULL) return -ENOMEM;
   u->st = st;
   u->efd = -1;
+  /* room for every request in flight to hold a linked tail at once */
   unsigned entries = 8;
-  while (entries < st->cfg.max_inflight) entries <<= 1;
+  while (entries < st->cfg.max_inflight * SQES_PER_REQUEST) entries <<= 1;
   int rc = io_uring_queue_init(entries, &u->ring, 0);
   if (rc < 0) {
     free(u);
     return rc;
   }
   if ((rc = probe_ops(&u->ring)) < 0) goto fail;
+  /* one fixed-file slot per request in flight, for the linked tail's
+   * directory; a kernel without sparse tables (< 5.19) runs every step alone */
+  u->n_slots = st->cfg.max_inflight;
+  u->free_slots = malloc(u->n_slots * sizeof *u->free_slots);
+  if (u->free_slots == NULL) {
+    rc = -ENOMEM;
+    goto fail;
+  }
+  _Static_assert(MW_STORAGE_MAX_INFLIGHT <= INT16_MAX, "slot numbers fit an int16_t");
+  u->chain_ok = io_uring_register_files_sparse(&u->ring, u->n_slots) == 0;
+  for (uint32_t i = 0; i < u->n_slots; i++) u->free_slots[u->n_free++] = (int16_t)(u->n_slots - 1 - i);
   u->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (u->efd < 0) {
     rc = -errno;
@@ -463,6 +660,7 @@ int mw_local__uring_open(mw_storage_t *st) {
 fail:
   if (u->efd >= 0) close(u->efd);
   io_uring_queue_exit(&u->ring);
+  free(u->free_slots);
   free(u);
   return rc;
 }
@@ -478,6 +676,8 @@ static void uring_submit(mw_storage_t *st, mw_storage_req_t *req) {
     return;
   }
   if (u->active++ == 0) uv_ref((uv_handle_t *)&u->poll);
+  req->be.local.slot = -1;
+  req->be.local.chain_n = 0;
   switch ((mw_storage_op_t)p->op) {
     case MW_OP_PUT_IF_ABSENT:
     case MW_OP_PUT: open_tmp(u, req); break;
@@ -496,6 +696,8 @@ static void handle_closed(uv_handle_t *h) {
   void (*done)(mw_storage_t *) = u->close_done;
   io_uring_queue_exit(&u->ring);
   close(u->efd);
+  assert(u->n_free == u->n_slots); /* every slot came back */
+  free(u->free_slots);
   free(u);
   mw_local(st)->uring = NULL;
   mw_local__close_done(st, done);

@@ -85,6 +85,8 @@ int mw_local__step(mw_storage_req_t *req, mw_local_step_t step) {
   return 0;
 }
 
+void mw_local__sync_began(mw_storage_req_t *req) { req->be.local.t_sync_ns = mono_ns(); }
+
 int mw_local__step_end(mw_storage_req_t *req, mw_local_step_t step, int rc) {
   mw_storage_req_local_t *l = &req->be.local;
   assert(step == MW_STEP_OPEN || step == MW_STEP_MKDIR || step == MW_STEP_FSYNC ||

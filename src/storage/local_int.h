@@ -44,6 +44,9 @@ int mw_local__step(mw_storage_req_t *req, mw_local_step_t step);
  * power-loss journal. Returns rc, or -EIO for an fsync that completed after
  * a simulated power cut. */
 int mw_local__step_end(mw_storage_req_t *req, mw_local_step_t step, int rc);
+/* The fsync metric of the step about to run starts now (io_uring's linked
+ * tail, whose steps are all prepared before the first runs). */
+void mw_local__sync_began(mw_storage_req_t *req);
 /* Prepare a request for a local engine (loop thread, at submission): its
  * directory, whether its ancestors need fsyncs. */
 void mw_local__prepare(mw_storage_t *st, mw_storage_req_t *req);

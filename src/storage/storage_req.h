@@ -52,6 +52,10 @@ typedef struct mw_storage_req_local {
   uint8_t tmp_made;             /* the temp file exists */
   uint16_t walk;                /* component index for mkdir / dir fsync */
   int32_t injected;             /* io_uring: error to report for a NOP */
+  uint8_t chain_i, chain_n;     /* io_uring: linked tail, next element / count */
+  uint8_t chain_fail_at;        /* element that failed (chain_err), 0xff = none */
+  int16_t slot;                 /* io_uring: fixed-file slot of the directory, -1 */
+  int32_t chain_err;
   int fd;
   int dirfd;
   size_t done;                  /* bytes written */
