@@ -160,6 +160,20 @@ int mw_dmanifest_latest(char *const *names, size_t n, uint64_t *version, size_t 
   return 0;
 }
 
+void mw_data_file_name(const uint8_t uuid[16], char out[MW_DATA_FILE_NAME_BYTES]) {
+  assert(uuid != NULL && out != NULL);
+  uint8_t u[16];
+  memcpy(u, uuid, 16);
+  u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
+  u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+  size_t k = 0;
+  for (int i = 0; i < 3; i++)
+    for (int bit = 7; bit >= 0; bit--) out[k++] = (char)('0' + ((u[i] >> bit) & 1));
+  for (int i = 3; i < 16; i++) k += (size_t)snprintf(out + k, 3, "%02x", u[i]);
+  memcpy(out + k, ".lance", 7);
+  assert(k == 50);
+}
+
 /* ------------------------------------------------------------------ framing */
 
 int mw_dmanifest_unframe(const uint8_t *p, size_t n, mw_section_t *manifest, uint64_t *pos,

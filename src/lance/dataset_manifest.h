@@ -80,6 +80,13 @@ int mw_dmanifest_name_parse(const char *name, uint64_t *version, bool *v2);
 int mw_dmanifest_latest(char *const *names, size_t n, uint64_t *version, size_t *index,
                         mw_err_t *err);
 
+/* A data file name from a UUIDv4's 16 bytes, as Lance's
+ * generate_random_filename makes it: the first 3 bytes as 24 binary digits,
+ * the other 13 as 26 lowercase hex digits, then ".lance" (56 chars + NUL).
+ * The version and variant bits are set here. */
+#define MW_DATA_FILE_NAME_BYTES 64
+void mw_data_file_name(const uint8_t uuid[16], char out[MW_DATA_FILE_NAME_BYTES]);
+
 /* --- framing (§4.2) --- */
 typedef struct mw_section {
   const uint8_t *data; /* borrowed */

@@ -63,21 +63,13 @@ static uint64_t rng_u64(rng_t *r) {
   return z ^ (z >> 31);
 }
 
-/* Lance's generate_random_filename: a UUIDv4, 3 bytes as 24 binary digits,
- * the other 13 as 26 lowercase hex digits. */
+/* Lance's generate_random_filename over two random words. */
 static void data_file_name(rng_t *r, char out[64]) {
   uint8_t u[16];
   uint64_t a = rng_u64(r), b = rng_u64(r);
   memcpy(u, &a, 8);
   memcpy(u + 8, &b, 8);
-  u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
-  u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
-  size_t k = 0;
-  for (int i = 0; i < 3; i++)
-    for (int bit = 7; bit >= 0; bit--) out[k++] = (char)('0' + ((u[i] >> bit) & 1));
-  for (int i = 3; i < 16; i++) k += (size_t)snprintf(out + k, 3, "%02x", u[i]);
-  memcpy(out + k, ".lance", 7);
-  assert(k == 50);
+  mw_data_file_name(u, out);
 }
 
 /* ------------------------------------------------------------ accounting */
@@ -311,26 +303,36 @@ done:
   return rc;
 }
 
-/* Step 4: the data file, rows in insert order. */
-static int step_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
-                          const mw_sstable_opts_t *opts, const char *data_name, mw_sstable_t *out,
-                          mw_err_t *err) {
-  mw_buf_t b = MW_BUF_INIT;
+int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
+                         const mw_sstable_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
+  assert(schema != NULL && out != NULL);
+  assert(batches != NULL || n == 0);
+  static const mw_sstable_opts_t defaults = {0};
+  if (opts == NULL) opts = &defaults;
   mw_batch_t *views = NULL;
   const mw_batch_t **vp = NULL;
   mw_datafile_write_opts_t dopts = {.zstd = opts->zstd, .max_page_bytes = opts->max_page_bytes};
-  /* one allocation for the data file: payload plus ~1/8 for padding and metadata */
-  int rc = mw_buf_reserve(&b, out->in_memory_bytes + out->in_memory_bytes / 8 + (1u << 20));
-  if (rc == 0) rc = strip_dead_items(schema, batches, n, &views);
+  int rc = strip_dead_items(schema, batches, n, &views);
   if (rc == 0 && views != NULL) {
     vp = malloc(n * sizeof *vp);
     if (vp == NULL) rc = -ENOMEM;
     for (size_t i = 0; vp != NULL && i < n; i++) vp[i] = &views[i];
   }
-  if (rc == 0) rc = mw_datafile_write(schema, vp ? vp : batches, n, NULL, 0, &dopts, &b, err);
+  if (rc == 0) rc = mw_datafile_write(schema, vp ? vp : batches, n, NULL, 0, &dopts, out, err);
   for (size_t i = 0; views != NULL && i < n; i++) free(views[i].cols);
   free(views);
   free(vp);
+  return rc;
+}
+
+/* Step 4: the data file, rows in insert order. */
+static int step_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
+                          const mw_sstable_opts_t *opts, const char *data_name, mw_sstable_t *out,
+                          mw_err_t *err) {
+  mw_buf_t b = MW_BUF_INIT;
+  /* one allocation for the data file: payload plus ~1/8 for padding and metadata */
+  int rc = mw_buf_reserve(&b, out->in_memory_bytes + out->in_memory_bytes / 8 + (1u << 20));
+  if (rc == 0) rc = mw_sstable_data_file(schema, batches, n, opts, &b, err);
   if (rc == 0) {
     char rel[128];
     snprintf(rel, sizeof rel, "data/%s", data_name);

@@ -98,6 +98,13 @@ int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches
                      mw_sstable_t *out, mw_err_t *err);
 void mw_sstable_free(mw_sstable_t *sst);
 
+/* The data-file step alone: append one Lance 2.2 data file holding the
+ * rows of batches[0..n) (one schema) to `out`, with the SSTable's options
+ * (zstd, page cap) and the same handling of vectors. Compaction writes its
+ * base-table fragments through this, so both get every data-file feature. */
+int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
+                         const mw_sstable_opts_t *opts, mw_buf_t *out, mw_err_t *err);
+
 /* The file whose path ends with `suffix` (e.g. "bloom_filter.bin"), or NULL. */
 const mw_sstable_file_t *mw_sstable_find(const mw_sstable_t *sst, const char *suffix);
 
