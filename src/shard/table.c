@@ -162,8 +162,11 @@ static int merge_config(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) 
     if (rc < 0) mw_log_warn("table %s: writer_config_defaults %s=%s ignored (%s)", t->path,
                             d->items[i].key, v, rc == -ENOENT ? "unknown key" : "bad value");
   }
+  mw_compact_config_defaults(&t->compact_cfg);
   for (size_t i = 0; i < o->n_config; i++) {
     int rc = mw_shard_config_set(&t->cfg, o->config_keys[i], o->config_values[i], err);
+    if (rc == -ENOENT)
+      rc = mw_compact_config_set(&t->compact_cfg, o->config_keys[i], o->config_values[i], err);
     if (rc == -ENOENT) return mw_err_set(err, rc, "config: unknown writer key '%s'", o->config_keys[i]);
     if (rc < 0) return rc;
     mw_log_info("memwald config: %s=%s", o->config_keys[i], o->config_values[i]);
@@ -277,6 +280,10 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
     mw_storage_config_t sc = storage_cfg(path, opts);
     rc = mw_storage_open(loop, &sc, &t->st, err);
   }
+  if (rc == 0 && (rc = mw_compact_new(t, &t->compact_cfg, &t->compact)) < 0) {
+    mw_err_set(err, rc, "table %s: compaction: %s", path, mw_strerror(rc));
+    mw_storage_close(t->st, NULL, NULL);
+  }
   if (rc < 0) {
     free(t->drop);
     mw_table_meta_free(&t->meta);
@@ -299,6 +306,7 @@ static void drop_free(mw_table_t *t);
 static void on_storage_closed(void *arg) {
   mw_table_t *t = arg;
   void (*cb)(mw_table_t *) = t->close_cb;
+  mw_compact_free(t->compact);
   for (size_t i = 0; i < t->n_shards; i++) free(t->shards[i]);
   free(t->shards);
   drop_free(t);
@@ -316,6 +324,17 @@ static void on_shard_closed(mw_shard_t *s) {
   if (--t->closing_left == 0) mw_storage_close(t->st, on_storage_closed, t);
 }
 
+/* After compaction stopped: the shards, then the storage. */
+static void close_shards(void *arg) {
+  mw_table_t *t = arg;
+  t->closing_left = t->n_shards + 1;
+  for (size_t i = 0; i < t->n_shards; i++) {
+    int rc = mw_shard_close(&t->shards[i]->shard, on_shard_closed);
+    if (rc < 0) t->closing_left--;
+  }
+  if (--t->closing_left == 0) mw_storage_close(t->st, on_storage_closed, t);
+}
+
 int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t)) {
   assert(t != NULL);
   if (t->drop != NULL && t->drop->phase != 0) return -EBUSY;
@@ -326,12 +345,12 @@ int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t)) {
       return -EBUSY;
   }
   t->close_cb = cb;
-  t->closing_left = t->n_shards + 1;
-  for (size_t i = 0; i < t->n_shards; i++) {
-    int rc = mw_shard_close(&t->shards[i]->shard, on_shard_closed);
-    if (rc < 0) t->closing_left--;
+  if (!t->compact_stopped) {
+    t->compact_stopped = true;
+    mw_compact_stop(t->compact, close_shards, t);
+  } else {
+    close_shards(t);
   }
-  if (--t->closing_left == 0) mw_storage_close(t->st, on_storage_closed, t);
   return 0;
 }
 
@@ -685,6 +704,19 @@ static void drop_step(mw_table_t *t) {
   }
 }
 
+/* Compaction has stopped: list the shards. */
+static void drop_begin(void *arg) {
+  mw_table_t *t = arg;
+  int rc = mw_storage_list(t->st, &t->drop->req, "_mem_wal/", on_drop_storage);
+  if (rc < 0) drop_finish(t, rc, "drop_table: cannot list _mem_wal/");
+}
+
+int mw_table_compact(mw_table_t *t, mw_compact_cb cb, void *arg) {
+  assert(t != NULL && cb != NULL);
+  if (t->compact_stopped) return -ESHUTDOWN;
+  return mw_compact_request(t->compact, cb, arg);
+}
+
 int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg) {
   assert(t != NULL && cb != NULL);
   if (t->drop != NULL && t->drop->phase != DP_NONE) return -EBUSY;
@@ -701,6 +733,11 @@ int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg) {
   mw_storage_req_init(&d->req);
   d->req.data = t;
   d->phase = DP_LIST;
+  if (!t->compact_stopped) { /* no base commit may land while the table goes */
+    t->compact_stopped = true;
+    mw_compact_stop(t->compact, drop_begin, t);
+    return 0;
+  }
   int rc = mw_storage_list(t->st, &d->req, "_mem_wal/", on_drop_storage);
   if (rc < 0) drop_free(t);
   return rc;

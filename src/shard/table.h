@@ -42,6 +42,7 @@
 #include "common/err.h"
 #include "lance/batch.h"
 #include "lance/dataset_manifest.h"
+#include "shard/compact.h"
 #include "shard/shard.h"
 #include "storage/storage.h"
 
@@ -129,6 +130,11 @@ typedef struct mw_table {
   mw_storage_req_t sweep_req;       /* the sweep at open */
   bool sweep_done;
   size_t swept;                     /* leftovers it removed */
+  /* compaction into the base table (compact.h); stopped before a drop or
+   * a close */
+  mw_compact_config_t compact_cfg;
+  mw_compact_t *compact;
+  bool compact_stopped;
 } mw_table_t;
 
 typedef struct mw_table_write mw_table_write_t;
@@ -188,6 +194,10 @@ int mw_tables_sync(mw_table_t *const *tables, size_t n, mw_table_sync_cb cb, voi
  * rows); otherwise batch is unchanged. */
 int mw_table_route(mw_table_t *t, mw_batch_t *batch, uint8_t (**part_ids)[16],
                    mw_batch_t **parts, size_t *n_parts, mw_err_t *err);
+
+/* `memwalctl compact`: compact every owned ACTIVE shard's SSTables into the
+ * base table; cb once committed (compact.h for the status). */
+int mw_table_compact(mw_table_t *t, mw_compact_cb cb, void *arg);
 
 /* drop_table (docs/design.md "Drop-table two-phase commit"). Prepare: list
  * `_mem_wal/` and claim (so fence) every shard found there or active here,

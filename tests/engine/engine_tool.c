@@ -14,6 +14,13 @@
  *   abort, abort-freeze, abort-zstd   like small / freeze / zstd, but the shards are aborted
  *           (no final flush): the last rows stay in the WAL only, for
  *           lance_replay.sh (LanceDB itself replays them)
+ *   compact, compact-freeze   like small / freeze, then every shard is
+ *           flushed and compacted into the base table (`memwalctl compact`:
+ *           mw_table_compact), Lance's own SSTables of the vector included;
+ *           run.sh then also checks LanceDB's plain (base-only) query and
+ *           countRows()
+ *   compact-bg   like freeze with background compaction after every 2
+ *           SSTables, racing the flushes, then a final compaction
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -41,9 +48,10 @@ typedef struct scen {
   const char *name;
   int64_t rows, batch;
   double tomb;
-  const char *keys[2], *values[2];
+  const char *keys[3], *values[3];
   size_t n_cfg;
   bool abort;   /* leave the rows in the WAL: no flush at the end */
+  bool compact; /* flush and compact everything before the release */
 } scen_t;
 
 static const scen_t scens[] = {
@@ -55,6 +63,11 @@ static const scen_t scens[] = {
     {"abort-freeze", 3000, 30, 0.05, {"max_memtable_rows"}, {"400"}, 1, true},
     /* LanceDB must replay zstd-compressed WAL entries (Arrow BodyCompression) */
     {"abort-zstd", 1000, 50, 0.10, {"wal_compression"}, {"zstd"}, 1, true},
+    /* compaction into the base table (a request, as memwalctl compact) */
+    {"compact", 1000, 50, 0.10, {"compaction"}, {"off"}, 1, false, true},
+    {"compact-freeze", 3000, 30, 0.05, {"max_memtable_rows", "compaction"}, {"400", "off"}, 2, false, true},
+    {"compact-bg", 3000, 30, 0.05, {"max_memtable_rows", "compaction_min_sstables"}, {"400", "2"}, 2, false,
+     true},
 };
 
 static int pending, failures;
@@ -72,6 +85,13 @@ static void on_ctl(mw_shard_t *s, int status, const char *reason, void *arg) {
   (void)arg;
   if (status != 0) die("shard %s: %s", s->id_str, reason ? reason : "?");
   ctl_left--;
+}
+
+static int compacted = 1;
+static void on_compacted(void *arg, int status, const char *reason) {
+  (void)arg;
+  if (status != 0) die("compaction: %s", reason ? reason : "?");
+  compacted = 0;
 }
 
 static bool closed;
@@ -125,6 +145,21 @@ int main(int argc, char **argv) {
   while (pending > 0) uv_run(&loop, UV_RUN_ONCE);
   if (failures) die("%d writes failed", failures);
 
+  if (sc->compact) {
+    for (size_t i = 0; i < t->n_shards; i++) {
+      ctl_left++;
+      if (mw_shard_flush(&t->shards[i]->shard, on_ctl, NULL) < 0) die("flush");
+    }
+    while (ctl_left > 0) uv_run(&loop, UV_RUN_ONCE);
+    if (mw_table_compact(t, on_compacted, NULL) < 0) die("compact refused");
+    while (compacted) uv_run(&loop, UV_RUN_ONCE);
+    mw_compact_stats_t cs;
+    mw_compact_stats(t->compact, &cs);
+    fprintf(stderr, "engine_tool: compaction: %" PRIu64 " runs, %" PRIu64 " SSTables, %" PRIu64
+            " rows in, %" PRIu64 " written, %" PRIu64 " base rows masked, base version %" PRIu64 "\n",
+            cs.runs, cs.sstables, cs.rows_in, cs.rows_written, cs.rows_masked, cs.base_version);
+    if (cs.runs == 0) die("no compaction run committed");
+  }
   for (size_t i = 0; i < t->n_shards; i++) {
     mw_shard_t *s = &t->shards[i]->shard;
     mw_shard_stats_t st;

@@ -15,6 +15,9 @@
 //       integers as strings, binary as an array of byte values.
 //   [--out FILE]  also write what LanceDB returned (same format); with
 //       --out alone, only dump (the state before our SSTables).
+//   [--compacted yes]  everything was compacted into the base table: a plain
+//       query (useLsm(false): the base table only) must return the same
+//       rows, and countRows() (the base's live rows) their number.
 //
 // Output: one line "ok rows=N sha256=…" (exit 0), or the first differing
 // lines and the counts (exit 1). Rows print with keys in schema order, bigint
@@ -92,18 +95,23 @@ const keyOf = (id) => (bigId ? BigInt(id) : id);
 const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
 
 // What LanceDB returns.
-const tbl = await table.query().toArrow();
-const rows = [];
-for (const batch of tbl.batches) {
-  const cols = fields.map((f) => batch.getChild(f));
-  for (let i = 0; i < batch.numRows; i++) {
-    const r = {};
-    fields.forEach((f, k) => { r[f] = cols[k] ? cols[k].get(i) : null; });
-    rows.push(r);
+async function readRows(query) {
+  const tbl = await query.toArrow();
+  const rows = [];
+  for (const batch of tbl.batches) {
+    const cols = fields.map((f) => batch.getChild(f));
+    for (let i = 0; i < batch.numRows; i++) {
+      const r = {};
+      fields.forEach((f, k) => { r[f] = cols[k] ? cols[k].get(i) : null; });
+      rows.push(r);
+    }
   }
+  rows.sort((a, b) => cmp(a.id, b.id));
+  return rows.map((r) => rowLine(r, fields));
 }
-rows.sort((a, b) => cmp(a.id, b.id));
-const got = rows.map((r) => rowLine(r, fields));
+const got = await readRows(table.query());
+const plain = opt.compacted ? await readRows(table.query().useLsm(false)) : null;
+const counted = opt.compacted ? await table.countRows() : null;
 table.close();
 if (opt.out) fs.writeFileSync(opt.out, got.join("\n") + (got.length ? "\n" : ""));
 if (!opt.expected && !opt.model) {
@@ -131,6 +139,24 @@ if (opt.expected) {
 }
 
 const hg = sha(got), hw = sha(want);
+if (opt.compacted && hg === hw) {
+  const hp = sha(plain);
+  if (hp !== hw || plain.length !== want.length) {
+    console.error(`MISMATCH: the plain (base-only) query returned ${plain.length} rows (sha256 ${hp}), expected ${want.length}`);
+    const wantSet = new Set(want), plainSet = new Set(plain);
+    let shown = 0;
+    for (const l of plain) if (!wantSet.has(l) && shown++ < 5) console.error(`  unexpected: ${l.slice(0, 300)}`);
+    shown = 0;
+    for (const l of want) if (!plainSet.has(l) && shown++ < 5) console.error(`  missing:    ${l.slice(0, 300)}`);
+    process.exit(1);
+  }
+  if (counted !== want.length) {
+    console.error(`MISMATCH: countRows() = ${counted}, expected ${want.length}`);
+    process.exit(1);
+  }
+  console.log(`ok rows=${got.length} sha256=${hg} (plain query and countRows() agree: all compacted)`);
+  process.exit(0);
+}
 if (hg === hw && got.length === want.length) {
   console.log(`ok rows=${got.length} sha256=${hg}`);
   process.exit(0);

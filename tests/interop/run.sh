@@ -46,8 +46,11 @@ case $kind in
     ;;
   model)
     "$tool" model "$scratch/t.lance" --scenario "$what" --model-out "$scratch/model.jsonl" "$@"
+    compacted=""
+    case $what in compact*) compacted="--compacted yes" ;; esac
+    # shellcheck disable=SC2086
     node "$here/check.mjs" "$scratch/t.lance" --prior "$vectors/$name/expected.jsonl" \
-      --model "$scratch/model.jsonl" --out "$scratch/got.jsonl"
+      --model "$scratch/model.jsonl" --out "$scratch/got.jsonl" $compacted
     ;;
   fresh)
     if [ "$what" = replace ]; then
