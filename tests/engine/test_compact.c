@@ -1,0 +1,601 @@
+/*
+ * test_compact.c — compaction into the base table (shard/compact.h) against
+ * real storage in scratch copies of the golden vectors, read back with our
+ * own readers (LanceDB reads the same tables in the interop tests).
+ *
+ * Each test starts from a vector with its `_mem_wal/` removed, so the prior
+ * state is exactly the vector's base rows; the model is that state overlaid
+ * by every row written (newest wins, tombstones delete). After compaction
+ * the base table's live rows (fragments minus deletion files) must equal
+ * the model, and compacted_sstables must name the newest generation.
+ *
+ *   model        2400 rows, MemTables of 300 rows (several SSTables), one
+ *                request: base == model, key indexes stored for the base's
+ *                data files, a second request commits nothing.
+ *   conflict     another writer commits the very version our commit puts
+ *                (a storage hook writes it just before our link): the
+ *                compactor loses the race, reads the new version, masks the
+ *                other writer's rows it supersedes, keeps the rest, commits
+ *                the next version.
+ *   two_writers  bucket4-small, two table handles (two daemons) own two
+ *                buckets each and compact at the same time: every shard's
+ *                rows and generation reach the base, nothing twice.
+ *   bad_keyindex a damaged key index is refused and rebuilt from its data
+ *                file; the result is unchanged.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "lance/base_update.h"
+#include "lance/datafile.h"
+#include "lance/deletion.h"
+#include "lance/keyindex.h"
+#include "lance/route.h"
+#include "lance/sstable.h"
+#include "rows.h"
+#include "shard/table.h"
+#include "storage/fault.h"
+#include "storage/local.h"
+#include "testutil.h"
+
+#define KEYS 400
+#define RUN_UNTIL_MAX_S 120
+
+static void run_until(uv_loop_t *loop, const bool *flag) {
+  uint64_t t0 = uv_hrtime();
+  while (!*flag) {
+    if (!uv_run(loop, UV_RUN_ONCE) && !*flag) fail_msg("loop went idle before the awaited event");
+    if (!*flag && uv_hrtime() - t0 > RUN_UNTIL_MAX_S * 1000000000ull)
+      fail_msg("the awaited event did not come within %d s", RUN_UNTIL_MAX_S);
+  }
+}
+
+typedef struct env {
+  uv_loop_t loop;
+  char *scratch, *dir;
+} env_t;
+
+static void env_init(env_t *e, const char *vector) {
+  memset(e, 0, sizeof *e);
+  assert_int_equal(uv_loop_init(&e->loop), 0);
+  e->scratch = tu_mkdtemp("compact");
+  e->dir = tu_strf("%s/t.lance", e->scratch);
+  char *cmd = tu_strf("cp -r '%s/%s/t.lance' '%s' && chmod -R u+w '%s' && rm -rf '%s/_mem_wal'",
+                      tu_vectors_dir(), vector, e->dir, e->dir, e->dir);
+  assert_int_equal(system(cmd), 0);
+  free(cmd);
+}
+
+static void env_free(env_t *e) {
+  uv_run(&e->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&e->loop), 0);
+  tu_rmtree(e->scratch);
+  free(e->scratch);
+  free(e->dir);
+}
+
+static mw_table_t *open_table(env_t *e, const uint8_t (*owned)[16], size_t n_owned,
+                              const mw_storage_fault_t *fault) {
+  static const char *keys[] = {"max_memtable_rows", "compaction"};
+  static const char *values[] = {"300", "off"}; /* runs only on request */
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = false;
+  sc.fault = fault;
+  mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = 2, .storage = &sc,
+                       .owned = owned, .n_owned = n_owned};
+  mw_table_t *t = NULL;
+  mw_err_t err = {0};
+  if (mw_table_open(&e->loop, e->dir, &o, &t, &err) < 0) fail_msg("open: %s", err.msg);
+  return t;
+}
+
+/* ------------------------------------------------------ base read-back */
+
+/* The live rows of the newest base version: state[id] / present[id]. */
+typedef struct base_view {
+  er_row_t rows[KEYS + 100];
+  bool present[KEYS + 100];
+  uint64_t version;
+  mw_table_meta_t meta;
+} base_view_t;
+
+static uint8_t *read_key(const env_t *e, const char *key, size_t *n) {
+  char *p = tu_strf("%s/%s", e->dir, key);
+  uint8_t *b = tu_read_file(p, n);
+  if (b == NULL) fail_msg("cannot read %s", p);
+  free(p);
+  return b;
+}
+
+static void base_read(const env_t *e, base_view_t *v) {
+  if (v->version != 0) mw_table_meta_free(&v->meta); /* a view read before */
+  memset(v, 0, sizeof *v);
+  char *vdir = tu_strf("%s/_versions", e->dir);
+  char **names;
+  size_t n = tu_list_dir(vdir, ".manifest", &names);
+  mw_err_t err = {0};
+  assert_int_equal(mw_dmanifest_latest(names, n, &v->version, NULL, &err), 0);
+  char name[MW_DMANIFEST_NAME_BYTES], key[300];
+  mw_dmanifest_name(v->version, name, sizeof name);
+  snprintf(key, sizeof key, "_versions/%s", name);
+  size_t len;
+  uint8_t *b = read_key(e, key, &len);
+  if (mw_table_meta_read(b, len, &v->meta, &err) < 0) fail_msg("base v%" PRIu64 ": %s", v->version, err.msg);
+  free(b);
+  tu_free_names(names, n);
+  free(vdir);
+  const Lance__Table__Manifest *pb = v->meta.manifest.pb;
+  for (size_t i = 0; i < pb->n_fragments; i++) {
+    const Lance__Table__DataFragment *f = pb->fragments[i];
+    snprintf(key, sizeof key, "data/%s", f->files[0]->path);
+    uint8_t *data = read_key(e, key, &len);
+    mw_datafile_t df;
+    mw_batch_t batch;
+    assert_int_equal(mw_datafile_open(&df, data, len, NULL, NULL), 0);
+    assert_int_equal(mw_datafile_read_batch(&df, &batch, NULL), 0);
+    assert_int_equal((uint64_t)batch.n_rows, f->physical_rows);
+    uint8_t *dead = calloc((size_t)batch.n_rows + 1, 1);
+    if (f->deletion_file) {
+      const Lance__Table__DeletionFile *d = f->deletion_file;
+      bool bitmap = d->file_type == LANCE__TABLE__DELETION_FILE__DELETION_FILE_TYPE__BITMAP;
+      snprintf(key, sizeof key, "_deletions/%" PRIu64 "-%" PRIu64 "-%" PRIu64 ".%s", f->id, d->read_version,
+               d->id, bitmap ? "bin" : "arrow");
+      size_t dl;
+      uint8_t *db = read_key(e, key, &dl);
+      uint32_t *offs;
+      size_t k;
+      int rc = bitmap ? mw_deletion_decode(db, dl, f->physical_rows, &offs, &k, NULL)
+                      : mw_deletion_arrow_decode(db, dl, f->physical_rows, &offs, &k, NULL);
+      assert_int_equal(rc, 0);
+      assert_int_equal(k, d->num_deleted_rows);
+      for (size_t j = 0; j < k; j++) dead[offs[j]] = 1;
+      free(offs);
+      free(db);
+    }
+    for (int64_t r = 0; r < batch.n_rows; r++) {
+      if (dead[r]) continue;
+      er_row_t row;
+      memset(&row, 0, sizeof row);
+      const mw_column_t *c = batch.cols;
+      memcpy(&row.id, c[0].values.data + 8 * r, 8);
+      assert_true(row.id >= 0 && row.id < KEYS + 100);
+      if (v->present[row.id]) fail_msg("key %" PRId64 " is live twice in the base", row.id);
+      row.name_null = !mw_column_valid(&c[1], r);
+      if (!row.name_null) {
+        size_t nn;
+        const uint8_t *p = mw_column_bytes(&c[1], r, &nn);
+        memcpy(row.name, p, nn < sizeof row.name - 1 ? nn : sizeof row.name - 1);
+      }
+      row.v_null = !mw_column_valid(&c[2], r);
+      if (!row.v_null) memcpy(&row.v, c[2].values.data + 8 * r, 8);
+      row.vec_null = !mw_column_valid(&c[3], r);
+      if (!row.vec_null) memcpy(row.vec, c[3].values.data + 32 * r, 32);
+      v->rows[row.id] = row;
+      v->present[row.id] = true;
+    }
+    free(dead);
+    mw_batch_free(&batch);
+    mw_datafile_close(&df);
+    free(data);
+  }
+}
+
+/* prior overlaid by the model must be what the base holds now */
+static void expect_model(const base_view_t *prior, const er_model_t *m, const base_view_t *now,
+                         const bool *extra_live, const er_row_t *extra) {
+  int64_t live = 0;
+  for (int64_t k = 0; k < KEYS + 100; k++) {
+    bool want = prior->present[k];
+    const er_row_t *w = &prior->rows[k];
+    if (extra_live && extra_live[k]) want = true, w = &extra[k];
+    if (k < m->max_key && m->set[k]) {
+      want = !m->last[k].tomb;
+      w = &m->last[k];
+    }
+    if (want != now->present[k]) fail_msg("key %" PRId64 ": %s in the base, expected %s", k,
+                                           now->present[k] ? "live" : "absent", want ? "live" : "absent");
+    if (!want) continue;
+    er_row_t a = *w, b = now->rows[k];
+    a.tomb = b.tomb = false;
+    if (!er_row_equal(&a, &b)) fail_msg("key %" PRId64 ": the base row differs from the model", k);
+    live++;
+  }
+  assert_true(live > 0);
+}
+
+/* -------------------------------------------------------------- driving */
+
+static int writes_left, writes_failed;
+static void on_write(mw_table_write_t *w, int status, const char *reason) {
+  if (status != 0) {
+    print_message("write failed: %s\n", reason ? reason : "?");
+    writes_failed++;
+  }
+  free(w);
+  writes_left--;
+}
+
+/* n rows in 40-row writes; keys restricted to `mask` buckets of 4 (0 = any) */
+static void write_rows(env_t *e, mw_table_t *t, er_model_t *m, int n, unsigned mask) {
+  bool done = false;
+  for (int at = 0; at < n; at += 40) {
+    mw_batch_t b;
+    assert_int_equal(mw_batch_init(&b, &t->schema), 0);
+    while (b.n_rows < 40) {
+      int64_t id = (int64_t)(er_rand(m) % (uint64_t)m->max_key);
+      if (mask && !(mask & (1u << mw_route_bucket_of(mw_murmur3_long(id), 4)))) continue;
+      er_row_t r;
+      er_row_gen(m, &r, id, 0.1);
+      assert_int_equal(er_row_append(&b, &r), 0);
+      m->last[id] = r;
+      m->set[id] = true;
+    }
+    mw_table_write_t *w = calloc(1, sizeof *w);
+    mw_err_t err = {0};
+    if (mw_table_write(t, w, &b, on_write, &err) < 0) fail_msg("write: %s", err.msg);
+    writes_left++;
+  }
+  (void)done;
+  while (writes_left > 0) assert_true(uv_run(&e->loop, UV_RUN_ONCE) || writes_left == 0);
+  assert_int_equal(writes_failed, 0);
+}
+
+typedef struct done {
+  bool fired;
+  int status;
+  char reason[600];
+} done_t;
+
+static void on_shard_done(mw_shard_t *s, int status, const char *reason, void *arg) {
+  (void)s;
+  done_t *d = arg;
+  d->fired = true;
+  d->status = status;
+  snprintf(d->reason, sizeof d->reason, "%s", reason ? reason : "");
+}
+
+static void on_compacted(void *arg, int status, const char *reason) {
+  done_t *d = arg;
+  d->fired = true;
+  d->status = status;
+  snprintf(d->reason, sizeof d->reason, "%s", reason ? reason : "");
+}
+
+static void flush_all(env_t *e, mw_table_t *t) {
+  for (size_t i = 0; i < t->n_shards; i++) {
+    mw_shard_t *s = &t->shards[i]->shard;
+    if (mw_shard_state(s) != MW_SS_ACTIVE) continue;
+    done_t d = {0};
+    assert_int_equal(mw_shard_flush(s, on_shard_done, &d), 0);
+    run_until(&e->loop, &d.fired);
+    assert_int_equal(d.status, 0);
+  }
+}
+
+static void compact(env_t *e, mw_table_t *t) {
+  done_t d = {0};
+  assert_int_equal(mw_table_compact(t, on_compacted, &d), 0);
+  assert_false(d.fired); /* never answered inside the call */
+  run_until(&e->loop, &d.fired);
+  if (d.status != 0) fail_msg("compaction: %s", d.reason);
+}
+
+static bool closed;
+static void on_closed(mw_table_t *t) {
+  (void)t;
+  closed = true;
+}
+
+static void close_table(env_t *e, mw_table_t *t) {
+  for (size_t i = 0; i < t->n_shards; i++) {
+    mw_shard_t *s = &t->shards[i]->shard;
+    if (mw_shard_state(s) != MW_SS_ACTIVE) continue;
+    done_t d = {0};
+    assert_int_equal(mw_shard_release(s, on_shard_done, &d), 0);
+    run_until(&e->loop, &d.fired);
+    assert_int_equal(d.status, 0);
+  }
+  closed = false;
+  assert_int_equal(mw_table_close(t, on_closed), 0);
+  run_until(&e->loop, &closed);
+}
+
+static uint64_t top_generation(mw_table_t *t, size_t i) {
+  const mw_shard_t *s = &t->shards[i]->shard;
+  uint64_t g = 0;
+  for (size_t k = 0; k < s->ms.cached.n_sstables; k++)
+    if (s->ms.cached.sstables[k].generation > g) g = s->ms.cached.sstables[k].generation;
+  return g;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_model(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, "unsharded-small");
+  base_view_t *prior = calloc(1, sizeof *prior), *now = calloc(1, sizeof *now);
+  base_read(&e, prior);
+  mw_table_t *t = open_table(&e, NULL, 0, NULL);
+  er_model_t m;
+  er_model_init(&m, 11, KEYS);
+  write_rows(&e, t, &m, 2400, 0);
+  flush_all(&e, t);
+  assert_int_equal(t->n_shards, 1);
+  uint64_t top = top_generation(t, 0);
+  assert_true(top >= 8); /* 2400 rows / 300 per MemTable */
+  compact(&e, t);
+  mw_compact_stats_t cs;
+  mw_compact_stats(t->compact, &cs);
+  assert_true(cs.runs >= 1);
+  assert_int_equal(cs.sstables, top);
+  assert_int_equal(cs.failures, 0);
+  assert_int_equal(cs.keyindex_built, 1); /* the vector's one base data file */
+  mw_compact_shard_t st;
+  assert_true(mw_compact_shard_state(t->compact, t->shards[0]->id, &st));
+  assert_int_equal(st.compacted_gen, top);
+  base_read(&e, now);
+  expect_model(prior, &m, now, NULL, NULL);
+  assert_int_equal(mw_memwal_compacted(&now->meta.memwal, t->shards[0]->id), top);
+  assert_int_equal(now->version, prior->version + cs.runs);
+  /* a key index for every data file of the base */
+  const Lance__Table__Manifest *pb = now->meta.manifest.pb;
+  for (size_t i = 0; i < pb->n_fragments; i++) {
+    char name[MW_KEYINDEX_NAME_BYTES];
+    assert_true(mw_keyindex_name(pb->fragments[i]->files[0]->path, name, sizeof name) > 0);
+    char *p = tu_strf("%s/%s", e.dir, name);
+    struct stat sb;
+    if (stat(p, &sb) != 0) fail_msg("no key index %s", p);
+    free(p);
+  }
+  /* nothing left: a second request commits nothing */
+  compact(&e, t);
+  mw_compact_stats_t cs2;
+  mw_compact_stats(t->compact, &cs2);
+  assert_int_equal(cs2.runs, cs.runs);
+  close_table(&e, t);
+  /* a restarted daemon knows nothing yet and finds it all done */
+  t = open_table(&e, NULL, 0, NULL);
+  write_rows(&e, t, &m, 80, 0); /* claims the shard */
+  flush_all(&e, t);
+  compact(&e, t);
+  base_read(&e, now);
+  expect_model(prior, &m, now, NULL, NULL);
+  close_table(&e, t);
+  er_model_free(&m);
+  mw_table_meta_free(&prior->meta);
+  mw_table_meta_free(&now->meta);
+  free(prior);
+  free(now);
+  env_free(&e);
+}
+
+/* --- conflict: another writer commits our version first -------------- */
+
+static struct {
+  env_t *e;
+  bool armed, fired;
+  er_row_t rows[KEYS + 100];
+  bool live[KEYS + 100];
+  int64_t ids[16];
+  size_t n;
+} foreign;
+
+static void write_file(const env_t *e, const char *key, const mw_buf_t *b) {
+  char *p = tu_strf("%s/%s", e->dir, key);
+  assert_int_equal(tu_write_file(p, b->data, b->len), 0);
+  free(p);
+}
+
+/* Commit "version N+1" as another writer would: an appended fragment. */
+static void foreign_commit(void) {
+  base_view_t *v = calloc(1, sizeof *v);
+  base_read(foreign.e, v);
+  mw_schema_t *s = &v->meta.schema;
+  mw_batch_t b;
+  assert_int_equal(mw_batch_init(&b, s), 0);
+  for (size_t i = 0; i < foreign.n; i++) {
+    er_row_t r = {.id = foreign.ids[i], .v = 1000.0 + (double)i, .vec_null = true};
+    snprintf(r.name, sizeof r.name, "foreign_%" PRId64, r.id);
+    assert_int_equal(mw_column_append_fixed(&b.cols[0], &r.id, 8), 0);
+    assert_int_equal(mw_column_append_bytes(&b.cols[1], r.name, strlen(r.name)), 0);
+    assert_int_equal(mw_column_append_fixed(&b.cols[2], &r.v, 8), 0);
+    assert_int_equal(mw_column_append_null(&b.cols[3], &s->fields[3]), 0);
+    b.n_rows++;
+    foreign.rows[r.id] = r;
+    foreign.live[r.id] = true;
+  }
+  mw_buf_t data = MW_BUF_INIT;
+  const mw_batch_t *bp = &b;
+  assert_int_equal(mw_sstable_data_file(s, &bp, 1, NULL, &data, NULL), 0);
+  int32_t ids[4] = {0, 1, 2, 3}, cols[4] = {0, 1, 2, 3};
+  for (int i = 0; i < 4; i++) ids[i] = s->fields[i].id;
+  mw_bu_fragment_t frag = {.data_file = "foreign.lance", .file_size_bytes = data.len,
+                           .physical_rows = (uint64_t)b.n_rows, .field_ids = ids, .column_indices = cols,
+                           .n_columns = 4};
+  mw_base_update_t u = {.fragments = &frag, .n_fragments = 1};
+  mw_base_commit_t c;
+  v->meta.version = v->version;
+  assert_int_equal(mw_base_update_build(&v->meta, &u, &c, NULL), 0);
+  write_file(foreign.e, "data/foreign.lance", &data);
+  char key[300], name[MW_DMANIFEST_NAME_BYTES];
+  mw_dmanifest_name(c.version, name, sizeof name);
+  snprintf(key, sizeof key, "_versions/%s", name);
+  write_file(foreign.e, key, &c.manifest);
+  mw_base_commit_free(&c);
+  mw_buf_free(&data);
+  mw_batch_free(&b);
+  mw_table_meta_free(&v->meta);
+  free(v);
+}
+
+static void on_step(void *ctx, const mw_storage_req_t *req, unsigned step) {
+  (void)ctx;
+  if (!foreign.armed || foreign.fired || step != MW_STEP_LINK) return;
+  if (strncmp(mw_storage_req_key(req), "_versions/", 10) != 0) return;
+  foreign.fired = true;
+  foreign_commit();
+}
+
+static void test_conflict(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, "unsharded-small");
+  memset(&foreign, 0, sizeof foreign);
+  foreign.e = &e;
+  base_view_t *prior = calloc(1, sizeof *prior), *now = calloc(1, sizeof *now);
+  base_read(&e, prior);
+  mw_storage_fault_t fault = {.on_step = on_step};
+  mw_table_t *t = open_table(&e, NULL, 0, &fault);
+  er_model_t m;
+  er_model_init(&m, 5, KEYS);
+  write_rows(&e, t, &m, 1200, 0);
+  flush_all(&e, t);
+  /* the other writer's rows: five keys we also wrote, five we never write */
+  for (int64_t k = 0, got = 0; k < KEYS && got < 5; k++)
+    if (m.set[k]) foreign.ids[foreign.n++] = k, got++;
+  for (int64_t k = KEYS; k < KEYS + 5; k++) foreign.ids[foreign.n++] = k;
+  foreign.armed = true;
+  compact(&e, t);
+  assert_true(foreign.fired);
+  mw_compact_stats_t cs;
+  mw_compact_stats(t->compact, &cs);
+  assert_int_equal(cs.conflicts, 1);
+  assert_int_equal(cs.failures, 0);
+  base_read(&e, now);
+  assert_int_equal(now->version, prior->version + 2); /* theirs, then ours */
+  /* ours win where we wrote; their other five rows stay */
+  bool extra[KEYS + 100] = {0};
+  for (size_t i = 5; i < foreign.n; i++) extra[foreign.ids[i]] = true;
+  expect_model(prior, &m, now, extra, foreign.rows);
+  close_table(&e, t);
+  er_model_free(&m);
+  mw_table_meta_free(&prior->meta);
+  mw_table_meta_free(&now->meta);
+  free(prior);
+  free(now);
+  env_free(&e);
+}
+
+/* --- two daemons, different shards, one base table ------------------ */
+
+static void test_two_writers(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, "bucket4-small");
+  base_view_t *prior = calloc(1, sizeof *prior), *now = calloc(1, sizeof *now);
+  base_read(&e, prior);
+  uint8_t a_ids[2][16], b_ids[2][16];
+  for (uint32_t i = 0; i < 2; i++) {
+    mw_shard_uuid_bucket(i, a_ids[i]);
+    mw_shard_uuid_bucket(i + 2, b_ids[i]);
+  }
+  mw_table_t *a = open_table(&e, (const uint8_t(*)[16])a_ids, 2, NULL);
+  mw_table_t *b = open_table(&e, (const uint8_t(*)[16])b_ids, 2, NULL);
+  er_model_t m; /* one model: the buckets split the keys, so no key is written twice */
+  er_model_init(&m, 9, KEYS);
+  for (int round = 0; round < 3; round++) {
+    write_rows(&e, a, &m, 600, 0x3);
+    write_rows(&e, b, &m, 600, 0xc);
+  }
+  flush_all(&e, a);
+  flush_all(&e, b);
+  done_t da = {0}, db = {0};
+  assert_int_equal(mw_table_compact(a, on_compacted, &da), 0);
+  assert_int_equal(mw_table_compact(b, on_compacted, &db), 0);
+  run_until(&e.loop, &da.fired);
+  run_until(&e.loop, &db.fired);
+  if (da.status != 0 || db.status != 0) fail_msg("compaction: %s / %s", da.reason, db.reason);
+  mw_compact_stats_t sa, sb;
+  mw_compact_stats(a->compact, &sa);
+  mw_compact_stats(b->compact, &sb);
+  print_message("# two writers: %" PRIu64 " + %" PRIu64 " runs, %" PRIu64 " + %" PRIu64 " lost races\n",
+                sa.runs, sb.runs, sa.conflicts, sb.conflicts);
+  assert_true(sa.runs >= 2 && sb.runs >= 2); /* one per shard at least */
+  base_read(&e, now);
+  expect_model(prior, &m, now, NULL, NULL);
+  assert_int_equal(now->meta.memwal.n_compacted, 4);
+  for (size_t i = 0; i < a->n_shards; i++)
+    assert_int_equal(mw_memwal_compacted(&now->meta.memwal, a->shards[i]->id), top_generation(a, i));
+  for (size_t i = 0; i < b->n_shards; i++)
+    assert_int_equal(mw_memwal_compacted(&now->meta.memwal, b->shards[i]->id), top_generation(b, i));
+  close_table(&e, a);
+  close_table(&e, b);
+  er_model_free(&m);
+  mw_table_meta_free(&prior->meta);
+  mw_table_meta_free(&now->meta);
+  free(prior);
+  free(now);
+  env_free(&e);
+}
+
+/* --- a damaged key index is only a cache -------------------------------- */
+
+static void test_bad_keyindex(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, "unsharded-small");
+  base_view_t *prior = calloc(1, sizeof *prior), *now = calloc(1, sizeof *now);
+  base_read(&e, prior);
+  char name[MW_KEYINDEX_NAME_BYTES];
+  assert_true(mw_keyindex_name(prior->meta.manifest.pb->fragments[0]->files[0]->path, name, sizeof name) > 0);
+  char *p = tu_strf("%s/_memwald", e.dir);
+  assert_int_equal(mkdir(p, 0755), 0);
+  free(p);
+  p = tu_strf("%s/_memwald/keys", e.dir);
+  assert_int_equal(mkdir(p, 0755), 0);
+  free(p);
+  p = tu_strf("%s/%s", e.dir, name);
+  assert_int_equal(tu_write_file(p, "not a key index", 15), 0);
+  mw_table_t *t = open_table(&e, NULL, 0, NULL);
+  er_model_t m;
+  er_model_init(&m, 3, KEYS);
+  write_rows(&e, t, &m, 900, 0);
+  flush_all(&e, t);
+  compact(&e, t);
+  mw_compact_stats_t cs;
+  mw_compact_stats(t->compact, &cs);
+  assert_int_equal(cs.keyindex_built, 1);
+  base_read(&e, now);
+  expect_model(prior, &m, now, NULL, NULL);
+  size_t n;
+  uint8_t *kb = tu_read_file(p, &n);
+  assert_non_null(kb);
+  mw_keyindex_t ki;
+  assert_int_equal(mw_keyindex_decode(kb, n, &now->meta.schema.fields[0], &ki, NULL), 0); /* rewritten */
+  mw_keyindex_free(&ki);
+  free(kb);
+  free(p);
+  close_table(&e, t);
+  er_model_free(&m);
+  mw_table_meta_free(&prior->meta);
+  mw_table_meta_free(&now->meta);
+  free(prior);
+  free(now);
+  env_free(&e);
+}
+
+int main(void) {
+  mw_log_init();
+  mw_log_set_level(MW_LOG_WARN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_model),
+      cmocka_unit_test(test_conflict),
+      cmocka_unit_test(test_two_writers),
+      cmocka_unit_test(test_bad_keyindex),
+  };
+  return cmocka_run_group_tests_name("compact", tests, NULL, NULL);
+}
