@@ -54,6 +54,7 @@ static const struct {
   unsigned n;
 } families[MW_STORAGE_FAMILIES_] = {
     [MW_STORAGE_FAMILY_LOCAL] = {mw_local_step_names, MW_STEP_COUNT_},
+    [MW_STORAGE_FAMILY_S3] = {mw_s3_step_names, MW_S3_STEP_COUNT},
 };
 
 /* ---- metrics ---- */
@@ -256,8 +257,6 @@ int mw_storage_open(uv_loop_t *loop, const mw_storage_config_t *cfg, mw_storage_
   bool s3 = mw_storage_uri_is_s3(cfg->uri);
   if (cfg->backend == MW_STORAGE_S3 && !s3)
     return mw_err_set(err, -EINVAL, "storage: backend s3 needs an s3:// URI, not %s", cfg->uri);
-  if (s3)
-    return mw_err_set(err, -ENOTSUP, "storage: %s: the S3 backend is not built in yet", cfg->uri);
   mw_storage__metrics_init();
   mw_storage_t *st = calloc(1, sizeof *st);
   if (st == NULL) return mw_err_set(err, -ENOMEM, "storage: out of memory");
@@ -274,7 +273,8 @@ int mw_storage_open(uv_loop_t *loop, const mw_storage_config_t *cfg, mw_storage_
   }
   st->cfg.uri = st->uri;
   if ((rc = mw_storage__fault_open(st, err)) < 0) goto fail;
-  if ((rc = mw_storage__local_open(st, err)) < 0) goto fail;
+  rc = s3 ? mw_storage__s3_open(st, err) : mw_storage__local_open(st, err);
+  if (rc < 0) goto fail;
   assert(st->be != NULL && st->be->n_steps <= MW_STORAGE_MAX_STEPS);
   uv_timer_init(loop, &st->delay_timer); /* cannot fail */
   st->delay_timer.data = st;

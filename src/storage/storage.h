@@ -92,8 +92,10 @@ typedef struct mw_storage_s3_config {
   const char *session_token;     /* NULL: env (none when unset) */
   int path_style;                /* -1: path-style when an endpoint is set; 0/1 */
   int allow_http;                /* -1: no; 1: http:// endpoints are accepted */
-  uint32_t request_timeout_ms;   /* one HTTP attempt; 0 = default */
-  uint32_t retry_deadline_ms;    /* retries of one operation stop here; 0 = default */
+  uint32_t request_timeout_ms;   /* one HTTP attempt; 0 = 30 s */
+  uint32_t retry_deadline_ms;    /* no retry of an exchange starts later; 0 = 15 s */
+  size_t part_bytes;             /* multipart part size (plain puts of two parts or
+                                    more); 0 = 16 MiB, at least 5 MiB */
 } mw_storage_s3_config_t;
 
 typedef struct mw_storage_config {

@@ -32,7 +32,7 @@ typedef struct mw_storage_backend_ops {
   void (*close)(mw_storage_t *st, void (*done)(mw_storage_t *st));
 } mw_storage_backend_ops_t;
 
-enum { MW_STORAGE_FAMILY_LOCAL = 0, MW_STORAGE_FAMILIES_ };
+enum { MW_STORAGE_FAMILY_LOCAL = 0, MW_STORAGE_FAMILY_S3, MW_STORAGE_FAMILIES_ };
 
 struct mw_storage {
   uv_loop_t *loop;
@@ -63,6 +63,11 @@ extern const mw_storage_backend_ops_t mw_storage__threads_ops;
 /* Local disk: the root, then io_uring or the thread pool (local.c). Sets
  * st->be to the engine that runs. */
 int mw_storage__local_open(mw_storage_t *st, mw_err_t *err);
+/* S3 (backend_s3.c): bucket, prefix, endpoint, credentials; no request. */
+extern const mw_storage_backend_ops_t mw_storage__s3_ops;
+int mw_storage__s3_open(mw_storage_t *st, mw_err_t *err);
+#define MW_S3_STEP_COUNT 4
+extern const char *const mw_s3_step_names[MW_S3_STEP_COUNT];
 
 /* Front */
 void mw_storage__done(mw_storage_req_t *req, int status);

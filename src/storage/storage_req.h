@@ -68,16 +68,34 @@ typedef struct mw_storage_req_local {
   char scratch[MW_STORAGE_LOCAL_PATH_BYTES]; /* mkdir / dir fsync path */
 } mw_storage_req_local_t;
 
-/* S3 (backend_s3.c): one transfer at a time per request. */
+/* S3 (backend_s3.c): one HTTP exchange at a time per request; operations
+ * of several exchanges (list pages, multipart, deletes) keep their state in
+ * `task`. */
 typedef struct mw_storage_req_s3 {
   void *easy;                   /* CURL * while an attempt runs */
-  void *headers;                /* struct curl_slist * */
-  void *task;                   /* multi-request state (list pages, multipart) */
-  uint32_t attempt;             /* 1-based attempt of the current HTTP request */
-  uint32_t http_status;
+  void *headers;                /* struct curl_slist * of that attempt */
+  void *task;                   /* heap state of a multi-exchange operation */
+  mw_storage_req_t *wait_next;  /* backoff list */
+  uint64_t wait_due_ms;
   uint64_t deadline_ms;         /* loop time after which no retry starts */
-  size_t sent;                  /* request body bytes handed to curl */
-  uv_timer_t *backoff;          /* owned by the backend's pool, NULL when idle */
+  uint32_t attempt;             /* of the current exchange, 1-based */
+  uint32_t attempts;            /* of the whole operation */
+  int32_t http_status;          /* of the last response, 0 = none */
+  int32_t curl_code;            /* CURLcode of the last attempt */
+  int32_t injected;             /* a test fault injected into this attempt */
+  uint8_t phase;                /* which exchange of the operation runs */
+  uint8_t body_step;            /* the "body" step fired in this attempt */
+  uint8_t ambiguous;            /* a create may have landed unseen */
+  uint8_t too_big;              /* the answer exceeds what this exchange takes */
+  uint8_t rechecks;             /* put_if_absent: PUTs again after a vanished 412 */
+  const uint8_t *body;          /* request body of this exchange */
+  size_t body_len;
+  size_t body_sent;
+  uint64_t content_length;      /* response header; UINT64_MAX = none */
+  uint64_t range_total;         /* Content-Range's total; UINT64_MAX = none */
+  mw_buf_t resp;                /* response body: XML, error documents */
+  char etag[80];                /* response ETag (multipart parts) */
+  char request_id[48];          /* x-amz-request-id, for error reasons */
 } mw_storage_req_s3_t;
 
 #define MW_STORAGE_REQ_PRIVATE_FIELDS      \
