@@ -320,7 +320,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   mw_storage_config_t scfg;
-  mw_daemon_storage_config(&d.cfg, d.cfg.data_dir, &scfg);
+  mw_daemon_storage_config(&d.cfg, NULL, d.cfg.data_dir, &scfg);
   if ((rc = mw_storage_open(d.loop, &scfg, &d.storage, &err)) < 0) {
     mw_log_err("storage at %s: %s", d.cfg.data_dir, err.msg[0] ? err.msg : strerror(-rc));
     return 1;

@@ -72,7 +72,14 @@ static const cfg_key_t keys[] = {
     {SC_STORAGE, "io_backend", T_IO, D(io_backend), 0, 0, false},
     {SC_STORAGE, "max_inflight", T_INT, D(max_inflight), 1, 65536, false},
     {SC_STORAGE, "max_object_bytes", T_INT, D(max_object_bytes), 4 * KiB, 16 * GiB, false},
+    {SC_STORAGE, "s3_request_timeout_ms", T_INT, D(s3_request_timeout_ms), 100, 3600000, false},
+    {SC_STORAGE, "s3_retry_deadline_ms", T_INT, D(s3_retry_deadline_ms), 0, 3600000, false},
+    {SC_STORAGE, "s3_part_bytes", T_INT, D(s3_part_bytes), 5 * MiB, 5 * GiB, false},
     {SC_TABLE, "uri", T_STR, TB(uri), 0, 0, false},
+    {SC_TABLE, "s3_endpoint", T_STR, TB(s3_endpoint), 0, 0, false},
+    {SC_TABLE, "s3_region", T_STR, TB(s3_region), 0, 0, false},
+    {SC_TABLE, "s3_path_style", T_TRIBOOL, TB(s3_path_style), 0, 1, false},
+    {SC_TABLE, "s3_allow_http", T_TRIBOOL, TB(s3_allow_http), 0, 1, false},
     {SC_TABLE, "create", T_BOOL, TB(create), 0, 1, false},
     {SC_TABLE, "schema", T_JOIN, TB(schema), 0, 0, false},
     {SC_TABLE, "primary_key", T_STR, TB(primary_key), 0, 0, false},
@@ -122,6 +129,8 @@ static void table_defaults(mw_table_config_t *t, const char *name) {
   snprintf(t->spec, sizeof t->spec, "unsharded");
   snprintf(t->shards, sizeof t->shards, "all");
   t->durable_write = -1;
+  t->s3_path_style = -1;
+  t->s3_allow_http = -1;
   t->max_wal_buffer_size = -1;
   t->max_wal_flush_interval_ms = -1;
   t->max_memtable_size = -1;
@@ -155,6 +164,9 @@ void mw_config_defaults(mw_config_t *cfg) {
   cfg->io_backend = MW_STORAGE_AUTO;
   cfg->max_inflight = 256;
   cfg->max_object_bytes = 256 * MiB;
+  cfg->s3_request_timeout_ms = 30000;
+  cfg->s3_retry_deadline_ms = 15000;
+  cfg->s3_part_bytes = 16 * MiB;
 }
 
 /* ------------------------------------------------------------ value parsers */

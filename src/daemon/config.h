@@ -35,7 +35,12 @@ typedef enum { MW_CLAIM_LAZY = 0, MW_CLAIM_EAGER } mw_claim_mode_t;
 
 typedef struct mw_table_config {
   char name[128];
-  char uri[1024];
+  char uri[1024];       /* a path, file://PATH or s3://BUCKET/PREFIX/NAME.lance */
+  /* S3 overrides of the AWS environment; "" / -1 = not set */
+  char s3_endpoint[256];
+  char s3_region[64];
+  int s3_path_style;    /* -1, 0, 1 */
+  int s3_allow_http;    /* -1, 0, 1 */
   bool create;
   char schema[MW_CONFIG_MAX_VALUE_BYTES];
   char primary_key[256];
@@ -85,6 +90,9 @@ typedef struct mw_config {
   mw_storage_backend_t io_backend; /* auto | uring | threads (local tables) */
   int64_t max_inflight;
   int64_t max_object_bytes;
+  int64_t s3_request_timeout_ms;
+  int64_t s3_retry_deadline_ms;
+  int64_t s3_part_bytes;
   /* [table NAME] */
   mw_table_config_t tables[MW_CONFIG_MAX_TABLES];
   size_t n_tables;

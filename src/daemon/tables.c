@@ -31,12 +31,22 @@
 
 /* ------------------------------------------------------------ storage */
 
-void mw_daemon_storage_config(const mw_config_t *cfg, const char *uri, mw_storage_config_t *out) {
-  assert(cfg != NULL && out != NULL);
+void mw_daemon_storage_config(const mw_config_t *cfg, const mw_table_config_t *tc, const char *uri,
+                              mw_storage_config_t *out) {
+  assert(cfg != NULL && uri != NULL && out != NULL);
   mw_storage_config_init(out, uri);
   out->backend = cfg->io_backend;
   out->max_inflight = (uint32_t)cfg->max_inflight;
   out->max_object_bytes = (size_t)cfg->max_object_bytes;
+  out->s3.request_timeout_ms = (uint32_t)cfg->s3_request_timeout_ms;
+  out->s3.retry_deadline_ms = (uint32_t)cfg->s3_retry_deadline_ms;
+  out->s3.part_bytes = (size_t)cfg->s3_part_bytes;
+  if (tc != NULL) { /* the table's own S3 settings win over the environment */
+    if (tc->s3_endpoint[0]) out->s3.endpoint = tc->s3_endpoint;
+    if (tc->s3_region[0]) out->s3.region = tc->s3_region;
+    out->s3.path_style = tc->s3_path_style;
+    out->s3.allow_http = tc->s3_allow_http;
+  }
   assert(out->max_inflight > 0 && out->max_object_bytes > 0);
 }
 
@@ -184,7 +194,7 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
   for (size_t i = 0; i < cfg->n_tables; i++) {
     const mw_table_config_t *tc = &cfg->tables[i];
     mw_storage_config_t sc;
-    mw_daemon_storage_config(cfg, tc->uri, &sc);
+    mw_daemon_storage_config(cfg, tc, tc->uri, &sc);
     const char *keys[16], *values[16];
     char buf[16][32];
     size_t n = writer_settings(tc, keys, values, buf);

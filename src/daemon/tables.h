@@ -53,9 +53,11 @@ int mw_daemon_mkdir_parent(const char *file);
  * through storage configured by o->storage. -EEXIST when a table is already
  * there (or another creator won). */
 int mw_daemon_table_create(const mw_table_config_t *tc, const mw_table_opts_t *o, mw_err_t *err);
-/* The storage configuration of a table at uri (or of data_dir): the
- * `[storage]` section's backend and limits. The one place that maps the
- * daemon's configuration to storage's. */
-void mw_daemon_storage_config(const mw_config_t *cfg, const char *uri, mw_storage_config_t *out);
+/* The storage configuration of table tc at uri (tc NULL: data_dir): the
+ * `[storage]` section's backend, limits and S3 timeouts, then the table's S3
+ * overrides. The one place that maps the daemon's configuration to
+ * storage's; the strings point into cfg / tc. */
+void mw_daemon_storage_config(const mw_config_t *cfg, const mw_table_config_t *tc, const char *uri,
+                              mw_storage_config_t *out);
 
 #endif
