@@ -9,8 +9,9 @@
 #                            AWS_ALLOW_HTTP); ~2-5 s
 #   tools/rgw.sh down DIR    stop it (by PID: rgw, osd, mon) and remove DIR
 #   tools/rgw.sh ensure DIR  reuse DIR's instance when it answers, else
-#                            (re)start it; serialised with flock on DIR.lock,
-#                            so several callers share ONE instance
+#                            (re)start it; serialised with flock on DIR.lock
+#                            (taken here: do not wrap it in flock), so several
+#                            callers share ONE instance
 #   tools/rgw.sh env DIR     print DIR/env.sh when the instance answers (exit 1
 #                            otherwise)
 #
@@ -106,27 +107,27 @@ CONF
   # --addv with an explicit v1 address: --add would make a non-6789 port msgr2
   monmaptool --create --fsid "$FSID" --addv a "[v1:127.0.0.1:$MON_PORT]" "$DIR/monmap" >/dev/null
   ceph-mon --mkfs -i a --monmap "$DIR/monmap"
-  ceph-mon -i a
+  ceph-mon -i a 9>&- # the daemons must not inherit ensure's lock
   retry ceph --connect-timeout 5 mon stat >/dev/null 2>&1
   local OSD_UUID OSD_ID; OSD_UUID=$(uuidgen)
   OSD_ID=$(retry ceph --connect-timeout 5 osd new "$OSD_UUID" 2>/dev/null)
   retry ceph --connect-timeout 5 osd crush add "osd.$OSD_ID" 1.0 root=default >/dev/null 2>&1
   ceph-osd -i "$OSD_ID" --mkfs --osd-uuid "$OSD_UUID" 2>"$DIR/log/osd-mkfs.err"
-  retry ceph-osd -i "$OSD_ID" 2>>"$DIR/log/osd-start.err"
+  retry ceph-osd -i "$OSD_ID" 2>>"$DIR/log/osd-start.err" 9>&-
   local i ok=0
   for i in $(seq 1 300); do  # up to 60 s for the OSD to be up and in
     if ceph --connect-timeout 5 osd stat 2>/dev/null | grep -q ' 1 up.* 1 in'; then ok=1; break; fi
     sleep 0.2
   done
   [ $ok = 1 ] || { echo "rgw.sh: the OSD never came up" >&2; false; }
-  radosgw -n client.rgw.a
+  radosgw -n client.rgw.a 9>&-
   local code=000 pf="$DIR/run/client.rgw.a.pid"
   for i in $(seq 1 600); do  # up to 60 s for the first HTTP 200
     code=$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$RGW_PORT/" || true)
     [ "$code" = 200 ] && break
     # the same race can make radosgw's first pool creation fail and exit
     if [ -s "$pf" ] && ! kill -0 "$(cat "$pf")" 2>/dev/null; then
-      echo "rgw.sh: radosgw exited, starting it again" >&2; rm -f "$pf"; radosgw -n client.rgw.a
+      echo "rgw.sh: radosgw exited, starting it again" >&2; rm -f "$pf"; radosgw -n client.rgw.a 9>&-
     fi
     sleep 0.1
   done
@@ -170,6 +171,7 @@ case "$cmd" in
   env) answers "$DIR" && cat "$DIR/env.sh" ;;
   ensure)
     mkdir -p "$(dirname "$DIR")"
+    DIR=$(readlink -f "$DIR") # a symlink to a shared instance locks the shared lock
     exec 9>"$DIR.lock"
     flock 9
     if ! answers "$DIR"; then

@@ -1,5 +1,6 @@
 #!/bin/bash
 # Build everything and run every test suite, as CI does (.ci/run):
+#   0. one radosgw (S3) for the whole run, for the S3 tests
 #   1. the normal build: all suites (storage, formats, interop, engine, e2e)
 #   2. an ASan+UBSan build: the same suites again
 #   3. each libFuzzer target for FUZZ_SECONDS (default 60) from its committed
@@ -34,6 +35,24 @@ step() { echo; echo "=== $*"; }
 step "interop dependencies (npm, pinned @lancedb/lancedb 0.39.0)"
 if [ -f tests/interop/package.json ]; then
   (cd tests/interop && npm install --no-audit --no-fund --loglevel=error) || fail=1
+fi
+
+step "S3 endpoint: one radosgw for the whole run (tools/rgw.sh)"
+# Every S3 test (tests/s3/with-s3.sh) uses this endpoint, each in its own
+# bucket. A running shared instance in $MW_RGW_DIR is reused (and left
+# running); one started here is stopped at the end.
+RGW_DIR=${MW_RGW_DIR:-/tmp/memwald-rgw}
+if [ -z "${MW_S3_ENDPOINT:-}" ]; then
+  rgw_started=0
+  tools/rgw.sh env "$RGW_DIR" >/dev/null 2>&1 || rgw_started=1
+  if tools/rgw.sh ensure "$RGW_DIR"; then
+    # shellcheck disable=SC1091
+    . "$RGW_DIR/env.sh"
+    echo "S3 endpoint $MW_S3_ENDPOINT"
+    [ "$rgw_started" = 1 ] && trap 'tools/rgw.sh down "$RGW_DIR"' EXIT
+  else
+    echo "radosgw did not start: every S3 test will fail"
+  fi
 fi
 
 step "build (debugoptimized)"
