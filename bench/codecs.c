@@ -67,7 +67,7 @@ static void die(const char *what, const mw_err_t *err) {
 static void make_schema(mw_schema_t *s) {
   mw_schema_init(s);
   if (mw_schema_add(s, "id", MW_T_INT64, false) < 0 || mw_schema_add(s, "name", MW_T_UTF8, true) < 0 ||
-      mw_schema_add(s, "v", MW_T_FLOAT64, true) < 0 || mw_schema_add(s, "vec", MW_T_FSL_F32, true) < 0 ||
+      mw_schema_add(s, "v", MW_T_FLOAT64, true) < 0 || mw_schema_add(s, "vec", MW_T_FSL, true) < 0 ||
       mw_schema_add(s, "_tombstone", MW_T_BOOL, false) < 0)
     die("schema", NULL);
   for (size_t i = 0; i < s->n_fields; i++) s->fields[i].id = (int32_t)i;

@@ -169,7 +169,7 @@ static int build_frame(void) {
   int id = mw_schema_add(&s, "id", MW_T_INT64, false);
   int nm = mw_schema_add(&s, "name", MW_T_UTF8, true);
   int v = mw_schema_add(&s, "v", MW_T_FLOAT64, true);
-  int vc = O.wide ? mw_schema_add(&s, "vec", MW_T_FSL_F32, true) : 0;
+  int vc = O.wide ? mw_schema_add(&s, "vec", MW_T_FSL, true) : 0;
   if (id < 0 || nm < 0 || v < 0 || vc < 0) return -ENOMEM;
   if (O.wide) s.fields[vc].fsl_dim = WIDE_DIM, s.fields[vc].item_nullable = true;
   int rc = mw_batch_init(&b, &s);

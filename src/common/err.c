@@ -21,6 +21,35 @@ int mw_err_set(mw_err_t *err, int code, const char *fmt, ...) {
   return code;
 }
 
+int mw_err_prefix(mw_err_t *err, int code, const char *fmt, ...) {
+  assert(code <= 0);
+  if (err == NULL) return code;
+  char pre[MW_ERR_MSG_BYTES];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(pre, sizeof pre, fmt, ap);
+  va_end(ap);
+  if (n < 0) return err->code ? err->code : code;
+  if (err->code == 0) {
+    size_t len = strlen(pre);
+    if (len >= 2 && pre[len - 2] == ':' && pre[len - 1] == ' ') pre[len - 2] = 0;
+    err->code = code;
+    snprintf(err->msg, sizeof err->msg, "%s", pre);
+    return code;
+  }
+  /* pre + old reason, cut to the message size */
+  char old[MW_ERR_MSG_BYTES];
+  memcpy(old, err->msg, sizeof old);
+  size_t pn = strlen(pre) < sizeof err->msg - 1 ? strlen(pre) : sizeof err->msg - 1;
+  memcpy(err->msg, pre, pn);
+  size_t on = strnlen(old, sizeof old);
+  if (on > sizeof err->msg - 1 - pn) on = sizeof err->msg - 1 - pn;
+  memcpy(err->msg + pn, old, on);
+  err->msg[pn + on] = 0;
+  assert(err->code < 0);
+  return err->code;
+}
+
 void mw_err_clear(mw_err_t *err) {
   if (err == NULL) return;
   err->code = 0;

@@ -30,6 +30,13 @@ typedef struct mw_err {
  * innermost, most precise reason reaches the user. */
 int mw_err_set(mw_err_t *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Put a context in front of the recorded reason, e.g. "table /d/t.lance:
+ * manifest v3: " + "field 1 'ts': logical type ... not supported", so an
+ * outer layer can name the table or file the inner one did not know. With
+ * no reason recorded yet, the context (without a trailing ": ") becomes the
+ * reason and `code` the code. Returns the recorded code. */
+int mw_err_prefix(mw_err_t *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void mw_err_clear(mw_err_t *err);
 /* strerror-like text for our codes (thread-safe, static strings). */
 const char *mw_strerror(int code);

@@ -1,65 +1,256 @@
 /*
- * batch.c — schemas, metadata lists and record batches (see batch.h).
+ * batch.c — fields, schemas, metadata lists and record batches (see batch.h).
  *
  * Builders grow Arrow buffers one row at a time. The validity bitmap is only
  * materialised when the first null arrives (then back-filled with ones), so a
  * column without nulls never pays for one, and encoders that must write an
  * all-ones bitmap (arrow-rs does) synthesise it.
+ *
+ * Nested columns recurse: a LIST row is its items appended to children[0]
+ * and then an offset (mw_column_list_end); a STRUCT row is one value per
+ * child and then a validity bit (mw_column_struct_end). Example, a column
+ * `tags: list<utf8>` after the rows ["a","bc"], null, []:
+ *
+ *   tags      length 3, validity 0b101, offsets 0 2 2 2
+ *   item      length 2, offsets 0 1 3, values "abc"
+ *
+ * Every walk over a tree (init, free, reset, copy, equality, validate,
+ * append_range, truncate) is bounded by MW_MAX_NESTING, which
+ * mw_field_check enforces on every field a decoder builds.
  */
 #include "lance/batch.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* ------------------------------------------------------------------ fields */
+
+size_t mw_fsl_item_width(const mw_field_t *f) {
+  assert(f->type == MW_T_FSL);
+  return mw_type_info(f->item_type)->width;
+}
+
 size_t mw_type_width(const mw_field_t *f) {
-  switch (f->type) {
-    case MW_T_INT32: case MW_T_UINT32: case MW_T_FLOAT32: return 4;
-    case MW_T_INT64: case MW_T_UINT64: case MW_T_FLOAT64: return 8;
-    case MW_T_FSL_F32: return 4 * (size_t)f->fsl_dim;
-    case MW_T_BOOL: case MW_T_UTF8: case MW_T_BINARY: return 0;
+  const mw_type_info_t *ti = mw_type_info(f->type);
+  switch (ti->layout) {
+    case MW_LAYOUT_FIXED:
+      return f->type == MW_T_FIXED_BINARY ? (size_t)f->byte_width : ti->width;
+    case MW_LAYOUT_FSL:
+      return mw_type_info(f->item_type)->width * (size_t)f->fsl_dim;
+    default:
+      return 0;
   }
-  return 0;
 }
 
-const char *mw_type_name(mw_type_t t) {
-  switch (t) {
-    case MW_T_INT32: return "int32";
-    case MW_T_INT64: return "int64";
-    case MW_T_UINT32: return "uint32";
-    case MW_T_UINT64: return "uint64";
-    case MW_T_FLOAT32: return "float32";
-    case MW_T_FLOAT64: return "float64";
-    case MW_T_BOOL: return "bool";
-    case MW_T_UTF8: return "utf8";
-    case MW_T_BINARY: return "binary";
-    case MW_T_FSL_F32: return "fixed_size_list<float32>";
-  }
-  return "?";
+static void field_init(mw_field_t *f, mw_type_t type, bool nullable) {
+  memset(f, 0, sizeof *f);
+  f->type = type;
+  f->nullable = nullable;
+  f->item_nullable = true;
+  f->item_type = MW_T_FLOAT32;
+  f->unit = type == MW_T_TIME64 || type == MW_T_TIMESTAMP ? MW_UNIT_US : MW_UNIT_S;
+  f->id = -1;
 }
 
-int mw_type_lance_logical(const mw_field_t *f, char *out, size_t out_len) {
-  const char *s = NULL;
-  switch (f->type) {
-    case MW_T_INT32: s = "int32"; break;
-    case MW_T_INT64: s = "int64"; break;
-    case MW_T_UINT32: s = "uint32"; break;
-    case MW_T_UINT64: s = "uint64"; break;
-    case MW_T_FLOAT32: s = "float"; break;
-    case MW_T_FLOAT64: s = "double"; break;
-    case MW_T_BOOL: s = "bool"; break;
-    case MW_T_UTF8: s = "string"; break;
-    case MW_T_BINARY: s = "binary"; break;
-    case MW_T_FSL_F32: {
-      int n = snprintf(out, out_len, "fixed_size_list:float:%d", f->fsl_dim);
-      return n < 0 || (size_t)n >= out_len ? -EINVAL : 0;
+static void field_free(mw_field_t *f) {
+  free(f->name);
+  free(f->tz);
+  for (uint32_t i = 0; i < f->n_children; i++) field_free(&f->children[i]);
+  free(f->children);
+  mw_kvs_free(&f->meta);
+  memset(f, 0, sizeof *f);
+}
+
+int mw_field_add_child(mw_field_t *parent, const char *name, mw_type_t type, bool nullable) {
+  assert(parent != NULL && name != NULL);
+  mw_layout_t l = mw_field_layout(parent);
+  if (l != MW_LAYOUT_LIST && l != MW_LAYOUT_STRUCT) return -EINVAL;
+  if ((l == MW_LAYOUT_LIST && parent->n_children >= 1) ||
+      parent->n_children >= MW_MAX_STRUCT_FIELDS)
+    return -EFBIG;
+  mw_field_t *c = realloc(parent->children, (parent->n_children + 1) * sizeof *c);
+  if (c == NULL) return -ENOMEM;
+  parent->children = c;
+  mw_field_t *f = &c[parent->n_children];
+  field_init(f, type, nullable);
+  if ((f->name = strdup(name)) == NULL) return -ENOMEM;
+  return (int)parent->n_children++;
+}
+
+static int field_copy(mw_field_t *d, const mw_field_t *s) {
+  *d = *s;
+  d->name = NULL, d->tz = NULL, d->children = NULL, d->n_children = 0;
+  d->meta = (mw_kvs_t){0};
+  if ((d->name = strdup(s->name)) == NULL) return -ENOMEM;
+  if (s->tz && (d->tz = strdup(s->tz)) == NULL) return -ENOMEM;
+  if (mw_kvs_copy(&d->meta, &s->meta) < 0) return -ENOMEM;
+  if (s->n_children) {
+    if ((d->children = calloc(s->n_children, sizeof *d->children)) == NULL) return -ENOMEM;
+    for (uint32_t i = 0; i < s->n_children; i++) {
+      d->n_children++;
+      if (field_copy(&d->children[i], &s->children[i]) < 0) return -ENOMEM;
     }
   }
-  if (s == NULL || strlen(s) >= out_len) return -EINVAL;
-  memcpy(out, s, strlen(s) + 1);
+  assert(d->n_children == s->n_children);
   return 0;
+}
+
+size_t mw_field_count(const mw_field_t *f) {
+  size_t n = 1;
+  for (uint32_t i = 0; i < f->n_children; i++) n += mw_field_count(&f->children[i]);
+  return n;
+}
+
+#define WHY(...) (snprintf(why, why_len, __VA_ARGS__), -EINVAL)
+
+static int field_check(const mw_field_t *f, int depth, char *why, size_t why_len) {
+  const mw_type_info_t *ti = mw_type_info(f->type);
+  const char *n = f->name ? f->name : "?";
+  if (ti->layout == 0) return WHY("field '%s': unknown type %d", n, (int)f->type);
+  if (depth > MW_MAX_NESTING) return WHY("field '%s': nested deeper than %d levels", n, MW_MAX_NESTING);
+  switch (f->type) {
+    case MW_T_FSL:
+      if (f->fsl_dim < 1 || f->fsl_dim > MW_MAX_FSL_DIM)
+        return WHY("field '%s': list size %d not in 1..%d", n, f->fsl_dim, MW_MAX_FSL_DIM);
+      if (!mw_type_valid(f->item_type) || !mw_type_info(f->item_type)->fsl_item)
+        return WHY("field '%s': fixed_size_list of %s is not supported", n, mw_type_name(f->item_type));
+      break;
+    case MW_T_FIXED_BINARY:
+      if (f->byte_width < 1 || f->byte_width > MW_MAX_FIXED_BINARY_BYTES)
+        return WHY("field '%s': byte width %d not in 1..%d", n, f->byte_width, MW_MAX_FIXED_BINARY_BYTES);
+      break;
+    case MW_T_TIMESTAMP:
+      if (f->unit > MW_UNIT_NS) return WHY("field '%s': bad time unit %u", n, f->unit);
+      if (f->tz && (f->tz[0] == 0 || strlen(f->tz) > MW_MAX_TZ_BYTES))
+        return WHY("field '%s': time zone empty or longer than %d bytes", n, MW_MAX_TZ_BYTES);
+      break;
+    case MW_T_TIME32:
+      if (f->unit != MW_UNIT_S && f->unit != MW_UNIT_MS)
+        return WHY("field '%s': time32 takes the unit s or ms", n);
+      break;
+    case MW_T_TIME64:
+      if (f->unit != MW_UNIT_US && f->unit != MW_UNIT_NS)
+        return WHY("field '%s': time64 takes the unit us or ns", n);
+      break;
+    case MW_T_DECIMAL128:
+      if (f->precision < 1 || f->precision > MW_MAX_DECIMAL_PRECISION)
+        return WHY("field '%s': decimal precision %u not in 1..%d", n, f->precision, MW_MAX_DECIMAL_PRECISION);
+      if (f->scale > (int)f->precision || f->scale < -(int)f->precision)
+        return WHY("field '%s': decimal scale %d outside -%u..%u", n, f->scale, f->precision, f->precision);
+      break;
+    default:
+      break;
+  }
+  if (ti->layout == MW_LAYOUT_LIST && f->n_children != 1)
+    return WHY("field '%s': a list has one child, not %u", n, f->n_children);
+  if (ti->layout == MW_LAYOUT_STRUCT && (f->n_children < 1 || f->n_children > MW_MAX_STRUCT_FIELDS))
+    return WHY("field '%s': a struct has 1..%d fields, not %u", n, MW_MAX_STRUCT_FIELDS, f->n_children);
+  if (ti->layout != MW_LAYOUT_LIST && ti->layout != MW_LAYOUT_STRUCT && f->n_children != 0)
+    return WHY("field '%s': %s has no children", n, ti->name);
+  for (uint32_t i = 0; i < f->n_children; i++) {
+    const mw_field_t *c = &f->children[i];
+    if (c->name == NULL || c->name[0] == 0) return WHY("field '%s': child %u has no name", n, i);
+    for (uint32_t j = 0; ti->layout == MW_LAYOUT_STRUCT && j < i; j++)
+      if (strcmp(f->children[j].name, c->name) == 0)
+        return WHY("field '%s': duplicate struct field '%s'", n, c->name);
+    int rc = field_check(c, depth + 1, why, why_len);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+int mw_field_check(const mw_field_t *f, char *why, size_t why_len) {
+  assert(f != NULL && why != NULL && why_len > 0);
+  why[0] = 0;
+  return field_check(f, 0, why, why_len);
+}
+
+static bool tz_equal(const char *a, const char *b) {
+  return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+static bool type_equal(const mw_field_t *a, const mw_field_t *b, bool strict) {
+  if (a->type != b->type || a->n_children != b->n_children) return false;
+  switch (a->type) {
+    case MW_T_FSL:
+      if (a->fsl_dim != b->fsl_dim || a->item_type != b->item_type) return false;
+      break;
+    case MW_T_FIXED_BINARY: if (a->byte_width != b->byte_width) return false; break;
+    case MW_T_TIMESTAMP: if (a->unit != b->unit || !tz_equal(a->tz, b->tz)) return false; break;
+    case MW_T_TIME32: case MW_T_TIME64: if (a->unit != b->unit) return false; break;
+    case MW_T_DECIMAL128:
+      if (a->precision != b->precision || a->scale != b->scale) return false;
+      break;
+    default: break;
+  }
+  for (uint32_t i = 0; i < a->n_children; i++) {
+    const mw_field_t *x = &a->children[i], *y = &b->children[i];
+    if ((a->type == MW_T_STRUCT || strict) && strcmp(x->name, y->name) != 0) return false;
+    if (strict && x->nullable != y->nullable) return false;
+    if (!type_equal(x, y, strict)) return false;
+  }
+  return true;
+}
+
+bool mw_field_type_equal(const mw_field_t *a, const mw_field_t *b) {
+  assert(a != NULL && b != NULL);
+  return type_equal(a, b, false);
+}
+
+/* snprintf into out + *at, keeping *at <= len - 1. */
+static void put(char *out, size_t len, size_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *out, size_t len, size_t *at, const char *fmt, ...) {
+  if (*at + 1 >= len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(out + *at, len - *at, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  *at += (size_t)n < len - *at ? (size_t)n : len - *at - 1;
+}
+
+static void type_text(const mw_field_t *f, char *out, size_t len, size_t *at) {
+  const char *name = mw_type_name(f->type);
+  switch (f->type) {
+    case MW_T_FSL:
+      put(out, len, at, "fixed_size_list<%s, %d>", mw_type_name(f->item_type), f->fsl_dim);
+      return;
+    case MW_T_FIXED_BINARY: put(out, len, at, "%s<%d>", name, f->byte_width); return;
+    case MW_T_TIMESTAMP:
+      put(out, len, at, "timestamp<%s%s%s>", mw_unit_name(f->unit) ? mw_unit_name(f->unit) : "?",
+          f->tz ? ", " : "", f->tz ? f->tz : "");
+      return;
+    case MW_T_TIME32: case MW_T_TIME64:
+      put(out, len, at, "%s<%s>", name, mw_unit_name(f->unit) ? mw_unit_name(f->unit) : "?");
+      return;
+    case MW_T_DECIMAL128: put(out, len, at, "decimal128<%u, %d>", f->precision, f->scale); return;
+    case MW_T_LIST: case MW_T_LARGE_LIST: case MW_T_STRUCT:
+      put(out, len, at, "%s<", name);
+      for (uint32_t i = 0; i < f->n_children; i++) {
+        const mw_field_t *c = &f->children[i];
+        if (f->type == MW_T_STRUCT) put(out, len, at, "%s%s: ", i ? ", " : "", c->name);
+        type_text(c, out, len, at);
+        if (!c->nullable) put(out, len, at, " not null");
+      }
+      put(out, len, at, ">");
+      return;
+    default: put(out, len, at, "%s", name); return;
+  }
+}
+
+const char *mw_field_type_text(const mw_field_t *f, char *out, size_t out_len) {
+  assert(f != NULL && out != NULL && out_len >= 8);
+  size_t at = 0;
+  out[0] = 0;
+  type_text(f, out, out_len, &at);
+  if (at + 1 >= out_len) memcpy(out + out_len - 4, "...", 4);
+  assert(strlen(out) < out_len);
+  return out;
 }
 
 /* ---------------------------------------------------------------- metadata */
@@ -133,11 +324,6 @@ int mw_kvs_copy(mw_kvs_t *dst, const mw_kvs_t *src) {
 
 void mw_schema_init(mw_schema_t *s) { memset(s, 0, sizeof *s); }
 
-static void field_free(mw_field_t *f) {
-  free(f->name);
-  mw_kvs_free(&f->meta);
-}
-
 void mw_schema_free(mw_schema_t *s) {
   if (s == NULL) return;
   for (size_t i = 0; i < s->n_fields; i++) field_free(&s->fields[i]);
@@ -153,30 +339,22 @@ int mw_schema_add(mw_schema_t *s, const char *name, mw_type_t type, bool nullabl
   if (fields == NULL) return -ENOMEM;
   s->fields = fields;
   mw_field_t *f = &s->fields[s->n_fields];
-  memset(f, 0, sizeof *f);
+  field_init(f, type, nullable);
   f->name = strdup(name);
   if (f->name == NULL) return -ENOMEM;
-  f->type = type;
-  f->nullable = nullable;
-  f->item_nullable = true;
-  f->id = -1;
   return (int)s->n_fields++;
 }
 
 int mw_schema_copy(mw_schema_t *dst, const mw_schema_t *src) {
   mw_schema_init(dst);
+  if (src->n_fields && (dst->fields = calloc(src->n_fields, sizeof *dst->fields)) == NULL)
+    return -ENOMEM;
   for (size_t i = 0; i < src->n_fields; i++) {
-    const mw_field_t *sf = &src->fields[i];
-    int idx = mw_schema_add(dst, sf->name, sf->type, sf->nullable);
-    if (idx < 0) goto fail;
-    mw_field_t *df = &dst->fields[idx];
-    df->fsl_dim = sf->fsl_dim;
-    df->item_nullable = sf->item_nullable;
-    df->id = sf->id;
-    df->pk_position = sf->pk_position;
-    if (mw_kvs_copy(&df->meta, &sf->meta) < 0) goto fail;
+    dst->n_fields++;
+    if (field_copy(&dst->fields[i], &src->fields[i]) < 0) goto fail;
   }
   if (mw_kvs_copy(&dst->meta, &src->meta) < 0) goto fail;
+  assert(dst->n_fields == src->n_fields);
   return 0;
 fail:
   mw_schema_free(dst);
@@ -193,26 +371,61 @@ bool mw_schema_equal(const mw_schema_t *a, const mw_schema_t *b) {
   if (a->n_fields != b->n_fields) return false;
   for (size_t i = 0; i < a->n_fields; i++) {
     const mw_field_t *x = &a->fields[i], *y = &b->fields[i];
-    if (strcmp(x->name, y->name) != 0 || x->type != y->type || x->nullable != y->nullable)
+    if (strcmp(x->name, y->name) != 0 || x->nullable != y->nullable || !type_equal(x, y, true))
       return false;
-    if (x->type == MW_T_FSL_F32 && x->fsl_dim != y->fsl_dim) return false;
   }
   return true;
 }
 
-/* ----------------------------------------------------------------- batches */
+/* ----------------------------------------------------------------- columns */
 
-static void column_init(mw_column_t *c) {
+int mw_column_init(mw_column_t *c, const mw_field_t *f) {
+  assert(c != NULL && f != NULL);
   memset(c, 0, sizeof *c);
+  mw_layout_t l = mw_field_layout(f);
+  if ((l == MW_LAYOUT_VAR || l == MW_LAYOUT_LIST) && mw_buf_fill(&c->offsets, 0, 4) < 0)
+    return -ENOMEM;
+  if (f->n_children == 0) return 0;
+  if ((c->children = calloc(f->n_children, sizeof *c->children)) == NULL) goto nomem;
+  for (uint32_t i = 0; i < f->n_children; i++) {
+    c->n_children++;
+    if (mw_column_init(&c->children[i], &f->children[i]) < 0) goto nomem;
+  }
+  assert(c->n_children == f->n_children);
+  return 0;
+nomem:
+  mw_column_free(c);
+  return -ENOMEM;
 }
 
-static void column_free(mw_column_t *c) {
+void mw_column_free(mw_column_t *c) {
+  if (c == NULL) return;
   mw_buf_free(&c->validity);
   mw_buf_free(&c->values);
   mw_buf_free(&c->offsets);
   mw_buf_free(&c->item_validity);
-  column_init(c);
+  for (uint32_t i = 0; i < c->n_children; i++) mw_column_free(&c->children[i]);
+  free(c->children);
+  memset(c, 0, sizeof *c);
 }
+
+void mw_column_reset(mw_column_t *c) {
+  c->length = c->null_count = c->item_null_count = 0;
+  mw_buf_reset(&c->validity);
+  mw_buf_reset(&c->values);
+  mw_buf_reset(&c->item_validity);
+  c->offsets.len = c->offsets.len ? 4 : 0; /* keep the leading 0 offset */
+  if (c->offsets.len) memset(c->offsets.data, 0, 4);
+  for (uint32_t i = 0; i < c->n_children; i++) mw_column_reset(&c->children[i]);
+}
+
+uint64_t mw_column_mem_bytes(const mw_column_t *c) {
+  uint64_t n = c->validity.len + c->values.len + c->offsets.len + c->item_validity.len;
+  for (uint32_t i = 0; i < c->n_children; i++) n += mw_column_mem_bytes(&c->children[i]);
+  return n;
+}
+
+/* ----------------------------------------------------------------- batches */
 
 int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema) {
   assert(b != NULL && schema != NULL);
@@ -221,13 +434,9 @@ int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema) {
   b->cols = calloc(schema->n_fields ? schema->n_fields : 1, sizeof *b->cols);
   if (b->cols == NULL) return -ENOMEM;
   for (size_t i = 0; i < schema->n_fields; i++) {
-    mw_field_t *f = &schema->fields[i];
-    if (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) {
-      int32_t zero = 0;
-      if (mw_buf_append(&b->cols[i].offsets, &zero, 4) < 0) {
-        mw_batch_free(b);
-        return -ENOMEM;
-      }
+    if (mw_column_init(&b->cols[i], &schema->fields[i]) < 0) {
+      mw_batch_free(b);
+      return -ENOMEM;
     }
   }
   return 0;
@@ -235,21 +444,14 @@ int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema) {
 
 void mw_batch_free(mw_batch_t *b) {
   if (b == NULL || b->cols == NULL) return;
-  for (size_t i = 0; i < b->schema->n_fields; i++) column_free(&b->cols[i]);
+  for (size_t i = 0; i < b->schema->n_fields; i++) mw_column_free(&b->cols[i]);
   free(b->cols);
   b->cols = NULL;
   b->n_rows = 0;
 }
 
 void mw_batch_reset(mw_batch_t *b) {
-  for (size_t i = 0; i < b->schema->n_fields; i++) {
-    mw_column_t *c = &b->cols[i];
-    c->length = c->null_count = c->item_null_count = 0;
-    mw_buf_reset(&c->validity);
-    mw_buf_reset(&c->values);
-    mw_buf_reset(&c->item_validity);
-    c->offsets.len = c->offsets.len ? 4 : 0; /* keep the leading 0 offset */
-  }
+  for (size_t i = 0; i < b->schema->n_fields; i++) mw_column_reset(&b->cols[i]);
   b->n_rows = 0;
 }
 
@@ -257,40 +459,63 @@ static int bitmap_len_ok(const mw_buf_t *bm, int64_t bits) {
   return bm->len == 0 || bm->len == (size_t)((bits + 7) / 8);
 }
 
+static int column_validate(const mw_column_t *c, const mw_field_t *f) {
+  if (c->length < 0 || !bitmap_len_ok(&c->validity, c->length)) return -EINVAL;
+  if (c->n_children != f->n_children) return -EINVAL;
+  int64_t nulls = 0;
+  if (c->validity.len)
+    for (int64_t r = 0; r < c->length; r++) nulls += !mw_bit_get(c->validity.data, r);
+  if (nulls != c->null_count || (!f->nullable && nulls != 0)) return -EINVAL;
+  switch (mw_field_layout(f)) {
+    case MW_LAYOUT_BOOL:
+      if (c->values.len != (size_t)((c->length + 7) / 8)) return -EINVAL;
+      break;
+    case MW_LAYOUT_VAR:
+    case MW_LAYOUT_LIST: {
+      if (c->offsets.len != (size_t)(c->length + 1) * 4) return -EINVAL;
+      const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+      if (off[0] != 0) return -EINVAL;
+      for (int64_t r = 0; r < c->length; r++)
+        if (off[r + 1] < off[r]) return -EINVAL;
+      int64_t end = mw_field_layout(f) == MW_LAYOUT_VAR ? (int64_t)c->values.len
+                                                         : c->children[0].length;
+      if (off[c->length] != end) return -EINVAL;
+      break;
+    }
+    case MW_LAYOUT_STRUCT:
+      for (uint32_t i = 0; i < c->n_children; i++)
+        if (c->children[i].length != c->length) return -EINVAL;
+      break;
+    case MW_LAYOUT_FSL: {
+      if (c->values.len != (size_t)c->length * mw_type_width(f)) return -EINVAL;
+      int64_t items = c->length * f->fsl_dim, inulls = 0;
+      if (!bitmap_len_ok(&c->item_validity, items)) return -EINVAL;
+      if (c->item_validity.len)
+        for (int64_t k = 0; k < items; k++) inulls += !mw_bit_get(c->item_validity.data, k);
+      if (inulls != c->item_null_count) return -EINVAL;
+      break;
+    }
+    default:
+      if (c->values.len != (size_t)c->length * mw_type_width(f)) return -EINVAL;
+      break;
+  }
+  for (uint32_t i = 0; i < c->n_children; i++) {
+    int rc = column_validate(&c->children[i], &f->children[i]);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+int mw_column_validate(const mw_column_t *c, const mw_field_t *f) {
+  assert(c != NULL && f != NULL);
+  return column_validate(c, f);
+}
+
 int mw_batch_validate(const mw_batch_t *b) {
   for (size_t i = 0; i < b->schema->n_fields; i++) {
-    const mw_field_t *f = &b->schema->fields[i];
-    const mw_column_t *c = &b->cols[i];
-    if (c->length != b->n_rows || !bitmap_len_ok(&c->validity, c->length)) return -EINVAL;
-    int64_t nulls = 0;
-    if (c->validity.len)
-      for (int64_t r = 0; r < c->length; r++) nulls += !mw_bit_get(c->validity.data, r);
-    if (nulls != c->null_count || (!f->nullable && nulls != 0)) return -EINVAL;
-    switch (f->type) {
-      case MW_T_BOOL:
-        if (c->values.len != (size_t)((c->length + 7) / 8)) return -EINVAL;
-        break;
-      case MW_T_UTF8:
-      case MW_T_BINARY: {
-        if (c->offsets.len != (size_t)(c->length + 1) * 4) return -EINVAL;
-        const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
-        if (off[0] != 0) return -EINVAL;
-        for (int64_t r = 0; r < c->length; r++)
-          if (off[r + 1] < off[r]) return -EINVAL;
-        if ((size_t)off[c->length] != c->values.len) return -EINVAL;
-        break;
-      }
-      default:
-        if (c->values.len != (size_t)c->length * mw_type_width(f)) return -EINVAL;
-        if (f->type == MW_T_FSL_F32) {
-          int64_t items = c->length * f->fsl_dim, inulls = 0;
-          if (!bitmap_len_ok(&c->item_validity, items)) return -EINVAL;
-          if (c->item_validity.len)
-            for (int64_t k = 0; k < items; k++) inulls += !mw_bit_get(c->item_validity.data, k);
-          if (inulls != c->item_null_count) return -EINVAL;
-        }
-        break;
-    }
+    if (b->cols[i].length != b->n_rows) return -EINVAL;
+    int rc = column_validate(&b->cols[i], &b->schema->fields[i]);
+    if (rc < 0) return rc;
   }
   return 0;
 }
@@ -330,36 +555,65 @@ static int items_push(mw_column_t *c, int64_t dim, bool v) {
   return 0;
 }
 
-int mw_column_append_null(mw_column_t *c, const mw_field_t *f) {
-  assert(f->nullable);
-  if (column_push_validity(c, false) < 0) return -ENOMEM;
+static int offset_push(mw_column_t *c, int64_t end) {
+  if (end > INT32_MAX) return -EFBIG;
+  int32_t e = (int32_t)end;
+  return mw_buf_append(&c->offsets, &e, 4);
+}
+
+static int append_empty(mw_column_t *c, const mw_field_t *f, bool null);
+
+/* The slot a null parent gives a child: null where allowed, else a zero or
+ * empty value (Arrow leaves it undefined; arrow-rs writes zeros). */
+static int append_filler(mw_column_t *c, const mw_field_t *f) {
+  return append_empty(c, f, f->nullable);
+}
+
+/* A null row (null = true) or a valid zero/empty/false one. */
+static int append_empty(mw_column_t *c, const mw_field_t *f, bool null) {
+  assert(!null || f->nullable);
   int rc = 0;
-  switch (f->type) {
-    case MW_T_BOOL: rc = bool_push(&c->values, c->length, false); break;
-    case MW_T_UTF8:
-    case MW_T_BINARY: {
-      int32_t end = (int32_t)c->values.len;
-      rc = mw_buf_append(&c->offsets, &end, 4);
+  switch (mw_field_layout(f)) {
+    case MW_LAYOUT_BOOL: rc = bool_push(&c->values, c->length, false); break;
+    case MW_LAYOUT_VAR: rc = offset_push(c, (int64_t)c->values.len); break;
+    case MW_LAYOUT_LIST: rc = offset_push(c, c->children[0].length); break;
+    case MW_LAYOUT_STRUCT:
+      for (uint32_t i = 0; i < f->n_children && rc == 0; i++)
+        rc = append_filler(&c->children[i], &f->children[i]);
       break;
-    }
-    case MW_T_FSL_F32:
+    case MW_LAYOUT_FSL:
       /* like arrow-rs, the items of a null list are null children */
       rc = mw_buf_extend(&c->values, mw_type_width(f)) ? 0 : -ENOMEM;
-      if (rc == 0) rc = items_push(c, f->fsl_dim, false);
+      if (rc == 0) rc = items_push(c, f->fsl_dim, !null);
       break;
     default: rc = mw_buf_extend(&c->values, mw_type_width(f)) ? 0 : -ENOMEM; break;
   }
   if (rc < 0) return rc;
+  if (column_push_validity(c, !null) < 0) return -ENOMEM;
   c->length++;
-  c->null_count++;
+  c->null_count += null;
   return 0;
 }
 
+int mw_column_append_null(mw_column_t *c, const mw_field_t *f) {
+  assert(f->nullable);
+  return append_empty(c, f, true);
+}
+
 int mw_column_append_fixed(mw_column_t *c, const void *value, size_t width) {
+  assert(c->item_validity.len == 0);
   int rc = mw_buf_append(&c->values, value, width);
   if (rc < 0) return rc;
-  /* only fsl columns have an item bitmap; their width is 4 * dim */
-  if (items_push(c, (int64_t)width / 4, true) < 0) return -ENOMEM;
+  if (column_push_validity(c, true) < 0) return -ENOMEM;
+  c->length++;
+  return 0;
+}
+
+int mw_column_append_fsl(mw_column_t *c, const mw_field_t *f, const void *items) {
+  assert(f->type == MW_T_FSL);
+  int rc = mw_buf_append(&c->values, items, mw_type_width(f));
+  if (rc < 0) return rc;
+  if (items_push(c, f->fsl_dim, true) < 0) return -ENOMEM;
   if (column_push_validity(c, true) < 0) return -ENOMEM;
   c->length++;
   return 0;
@@ -376,8 +630,24 @@ int mw_column_append_bytes(mw_column_t *c, const void *p, size_t n) {
   if (n > (size_t)INT32_MAX - c->values.len) return -EFBIG;
   int rc = mw_buf_append(&c->values, p, n);
   if (rc < 0) return rc;
-  int32_t end = (int32_t)c->values.len;
-  if (mw_buf_append(&c->offsets, &end, 4) < 0) return -ENOMEM;
+  if (offset_push(c, (int64_t)c->values.len) < 0) return -ENOMEM;
+  if (column_push_validity(c, true) < 0) return -ENOMEM;
+  c->length++;
+  return 0;
+}
+
+int mw_column_list_end(mw_column_t *c) {
+  assert(c->n_children == 1);
+  int rc = offset_push(c, c->children[0].length);
+  if (rc < 0) return rc;
+  if (column_push_validity(c, true) < 0) return -ENOMEM;
+  c->length++;
+  return 0;
+}
+
+int mw_column_struct_end(mw_column_t *c) {
+  assert(c->n_children >= 1);
+  for (uint32_t i = 0; i < c->n_children; i++) assert(c->children[i].length == c->length + 1);
   if (column_push_validity(c, true) < 0) return -ENOMEM;
   c->length++;
   return 0;
@@ -407,27 +677,56 @@ static int items_copy(mw_column_t *dst, const mw_column_t *src, int64_t dim, int
   return 0;
 }
 
+static int append_row(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f, int64_t r) {
+  bool valid = mw_column_valid(src, r);
+  int rc;
+  switch (mw_field_layout(f)) {
+    case MW_LAYOUT_BOOL:
+      if (!valid) return mw_column_append_null(dst, f);
+      return mw_column_append_bool(dst, mw_bit_get(src->values.data, r));
+    case MW_LAYOUT_VAR: {
+      if (!valid) return mw_column_append_null(dst, f);
+      size_t n;
+      const uint8_t *p = mw_column_bytes(src, r, &n);
+      return mw_column_append_bytes(dst, p, n);
+    }
+    case MW_LAYOUT_LIST: {
+      int64_t a, b;
+      mw_column_list_range(src, r, &a, &b);
+      /* a null list keeps whatever items it spans out of the copy */
+      if (!valid) return mw_column_append_null(dst, f);
+      rc = mw_column_append_range(&dst->children[0], &src->children[0], &f->children[0], a, b - a);
+      return rc < 0 ? rc : mw_column_list_end(dst);
+    }
+    case MW_LAYOUT_STRUCT:
+      for (uint32_t i = 0; i < f->n_children; i++)
+        if ((rc = append_row(&dst->children[i], &src->children[i], &f->children[i], r)) < 0)
+          return rc;
+      if (column_push_validity(dst, valid) < 0) return -ENOMEM;
+      dst->length++;
+      dst->null_count += !valid;
+      return 0;
+    case MW_LAYOUT_FSL:
+      /* null rows too: their items' bits are copied as the writer set them */
+      rc = !valid ? mw_column_append_null(dst, f)
+                  : mw_column_append_fsl(dst, f, src->values.data + (size_t)r * mw_type_width(f));
+      if (rc == 0 && src->item_validity.len) rc = items_copy(dst, src, f->fsl_dim, r);
+      return rc;
+    default: {
+      if (!valid) return mw_column_append_null(dst, f);
+      size_t w = mw_type_width(f);
+      return mw_column_append_fixed(dst, src->values.data + (size_t)r * w, w);
+    }
+  }
+}
+
 int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                            int64_t start, int64_t count) {
   assert(start >= 0 && count >= 0 && start + count <= src->length);
+  assert(dst->n_children == f->n_children && src->n_children == f->n_children);
   for (int64_t r = start; r < start + count; r++) {
-    int rc;
-    if (!mw_column_valid(src, r)) {
-      rc = mw_column_append_null(dst, f);
-    } else if (f->type == MW_T_BOOL) {
-      rc = mw_column_append_bool(dst, mw_bit_get(src->values.data, r));
-    } else if (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) {
-      size_t n;
-      const uint8_t *p = mw_column_bytes(src, r, &n);
-      rc = mw_column_append_bytes(dst, p, n);
-    } else {
-      size_t w = mw_type_width(f);
-      rc = mw_column_append_fixed(dst, src->values.data + (size_t)r * w, w);
-    }
+    int rc = append_row(dst, src, f, r);
     if (rc < 0) return rc;
-    if (f->type == MW_T_FSL_F32 && src->item_validity.len &&
-        (rc = items_copy(dst, src, f->fsl_dim, r)) < 0)
-      return rc;
   }
   return 0;
 }
@@ -446,20 +745,34 @@ static int64_t bitmap_truncate(mw_buf_t *bm, int64_t from, int64_t to, int64_t t
 void mw_column_truncate(mw_column_t *c, const mw_field_t *f, int64_t length) {
   assert(length >= 0 && length <= c->length);
   int64_t old = c->length;
+  mw_layout_t l = mw_field_layout(f);
+  /* children may run ahead of their parent, at any depth (a row failed half
+   * way): cut every one back to what the parent's rows span */
+  if (l == MW_LAYOUT_STRUCT)
+    for (uint32_t i = 0; i < c->n_children; i++)
+      mw_column_truncate(&c->children[i], &f->children[i], length);
+  if (l == MW_LAYOUT_LIST) {
+    const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+    mw_column_truncate(&c->children[0], &f->children[0], off[length]);
+  }
   if (length == old) return;
   c->null_count -= bitmap_truncate(&c->validity, length, old, length);
-  switch (f->type) {
-    case MW_T_BOOL:
+  switch (l) {
+    case MW_LAYOUT_BOOL:
       bitmap_truncate(&c->values, length, old, length);
       break;
-    case MW_T_UTF8:
-    case MW_T_BINARY: {
+    case MW_LAYOUT_VAR: {
       const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
       c->values.len = (size_t)off[length];
       c->offsets.len = (size_t)(length + 1) * 4;
       break;
     }
-    case MW_T_FSL_F32:
+    case MW_LAYOUT_LIST:
+      c->offsets.len = (size_t)(length + 1) * 4;
+      break;
+    case MW_LAYOUT_STRUCT:
+      break;
+    case MW_LAYOUT_FSL:
       c->item_null_count -= bitmap_truncate(&c->item_validity, length * f->fsl_dim,
                                             old * f->fsl_dim, length * f->fsl_dim);
       c->values.len = (size_t)length * mw_type_width(f);
@@ -481,19 +794,27 @@ void mw_column_truncate(mw_column_t *c, const mw_field_t *f, int64_t length) {
 static int64_t bitmap_bytes(int64_t bits) { return (bits + 7) / 8; }
 
 /* Arrow slice payload of one column (arrow-rs get_slice_memory_size):
- * validity only when there are nulls; utf8 = 4·len offsets + value bytes. */
+ * validity only when there are nulls; utf8 = 4·len offsets + value bytes
+ * (8·len for large types); a list adds its offsets and items, a struct its
+ * children. */
 static int64_t column_lance_bytes(const mw_field_t *f, const mw_column_t *c) {
   int64_t n = c->null_count > 0 ? bitmap_bytes(c->length) : 0;
-  switch (f->type) {
-    case MW_T_BOOL: return n + bitmap_bytes(c->length);
-    case MW_T_UTF8:
-    case MW_T_BINARY: {
+  int64_t ow = mw_field_info(f)->large ? 8 : 4;
+  switch (mw_field_layout(f)) {
+    case MW_LAYOUT_BOOL: return n + bitmap_bytes(c->length);
+    case MW_LAYOUT_VAR: {
       if (c->length == 0) return n;
       const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
       assert(off[c->length] >= off[0]);
-      return n + 4 * c->length + (int64_t)(off[c->length] - off[0]);
+      return n + ow * c->length + (int64_t)(off[c->length] - off[0]);
     }
-    case MW_T_FSL_F32:
+    case MW_LAYOUT_LIST:
+      return n + ow * c->length + column_lance_bytes(&f->children[0], &c->children[0]);
+    case MW_LAYOUT_STRUCT:
+      for (uint32_t i = 0; i < f->n_children; i++)
+        n += column_lance_bytes(&f->children[i], &c->children[i]);
+      return n;
+    case MW_LAYOUT_FSL:
       n += c->item_null_count > 0 ? bitmap_bytes(c->length * f->fsl_dim) : 0;
       return n + c->length * (int64_t)mw_type_width(f);
     default: return n + c->length * (int64_t)mw_type_width(f);

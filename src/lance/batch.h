@@ -3,18 +3,28 @@
  *
  * Every codec speaks this model: the Arrow IPC codec decodes WAL entries into
  * it and encodes it back, the Lance data-file writer and the SSTable writer
- * consume it, and the MemTable (shard engine) stores its rows in it.
+ * consume it, and the MemTable (shard engine) stores its rows in it. Types
+ * and their properties live in types.h (one table); this file owns fields
+ * (a type plus its parameters and children), columns and their builders.
  *
- * The layout is Arrow's, so encoding to IPC is a copy of buffers:
+ * The layout is Arrow's, so encoding to IPC is a copy of buffers (types.h
+ * lists the layouts):
  *
- *   type        values buffer                     offsets        validity
- *   int32/u32   length * 4 bytes LE               -              optional
- *   int64/u64   length * 8 bytes LE               -              optional
- *   float32/64  length * 4 / 8 bytes LE           -              optional
- *   bool        bitmap, LSB first                 -              optional
- *   utf8/binary concatenated bytes                length+1 i32   optional
- *   fsl<f32,D>  length * D * 4 bytes (null rows   -              optional
- *               keep a zero-filled slot)                          + item_validity
+ *   layout   values buffer                      offsets         children
+ *   FIXED    length * width bytes LE            -               -
+ *   BOOL     bitmap, LSB first                  -               -
+ *   VAR      concatenated bytes                 length+1 i32    -
+ *   FSL      length * dim items (null rows keep -               -
+ *            a zero-filled slot) + item_validity
+ *   LIST     -                                  length+1 i32    [0] the items
+ *   STRUCT   -                                  -               one per field
+ *
+ * Every column may have a validity bitmap. Offsets are int32 in memory for
+ * every type, large_* included (a batch is bounded by MW_MAX_BATCH_ROWS rows
+ * and 2 GiB per buffer anyway); ipc.c widens and narrows them on the wire.
+ * A struct's children have the struct's length; a struct row that is null
+ * still has a slot in every child (null there, or a zero/empty value when
+ * the child is not nullable), as arrow-rs and apache-arrow build them.
  *
  * A validity buffer is a bitmap (LSB first, 1 = valid) of ceil(length/8)
  * bytes; an EMPTY validity buffer means "every row valid". null_count is
@@ -23,8 +33,13 @@
  * may leave ones there, and re-encoding must reproduce them), so never rely on
  * them. A materialised fsl item_validity gives null rows null items (arrow-rs).
  *
- * Ownership: a schema owns its strings and metadata; a batch owns its column
- * buffers but only borrows its schema (many batches share one schema).
+ * Ownership: a schema owns its fields (names, parameters, children,
+ * metadata); a batch owns its column buffers and child columns but only
+ * borrows its schema (many batches share one schema).
+ *
+ * Interface note for other modules: code that walks columns generically
+ * should use mw_column_append_range / mw_column_truncate and the type table
+ * rather than the buffers, so that nested columns keep working.
  *
  * Errors: negative errno (-ENOMEM, -EFBIG, -EINVAL); see common/err.h.
  */
@@ -36,25 +51,14 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "lance/types.h"
 
 /* Limits: keep every count inside int32 so Arrow offsets and Lance's u32
- * fields can hold it. */
+ * fields can hold it. MW_MAX_FIELDS bounds top-level fields and, separately,
+ * all fields of a schema counted with their children. */
 #define MW_MAX_FIELDS 1024
-#define MW_MAX_FSL_DIM 65536
 #define MW_MAX_BATCH_ROWS (INT32_MAX / 2)
-
-typedef enum mw_type {
-  MW_T_INT32 = 1,
-  MW_T_INT64,
-  MW_T_UINT32,
-  MW_T_UINT64,
-  MW_T_FLOAT32,
-  MW_T_FLOAT64,
-  MW_T_BOOL,
-  MW_T_UTF8,
-  MW_T_BINARY,
-  MW_T_FSL_F32, /* fixed_size_list<float32, fsl_dim> */
-} mw_type_t;
+#define MW_FIELD_TEXT_BYTES 512
 
 /* One metadata entry. Keys are NUL-terminated text; values are bytes (Lance
  * maps are map<string, bytes>) but are NUL-terminated too for convenience. */
@@ -74,9 +78,19 @@ typedef struct mw_kvs {
 typedef struct mw_field {
   char *name;
   mw_type_t type;
-  int32_t fsl_dim;      /* MW_T_FSL_F32 only, 1..MW_MAX_FSL_DIM */
   bool nullable;
-  bool item_nullable;   /* FSL child field "item" nullability (arrow-rs: true) */
+  /* type parameters; zero where they do not apply (mw_field_check) */
+  int32_t fsl_dim;      /* FSL: 1..MW_MAX_FSL_DIM */
+  mw_type_t item_type;  /* FSL: a type with fsl_item set (default float32) */
+  bool item_nullable;   /* FSL: the child field "item" nullability (arrow-rs: true) */
+  int32_t byte_width;   /* FIXED_BINARY: 1..MW_MAX_FIXED_BINARY_BYTES */
+  uint8_t unit;         /* TIMESTAMP: any mw_unit_t; TIME32: s, ms; TIME64: us, ns */
+  char *tz;             /* TIMESTAMP: time zone text, NULL = none */
+  uint8_t precision;    /* DECIMAL128: 1..38 */
+  int8_t scale;         /* DECIMAL128: -precision..precision */
+  struct mw_field *children; /* LIST, LARGE_LIST: one (the item); STRUCT: its fields */
+  uint32_t n_children;
+  /* Lance */
   int32_t id;           /* Lance field id, -1 when unknown (Arrow IPC has none) */
   uint32_t pk_position; /* 1-based position in the unenforced primary key, 0 = none */
   mw_kvs_t meta;        /* field metadata, in order */
@@ -93,9 +107,11 @@ typedef struct mw_column {
   int64_t null_count;
   mw_buf_t validity;      /* empty = all valid */
   mw_buf_t values;
-  mw_buf_t offsets;       /* utf8/binary: (length + 1) int32 LE */
-  mw_buf_t item_validity; /* fsl only: child bitmap over length*dim items; empty = all valid */
+  mw_buf_t offsets;       /* VAR, LIST: (length + 1) int32 LE */
+  mw_buf_t item_validity; /* FSL only: child bitmap over length*dim items; empty = all valid */
   int64_t item_null_count;
+  struct mw_column *children; /* LIST: 1, STRUCT: one per field */
+  uint32_t n_children;
 } mw_column_t;
 
 typedef struct mw_batch {
@@ -104,12 +120,32 @@ typedef struct mw_batch {
   mw_column_t *cols;         /* schema->n_fields columns, in schema order */
 } mw_batch_t;
 
-/* --- types --- */
-/* Bytes per value for fixed-width types (fsl: 4*dim), 0 for bool/utf8/binary. */
+/* --- fields --- */
+static inline const mw_type_info_t *mw_field_info(const mw_field_t *f) {
+  return mw_type_info(f->type);
+}
+static inline mw_layout_t mw_field_layout(const mw_field_t *f) { return mw_type_info(f->type)->layout; }
+/* Bytes per value of a FIXED or FSL field (fsl: dim * item width), 0 otherwise. */
 size_t mw_type_width(const mw_field_t *f);
-const char *mw_type_name(mw_type_t t);
-/* Lance logical type string ("int64", "string", "fixed_size_list:float:8"). */
-int mw_type_lance_logical(const mw_field_t *f, char *out, size_t out_len);
+/* Bytes per FSL item (the item type's width). */
+size_t mw_fsl_item_width(const mw_field_t *f);
+/* Append a child (name copied) to a LIST/LARGE_LIST (at most one) or STRUCT
+ * field. Returns its index or -errno. */
+int mw_field_add_child(mw_field_t *parent, const char *name, mw_type_t type, bool nullable);
+/* Check the type parameters and children (ranges, child counts, nesting of
+ * at most MW_MAX_NESTING levels, struct children named uniquely). 0, or
+ * -EINVAL with the reason in why[0..why_len). */
+int mw_field_check(const mw_field_t *f, char *why, size_t why_len);
+/* Same type and parameters, recursively; names of struct children must
+ * match, list item names and child nullability are not compared (values are
+ * checked instead). */
+bool mw_field_type_equal(const mw_field_t *a, const mw_field_t *b);
+/* The type as the config writes it: "timestamp<us, UTC>",
+ * "fixed_size_list<float16, 8>", "list<int32>", "struct<a: int32, b: string
+ * not null>". Truncated with "..." past out_len. */
+const char *mw_field_type_text(const mw_field_t *f, char *out, size_t out_len);
+/* Number of fields in the tree (itself and all children). */
+size_t mw_field_count(const mw_field_t *f);
 
 /* --- metadata lists --- */
 int mw_kvs_set(mw_kvs_t *kvs, const char *key, const void *value, size_t value_len);
@@ -125,7 +161,8 @@ int mw_schema_copy(mw_schema_t *dst, const mw_schema_t *src);
 /* Append a field (name copied). Returns the new field's index or -errno. */
 int mw_schema_add(mw_schema_t *s, const char *name, mw_type_t type, bool nullable);
 int mw_schema_find(const mw_schema_t *s, const char *name); /* index or -ENOENT */
-bool mw_schema_equal(const mw_schema_t *a, const mw_schema_t *b); /* names, types, nullability */
+/* Names, types (mw_field_type_equal) and nullability at every level. */
+bool mw_schema_equal(const mw_schema_t *a, const mw_schema_t *b);
 
 /* --- batches --- */
 int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema);
@@ -133,8 +170,18 @@ void mw_batch_free(mw_batch_t *b);
 /* Drop every row but keep the buffers' memory for reuse. */
 void mw_batch_reset(mw_batch_t *b);
 /* Check every invariant above (lengths, offsets monotone and in range,
- * null counts, utf8 left unchecked). Returns 0 or -EINVAL. */
+ * null counts, children lengths, nulls only where nullable; utf8 left
+ * unchecked). Returns 0 or -EINVAL. */
 int mw_batch_validate(const mw_batch_t *b);
+
+/* --- columns --- */
+/* An empty column for field f (children and the leading offset made). */
+int mw_column_init(mw_column_t *c, const mw_field_t *f);
+void mw_column_free(mw_column_t *c);
+void mw_column_reset(mw_column_t *c);
+int mw_column_validate(const mw_column_t *c, const mw_field_t *f);
+/* Bytes held by the column's buffers (its own and its children's). */
+uint64_t mw_column_mem_bytes(const mw_column_t *c);
 
 static inline bool mw_bit_get(const uint8_t *bits, int64_t i) {
   return (bits[i >> 3] >> (i & 7)) & 1;
@@ -159,24 +206,44 @@ static inline bool mw_column_valid(const mw_column_t *c, int64_t i) {
 int64_t mw_batch_lance_bytes(const mw_batch_t *b);
 
 /* --- column builders (append one row; the column's field says the type) --- */
+/* A null row: FIXED/FSL get a zero slot (FSL: null items), VAR/LIST repeat
+ * the last offset, STRUCT gives every child a null (or, for a child that is
+ * not nullable, a zero or empty value). f must be nullable. */
 int mw_column_append_null(mw_column_t *c, const mw_field_t *f);
+/* FIXED values (width bytes). */
 int mw_column_append_fixed(mw_column_t *c, const void *value, size_t width);
+/* FSL rows: dim items of the item type's width, all valid. */
+int mw_column_append_fsl(mw_column_t *c, const mw_field_t *f, const void *items);
 int mw_column_append_bool(mw_column_t *c, bool v);
 int mw_column_append_bytes(mw_column_t *c, const void *p, size_t n);
+/* LIST: close a valid row whose items were appended to children[0]. */
+int mw_column_list_end(mw_column_t *c);
+/* STRUCT: close a valid row whose children each got one value. */
+int mw_column_struct_end(mw_column_t *c);
 /* Append rows [start, start+count) of src (same field) to dst. */
 int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                            int64_t start, int64_t count);
-/* Drop rows [length, c->length) (a builder's rollback): shrinks every buffer,
- * fixes null counts and clears bitmap bits past the new length. Keeps memory.
- * A validity bitmap left without zeros is dropped (empty = all valid), so a
- * rolled-back row leaves the buffers as they were before it. */
+/* Drop rows [length, c->length) (a builder's rollback): shrinks every buffer
+ * and child, fixes null counts and clears bitmap bits past the new length.
+ * Keeps memory. A validity bitmap left without zeros is dropped (empty = all
+ * valid), so a rolled-back row leaves the buffers as they were before it. A
+ * LIST column's child is cut back to the list's last offset and a STRUCT's
+ * children to `length`, recursively, even when the column itself is not
+ * longer (a row that failed half way may have filled only children). */
 void mw_column_truncate(mw_column_t *c, const mw_field_t *f, int64_t length);
-/* Byte length and pointer of a utf8/binary value. */
+/* Byte length and pointer of a VAR value. */
 static inline const uint8_t *mw_column_bytes(const mw_column_t *c, int64_t i, size_t *n) {
   const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
   *n = (size_t)(off[i + 1] - off[i]);
   /* an all-empty column has no value buffer: never compute NULL + 0 */
   return c->values.data != NULL ? c->values.data + off[i] : (const uint8_t *)"";
+}
+/* Item range [*start, *end) of LIST row i. */
+static inline void mw_column_list_range(const mw_column_t *c, int64_t i, int64_t *start,
+                                        int64_t *end) {
+  const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+  *start = off[i];
+  *end = off[i + 1];
 }
 
 #endif

@@ -15,14 +15,18 @@
  * word (v << 8) plus a one-byte tail (v >> 56).
  *
  * Key types. Lance 12's set_unenforced_primary_key accepts Int32, Int64,
- * Utf8, LargeUtf8, Binary, LargeBinary and FixedSizeBinary keys, not nullable;
- * of memwald's types that is int32, int64, utf8 and binary, and each of them
- * rebuilds a bloom_filter.bin written by Lance byte for byte
- * (tests/formats/data/bloom_types, tools/gen-bloom-fixtures.mjs). uint32,
- * uint64 and bool keys are refused (-ENOTSUP): Lance refuses them as keys,
- * and the compute_row_hash we read in Lance's memtable.rs feeds only the
- * is_null byte for them (it hashes values of Int32, Int64, Utf8 and Binary
- * arrays only), so no bloom we wrote for them could agree with its probes.
+ * Utf8, LargeUtf8, Binary, LargeBinary and FixedSizeBinary keys, not nullable,
+ * but its flush cannot hash FixedSizeBinary ("unsupported type
+ * FixedSizeBinary(16) for hashing"). So memwald's keys are int32, int64,
+ * utf8, large_utf8, binary and large_binary; large_utf8 hashes as utf8 and
+ * large_binary as binary (the value-distinguishing hash dedup needs, and what
+ * newer Lance's compute_pk_hash feeds), while Lance 12's bloom for them holds
+ * one constant hash (mw_pk_bloom_constant). Each key type rebuilds a
+ * bloom_filter.bin written by Lance byte for byte
+ * (tests/formats/data/bloom_types, tools/gen-bloom-fixtures.mjs). Every other type (uint32, uint64, bool, the
+ * narrow, half-float, temporal and fixed-size types) is refused (-ENOTSUP):
+ * Lance refuses them as keys or cannot flush them, so no bloom we wrote for
+ * them could agree with its probes.
  *
  * Dedup. Walking rows newest first, a row is superseded iff its hash was
  * already seen; an open-addressing set of u64 (linear probing, capacity the
@@ -153,11 +157,17 @@ static inline uint64_t sip_short(bool has_word, uint64_t word, uint64_t tail, ui
 
 /* ----------------------------------------------------------------- PK hash */
 
+/* The key types of types.c (`pk`); large strings and binaries hash as
+ * their 32-bit-offset twins (str / [u8] Hash), verified against Lance's
+ * blooms in tests/formats/data/bloom_types. */
 static bool pk_type_ok(mw_type_t t) {
   switch (t) {
     case MW_T_INT32: case MW_T_INT64: case MW_T_UTF8: case MW_T_BINARY:
+    case MW_T_LARGE_UTF8: case MW_T_LARGE_BINARY:
+      assert(mw_type_info(t)->pk);
       return true;
     default:
+      assert(!mw_type_info(t)->pk);
       return false;
   }
 }
@@ -177,14 +187,16 @@ static void feed_value(mw_sip13_t *s, const mw_field_t *f, const mw_column_t *c,
     case MW_T_INT64:
       mw_sip13_write(s, v + 8 * i, 8);
       break;
-    case MW_T_UTF8: {
+    case MW_T_UTF8:
+    case MW_T_LARGE_UTF8: {
       size_t n;
       const uint8_t *p = mw_column_bytes(c, i, &n);
       mw_sip13_write(s, p, n);
       sip_write_u8(s, 0xff);
       break;
     }
-    case MW_T_BINARY: {
+    case MW_T_BINARY:
+    case MW_T_LARGE_BINARY: {
       size_t n;
       const uint8_t *p = mw_column_bytes(c, i, &n);
       uint8_t len[8];
@@ -216,8 +228,8 @@ static int check_column(const mw_field_t *f, const mw_column_t *c, int64_t n_row
                         mw_err_t *err) {
   if (!pk_type_ok(f->type))
     return mw_err_set(err, -ENOTSUP,
-                      "pk hash: column %zu '%s' has type %s; Lance 12 accepts only int32, int64, "
-                      "utf8 and binary primary keys", k, f->name ? f->name : "?",
+                      "pk hash: column %zu '%s' has type %s; Lance 12 hashes only int32, int64, "
+                      "utf8, large_utf8, binary and large_binary primary keys", k, f->name ? f->name : "?",
                       mw_type_name(f->type));
   if (c->length < n_rows)
     return mw_err_set(err, -EINVAL, "pk hash: column %zu has %lld rows, need %lld", k,
@@ -253,6 +265,14 @@ int mw_pk_hash_columns(const mw_field_t *const *fields, const mw_column_t *const
     out[i] = mw_sip13_finish(&s);
   }
   return 0;
+}
+
+bool mw_pk_bloom_constant(const mw_field_t *f, uint64_t *hash) {
+  assert(f != NULL && hash != NULL);
+  if (f->type != MW_T_LARGE_UTF8 && f->type != MW_T_LARGE_BINARY) return false;
+  static const uint8_t not_null = 0;
+  *hash = mw_siphash13(0, 0, &not_null, 1);
+  return true;
 }
 
 int mw_pk_hash_batch(const mw_batch_t *b, uint64_t *out, mw_err_t *err) {

@@ -8,16 +8,17 @@
  *      compute_row_hash: Rust DefaultHasher (SipHash-1-3, key (0,0)) fed, per
  *      PK column in order, one byte is_null and, for a non-null value, its
  *      Rust `Hash` bytes (i32/i64 LE, str = bytes ‖ 0xFF, [u8] = u64 LE
- *      length ‖ bytes). Verified byte for byte against bloom files Lance 12
- *      wrote, for every key type it accepts that memwald has.
+ *      length ‖ bytes; large_utf8 and large_binary the same). Verified byte
+ *      for byte against bloom files Lance 12 wrote, for every key type it
+ *      accepts and can flush.
  *   2. mw_dedup_deletions: from the row hashes in insert order, the sorted
  *      row offsets superseded by a later row with the same hash.
  *   3. mw_bloom_*: a Parquet split-block bloom filter (Lance's Sbbf) with one
  *      insert per row hash; its encoding is the raw blocks, no header.
  *
  * Errors: negative errno; -EINVAL for a caller bug (bad size, no PK column),
- * -ENOTSUP for a type Lance 12 refuses as a PK (uint32, uint64, bool, float,
- * fixed_size_list),
+ * -ENOTSUP for a type Lance 12 refuses or cannot flush as a PK (uint32,
+ * uint64, bool, floats, the narrow, temporal and fixed-size types),
  * -EBADMSG for a malformed bloom file, -ENOMEM. An optional mw_err_t gets
  * the reason.
  */
@@ -53,13 +54,22 @@ uint64_t mw_siphash13(uint64_t k0, uint64_t k1, const void *p, size_t n);
 
 /* Hash rows [0, n_rows) of the PK columns cols[0..n_cols) (composite PK in
  * PK order; each column has at least n_rows rows) into out[0..n_rows).
- * Supported: int32, int64, utf8, binary (Lance 12's key types that memwald
- * has); any other type gives -ENOTSUP. */
+ * Supported: int32, int64, utf8, large_utf8, binary, large_binary (Lance
+ * 12's key types); any other type gives -ENOTSUP. */
 int mw_pk_hash_columns(const mw_field_t *const *fields, const mw_column_t *const *cols,
                        size_t n_cols, int64_t n_rows, uint64_t *out, mw_err_t *err);
 /* Same over a batch's PK fields (pk_position 1, 2, ... in order); out holds
  * b->n_rows hashes. -EINVAL when the schema has no PK. */
 int mw_pk_hash_batch(const mw_batch_t *b, uint64_t *out, mw_err_t *err);
+
+/* What Lance 12 inserts into bloom_filter.bin is its memtable's row hash,
+ * which for large_utf8 and large_binary keys feeds only the is_null byte:
+ * every row of such a key gets SipHash13(00) (Lance's blooms for them have
+ * 8 bits set, tests/formats/data/bloom_types), while its dedup still tells
+ * the keys apart. memwald keeps value hashes for dedup (mw_pk_hash_*) and
+ * writes Lance's bloom: true, with *hash, when every row of key field f has
+ * that one bloom hash. */
+bool mw_pk_bloom_constant(const mw_field_t *f, uint64_t *hash);
 
 /* --- dedup (memwal.md §6.2 step 4) --- */
 

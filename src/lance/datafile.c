@@ -84,7 +84,17 @@ typedef Lance__Encodings21__CompressiveEncoding CE;
 
 static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-static bool is_var(const mw_field_t *f) { return f->type == MW_T_UTF8 || f->type == MW_T_BINARY; }
+static bool is_var(const mw_field_t *f) { return mw_field_layout(f) == MW_LAYOUT_VAR; }
+static bool is_bool(const mw_field_t *f) { return f->type == MW_T_BOOL; }
+
+/* Fixed-width values per MiniBlock chunk: ~4 KiB, a power of two (every
+ * chunk but a page's last must hold one), at least 1. */
+static int64_t fixed_per_chunk(size_t width) {
+  assert(width > 0);
+  int64_t per = 1;
+  while (per * 2 * (int64_t)width <= CHUNK_BYTES && per * 2 <= CHUNK_MAX_VALUES) per *= 2;
+  return per;
+}
 
 /* Pack a message into a fresh heap buffer. */
 static int pack_msg(const ProtobufCMessage *m, uint8_t **out, size_t *n) {
@@ -243,6 +253,10 @@ static int64_t count_nulls(const mw_column_t *c, int64_t start, int64_t end) {
   return (end - start) - valid;
 }
 
+/* Bytes per chunk offset of a VAR field: 8 for large types (Lance refuses a
+ * LargeUtf8 page with 32-bit offsets: "expected 64-bit offsets"), else 4. */
+static size_t off_width(const mw_field_t *f) { return mw_field_info(f)->large ? 8 : 4; }
+
 static size_t var_bytes(const mw_column_t *c, int64_t a, int64_t b) {
   const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
   return (size_t)(off[b] - off[a]);
@@ -253,17 +267,18 @@ static int64_t mb_page_end(const writer_t *w, const mw_field_t *f, const mw_colu
                            int64_t start) {
   int64_t n = c->length;
   if (is_var(f)) {
-    /* largest end with bytes + 4*rows <= max_page_bytes (monotone: binary search) */
+    /* largest end with bytes + ow*rows <= max_page_bytes (monotone: binary search) */
     int64_t lo = start + 1, hi = n;
+    size_t ow = off_width(f);
     while (lo < hi) {
       int64_t mid = lo + (hi - lo + 1) / 2;
-      if (var_bytes(c, start, mid) + 4 * (size_t)(mid - start) <= w->max_page_bytes) lo = mid;
+      if (var_bytes(c, start, mid) + ow * (size_t)(mid - start) <= w->max_page_bytes) lo = mid;
       else hi = mid - 1;
     }
     return lo;
   }
-  int64_t per = f->type == MW_T_BOOL ? CHUNK_MAX_VALUES : CHUNK_BYTES / (int64_t)mw_type_width(f);
-  int64_t bits_per = f->type == MW_T_BOOL ? 1 : 8 * (int64_t)mw_type_width(f);
+  int64_t per = is_bool(f) ? CHUNK_MAX_VALUES : fixed_per_chunk(mw_type_width(f));
+  int64_t bits_per = is_bool(f) ? 1 : 8 * (int64_t)mw_type_width(f);
   int64_t rows = (int64_t)(w->max_page_bytes * 8 / (size_t)bits_per) / per * per;
   if (rows < per) rows = per;
   return start + rows < n ? start + rows : n;
@@ -275,14 +290,15 @@ static int64_t mb_chunk_values(const mw_field_t *f, const mw_column_t *c, int64_
                                int64_t end) {
   int64_t left = end - row;
   if (!is_var(f)) {
-    int64_t per = f->type == MW_T_BOOL ? CHUNK_MAX_VALUES : CHUNK_BYTES / (int64_t)mw_type_width(f);
+    int64_t per = is_bool(f) ? CHUNK_MAX_VALUES : fixed_per_chunk(mw_type_width(f));
     return left < per ? left : per;
   }
-  if (left <= CHUNK_MAX_VALUES && var_bytes(c, row, end) + 4 * (size_t)left <= CHUNK_BYTES)
+  size_t ow = off_width(f);
+  if (left <= CHUNK_MAX_VALUES && var_bytes(c, row, end) + ow * (size_t)left <= CHUNK_BYTES)
     return left;
   int64_t k = 1;
   while (2 * k < left && 2 * k <= CHUNK_MAX_VALUES &&
-         var_bytes(c, row, row + 2 * k) + 8 * (size_t)k <= CHUNK_BYTES)
+         var_bytes(c, row, row + 2 * k) + 2 * ow * (size_t)k <= CHUNK_BYTES)
     k *= 2;
   return k;
 }
@@ -290,7 +306,7 @@ static int64_t mb_chunk_values(const mw_field_t *f, const mw_column_t *c, int64_
 /* Raw (uncompressed, 8-padded) value-buffer size of a chunk. */
 static size_t vb_size(const mw_field_t *f, const mw_column_t *c, int64_t row, int64_t cnt) {
   if (f->type == MW_T_BOOL) return pad8((size_t)(cnt + 7) / 8);
-  if (is_var(f)) return pad8(4 * (size_t)(cnt + 1) + var_bytes(c, row, row + cnt));
+  if (is_var(f)) return pad8(off_width(f) * (size_t)(cnt + 1) + var_bytes(c, row, row + cnt));
   return pad8((size_t)cnt * mw_type_width(f));
 }
 
@@ -307,10 +323,14 @@ static void vb_fill(uint8_t *dst, const mw_field_t *f, const mw_column_t *c, int
     }
   } else if (is_var(f)) {
     const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
-    uint32_t base = (uint32_t)(4 * (cnt + 1)) - (uint32_t)off[row];
-    for (int64_t i = 0; i <= cnt; i++) mw_store_u32le(dst + 4 * i, base + (uint32_t)off[row + i]);
+    size_t ow = off_width(f);
+    uint64_t base = (uint64_t)(ow * (size_t)(cnt + 1)) - (uint64_t)off[row];
+    for (int64_t i = 0; i <= cnt; i++) {
+      if (ow == 8) mw_store_u64le(dst + 8 * i, base + (uint64_t)off[row + i]);
+      else mw_store_u32le(dst + 4 * i, (uint32_t)(base + (uint64_t)off[row + i]));
+    }
     size_t n = var_bytes(c, row, row + cnt);
-    if (n) memcpy(dst + 4 * (cnt + 1), c->values.data + off[row], n);
+    if (n) memcpy(dst + ow * (size_t)(cnt + 1), c->values.data + off[row], n);
   } else {
     size_t wd = mw_type_width(f);
     memcpy(dst, c->values.data + (size_t)row * wd, (size_t)cnt * wd);
@@ -375,7 +395,7 @@ static int mb_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64
   }
   Lance__Encodings21__Flat flat = LANCE__ENCODINGS21__FLAT__INIT, flat32 = flat, flat16 = flat;
   flat.bits_per_value = f->type == MW_T_BOOL ? 1 : is_var(f) ? 32 : 8 * mw_type_width(f);
-  flat32.bits_per_value = 32;
+  flat32.bits_per_value = is_var(f) ? 8 * off_width(f) : 32; /* the offsets of a VAR chunk */
   flat16.bits_per_value = 16;
   CE ce_val = CE_INIT, ce_off = CE_INIT, ce_def = CE_INIT, ce_gen = CE_INIT;
   Lance__Encodings21__Variable var = LANCE__ENCODINGS21__VARIABLE__INIT;
@@ -416,7 +436,7 @@ static int mb_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64
 
 static int fullzip_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64_t start,
                         int64_t end) {
-  size_t rowb = 4 * (size_t)f->fsl_dim;
+  size_t rowb = mw_type_width(f);
   bool nulls = count_nulls(c, start, end) > 0;
   const uint8_t *src = c->values.data + (size_t)start * rowb;
   size_t n = (size_t)(end - start) * rowb;
@@ -432,10 +452,10 @@ static int fullzip_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, 
     src = w->data.data;
     n = w->data.len;
   }
-  Lance__Encodings21__Flat flat32 = LANCE__ENCODINGS21__FLAT__INIT;
-  flat32.bits_per_value = 32;
+  Lance__Encodings21__Flat flat_item = LANCE__ENCODINGS21__FLAT__INIT;
+  flat_item.bits_per_value = 8 * mw_fsl_item_width(f);
   CE ce_items = CE_INIT, ce_fsl = CE_INIT;
-  ce_items.compression_case = CE_FLAT, ce_items.flat = &flat32;
+  ce_items.compression_case = CE_FLAT, ce_items.flat = &flat_item;
   Lance__Encodings21__FixedSizeList fsl = LANCE__ENCODINGS21__FIXED_SIZE_LIST__INIT;
   fsl.items_per_value = (uint64_t)f->fsl_dim;
   fsl.values = &ce_items;
@@ -485,10 +505,10 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
   if (f->type == MW_T_BOOL && c->null_count == 0 && bool_all_false(c))
     return constant_false_page(w, c->length);
   int rc;
-  if (f->type == MW_T_FSL_F32) {
+  if (f->type == MW_T_FSL) {
     if (c->item_null_count > 0)
       return mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", f->name);
-    size_t rowb = 4 * (size_t)f->fsl_dim + 1;
+    size_t rowb = mw_type_width(f) + 1;
     int64_t per = (int64_t)(w->max_page_bytes / rowb);
     if (per < 1) per = 1;
     for (int64_t s = 0; s < c->length; s += per)
@@ -612,6 +632,12 @@ static int check_inputs(const mw_schema_t *schema, const mw_batch_t *const *batc
   if (n_extra + 1 > MW_DATAFILE_MAX_GLOBAL_BUFFERS)
     return mw_err_set(err, -EINVAL, "%zu extra global buffers (limit %d)", n_extra,
                       MW_DATAFILE_MAX_GLOBAL_BUFFERS - 1);
+  for (size_t c = 0; c < schema->n_fields; c++) {
+    mw_layout_t l = mw_field_layout(&schema->fields[c]);
+    if (l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT)
+      return mw_err_set(err, -ENOTSUP, "field '%s': %s columns are not written yet",
+                        schema->fields[c].name, mw_type_name(schema->fields[c].type));
+  }
   int64_t rows = 0;
   for (size_t i = 0; i < nb; i++) {
     if (batches[i] == NULL || (batches[i]->schema != schema &&
@@ -844,7 +870,7 @@ static int legacy_values(rctx_t *x, pbv_t arr) {
   const uint8_t *p;
   uint64_t len;
   int rc;
-  if (x->fld->type == MW_T_FSL_F32) {
+  if (x->fld->type == MW_T_FSL) {
     pbv_t fsl, items, nul, nn, inner;
     uint64_t dim = 0;
     if (pb_find(arr, 3, NULL, &fsl) != 1 || pb_find(fsl, 1, &dim, NULL) < 0 ||
@@ -856,10 +882,10 @@ static int legacy_values(rctx_t *x, pbv_t arr) {
       return UNSUP(x, "2.0 fsl items not nullable/no_nulls", x->col, x->page);
     arr = inner;
   }
-  /* fsl items are flat{32}; the row is dim of them */
-  uint64_t bits = x->fld->type == MW_T_BOOL      ? 1
-                  : x->fld->type == MW_T_FSL_F32 ? 32
-                                                 : 8 * mw_type_width(x->fld);
+  /* fsl items are flat{item bits}; the row is dim of them */
+  uint64_t bits = x->fld->type == MW_T_BOOL  ? 1
+                  : x->fld->type == MW_T_FSL ? 8 * mw_fsl_item_width(x->fld)
+                                             : 8 * mw_type_width(x->fld);
   uint64_t need = x->fld->type == MW_T_BOOL ? ((uint64_t)n + 7) / 8 : (uint64_t)n * mw_type_width(x->fld);
   if ((rc = legacy_flat(x, arr, bits, &p, &len)) < 0) return rc;
   if (len < need) return BAD(x, "2.0 values buffer of %llu bytes too short", x->col, x->page, (unsigned long long)len);
@@ -1036,12 +1062,25 @@ static void fastlanes_unpack(const uint8_t *src, unsigned t, unsigned wbits, uin
   }
 }
 
+/* Load a tb-byte (1, 2, 4, 8) little-endian unsigned integer. */
+static uint64_t load_uint(const uint8_t *p, size_t tb) {
+  switch (tb) {
+    case 1: return p[0];
+    case 2: return mw_load_u16le(p);
+    case 4: return mw_load_u32le(p);
+    default: return mw_load_u64le(p);
+  }
+}
+
+/* InlineBitpacking of T-bit values (T = 8, 16, 32, 64): per 1024 values a
+ * T-bit width word, then the FastLanes block (lance-files.md §3.2). */
 static int inline_bp(rctx_t *x, const uint8_t *p, size_t n, int64_t r, int64_t cnt, unsigned t) {
   uint64_t vals[FASTLANES_BLOCK];
   size_t tb = t / 8, at = 0;
+  assert(tb == 1 || tb == 2 || tb == 4 || tb == 8);
   for (int64_t done = 0; done < cnt; done += FASTLANES_BLOCK) {
     if (n - at < tb) return BAD(x, "bitpacked chunk truncated at byte %zu", x->col, x->page, at);
-    uint64_t wbits = tb == 8 ? mw_load_u64le(p + at) : mw_load_u32le(p + at);
+    uint64_t wbits = load_uint(p + at, tb);
     at += tb;
     if (wbits > t) return BAD(x, "bit width %llu > %u", x->col, x->page, (unsigned long long)wbits, t);
     size_t bytes = (size_t)wbits * FASTLANES_BLOCK / 8;
@@ -1050,9 +1089,9 @@ static int inline_bp(rctx_t *x, const uint8_t *p, size_t n, int64_t r, int64_t c
     at += bytes;
     int64_t k = cnt - done < FASTLANES_BLOCK ? cnt - done : FASTLANES_BLOCK;
     for (int64_t i = 0; i < k; i++) {
-      uint8_t *d = slot(x, r + done + i);
-      if (t == 64) mw_store_u64le(d, vals[i]);
-      else mw_store_u32le(d, (uint32_t)vals[i]);
+      uint8_t le[8];
+      mw_store_u64le(le, vals[i]);
+      memcpy(slot(x, r + done + i), le, tb);
     }
   }
   return 0;
@@ -1142,13 +1181,13 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
   if (rc < 0) return rc;
   /* a variable-width page's values are bounded by the reader's column limit */
   size_t var_max = x->f->max_column_bytes < INT32_MAX ? (size_t)x->f->max_column_bytes : INT32_MAX;
-  size_t max_raw = is_var(f) ? var_max : (size_t)cnt * (f->type == MW_T_FSL_F32 ? 4 * (size_t)f->fsl_dim + 4 : 8) + 4096;
+  size_t max_raw = is_var(f) ? var_max : (size_t)cnt * (mw_type_width(f) + 8) + 4096;
   if (zstd && (rc = zstd_buf(x, &p, &n, max_raw)) < 0) return rc;
   size_t w = mw_type_width(f);
   switch (ce->compression_case) {
     case CE_FLAT: {
       uint64_t bits = f->type == MW_T_BOOL ? 1 : 8 * w;
-      if (is_var(f) || f->type == MW_T_FSL_F32 || ce->flat->bits_per_value != bits || ce->flat->data)
+      if (is_var(f) || f->type == MW_T_FSL || ce->flat->bits_per_value != bits || ce->flat->data)
         return UNSUP(x, "flat of %llu bits for %s", x->col, x->page, (unsigned long long)ce->flat->bits_per_value, mw_type_name(f->type));
       if (n < ((size_t)cnt * bits + 7) / 8) return BAD(x, "value buffer of %zu bytes for %lld values", x->col, x->page, n, (long long)cnt);
       if (f->type == MW_T_BOOL) bits_copy_out(x, r, p, cnt);
@@ -1157,7 +1196,9 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
     }
     case CE_INLINE_BP: {
       unsigned t = (unsigned)ce->inline_bitpacking->uncompressed_bits_per_value;
-      if (!(f->type == MW_T_INT32 || f->type == MW_T_INT64 || f->type == MW_T_UINT32 || f->type == MW_T_UINT64) ||
+      /* Lance bitpacks any 1/2/4/8-byte fixed type as unsigned bits
+       * (integers, temporal types, even float16) */
+      if (mw_field_layout(f) != MW_LAYOUT_FIXED || (w != 1 && w != 2 && w != 4 && w != 8) ||
           t != 8 * w || ce->inline_bitpacking->values)
         return UNSUP(x, "inline bitpacking of %u bits for %s", x->col, x->page, t, mw_type_name(f->type));
       return inline_bp(x, p, n, r, cnt, t);
@@ -1180,8 +1221,9 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
     }
     case CE_FSL: {
       const Lance__Encodings21__FixedSizeList *fl = ce->fixed_size_list;
-      if (f->type != MW_T_FSL_F32 || fl->items_per_value != (uint64_t)f->fsl_dim || fl->values == NULL ||
-          fl->values->compression_case != CE_FLAT || fl->values->flat->bits_per_value != 32)
+      if (f->type != MW_T_FSL || fl->items_per_value != (uint64_t)f->fsl_dim || fl->values == NULL ||
+          fl->values->compression_case != CE_FLAT ||
+          fl->values->flat->bits_per_value != 8 * mw_fsl_item_width(f))
         return UNSUP(x, "fixed_size_list variant for %s", x->col, x->page, mw_type_name(f->type));
       size_t items = (size_t)cnt * (size_t)f->fsl_dim;
       const uint8_t *vp = p;
@@ -1191,8 +1233,9 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
         if (n < (items + 7) / 8) return BAD(x, "fsl validity truncated", x->col, x->page);
         vp = vb[1], vpn = vn[1];
       }
-      if (vpn < items * 4) return BAD(x, "fsl values of %zu bytes for %lld rows", x->col, x->page, vpn, (long long)cnt);
-      memcpy(slot(x, r), vp, items * 4);
+      size_t iw = mw_fsl_item_width(f);
+      if (vpn < items * iw) return BAD(x, "fsl values of %zu bytes for %lld rows", x->col, x->page, vpn, (long long)cnt);
+      memcpy(slot(x, r), vp, items * iw);
       for (int64_t i = 0; i < cnt; i++) {
         if (def && def[i]) {
           memset(slot(x, r + i), 0, w);
@@ -1292,10 +1335,10 @@ static int fullzip_page_read(rctx_t *x, const Lance__Encodings21__FullZipLayout 
     return BAD(x, "fullzip layers do not match bits_def", x->col, x->page);
   size_t w = mw_type_width(f), vbits = 0, ctrl = fz->bits_def ? 1 : 0;
   bool validity = false;
-  if (f->type == MW_T_FSL_F32 && vc->compression_case == CE_FSL) {
+  if (f->type == MW_T_FSL && vc->compression_case == CE_FSL) {
     const Lance__Encodings21__FixedSizeList *fl = vc->fixed_size_list;
     if (fl->items_per_value != (uint64_t)f->fsl_dim || !fl->values || fl->values->compression_case != CE_FLAT ||
-        fl->values->flat->bits_per_value != 32)
+        fl->values->flat->bits_per_value != 8 * mw_fsl_item_width(f))
       return UNSUP(x, "fullzip fsl variant", x->col, x->page);
     validity = fl->has_validity;
   } else if (vc->compression_case == CE_FLAT && !is_var(f) && f->type != MW_T_BOOL &&
@@ -1326,12 +1369,43 @@ static int fullzip_page_read(rctx_t *x, const Lance__Encodings21__FullZipLayout 
   return 0;
 }
 
+/* Every row of the page gets the inline value v (len bytes). */
+static int constant_fill(rctx_t *x, const mw_field_t *f, const uint8_t *v, size_t len) {
+  if (f->type == MW_T_BOOL) {
+    if (len != 1 || v[0] > 1) return UNSUP(x, "bool constant of %zu bytes", x->col, x->page, len);
+    for (int64_t i = 0; v[0] && i < x->n; i++) mw_bit_set(x->c->values.data, x->row0 + i, true);
+    return 0;
+  }
+  if (mw_field_layout(f) != MW_LAYOUT_FIXED || len != mw_type_width(f))
+    return UNSUP(x, "constant of %zu bytes for %s", x->col, x->page, len, mw_type_name(f->type));
+  for (int64_t i = 0; i < x->n; i++) memcpy(slot(x, x->row0 + i), v, len);
+  return 0;
+}
+
+/* ConstantLayout: no buffers, or (with nulls) an empty rep buffer and raw
+ * u16 def levels, one per row (Lance writes the latter for a nullable
+ * column whose valid values are all equal). */
 static int constant_page(rctx_t *x, const Lance__Encodings21__ConstantLayout *cl) {
-  if (cl->rep_compression || cl->def_compression || cl->num_rep_values || cl->num_def_values || x->n_bufs)
-    return UNSUP(x, "constant layout with rep/def buffers", x->col, x->page);
+  if (cl->rep_compression || cl->def_compression || cl->num_rep_values || cl->num_def_values)
+    return UNSUP(x, "constant layout with compressed rep/def levels", x->col, x->page);
   if (cl->n_layers != 1) return UNSUP(x, "constant layout with %zu layers", x->col, x->page, cl->n_layers);
   const mw_field_t *f = x->fld;
   size_t len = cl->inline_value.len;
+  if (x->n_bufs != 0) {
+    if (x->n_bufs != 2 || len == 0 || x->buf_len[0] != 0)
+      return UNSUP(x, "constant layout with %zu buffers", x->col, x->page, x->n_bufs);
+    if (cl->layers[0] != LAYER_NULLABLE) return BAD(x, "constant def levels on a non-null layer", x->col, x->page);
+    if (x->buf_len[1] < 2 * (uint64_t)x->n)
+      return BAD(x, "constant def levels of %llu bytes for %lld rows", x->col, x->page,
+                 (unsigned long long)x->buf_len[1], (long long)x->n);
+    int rc = constant_fill(x, f, cl->inline_value.data, len);
+    for (int64_t i = 0; rc == 0 && i < x->n; i++) {
+      uint16_t d = mw_load_u16le(x->buf[1] + 2 * i);
+      if (d > 1) return BAD(x, "constant def level %u", x->col, x->page, d);
+      if (d) mark_null(x, x->row0 + i);
+    }
+    return rc;
+  }
   if (len == 0) { /* all null */
     if (cl->layers[0] != LAYER_NULLABLE) return BAD(x, "all-null constant page on a non-null layer", x->col, x->page);
     for (int64_t i = 0; i < x->n; i++) {
@@ -1340,15 +1414,7 @@ static int constant_page(rctx_t *x, const Lance__Encodings21__ConstantLayout *cl
     }
     return 0;
   }
-  const uint8_t *v = cl->inline_value.data;
-  if (f->type == MW_T_BOOL) {
-    if (len != 1 || v[0] > 1) return UNSUP(x, "bool constant of %zu bytes", x->col, x->page, len);
-    for (int64_t i = 0; v[0] && i < x->n; i++) mw_bit_set(x->c->values.data, x->row0 + i, true);
-    return 0;
-  }
-  if (is_var(f) || len != mw_type_width(f)) return UNSUP(x, "constant of %zu bytes for %s", x->col, x->page, len, mw_type_name(f->type));
-  for (int64_t i = 0; i < x->n; i++) memcpy(slot(x, x->row0 + i), v, len);
-  return 0;
+  return constant_fill(x, f, cl->inline_value.data, len);
 }
 
 static int page21(rctx_t *x, const uint8_t *val, size_t len) {
@@ -1432,6 +1498,12 @@ int mw_datafile_read_column(const mw_datafile_t *f, size_t field, mw_column_t *o
   assert(f != NULL && out != NULL);
   assert(out->length == 0);
   if (field >= f->schema.n_fields) return mw_err_set(err, -EINVAL, "field %zu of %zu", field, f->schema.n_fields);
+  for (size_t i = 0; i < f->schema.n_fields; i++) {
+    mw_layout_t l = mw_field_layout(&f->schema.fields[i]);
+    if (l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT)
+      return mw_err_set(err, -ENOTSUP, "field '%s': reading %s columns is not implemented",
+                        f->schema.fields[i].name, mw_type_name(f->schema.fields[i].type));
+  }
   const uint8_t *cmp;
   size_t cmn;
   int rc = mw_datafile_column_metadata(f, (uint32_t)field, &cmp, &cmn, err);
@@ -1517,8 +1589,9 @@ static int parse_descriptor(mw_datafile_t *f, uint64_t max_rows, mw_err_t *err) 
     }
     if ((rc = mw_kvs_set(&f->schema.meta, e->key, e->value.data, e->value.len)) < 0) goto done;
   }
-  if (f->schema.n_fields != f->n_columns)
-    rc = mw_err_set(err, -ENOTSUP, "%zu fields but %u columns", f->schema.n_fields, f->n_columns);
+  int leaves = mw_lance_leaves(&f->schema, NULL, NULL, MW_MAX_FIELDS * 4);
+  if (leaves < 0 || (uint32_t)leaves != f->n_columns)
+    rc = mw_err_set(err, -EBADMSG, "%d leaf fields but %u columns", leaves, f->n_columns);
 done:
   lance__file__v2__file_descriptor__free_unpacked(fd, NULL);
   return rc;

@@ -37,7 +37,14 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ipc.c assumes a little-endian host");
 
 enum { HDR_SCHEMA = 1, HDR_DICT = 2, HDR_BATCH = 3 };
-enum { TY_INT = 2, TY_FLOAT = 3, TY_BINARY = 4, TY_UTF8 = 5, TY_BOOL = 6, TY_FSL = 16 };
+/* Arrow flatbuffer Type union ids (Schema.fbs). */
+enum {
+  TY_INT = 2, TY_FLOAT = 3, TY_BINARY = 4, TY_UTF8 = 5, TY_BOOL = 6, TY_DECIMAL = 7,
+  TY_DATE = 8, TY_TIME = 9, TY_TIMESTAMP = 10, TY_LIST = 12, TY_STRUCT = 13,
+  TY_FIXED_BINARY = 15, TY_FSL = 16, TY_LARGE_BINARY = 19, TY_LARGE_UTF8 = 20,
+  TY_LARGE_LIST = 21,
+};
+enum { DATE_DAY = 0, DATE_MS = 1 };
 enum { META_V4 = 3, META_V5 = 4 };
 enum { CODEC_LZ4 = 0, CODEC_ZSTD = 1 };
 #define MAX_META_ENTRIES 4096
@@ -105,53 +112,126 @@ static int fb_kvs(mw_ipc_writer_t *w, const mw_kvs_t *kvs, const char *xkey, con
   return 0;
 }
 
-static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off);
+static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off, int depth);
 
-/* The type table and children vector of a field (arrow-rs get_fb_field_type). */
-static int fb_type(mw_ipc_writer_t *w, const mw_field_t *f, uint8_t *tt, uint32_t *type,
-                   uint32_t *children) {
-  mw_fbb_t *b = &w->fbb;
-  if (f->type == MW_T_FSL_F32) {
-    mw_field_t item = {.name = (char *)"item", .type = MW_T_FLOAT32,
-                       .nullable = f->item_nullable, .id = -1};
-    uint32_t child;
-    if (fb_field(w, &item, &child) < 0) return -ENOMEM;
-    mw_fbb_table_start(b);
-    mw_fbb_slot_i32(b, 0, f->fsl_dim, 0);
-    *type = mw_fbb_table_end(b);
-    *children = mw_fbb_vec_offsets(b, &child, 1);
-    *tt = TY_FSL;
-    return 0;
+/* The FSL child field ("item") a fixed_size_list field implies. */
+static mw_field_t fsl_item(const mw_field_t *f) {
+  mw_field_t item = {.name = (char *)"item", .type = f->item_type, .nullable = f->item_nullable,
+                     .item_type = MW_T_FLOAT32, .id = -1};
+  return item;
+}
+
+/* Child Field tables of f (FSL: its item), their offsets left in scratch at
+ * *mark. As in arrow-rs, the children are built first, then the parent's
+ * type table, then the vector of children (fb_children_end). */
+static int fb_children(mw_ipc_writer_t *w, const mw_field_t *f, size_t *mark, int depth) {
+  size_t n = f->type == MW_T_FSL ? 1 : f->n_children;
+  if (scratch_push(w, n * 4, mark) < 0) return -ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    mw_field_t item = f->type == MW_T_FSL ? fsl_item(f) : f->children[i];
+    uint32_t off;
+    int rc = fb_field(w, &item, &off, depth + 1);
+    if (rc < 0) return rc;
+    scratch_u32(w, *mark)[i] = off;
   }
-  /* arrow-rs makes the empty children vector before the type table for
-   * numbers, after it for the field-less Bool/Utf8/Binary tables. */
-  bool children_first = f->type != MW_T_BOOL && f->type != MW_T_UTF8 && f->type != MW_T_BINARY;
-  if (children_first) *children = mw_fbb_vec_offsets(b, NULL, 0);
-  mw_fbb_table_start(b);
-  switch (f->type) {
-    case MW_T_INT32: case MW_T_INT64: case MW_T_UINT32: case MW_T_UINT64: {
-      bool is_signed = f->type == MW_T_INT32 || f->type == MW_T_INT64;
-      mw_fbb_slot_u8(b, 1, is_signed, 0);
-      mw_fbb_slot_i32(b, 0, f->type == MW_T_INT32 || f->type == MW_T_UINT32 ? 32 : 64, 0);
-      *tt = TY_INT;
-      break;
-    }
-    case MW_T_FLOAT32: case MW_T_FLOAT64:
-      mw_fbb_slot_i16(b, 0, f->type == MW_T_FLOAT32 ? 1 : 2, 0);
-      *tt = TY_FLOAT;
-      break;
-    case MW_T_BOOL: *tt = TY_BOOL; break;
-    case MW_T_UTF8: *tt = TY_UTF8; break;
-    case MW_T_BINARY: *tt = TY_BINARY; break;
-    default: return -EINVAL;
-  }
-  *type = mw_fbb_table_end(b);
-  if (!children_first) *children = mw_fbb_vec_offsets(b, NULL, 0);
   return 0;
 }
 
-static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off) {
+static uint32_t fb_children_end(mw_ipc_writer_t *w, const mw_field_t *f, size_t mark) {
+  size_t n = f->type == MW_T_FSL ? 1 : f->n_children;
+  uint32_t v = mw_fbb_vec_offsets(&w->fbb, scratch_u32(w, mark), n);
+  w->scratch.len = mark;
+  return v;
+}
+
+/* The type table and children vector of a field, in the order arrow-rs'
+ * get_fb_field_type creates them: numbers make the empty children vector
+ * first; the field-less, parameter and temporal tables come before it;
+ * nested types build their child Fields first. Slots equal to the schema
+ * default are omitted (Date.unit MILLISECOND, Time.unit MILLISECOND and
+ * bitWidth 32, Decimal.bitWidth 128), and Timestamp always creates its zone
+ * string, even an empty one that nothing references. */
+static int fb_type(mw_ipc_writer_t *w, const mw_field_t *f, uint8_t *tt, uint32_t *type,
+                   uint32_t *children, int depth) {
+  mw_fbb_t *b = &w->fbb;
+  const mw_type_info_t *ti = mw_field_info(f);
+  int rc;
+  switch (f->type) {
+    case MW_T_INT8: case MW_T_INT16: case MW_T_INT32: case MW_T_INT64:
+    case MW_T_UINT8: case MW_T_UINT16: case MW_T_UINT32: case MW_T_UINT64:
+      *children = mw_fbb_vec_offsets(b, NULL, 0);
+      mw_fbb_table_start(b);
+      mw_fbb_slot_u8(b, 1, ti->order == MW_ORDER_SIGNED, 0);
+      mw_fbb_slot_i32(b, 0, 8 * ti->width, 0);
+      *type = mw_fbb_table_end(b);
+      *tt = TY_INT;
+      return 0;
+    case MW_T_FLOAT16: case MW_T_FLOAT32: case MW_T_FLOAT64:
+      *children = mw_fbb_vec_offsets(b, NULL, 0);
+      mw_fbb_table_start(b);
+      mw_fbb_slot_i16(b, 0, f->type == MW_T_FLOAT16 ? 0 : f->type == MW_T_FLOAT32 ? 1 : 2, 0);
+      *type = mw_fbb_table_end(b);
+      *tt = TY_FLOAT;
+      return 0;
+    case MW_T_FSL: case MW_T_LIST: case MW_T_LARGE_LIST: case MW_T_STRUCT: {
+      size_t mark;
+      if ((rc = fb_children(w, f, &mark, depth)) < 0) return rc;
+      mw_fbb_table_start(b);
+      if (f->type == MW_T_FSL) mw_fbb_slot_i32(b, 0, f->fsl_dim, 0);
+      *type = mw_fbb_table_end(b);
+      *children = fb_children_end(w, f, mark);
+      *tt = f->type == MW_T_FSL ? TY_FSL : f->type == MW_T_LIST ? TY_LIST
+            : f->type == MW_T_LARGE_LIST ? TY_LARGE_LIST : TY_STRUCT;
+      return 0;
+    }
+    case MW_T_TIMESTAMP: {
+      uint32_t tz = mw_fbb_string(b, f->tz ? f->tz : "", f->tz ? strlen(f->tz) : 0);
+      mw_fbb_table_start(b);
+      mw_fbb_slot_i16(b, 0, f->unit, 0);
+      if (f->tz) mw_fbb_slot_off(b, 1, tz);
+      *tt = TY_TIMESTAMP;
+      break;
+    }
+    default:
+      mw_fbb_table_start(b);
+      switch (f->type) {
+        case MW_T_BOOL: *tt = TY_BOOL; break;
+        case MW_T_UTF8: *tt = TY_UTF8; break;
+        case MW_T_BINARY: *tt = TY_BINARY; break;
+        case MW_T_LARGE_UTF8: *tt = TY_LARGE_UTF8; break;
+        case MW_T_LARGE_BINARY: *tt = TY_LARGE_BINARY; break;
+        case MW_T_FIXED_BINARY:
+          mw_fbb_slot_i32(b, 0, f->byte_width, 0);
+          *tt = TY_FIXED_BINARY;
+          break;
+        case MW_T_DATE32: case MW_T_DATE64:
+          mw_fbb_slot_i16(b, 0, f->type == MW_T_DATE32 ? DATE_DAY : DATE_MS, DATE_MS);
+          *tt = TY_DATE;
+          break;
+        case MW_T_TIME32: case MW_T_TIME64:
+          mw_fbb_slot_i32(b, 1, f->type == MW_T_TIME32 ? 32 : 64, 32);
+          mw_fbb_slot_i16(b, 0, f->unit, MW_UNIT_MS);
+          *tt = TY_TIME;
+          break;
+        case MW_T_DECIMAL128:
+          mw_fbb_slot_i32(b, 0, f->precision, 0);
+          mw_fbb_slot_i32(b, 1, f->scale, 0);
+          mw_fbb_slot_i32(b, 2, 128, 128);
+          *tt = TY_DECIMAL;
+          break;
+        default:
+          return -EINVAL;
+      }
+      break;
+  }
+  *type = mw_fbb_table_end(b);
+  *children = mw_fbb_vec_offsets(b, NULL, 0);
+  return 0;
+}
+
+static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off, int depth) {
   assert(f->name != NULL);
+  if (depth > MW_MAX_NESTING) return -EINVAL;
   uint32_t meta = 0, type = 0, children = 0;
   uint8_t tt = 0;
   char pk[16];
@@ -162,7 +242,7 @@ static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off) {
   }
   if ((f->meta.n > 0 || xkey) && fb_kvs(w, &f->meta, xkey, pk, &meta) < 0) return -ENOMEM;
   uint32_t name = mw_fbb_string(&w->fbb, f->name, strlen(f->name));
-  int rc = fb_type(w, f, &tt, &type, &children);
+  int rc = fb_type(w, f, &tt, &type, &children, depth);
   if (rc < 0) return rc;
   mw_fbb_t *b = &w->fbb;
   mw_fbb_table_start(b);
@@ -207,7 +287,7 @@ int mw_ipc_writer_schema_table(mw_ipc_writer_t *w, const mw_schema_t *s, uint32_
   if (scratch_push(w, s->n_fields * 4, &mark) < 0) return -ENOMEM;
   for (size_t i = 0; i < s->n_fields; i++) {
     uint32_t fo;
-    int rc = fb_field(w, &s->fields[i], &fo);
+    int rc = fb_field(w, &s->fields[i], &fo, 0);
     if (rc < 0) return rc;
     scratch_u32(w, mark)[i] = fo;
   }
@@ -229,15 +309,22 @@ static int encode_schema(mw_ipc_writer_t *w, const mw_schema_t *s, mw_buf_t *out
   return emit_metadata(w, fb_message(&w->fbb, HDR_SCHEMA, schema, 0), out, 0);
 }
 
-/* One body buffer to write: p == NULL means "all ones". */
+/* One body buffer to write. */
+typedef enum src_kind {
+  SRC_COPY = 0, /* n bytes at p */
+  SRC_ONES,     /* n bytes 0xFF (a validity bitmap without nulls) */
+  SRC_WIDEN,    /* n bytes of int64 offsets widened from the int32 ones at p */
+} src_kind_t;
+
 typedef struct src_buf {
   const uint8_t *p;
   size_t n;
+  src_kind_t kind;
 } src_buf_t;
 
 typedef struct enc_batch {
   size_t nodes_mark, bufs_mark, srcs_mark;
-  size_t n_nodes, n_bufs;
+  size_t n_nodes, n_bufs, cap_nodes, cap_bufs;
 } enc_batch_t;
 
 static int64_t *node_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
@@ -251,78 +338,141 @@ static src_buf_t *src_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
 }
 
 static void add_node(mw_ipc_writer_t *w, enc_batch_t *e, int64_t len, int64_t nulls) {
+  assert(e->n_nodes < e->cap_nodes);
   int64_t *nd = node_at(w, e, e->n_nodes++);
   nd[0] = len;
   nd[1] = nulls;
 }
-static void add_src(mw_ipc_writer_t *w, enc_batch_t *e, const uint8_t *p, size_t n) {
-  *src_at(w, e, e->n_bufs++) = (src_buf_t){p, n};
+static void add_src(mw_ipc_writer_t *w, enc_batch_t *e, const uint8_t *p, size_t n, src_kind_t k) {
+  assert(e->n_bufs < e->cap_bufs);
+  *src_at(w, e, e->n_bufs++) = (src_buf_t){p, n, k};
+}
+
+/* Field nodes and buffers of a field's tree (depth-first, as Arrow lists
+ * them): FSL adds its child's node and 2 buffers, LIST its offsets and the
+ * child tree, STRUCT one tree per child. */
+static void count_field(const mw_field_t *f, size_t *nodes, size_t *bufs) {
+  (*nodes)++;
+  switch (mw_field_layout(f)) {
+    case MW_LAYOUT_VAR: *bufs += 3; return;
+    case MW_LAYOUT_FSL: *nodes += 1, *bufs += 3; return;
+    case MW_LAYOUT_LIST: *bufs += 2; break;
+    case MW_LAYOUT_STRUCT: *bufs += 1; break;
+    default: *bufs += 2; return;
+  }
+  for (uint32_t i = 0; i < f->n_children; i++) count_field(&f->children[i], nodes, bufs);
+}
+
+static int bad_column(mw_err_t *err, const mw_field_t *f, const char *why) {
+  return mw_err_set(err, -EINVAL, "ipc encode: column %s: %s", f->name, why);
+}
+
+/* Offsets of a VAR or LIST column: int32 as they are, or widened. */
+static int add_offsets(mw_ipc_writer_t *w, enc_batch_t *e, const mw_field_t *f,
+                       const mw_column_t *c, int64_t *end, mw_err_t *err) {
+  int64_t len = c->length;
+  if (c->offsets.len < (size_t)(len + 1) * 4) return bad_column(err, f, "short offsets");
+  int32_t last;
+  memcpy(&last, c->offsets.data + len * 4, 4);
+  *end = last;
+  bool large = mw_field_info(f)->large;
+  add_src(w, e, c->offsets.data, (size_t)(len + 1) * (large ? 8 : 4), large ? SRC_WIDEN : SRC_COPY);
+  return 0;
+}
+
+static int collect_column(mw_ipc_writer_t *w, enc_batch_t *e, const mw_field_t *f,
+                          const mw_column_t *c, int64_t len, int depth, mw_err_t *err) {
+  if (depth > MW_MAX_NESTING) return bad_column(err, f, "nested too deep");
+  if (c->length != len || len < 0 || (c->validity.len && c->validity.len < bitmap_bytes(len)) ||
+      c->null_count < 0 || c->null_count > len || (c->null_count && !c->validity.len))
+    return bad_column(err, f, "bad length, validity or null count");
+  if (c->n_children != f->n_children) return bad_column(err, f, "children do not match the field");
+  add_node(w, e, len, c->null_count);
+  add_src(w, e, c->validity.len ? c->validity.data : NULL, bitmap_bytes(len),
+          c->validity.len ? SRC_COPY : SRC_ONES);
+  size_t need;
+  int64_t end;
+  int rc;
+  switch (mw_field_layout(f)) {
+    case MW_LAYOUT_BOOL:
+      need = bitmap_bytes(len);
+      break;
+    case MW_LAYOUT_VAR:
+      if ((rc = add_offsets(w, e, f, c, &end, err)) < 0) return rc;
+      need = (size_t)end;
+      break;
+    case MW_LAYOUT_LIST:
+      if ((rc = add_offsets(w, e, f, c, &end, err)) < 0) return rc;
+      return collect_column(w, e, &f->children[0], &c->children[0], end, depth + 1, err);
+    case MW_LAYOUT_STRUCT:
+      for (uint32_t i = 0; i < f->n_children; i++)
+        if ((rc = collect_column(w, e, &f->children[i], &c->children[i], len, depth + 1, err)) < 0)
+          return rc;
+      return 0;
+    case MW_LAYOUT_FSL: {
+      int64_t items = len * f->fsl_dim;
+      if ((c->item_validity.len && c->item_validity.len < bitmap_bytes(items)) ||
+          c->item_null_count < 0 || c->item_null_count > items ||
+          (c->item_null_count && !c->item_validity.len))
+        return bad_column(err, f, "short item validity");
+      add_node(w, e, items, c->item_null_count);
+      add_src(w, e, c->item_validity.len ? c->item_validity.data : NULL, bitmap_bytes(items),
+              c->item_validity.len ? SRC_COPY : SRC_ONES);
+      need = (size_t)items * mw_fsl_item_width(f);
+      break;
+    }
+    default:
+      need = (size_t)len * mw_type_width(f);
+      break;
+  }
+  if (c->values.len < need) return bad_column(err, f, "short values buffer");
+  add_src(w, e, c->values.data, need, SRC_COPY);
+  return 0;
 }
 
 /* List nodes and source buffers of one batch, checking buffer sizes. */
 static int collect(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch_t *bt,
                    enc_batch_t *e, mw_err_t *err) {
-  size_t nf = s->n_fields;
-  if (scratch_push(w, 2 * nf * 16, &e->nodes_mark) < 0 ||
-      scratch_push(w, 3 * nf * 16, &e->bufs_mark) < 0 ||
-      scratch_push(w, 3 * nf * sizeof(src_buf_t), &e->srcs_mark) < 0)
+  size_t nf = s->n_fields, nodes = 0, bufs = 0;
+  for (size_t i = 0; i < nf; i++) count_field(&s->fields[i], &nodes, &bufs);
+  if (scratch_push(w, nodes * 16, &e->nodes_mark) < 0 ||
+      scratch_push(w, bufs * 16, &e->bufs_mark) < 0 ||
+      scratch_push(w, bufs * sizeof(src_buf_t), &e->srcs_mark) < 0)
     return -ENOMEM;
   e->n_nodes = e->n_bufs = 0;
+  e->cap_nodes = nodes, e->cap_bufs = bufs;
   assert(bt->cols != NULL || nf == 0);
   for (size_t i = 0; i < nf; i++) {
-    const mw_field_t *f = &s->fields[i];
-    const mw_column_t *c = &bt->cols[i];
-    int64_t len = c->length;
-    if (len != bt->n_rows || len < 0 || (c->validity.len && c->validity.len < bitmap_bytes(len)) ||
-        c->null_count < 0 || c->null_count > len || (c->null_count && !c->validity.len))
-      return mw_err_set(err, -EINVAL, "ipc encode: column %s: bad length, validity or null count",
-                        f->name);
-    add_node(w, e, len, c->null_count);
-    add_src(w, e, c->validity.len ? c->validity.data : NULL, bitmap_bytes(len));
-    size_t need;
-    switch (f->type) {
-      case MW_T_BOOL:
-        need = bitmap_bytes(len);
-        break;
-      case MW_T_UTF8:
-      case MW_T_BINARY: {
-        if (c->offsets.len < (size_t)(len + 1) * 4)
-          return mw_err_set(err, -EINVAL, "ipc encode: column %s: short offsets", f->name);
-        add_src(w, e, c->offsets.data, (size_t)(len + 1) * 4);
-        int32_t end;
-        memcpy(&end, c->offsets.data + len * 4, 4);
-        need = (size_t)end;
-        break;
-      }
-      case MW_T_FSL_F32: {
-        int64_t items = len * f->fsl_dim;
-        if ((c->item_validity.len && c->item_validity.len < bitmap_bytes(items)) ||
-            c->item_null_count < 0 || c->item_null_count > items ||
-            (c->item_null_count && !c->item_validity.len))
-          return mw_err_set(err, -EINVAL, "ipc encode: column %s: short item validity", f->name);
-        add_node(w, e, items, c->item_null_count);
-        add_src(w, e, c->item_validity.len ? c->item_validity.data : NULL, bitmap_bytes(items));
-        need = (size_t)items * 4;
-        break;
-      }
-      default:
-        need = (size_t)len * mw_type_width(f);
-        break;
-    }
-    if (c->values.len < need)
-      return mw_err_set(err, -EINVAL, "ipc encode: column %s: short values buffer", f->name);
-    add_src(w, e, c->values.data, need);
+    int rc = collect_column(w, e, &s->fields[i], &bt->cols[i], bt->n_rows, 0, err);
+    if (rc < 0) return rc;
   }
-  assert(e->n_nodes <= 2 * nf && e->n_bufs <= 3 * nf);
+  assert(e->n_nodes == nodes && e->n_bufs == bufs);
   return 0;
 }
 
-static const uint8_t *ones(mw_ipc_writer_t *w, size_t n) {
-  if (w->ones.len < n) {
-    w->ones.len = 0;
-    if (mw_buf_fill(&w->ones, 0xFF, n) < 0) return NULL;
+/* Write a source buffer's n bytes to dst. */
+static void src_emit(const src_buf_t *sb, uint8_t *dst) {
+  switch (sb->kind) {
+    case SRC_COPY: if (sb->n) memcpy(dst, sb->p, sb->n); break;
+    case SRC_ONES: memset(dst, 0xFF, sb->n); break;
+    case SRC_WIDEN:
+      for (size_t i = 0; i < sb->n / 8; i++) {
+        int32_t o;
+        memcpy(&o, sb->p + 4 * i, 4);
+        mw_store_u64le(dst + 8 * i, (uint64_t)(int64_t)o);
+      }
+      break;
   }
-  return w->ones.data;
+}
+
+/* A contiguous view of a source buffer (ones or widened offsets are built
+ * in w->ones). */
+static const uint8_t *src_view(mw_ipc_writer_t *w, const src_buf_t *sb) {
+  if (sb->kind == SRC_COPY) return sb->p;
+  mw_buf_reset(&w->ones);
+  uint8_t *p = mw_buf_extend(&w->ones, sb->n ? sb->n : 1);
+  if (p != NULL) src_emit(sb, p);
+  return p;
 }
 
 /* Compress every buffer into w->body (arrow-rs compress_to_vec framing). */
@@ -331,10 +481,10 @@ static int compress_body(mw_ipc_writer_t *w, enc_batch_t *e, int level) {
   if (w->zctx == NULL && (w->zctx = ZSTD_createCCtx()) == NULL) return -ENOMEM;
   for (size_t i = 0; i < e->n_bufs; i++) {
     src_buf_t sb = *src_at(w, e, i);
-    const uint8_t *p = sb.p ? sb.p : ones(w, sb.n);
     size_t start = w->body.len;
-    if (p == NULL) return -ENOMEM;
     if (sb.n > 0) {
+      const uint8_t *p = src_view(w, &sb);
+      if (p == NULL) return -ENOMEM;
       size_t bound = ZSTD_compressBound(sb.n);
       if (mw_buf_reserve(&w->body, 8 + bound) < 0) return -ENOMEM;
       mw_buf_put_u64le(&w->body, sb.n);
@@ -401,8 +551,7 @@ static int encode_batch(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch
     size_t padded = pad64(sb.n);
     if ((rc = mw_buf_reserve(out, padded)) < 0) goto done; /* reserved already: no-op */
     uint8_t *dst = out->data + out->len;
-    if (sb.p) memcpy(dst, sb.p, sb.n);
-    else memset(dst, 0xFF, sb.n);
+    src_emit(&sb, dst);
     memset(dst + sb.n, 0, padded - sb.n);
     out->len += padded;
   }
@@ -555,42 +704,120 @@ static int parse_pk_position(dec_t *d, size_t pos, mw_field_t *f) {
   return 0;
 }
 
-/* Read one Field table's type into f (type, fsl_dim, item_nullable). */
-static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f) {
+static int read_field(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth);
+
+/* Children of a nested field: each Field table read into a new child. */
+static int read_children(dec_t *d, const mw_fbr_t *r, size_t start, size_t count, mw_field_t *f,
+                         int depth) {
+  for (size_t i = 0; i < count; i++) {
+    mw_fbt_t ct;
+    const char *name = "";
+    size_t nn = 0;
+    uint8_t nullable;
+    int rc;
+    if ((rc = mw_fbr_table_at(r, start + 4 * i, &ct, f->name)) < 0) return rc;
+    if ((rc = mw_fbr_string(r, &ct, 0, &name, &nn, "field name")) < 0) return rc;
+    if ((rc = mw_fbr_u8(r, &ct, 1, 0, &nullable, "field nullable")) < 0) return rc;
+    char *nm = NULL;
+    if ((rc = take_string(d, r->base + ct.pos, name, nn, &nm, "field name")) < 0) return rc;
+    rc = mw_field_add_child(f, nn ? nm : "item", MW_T_INT32, nullable != 0);
+    free(nm);
+    if (rc < 0)
+      return rc == -ENOMEM ? rc : bad_at(d, r->base + ct.pos, f->name, "too many children");
+    if ((rc = read_field(d, r, &ct, &f->children[rc], depth + 1)) < 0) return rc;
+  }
+  return 0;
+}
+
+/* Read one Field table's type into f (type, parameters, children). */
+static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth) {
   uint8_t tt;
   mw_fbt_t ty, child;
   size_t cstart = 0, ccount = 0;
   const char *w = f->name;
   int rc = mw_fbr_u8(r, ft, 2, 0, &tt, w);
   if (rc < 0) return rc;
+  if (depth > MW_MAX_NESTING)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: nested deeper than %d levels", w, MW_MAX_NESTING);
   if ((rc = mw_fbr_table(r, ft, 4, &ty, w)) != 0)
     return rc < 0 ? rc : mw_err_set(d->err, -ENOTSUP, "ipc: field %s: dictionary encoding", w);
-  if ((rc = mw_fbr_vector(r, ft, 5, 4, 1, &cstart, &ccount, w)) < 0) return rc;
+  if ((rc = mw_fbr_vector(r, ft, 5, 4, MW_MAX_STRUCT_FIELDS, &cstart, &ccount, w)) < 0) return rc;
   if ((rc = mw_fbr_table(r, ft, 3, &ty, w)) < 0) return rc;
   if (rc == 0) return bad_at(d, r->base + ft->pos, w, "field without a type table");
-  if (tt != TY_FSL && ccount != 0) return bad_at(d, r->base + ft->pos, w, "unexpected children");
+  bool nested = tt == TY_FSL || tt == TY_LIST || tt == TY_LARGE_LIST || tt == TY_STRUCT;
+  if (!nested && ccount != 0) return bad_at(d, r->base + ft->pos, w, "unexpected children");
+  int32_t i32;
+  int16_t i16;
+  uint8_t u8;
   switch (tt) {
     case TY_INT: {
-      int32_t bits;
-      uint8_t sgn;
-      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &bits, w)) < 0) return rc;
-      if ((rc = mw_fbr_u8(r, &ty, 1, 0, &sgn, w)) < 0) return rc;
-      if (bits == 32) f->type = sgn ? MW_T_INT32 : MW_T_UINT32;
-      else if (bits == 64) f->type = sgn ? MW_T_INT64 : MW_T_UINT64;
-      else return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit integers", w, bits);
+      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &i32, w)) < 0) return rc;
+      if ((rc = mw_fbr_u8(r, &ty, 1, 0, &u8, w)) < 0) return rc;
+      static const mw_type_t sgn[4] = {MW_T_INT8, MW_T_INT16, MW_T_INT32, MW_T_INT64};
+      static const mw_type_t uns[4] = {MW_T_UINT8, MW_T_UINT16, MW_T_UINT32, MW_T_UINT64};
+      int k = i32 == 8 ? 0 : i32 == 16 ? 1 : i32 == 32 ? 2 : i32 == 64 ? 3 : -1;
+      if (k < 0) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit integers", w, i32);
+      f->type = u8 ? sgn[k] : uns[k];
       return 0;
     }
-    case TY_FLOAT: {
-      int16_t prec;
-      if ((rc = mw_fbr_i16(r, &ty, 0, 0, &prec, w)) < 0) return rc;
-      if (prec == 1) f->type = MW_T_FLOAT32;
-      else if (prec == 2) f->type = MW_T_FLOAT64;
-      else return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: float precision %d", w, prec);
+    case TY_FLOAT:
+      if ((rc = mw_fbr_i16(r, &ty, 0, 0, &i16, w)) < 0) return rc;
+      if (i16 < 0 || i16 > 2) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: float precision %d", w, i16);
+      f->type = i16 == 0 ? MW_T_FLOAT16 : i16 == 1 ? MW_T_FLOAT32 : MW_T_FLOAT64;
       return 0;
-    }
     case TY_BOOL: f->type = MW_T_BOOL; return 0;
     case TY_UTF8: f->type = MW_T_UTF8; return 0;
     case TY_BINARY: f->type = MW_T_BINARY; return 0;
+    case TY_LARGE_UTF8: f->type = MW_T_LARGE_UTF8; return 0;
+    case TY_LARGE_BINARY: f->type = MW_T_LARGE_BINARY; return 0;
+    case TY_FIXED_BINARY:
+      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &i32, w)) < 0) return rc;
+      if (i32 < 1 || i32 > MW_MAX_FIXED_BINARY_BYTES)
+        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: fixed_size_binary of %d bytes", w, i32);
+      f->type = MW_T_FIXED_BINARY;
+      f->byte_width = i32;
+      return 0;
+    case TY_DATE:
+      if ((rc = mw_fbr_i16(r, &ty, 0, DATE_MS, &i16, w)) < 0) return rc;
+      if (i16 != DATE_DAY && i16 != DATE_MS) return bad_at(d, r->base + ty.pos, w, "bad date unit");
+      f->type = i16 == DATE_DAY ? MW_T_DATE32 : MW_T_DATE64;
+      return 0;
+    case TY_TIME:
+      if ((rc = mw_fbr_i16(r, &ty, 0, MW_UNIT_MS, &i16, w)) < 0) return rc;
+      if ((rc = mw_fbr_i32(r, &ty, 1, 32, &i32, w)) < 0) return rc;
+      if (!(i32 == 32 && (i16 == MW_UNIT_S || i16 == MW_UNIT_MS)) &&
+          !(i32 == 64 && (i16 == MW_UNIT_US || i16 == MW_UNIT_NS)))
+        return bad_at(d, r->base + ty.pos, w, "time unit does not match its bit width");
+      f->type = i32 == 32 ? MW_T_TIME32 : MW_T_TIME64;
+      f->unit = (uint8_t)i16;
+      return 0;
+    case TY_TIMESTAMP: {
+      const char *tz = NULL;
+      size_t tzn = 0;
+      if ((rc = mw_fbr_i16(r, &ty, 0, 0, &i16, w)) < 0) return rc;
+      if (i16 < 0 || i16 > MW_UNIT_NS) return bad_at(d, r->base + ty.pos, w, "bad timestamp unit");
+      if ((rc = mw_fbr_string(r, &ty, 1, &tz, &tzn, w)) < 0) return rc;
+      f->type = MW_T_TIMESTAMP;
+      f->unit = (uint8_t)i16;
+      if (rc == 1 && tzn > 0) {
+        if (tzn > MW_MAX_TZ_BYTES) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: time zone of %zu bytes", w, tzn);
+        if ((rc = take_string(d, r->base + ty.pos, tz, tzn, &f->tz, "time zone")) < 0) return rc;
+      }
+      return 0;
+    }
+    case TY_DECIMAL: {
+      int32_t prec, scale, bits;
+      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &prec, w)) < 0 || (rc = mw_fbr_i32(r, &ty, 1, 0, &scale, w)) < 0 ||
+          (rc = mw_fbr_i32(r, &ty, 2, 128, &bits, w)) < 0)
+        return rc;
+      if (bits != 128) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit decimals", w, bits);
+      if (prec < 1 || prec > MW_MAX_DECIMAL_PRECISION || scale < -prec || scale > prec)
+        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: decimal precision %d scale %d", w, prec, scale);
+      f->type = MW_T_DECIMAL128;
+      f->precision = (uint8_t)prec;
+      f->scale = (int8_t)scale;
+      return 0;
+    }
     case TY_FSL: {
       int32_t dim;
       if ((rc = mw_fbr_i32(r, &ty, 0, 0, &dim, w)) < 0) return rc;
@@ -599,25 +826,39 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
         return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list size %d", w, dim);
       if (ccount != 1) return bad_at(d, r->base + ft->pos, w, "list without one child");
       if ((rc = mw_fbr_table_at(r, cstart, &child, w)) < 0) return rc;
-      mw_field_t item = {.name = (char *)"item"};
+      mw_field_t item = {.name = (char *)"item", .item_type = MW_T_FLOAT32};
       uint8_t nullable, ctt;
-      /* check the child's type id first: only a float child is read, so a
+      /* check the child's type id first: only a number child is read, so a
        * list whose child is itself (a cycle) cannot recurse */
       if ((rc = mw_fbr_u8(r, &child, 2, 0, &ctt, w)) < 0) return rc;
-      if (ctt != TY_FLOAT)
-        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list of Arrow type id %u", w, ctt);
-      if ((rc = read_type(d, r, &child, &item)) < 0) return rc;
-      if (item.type != MW_T_FLOAT32)
+      if (ctt != TY_FLOAT && ctt != TY_INT)
+        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: fixed_size_list of Arrow type id %u", w, ctt);
+      if ((rc = read_type(d, r, &child, &item, depth + 1)) < 0) return rc;
+      if (!mw_type_info(item.type)->fsl_item)
         return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list of %s", w, mw_type_name(item.type));
       if ((rc = mw_fbr_u8(r, &child, 1, 0, &nullable, w)) < 0) return rc;
-      f->type = MW_T_FSL_F32;
+      f->type = MW_T_FSL;
+      f->item_type = item.type;
       f->fsl_dim = dim;
       f->item_nullable = nullable != 0;
       return 0;
     }
+    case TY_LIST: case TY_LARGE_LIST: case TY_STRUCT:
+      f->type = tt == TY_LIST ? MW_T_LIST : tt == TY_LARGE_LIST ? MW_T_LARGE_LIST : MW_T_STRUCT;
+      if (f->type != MW_T_STRUCT && ccount != 1) return bad_at(d, r->base + ft->pos, w, "list without one child");
+      if (f->type == MW_T_STRUCT && ccount == 0) return bad_at(d, r->base + ft->pos, w, "struct without fields");
+      return read_children(d, r, cstart, ccount, f, depth);
     default:
       return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: Arrow type id %u", w, tt);
   }
+}
+
+/* Type, metadata and primary-key position of the Field table ft. */
+static int read_field(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth) {
+  int rc = read_type(d, r, ft, f, depth);
+  if (rc < 0) return rc;
+  if ((rc = read_kvs(d, r, ft, 6, &f->meta, f->name)) < 0) return rc;
+  return parse_pk_position(d, r->base + ft->pos, f);
 }
 
 static int read_schema(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *st, mw_schema_t *s) {
@@ -642,9 +883,10 @@ static int read_schema(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *st, mw_schem
     free(nm);
     if (rc < 0) return rc;
     mw_field_t *f = &s->fields[rc];
-    if ((rc = read_type(d, r, &ft, f)) < 0) return rc;
-    if ((rc = read_kvs(d, r, &ft, 6, &f->meta, f->name)) < 0) return rc;
-    if ((rc = parse_pk_position(d, r->base + ft.pos, f)) < 0) return rc;
+    if ((rc = read_field(d, r, &ft, f, 0)) < 0) return rc;
+    char why[160];
+    if (mw_field_check(f, why, sizeof why) < 0)
+      return bad_at(d, r->base + ft.pos, f->name, why);
   }
   return read_kvs(d, r, st, 2, &s->meta, "schema metadata");
 }
@@ -780,25 +1022,48 @@ static int take_fixed(dec_t *d, body_t *b, size_t need, mw_buf_t *dst, const cha
   return mw_buf_append(dst, p, need);
 }
 
-static int take_varlen(dec_t *d, body_t *b, int64_t len, mw_column_t *c, const char *what) {
-  const uint8_t *op, *vp;
-  size_t on, vn, need = (size_t)(len + 1) * 4;
+/* The offsets buffer of a VAR or LIST column of len rows: int32, or int64
+ * for large types. Checked (monotone, non-negative, every span inside
+ * int32) and stored rebased to 0 as int32 in c->offsets; *base and *end are
+ * the first and last offsets as written. */
+static int take_offsets(dec_t *d, body_t *b, int64_t len, bool large, mw_column_t *c,
+                        int64_t *base, int64_t *end, const char *what) {
+  const uint8_t *op;
+  size_t on, ow = large ? 8 : 4, need = (size_t)(len + 1) * ow;
   int rc = next_buf(d, b, 1, &op, &on, what);
-  if (rc < 0 || (rc = next_buf(d, b, 2, &vp, &vn, what)) < 0) return rc;
+  if (rc < 0) return rc;
   c->offsets.len = 0;
+  *base = *end = 0;
   if (len == 0 && on == 0) return mw_buf_put_u32le(&c->offsets, 0);
   if (on < need) return bad_at(d, b->pos, what, "offsets buffer too short");
-  if ((rc = charge(d, b, need, what)) < 0 || (rc = mw_buf_append(&c->offsets, op, need)) < 0)
-    return rc;
-  int32_t *o = (int32_t *)(void *)c->offsets.data, base = o[0];
-  if (base < 0) return bad_at(d, b->pos, what, "negative offset");
-  int32_t bad = 0;
-  for (int64_t i = 0; i < len; i++) bad |= o[i + 1] < o[i];
-  if (bad || (size_t)o[len] > vn) return bad_at(d, b->pos, what, "offsets not monotone or past the data");
-  if (base)
-    for (int64_t i = 0; i <= len; i++) o[i] -= base;
-  size_t dn = (size_t)o[len];
-  assert(o[0] == 0 && c->offsets.len == need);
+  if ((rc = charge(d, b, need, what)) < 0) return rc;
+  int32_t *o = mw_buf_extend(&c->offsets, (size_t)(len + 1) * 4);
+  if (o == NULL) return -ENOMEM;
+  int64_t first = large ? (int64_t)mw_load_u64le(op) : (int32_t)mw_load_u32le(op), prev = first;
+  if (first < 0) return bad_at(d, b->pos, what, "negative offset");
+  bool bad = false;
+  for (int64_t i = 0; i <= len; i++) {
+    int64_t v = large ? (int64_t)mw_load_u64le(op + 8 * i) : (int32_t)mw_load_u32le(op + 4 * i);
+    bad |= v < prev || v - first > INT32_MAX;
+    o[i] = (int32_t)(v - first);
+    prev = v;
+  }
+  if (bad) return bad_at(d, b->pos, what, "offsets not monotone or a span over 2 GiB");
+  *base = first;
+  *end = prev;
+  assert(o[0] == 0 && c->offsets.len == (size_t)(len + 1) * 4);
+  return 0;
+}
+
+static int take_varlen(dec_t *d, body_t *b, int64_t len, bool large, mw_column_t *c,
+                       const char *what) {
+  int64_t base, end;
+  const uint8_t *vp;
+  size_t vn;
+  int rc = take_offsets(d, b, len, large, c, &base, &end, what);
+  if (rc < 0 || (rc = next_buf(d, b, 2, &vp, &vn, what)) < 0) return rc;
+  if ((uint64_t)end > vn) return bad_at(d, b->pos, what, "offsets past the data");
+  size_t dn = (size_t)(end - base);
   if ((rc = charge(d, b, dn, what)) < 0) return rc;
   return mw_buf_append(&c->values, vp + base, dn);
 }
@@ -818,7 +1083,7 @@ static bool fsl_short_child_ok(const mw_column_t *c, int64_t len, int64_t clen, 
   return true;
 }
 
-static int fsl_pad_child(mw_column_t *c, int64_t have, int64_t want) {
+static int fsl_pad_child(mw_column_t *c, int64_t have, int64_t want, size_t item_width) {
   assert(have < want);
   if (c->item_validity.len > 0) { /* items [have, want) null */
     size_t bytes = (size_t)(want + 7) / 8;
@@ -828,38 +1093,73 @@ static int fsl_pad_child(mw_column_t *c, int64_t have, int64_t want) {
     if (mw_buf_fill(&c->item_validity, 0, bytes - c->item_validity.len) < 0) return -ENOMEM;
     c->item_null_count += want - have;
   }
-  return mw_buf_fill(&c->values, 0, (size_t)(want - have) * 4);
+  return mw_buf_fill(&c->values, 0, (size_t)(want - have) * item_width);
 }
 
-static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, mw_column_t *c) {
+static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, bool exact,
+                       mw_column_t *c, int depth);
+
+/* Keep items [base, end) of a list's child (arrow writers may leave the
+ * child longer than its offsets say, or start the offsets past 0). */
+static int slice_child(mw_column_t *c, const mw_field_t *f, int64_t base, int64_t end) {
+  mw_column_t tmp;
+  int rc = mw_column_init(&tmp, f);
+  if (rc == 0) rc = mw_column_append_range(&tmp, c, f, base, end - base);
+  if (rc < 0) {
+    mw_column_free(&tmp);
+    return rc;
+  }
+  mw_column_free(c);
+  *c = tmp;
+  return 0;
+}
+
+/* One column (and its children) of `rows` rows, or at least `rows` when
+ * not exact (a list's child, sliced by the caller). */
+static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, bool exact,
+                       mw_column_t *c, int depth) {
   int64_t len, nulls;
   const char *w = f->name;
+  if (depth > MW_MAX_NESTING) return bad_at(d, b->r->base, w, "nested too deep");
   int rc = next_node(d, b, &len, &nulls, w);
   if (rc < 0) return rc;
-  if (len != rows) return bad_at(d, b->r->base, w, "field node length differs from the batch length");
+  if (exact ? len != rows : len < rows)
+    return bad_at(d, b->r->base, w, "field node length differs from its parent's");
   c->length = len;
   c->null_count = nulls;
   if ((rc = take_validity(d, b, len, nulls, f->nullable, &c->validity, w)) < 0) return rc;
-  switch (f->type) {
-    case MW_T_BOOL: {
+  switch (mw_field_layout(f)) {
+    case MW_LAYOUT_BOOL: {
       const uint8_t *p;
       size_t n;
       if ((rc = next_buf(d, b, 1, &p, &n, w)) < 0) return rc;
       return take_bits(d, b, p, n, len, &c->values, w);
     }
-    case MW_T_UTF8:
-    case MW_T_BINARY:
-      return take_varlen(d, b, len, c, w);
-    case MW_T_FSL_F32: {
+    case MW_LAYOUT_VAR:
+      return take_varlen(d, b, len, mw_field_info(f)->large, c, w);
+    case MW_LAYOUT_LIST: {
+      int64_t base, end;
+      if ((rc = take_offsets(d, b, len, mw_field_info(f)->large, c, &base, &end, w)) < 0) return rc;
+      mw_column_t *ch = &c->children[0];
+      if ((rc = read_column(d, b, &f->children[0], end, false, ch, depth + 1)) < 0) return rc;
+      return base != 0 || ch->length != end ? slice_child(ch, &f->children[0], base, end) : 0;
+    }
+    case MW_LAYOUT_STRUCT:
+      for (uint32_t i = 0; i < f->n_children; i++)
+        if ((rc = read_column(d, b, &f->children[i], len, true, &c->children[i], depth + 1)) < 0)
+          return rc;
+      return 0;
+    case MW_LAYOUT_FSL: {
       int64_t clen, cnulls;
+      size_t iw = mw_fsl_item_width(f);
       if ((rc = next_node(d, b, &clen, &cnulls, w)) < 0) return rc;
       if (!fsl_short_child_ok(c, len, clen, f->fsl_dim))
         return bad_at(d, b->r->base, w, "list child length is not length*size");
       c->item_null_count = cnulls;
       if ((rc = take_validity(d, b, clen, cnulls, f->item_nullable, &c->item_validity, w)) < 0)
         return rc;
-      if ((rc = take_fixed(d, b, (size_t)clen * 4, &c->values, w)) < 0) return rc;
-      return clen < len * f->fsl_dim ? fsl_pad_child(c, clen, len * f->fsl_dim) : 0;
+      if ((rc = take_fixed(d, b, (size_t)clen * iw, &c->values, w)) < 0) return rc;
+      return clen < len * f->fsl_dim ? fsl_pad_child(c, clen, len * f->fsl_dim, iw) : 0;
     }
     default:
       return take_fixed(d, b, (size_t)len * mw_type_width(f), &c->values, w);
@@ -870,12 +1170,8 @@ static int read_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *bt, body_t *b
                       const mw_schema_t *s, mw_batch_t *out, bool reuse) {
   int64_t rows;
   mw_fbt_t comp;
-  size_t want_nodes = s->n_fields, want_bufs = 0;
-  for (size_t i = 0; i < s->n_fields; i++) {
-    mw_type_t t = s->fields[i].type;
-    want_nodes += t == MW_T_FSL_F32;
-    want_bufs += t == MW_T_UTF8 || t == MW_T_BINARY || t == MW_T_FSL_F32 ? 3 : 2;
-  }
+  size_t want_nodes = 0, want_bufs = 0;
+  for (size_t i = 0; i < s->n_fields; i++) count_field(&s->fields[i], &want_nodes, &want_bufs);
   int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
   if (rc < 0) return rc;
   if (rows < 0) return bad_at(d, r->base + bt->pos, "record batch", "negative length");
@@ -905,7 +1201,7 @@ static int read_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *bt, body_t *b
   else if ((rc = mw_batch_init(out, s)) < 0) return rc;
   out->n_rows = rows;
   for (size_t i = 0; i < s->n_fields; i++)
-    if ((rc = read_column(d, b, &s->fields[i], rows, &out->cols[i])) < 0) goto fail;
+    if ((rc = read_column(d, b, &s->fields[i], rows, true, &out->cols[i], 0)) < 0) goto fail;
   assert(b->next_node == b->n_nodes && b->next_buf == b->n_bufs);
   return 0;
 fail:

@@ -47,7 +47,7 @@ typedef struct ient {
   uint64_t row;
 } ient_t;
 
-static bool is_str(mw_type_t t) { return t == MW_T_UTF8 || t == MW_T_BINARY; }
+static bool is_str(mw_type_t t) { return mw_type_info(t)->layout == MW_LAYOUT_VAR; }
 
 static uint64_t int_key(mw_type_t t, const uint8_t *v) {
   switch (t) {
@@ -235,6 +235,7 @@ int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint3
   assert(page_data != NULL && page_lookup != NULL);
   mw_type_t t = pk_field->type;
   if (!(t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 || is_str(t)))
+    /* the key types (types.c `pk`) plus unsigned ints, which sort the same way */
     return mw_err_set(err, -EINVAL, "pk field '%s': type %s cannot be indexed", pk_field->name,
                       mw_type_name(t));
   int64_t n = keys->length;

@@ -8,7 +8,8 @@
  * page_lookup.lance (one row per 8192-entry page: min, max, null_count,
  * page_idx; schema metadata batch_size="8192", range_partitioned="false").
  *
- * Keys: int32, int64, uint32, uint64, utf8 and binary. Null keys (undefined in
+ * Keys: int32, int64, uint32, uint64, and the VAR types (utf8, large_utf8, binary,
+ * large_binary; sorted by bytes). Null keys (undefined in
  * Lance for a primary key) sort first and are counted in null_count.
  *
  * Errors: negative errno; -EINVAL for an unsupported key type or a column that

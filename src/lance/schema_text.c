@@ -66,6 +66,13 @@ static void lex_next(lex_t *l) {
   l->pos = p + t.len;
 }
 
+/* The first character after the current token and any blanks. */
+static char lex_peek(const lex_t *l) {
+  const char *p = l->pos;
+  while (*p == ' ' || *p == '\t') p++;
+  return *p;
+}
+
 static void lex_init(lex_t *l, const char *what, const char *text, mw_err_t *err) {
   *l = (lex_t){what, text, text, {TK_END, text, 0, 1}, err};
   lex_next(l);
@@ -121,80 +128,224 @@ static int check_text(const char *what, const char *text, mw_err_t *err) {
 
 /* ------------------------------------------------------------------ schema */
 
+/* Type names without parameters (aliases included). */
 static const struct {
   const char *name;
   mw_type_t type;
 } type_names[] = {
-    {"int32", MW_T_INT32},     {"int64", MW_T_INT64},     {"uint32", MW_T_UINT32},
-    {"uint64", MW_T_UINT64},   {"float", MW_T_FLOAT32},   {"float32", MW_T_FLOAT32},
-    {"double", MW_T_FLOAT64},  {"float64", MW_T_FLOAT64}, {"bool", MW_T_BOOL},
-    {"string", MW_T_UTF8},     {"utf8", MW_T_UTF8},       {"binary", MW_T_BINARY},
+    {"int8", MW_T_INT8},           {"int16", MW_T_INT16},         {"int32", MW_T_INT32},
+    {"int64", MW_T_INT64},         {"uint8", MW_T_UINT8},         {"uint16", MW_T_UINT16},
+    {"uint32", MW_T_UINT32},       {"uint64", MW_T_UINT64},       {"float16", MW_T_FLOAT16},
+    {"halffloat", MW_T_FLOAT16},   {"float", MW_T_FLOAT32},       {"float32", MW_T_FLOAT32},
+    {"double", MW_T_FLOAT64},      {"float64", MW_T_FLOAT64},     {"bool", MW_T_BOOL},
+    {"string", MW_T_UTF8},         {"utf8", MW_T_UTF8},           {"large_string", MW_T_LARGE_UTF8},
+    {"large_utf8", MW_T_LARGE_UTF8}, {"binary", MW_T_BINARY},     {"large_binary", MW_T_LARGE_BINARY},
+    {"date32", MW_T_DATE32},       {"date64", MW_T_DATE64},
 };
 
 #define TYPE_LIST \
-  "a type (int32, int64, uint32, uint64, float, double, bool, string, binary, " \
-  "fixed_size_list<float32,D>)"
+  "a type (int8..int64, uint8..uint64, float16, float, double, bool, string, large_string, " \
+  "binary, large_binary, fixed_size_binary<N>, date32, date64, time32<s|ms>, time64<us|ns>, " \
+  "timestamp<unit[, tz]>, decimal128<P,S>, fixed_size_list<T,D>, list<T>, large_list<T>, " \
+  "struct<name:T, ...>)"
 
-/* Parse a type at the current token into *type / *dim. */
-static int parse_type(lex_t *l, mw_type_t *type, int32_t *dim) {
+static int parse_type(lex_t *l, mw_field_t *f, int depth);
+static int parse_field(lex_t *l, mw_field_t *parent, mw_schema_t *s, int depth);
+
+/* `not null` after a type: *nullable = false. */
+static int take_not_null(lex_t *l, bool *nullable) {
+  *nullable = true;
+  if (!tok_is(&l->t, "not")) return 0;
+  lex_next(l);
+  if (!tok_is(&l->t, "null")) return expected(l, "null (after not)");
+  lex_next(l);
+  *nullable = false;
+  return 0;
+}
+
+/* A unit name at the current token, one of `allowed` (bit per mw_unit_t). */
+static int take_unit(lex_t *l, unsigned allowed, const char *what, uint8_t *unit) {
+  int u = l->t.kind == TK_IDENT ? mw_unit_parse(l->t.p, l->t.len) : -EINVAL;
+  if (u < 0 || !(allowed & (1u << u))) return expected(l, what);
+  *unit = (uint8_t)u;
+  lex_next(l);
+  return 0;
+}
+
+/* `, tz>` of a timestamp: the raw text up to '>' (trimmed) is the zone. */
+static int take_tz(lex_t *l, mw_field_t *f) {
+  const char *p = l->t.p, *e = strchr(p, '>');
+  size_t col = l->t.col;
+  if (e == NULL) return expected(l, "a time zone and '>'");
+  while (e > p && (e[-1] == ' ' || e[-1] == '\t')) e--;
+  size_t n = (size_t)(e - p);
+  if (n == 0 || n > MW_MAX_TZ_BYTES)
+    return mw_err_set(l->err, -EINVAL, "%s: column %zu: time zone must be 1..%d characters", l->what,
+                      col, MW_MAX_TZ_BYTES);
+  for (size_t i = 0; i < n; i++) {
+    if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f || p[i] == ',' || p[i] == '<')
+      return mw_err_set(l->err, -EINVAL, "%s: column %zu: time zone \"%.*s\" has a character "
+                        "that is not allowed", l->what, col, (int)n, p);
+    /* Lance 12 splits "timestamp:us:<tz>" on ':' and refuses such a table */
+    if (p[i] == ':')
+      return mw_err_set(l->err, -EINVAL, "%s: column %zu: time zone \"%.*s\": Lance 12 cannot "
+                        "store a zone with ':' (write a name such as UTC or Asia/Kolkata)",
+                        l->what, col, (int)n, p);
+  }
+  if ((f->tz = strndup(p, n)) == NULL) return mw_err_set(l->err, -ENOMEM, "%s: out of memory", l->what);
+  l->pos = e;
+  lex_next(l);
+  return 0;
+}
+
+static int parse_param_type(lex_t *l, mw_field_t *f, int depth) {
+  int rc;
+  long d;
+  lex_next(l);
+  if ((rc = expect_punct(l, '<', "'<'")) < 0) return rc;
+  switch (f->type) {
+    case MW_T_FIXED_BINARY:
+      if ((rc = take_number(l, "the byte width", 1, MW_MAX_FIXED_BINARY_BYTES, &d)) < 0) return rc;
+      f->byte_width = (int32_t)d;
+      break;
+    case MW_T_TIME32:
+      if ((rc = take_unit(l, 1u << MW_UNIT_S | 1u << MW_UNIT_MS, "s or ms", &f->unit)) < 0) return rc;
+      break;
+    case MW_T_TIME64:
+      if ((rc = take_unit(l, 1u << MW_UNIT_US | 1u << MW_UNIT_NS, "us or ns", &f->unit)) < 0) return rc;
+      break;
+    case MW_T_TIMESTAMP:
+      if ((rc = take_unit(l, 0xF, "a unit (s, ms, us, ns)", &f->unit)) < 0) return rc;
+      if (l->t.kind == TK_PUNCT && *l->t.p == ',') {
+        lex_next(l);
+        if ((rc = take_tz(l, f)) < 0) return rc;
+      }
+      break;
+    case MW_T_DECIMAL128: {
+      long sc;
+      if ((rc = take_number(l, "the precision", 1, MW_MAX_DECIMAL_PRECISION, &d)) < 0) return rc;
+      if ((rc = expect_punct(l, ',', "',' and the scale")) < 0) return rc;
+      if ((rc = take_number(l, "the scale", 0, d, &sc)) < 0) return rc;
+      f->precision = (uint8_t)d;
+      f->scale = (int8_t)sc;
+      break;
+    }
+    case MW_T_FSL: {
+      mw_field_t item;
+      memset(&item, 0, sizeof item);
+      tok_t it = l->t;
+      if ((rc = parse_type(l, &item, depth + 1)) < 0) return rc;
+      bool ok = mw_type_info(item.type)->fsl_item;
+      mw_type_t t = item.type;
+      free(item.tz);
+      if (!ok) {
+        char g[80];
+        return mw_err_set(l->err, -EINVAL, "%s: column %zu: a fixed_size_list item must be a number "
+                          "type (int8..uint64, float16, float, double), got %s", l->what, it.col,
+                          tok_show(&it, g, sizeof g));
+      }
+      if ((rc = expect_punct(l, ',', "','")) < 0) return rc;
+      if ((rc = take_number(l, "the list size", 1, MW_MAX_FSL_DIM, &d)) < 0) return rc;
+      f->item_type = t;
+      f->fsl_dim = (int32_t)d;
+      break;
+    }
+    case MW_T_LIST: case MW_T_LARGE_LIST: {
+      int k = mw_field_add_child(f, "item", MW_T_INT32, true);
+      if (k < 0) return mw_err_set(l->err, k, "%s: out of memory", l->what);
+      if ((rc = parse_type(l, &f->children[0], depth + 1)) < 0) return rc;
+      if ((rc = take_not_null(l, &f->children[0].nullable)) < 0) return rc;
+      break;
+    }
+    case MW_T_STRUCT:
+      for (;;) {
+        if ((rc = parse_field(l, f, NULL, depth + 1)) < 0) return rc;
+        if (l->t.kind != TK_PUNCT || *l->t.p != ',') break;
+        lex_next(l);
+      }
+      break;
+    default:
+      assert(!"a type without parameters");
+      return -EINVAL;
+  }
+  return expect_punct(l, '>', "'>'");
+}
+
+/* Parse a type at the current token into f (type, parameters, children). */
+static int parse_type(lex_t *l, mw_field_t *f, int depth) {
   if (l->t.kind != TK_IDENT) return expected(l, TYPE_LIST);
+  if (depth > MW_MAX_NESTING)
+    return mw_err_set(l->err, -EINVAL, "%s: column %zu: types nested deeper than %d levels",
+                      l->what, l->t.col, MW_MAX_NESTING);
   for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++) {
     if (tok_is(&l->t, type_names[i].name)) {
-      *type = type_names[i].type;
+      f->type = type_names[i].type;
       lex_next(l);
       return 0;
     }
   }
-  if (!tok_is(&l->t, "fixed_size_list")) return expected(l, TYPE_LIST);
-  lex_next(l);
-  int rc;
-  long d;
-  if ((rc = expect_punct(l, '<', "'<'")) < 0) return rc;
-  if (!tok_is(&l->t, "float32") && !tok_is(&l->t, "float"))
-    return expected(l, "float32 (the only list item type)");
-  lex_next(l);
-  if ((rc = expect_punct(l, ',', "','")) < 0) return rc;
-  if ((rc = take_number(l, "the list size", 1, MW_MAX_FSL_DIM, &d)) < 0) return rc;
-  if ((rc = expect_punct(l, '>', "'>'")) < 0) return rc;
-  *type = MW_T_FSL_F32;
-  *dim = (int32_t)d;
-  return 0;
+  static const struct {
+    const char *name;
+    mw_type_t type;
+  } param[] = {
+      {"fixed_size_binary", MW_T_FIXED_BINARY}, {"time32", MW_T_TIME32}, {"time64", MW_T_TIME64},
+      {"timestamp", MW_T_TIMESTAMP},           {"decimal128", MW_T_DECIMAL128},
+      {"fixed_size_list", MW_T_FSL},           {"list", MW_T_LIST},
+      {"large_list", MW_T_LARGE_LIST},         {"struct", MW_T_STRUCT},
+  };
+  for (size_t i = 0; i < sizeof param / sizeof param[0]; i++) {
+    if (!tok_is(&l->t, param[i].name)) continue;
+    f->type = param[i].type;
+    f->unit = f->type == MW_T_TIMESTAMP ? MW_UNIT_US : f->unit;
+    /* a bare `timestamp` is timestamp<us> (Arrow's and LanceDB's default) */
+    if (f->type == MW_T_TIMESTAMP && lex_peek(l) != '<') {
+      lex_next(l);
+      return 0;
+    }
+    return parse_param_type(l, f, depth);
+  }
+  return expected(l, TYPE_LIST);
 }
 
-static int parse_field(lex_t *l, mw_schema_t *s) {
+/* `name:type [not null]` into the schema (parent NULL) or a struct. */
+static int parse_field(lex_t *l, mw_field_t *parent, mw_schema_t *s, int depth) {
   char name[MW_SCHEMA_NAME_MAX_BYTES + 1];
   tok_t nt = l->t;
-  if (nt.kind != TK_IDENT) return expected(l, "a column name");
+  if (nt.kind != TK_IDENT) return expected(l, parent ? "a struct field name" : "a column name");
   if (nt.len > MW_SCHEMA_NAME_MAX_BYTES)
     return mw_err_set(l->err, -EINVAL, "%s: column %zu: name longer than %d bytes", l->what,
                       nt.col, MW_SCHEMA_NAME_MAX_BYTES);
   memcpy(name, nt.p, nt.len);
   name[nt.len] = 0;
-  if (strcmp(name, "_tombstone") == 0)
+  if (parent == NULL && strcmp(name, "_tombstone") == 0)
     return mw_err_set(l->err, -EINVAL, "%s: column %zu: \"_tombstone\" is reserved", l->what,
                       nt.col);
-  if (mw_schema_find(s, name) >= 0)
-    return mw_err_set(l->err, -EINVAL, "%s: column %zu: duplicate column \"%s\"", l->what,
-                      nt.col, name);
-  if (s->n_fields >= MW_MAX_FIELDS)
+  bool dup = false;
+  if (parent == NULL) dup = mw_schema_find(s, name) >= 0;
+  for (uint32_t i = 0; parent && i < parent->n_children; i++)
+    dup |= strcmp(parent->children[i].name, name) == 0;
+  if (dup)
+    return mw_err_set(l->err, -EINVAL, "%s: column %zu: duplicate %s \"%s\"", l->what, nt.col,
+                      parent ? "struct field" : "column", name);
+  if (parent == NULL && s->n_fields >= MW_MAX_FIELDS)
     return mw_err_set(l->err, -EINVAL, "%s: column %zu: more than %d columns", l->what, nt.col,
                       MW_MAX_FIELDS);
+  if (parent != NULL && parent->n_children >= MW_MAX_STRUCT_FIELDS)
+    return mw_err_set(l->err, -EINVAL, "%s: column %zu: more than %d struct fields", l->what,
+                      nt.col, MW_MAX_STRUCT_FIELDS);
   lex_next(l);
   int rc;
-  mw_type_t type = MW_T_INT32;
-  int32_t dim = 0;
-  if ((rc = expect_punct(l, ':', "':' after the column name")) < 0) return rc;
-  if ((rc = parse_type(l, &type, &dim)) < 0) return rc;
-  bool nullable = true;
-  if (tok_is(&l->t, "not")) {
-    lex_next(l);
-    if (!tok_is(&l->t, "null")) return expected(l, "null (after not)");
-    lex_next(l);
-    nullable = false;
-  }
-  int idx = mw_schema_add(s, name, type, nullable);
+  if ((rc = expect_punct(l, ':', parent ? "':' after the struct field name" : "':' after the column name")) < 0)
+    return rc;
+  int idx = parent ? mw_field_add_child(parent, name, MW_T_INT32, true)
+                   : mw_schema_add(s, name, MW_T_INT32, true);
   if (idx < 0) return mw_err_set(l->err, idx, "%s: out of memory", l->what);
-  s->fields[idx].fsl_dim = dim;
+  mw_field_t *f = parent ? &parent->children[idx] : &s->fields[idx];
+  if ((rc = parse_type(l, f, depth)) < 0) return rc;
+  if ((rc = take_not_null(l, &f->nullable)) < 0) return rc;
+  char why[160];
+  if (mw_field_check(f, why, sizeof why) < 0)
+    return mw_err_set(l->err, -EINVAL, "%s: column %zu: %s", l->what, nt.col, why);
   return 0;
 }
 
@@ -207,7 +358,7 @@ int mw_schema_text_parse(const char *text, mw_schema_t *out, mw_err_t *err) {
   lex_init(&l, "schema", text, err);
   if (l.t.kind == TK_END) return mw_err_set(err, -EINVAL, "schema: no columns");
   for (;;) {
-    if ((rc = parse_field(&l, out)) < 0) goto fail;
+    if ((rc = parse_field(&l, NULL, out, 0)) < 0) goto fail;
     if (l.t.kind == TK_END) break;
     if ((rc = expect_punct(&l, ',', "',' or \"not null\" or end of text")) < 0) goto fail;
   }
@@ -220,11 +371,9 @@ fail:
 
 /* ------------------------------------------------------------- primary key */
 
-/* The key types Lance 12 accepts (setUnenforcedPrimaryKey refuses uint32,
- * uint64 and bool; tests/formats/data/bloom_types/ has its messages). */
-static bool pk_type_ok(mw_type_t t) {
-  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UTF8 || t == MW_T_BINARY;
-}
+/* The key types Lance 12 accepts (types.c `pk`; setUnenforcedPrimaryKey's
+ * refusals are in tests/formats/data/bloom_types/). */
+static bool pk_type_ok(mw_type_t t) { return mw_type_info(t)->pk; }
 
 /* Column name at the current token -> field index. */
 static int take_column(lex_t *l, const mw_schema_t *s, tok_t *at) {
@@ -262,10 +411,13 @@ int mw_schema_pk_text_apply(mw_schema_t *s, const char *text, mw_err_t *err) {
   if (f->nullable)
     return mw_err_set(err, -EINVAL, "primary_key: column %zu: \"%s\" must be declared not null",
                       at.col, f->name);
-  if (!pk_type_ok(f->type))
+  if (!pk_type_ok(f->type)) {
+    char t[MW_FIELD_TEXT_BYTES];
     return mw_err_set(err, -EINVAL,
-                      "primary_key: column %zu: \"%s\" is %s; a key must be int32, int64, string "
-                      "or binary (Lance 12 refuses uint32, uint64 and bool keys)", at.col, f->name, mw_type_name(f->type));
+                      "primary_key: column %zu: \"%s\" is %s; a key must be int32, int64, string, "
+                      "large_string, binary or large_binary (the key types Lance 12 accepts and "
+                      "can flush)", at.col, f->name, mw_field_type_text(f, t, sizeof t));
+  }
   for (size_t i = 0; i < s->n_fields; i++)
     if (s->fields[i].pk_position != 0 && (int)i != idx)
       return mw_err_set(err, -EEXIST, "primary_key: \"%s\" is already the primary key",
@@ -287,14 +439,9 @@ const char *mw_shard_kind_name(mw_shard_kind_t k) {
   return "?";
 }
 
-static bool bucket_type_ok(mw_type_t t) {
-  return t != MW_T_BINARY && t != MW_T_FSL_F32;
-}
+static bool bucket_type_ok(mw_type_t t) { return mw_type_info(t)->bucket; }
 
-static bool identity_type_ok(mw_type_t t) {
-  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 ||
-         t == MW_T_UTF8 || t == MW_T_BOOL;
-}
+static bool identity_type_ok(mw_type_t t) { return mw_type_info(t)->identity; }
 
 int mw_shard_spec_text_parse(const char *text, const mw_schema_t *s, mw_shard_spec_t *out,
                              mw_err_t *err) {
@@ -314,12 +461,14 @@ int mw_shard_spec_text_parse(const char *text, const mw_schema_t *s, mw_shard_sp
     int idx = take_column(&l, s, &at);
     if (idx < 0) return idx;
     mw_type_t t = s->fields[idx].type;
+    char tt[MW_FIELD_TEXT_BYTES];
     if (bucket ? !bucket_type_ok(t) : !identity_type_ok(t))
       return mw_err_set(err, -EINVAL, "spec: column %zu: %s() cannot use \"%s\" of type %s (%s)",
                         at.col, bucket ? "bucket" : "identity", s->fields[idx].name,
-                        mw_type_name(t),
-                        bucket ? "use an integer, float, double, bool or string column"
-                               : "use an integer, string or bool column");
+                        mw_field_type_text(&s->fields[idx], tt, sizeof tt),
+                        bucket ? "use an int32, int64, uint32, uint64, float, double, bool or "
+                                 "string column"
+                               : "use an int32, int64, uint32, uint64, string or bool column");
     long n = 0;
     if (bucket) {
       if ((rc = expect_punct(&l, ',', "',' and the number of buckets")) < 0) return rc;
@@ -454,16 +603,27 @@ fail:
 
 /* ---------------------------------------------------------------- helpers */
 
+/* Highest field id in the tree of f, or -1. */
+static int32_t max_id(const mw_field_t *f) {
+  int32_t m = f->id;
+  for (uint32_t i = 0; i < f->n_children; i++) {
+    int32_t c = max_id(&f->children[i]);
+    if (c > m) m = c;
+  }
+  return m;
+}
+
 int mw_schema_tombstone_append(mw_schema_t *s) {
   assert(s != NULL);
   if (mw_schema_find(s, "_tombstone") >= 0) return -EEXIST;
-  int32_t next = 0;
-  bool any = false;
+  int32_t next = -1;
+  size_t total = 0;
   for (size_t i = 0; i < s->n_fields; i++) {
-    if (s->fields[i].id >= 0) any = true;
-    if (s->fields[i].id + 1 > next) next = s->fields[i].id + 1;
+    int32_t m = max_id(&s->fields[i]);
+    if (m > next) next = m;
+    total += mw_field_count(&s->fields[i]);
   }
-  if (!any) next = (int32_t)s->n_fields;
+  next = next >= 0 ? next + 1 : (int32_t)total;
   int idx = mw_schema_add(s, "_tombstone", MW_T_BOOL, false);
   if (idx < 0) return idx;
   s->fields[idx].id = next;
@@ -471,7 +631,15 @@ int mw_schema_tombstone_append(mw_schema_t *s) {
   return idx;
 }
 
+static int32_t ids_assign(mw_field_t *f, int32_t next) {
+  f->id = next++;
+  for (uint32_t i = 0; i < f->n_children; i++) next = ids_assign(&f->children[i], next);
+  return next;
+}
+
 void mw_schema_ids_assign(mw_schema_t *s) {
   assert(s != NULL);
-  for (size_t i = 0; i < s->n_fields; i++) s->fields[i].id = (int32_t)i;
+  int32_t next = 0;
+  for (size_t i = 0; i < s->n_fields; i++) next = ids_assign(&s->fields[i], next);
+  assert(next >= (int32_t)s->n_fields);
 }

@@ -8,12 +8,25 @@
  *   spec        = unsharded | bucket(id,16) | identity(region)
  *   shards      = all | 0,3,5 | us,eu
  *
- * Type names: int32, int64, uint32, uint64, float (= float32), double
- * (= float64), bool, string (= utf8), binary, fixed_size_list<float32,D>
- * (D in 1..MW_MAX_FSL_DIM; `float` accepted for the item). Fields are
+ * Types (types.h has their properties):
+ *   int8 int16 int32 int64 uint8 uint16 uint32 uint64
+ *   float16 (= halffloat)  float (= float32)  double (= float64)  bool
+ *   string (= utf8)  large_string (= large_utf8)  binary  large_binary
+ *   fixed_size_binary<N>                         N in 1..65536 bytes
+ *   date32  date64  time32<s|ms>  time64<us|ns>
+ *   timestamp  timestamp<unit>  timestamp<unit, TZ>  unit s|ms|us|ns (bare:
+ *                                                us); TZ e.g. UTC, Etc/GMT+5,
+ *                                                Europe/Paris (raw text)
+ *   decimal128<P, S>                             P in 1..38, S in 0..P
+ *   fixed_size_list<T, D>   T a number type, D in 1..MW_MAX_FSL_DIM
+ *   list<T [not null]>  large_list<T [not null]>   any T
+ *   struct<name: T [not null], ...>              any T, 1..256 fields
+ * e.g. `ts:timestamp<us, UTC> not null, tags:list<string>,
+ * meta:struct<host: string, pid: int32, at: struct<x: double>>`. Fields are
  * nullable unless followed by `not null`. Names match [A-Za-z_][A-Za-z0-9_]*,
- * are unique, and `_tombstone` is reserved (the MemWAL column, appended by
- * mw_schema_tombstone_append). Spaces and tabs may go between tokens.
+ * are unique (per struct), and `_tombstone` is reserved (the MemWAL column,
+ * appended by mw_schema_tombstone_append). Spaces and tabs may go between
+ * tokens. Nesting is limited to MW_MAX_NESTING levels.
  *
  * Errors: negative errno with mw_err_t naming the 1-based column, the token
  * and what was expected, e.g.
@@ -61,7 +74,7 @@ typedef struct mw_shard_list {
 int mw_schema_text_parse(const char *text, mw_schema_t *out, mw_err_t *err);
 /* `primary_key = col`: sets pk_position = 1 and the field metadata
  * MW_PK_POSITION_KEY = "1". The column must exist, be not null and be of a
- * hashable type (ints, string, binary, bool). `a,b` -> -ENOTSUP. */
+ * key type Lance 12 accepts (types.h `pk`). `a,b` -> -ENOTSUP. */
 int mw_schema_pk_text_apply(mw_schema_t *s, const char *text, mw_err_t *err);
 /* `spec = ...` against the schema. */
 int mw_shard_spec_text_parse(const char *text, const mw_schema_t *s, mw_shard_spec_t *out,
@@ -77,7 +90,7 @@ const char *mw_shard_kind_name(mw_shard_kind_t k);
 /* Append `_tombstone: bool not null` with the next field id (max id + 1, or
  * n_fields when no ids are set). Returns its index, -EEXIST if present. */
 int mw_schema_tombstone_append(mw_schema_t *s);
-/* Lance field ids 0..n-1 in field order. */
+/* Lance field ids 0..n-1 in pre-order (a field, then its children). */
 void mw_schema_ids_assign(mw_schema_t *s);
 
 #endif

@@ -83,9 +83,10 @@ static uint64_t pk_payload(const mw_batch_t *b) {
     const mw_field_t *f = &b->schema->fields[i];
     if (f->pk_position == 0) continue;
     const mw_column_t *c = &b->cols[i];
-    if (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) {
+    if (mw_field_layout(f) == MW_LAYOUT_VAR) {
       const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
-      if (c->length > 0) sum += 4 * (uint64_t)c->length + (uint64_t)(off[c->length] - off[0]);
+      uint64_t ow = mw_field_info(f)->large ? 8 : 4;
+      if (c->length > 0) sum += ow * (uint64_t)c->length + (uint64_t)(off[c->length] - off[0]);
     } else if (f->type == MW_T_BOOL) {
       sum += bitmap_bytes(c->length);
     } else {
@@ -96,6 +97,19 @@ static uint64_t pk_payload(const mw_batch_t *b) {
 }
 
 /* ------------------------------------------------------------ validation */
+
+int mw_sstable_check_schema(const mw_schema_t *schema, mw_err_t *err) {
+  assert(schema != NULL);
+  for (size_t i = 0; i < schema->n_fields; i++) {
+    const mw_field_t *f = &schema->fields[i];
+    mw_layout_t l = mw_field_layout(f);
+    char t[MW_FIELD_TEXT_BYTES];
+    if (l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT)
+      return mw_err_set(err, -ENOTSUP, "column '%s' is %s: SSTables with list and struct columns "
+                        "are not written yet", f->name, mw_field_type_text(f, t, sizeof t));
+  }
+  return 0;
+}
 
 static int check_input(const mw_schema_t *s, const mw_batch_t *const *batches, size_t n,
                        int64_t *rows, mw_err_t *err) {
@@ -164,33 +178,22 @@ const mw_sstable_file_t *mw_sstable_find(const mw_sstable_t *sst, const char *su
   return NULL;
 }
 
-static void column_free(mw_column_t *c) {
-  mw_buf_free(&c->validity);
-  mw_buf_free(&c->values);
-  mw_buf_free(&c->offsets);
-  mw_buf_free(&c->item_validity);
-  memset(c, 0, sizeof *c);
-}
-
 /* Column `idx` of every batch, concatenated (the PK index needs all keys in
  * one column). Fixed-width columns without nulls are copied wholesale. */
 static int concat_column(const mw_field_t *f, const mw_batch_t *const *batches, size_t n, size_t idx,
                          mw_column_t *out) {
-  memset(out, 0, sizeof *out);
-  bool bytes = f->type == MW_T_UTF8 || f->type == MW_T_BINARY;
-  if (bytes && mw_buf_append(&out->offsets, &(int32_t){0}, 4) < 0) return -ENOMEM;
+  if (mw_column_init(out, f) < 0) return -ENOMEM;
   for (size_t i = 0; i < n; i++) {
     const mw_column_t *c = &batches[i]->cols[idx];
     int rc;
-    if (!bytes && f->type != MW_T_BOOL && c->null_count == 0 && out->null_count == 0 &&
-        c->item_validity.len == 0) {
+    if (mw_field_layout(f) == MW_LAYOUT_FIXED && c->null_count == 0 && out->null_count == 0) {
       rc = mw_buf_append(&out->values, c->values.data, (size_t)c->length * mw_type_width(f));
       out->length += c->length;
     } else {
       rc = mw_column_append_range(out, c, f, 0, c->length);
     }
     if (rc < 0) {
-      column_free(out);
+      mw_column_free(out);
       return rc;
     }
   }
@@ -219,7 +222,7 @@ static int strip_dead_items(const mw_schema_t *s, const mw_batch_t *const *batch
   bool any = false;
   for (size_t i = 0; i < n && !any; i++)
     for (size_t c = 0; c < s->n_fields; c++)
-      any |= s->fields[c].type == MW_T_FSL_F32 && dead_items_only(&s->fields[c], &batches[i]->cols[c]);
+      any |= s->fields[c].type == MW_T_FSL && dead_items_only(&s->fields[c], &batches[i]->cols[c]);
   if (!any) return 0;
   mw_batch_t *v = calloc(n, sizeof *v);
   if (v == NULL) return -ENOMEM;
@@ -233,7 +236,7 @@ static int strip_dead_items(const mw_schema_t *s, const mw_batch_t *const *batch
     }
     memcpy(v[i].cols, batches[i]->cols, s->n_fields * sizeof *v[i].cols);
     for (size_t c = 0; c < s->n_fields; c++) {
-      if (s->fields[c].type != MW_T_FSL_F32 || !dead_items_only(&s->fields[c], &v[i].cols[c])) continue;
+      if (s->fields[c].type != MW_T_FSL || !dead_items_only(&s->fields[c], &v[i].cols[c])) continue;
       mw_buf_init(&v[i].cols[c].item_validity);
       v[i].cols[c].item_null_count = 0;
     }
@@ -270,23 +273,23 @@ static int manifest_file(const mw_schema_t *schema, const char *data_name, const
   size_t n_fields = 0;
   int rc = mw_lance_fields_from_schema(schema, &fields, &n_fields);
   if (rc < 0) return mw_err_set(err, rc, "sstable: schema -> Lance fields failed");
-  int32_t *ids = calloc(schema->n_fields, sizeof *ids);
-  int32_t *cols = calloc(schema->n_fields, sizeof *cols);
-  if (ids == NULL || cols == NULL) {
-    rc = -ENOMEM;
+  /* the data file has one column per leaf field (lists and structs have
+   * none): DataFile.fields lists the leaves' ids, column_indices 0..L-1 */
+  int32_t *ids = calloc(n_fields ? n_fields : 1, sizeof *ids);
+  int32_t *cols = calloc(n_fields ? n_fields : 1, sizeof *cols);
+  int n_leaves = ids && cols ? mw_lance_leaves(schema, NULL, ids, n_fields) : -ENOMEM;
+  if (n_leaves < 0) {
+    rc = n_leaves;
     goto done;
   }
-  for (size_t i = 0; i < schema->n_fields; i++) {
-    ids[i] = schema->fields[i].id >= 0 ? schema->fields[i].id : (int32_t)i;
-    cols[i] = (int32_t)i;
-  }
+  for (int i = 0; i < n_leaves; i++) cols[i] = i;
   mw_sst_manifest_params_t p = {
       .fields = fields,
       .n_fields = n_fields,
       .data_file = data_name,
       .field_ids = ids,
       .column_indices = cols,
-      .n_columns = schema->n_fields,
+      .n_columns = (size_t)n_leaves,
       .file_size_bytes = sst->data_file_bytes,
       .physical_rows = sst->physical_rows,
       .has_deletion = sst->deleted_rows > 0,
@@ -360,9 +363,17 @@ static int step_deletions(const uint32_t *dead, size_t n_dead, rng_t *rng, mw_ss
   return rc < 0 ? rc : 0;
 }
 
-/* Step 6: bloom_filter.bin, one insert per physical row. */
-static int step_bloom(const uint64_t *hashes, int64_t rows, mw_sstable_t *out) {
+/* Step 6: bloom_filter.bin, one insert per physical row (of Lance 12's bloom
+ * hash, the same for every row of a large_utf8/large_binary key). */
+static int step_bloom(const mw_schema_t *schema, const uint64_t *hashes, int64_t rows,
+                      mw_sstable_t *out) {
   mw_bloom_t bloom = {0};
+  uint64_t same;
+  for (size_t i = 0; i < schema->n_fields; i++)
+    if (schema->fields[i].pk_position == 1 && mw_pk_bloom_constant(&schema->fields[i], &same)) {
+      hashes = &same;
+      rows = 1;
+    }
   mw_buf_t b = MW_BUF_INIT;
   int rc = mw_bloom_init(&bloom, MW_BLOOM_SST_BYTES);
   if (rc == 0) {
@@ -387,7 +398,7 @@ static int step_pk_index(const mw_schema_t *schema, const mw_batch_t *const *bat
   int rc = concat_column(&schema->fields[pk], batches, n, pk, &keys);
   if (rc < 0) return rc;
   rc = mw_pk_index_write(&schema->fields[pk], &keys, 0, &data, &lookup, err);
-  column_free(&keys);
+  mw_column_free(&keys);
   if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_DATA_FILE, &data);
   if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_LOOKUP_FILE, &lookup);
   mw_buf_free(&data);
@@ -468,7 +479,7 @@ int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches
   data_file_name(&rng, data_name);
   if ((rc = step_data_file(schema, batches, n_batches, opts, data_name, out, err)) < 0) goto fail;
   if ((rc = step_deletions(dead, (size_t)n_dead, &rng, out, err)) < 0) goto fail;
-  if ((rc = step_bloom(hashes, rows, out)) < 0) goto fail;
+  if ((rc = step_bloom(schema, hashes, rows, out)) < 0) goto fail;
   if ((rc = step_pk_index(schema, batches, n_batches, out, err)) < 0) goto fail;
   if ((rc = step_manifest(schema, opts, data_name, out, err)) < 0) goto fail;
   assert(out->n_files >= 6 && out->n_files <= MW_SSTABLE_MAX_FILES);

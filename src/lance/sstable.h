@@ -91,6 +91,11 @@ typedef struct mw_sstable {
   size_t n_files;
 } mw_sstable_t;
 
+/* Whether SSTables of this table schema can be written: every column type
+ * has a data-file encoding here. -ENOTSUP naming the column and its type
+ * otherwise (so a table is refused when it opens, not at its first flush). */
+int mw_sstable_check_schema(const mw_schema_t *schema, mw_err_t *err);
+
 /* Build every file of one SSTable. `out` must be zeroed or freed; on failure
  * it is left empty. */
 int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches,

@@ -31,11 +31,9 @@
 
 #define REFUSE(c, rc, ...) ((*code = (c)), mw_err_set(err, (rc), __VA_ARGS__))
 
-/* "int64", "fixed_size_list<float32, 8>". */
+/* "int64", "fixed_size_list<float32, 8>", "timestamp<ms, UTC>". */
 static const char *type_text(const mw_field_t *f, char *buf, size_t len) {
-  if (f->type != MW_T_FSL_F32) return mw_type_name(f->type);
-  snprintf(buf, len, "fixed_size_list<float32, %" PRId32 ">", f->fsl_dim);
-  return buf;
+  return mw_field_type_text(f, buf, len);
 }
 
 /* Pass 2: map[i] = frame column of table column i, or -1. */
@@ -53,8 +51,8 @@ static int match(const mw_schema_t *ts, const mw_schema_t *fs, bool ignore_unkno
       continue;
     }
     const mw_field_t *g = &fs->fields[j];
-    if (g->type != f->type || (f->type == MW_T_FSL_F32 && g->fsl_dim != f->fsl_dim)) {
-      char a[48], b[48];
+    if (!mw_field_type_equal(g, f)) {
+      char a[MW_FIELD_TEXT_BYTES / 2], b[MW_FIELD_TEXT_BYTES / 2];
       return REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: column \"%s\" is %s, the table has %s",
                     f->name, type_text(g, a, sizeof a), type_text(f, b, sizeof b));
     }

@@ -27,7 +27,8 @@
  *
  * Rollback: each column receives exactly one append per row, so on any error
  * every column longer than batch->n_rows is truncated back with
- * mw_column_truncate (batch.c). Duplicate keys are found with a per-field
+ * mw_column_truncate (batch.c), and so is every list or struct column, whose
+ * children may hold values of the failed row without the row itself. Duplicate keys are found with a per-field
  * row stamp, so nothing is cleared per row.
  */
 #include "net/jsonrow.h"
@@ -128,30 +129,51 @@ static const char *got_kind(uint8_t ch) {
   }
 }
 
+/* What a JSON value for f looks like, for "expected ..." messages. */
 static const char *expected_what(const mw_field_t *f, char *out, size_t out_len) {
   switch (f->type) {
-    case MW_T_INT32: case MW_T_INT64: case MW_T_UINT32: case MW_T_UINT64: return "an integer";
-    case MW_T_FLOAT32: case MW_T_FLOAT64: return "a number";
+    case MW_T_INT8: case MW_T_INT16: case MW_T_INT32: case MW_T_INT64:
+    case MW_T_UINT8: case MW_T_UINT16: case MW_T_UINT32: case MW_T_UINT64: return "an integer";
+    case MW_T_FLOAT16: case MW_T_FLOAT32: case MW_T_FLOAT64: return "a number";
+    case MW_T_DECIMAL128: return "a number or a decimal string";
     case MW_T_BOOL: return "true or false";
-    case MW_T_UTF8: return "a string";
-    case MW_T_BINARY: return "a base64 string";
-    case MW_T_FSL_F32: snprintf(out, out_len, "an array of %d numbers", f->fsl_dim); return out;
+    case MW_T_UTF8: case MW_T_LARGE_UTF8: return "a string";
+    case MW_T_BINARY: case MW_T_LARGE_BINARY: case MW_T_FIXED_BINARY: return "a base64 string";
+    case MW_T_TIMESTAMP: return "an RFC 3339 string or an integer";
+    case MW_T_DATE32: case MW_T_DATE64: return "a YYYY-MM-DD string or an integer";
+    case MW_T_TIME32: case MW_T_TIME64: return "an HH:MM:SS string or an integer";
+    case MW_T_FSL: snprintf(out, out_len, "an array of %d numbers", f->fsl_dim); return out;
+    case MW_T_LIST: case MW_T_LARGE_LIST: return "an array";
+    case MW_T_STRUCT: return "an object";
   }
   return "a value";
 }
 
 static const char *type_desc(const mw_field_t *f, char *out, size_t out_len) {
-  if (f->type == MW_T_FSL_F32) {
-    snprintf(out, out_len, "fixed_size_list<float32,%d>", f->fsl_dim);
-    return out;
-  }
-  return mw_type_name(f->type);
+  return mw_field_type_text(f, out, out_len);
 }
 
+/* The field being parsed ("v", "meta.host", "tags[2]"), for messages. */
+#define FNAME(c) ((c)->p->path)
+
 static int fail_mismatch(ctx_t *c, const mw_field_t *f, const uint8_t *at) {
-  char w[48], t[48];
-  return FAIL(c, MW_JSONROW_E_TYPE, at, "field \"%s\": expected %s (%s), got %s", f->name,
+  char w[48], t[96];
+  return FAIL(c, MW_JSONROW_E_TYPE, at, "field \"%s\": expected %s (%s), got %s", FNAME(c),
               expected_what(f, w, sizeof w), type_desc(f, t, sizeof t), got_kind(*at));
+}
+
+/* Append ".name" or "[i]" to the path; returns the old length to restore. */
+static size_t path_push(ctx_t *c, const char *name, int64_t index) {
+  char *p = c->p->path;
+  size_t at = strlen(p), cap = sizeof c->p->path;
+  if (name) snprintf(p + at, cap - at, "%s%s", at ? "." : "", name);
+  else snprintf(p + at, cap - at, "[%lld]", (long long)index);
+  return at;
+}
+
+static void path_pop(ctx_t *c, size_t at) {
+  assert(at < sizeof c->p->path);
+  c->p->path[at] = 0;
 }
 
 /* --------------------------------------------------------------- scanning */
@@ -436,8 +458,8 @@ static const char *num_text(ctx_t *c, const num_t *n) {
 }
 
 static int fail_range(ctx_t *c, const mw_field_t *f, const num_t *n) {
-  char t[48], v[48];
-  return FAIL(c, MW_JSONROW_E_TYPE, n->start, "field \"%s\": %s is out of range for %s", f->name,
+  char t[96], v[48];
+  return FAIL(c, MW_JSONROW_E_TYPE, n->start, "field \"%s\": %s is out of range for %s", FNAME(c),
               shown(n->start, n->len, v, sizeof v), type_desc(f, t, sizeof t));
 }
 
@@ -473,24 +495,71 @@ static int num_to_float(ctx_t *c, const mw_field_t *f, const num_t *n, float *ou
   return 0;
 }
 
-/* An integer column's value as 4 or 8 little-endian bytes in *bits. */
-static int num_to_int(ctx_t *c, const mw_field_t *f, const num_t *n, uint64_t *bits) {
+/* An integer value of type t (width 1, 2, 4, 8; signed or not) as two's
+ * complement bits in *bits (the caller stores the low `width` bytes). */
+static int num_to_int_type(ctx_t *c, const mw_field_t *f, mw_type_t t, const num_t *n,
+                           uint64_t *bits) {
   if (n->frac_exp) {
-    char t[48], v[48];
+    char td[96], v[48];
     return FAIL(c, MW_JSONROW_E_TYPE, n->start,
                 "field \"%s\": expected an integer (%s), got %s (a fraction or exponent)",
-                f->name, type_desc(f, t, sizeof t), shown(n->start, n->len, v, sizeof v));
+                FNAME(c), type_desc(f, td, sizeof td), shown(n->start, n->len, v, sizeof v));
   }
+  const mw_type_info_t *ti = mw_type_info(t);
+  unsigned bitsw = 8 * ti->width;
+  assert(bitsw >= 8 && bitsw <= 64);
   uint64_t m = n->mant;
-  bool ok;
-  switch (f->type) {
-    case MW_T_INT32: ok = !n->ovf && m <= (n->neg ? UINT64_C(1) << 31 : INT32_MAX); break;
-    case MW_T_INT64: ok = !n->ovf && m <= (n->neg ? UINT64_C(1) << 63 : INT64_MAX); break;
-    case MW_T_UINT32: ok = !n->ovf && m <= UINT32_MAX && (!n->neg || m == 0); break;
-    default: ok = !n->ovf && (!n->neg || m == 0); break;
-  }
+  uint64_t umax = bitsw == 64 ? UINT64_MAX : (UINT64_C(1) << bitsw) - 1;
+  bool ok = !n->ovf;
+  if (ti->order == MW_ORDER_SIGNED) ok = ok && m <= (n->neg ? umax / 2 + 1 : umax / 2);
+  else ok = ok && m <= umax && (!n->neg || m == 0);
   if (!ok) return fail_range(c, f, n);
-  *bits = n->neg ? 0 - m : m; /* two's complement; truncated to 32 bits by the caller */
+  *bits = n->neg ? 0 - m : m; /* two's complement; truncated by the caller */
+  return 0;
+}
+
+static int num_to_int(ctx_t *c, const mw_field_t *f, const num_t *n, uint64_t *bits) {
+  return num_to_int_type(c, f, f->type, n, bits);
+}
+
+/* IEEE binary16 nearest to d (ties to even); false when it overflows. */
+static bool f64_to_f16(double d, uint16_t *out) {
+  uint64_t b;
+  memcpy(&b, &d, 8);
+  uint16_t sign = (uint16_t)(b >> 48) & 0x8000;
+  int e = (int)((b >> 52) & 0x7ff);
+  uint64_t m = b & ((UINT64_C(1) << 52) - 1);
+  if (e == 0x7ff) { /* inf or nan */
+    *out = sign | 0x7c00 | (m ? 0x200 : 0);
+    return m != 0;
+  }
+  int he = e - 1023 + 15;
+  if (he >= 0x1f) return false;
+  if (he <= 0) { /* subnormal or zero in binary16 */
+    if (he < -10) {
+      *out = sign;
+      return true;
+    }
+    m |= UINT64_C(1) << 52;
+    int shift = 42 + 1 - he; /* 52 - 10 + (1 - he) */
+    uint64_t q = m >> shift, rem = m & ((UINT64_C(1) << shift) - 1), half = UINT64_C(1) << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    *out = sign | (uint16_t)q;
+    return true;
+  }
+  uint64_t q = m >> 42, rem = m & ((UINT64_C(1) << 42) - 1), half = UINT64_C(1) << 41;
+  uint32_t h = (uint32_t)he << 10 | (uint32_t)q;
+  if (rem > half || (rem == half && (q & 1))) h++; /* may carry into the exponent */
+  if ((h >> 10) >= 0x1f) return false;
+  *out = sign | (uint16_t)h;
+  return true;
+}
+
+static int num_to_half(ctx_t *c, const mw_field_t *f, const num_t *n, uint16_t *out) {
+  double d;
+  int rc = num_to_double(c, f, n, &d);
+  if (rc < 0) return rc;
+  if (!f64_to_f16(d, out)) return fail_range(c, f, n);
   return 0;
 }
 
@@ -531,7 +600,243 @@ static size_t b64_decode(const uint8_t *s, size_t n, uint8_t *out, size_t *out_l
   return 0;
 }
 
+/* ------------------------------------------------------ dates and times */
+
+/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar
+ * (Howard Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  unsigned yoe = (unsigned)(y - era * 400);
+  unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + (int64_t)doe - 719468;
+}
+
+static bool leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+/* n digits at p as a number, or -1. */
+static int64_t digits(const uint8_t *p, size_t n) {
+  int64_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!is_digit(p[i])) return -1;
+    v = v * 10 + (p[i] - '0');
+  }
+  return v;
+}
+
+/* "YYYY-MM-DD" at p (10 bytes available): days since the epoch. */
+static bool parse_date(const uint8_t *p, int64_t *days) {
+  int64_t y = digits(p, 4), m = digits(p + 5, 2), d = digits(p + 8, 2);
+  static const uint8_t mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (p[4] != '-' || p[7] != '-' || y < 0 || m < 1 || m > 12 || d < 1) return false;
+  if (d > mdays[m - 1] + (m == 2 && leap(y))) return false;
+  *days = days_from_civil(y, (unsigned)m, (unsigned)d);
+  return true;
+}
+
+static const int64_t per_second[4] = {1, 1000, 1000000, 1000000000};
+
+/* "HH:MM:SS[.fraction]" at p[0..n): *ns = nanoseconds since midnight, *len
+ * = bytes used, *frac_digits = digits after the point (at most 9). */
+static bool parse_clock(const uint8_t *p, size_t n, int64_t *ns, size_t *len, int *frac_digits) {
+  if (n < 8) return false;
+  int64_t h = digits(p, 2), mi = digits(p + 3, 2), se = digits(p + 6, 2);
+  if (p[2] != ':' || p[5] != ':' || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 59)
+    return false;
+  int64_t frac = 0;
+  size_t at = 8;
+  int fd = 0;
+  if (at < n && p[at] == '.') {
+    at++;
+    for (; at < n && is_digit(p[at]); at++, fd++) {
+      if (fd >= 9) return false;
+      frac = frac * 10 + (p[at] - '0');
+    }
+    if (fd == 0) return false;
+  }
+  for (int k = fd; k < 9; k++) frac *= 10;
+  *ns = ((h * 60 + mi) * 60 + se) * per_second[MW_UNIT_NS] + frac;
+  *len = at;
+  *frac_digits = fd;
+  return true;
+}
+
+/* Nanoseconds `ns` (of a time or an instant's second) in `unit`; false if
+ * that loses digits. */
+static bool ns_to_unit(int64_t ns, uint8_t unit, int64_t *out) {
+  int64_t div = per_second[MW_UNIT_NS] / per_second[unit];
+  if (ns % div != 0) return false;
+  *out = ns / div;
+  return true;
+}
+
+/* RFC 3339 "YYYY-MM-DDTHH:MM:SS[.f][Z|+hh:mm|-hh:mm]" (T, t or a space; no
+ * offset = UTC) -> the instant in `unit`. 0, or a static reason. */
+static const char *parse_rfc3339(const uint8_t *p, size_t n, uint8_t unit, int64_t *out) {
+  int64_t days, clock_ns, off_s = 0;
+  size_t used;
+  int fd;
+  if (n < 19 || !parse_date(p, &days) || (p[10] != 'T' && p[10] != 't' && p[10] != ' '))
+    return "not an RFC 3339 timestamp (YYYY-MM-DDTHH:MM:SS[.fff][Z|+hh:mm])";
+  if (!parse_clock(p + 11, n - 11, &clock_ns, &used, &fd))
+    return "not an RFC 3339 timestamp (bad time of day)";
+  size_t at = 11 + used;
+  if (at < n && (p[at] == 'Z' || p[at] == 'z')) {
+    at++;
+  } else if (at < n && (p[at] == '+' || p[at] == '-')) {
+    int64_t oh = n - at >= 6 ? digits(p + at + 1, 2) : -1, om = n - at >= 6 ? digits(p + at + 4, 2) : -1;
+    if (oh < 0 || oh > 23 || om < 0 || om > 59 || p[at + 3] != ':')
+      return "not an RFC 3339 timestamp (bad offset, want +hh:mm)";
+    off_s = (oh * 60 + om) * 60 * (p[at] == '-' ? -1 : 1);
+    at += 6;
+  }
+  if (at != n) return "not an RFC 3339 timestamp (trailing characters)";
+  int64_t sub_ns = clock_ns % per_second[MW_UNIT_NS], sub;
+  if (!ns_to_unit(sub_ns, unit, &sub)) return "has a fraction finer than the column's unit";
+  int64_t secs = days * 86400 + clock_ns / per_second[MW_UNIT_NS] - off_s, v;
+  if (__builtin_mul_overflow(secs, per_second[unit], &v) || __builtin_add_overflow(v, sub, &v))
+    return "is out of range for the column's unit";
+  *out = v;
+  return NULL;
+}
+
 /* ----------------------------------------------------------------- values */
+
+static int put_value_at(ctx_t *c, const mw_field_t *f, mw_column_t *col, bool is_pk, uint32_t depth);
+
+static int append_int(ctx_t *c, mw_column_t *col, size_t width, uint64_t bits) {
+  uint8_t le[8];
+  mw_store_u64le(le, bits);
+  return mw_column_append_fixed(col, le, width) < 0 ? NOMEM(c) : 0;
+}
+
+/* A JSON-number-like integer filling the string s[0..n) into *num. */
+static bool string_integer(const uint8_t *s, size_t n, num_t *num) {
+  memset(num, 0, sizeof *num);
+  num->start = s;
+  num->len = n;
+  size_t i = 0;
+  if (i < n && s[i] == '-') num->neg = true, i++;
+  if (i == n || (s[i] == '0' && i + 1 < n)) return false;
+  for (; i < n; i++) {
+    if (!is_digit(s[i])) return false;
+    uint64_t d = (uint64_t)(s[i] - '0');
+    if (num->mant > (UINT64_MAX - d) / 10) num->ovf = true;
+    else num->mant = num->mant * 10 + d;
+  }
+  return true;
+}
+
+/* Decimal text (JSON number syntax, or that inside a string) -> int128
+ * scaled by 10^scale, exactly. NULL, or a static reason. */
+static const char *parse_decimal(const uint8_t *s, size_t n, const mw_field_t *f, __int128 *out) {
+  size_t i = 0;
+  bool neg = false, any = false;
+  unsigned __int128 v = 0, limit = 1;
+  int frac = 0, ndig = 0;
+  int64_t exp = 0;
+  for (int k = 0; k < f->precision; k++) limit *= 10;
+  if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i] == '-', i++;
+  for (bool dot = false; i < n; i++) {
+    if (s[i] == '.' && !dot) {
+      dot = true;
+      continue;
+    }
+    if (!is_digit(s[i])) break;
+    any = true;
+    if (v == 0 && s[i] == '0' && !dot) continue; /* leading zeros */
+    if (ndig >= 39) return "has more digits than the precision allows";
+    v = v * 10 + (unsigned)(s[i] - '0');
+    ndig += v != 0 || dot;
+    frac += dot;
+  }
+  if (!any) return "is not a decimal number";
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    bool eneg = false;
+    i++;
+    if (i < n && (s[i] == '+' || s[i] == '-')) eneg = s[i] == '-', i++;
+    if (i == n) return "is not a decimal number";
+    for (; i < n && is_digit(s[i]); i++)
+      if (exp < 1000) exp = exp * 10 + (s[i] - '0');
+    if (eneg) exp = -exp;
+  }
+  if (i != n) return "is not a decimal number";
+  int64_t shift = (int64_t)f->scale - frac + exp;
+  for (; shift < 0; shift++) {
+    if (v % 10) return "has more fraction digits than the column's scale";
+    v /= 10;
+  }
+  for (; shift > 0; shift--) {
+    if (v >= limit) return "does not fit the column's precision";
+    v *= 10;
+  }
+  if (v >= limit) return "does not fit the column's precision";
+  *out = neg ? -(__int128)v : (__int128)v;
+  return NULL;
+}
+
+static int fail_text(ctx_t *c, const mw_field_t *f, const uint8_t *at, const uint8_t *p, size_t n,
+                     const char *why) {
+  char t[96], v[48];
+  return FAIL(c, MW_JSONROW_E_TYPE, at, "field \"%s\": \"%s\" %s (%s)", FNAME(c),
+              shown(p, n, v, sizeof v), why, type_desc(f, t, sizeof t));
+}
+
+/* A string into a column that parses its text: integers, temporal
+ * types, decimals. */
+static int put_string_value(ctx_t *c, const mw_field_t *f, mw_column_t *col, const uint8_t *at,
+                            const uint8_t *p, size_t n) {
+  const mw_type_info_t *ti = mw_field_info(f);
+  num_t num;
+  int64_t v, days, ns;
+  size_t used;
+  int fd, rc;
+  uint64_t bits;
+  const char *why;
+  bool is_int = string_integer(p, n, &num);
+  switch (f->type) {
+    case MW_T_TIMESTAMP:
+      if (is_int) break;
+      if ((why = parse_rfc3339(p, n, f->unit, &v)) != NULL) return fail_text(c, f, at, p, n, why);
+      return append_int(c, col, 8, (uint64_t)v);
+    case MW_T_DATE32: case MW_T_DATE64:
+      if (is_int) break;
+      if (n != 10 || !parse_date(p, &days))
+        return fail_text(c, f, at, p, n, "is not a date (YYYY-MM-DD)");
+      if (f->type == MW_T_DATE32) {
+        if (days < INT32_MIN || days > INT32_MAX) return fail_text(c, f, at, p, n, "is out of range");
+        return append_int(c, col, 4, (uint64_t)days);
+      }
+      return append_int(c, col, 8, (uint64_t)(days * 86400000));
+    case MW_T_TIME32: case MW_T_TIME64:
+      if (is_int) break;
+      if (!parse_clock(p, n, &ns, &used, &fd) || used != n)
+        return fail_text(c, f, at, p, n, "is not a time of day (HH:MM:SS[.fff])");
+      if (!ns_to_unit(ns, f->unit, &v)) return fail_text(c, f, at, p, n, "has a fraction finer than the column's unit");
+      return append_int(c, col, ti->width, (uint64_t)v);
+    case MW_T_DECIMAL128: {
+      __int128 d;
+      if ((why = parse_decimal(p, n, f, &d)) != NULL) return fail_text(c, f, at, p, n, why);
+      return mw_column_append_fixed(col, &d, 16) < 0 ? NOMEM(c) : 0;
+    }
+    default:
+      if (!is_int) {
+        char t[96], sv[48];
+        return FAIL(c, MW_JSONROW_E_TYPE, at, "field \"%s\": expected an integer (%s), got the "
+                    "string \"%s\"", FNAME(c), type_desc(f, t, sizeof t), shown(p, n, sv, sizeof sv));
+      }
+      break;
+  }
+  /* an integer given as a string (JavaScript's 64-bit values) */
+  if ((rc = num_to_int(c, f, &num, &bits)) < 0) return rc;
+  if ((f->type == MW_T_TIME32 || f->type == MW_T_TIME64) && (int64_t)bits >= 0) {
+    if ((int64_t)bits >= 86400 * per_second[f->unit]) return fail_range(c, f, &num);
+  } else if (f->type == MW_T_TIME32 || f->type == MW_T_TIME64) {
+    return fail_range(c, f, &num);
+  }
+  return append_int(c, col, ti->width, bits);
+}
 
 static int put_string(ctx_t *c, const mw_field_t *f, mw_column_t *col) {
   const uint8_t *raw, *at = c->pos;
@@ -545,34 +850,124 @@ static int put_string(ctx_t *c, const mw_field_t *f, mw_column_t *col) {
     raw = sb->data;
     raw_len = sb->len;
   }
-  if (f->type == MW_T_BINARY) {
+  mw_type_t t = f->type;
+  if (t != MW_T_UTF8 && t != MW_T_LARGE_UTF8 && t != MW_T_BINARY && t != MW_T_LARGE_BINARY &&
+      t != MW_T_FIXED_BINARY)
+    return put_string_value(c, f, col, at, raw, raw_len);
+  if (t == MW_T_BINARY || t == MW_T_LARGE_BINARY || t == MW_T_FIXED_BINARY) {
     /* decode in place after the decoded text: base64 output is shorter */
     size_t start = esc ? sb->len : 0, out_len = 0;
+    char td[96];
     if (!esc) mw_buf_reset(sb);
     if (mw_buf_reserve(sb, raw_len * 3 / 4 + 4) < 0) return NOMEM(c);
     if (esc) raw = sb->data; /* reserve may have moved it */
     size_t bad = b64_decode(raw, raw_len, sb->data + start, &out_len);
     if (bad > raw_len)
       return FAIL(c, MW_JSONROW_E_TYPE, at,
-                  "field \"%s\": expected a base64 string (binary), got a length of %zu "
-                  "(not a multiple of 4)", f->name, raw_len);
+                  "field \"%s\": expected a base64 string (%s), got a length of %zu "
+                  "(not a multiple of 4)", FNAME(c), type_desc(f, td, sizeof td), raw_len);
     if (bad)
       return FAIL(c, MW_JSONROW_E_TYPE, at,
-                  "field \"%s\": expected a base64 string (binary), bad character at %zu",
-                  f->name, bad);
+                  "field \"%s\": expected a base64 string (%s), bad character at %zu",
+                  FNAME(c), type_desc(f, td, sizeof td), bad);
     raw = sb->data + start;
     raw_len = out_len;
+    if (t == MW_T_FIXED_BINARY) {
+      if (raw_len != (size_t)f->byte_width)
+        return FAIL(c, MW_JSONROW_E_TYPE, at, "field \"%s\": %zu bytes, the column holds %d (%s)",
+                    FNAME(c), raw_len, f->byte_width, type_desc(f, td, sizeof td));
+      return mw_column_append_fixed(col, raw, raw_len) < 0 ? NOMEM(c) : 0;
+    }
   }
   rc = mw_column_append_bytes(col, raw, raw_len);
-  return rc < 0 ? fail_code(c, rc, MW_JSONROW_E_INTERNAL, at, "column \"%s\" is full", f->name)
+  return rc < 0 ? fail_code(c, rc, MW_JSONROW_E_INTERNAL, at, "column \"%s\" is full", FNAME(c))
                 : 0;
+}
+
+/* A JSON number into a number-like column. */
+static int put_number(ctx_t *c, const mw_field_t *f, mw_column_t *col, const uint8_t *at) {
+  num_t num;
+  int rc = scan_number(c, &num);
+  if (rc < 0) return rc;
+  const mw_type_info_t *ti = mw_field_info(f);
+  switch (f->type) {
+    case MW_T_FLOAT16: {
+      uint16_t h;
+      if ((rc = num_to_half(c, f, &num, &h)) < 0) return rc;
+      return mw_column_append_fixed(col, &h, 2) < 0 ? NOMEM(c) : 0;
+    }
+    case MW_T_FLOAT32: {
+      float x;
+      if ((rc = num_to_float(c, f, &num, &x)) < 0) return rc;
+      return mw_column_append_fixed(col, &x, 4) < 0 ? NOMEM(c) : 0;
+    }
+    case MW_T_FLOAT64: {
+      double x;
+      if ((rc = num_to_double(c, f, &num, &x)) < 0) return rc;
+      return mw_column_append_fixed(col, &x, 8) < 0 ? NOMEM(c) : 0;
+    }
+    case MW_T_DECIMAL128: {
+      __int128 d;
+      const char *why = parse_decimal(num.start, num.len, f, &d);
+      if (why) return fail_text(c, f, at, num.start, num.len, why);
+      return mw_column_append_fixed(col, &d, 16) < 0 ? NOMEM(c) : 0;
+    }
+    default:
+      break;
+  }
+  if (ti->layout != MW_LAYOUT_FIXED || f->type == MW_T_FIXED_BINARY ||
+      (ti->order != MW_ORDER_SIGNED && ti->order != MW_ORDER_UNSIGNED))
+    return fail_mismatch(c, f, at);
+  uint64_t bits;
+  if ((rc = num_to_int(c, f, &num, &bits)) < 0) return rc;
+  if ((f->type == MW_T_TIME32 || f->type == MW_T_TIME64) &&
+      ((int64_t)bits < 0 || (int64_t)bits >= 86400 * per_second[f->unit]))
+    return fail_range(c, f, &num);
+  return append_int(c, col, ti->width, bits);
+}
+
+/* An item of a fixed_size_list into vec (the item type's width). */
+static int put_item(ctx_t *c, const mw_field_t *f, uint8_t *dst) {
+  num_t num;
+  int rc = scan_number(c, &num);
+  if (rc < 0) return rc;
+  switch (f->item_type) {
+    case MW_T_FLOAT16: {
+      uint16_t h;
+      if ((rc = num_to_half(c, f, &num, &h)) < 0) return rc;
+      memcpy(dst, &h, 2);
+      return 0;
+    }
+    case MW_T_FLOAT32: {
+      float x;
+      if ((rc = num_to_float(c, f, &num, &x)) < 0) return rc;
+      memcpy(dst, &x, 4);
+      return 0;
+    }
+    case MW_T_FLOAT64: {
+      double x;
+      if ((rc = num_to_double(c, f, &num, &x)) < 0) return rc;
+      memcpy(dst, &x, 8);
+      return 0;
+    }
+    default: {
+      uint64_t bits;
+      uint8_t le[8];
+      if ((rc = num_to_int_type(c, f, f->item_type, &num, &bits)) < 0) return rc;
+      mw_store_u64le(le, bits);
+      memcpy(dst, le, mw_fsl_item_width(f));
+      return 0;
+    }
+  }
 }
 
 static int put_vector(ctx_t *c, const mw_field_t *f, mw_column_t *col) {
   const uint8_t *at = c->pos;
-  char d[16], t[48];
+  char d[16], t[96];
   int32_t n = 0, dim = f->fsl_dim;
-  float *vec = c->p->vec;
+  size_t iw = mw_fsl_item_width(f);
+  uint8_t *vec = c->p->vec;
+  assert((size_t)dim * iw <= c->p->vec_bytes);
   c->pos = skip_ws(c->pos + 1, c->e);
   if (c->pos < c->e && *c->pos == ']') {
     c->pos++;
@@ -587,15 +982,12 @@ static int put_vector(ctx_t *c, const mw_field_t *f, mw_column_t *col) {
           return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected a value, got %s",
                       (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
         return FAIL(c, MW_JSONROW_E_TYPE, c->pos,
-                    "field \"%s\": element %d: expected a number (float32), got %s", f->name, n,
-                    got_kind(ch));
+                    "field \"%s\": element %d: expected a number (%s), got %s", FNAME(c), n,
+                    mw_type_name(f->item_type), got_kind(ch));
       }
-      num_t num;
-      float x;
-      int rc = scan_number(c, &num);
+      uint8_t scratch[16];
+      int rc = put_item(c, f, n < dim ? vec + (size_t)n * iw : scratch);
       if (rc < 0) return rc;
-      if ((rc = num_to_float(c, f, &num, &x)) < 0) return rc;
-      if (n < dim) vec[n] = x;
       if (n < INT32_MAX) n++;
       c->pos = skip_ws(c->pos, c->e);
       if (c->pos < c->e && *c->pos == ',') {
@@ -612,31 +1004,152 @@ static int put_vector(ctx_t *c, const mw_field_t *f, mw_column_t *col) {
   }
   if (n != dim)
     return FAIL(c, MW_JSONROW_E_TYPE, at, "field \"%s\": expected %d numbers (%s), got %d",
-                f->name, dim, type_desc(f, t, sizeof t), n);
+                FNAME(c), dim, type_desc(f, t, sizeof t), n);
   /* the builder keeps a materialised item bitmap in step (batch.c) */
-  if (mw_column_append_fixed(col, vec, (size_t)dim * 4) < 0) return NOMEM(c);
+  if (mw_column_append_fsl(col, f, vec) < 0) return NOMEM(c);
   return 0;
 }
 
-/* Parse the value at c->pos by field fi's rules and append it. */
-static int put_value(ctx_t *c, int fi) {
-  const mw_field_t *f = &c->p->schema->fields[fi];
-  mw_column_t *col = &c->out->cols[fi];
+static int fail_depth(ctx_t *c) {
+  return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: nesting deeper than %u",
+              (size_t)(c->pos - c->s), c->p->opts.max_depth);
+}
+
+/* [v1, ...] into a list column: each element by the item's rules. */
+static int put_list(ctx_t *c, const mw_field_t *f, mw_column_t *col, uint32_t depth) {
+  char d[16];
+  if (depth + 1 > c->p->opts.max_depth) return fail_depth(c);
+  c->pos = skip_ws(c->pos + 1, c->e);
+  int64_t i = 0;
+  if (c->pos < c->e && *c->pos == ']') {
+    c->pos++;
+  } else {
+    for (;; i++) {
+      size_t mark = path_push(c, NULL, i);
+      int rc = put_value_at(c, &f->children[0], &col->children[0], false, depth + 1);
+      path_pop(c, mark);
+      if (rc < 0) return rc;
+      c->pos = skip_ws(c->pos, c->e);
+      if (c->pos < c->e && *c->pos == ',') {
+        c->pos = skip_ws(c->pos + 1, c->e);
+        continue;
+      }
+      if (c->pos < c->e && *c->pos == ']') {
+        c->pos++;
+        break;
+      }
+      return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ',' or ']', got %s",
+                  (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
+    }
+  }
+  int rc = mw_column_list_end(col);
+  return rc < 0 ? fail_code(c, rc, MW_JSONROW_E_INTERNAL, c->pos, "column \"%s\" is full", FNAME(c)) : 0;
+}
+
+/* {"a": v, ...} into a struct column: members by name, each once; the ones
+ * not given are null (or refused when not nullable). */
+static int put_struct(ctx_t *c, const mw_field_t *f, mw_column_t *col, uint32_t depth) {
+  char d[16], k[80];
+  uint8_t seen[MW_MAX_STRUCT_FIELDS / 8] = {0};
+  if (depth + 1 > c->p->opts.max_depth) return fail_depth(c);
+  c->pos = skip_ws(c->pos + 1, c->e);
+  if (c->pos < c->e && *c->pos == '}') {
+    c->pos++;
+  } else {
+    for (;;) {
+      const uint8_t *kat = c->pos, *key, *raw;
+      size_t key_len, raw_len;
+      bool esc;
+      if (c->pos >= c->e || *c->pos != '"')
+        return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected a member name, got %s",
+                    (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
+      int rc = scan_string(c, &raw, &raw_len, &esc);
+      if (rc < 0) return rc;
+      key = raw, key_len = raw_len;
+      if (esc) {
+        if (decode_string(raw, raw_len, &c->p->keybuf) < 0) return NOMEM(c);
+        key = c->p->keybuf.data, key_len = c->p->keybuf.len;
+      }
+      c->pos = skip_ws(c->pos, c->e);
+      if (c->pos >= c->e || *c->pos != ':')
+        return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ':', got %s",
+                    (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
+      c->pos = skip_ws(c->pos + 1, c->e);
+      int ci = -1;
+      for (uint32_t i = 0; i < f->n_children && ci < 0; i++)
+        if (strlen(f->children[i].name) == key_len && memcmp(f->children[i].name, key, key_len) == 0)
+          ci = (int)i;
+      if (ci < 0) {
+        if (!c->p->opts.ignore_unknown_fields)
+          return FAIL(c, MW_JSONROW_E_SCHEMA, kat, "field \"%s\": unknown member \"%s\"", FNAME(c),
+                      shown(key, key_len, k, sizeof k));
+        if ((rc = skip_value(c, depth + 1)) < 0) return rc;
+      } else {
+        if (mw_bit_get(seen, ci))
+          return FAIL(c, MW_JSONROW_E_PARSE, kat, "at byte %zu: duplicate key \"%s\"",
+                      (size_t)(kat - c->s), f->children[ci].name);
+        mw_bit_set(seen, ci, true);
+        size_t mark = path_push(c, f->children[ci].name, 0);
+        rc = put_value_at(c, &f->children[ci], &col->children[ci], false, depth + 1);
+        path_pop(c, mark);
+        if (rc < 0) return rc;
+      }
+      c->pos = skip_ws(c->pos, c->e);
+      if (c->pos < c->e && *c->pos == ',') {
+        c->pos = skip_ws(c->pos + 1, c->e);
+        continue;
+      }
+      if (c->pos < c->e && *c->pos == '}') {
+        c->pos++;
+        break;
+      }
+      return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ',' or '}', got %s",
+                  (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
+    }
+  }
+  for (uint32_t i = 0; i < f->n_children; i++) {
+    if (mw_bit_get(seen, i)) continue;
+    const mw_field_t *cf = &f->children[i];
+    if (!cf->nullable) {
+      char t[96];
+      size_t mark = path_push(c, cf->name, 0);
+      int rc = FAIL(c, MW_JSONROW_E_SCHEMA, c->pos, "missing field \"%s\" (%s not null)", FNAME(c),
+                    type_desc(cf, t, sizeof t));
+      path_pop(c, mark);
+      return rc;
+    }
+    if (mw_column_append_null(&col->children[i], cf) < 0) return NOMEM(c);
+  }
+  return mw_column_struct_end(col) < 0 ? NOMEM(c) : 0;
+}
+
+/* An object or array into a string column as its JSON text (opt-in). */
+static int put_json_text(ctx_t *c, mw_column_t *col, uint32_t depth) {
+  const uint8_t *start = c->pos;
+  int rc = skip_value(c, depth);
+  if (rc < 0) return rc;
+  rc = mw_column_append_bytes(col, start, (size_t)(c->pos - start));
+  return rc < 0 ? fail_code(c, rc, MW_JSONROW_E_INTERNAL, start, "column \"%s\" is full", FNAME(c)) : 0;
+}
+
+/* Parse the value at c->pos by field f's rules and append it to col. */
+static int put_value_at(ctx_t *c, const mw_field_t *f, mw_column_t *col, bool is_pk, uint32_t depth) {
   const uint8_t *at = c->pos;
   char d[16];
   if (at >= c->e)
     return FAIL(c, MW_JSONROW_E_PARSE, at, "at byte %zu: expected a value, got end of line",
                 (size_t)(at - c->s));
   uint8_t ch = *at;
+  mw_layout_t l = mw_field_layout(f);
   int rc;
   if (ch == 'n') {
     if ((rc = scan_literal(c, "null", 4)) < 0) return rc;
-    if (fi == c->p->pk)
-      return FAIL(c, MW_JSONROW_E_PK, at, "primary key field \"%s\" is null", f->name);
+    if (is_pk)
+      return FAIL(c, MW_JSONROW_E_PK, at, "primary key field \"%s\" is null", FNAME(c));
     if (!f->nullable) {
-      char t[48], w[48];
+      char t[96], w[48];
       return FAIL(c, MW_JSONROW_E_TYPE, at, "field \"%s\": expected %s (%s not null), got null",
-                  f->name, expected_what(f, w, sizeof w), type_desc(f, t, sizeof t));
+                  FNAME(c), expected_what(f, w, sizeof w), type_desc(f, t, sizeof t));
     }
     if (mw_column_append_null(col, f) < 0) return NOMEM(c);
     return 0;
@@ -650,48 +1163,39 @@ static int put_value(ctx_t *c, int fi) {
     if (mw_column_append_bool(col, ch == 't') < 0) return NOMEM(c);
     return 0;
   }
+  bool text = c->p->opts.objects_as_text && (f->type == MW_T_UTF8 || f->type == MW_T_LARGE_UTF8);
   if (ch == '"') {
-    if (f->type != MW_T_UTF8 && f->type != MW_T_BINARY) return fail_mismatch(c, f, at);
+    if (l == MW_LAYOUT_FSL || l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT || l == MW_LAYOUT_BOOL ||
+        f->type == MW_T_FLOAT16 || f->type == MW_T_FLOAT32 || f->type == MW_T_FLOAT64)
+      return fail_mismatch(c, f, at);
     return put_string(c, f, col);
   }
   if (ch == '[') {
-    if (f->type != MW_T_FSL_F32) return fail_mismatch(c, f, at);
-    return put_vector(c, f, col);
+    if (text) return put_json_text(c, col, depth);
+    if (l == MW_LAYOUT_FSL) return put_vector(c, f, col);
+    if (l == MW_LAYOUT_LIST) return put_list(c, f, col, depth);
+    return fail_mismatch(c, f, at);
   }
-  if (ch == '{') return fail_mismatch(c, f, at);
+  if (ch == '{') {
+    if (text) return put_json_text(c, col, depth);
+    if (l == MW_LAYOUT_STRUCT) return put_struct(c, f, col, depth);
+    return fail_mismatch(c, f, at);
+  }
   if (ch != '-' && !is_digit(ch))
     return FAIL(c, MW_JSONROW_E_PARSE, at, "at byte %zu: expected a value, got %s",
                 (size_t)(at - c->s), byte_desc(c, at, d, sizeof d));
-  num_t num;
-  if ((rc = scan_number(c, &num)) < 0) return rc;
-  switch (f->type) {
-    case MW_T_INT32: case MW_T_UINT32: case MW_T_INT64: case MW_T_UINT64: {
-      uint64_t v;
-      if ((rc = num_to_int(c, f, &num, &v)) < 0) return rc;
-      if (f->type == MW_T_INT32 || f->type == MW_T_UINT32) {
-        uint32_t v32 = (uint32_t)v;
-        rc = mw_column_append_fixed(col, &v32, 4);
-      } else {
-        rc = mw_column_append_fixed(col, &v, 8);
-      }
-      break;
-    }
-    case MW_T_FLOAT32: {
-      float x;
-      if ((rc = num_to_float(c, f, &num, &x)) < 0) return rc;
-      rc = mw_column_append_fixed(col, &x, 4);
-      break;
-    }
-    case MW_T_FLOAT64: {
-      double x;
-      if ((rc = num_to_double(c, f, &num, &x)) < 0) return rc;
-      rc = mw_column_append_fixed(col, &x, 8);
-      break;
-    }
-    default:
-      return fail_mismatch(c, f, at);
+  if (l != MW_LAYOUT_FIXED || f->type == MW_T_FIXED_BINARY) {
+    num_t num;
+    return (rc = scan_number(c, &num)) < 0 ? rc : fail_mismatch(c, f, at);
   }
-  return rc < 0 ? NOMEM(c) : 0;
+  return put_number(c, f, col, at);
+}
+
+/* The value of top-level field fi. */
+static int put_value(ctx_t *c, int fi) {
+  const mw_field_t *f = &c->p->schema->fields[fi];
+  snprintf(c->p->path, sizeof c->p->path, "%s", f->name);
+  return put_value_at(c, f, &c->out->cols[fi], fi == c->p->pk, 1);
 }
 
 /* ------------------------------------------------------------ field names */
@@ -718,6 +1222,16 @@ static int lookup(const mw_jsonrow_parser_t *p, const uint8_t *k, size_t n, int 
 
 /* ------------------------------------------------------------------- init */
 
+/* The largest fixed_size_list row anywhere in f's tree, in bytes. */
+static size_t fsl_bytes(const mw_field_t *f) {
+  size_t n = f->type == MW_T_FSL ? mw_type_width(f) : 0;
+  for (uint32_t i = 0; i < f->n_children; i++) {
+    size_t c = fsl_bytes(&f->children[i]);
+    if (c > n) n = c;
+  }
+  return n;
+}
+
 int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
                     const mw_jsonrow_opts_t *opts) {
   assert(p != NULL && schema != NULL);
@@ -739,16 +1253,17 @@ int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
   p->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
   if (!p->name_lens || !p->seen || !p->slots || !p->c_locale) goto nomem;
   for (uint32_t i = 0; i < p->n_slots; i++) p->slots[i].field = -1;
-  p->max_dim = 1;
+  p->vec_bytes = 16;
   const mw_field_t *last = &schema->fields[n - 1];
   if (strcmp(last->name, "_tombstone") == 0 && last->type == MW_T_BOOL && !last->nullable)
     p->tombstone = (int)n - 1;
   p->deletes_ok = true;
   for (size_t i = 0; i < n; i++) {
     const mw_field_t *f = &schema->fields[i];
-    if (f->type < MW_T_INT32 || f->type > MW_T_FSL_F32) goto inval;
-    if (f->type == MW_T_FSL_F32 && (f->fsl_dim < 1 || f->fsl_dim > MW_MAX_FSL_DIM)) goto inval;
-    if (f->type == MW_T_FSL_F32 && f->fsl_dim > p->max_dim) p->max_dim = f->fsl_dim;
+    char why[160];
+    if (mw_field_check(f, why, sizeof why) < 0) goto inval;
+    size_t vb = fsl_bytes(f);
+    if (vb > p->vec_bytes) p->vec_bytes = vb;
     if (f->pk_position == 1) {
       if (p->pk >= 0) goto inval; /* compound keys are not supported */
       p->pk = (int)i;
@@ -771,7 +1286,7 @@ int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
     if (k < 0 || k == p->tombstone) goto inval;
     p->keep = k == p->pk ? -1 : k;
   }
-  p->vec = malloc((size_t)p->max_dim * sizeof *p->vec);
+  p->vec = malloc(p->vec_bytes);
   if (p->vec == NULL) goto nomem;
   assert(p->n_slots >= 2 * n);
   return 0;
@@ -932,9 +1447,12 @@ int mw_jsonrow_parse(mw_jsonrow_parser_t *p, const char *line, size_t len, bool 
   }
   int rc = parse_row(&c);
   if (rc < 0) {
-    for (size_t i = 0; i < p->schema->n_fields; i++)
-      if (out->cols[i].length > out->n_rows)
+    /* a list or struct may have children appended without its own row */
+    for (size_t i = 0; i < p->schema->n_fields; i++) {
+      mw_layout_t l = mw_field_layout(&p->schema->fields[i]);
+      if (out->cols[i].length > out->n_rows || l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT)
         mw_column_truncate(&out->cols[i], &p->schema->fields[i], out->n_rows);
+    }
     return rc;
   }
   out->n_rows++;

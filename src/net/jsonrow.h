@@ -7,24 +7,46 @@
  * go straight into the batch's column builders: no DOM, no per-field malloc;
  * the parser's scratch buffers are reused across rows.
  *
- * Mapping (JSON -> Arrow):
- *   integer            -> int32, int64, uint32, uint64 (range-checked)
- *   number             -> float32, float64 (integers accepted; a fraction or
- *                         exponent into an int column is a type error)
- *   string             -> utf8 (escapes incl. \uXXXX and surrogate pairs)
- *   base64 string      -> binary (standard alphabet, padding required)
+ * Mapping (JSON -> Arrow; every nested value goes straight into its child
+ * builder too):
+ *   integer            -> int8..int64, uint8..uint64 (range-checked)
+ *   "123" (decimal)    -> the same integer columns (JavaScript producers send
+ *                         64-bit values as strings)
+ *   number             -> float16, float32, float64 (integers accepted; a
+ *                         fraction or exponent into an int column is a type
+ *                         error; float16 rounds to nearest even)
+ *   string             -> utf8, large_utf8 (escapes incl. \uXXXX and pairs)
+ *   base64 string      -> binary, large_binary, fixed_size_binary (which must
+ *                         decode to exactly its width; standard alphabet,
+ *                         padding required)
  *   true / false       -> bool
- *   [n1, ..., nD]      -> fixed_size_list<float32, D>
+ *   "2024-05-01T12:00:00.5Z" (RFC 3339; 'T', 't' or ' ' between date and
+ *   time; offset Z or +hh:mm, none = UTC) or an integer in the column's unit
+ *                      -> timestamp (a fraction finer than the unit is a
+ *                         type error, not a silent truncation)
+ *   "2024-05-01" or an integer (days / ms)  -> date32 / date64
+ *   "12:30:05.25" or an integer in the unit -> time32 / time64 (< 24 h)
+ *   number or "-12.345" -> decimal128<P,S> (exact: at most S fraction digits
+ *                         and P digits in all)
+ *   [n1, ..., nD]      -> fixed_size_list<T, D> (numbers of the item type)
+ *   [v1, ...]          -> list<T>, large_list<T> (each element by T's rules)
+ *   {"a": v, ...}      -> struct<a: T, ...> (members by name; missing ones
+ *                         null)
+ *   {...} or [...]     -> utf8/large_utf8 stored as its JSON text, when
+ *                         opts.objects_as_text is set
  *   null, or a missing nullable field -> null
+ * Fields inside structs and lists are named in messages by their path:
+ * field "meta.host", field "tags[3]".
  *
  * Error classes (the protocol prints `ERR <line> <class> <message>`):
  *   parse   malformed JSON, trailing garbage, duplicate key, invalid UTF-8,
  *           any byte that is not JSON whitespace where whitespace may go
  *           (only space and tab are accepted: a stray \r or \n is parse)
- *   schema  a missing non-null field, an unknown field (unless
- *           ignore_unknown_fields), the reserved `_tombstone` given by the
+ *   schema  a missing non-null field, an unknown field or struct member
+ *           (unless ignore_unknown_fields), the reserved `_tombstone` given by the
  *           producer, a delete on a table that cannot take deletes
  *   type    wrong JSON type, out of range, wrong vector length, bad base64,
+ *           a malformed date, time or timestamp, a decimal that does not fit,
  *           null into a non-null (non-key) field
  *   pk      the primary-key field missing or null
  * The first error in line order wins. A failed row leaves the batch exactly as
@@ -55,6 +77,7 @@
 #define MW_JSONROW_DEFAULT_MAX_DEPTH 32
 #define MW_JSONROW_MAX_DEPTH 256
 #define MW_JSONROW_MSG_BYTES 256
+#define MW_JSONROW_PATH_BYTES 128
 
 typedef enum mw_jsonrow_class {
   MW_JSONROW_OK = 0,
@@ -74,11 +97,15 @@ typedef struct mw_jsonrow_error {
 typedef struct mw_jsonrow_opts {
   bool ignore_unknown_fields;
   size_t max_line_bytes; /* 0 = MW_JSONROW_DEFAULT_MAX_LINE_BYTES */
-  uint32_t max_depth;    /* nesting levels, the row object being level 1 (only
-                          * skipped members nest deeper than 2); 0 = default */
+  uint32_t max_depth;    /* nesting levels, the row object being level 1 (a
+                          * value of a list or struct column, or a skipped
+                          * member, nests deeper); 0 = default */
   /* A field a DEL must carry besides the primary key, because rows are
    * routed by it (identity sharding on a non-key column); NULL = none. */
   const char *delete_keep;
+  /* A JSON object or array given for a string column is stored as its JSON
+   * text (exactly the bytes sent) instead of being refused. */
+  bool objects_as_text;
 } mw_jsonrow_opts_t;
 
 /* Name lookup slot (open addressing over field names). */
@@ -101,8 +128,9 @@ typedef struct mw_jsonrow_parser {
   uint32_t stamp;
   mw_buf_t scratch;          /* decoded strings, base64, number text */
   mw_buf_t keybuf;           /* decoded keys with escapes */
-  float *vec;                /* one fixed_size_list row */
-  int32_t max_dim;
+  uint8_t *vec;              /* one fixed_size_list row */
+  size_t vec_bytes;
+  char path[MW_JSONROW_PATH_BYTES]; /* the field being parsed, for messages */
   void *c_locale;            /* locale_t for strtod_l */
 } mw_jsonrow_parser_t;
 

@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "lance/bloom.h"
 #include "lance/route.h"
+#include "lance/sstable.h"
 
 /* ------------------------------------------------------------------- open */
 
@@ -93,7 +94,7 @@ static int latest_manifest(mw_storage_sync_t *ss, const char *path, mw_table_met
   }
   rc = mw_table_meta_read(bytes.data, bytes.len, meta, err);
   meta->version = version;
-  if (rc < 0) mw_err_set(err, rc, "table %s: manifest v%" PRIu64 " refused", path, version);
+  if (rc < 0) mw_err_prefix(err, rc, "table %s: manifest v%" PRIu64 ": ", path, version);
 out:
   mw_buf_free(&bytes);
   free(names);
@@ -101,11 +102,9 @@ out:
   return rc;
 }
 
-/* Lance 12's key types (bloom.h): its writer refuses the others, and its
- * row hash carries no value bits for them. */
-static bool pk_type_hashable(mw_type_t t) {
-  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UTF8 || t == MW_T_BINARY;
-}
+/* Lance 12's key types (types.c `pk`, bloom.h): its writer refuses the
+ * others, or cannot flush them. */
+static bool pk_type_hashable(mw_type_t t) { return mw_type_info(t)->pk; }
 
 static int build_schema(mw_table_t *t, mw_err_t *err) {
   const mw_schema_t *base = &t->meta.schema;
@@ -135,6 +134,8 @@ static int build_schema(mw_table_t *t, mw_err_t *err) {
                         t->path, f->name);
   }
   if (!has_pk) return mw_err_set(err, -ENOTSUP, "table %s: no unenforced primary key", t->path);
+  if ((rc = mw_sstable_check_schema(&t->schema, err)) < 0)
+    return mw_err_prefix(err, rc, "table %s: ", t->path);
   int k = mw_schema_add(&t->schema, "_tombstone", MW_T_BOOL, false);
   if (k < 0) return k;
   t->schema.fields[k].id = max_id + 1;

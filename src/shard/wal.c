@@ -685,9 +685,10 @@ static int bind_batch(const mw_schema_t *table, mw_batch_t *src, mw_batch_t *dst
       continue;
     }
     const mw_field_t *g = &ss->fields[j];
-    if (g->type != f->type || (f->type == MW_T_FSL_F32 && g->fsl_dim != f->fsl_dim)) {
+    if (!mw_field_type_equal(g, f)) {
+      char gt[MW_FIELD_TEXT_BYTES], ft[MW_FIELD_TEXT_BYTES];
       rc = mw_err_set(err, -EBADMSG, "WAL column '%s' is %s, the table says %s", f->name,
-                      mw_type_name(g->type), mw_type_name(f->type));
+                      mw_field_type_text(g, gt, sizeof gt), mw_field_type_text(f, ft, sizeof ft));
       goto fail;
     }
     if (!f->nullable && src->cols[j].null_count > 0) {

@@ -33,7 +33,7 @@
 static void add(mw_schema_t *s, const char *name, mw_type_t t, bool nullable, int32_t dim) {
   int i = mw_schema_add(s, name, t, nullable);
   assert_true(i >= 0);
-  if (t == MW_T_FSL_F32) s->fields[i].fsl_dim = dim;
+  if (t == MW_T_FSL) s->fields[i].fsl_dim = dim;
 }
 
 static void table_schema(mw_schema_t *s) {
@@ -41,7 +41,7 @@ static void table_schema(mw_schema_t *s) {
   add(s, "id", MW_T_INT64, false, 0);
   add(s, "name", MW_T_UTF8, true, 0);
   add(s, "v", MW_T_FLOAT64, true, 0);
-  add(s, "vec", MW_T_FSL_F32, true, 8);
+  add(s, "vec", MW_T_FSL, true, 8);
   add(s, "_tombstone", MW_T_BOOL, false, 0);
 }
 
@@ -106,7 +106,7 @@ static void frame(const col_t *cols, size_t n_cols, int64_t rows, size_t n_batch
             assert_int_equal(mw_column_append_bytes(col, t, (size_t)n), 0);
           break;
         }
-        case MW_T_FSL_F32: {
+        case MW_T_FSL: {
           float x[16];
           for (int j = 0; j < c->dim; j++) x[j] = (float)(v + j);
           assert_int_equal(mw_column_append_fixed(col, x, 4 * (size_t)c->dim), 0);
@@ -248,7 +248,7 @@ static void test_wrong_type(void **state) {
   const col_t cols[] = {{"id", MW_T_UTF8, false, 0, 0, NULL}};
   frame(cols, 1, 3, 1, &f->frame);
   refused(f, MW_LP_E_TYPE, "ARROW frame: column \"id\" is utf8, the table has int64");
-  const col_t cols2[] = {{"id", MW_T_INT64, false, 0, 0, NULL}, {"vec", MW_T_FSL_F32, true, 4, 0, NULL}};
+  const col_t cols2[] = {{"id", MW_T_INT64, false, 0, 0, NULL}, {"vec", MW_T_FSL, true, 4, 0, NULL}};
   frame(cols2, 2, 3, 1, &f->frame);
   refused(f, MW_LP_E_TYPE,
           "ARROW frame: column \"vec\" is fixed_size_list<float32, 4>, the table has "

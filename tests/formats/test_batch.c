@@ -31,22 +31,95 @@ static int64_t zeros(const mw_buf_t *bm, int64_t bits) {
 
 static void test_types(void **state) {
   (void)state;
-  mw_field_t f = {.type = MW_T_FSL_F32, .fsl_dim = 8};
-  char buf[64];
+  mw_field_t f = {.type = MW_T_FSL, .fsl_dim = 8, .item_type = MW_T_FLOAT32};
+  char buf[MW_FIELD_TEXT_BYTES], why[160];
   assert_int_equal(mw_type_width(&f), 32);
-  assert_int_equal(mw_type_lance_logical(&f, buf, sizeof buf), 0);
-  assert_string_equal(buf, "fixed_size_list:float:8");
-  assert_int_equal(mw_type_lance_logical(&f, buf, 10), -EINVAL);
-  f.type = MW_T_FLOAT32;
-  assert_int_equal(mw_type_lance_logical(&f, buf, sizeof buf), 0);
-  assert_string_equal(buf, "float");
+  assert_string_equal(mw_field_type_text(&f, buf, sizeof buf), "fixed_size_list<float32, 8>");
+  f.item_type = MW_T_FLOAT16;
+  assert_int_equal(mw_type_width(&f), 16);
+  assert_int_equal(mw_fsl_item_width(&f), 2);
+  assert_string_equal(mw_field_type_text(&f, buf, sizeof buf), "fixed_size_list<float16, 8>");
+  f.item_type = MW_T_UTF8; /* not an item type */
+  assert_int_equal(mw_field_check(&f, why, sizeof why), -EINVAL);
   f.type = MW_T_UTF8;
   assert_int_equal(mw_type_width(&f), 0);
-  assert_int_equal(mw_type_lance_logical(&f, buf, sizeof buf), 0);
-  assert_string_equal(buf, "string");
   f.type = MW_T_UINT64;
   assert_int_equal(mw_type_width(&f), 8);
   assert_string_equal(mw_type_name(MW_T_BOOL), "bool");
+  /* the property table: one row per type, widths of the fixed layouts */
+  for (int t = MW_T_FIRST; t <= MW_T_LAST; t++) {
+    const mw_type_info_t *ti = mw_type_info((mw_type_t)t);
+    assert_non_null(ti->name);
+    assert_true(ti->layout >= MW_LAYOUT_FIXED && ti->layout <= MW_LAYOUT_STRUCT);
+    if (ti->layout == MW_LAYOUT_FIXED && t != MW_T_FIXED_BINARY) assert_true(ti->width > 0);
+    if (ti->fsl_item) assert_int_equal(ti->layout, MW_LAYOUT_FIXED);
+  }
+  assert_int_equal(mw_type_info((mw_type_t)0)->layout, 0);
+  assert_int_equal(mw_type_info((mw_type_t)(MW_T_LAST + 1))->layout, 0);
+  assert_int_equal(mw_type_info(MW_T_DECIMAL128)->width, 16);
+  assert_true(mw_type_info(MW_T_LARGE_UTF8)->large && mw_type_info(MW_T_LARGE_UTF8)->pk);
+  assert_false(mw_type_info(MW_T_UINT32)->pk);
+  assert_int_equal(mw_unit_parse("ns", 2), MW_UNIT_NS);
+  assert_int_equal(mw_unit_parse("m", 1), -EINVAL);
+  /* parameters, texts and checks */
+  mw_field_t ts = {.name = (char *)"t", .type = MW_T_TIMESTAMP, .unit = MW_UNIT_MS, .tz = (char *)"UTC"};
+  assert_string_equal(mw_field_type_text(&ts, buf, sizeof buf), "timestamp<ms, UTC>");
+  assert_int_equal(mw_field_check(&ts, why, sizeof why), 0);
+  ts.unit = 9;
+  assert_int_equal(mw_field_check(&ts, why, sizeof why), -EINVAL);
+  mw_field_t t64 = {.name = (char *)"t", .type = MW_T_TIME64, .unit = MW_UNIT_MS};
+  assert_int_equal(mw_field_check(&t64, why, sizeof why), -EINVAL);
+  assert_non_null(strstr(why, "us or ns"));
+  mw_field_t dec = {.name = (char *)"d", .type = MW_T_DECIMAL128, .precision = 10, .scale = 2};
+  assert_string_equal(mw_field_type_text(&dec, buf, sizeof buf), "decimal128<10, 2>");
+  assert_int_equal(mw_field_check(&dec, why, sizeof why), 0);
+  dec.scale = 11;
+  assert_int_equal(mw_field_check(&dec, why, sizeof why), -EINVAL);
+  mw_field_t fsb = {.name = (char *)"h", .type = MW_T_FIXED_BINARY, .byte_width = 16};
+  assert_int_equal(mw_type_width(&fsb), 16);
+  assert_string_equal(mw_field_type_text(&fsb, buf, sizeof buf), "fixed_size_binary<16>");
+}
+
+/* Nested fields: children, checks, equality and texts. */
+static void test_nested_fields(void **state) {
+  (void)state;
+  mw_schema_t s, c;
+  char buf[MW_FIELD_TEXT_BYTES], why[160];
+  mw_schema_init(&s);
+  assert_int_equal(mw_schema_add(&s, "st", MW_T_STRUCT, true), 0);
+  mw_field_t *st = &s.fields[0];
+  assert_int_equal(mw_field_add_child(st, "a", MW_T_INT32, false), 0);
+  assert_int_equal(mw_field_add_child(st, "tags", MW_T_LIST, true), 1);
+  assert_int_equal(mw_field_add_child(&st->children[1], "item", MW_T_UTF8, true), 0);
+  assert_int_equal(mw_field_add_child(&st->children[1], "x", MW_T_UTF8, true), -EFBIG); /* one item */
+  assert_int_equal(mw_field_add_child(&st->children[0], "x", MW_T_UTF8, true), -EINVAL); /* not nested */
+  assert_int_equal(mw_field_check(st, why, sizeof why), 0);
+  assert_int_equal(mw_field_count(st), 4);
+  assert_string_equal(mw_field_type_text(st, buf, sizeof buf), "struct<a: int32 not null, tags: list<utf8>>");
+  assert_int_equal(mw_schema_copy(&c, &s), 0);
+  assert_true(mw_schema_equal(&s, &c));
+  assert_true(mw_field_type_equal(&s.fields[0], &c.fields[0]));
+  c.fields[0].children[1].children[0].nullable = false; /* items: equal type, unequal schema */
+  assert_true(mw_field_type_equal(&s.fields[0], &c.fields[0]));
+  assert_false(mw_schema_equal(&s, &c));
+  c.fields[0].children[1].children[0].type = MW_T_BINARY;
+  assert_false(mw_field_type_equal(&s.fields[0], &c.fields[0]));
+  mw_schema_free(&c);
+  assert_int_equal(mw_schema_copy(&c, &s), 0);
+  free(c.fields[0].children[0].name);
+  c.fields[0].children[0].name = strdup("b"); /* struct member names matter */
+  assert_false(mw_field_type_equal(&s.fields[0], &c.fields[0]));
+  free(c.fields[0].children[1].name);
+  c.fields[0].children[1].name = strdup("b");
+  assert_int_equal(mw_field_check(&c.fields[0], why, sizeof why), -EINVAL);
+  assert_non_null(strstr(why, "duplicate"));
+  mw_schema_free(&c);
+  /* a struct without fields, a list without its item */
+  assert_int_equal(mw_schema_add(&s, "e", MW_T_STRUCT, true), 1);
+  assert_int_equal(mw_field_check(&s.fields[1], why, sizeof why), -EINVAL);
+  assert_int_equal(mw_schema_add(&s, "l", MW_T_LARGE_LIST, true), 2);
+  assert_int_equal(mw_field_check(&s.fields[2], why, sizeof why), -EINVAL);
+  mw_schema_free(&s);
 }
 
 static void test_kvs(void **state) {
@@ -76,7 +149,7 @@ static void test_schema(void **state) {
   mw_schema_t s, c;
   mw_schema_init(&s);
   assert_int_equal(mw_schema_add(&s, "id", MW_T_INT64, false), 0);
-  assert_int_equal(mw_schema_add(&s, "vec", MW_T_FSL_F32, true), 1);
+  assert_int_equal(mw_schema_add(&s, "vec", MW_T_FSL, true), 1);
   s.fields[1].fsl_dim = 4;
   s.fields[0].pk_position = 1;
   assert_int_equal(mw_kvs_set(&s.fields[0].meta, "k", "v", 1), 0);
@@ -135,7 +208,7 @@ static void build_mixed(mw_schema_t *s, mw_batch_t *b, int64_t rows) {
   assert_int_equal(mw_schema_add(s, "i", MW_T_INT64, false), 0);
   assert_int_equal(mw_schema_add(s, "b", MW_T_BOOL, true), 1);
   assert_int_equal(mw_schema_add(s, "s", MW_T_UTF8, true), 2);
-  assert_int_equal(mw_schema_add(s, "v", MW_T_FSL_F32, true), 3);
+  assert_int_equal(mw_schema_add(s, "v", MW_T_FSL, true), 3);
   s->fields[3].fsl_dim = 3;
   assert_int_equal(mw_batch_init(b, s), 0);
   for (int64_t r = 0; r < rows; r++) {
@@ -188,15 +261,15 @@ static void test_builders(void **state) {
 /* fsl item validity stays the right length whatever the order of appends. */
 static void test_fsl_items(void **state) {
   (void)state;
-  mw_field_t f = {.name = (char *)"v", .type = MW_T_FSL_F32, .fsl_dim = 3, .nullable = true,
-                  .item_nullable = true};
+  mw_field_t f = {.name = (char *)"v", .type = MW_T_FSL, .fsl_dim = 3, .nullable = true,
+                  .item_nullable = true, .item_type = MW_T_FLOAT32};
   float vec[3] = {1, 2, 3};
   mw_column_t src;
   memset(&src, 0, sizeof src);
   /* src: 5 rows, row 1 null with null items, row 3 with one null item */
   for (int r = 0; r < 5; r++) {
     if (r == 1) assert_int_equal(mw_column_append_null(&src, &f), 0);
-    else assert_int_equal(mw_column_append_fixed(&src, vec, 12), 0);
+    else assert_int_equal(mw_column_append_fsl(&src, &f, vec), 0);
   }
   assert_int_equal(mw_buf_fill(&src.item_validity, 0xFF, 2), 0);
   src.item_validity.data[1] &= 0x7F; /* 15 items: bit 15 past the end */
@@ -205,7 +278,7 @@ static void test_fsl_items(void **state) {
   src.item_null_count = 4;
   mw_schema_t s;
   mw_schema_init(&s);
-  assert_int_equal(mw_schema_add(&s, "v", MW_T_FSL_F32, true), 0);
+  assert_int_equal(mw_schema_add(&s, "v", MW_T_FSL, true), 0);
   s.fields[0].fsl_dim = 3;
   mw_batch_t b = {.schema = &s, .n_rows = 5, .cols = &src};
   assert_int_equal(mw_batch_validate(&b), 0);
@@ -215,7 +288,7 @@ static void test_fsl_items(void **state) {
   for (int64_t start = 0; start < 5; start++) {
     mw_column_t dst;
     memset(&dst, 0, sizeof dst);
-    assert_int_equal(mw_column_append_fixed(&dst, vec, 12), 0);
+    assert_int_equal(mw_column_append_fsl(&dst, &f, vec), 0);
     assert_int_equal(mw_column_append_range(&dst, &src, &f, start, 5 - start), 0);
     int64_t items = dst.length * 3;
     assert_int_equal(dst.length, 1 + 5 - start);
@@ -231,7 +304,7 @@ static void test_fsl_items(void **state) {
         assert_int_equal(want, got);
       }
     /* appending after materialisation keeps the bitmap in step */
-    assert_int_equal(mw_column_append_fixed(&dst, vec, 12), 0);
+    assert_int_equal(mw_column_append_fsl(&dst, &f, vec), 0);
     assert_int_equal(mw_column_append_null(&dst, &f), 0);
     items = dst.length * 3;
     if (dst.item_validity.len) {
@@ -242,7 +315,7 @@ static void test_fsl_items(void **state) {
     /* a source without item bitmap appended after one with */
     mw_column_t plain;
     memset(&plain, 0, sizeof plain);
-    assert_int_equal(mw_column_append_fixed(&plain, vec, 12), 0);
+    assert_int_equal(mw_column_append_fsl(&plain, &f, vec), 0);
     assert_int_equal(mw_column_append_range(&dst, &plain, &f, 0, 1), 0);
     items = dst.length * 3;
     if (dst.item_validity.len) {
@@ -328,6 +401,7 @@ static void test_validate(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_types),
+      cmocka_unit_test(test_nested_fields),
       cmocka_unit_test(test_kvs),
       cmocka_unit_test(test_schema),
       cmocka_unit_test(test_validity_backfill),

@@ -51,14 +51,14 @@ static void all_types_schema(mw_schema_t *s, bool nullable) {
   static const struct { const char *name; mw_type_t t; } cols[] = {
       {"i32", MW_T_INT32},   {"i64", MW_T_INT64}, {"u32", MW_T_UINT32}, {"u64", MW_T_UINT64},
       {"f32", MW_T_FLOAT32}, {"f64", MW_T_FLOAT64}, {"b", MW_T_BOOL},   {"s", MW_T_UTF8},
-      {"bin", MW_T_BINARY},  {"vec", MW_T_FSL_F32},
+      {"bin", MW_T_BINARY},  {"vec", MW_T_FSL},
   };
   mw_schema_init(s);
   for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
     int idx = mw_schema_add(s, cols[i].name, cols[i].t, nullable);
     assert_true(idx >= 0);
     s->fields[idx].id = idx;
-    if (cols[i].t == MW_T_FSL_F32) s->fields[idx].fsl_dim = 8;
+    if (cols[i].t == MW_T_FSL) s->fields[idx].fsl_dim = 8;
   }
 }
 
@@ -95,7 +95,7 @@ static void fill_batch(mw_batch_t *b, int64_t n, int null_mod) {
           rc = mw_column_append_fixed(col, &x, 4);
           break;
         }
-        case MW_T_FSL_F32:
+        case MW_T_FSL:
           for (int k = 0; k < f->fsl_dim; k++) vec[k] = (float)(rnd() % 1000) / 7.0f;
           rc = mw_column_append_fixed(col, vec, 4 * (size_t)f->fsl_dim);
           break;
@@ -1061,7 +1061,7 @@ static void test_read_v20(void **state) {
   assert_true(mw_schema_add(&s, "d", MW_T_FLOAT64, true) >= 0);
   assert_true(mw_schema_add(&s, "b", MW_T_BOOL, true) >= 0);
   assert_true(mw_schema_add(&s, "s", MW_T_UTF8, true) >= 0);
-  assert_true(mw_schema_add(&s, "v", MW_T_FSL_F32, true) >= 0);
+  assert_true(mw_schema_add(&s, "v", MW_T_FSL, true) >= 0);
   s.fields[4].fsl_dim = 4;
   mw_batch_t in;
   assert_int_equal(mw_batch_init(&in, &s), 0);

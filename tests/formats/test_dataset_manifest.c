@@ -298,7 +298,7 @@ static void test_base_meta(void **state) {
     assert_int_equal(t.schema.fields[0].type, MW_T_INT64);
     assert_int_equal(t.schema.fields[0].pk_position, 1);
     assert_false(t.schema.fields[0].nullable);
-    assert_int_equal(t.schema.fields[3].type, MW_T_FSL_F32);
+    assert_int_equal(t.schema.fields[3].type, MW_T_FSL);
     assert_int_equal(t.schema.fields[3].fsl_dim, 8);
     assert_true(t.has_memwal);
     const mw_memwal_index_t *x = &t.memwal;

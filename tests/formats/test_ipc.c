@@ -72,7 +72,7 @@ static void assert_column_equal(const mw_field_t *f, const mw_column_t *a, const
       assert_int_equal(a->offsets.len, b->offsets.len);
       assert_memory_equal(a->offsets.data, b->offsets.data, a->offsets.len);
       break;
-    case MW_T_FSL_F32:
+    case MW_T_FSL:
       assert_int_equal(a->item_null_count, b->item_null_count);
       for (int64_t i = 0; i < a->length * f->fsl_dim; i++) {
         bool va = a->item_validity.len == 0 || mw_bit_get(a->item_validity.data, i);
@@ -140,14 +140,14 @@ static void all_types_schema(mw_schema_t *s) {
   mw_schema_init(s);
   static const mw_type_t types[] = {MW_T_INT32, MW_T_INT64, MW_T_UINT32, MW_T_UINT64,
                                     MW_T_FLOAT32, MW_T_FLOAT64, MW_T_BOOL, MW_T_UTF8,
-                                    MW_T_BINARY, MW_T_FSL_F32};
+                                    MW_T_BINARY, MW_T_FSL};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
     for (int nullable = 0; nullable < 2; nullable++) {
       char name[32];
       snprintf(name, sizeof name, "%s_%s", mw_type_name(types[i]), nullable ? "n" : "nn");
       int idx = mw_schema_add(s, name, types[i], nullable);
       assert_true(idx >= 0);
-      if (types[i] == MW_T_FSL_F32) s->fields[idx].fsl_dim = 3;
+      if (types[i] == MW_T_FSL) s->fields[idx].fsl_dim = 3;
     }
   }
   s->fields[1].pk_position = 1; /* key appended by the encoder */
@@ -195,11 +195,12 @@ static void fill_batch(const mw_schema_t *s, mw_batch_t *b, int64_t rows, bool n
           assert_int_equal(mw_column_append_bytes(col, txt, (size_t)n), 0);
           break;
         }
-        case MW_T_FSL_F32: {
+        case MW_T_FSL: {
           float x[3] = {(float)v, (float)v + 1, (float)v + 2};
           assert_int_equal(mw_column_append_fixed(col, x, 12), 0);
           break;
         }
+        default: fail_msg("fill_batch: type %s", mw_type_name(f->type));
       }
     }
   }
@@ -208,7 +209,7 @@ static void fill_batch(const mw_schema_t *s, mw_batch_t *b, int64_t rows, bool n
   for (size_t c = 0; c < s->n_fields; c++) {
     mw_column_t *col = &b->cols[c];
     const mw_field_t *f = &s->fields[c];
-    if (f->type != MW_T_FSL_F32 || col->null_count == 0) continue;
+    if (f->type != MW_T_FSL || col->null_count == 0) continue;
     int64_t items = rows * f->fsl_dim;
     assert_int_equal(mw_buf_fill(&col->item_validity, 0, (size_t)(items + 7) / 8), 0);
     for (int64_t r = 0; r < rows; r++)
@@ -274,7 +275,7 @@ static void test_golden_values(void **state) {
     assert_int_equal(mw_ipc_decode(p, len, NULL, &st, &err), 0);
     assert_int_equal(st.schema.n_fields, 5);
     static const char *names[] = {"id", "name", "v", "vec", "_tombstone"};
-    static const mw_type_t types[] = {MW_T_INT64, MW_T_UTF8, MW_T_FLOAT64, MW_T_FSL_F32, MW_T_BOOL};
+    static const mw_type_t types[] = {MW_T_INT64, MW_T_UTF8, MW_T_FLOAT64, MW_T_FSL, MW_T_BOOL};
     for (size_t i = 0; i < 5; i++) {
       assert_string_equal(st.schema.fields[i].name, names[i]);
       assert_int_equal(st.schema.fields[i].type, types[i]);

@@ -38,7 +38,7 @@ static void schema_all(mw_schema_t *s) {
   mw_schema_add(s, "b", MW_T_BOOL, true);
   mw_schema_add(s, "s", MW_T_UTF8, true);
   mw_schema_add(s, "bin", MW_T_BINARY, true);
-  mw_schema_add(s, "vec", MW_T_FSL_F32, true);
+  mw_schema_add(s, "vec", MW_T_FSL, true);
   assert_int_equal(mw_schema_add(s, "_tombstone", MW_T_BOOL, false), TOMB);
   s->fields[VEC].fsl_dim = 3;
   s->fields[ID].pk_position = 1;
@@ -244,8 +244,10 @@ static void test_integers(void **state) {
       "field \"id\": expected an integer (int64), got 1.5 (a fraction or exponent)");
   bad(f, "{\"id\":1e2}", MW_JSONROW_E_TYPE, "expected an integer (int64), got 1e2");
   bad(f, "{\"id\":1,\"i32\":1.0}", MW_JSONROW_E_TYPE, "expected an integer (int32)");
-  bad(f, "{\"id\":\"1\"}", MW_JSONROW_E_TYPE,
-      "field \"id\": expected an integer (int64), got a string");
+  bad(f, "{\"id\":\"1x\"}", MW_JSONROW_E_TYPE,
+      "field \"id\": expected an integer (int64), got the string \"1x\"");
+  bad(f, "{\"id\":\"01\"}", MW_JSONROW_E_TYPE, "got the string \"01\""); /* JSON's grammar */
+  bad(f, "{\"id\":1,\"u64\":\"-1\"}", MW_JSONROW_E_TYPE, "out of range for uint64");
   bad(f, "{\"id\":1,\"u32\":true}", MW_JSONROW_E_TYPE, "expected an integer (uint32), got a boolean");
   bad(f, "{\"id\":1,\"i32\":[1]}", MW_JSONROW_E_TYPE, "got an array");
   bad(f, "{\"id\":1,\"i32\":{}}", MW_JSONROW_E_TYPE, "got an object");
@@ -376,7 +378,7 @@ static void test_bool_and_vector(void **state) {
   bad(f, "{\"id\":1,\"b\":tru}", MW_JSONROW_E_PARSE, "invalid literal");
   bad(f, "{\"id\":1,\"b\":True}", MW_JSONROW_E_PARSE, "expected a value");
   bad(f, "{\"id\":1,\"vec\":[1,2]}", MW_JSONROW_E_TYPE,
-      "field \"vec\": expected 3 numbers (fixed_size_list<float32,3>), got 2");
+      "field \"vec\": expected 3 numbers (fixed_size_list<float32, 3>), got 2");
   bad(f, "{\"id\":1,\"vec\":[1,2,3,4,5]}", MW_JSONROW_E_TYPE, "expected 3 numbers");
   bad(f, "{\"id\":1,\"vec\":[1,2,3,4,5]}", MW_JSONROW_E_TYPE, "got 5");
   bad(f, "{\"id\":1,\"vec\":[]}", MW_JSONROW_E_TYPE, "got 0");
@@ -388,7 +390,7 @@ static void test_bool_and_vector(void **state) {
   bad(f, "{\"id\":1,\"vec\":[1,2,3}", MW_JSONROW_E_PARSE, "expected ',' or ']'");
   bad(f, "{\"id\":1,\"vec\":[1,2,", MW_JSONROW_E_PARSE, "unterminated array");
   bad(f, "{\"id\":1,\"vec\":1}", MW_JSONROW_E_TYPE,
-      "expected an array of 3 numbers (fixed_size_list<float32,3>), got a number");
+      "expected an array of 3 numbers (fixed_size_list<float32, 3>), got a number");
   assert_int_equal(f->b.n_rows, 1);
   fx_free(f);
 }
@@ -467,7 +469,7 @@ static void test_schema_errors(void **state) {
   mw_schema_t s;
   mw_schema_init(&s);
   mw_schema_add(&s, "id", MW_T_UTF8, false);
-  mw_schema_add(&s, "req", MW_T_FSL_F32, false);
+  mw_schema_add(&s, "req", MW_T_FSL, false);
   mw_schema_add(&s, "_tombstone", MW_T_BOOL, false);
   s.fields[0].pk_position = 1;
   s.fields[1].fsl_dim = 2;
@@ -479,12 +481,12 @@ static void test_schema_errors(void **state) {
   const char *l1 = "{\"id\":\"k\"}";
   assert_int_equal(mw_jsonrow_parse(&p, l1, strlen(l1), false, &b, &e), -EBADMSG);
   assert_int_equal(e.cls, MW_JSONROW_E_SCHEMA);
-  assert_string_equal(e.msg, "missing field \"req\" (fixed_size_list<float32,2> not null)");
+  assert_string_equal(e.msg, "missing field \"req\" (fixed_size_list<float32, 2> not null)");
   const char *l2 = "{\"id\":\"k\",\"req\":null}";
   assert_int_equal(mw_jsonrow_parse(&p, l2, strlen(l2), false, &b, &e), -EBADMSG);
   assert_int_equal(e.cls, MW_JSONROW_E_TYPE);
   assert_string_equal(e.msg, "field \"req\": expected an array of 2 numbers "
-                             "(fixed_size_list<float32,2> not null), got null");
+                             "(fixed_size_list<float32, 2> not null), got null");
   /* deletes need every non-key column nullable */
   const char *l3 = "{\"id\":\"k\"}";
   assert_int_equal(mw_jsonrow_parse(&p, l3, strlen(l3), true, &b, &e), -EBADMSG);
@@ -674,7 +676,7 @@ static void test_limits_and_api(void **state) {
   s.fields[1].pk_position = 0;
   mw_jsonrow_opts_t big = {.max_depth = MW_JSONROW_MAX_DEPTH + 1};
   assert_int_equal(mw_jsonrow_init(&p, &s, &big), -EINVAL);
-  mw_schema_add(&s, "v", MW_T_FSL_F32, true); /* fsl_dim 0 */
+  mw_schema_add(&s, "v", MW_T_FSL, true); /* fsl_dim 0 */
   assert_int_equal(mw_jsonrow_init(&p, &s, NULL), -EINVAL);
   s.fields[2].fsl_dim = 2;
   assert_int_equal(mw_jsonrow_init(&p, &s, NULL), 0);

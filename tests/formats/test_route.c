@@ -141,7 +141,7 @@ static void test_type_rules(void **state) {
   assert_int_equal(mw_route_bucket_rows(&o.s.fields[0], &o.b.cols[0], 1, 1025, &out, NULL), -EINVAL);
   assert_int_equal(mw_route_bucket_rows(&o.s.fields[0], &o.b.cols[0], 2, 4, &out, NULL), -EINVAL);
   assert_int_equal(mw_route_hash_value(&o.s.fields[0], &o.b.cols[0], 1, &h), -EINVAL);
-  o.s.fields[0].type = MW_T_FSL_F32;
+  o.s.fields[0].type = MW_T_FSL;
   assert_int_equal(mw_route_hash_value(&o.s.fields[0], &o.b.cols[0], 0, &h), -ENOTSUP);
   one_free(&o);
 }

@@ -46,7 +46,7 @@ static void test_schema_good(void **state) {
   assert_int_equal(s.fields[1].type, MW_T_UTF8);
   assert_true(s.fields[1].nullable);
   assert_int_equal(s.fields[2].type, MW_T_FLOAT64);
-  assert_int_equal(s.fields[3].type, MW_T_FSL_F32);
+  assert_int_equal(s.fields[3].type, MW_T_FSL);
   assert_int_equal(s.fields[3].fsl_dim, 8);
   assert_true(s.fields[3].item_nullable);
   for (size_t i = 0; i < s.n_fields; i++) {
@@ -62,7 +62,7 @@ static void test_schema_good(void **state) {
   static const mw_type_t want[] = {MW_T_INT32,   MW_T_INT64,   MW_T_UINT32, MW_T_UINT64,
                                    MW_T_FLOAT32, MW_T_FLOAT32, MW_T_FLOAT64, MW_T_FLOAT64,
                                    MW_T_BOOL,    MW_T_UTF8,    MW_T_UTF8,   MW_T_BINARY,
-                                   MW_T_FSL_F32, MW_T_FSL_F32};
+                                   MW_T_FSL, MW_T_FSL};
   assert_int_equal(s.n_fields, 14);
   for (size_t i = 0; i < 14; i++) assert_int_equal(s.fields[i].type, want[i]);
   assert_string_equal(s.fields[11].name, "_l9");
@@ -75,16 +75,19 @@ static void test_schema_good(void **state) {
   mw_schema_free(&s);
 }
 
+#define TYPES                                                                              \
+  "a type (int8..int64, uint8..uint64, float16, float, double, bool, string, large_string, " \
+  "binary, large_binary, fixed_size_binary<N>, date32, date64, time32<s|ms>, time64<us|ns>, " \
+  "timestamp<unit[, tz]>, decimal128<P,S>, fixed_size_list<T,D>, list<T>, large_list<T>, "  \
+  "struct<name:T, ...>)"
+
 static void test_schema_bad(void **state) {
   (void)state;
   schema_bad("", "schema: no columns");
   schema_bad("   ", "schema: no columns");
-  schema_bad("id:int65",
-             "schema: column 4: expected a type (int32, int64, uint32, uint64, float, double, "
-             "bool, string, binary, fixed_size_list<float32,D>), got \"int65\"");
+  schema_bad("id:int65", "schema: column 4: expected " TYPES ", got \"int65\"");
   schema_bad("id int64", "schema: column 4: expected ':' after the column name, got \"int64\"");
-  schema_bad("id:", "schema: column 4: expected a type (int32, int64, uint32, uint64, float, "
-                    "double, bool, string, binary, fixed_size_list<float32,D>), got end of text");
+  schema_bad("id:", "schema: column 4: expected " TYPES ", got end of text");
   schema_bad("1id:int64", "schema: column 1: expected a column name, got \"1\"");
   schema_bad("id:int64,", "schema: column 10: expected a column name, got end of text");
   schema_bad("id:int64,,a:bool", "schema: column 10: expected a column name, got \",\"");
@@ -98,17 +101,16 @@ static void test_schema_bad(void **state) {
   schema_bad("a:bool;b:bool", "schema: column 7: expected ',' or \"not null\" or end of text, "
                               "got \";\"");
   schema_bad("\xc3\xa9:bool", "schema: column 1: expected a column name, got byte 0xc3");
-  schema_bad("Id:INT64", "schema: column 4: expected a type (int32, int64, uint32, uint64, "
-                         "float, double, bool, string, binary, fixed_size_list<float32,D>), "
-                         "got \"INT64\"");
+  schema_bad("Id:INT64", "schema: column 4: expected " TYPES ", got \"INT64\"");
   schema_bad("v:fixed_size_list<float32,0>",
              "schema: column 27: the list size must be in 1..65536, got \"0\"");
   schema_bad("v:fixed_size_list<float32,65537>",
              "schema: column 27: the list size must be in 1..65536, got \"65537\"");
   schema_bad("v:fixed_size_list<float32,99999999999>",
              "schema: column 27: the list size must be in 1..65536, got \"99999999999\"");
-  schema_bad("v:fixed_size_list<float64,8>",
-             "schema: column 19: expected float32 (the only list item type), got \"float64\"");
+  schema_bad("v:fixed_size_list<string,8>",
+             "schema: column 19: a fixed_size_list item must be a number type (int8..uint64, "
+             "float16, float, double), got \"string\"");
   schema_bad("v:fixed_size_list<float32 8>", "schema: column 27: expected ',', got \"8\"");
   schema_bad("v:fixed_size_list[float32,8]", "schema: column 18: expected '<', got \"[\"");
   schema_bad("v:fixed_size_list<float32,8", "schema: column 28: expected '>', got end of text");
@@ -169,10 +171,11 @@ static void test_primary_key(void **state) {
                            "\"name\""},
       {"  n", -EINVAL, "primary_key: column 3: \"n\" must be declared not null"},
       {"v", -EINVAL, "primary_key: column 1: \"v\" is float64; a key must be int32, int64, "
-                     "string or binary (Lance 12 refuses uint32, uint64 and bool keys)"},
-      {"vec", -EINVAL, "primary_key: column 1: \"vec\" is fixed_size_list<float32>; a key must "
-                       "be int32, int64, string or binary (Lance 12 refuses uint32, uint64 and "
-                       "bool keys)"},
+                     "string, large_string, binary or large_binary (the key types Lance 12 accepts "
+                     "and can flush)"},
+      {"vec", -EINVAL, "primary_key: column 1: \"vec\" is fixed_size_list<float32, 2>; a key "
+                       "must be int32, int64, string, large_string, binary or large_binary (the "
+                       "key types Lance 12 accepts and can flush)"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     mw_err_clear(&e);
@@ -184,18 +187,23 @@ static void test_primary_key(void **state) {
 
   /* each type Lance 12 accepts as a key is accepted; the others are refused */
   static const char *keys[] = {"a:int32 not null", "a:int64 not null", "a:string not null",
-                               "a:binary not null"};
-  for (size_t i = 0; i < 4; i++) {
+                               "a:binary not null", "a:large_string not null",
+                               "a:large_binary not null"};
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
     schema_ok(keys[i], &s);
     assert_int_equal(mw_schema_pk_text_apply(&s, "a", NULL), 0);
     mw_schema_free(&s);
   }
-  static const char *refused[] = {"a:uint64 not null", "a:bool not null", "a:uint32 not null"};
-  for (size_t i = 0; i < 3; i++) {
+  static const char *refused[] = {"a:uint64 not null", "a:bool not null", "a:uint32 not null",
+                                  "a:int8 not null", "a:int16 not null", "a:uint8 not null",
+                                  "a:date32 not null", "a:timestamp<us> not null",
+                                  "a:decimal128<10,2> not null", "a:float16 not null",
+                                  "a:fixed_size_binary<16> not null"};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     schema_ok(refused[i], &s);
     mw_err_clear(&e);
     assert_int_equal(mw_schema_pk_text_apply(&s, "a", &e), -EINVAL);
-    assert_non_null(strstr(e.msg, "Lance 12 refuses uint32, uint64 and bool keys"));
+    assert_non_null(strstr(e.msg, "the key types Lance 12 accepts and can flush"));
     mw_schema_free(&s);
   }
 
@@ -242,12 +250,12 @@ static void test_spec(void **state) {
       {"bucket(id,16", "spec: column 13: expected ')', got end of text"},
       {"bucket(nope,16)", "spec: column 8: no column named \"nope\" in the schema"},
       {"bucket(bin,4)", "spec: column 8: bucket() cannot use \"bin\" of type binary (use an "
-                        "integer, float, double, bool or string column)"},
+                        "int32, int64, uint32, uint64, float, double, bool or string column)"},
       {"bucket(vec,4)", "spec: column 8: bucket() cannot use \"vec\" of type "
-                        "fixed_size_list<float32> (use an integer, float, double, bool or "
-                        "string column)"},
+                        "fixed_size_list<float32, 2> (use an int32, int64, uint32, uint64, "
+                        "float, double, bool or string column)"},
       {"identity(v)", "spec: column 10: identity() cannot use \"v\" of type float64 (use an "
-                      "integer, string or bool column)"},
+                      "int32, int64, uint32, uint64, string or bool column)"},
       {"identity(region,4)", "spec: column 16: expected ')', got \",\""},
       {"identity region", "spec: column 10: expected '(', got \"region\""},
       {"unsharded()", "spec: column 10: expected end of text, got \"(\""},
@@ -332,6 +340,115 @@ static void test_shards(void **state) {
   mw_schema_free(&s);
 }
 
+/* Every type of types.h, its parameters, and the text round trip
+ * (mw_field_type_text gives text the parser takes back to the same field). */
+static void test_schema_types(void **state) {
+  (void)state;
+  mw_schema_t s, t;
+  char buf[MW_FIELD_TEXT_BYTES];
+  schema_ok("a:int8, b:int16, c:uint8, d:uint16 not null, e:float16, e2:halffloat, "
+            "f:large_string, g:large_utf8, h:large_binary, i:fixed_size_binary<16>, "
+            "j:date32, k:date64, l:time32<s>, m:time32<ms>, n:time64<us>, o:time64<ns>, "
+            "p:timestamp, q:timestamp<ns>, r:timestamp<ms, UTC>, s1:timestamp<s,Europe/Paris>, "
+            "s2:timestamp<us, Etc/GMT+5>, u:decimal128<38,10>, v:decimal128<1, 0>, "
+            "w:fixed_size_list<float16, 8>, x:fixed_size_list<double,3>, y:fixed_size_list<int8, 32>, "
+            "z:fixed_size_list<uint8,64>, l1:list<int32>, l2:large_list<string not null>, "
+            "l3:list<struct<a: int32, b: list<timestamp<ms>>>>, "
+            "st:struct<host: string, pid: int32 not null, at: struct<x: double, y: bool>> not null",
+            &s);
+  static const mw_type_t want[] = {
+      MW_T_INT8, MW_T_INT16, MW_T_UINT8, MW_T_UINT16, MW_T_FLOAT16, MW_T_FLOAT16,
+      MW_T_LARGE_UTF8, MW_T_LARGE_UTF8, MW_T_LARGE_BINARY, MW_T_FIXED_BINARY, MW_T_DATE32,
+      MW_T_DATE64, MW_T_TIME32, MW_T_TIME32, MW_T_TIME64, MW_T_TIME64, MW_T_TIMESTAMP,
+      MW_T_TIMESTAMP, MW_T_TIMESTAMP, MW_T_TIMESTAMP, MW_T_TIMESTAMP, MW_T_DECIMAL128,
+      MW_T_DECIMAL128, MW_T_FSL, MW_T_FSL, MW_T_FSL, MW_T_FSL, MW_T_LIST, MW_T_LARGE_LIST,
+      MW_T_LIST, MW_T_STRUCT};
+  assert_int_equal(s.n_fields, sizeof want / sizeof *want);
+  for (size_t i = 0; i < s.n_fields; i++) assert_int_equal(s.fields[i].type, want[i]);
+  assert_false(s.fields[3].nullable);
+  assert_int_equal(s.fields[9].byte_width, 16);
+  assert_int_equal(s.fields[12].unit, MW_UNIT_S);
+  assert_int_equal(s.fields[13].unit, MW_UNIT_MS);
+  assert_int_equal(s.fields[15].unit, MW_UNIT_NS);
+  assert_int_equal(s.fields[16].unit, MW_UNIT_US); /* bare timestamp */
+  assert_null(s.fields[16].tz);
+  assert_string_equal(s.fields[18].tz, "UTC");
+  assert_string_equal(s.fields[19].tz, "Europe/Paris");
+  assert_string_equal(s.fields[20].tz, "Etc/GMT+5");
+  assert_int_equal(s.fields[21].precision, 38);
+  assert_int_equal(s.fields[21].scale, 10);
+  assert_int_equal(s.fields[23].item_type, MW_T_FLOAT16);
+  assert_int_equal(s.fields[23].fsl_dim, 8);
+  assert_int_equal(s.fields[25].item_type, MW_T_INT8);
+  assert_int_equal(s.fields[27].children[0].type, MW_T_INT32);
+  assert_true(s.fields[27].children[0].nullable);
+  assert_false(s.fields[28].children[0].nullable);
+  const mw_field_t *l3 = &s.fields[29];
+  assert_int_equal(l3->children[0].type, MW_T_STRUCT);
+  assert_int_equal(l3->children[0].children[1].children[0].type, MW_T_TIMESTAMP);
+  const mw_field_t *st = &s.fields[30];
+  assert_false(st->nullable);
+  assert_int_equal(st->n_children, 3);
+  assert_false(st->children[1].nullable);
+  assert_string_equal(mw_field_type_text(st, buf, sizeof buf),
+                      "struct<host: utf8, pid: int32 not null, at: struct<x: float64, y: bool>>");
+  assert_string_equal(mw_field_type_text(&s.fields[20], buf, sizeof buf), "timestamp<us, Etc/GMT+5>");
+  /* every field's text parses back to the same field */
+  char text[8192];
+  size_t at = 0;
+  for (size_t i = 0; i < s.n_fields; i++)
+    at += (size_t)snprintf(text + at, sizeof text - at, "%s%s:%s%s", i ? ", " : "", s.fields[i].name,
+                           mw_field_type_text(&s.fields[i], buf, sizeof buf),
+                           s.fields[i].nullable ? "" : " not null");
+  schema_ok(text, &t);
+  assert_true(mw_schema_equal(&s, &t));
+  /* ids in pre-order: a field, then its children */
+  mw_schema_ids_assign(&t);
+  assert_int_equal(t.fields[27].id, 27);
+  assert_int_equal(t.fields[27].children[0].id, 28);
+  assert_int_equal(t.fields[29].id, 31);
+  assert_int_equal(t.fields[29].children[0].id, 32);
+  assert_int_equal(t.fields[29].children[0].children[1].children[0].id, 35);
+  assert_int_equal(t.fields[30].id, 36);
+  assert_int_equal(mw_schema_tombstone_append(&t), 31);
+  assert_int_equal(t.fields[31].id, 42); /* after st's 6 fields */
+  mw_schema_free(&t);
+  mw_schema_free(&s);
+
+  schema_bad("t:time64<ms>", "schema: column 10: expected us or ns, got \"ms\"");
+  schema_bad("t:time32<us>", "schema: column 10: expected s or ms, got \"us\"");
+  schema_bad("t:timestamp<xs>", "schema: column 13: expected a unit (s, ms, us, ns), got \"xs\"");
+  schema_bad("t:timestamp<us,>", "schema: column 16: time zone must be 1..64 characters");
+  schema_bad("t:timestamp<us, a<b>", "schema: column 17: time zone \"a<b\" has a character that is not allowed");
+  schema_bad("t:timestamp<us, +05:30>", "schema: column 17: time zone \"+05:30\": Lance 12 cannot "
+             "store a zone with ':' (write a name such as UTC or Asia/Kolkata)");
+  schema_bad("t:timestamp<us, UTC", "schema: column 17: expected a time zone and '>', got \"UTC\"");
+  schema_bad("d:decimal128<39,2>", "schema: column 14: the precision must be in 1..38, got \"39\"");
+  schema_bad("d:decimal128<10,11>", "schema: column 17: the scale must be in 0..10, got \"11\"");
+  schema_bad("d:decimal128<10>", "schema: column 16: expected ',' and the scale, got \">\"");
+  schema_bad("b:fixed_size_binary<0>", "schema: column 21: the byte width must be in 1..65536, got \"0\"");
+  schema_bad("l:list<>", "schema: column 8: expected " TYPES ", got \">\"");
+  schema_bad("l:list<int32, int64>", "schema: column 13: expected '>', got \",\"");
+  schema_bad("s:struct<>", "schema: column 10: expected a struct field name, got \">\"");
+  schema_bad("s:struct<a:int32, a:bool>", "schema: column 19: duplicate struct field \"a\"");
+  schema_bad("s:struct<a int32>", "schema: column 12: expected ':' after the struct field name, got \"int32\"");
+  schema_bad("s:struct<_tombstone:bool, x:list<_tombstone>>",
+             "schema: column 34: expected " TYPES ", got \"_tombstone\"");
+  schema_bad("v:fixed_size_list<list<int32>,4>",
+             "schema: column 19: a fixed_size_list item must be a number type (int8..uint64, "
+             "float16, float, double), got \"list\"");
+  /* nesting is bounded */
+  char deep[512];
+  size_t n = (size_t)snprintf(deep, sizeof deep, "x:");
+  for (int i = 0; i < MW_MAX_NESTING + 2; i++) n += (size_t)snprintf(deep + n, sizeof deep - n, "list<");
+  n += (size_t)snprintf(deep + n, sizeof deep - n, "int32");
+  for (int i = 0; i < MW_MAX_NESTING + 2; i++) n += (size_t)snprintf(deep + n, sizeof deep - n, ">");
+  mw_err_t e;
+  mw_err_clear(&e);
+  assert_int_equal(mw_schema_text_parse(deep, &s, &e), -EINVAL);
+  assert_non_null(strstr(e.msg, "nested deeper than 8 levels"));
+}
+
 static void test_tombstone_and_ids(void **state) {
   (void)state;
   mw_schema_t s;
@@ -359,6 +476,7 @@ int main(void) {
       cmocka_unit_test(test_schema_good), cmocka_unit_test(test_schema_bad),
       cmocka_unit_test(test_primary_key), cmocka_unit_test(test_spec),
       cmocka_unit_test(test_shards),      cmocka_unit_test(test_tombstone_and_ids),
+      cmocka_unit_test(test_schema_types),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

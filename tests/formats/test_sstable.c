@@ -46,7 +46,7 @@ static void vec_schema(mw_schema_t *s, bool with_vec) {
   assert_true(mw_schema_add(s, "name", MW_T_UTF8, true) >= 0);
   assert_true(mw_schema_add(s, "v", MW_T_FLOAT64, true) >= 0);
   if (with_vec) {
-    int i = mw_schema_add(s, "vec", MW_T_FSL_F32, true);
+    int i = mw_schema_add(s, "vec", MW_T_FSL, true);
     assert_true(i >= 0);
     s->fields[i].fsl_dim = 8;
   }

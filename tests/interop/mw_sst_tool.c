@@ -322,9 +322,10 @@ static void gen_value(const mw_field_t *f, int sst, int64_t k, double null_frac,
       c->len = (uint8_t)(x % 9);
       for (int i = 0; i < c->len; i++) c->v.bytes[i] = (uint8_t)(x >> (8 * (i % 8)) ^ (uint8_t)i);
       break;
-    case MW_T_FSL_F32:
+    case MW_T_FSL:
       for (int i = 0; i < f->fsl_dim; i++) c->v.vec[i] = (float)(frand() * 2 - 1);
       break;
+    default: die("model: no generator for %s", mw_type_name(f->type));
   }
 }
 
@@ -363,10 +364,11 @@ static void print_cell(FILE *out, const mw_field_t *f, const cell_t *c) {
       for (int i = 0; i < c->len; i++) fprintf(out, "%s%u", i ? "," : "", c->v.bytes[i]);
       fputc(']', out);
       break;
-    case MW_T_FSL_F32:
+    case MW_T_FSL:
       for (int i = 0; i < f->fsl_dim; i++) fprintf(out, "%c%.9g", i ? ',' : '[', (double)c->v.vec[i]);
       fputc(']', out);
       break;
+    default: die("model: cannot print %s", mw_type_name(f->type));
   }
 }
 
@@ -388,7 +390,7 @@ static void table_schema(const char *shard_dir, mw_schema_t *s) {
   if (strcmp(pk->name, "id") != 0 || pk->pk_position != 1 || s->n_fields > 16)
     die("model: the first field must be the PK `id`");
   for (size_t i = 0; i < s->n_fields; i++)
-    if (s->fields[i].type == MW_T_FSL_F32 && s->fields[i].fsl_dim > CELL_BYTES / 4)
+    if (s->fields[i].type == MW_T_FSL && s->fields[i].fsl_dim > CELL_BYTES / 4)
       die("model: vector dimension %d > %d", s->fields[i].fsl_dim, CELL_BYTES / 4);
 }
 
