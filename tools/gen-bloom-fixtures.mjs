@@ -27,6 +27,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -40,20 +41,23 @@ for (let i = 0; i < args.length; i++) {
   else if (!args[i].startsWith("--")) outDir = path.resolve(args[i]);
   else throw new Error(`unknown option ${args[i]}`);
 }
-const load = (pkg, file) => import(pathToFileURL(path.join(nodeModules, pkg, file)).href);
-const lancedb = await load("@lancedb/lancedb", "dist/index.js");
-const arrow = await load("apache-arrow", "Arrow.node.mjs");
+// LanceDB's own (CommonJS) apache-arrow: its tables pass LanceDB's instanceof
+// checks, so large and fixed-size binary keys reach Lance unsanitised
+const require = createRequire(path.join(nodeModules, "x.js"));
+const lancedb = require("@lancedb/lancedb");
+const arrow = require("apache-arrow");
+const { buildData } = await import(pathToFileURL(path.join(repo, "tests/interop/types_lib.mjs")).href);
 
 const N = 300;
 const hex = (u8) => "x" + Buffer.from(u8).toString("hex");
 const enc = new TextEncoder();
 // Deterministic, distinct keys per type: negatives, extremes, an empty string,
 // multibyte UTF-8, binary lengths 0..24 (across SipHash's 8-byte words).
-// int64 is the control (verified before); uint32, uint64 and bool are what
-// Lance 12 refuses as a key (set_unenforced_primary_key: "Supported: Int32,
-// Int64, Utf8, LargeUtf8, Binary, LargeBinary, FixedSizeBinary"). The large
-// and fixed-size types are not memwald types (and LanceDB 0.39's node client
-// cannot declare large_utf8/large_binary columns), so they are not tried.
+// int64 is the control (verified before); uint32, uint64, bool and the narrow,
+// half-float and temporal types are what Lance 12 refuses as a key
+// (set_unenforced_primary_key: "Supported: Int32, Int64, Utf8, LargeUtf8,
+// Binary, LargeBinary, FixedSizeBinary"); the large and fixed-size binaries
+// are keys too.
 const TYPES = {
   int64: {
     type: () => new arrow.Int64(),
@@ -97,10 +101,49 @@ const TYPES = {
       }),
     line: (k) => hex(k),
   },
+  large_utf8: {
+    type: () => new arrow.LargeUtf8(),
+    keys: () => Array.from({ length: N }, (_, i) => (i === 0 ? "" : `L${i}-${"\u00e9".repeat(i % 5)}${"q".repeat(i % 13)}`)),
+    line: (k) => hex(enc.encode(k)),
+  },
+  large_binary: {
+    type: () => new arrow.LargeBinary(),
+    keys: () =>
+      Array.from({ length: N }, (_, i) => {
+        const u = new Uint8Array(i === 0 ? 0 : i % 20 || 20);
+        for (let j = 0; j < u.length; j++) u[j] = (i * 17 + j * 5) & 0xff;
+        if (u.length > 0) u[0] = i & 0xff;
+        if (u.length > 1) u[1] = i >> 8;
+        return u;
+      }),
+    line: (k) => hex(k),
+  },
+  fixed_size_binary: {
+    type: () => new arrow.FixedSizeBinary(16),
+    keys: () =>
+      Array.from({ length: N }, (_, i) => {
+        const u = new Uint8Array(16);
+        for (let j = 0; j < 16; j++) u[j] = (i * 13 + j * 29) & 0xff;
+        u[0] = i & 0xff;
+        u[1] = i >> 8;
+        return u;
+      }),
+    line: (k) => hex(k),
+  },
+  int8: { type: () => new arrow.Int8(), keys: () => Array.from({ length: 100 }, (_, i) => i - 50), line: String },
+  int16: { type: () => new arrow.Int16(), keys: () => Array.from({ length: N }, (_, i) => i * 100 - 15000), line: String },
+  uint8: { type: () => new arrow.Uint8(), keys: () => Array.from({ length: 200 }, (_, i) => i), line: String },
+  uint16: { type: () => new arrow.Uint16(), keys: () => Array.from({ length: N }, (_, i) => i * 200), line: String },
+  date32: { type: () => new arrow.DateDay(), keys: () => Array.from({ length: N }, (_, i) => String(18000 + i)), line: String },
+  timestamp_us: {
+    type: () => new arrow.TimestampMicrosecond(),
+    keys: () => Array.from({ length: N }, (_, i) => String(1700000000000000 + i * 1000)),
+    line: String,
+  },
 };
 
 function makeBatch(schema, keys) {
-  const k = arrow.vectorFromArray(keys, schema.fields[0].type);
+  const k = arrow.makeVector(buildData(arrow, schema.fields[0].type, keys.map((x) => (x instanceof Uint8Array ? Array.from(x) : x))));
   const v = arrow.vectorFromArray(keys.map((_, i) => i * 0.5), new arrow.Float64());
   const data = arrow.makeData({
     type: new arrow.Struct(schema.fields),

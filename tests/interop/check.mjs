@@ -35,6 +35,7 @@ if (!fs.existsSync(path.join(here, "node_modules", "@lancedb", "lancedb"))) {
   process.exit(2);
 }
 const lancedb = await import("@lancedb/lancedb");
+const { exactLine } = await import("./exact.mjs");
 
 function parseArgs(argv) {
   const pos = [], opt = {};
@@ -94,6 +95,15 @@ const bigId = idType.typeId === 2 /* Int */ && idType.bitWidth === 64;
 const keyOf = (id) => (bigId ? BigInt(id) : id);
 const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
 
+// Tables with types beyond the vectors' (int32/64, uint32/64, float32/64,
+// bool, utf8, binary, fixed_size_list<float32>) print every value exactly
+// (exact.mjs: raw temporal and decimal integers, nested values); the classic
+// format stays what peer/read-table.mjs prints, so vector sha256s hold.
+const classic = (t) => (t.typeId === 2 && (t.bitWidth === 32 || t.bitWidth === 64)) ||
+  (t.typeId === 3 && t.precision > 0) || [4, 5, 6].includes(t.typeId) ||
+  (t.typeId === 16 && isF32(t.children[0].type));
+const exact = !schema.fields.every((f) => classic(f.type));
+
 // What LanceDB returns.
 async function readRows(query) {
   const tbl = await query.toArrow();
@@ -103,11 +113,12 @@ async function readRows(query) {
     for (let i = 0; i < batch.numRows; i++) {
       const r = {};
       fields.forEach((f, k) => { r[f] = cols[k] ? cols[k].get(i) : null; });
+      if (exact) r.line = exactLine(batch, fields, i);
       rows.push(r);
     }
   }
   rows.sort((a, b) => cmp(a.id, b.id));
-  return rows.map((r) => rowLine(r, fields));
+  return rows.map((r) => (exact ? r.line : rowLine(r, fields)));
 }
 const got = await readRows(table.query());
 const plain = opt.compacted ? await readRows(table.query().useLsm(false)) : null;

@@ -4,11 +4,15 @@
 // shard (manifest, WAL entry, one SSTable) into it, so mw_sst_tool can add
 // generations on top.
 //
-//   node make-table.mjs DB_DIR --kind wide|strpk
+//   node make-table.mjs DB_DIR --kind wide|strpk|types
 //
 // wide : id int64 PK, i32 int32, u32 uint32, u64 uint64, f32 float32,
 //        flag bool, bin binary, s utf8, vec fixed_size_list<float32, 4>
 // strpk: id utf8 PK, v float64, n int32
+// types: id int64 PK + every non-nested type of types_lib.mjs (narrow ints,
+//        float16, timestamps in every unit with and without a zone, dates,
+//        times, decimals, large and fixed binaries, fixed_size_lists of
+//        float16, float64, int8, uint8), nulls in most columns
 // Base rows: keys 0..19; then mergeInserts of keys 10..39 and 30..49
 // (updates and inserts; 30..39 twice, so Lance's SSTable gets a deletion
 // file) through the LSM writer, closed (flushed to generation 1).
@@ -22,12 +26,15 @@ if (!fs.existsSync(path.join(here, "node_modules", "@lancedb", "lancedb"))) {
   console.error(`interop: ${here}/node_modules is missing: run \`npm install --no-audit --no-fund\` in tests/interop first`);
   process.exit(2);
 }
-const lancedb = await import("@lancedb/lancedb");
-const arrow = await import("apache-arrow");
+const { createRequire } = await import("node:module");
+const require = createRequire(path.join(here, "package.json"));
+const lancedb = require("@lancedb/lancedb");
+const arrow = require("apache-arrow"); // LanceDB's copy: its tables pass instanceof checks
+const lib = await import("./types_lib.mjs");
 
 const [dbDir, flag, kind] = process.argv.slice(2);
-if (!dbDir || flag !== "--kind" || !["wide", "strpk"].includes(kind)) {
-  console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk");
+if (!dbDir || flag !== "--kind" || !["wide", "strpk", "types"].includes(kind)) {
+  console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk|types");
   process.exit(2);
 }
 const F = (n, t, nullable = true) => new arrow.Field(n, t, nullable);
@@ -44,15 +51,24 @@ if (kind === "wide") {
     f32: Math.fround(k / 3), flag: k % 4 === 0 ? null : k % 2 === 0, bin: Uint8Array.from([k & 255, 1, 2]),
     s: `${tag}_${k}`, vec: k % 5 === 0 ? null : [k, -k, 0.5, Math.fround(1 / (k + 1))],
   });
-} else {
+} else if (kind === "strpk") {
   schema = new arrow.Schema([F("id", new arrow.Utf8(), false), F("v", new arrow.Float64()), F("n", new arrow.Int32())]);
   row = (k, tag) => ({ id: `k${String(k).padStart(6, "0")}`, v: k * 1.25, n: tag === "base" ? k : -k });
 }
+// types: rows in exact form, built bit for bit (types_lib.buildTable); an
+// update changes every value (the row of key k + 1000 under key k)
+const cat = kind === "types" ? lib.catalogue(arrow, { nested: false }) : null;
+const table = (rows) => {
+  if (!cat) return lancedb.makeArrowTable(rows, { schema });
+  const fields = lib.tableFields(arrow, cat);
+  return lib.buildTable(arrow, fields, rows.map(([k, tag]) => ({ ...lib.makeRow(cat, tag === "base" ? k : k + 1000), id: String(k) })));
+};
+if (cat) row = (k, tag) => [k, tag];
 fs.mkdirSync(dbDir, { recursive: true });
 const db = await lancedb.connect(dbDir);
 const base = [];
 for (let k = 0; k < 20; k++) base.push(row(k, "base"));
-const t = await db.createTable("t", lancedb.makeArrowTable(base, { schema }), { mode: "overwrite" });
+const t = await db.createTable("t", table(base), { mode: "overwrite" });
 await t.setUnenforcedPrimaryKey("id");
 await t.setLsmWriteSpec({ specType: "unsharded", maintainedIndexes: [], writerConfigDefaults: {} });
 t.close();
@@ -60,7 +76,7 @@ const w = await db.openTable("t");
 for (const [from, to, tag] of [[10, 40, "lance"], [30, 50, "lance2"]]) {
   const upd = [];
   for (let k = from; k < to; k++) upd.push(row(k, tag));
-  await w.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(lancedb.makeArrowTable(upd, { schema }));
+  await w.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(table(upd));
 }
 await w.closeLsmWriters();
 w.close();
