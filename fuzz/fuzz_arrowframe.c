@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "lance/ipc.h"
+#include "lance/schema_text.h"
 #include "net/arrowframe.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
@@ -42,7 +43,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
     }                                                                               \
   } while (0)
 
-enum { T_VECTORS, T_SUBSET, T_ALL, N_TABLES };
+enum { T_VECTORS, T_SUBSET, T_ALL, T_FLAT, T_NESTED, N_TABLES };
+
+/* The tables of tests/formats/data/types (LanceDB's WAL entries of them are
+ * in the corpus): every non-nested type, and lists and structs. */
+static const char *const flat_text =
+    "id:int64 not null, i8:int8, i16:int16, u8:uint8, u16:uint16 not null, f16:float16, "
+    "ts_s:timestamp<s>, ts_ms:timestamp<ms>, ts_us:timestamp<us>, ts_ns:timestamp<ns>, "
+    "ts_utc:timestamp<us, UTC>, ts_tz:timestamp<ms, Asia/Kolkata>, d32:date32, d64:date64, "
+    "t32:time32<ms>, t32s:time32<s>, t64:time64<us>, t64n:time64<ns>, dec:decimal128<10, 2>, "
+    "dec38:decimal128<38, 6>, ls:large_string, lb:large_binary, fsb:fixed_size_binary<4>, "
+    "fsb16:fixed_size_binary<16>, v16:fixed_size_list<float16, 4>, v64:fixed_size_list<float64, 3>, "
+    "vi8:fixed_size_list<int8, 8>, vu8:fixed_size_list<uint8, 16>";
+static const char *const nested_text =
+    "id:int64 not null, li:list<int32>, ls_str:list<string>, l_ts:list<timestamp<ms>>, "
+    "l_dec:list<decimal128<9, 1>>, l_fsl:list<fixed_size_list<float16, 2>>, st:struct<a: int32, "
+    "b: string, inner: struct<x: double, when: timestamp<us, UTC>, tags: list<string>>>, "
+    "l_st:list<struct<k: string, v: int64>>";
 
 static mw_schema_t tables[N_TABLES];
 static mw_ipc_limits_t lim; /* defaults, but zstd output <= 16 MiB */
@@ -54,7 +71,7 @@ static mw_buf_t e1, e2;
 static void add(mw_schema_t *s, const char *name, mw_type_t t, bool nullable, int32_t dim) {
   int i = mw_schema_add(s, name, t, nullable);
   CHECK(i >= 0);
-  if (t == MW_T_FSL_F32) s->fields[i].fsl_dim = dim;
+  if (t == MW_T_FSL) s->fields[i].fsl_dim = dim;
 }
 
 static void setup(void) {
@@ -64,7 +81,7 @@ static void setup(void) {
   s->fields[0].pk_position = 1;
   add(s, "name", MW_T_UTF8, true, 0);
   add(s, "v", MW_T_FLOAT64, true, 0);
-  add(s, "vec", MW_T_FSL_F32, true, 8);
+  add(s, "vec", MW_T_FSL, true, 8);
   add(s, "_tombstone", MW_T_BOOL, false, 0);
   s = &tables[T_SUBSET];
   mw_schema_init(s);
@@ -77,11 +94,17 @@ static void setup(void) {
   mw_schema_init(s);
   static const mw_type_t types[] = {MW_T_INT32,   MW_T_INT64,   MW_T_UINT32, MW_T_UINT64,
                                     MW_T_FLOAT32, MW_T_FLOAT64, MW_T_BOOL,   MW_T_UTF8,
-                                    MW_T_BINARY,  MW_T_FSL_F32};
+                                    MW_T_BINARY,  MW_T_FSL};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
     char name[8];
     snprintf(name, sizeof name, "c%zu", i);
     add(s, name, types[i], i != 1, 2);
+  }
+  for (int t = T_FLAT; t <= T_NESTED; t++) {
+    mw_err_t err = {0};
+    CHECK(mw_schema_text_parse(t == T_FLAT ? flat_text : nested_text, &tables[t], &err) == 0);
+    CHECK(mw_schema_pk_text_apply(&tables[t], "id", &err) == 0);
+    CHECK(mw_schema_tombstone_append(&tables[t]) > 0);
   }
   mw_ipc_limits_default(&lim);
   lim.max_decompressed_bytes = 16u << 20;
@@ -144,7 +167,7 @@ static void one(int t, const uint8_t *d, size_t n, int ipc_rc) {
   for (size_t i = 0; i < tables[t].n_fields; i++) {
     const mw_field_t *f = &tables[t].fields[i];
     CHECK(f->nullable || out->cols[i].null_count == 0);
-    CHECK(f->type != MW_T_UTF8 || utf8_column_ok(&out->cols[i]));
+    CHECK((f->type != MW_T_UTF8 && f->type != MW_T_LARGE_UTF8) || utf8_column_ok(&out->cols[i]));
   }
   /* what the WAL writer does with it, and the round trip */
   const mw_batch_t *bs[1] = {out};
