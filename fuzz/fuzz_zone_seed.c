@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   static const mw_type_t types[] = {MW_T_INT32, MW_T_INT64, MW_T_UINT32, MW_T_UINT64,
                                     MW_T_FLOAT32, MW_T_FLOAT64, MW_T_BOOL, MW_T_UTF8,
-                                    MW_T_BINARY, MW_T_FSL_F32};
+                                    MW_T_BINARY, MW_T_FSL};
   if (n < 3) return 0;
   size_t nt = sizeof types / sizeof types[0];
   mw_field_t f = {.name = (char *)"v", .type = types[d[0] % nt], .nullable = true, .fsl_dim = 8,

@@ -37,9 +37,10 @@ int mw_keyindex_name(const char *data_file, char *out, size_t out_len) {
   return k;
 }
 
+/* The key types (types.c `pk`) and unsigned ints. */
 static bool indexable(mw_type_t t) {
   return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 ||
-         t == MW_T_UTF8 || t == MW_T_BINARY;
+         mw_type_info(t)->layout == MW_LAYOUT_VAR;
 }
 
 static int index_schema(const mw_field_t *pk, mw_schema_t *s) {

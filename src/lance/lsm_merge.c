@@ -32,20 +32,10 @@ void mw_merge_free(mw_merge_t *m) {
   memset(m, 0, sizeof *m);
 }
 
-static void column_free(mw_column_t *c) {
-  mw_buf_free(&c->validity);
-  mw_buf_free(&c->values);
-  mw_buf_free(&c->offsets);
-  mw_buf_free(&c->item_validity);
-  memset(c, 0, sizeof *c);
-}
+/* Key columns are built with batch.c's column helpers (children too). */
+static void column_free(mw_column_t *c) { mw_column_free(c); }
 
-/* An empty column of field f (utf8/binary start with offset 0). */
-static int column_init(mw_column_t *c, const mw_field_t *f) {
-  memset(c, 0, sizeof *c);
-  if (f->type != MW_T_UTF8 && f->type != MW_T_BINARY) return 0;
-  return mw_buf_append(&c->offsets, &(int32_t){0}, 4);
-}
+static int column_init(mw_column_t *c, const mw_field_t *f) { return mw_column_init(c, f); }
 
 static int check_schemas(const mw_schema_t *table, const mw_schema_t *base, int *pk, mw_err_t *err) {
   if (table->n_fields != base->n_fields + 1 || base->n_fields == 0)
@@ -57,7 +47,7 @@ static int check_schemas(const mw_schema_t *table, const mw_schema_t *base, int 
   *pk = -1;
   for (size_t i = 0; i < base->n_fields; i++) {
     const mw_field_t *a = &table->fields[i], *b = &base->fields[i];
-    if (strcmp(a->name, b->name) != 0 || a->type != b->type || a->id != b->id ||
+    if (strcmp(a->name, b->name) != 0 || !mw_field_type_equal(a, b) || a->id != b->id ||
         a->pk_position != b->pk_position)
       return mw_err_set(err, -EINVAL, "merge: field %zu is '%s' in the table, '%s' in the base", i,
                         a->name, b->name);

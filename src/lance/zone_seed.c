@@ -53,16 +53,22 @@ typedef __int128 skey_t;
 
 mw_seed_type_t mw_seed_type_of(const mw_field_t *f) {
   assert(f != NULL);
-  switch (f->type) {
-    case MW_T_INT32: return (mw_seed_type_t){MW_SEED_KIND_SINT, 4};
-    case MW_T_INT64: return (mw_seed_type_t){MW_SEED_KIND_SINT, 8};
-    case MW_T_UINT32: return (mw_seed_type_t){MW_SEED_KIND_UINT, 4};
-    case MW_T_UINT64: return (mw_seed_type_t){MW_SEED_KIND_UINT, 8};
-    case MW_T_FLOAT32: return (mw_seed_type_t){MW_SEED_KIND_FLOAT, 4};
-    case MW_T_FLOAT64: return (mw_seed_type_t){MW_SEED_KIND_FLOAT, 8};
-    case MW_T_BOOL: return (mw_seed_type_t){MW_SEED_KIND_BOOL, 1};
-    case MW_T_UTF8: case MW_T_BINARY: return (mw_seed_type_t){MW_SEED_KIND_BYTES, 0};
-    case MW_T_FSL_F32: break; /* whole lists have no supported bounds */
+  /* from the type table's ordering class: integers and the temporal types
+   * (signed ints of their width), floats of 2, 4 or 8 bytes, bool, and the
+   * variable-width byte strings. fixed_size_binary, decimal128 and nested
+   * types get no bounds (null bounds are always correct). */
+  const mw_type_info_t *ti = mw_type_info(f->type);
+  switch (ti->order) {
+    case MW_ORDER_SIGNED:
+      if (ti->layout == MW_LAYOUT_FIXED && ti->width <= 8) return (mw_seed_type_t){MW_SEED_KIND_SINT, ti->width};
+      break;
+    case MW_ORDER_UNSIGNED: return (mw_seed_type_t){MW_SEED_KIND_UINT, ti->width};
+    case MW_ORDER_FLOAT: return (mw_seed_type_t){MW_SEED_KIND_FLOAT, ti->width};
+    case MW_ORDER_BOOL: return (mw_seed_type_t){MW_SEED_KIND_BOOL, 1};
+    case MW_ORDER_BYTES:
+      if (ti->layout == MW_LAYOUT_VAR) return (mw_seed_type_t){MW_SEED_KIND_BYTES, 0};
+      break;
+    case MW_ORDER_NONE: break;
   }
   return (mw_seed_type_t){MW_SEED_KIND_NONE, 0};
 }
@@ -562,9 +568,9 @@ static int check_schema(const mw_schema_t *sc, int version, const mw_field_t *fi
       return mw_err_set(err, -EBADMSG, "seed v%d: field %s must be a non-null %s", version, f->name, mw_type_name(t));
   }
   const mw_field_t *mn = &sc->fields[F_MIN], *mx = &sc->fields[F_MAX];
-  if (mn->type != mx->type || mn->fsl_dim != mx->fsl_dim)
+  if (!mw_field_type_equal(mn, mx))
     return mw_err_set(err, -EBADMSG, "seed v%d: min is %s, max is %s", version, mw_type_name(mn->type), mw_type_name(mx->type));
-  if (field != NULL && (field->type != mn->type || (field->type == MW_T_FSL_F32 && field->fsl_dim != mn->fsl_dim)))
+  if (field != NULL && !mw_field_type_equal(field, mn))
     return mw_err_set(err, -EBADMSG, "seed v%d: bounds are %s but column %s is %s", version,
                       mw_type_name(mn->type), field->name, mw_type_name(field->type));
   return 0;

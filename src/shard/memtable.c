@@ -103,7 +103,7 @@ static int64_t pk_bytes(const mw_batch_t *b) {
     const mw_field_t *f = &b->schema->fields[i];
     if (f->pk_position == 0) continue;
     const mw_column_t *c = &b->cols[i];
-    n += (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) ? (int64_t)c->values.len
+    n += mw_field_layout(f) == MW_LAYOUT_VAR ? (int64_t)c->values.len
          : f->type == MW_T_BOOL ? (c->length + 7) / 8
                                  : (int64_t)mw_type_width(f) * c->length;
   }

@@ -298,14 +298,14 @@ static void test_golden_bool_and_fsl(void **state) {
 
   /* fixed_size_list<float32, 2>: no bounds; null_count counts null vectors,
    * not null items, and NaN items are not counted (outer column) */
-  col1_init(&c, MW_T_FSL_F32, 2);
+  col1_init(&c, MW_T_FSL, 2);
   float v[2] = {NAN, 1.0f};
   add_fixed(&c, v, 8), add_null(&c), add_fixed(&c, v, 8);
   zexp_t zf[] = {{NULL, NULL, 1, 0, 0, 2}, {NULL, NULL, 0, 0, 0, 1}};
   build(&c, 2, 1, &buf);
   decode_ok(&buf, &c, 2, &s);
   expect_zones(&s, zf, 2, 8);
-  assert_int_equal(s.value_field->type, MW_T_FSL_F32);
+  assert_int_equal(s.value_field->type, MW_T_FSL);
   assert_int_equal(s.value_field->fsl_dim, 2);
   mw_seed_free(&s);
   mw_buf_free(&buf);
