@@ -65,6 +65,10 @@ static void field_free(mw_field_t *f) {
   memset(f, 0, sizeof *f);
 }
 
+void mw_field_free(mw_field_t *f) {
+  if (f != NULL) field_free(f);
+}
+
 int mw_field_add_child(mw_field_t *parent, const char *name, mw_type_t type, bool nullable) {
   assert(parent != NULL && name != NULL);
   mw_layout_t l = mw_field_layout(parent);

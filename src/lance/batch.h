@@ -144,6 +144,9 @@ bool mw_field_type_equal(const mw_field_t *a, const mw_field_t *b);
  * "fixed_size_list<float16, 8>", "list<int32>", "struct<a: int32, b: string
  * not null>". Truncated with "..." past out_len. */
 const char *mw_field_type_text(const mw_field_t *f, char *out, size_t out_len);
+/* Free a field's name, zone, children and metadata (for fields built
+ * outside a schema); leaves it zeroed. */
+void mw_field_free(mw_field_t *f);
 /* Number of fields in the tree (itself and all children). */
 size_t mw_field_count(const mw_field_t *f);
 

@@ -234,10 +234,13 @@ static int parse_param_type(lex_t *l, mw_field_t *f, int depth) {
       mw_field_t item;
       memset(&item, 0, sizeof item);
       tok_t it = l->t;
-      if ((rc = parse_type(l, &item, depth + 1)) < 0) return rc;
+      if ((rc = parse_type(l, &item, depth + 1)) < 0) {
+        mw_field_free(&item);
+        return rc;
+      }
       bool ok = mw_type_info(item.type)->fsl_item;
       mw_type_t t = item.type;
-      free(item.tz);
+      mw_field_free(&item);
       if (!ok) {
         char g[80];
         return mw_err_set(l->err, -EINVAL, "%s: column %zu: a fixed_size_list item must be a number "
