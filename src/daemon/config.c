@@ -103,6 +103,8 @@ static const cfg_key_t keys[] = {
     {SC_TABLE, "wal_compression", T_WALC, TB(wal_compression), 0, 0, false},
     {SC_TABLE, "sstable_zstd", T_BOOL, TB(sstable_zstd), 0, 1, false},
     {SC_TABLE, "allow_unmaintained_indexes", T_BOOL, TB(allow_unmaintained_indexes), 0, 1, false},
+    {SC_TABLE, "zone_write_seeds", T_BOOL, TB(zone_write_seeds), 0, 1, false},
+    {SC_TABLE, "zone_seed_rows_per_zone", T_INT, TB(zone_seed_rows_per_zone), 1, 1073741824, false},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -140,6 +142,7 @@ static void table_defaults(mw_table_config_t *t, const char *name) {
   t->max_fault_retry_interval_ms = -1;
   t->manifest_scan_batch_size = -1;
   t->max_unflushed_memtable_bytes = -1;
+  t->zone_seed_rows_per_zone = 8192; /* MW_SEED_DEFAULT_ROWS_PER_ZONE */
   t->backpressure_log_interval_ms = -1;
   t->stats_log_interval_ms = -1;
   t->wal_compression = MW_WAL_COMPRESSION_NONE;

@@ -64,6 +64,8 @@ typedef struct mw_table_config {
   mw_wal_compression_t wal_compression;
   bool sstable_zstd;
   bool allow_unmaintained_indexes;
+  bool zone_write_seeds;            /* zone write seeds v1 (docs/sstable.md) */
+  int64_t zone_seed_rows_per_zone;  /* rows per zone of each seed, default 8192 */
 } mw_table_config_t;
 
 typedef struct mw_config {

@@ -200,7 +200,10 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
     size_t n = writer_settings(tc, keys, values, buf);
     mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
                          .allow_maintained_indexes = tc->allow_unmaintained_indexes,
-                         .storage = &sc};
+                         .storage = &sc,
+                         .zone_write_seeds = tc->zone_write_seeds,
+                         .zone_seed_rows_per_zone =
+                             tc->zone_seed_rows_per_zone > 0 ? (uint64_t)tc->zone_seed_rows_per_zone : 0};
     int rc = mw_table_drop_interrupted(tc->uri, &o, err);
     if (rc < 0) return mw_err_set(err, rc, "[table %s] cannot check %s", tc->name, tc->uri);
     if (rc == 1) {

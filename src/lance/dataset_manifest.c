@@ -359,6 +359,8 @@ int mw_sst_manifest_encode(const mw_sst_manifest_params_t *p, mw_buf_t *out, mw_
   m.max_fragment_id = 0;
   m.writer_version = &wv;
   m.data_format = &fmt;
+  m.reader_feature_flags = p->feature_flags;
+  m.writer_feature_flags = p->feature_flags;
   mw_buf_t msg = MW_BUF_INIT;
   int rc = mw_dmanifest_pack(&m, false, true, false, &msg);
   if (rc == 0) rc = mw_dmanifest_file_encode(NULL, 0, msg.data, msg.len, out);
@@ -725,14 +727,23 @@ static const char *const FLAG_NAMES[] = {
     "multiple base paths", "transaction files disabled", "data overlay files",
     "covering index fields", "mixed data file versions"};
 
-static int check_flags(uint64_t flags, const char *which, mw_err_t *err) {
-  uint64_t bad = flags & ~MW_TABLE_FLAGS_SUPPORTED;
+const char *mw_feature_flag_name(int bit) {
+  if (bit == 16) return "zone write seeds (FLAG_ZONE_WRITE_SEEDS)";
+  if (bit >= 0 && bit < (int)(sizeof FLAG_NAMES / sizeof FLAG_NAMES[0])) return FLAG_NAMES[bit];
+  return "unknown";
+}
+
+static int check_flags(uint64_t flags, uint64_t accept, const char *which, mw_err_t *err) {
+  uint64_t bad = flags & ~(MW_TABLE_FLAGS_SUPPORTED | accept);
   if (bad == 0) return 0;
   int bit = __builtin_ctzll(bad);
-  const char *name = bit < (int)(sizeof FLAG_NAMES / sizeof FLAG_NAMES[0]) ? FLAG_NAMES[bit]
-                                                                          : "unknown";
+  if ((UINT64_C(1) << bit) == MW_FLAG_ZONE_WRITE_SEEDS)
+    return mw_err_set(err, -ENOTSUP,
+                      "table: %s feature flag bit 16 (1<<16, FLAG_ZONE_WRITE_SEEDS) is set: its data "
+                      "files carry zone write seeds v1; memwald writes to such a table only with "
+                      "zone_write_seeds = true", which);
   return mw_err_set(err, -ENOTSUP, "table: %s feature flag bit %d (1<<%d, %s) is not supported",
-                    which, bit, bit, name);
+                    which, bit, bit, mw_feature_flag_name(bit));
 }
 
 static int find_pk(mw_table_meta_t *t, mw_err_t *err) {
@@ -761,7 +772,13 @@ static int find_pk(mw_table_meta_t *t, mw_err_t *err) {
 }
 
 int mw_table_meta_read(const uint8_t *file, size_t n, mw_table_meta_t *t, mw_err_t *err) {
+  return mw_table_meta_read_ex(file, n, 0, t, err);
+}
+
+int mw_table_meta_read_ex(const uint8_t *file, size_t n, uint64_t accept_flags,
+                          mw_table_meta_t *t, mw_err_t *err) {
   assert(t && (file || n == 0));
+  assert((accept_flags & ~MW_FLAG_ZONE_WRITE_SEEDS) == 0);
   memset(t, 0, sizeof *t);
   mw_schema_init(&t->schema);
   mw_memwal_index_init(&t->memwal);
@@ -775,8 +792,8 @@ int mw_table_meta_read(const uint8_t *file, size_t n, mw_table_meta_t *t, mw_err
   t->version = pb->version;
   t->reader_feature_flags = pb->reader_feature_flags;
   t->writer_feature_flags = pb->writer_feature_flags;
-  rc = check_flags(pb->reader_feature_flags, "reader", err);
-  if (rc == 0) rc = check_flags(pb->writer_feature_flags, "writer", err);
+  rc = check_flags(pb->reader_feature_flags, accept_flags, "reader", err);
+  if (rc == 0) rc = check_flags(pb->writer_feature_flags, accept_flags, "writer", err);
   if (rc < 0) return rc;
   if (pb->data_format && pb->data_format->version) {
     if (strlen(pb->data_format->version) >= sizeof t->data_storage_version)

@@ -65,6 +65,12 @@
 
 /* Reader/writer feature flags (table.proto Manifest.reader_feature_flags). */
 #define MW_FLAG_DELETION_FILES (UINT64_C(1) << 0)
+/* Zone write seeds v1 (seed proposal 002): set in BOTH reader and writer
+ * flags by the commit that first references a data file with v1 seeds, and
+ * kept by every derived version. Readers that do not know it (LanceDB
+ * 0.39.0 / Lance 12) refuse the dataset. memwald accepts it only where it
+ * writes v1 seeds itself (mw_table_meta_read_ex). */
+#define MW_FLAG_ZONE_WRITE_SEEDS (UINT64_C(1) << 16)
 #define MW_TABLE_FLAGS_SUPPORTED MW_FLAG_DELETION_FILES
 
 /* --- names (§4.1) --- */
@@ -140,6 +146,7 @@ typedef struct mw_sst_manifest_params {
   uint64_t num_deleted_rows;
   int64_t timestamp_seconds;
   int32_t timestamp_nanos;
+  uint64_t feature_flags;            /* reader AND writer flags (MW_FLAG_ZONE_WRITE_SEEDS), 0 = none */
 } mw_sst_manifest_params_t;
 
 /* Append the whole `_versions/18446744073709551614.manifest` file. */
@@ -245,6 +252,15 @@ typedef struct mw_table_meta {
  * cannot write (mw_lance_schema_from_fields). Free with mw_table_meta_free,
  * also after a failure. */
 int mw_table_meta_read(const uint8_t *file, size_t n, mw_table_meta_t *t, mw_err_t *err);
+/* The same, accepting the feature flag bits in `accept_flags` as well
+ * (MW_FLAG_ZONE_WRITE_SEEDS when the table is configured to write v1
+ * seeds). A flag that is set but not accepted is refused with -ENOTSUP
+ * naming it. */
+int mw_table_meta_read_ex(const uint8_t *file, size_t n, uint64_t accept_flags,
+                          mw_table_meta_t *t, mw_err_t *err);
+/* "zone write seeds (FLAG_ZONE_WRITE_SEEDS)" for bit 16, and so on; "unknown"
+ * for bits Lance 12 does not define. */
+const char *mw_feature_flag_name(int bit);
 void mw_table_meta_free(mw_table_meta_t *t);
 /* Index of the field with Lance id `id` in t->manifest.pb->fields, or -ENOENT. */
 int mw_table_meta_field(const mw_table_meta_t *t, int32_t id);

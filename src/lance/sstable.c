@@ -13,6 +13,9 @@
  *      (lance-files.md §7.1: sorted by key then row; readers need it);
  *   8. dataset manifest version 1 naming the data file (and deletion file),
  *      and latest_version_hint.json.
+ * With zone seeds (opts.zone_seeds), step 4 first builds one v1 seed per
+ * column over the same rows and writes them as global buffers 1..C, and
+ * step 8 sets FLAG_ZONE_WRITE_SEEDS in both feature flags.
  *
  * Sample: a 3-row SSTable of ids (7, 8, 7) has physical_rows 3,
  * primary_key_bytes 24, deletion offsets {0}, i.e. _deletions/0-1-<id>.bin =
@@ -39,6 +42,7 @@
 #include "lance/deletion.h"
 #include "lance/lance_schema.h"
 #include "lance/pk_index.h"
+#include "lance/zone_seed.h"
 
 /* Bytes Lance's batch store adds per stored batch beyond the column payload
  * (fitted, memwal.md §6.3 and §13.1). */
@@ -268,7 +272,7 @@ static int hash_rows(const mw_batch_t *const *batches, size_t n, int64_t rows, u
  * with one data file holding every field as column i, plus the deletion
  * file when rows were deduplicated. */
 static int manifest_file(const mw_schema_t *schema, const char *data_name, const mw_sstable_t *sst,
-                         int64_t ts_ns, mw_buf_t *out, mw_err_t *err) {
+                         int64_t ts_ns, bool zone_seeds, mw_buf_t *out, mw_err_t *err) {
   Lance__File__Field **fields = NULL;
   size_t n_fields = 0;
   int rc = mw_lance_fields_from_schema(schema, &fields, &n_fields);
@@ -297,6 +301,7 @@ static int manifest_file(const mw_schema_t *schema, const char *data_name, const
       .num_deleted_rows = sst->deleted_rows,
       .timestamp_seconds = ts_ns / 1000000000,
       .timestamp_nanos = (int32_t)(ts_ns % 1000000000),
+      .feature_flags = zone_seeds ? MW_FLAG_ZONE_WRITE_SEEDS : 0,
   };
   rc = mw_sst_manifest_encode(&p, out, err);
 done:
@@ -304,6 +309,73 @@ done:
   free(cols);
   mw_lance_fields_free(fields, n_fields);
   return rc;
+}
+
+/* Zone write seeds v1: one per column, over the rows the data file holds
+ * (batches in order), as global buffers 1..C; the data file's schema is a
+ * copy of `schema` with `lance.seed.<column> = "<i>:<rows_per_zone>"`. */
+typedef struct seeds {
+  mw_schema_t schema;
+  mw_buf_t *bufs;
+  mw_datafile_gbuf_t *gb;
+  size_t n;
+} seeds_t;
+
+static void seeds_free(seeds_t *x) {
+  for (size_t i = 0; x->bufs != NULL && i < x->n; i++) mw_buf_free(&x->bufs[i]);
+  free(x->bufs);
+  free(x->gb);
+  mw_schema_free(&x->schema);
+  memset(x, 0, sizeof *x);
+}
+
+static int seed_one(const mw_field_t *f, size_t col, const mw_batch_t *const *batches, size_t n,
+                    uint64_t rpz, mw_ipc_writer_t *w, mw_buf_t *out, mw_err_t *err) {
+  mw_seed_builder_t sb;
+  int rc = mw_seed_builder_init(&sb, f, rpz, err);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    rc = mw_seed_builder_add(&sb, &batches[i]->cols[col], 0, batches[i]->n_rows, err);
+  if (rc == 0) rc = mw_seed_builder_finish(&sb, w, out, err);
+  mw_seed_builder_free(&sb);
+  return rc;
+}
+
+static int build_seeds(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
+                       uint64_t rpz, seeds_t *x, mw_err_t *err) {
+  memset(x, 0, sizeof *x);
+  mw_schema_init(&x->schema);
+  size_t nf = schema->n_fields;
+  mw_ipc_writer_t w;
+  mw_ipc_writer_init(&w);
+  int rc = mw_schema_copy(&x->schema, schema);
+  x->bufs = calloc(nf + 1, sizeof *x->bufs);
+  x->gb = calloc(nf + 1, sizeof *x->gb);
+  if (rc == 0 && (x->bufs == NULL || x->gb == NULL)) rc = -ENOMEM;
+  x->n = nf;
+  for (size_t c = 0; rc == 0 && c < nf; c++) {
+    const mw_field_t *f = &schema->fields[c];
+    rc = seed_one(f, c, batches, n, rpz, &w, &x->bufs[c], err);
+    if (rc < 0) break;
+    x->gb[c] = (mw_datafile_gbuf_t){x->bufs[c].data, x->bufs[c].len};
+    char val[MW_SEED_LOCATOR_BYTES];
+    int vn = mw_seed_locator_format((uint32_t)(c + 1), rpz, val, sizeof val);
+    size_t kn = strlen(MW_SEED_META_PREFIX) + strlen(f->name) + 1;
+    char *key = malloc(kn);
+    if (vn < 0 || key == NULL) {
+      free(key);
+      rc = vn < 0 ? vn : -ENOMEM;
+      break;
+    }
+    snprintf(key, kn, "%s%s", MW_SEED_META_PREFIX, f->name);
+    rc = mw_kvs_set(&x->schema.meta, key, val, (size_t)vn);
+    free(key);
+  }
+  mw_ipc_writer_free(&w);
+  if (rc < 0) {
+    seeds_free(x);
+    return mw_err_set(err, rc, "sstable: zone write seeds");
+  }
+  return 0;
 }
 
 int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
@@ -321,7 +393,16 @@ int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *bat
     if (vp == NULL) rc = -ENOMEM;
     for (size_t i = 0; vp != NULL && i < n; i++) vp[i] = &views[i];
   }
-  if (rc == 0) rc = mw_datafile_write(schema, vp ? vp : batches, n, NULL, 0, &dopts, out, err);
+  const mw_batch_t *const *rows = vp ? vp : batches;
+  seeds_t seeds = {0};
+  mw_schema_init(&seeds.schema);
+  if (rc == 0 && opts->zone_seeds) {
+    uint64_t rpz = opts->seed_rows_per_zone ? opts->seed_rows_per_zone : MW_SEED_DEFAULT_ROWS_PER_ZONE;
+    rc = build_seeds(schema, rows, n, rpz, &seeds, err);
+  }
+  if (rc == 0)
+    rc = mw_datafile_write(opts->zone_seeds ? &seeds.schema : schema, rows, n, seeds.gb, seeds.n, &dopts, out, err);
+  seeds_free(&seeds);
   for (size_t i = 0; views != NULL && i < n; i++) free(views[i].cols);
   free(views);
   free(vp);
@@ -420,7 +501,7 @@ static int step_manifest(const mw_schema_t *schema, const mw_sstable_opts_t *opt
     clock_gettime(CLOCK_REALTIME, &now);
     ts = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
   }
-  if (rc == 0) rc = manifest_file(schema, data_name, out, ts, &b, err);
+  if (rc == 0) rc = manifest_file(schema, data_name, out, ts, opts->zone_seeds, &b, err);
   if (rc == 0) rc = add_file(out, "_versions/18446744073709551614.manifest", &b);
   mw_buf_free(&b);
   return rc;

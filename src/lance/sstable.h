@@ -15,6 +15,11 @@
  *     _pk_index/page_lookup.lance
  *     bloom_filter.bin                            32 KiB split-block bloom filter
  *
+ * With opts.zone_seeds the data file also holds one zone write seed (v1)
+ * per column as global buffers 1..C, and the manifest sets
+ * FLAG_ZONE_WRITE_SEEDS (1<<16) in both feature flags: it is the first
+ * commit referencing those seeds (seed proposal 002).
+ *
  * I/O free: mw_sstable_build() returns (relative path, bytes) pairs; the
  * engine writes them through the storage layer (plain puts, any order, the
  * manifest last is good practice) and then publishes the SSTable with a shard
@@ -68,6 +73,12 @@ typedef struct mw_sstable_opts {
   uint64_t seed;        /* 0 = getrandom(); else a deterministic name generator */
   int64_t timestamp_ns; /* manifest timestamp; 0 = now (CLOCK_REALTIME) */
   size_t max_page_bytes; /* data-file page cap per column; 0 = the datafile default (8 MiB) */
+  /* Zone write seeds v1 (zone_seed.h): one seed per column in the data
+   * file, located by `lance.seed.<column>` in its schema metadata, and
+   * FLAG_ZONE_WRITE_SEEDS in the manifest's reader and writer flags (so
+   * LanceDB 0.39.0 refuses the SSTable; docs/sstable.md). */
+  bool zone_seeds;
+  uint64_t seed_rows_per_zone; /* 0 = MW_SEED_DEFAULT_ROWS_PER_ZONE (8192) */
 } mw_sstable_opts_t;
 
 typedef struct mw_sstable_file {

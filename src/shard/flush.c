@@ -125,7 +125,8 @@ static int build(mw_flush_t *f, mw_err_t *err) {
   const mw_batch_t **ptrs = malloc(mt->n_batches * sizeof *ptrs);
   if (ptrs == NULL) return -ENOMEM;
   for (size_t i = 0; i < mt->n_batches; i++) ptrs[i] = &mt->batches[i];
-  mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed};
+  mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed, .zone_seeds = f->zone_seeds,
+                         .seed_rows_per_zone = f->seed_rows_per_zone};
   int rc = mw_sstable_build(mt->schema, ptrs, mt->n_batches, mt->generation, &o, &f->sst, err);
   free(ptrs);
   return rc;

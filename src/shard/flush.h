@@ -52,6 +52,8 @@ struct mw_flush {
   const mw_memtable_t *mt;
   uint64_t covered;
   bool zstd;
+  bool zone_seeds;           /* zone write seeds v1 in every data file (sstable.h) */
+  uint64_t seed_rows_per_zone; /* 0 = 8192 */
   uint64_t seed;             /* tests: deterministic names; 0 = random */
   mw_flush_cb cb;
   bool busy;

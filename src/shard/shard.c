@@ -1328,6 +1328,8 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
   mw_flush_init(&s->flush, loop, st, &s->ms, cfg->sstable_zstd);
   s->flush.data = s;
   s->flush.seed = cfg->sstable_seed;
+  s->flush.zone_seeds = cfg->zone_write_seeds;
+  s->flush.seed_rows_per_zone = cfg->zone_seed_rows_per_zone;
   mw_storage_req_init(&s->dreq);
   s->dreq.data = s;
   uv_timer_init(loop, &s->kick);

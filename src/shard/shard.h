@@ -105,6 +105,11 @@ typedef struct mw_shard_config {
    * automatic re-claim (an operator's `claim` only). Default 30 000. */
   uint64_t max_fault_retry_interval_ms;
   uint32_t shard_spec_id;              /* for a fresh claim (LanceDB: 1) */
+  /* Zone write seeds v1 in every SSTable data file (table key
+   * zone_write_seeds; docs/sstable.md): makes the SSTables unreadable to
+   * LanceDB 0.39.0, which refuses FLAG_ZONE_WRITE_SEEDS. */
+  bool zone_write_seeds;
+  uint64_t zone_seed_rows_per_zone;    /* 0 = 8192 */
   uint64_t sstable_seed;               /* tests: deterministic SSTable names */
 } mw_shard_config_t;
 

@@ -55,8 +55,8 @@ static int open_sync(const char *uri, const mw_table_opts_t *opts, mw_storage_sy
 }
 
 /* The newest base manifest under _versions/ (its direct children only). */
-static int latest_manifest(mw_storage_sync_t *ss, const char *path, mw_table_meta_t *meta,
-                           mw_err_t *err) {
+static int latest_manifest(mw_storage_sync_t *ss, const char *path, uint64_t accept_flags,
+                           mw_table_meta_t *meta, mw_err_t *err) {
   static const char dir[] = "_versions/";
   mw_storage_req_t req;
   mw_storage_req_init(&req);
@@ -92,7 +92,7 @@ static int latest_manifest(mw_storage_sync_t *ss, const char *path, mw_table_met
     mw_err_set(err, rc, "table %s: cannot read %s: %s", path, key, mw_strerror(rc));
     goto out;
   }
-  rc = mw_table_meta_read(bytes.data, bytes.len, meta, err);
+  rc = mw_table_meta_read_ex(bytes.data, bytes.len, accept_flags, meta, err);
   meta->version = version;
   if (rc < 0) mw_err_prefix(err, rc, "table %s: manifest v%" PRIu64 ": ", path, version);
 out:
@@ -173,6 +173,12 @@ static int merge_config(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) 
     mw_log_info("memwald config: %s=%s", o->config_keys[i], o->config_values[i]);
   }
   t->cfg.sstable_seed = o->sstable_seed;
+  t->cfg.zone_write_seeds = o->zone_write_seeds;
+  t->cfg.zone_seed_rows_per_zone = o->zone_seed_rows_per_zone;
+  if (o->zone_write_seeds)
+    mw_log_notice("table %s: zone write seeds v1 on (%" PRIu64 " rows per zone): its SSTables carry "
+                  "FLAG_ZONE_WRITE_SEEDS, which LanceDB 0.39.0 refuses to read", t->path,
+                  o->zone_seed_rows_per_zone ? o->zone_seed_rows_per_zone : (uint64_t)8192);
   mw_log_info("table %s: durable_write=%s flush_interval=%ums wal_buffer=%" PRIu64
               " memtable=%" PRIu64 "B/%" PRIu64 " rows unflushed_limit=%" PRIu64,
               t->path, t->cfg.durable_write ? "true" : "false", t->cfg.max_wal_flush_interval_ms,
@@ -265,7 +271,8 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
   } else {
     rc = 0;
   }
-  if (rc == 0) rc = latest_manifest(ss, path, &t->meta, err);
+  uint64_t accept = opts->zone_write_seeds ? MW_FLAG_ZONE_WRITE_SEEDS : 0;
+  if (rc == 0) rc = latest_manifest(ss, path, accept, &t->meta, err);
   mw_storage_sync_close(ss);
   if (rc == 0) rc = build_schema(t, err);
   if (rc == 0) rc = check_index(t, opts, err);

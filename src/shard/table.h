@@ -69,6 +69,11 @@ typedef struct mw_table_opts {
    * faults (its uri is ignored: the table's is used). NULL = defaults. */
   const mw_storage_config_t *storage;
   uint64_t sstable_seed;            /* tests: deterministic SSTable names */
+  /* Zone write seeds v1 in every data file (table key zone_write_seeds):
+   * also what lets a table whose manifest carries FLAG_ZONE_WRITE_SEEDS
+   * open; without it such a table is refused, naming the flag. */
+  bool zone_write_seeds;
+  uint64_t zone_seed_rows_per_zone; /* 0 = 8192 */
 } mw_table_opts_t;
 
 /* "identity-" + at most this many bytes of the value are kept for status. */

@@ -27,6 +27,8 @@
 
 #include "common/log.h"
 #include "lance/datafile.h"
+#include "lance/dataset_manifest.h"
+#include "lance/zone_seed.h"
 #include "lance/ipc.h"
 #include "lance/route.h"
 #include "lance/shard_manifest.h"
@@ -1695,6 +1697,123 @@ static void test_table_refusals(void **state) {
   uv_loop_close(&loop);
 }
 
+/* A new base manifest version equal to the latest but with `flags` in both
+ * feature flags: what another writer that turned zone seeds on leaves. */
+static void base_set_flags(const char *table_dir, uint64_t flags) {
+  char *dir = tu_strf("%s/_versions", table_dir);
+  char **names;
+  size_t n = tu_list_dir(dir, ".manifest", &names);
+  uint64_t latest;
+  size_t idx;
+  assert_int_equal(mw_dmanifest_latest(names, n, &latest, &idx, NULL), 0);
+  char *path = tu_strf("%s/%s", dir, names[idx]);
+  size_t len;
+  uint8_t *p = tu_read_file(path, &len);
+  assert_non_null(p);
+  mw_section_t msg, isec = {0}, tsec = {0};
+  uint64_t pos;
+  mw_dmanifest_t m = {0};
+  assert_int_equal(mw_dmanifest_unframe(p, len, &msg, &pos, NULL), 0);
+  assert_int_equal(mw_dmanifest_decode(msg.data, msg.len, &m, NULL), 0);
+  if (m.has_index_section) assert_int_equal(mw_dmanifest_section_at(p, len, m.pb->index_section, pos, &isec, NULL), 0);
+  if (m.has_transaction_section) assert_int_equal(mw_dmanifest_section_at(p, len, m.pb->transaction_section, pos, &tsec, NULL), 0);
+  m.pb->version = latest + 1;
+  m.pb->reader_feature_flags |= flags;
+  m.pb->writer_feature_flags |= flags;
+  mw_buf_t out = MW_BUF_INIT;
+  assert_int_equal(mw_base_manifest_file_encode(&m, isec.data, isec.len, tsec.data, tsec.len, &out), 0);
+  char name[MW_DMANIFEST_NAME_BYTES];
+  assert_true(mw_dmanifest_name(latest + 1, name, sizeof name) > 0);
+  char *np = tu_strf("%s/%s", dir, name);
+  assert_int_equal(tu_write_file(np, out.data, out.len), 0);
+  mw_buf_free(&out);
+  mw_dmanifest_free(&m);
+  free(np), free(p), free(path), free(dir);
+  tu_free_names(names, n);
+}
+
+/* A table flagged FLAG_ZONE_WRITE_SEEDS by another writer: refused naming
+ * the flag unless zone seeds are on; with them on, the flush writes a v1
+ * seed per column that describes the SSTable's rows, and flags the
+ * SSTable's manifest. */
+static void test_zone_seeds_table(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  char *scratch = tu_mkdtemp("engine-seeds");
+  char *dir = copy_vector("unsharded-unflushed", scratch);
+  base_set_flags(dir, MW_FLAG_ZONE_WRITE_SEEDS);
+  mw_table_t *t = NULL;
+  mw_err_t err = {0};
+  mw_storage_config_t sc = test_storage(false, NULL);
+  mw_table_opts_t o = {.storage = &sc};
+  assert_int_equal(mw_table_open(&loop, dir, &o, &t, &err), -ENOTSUP);
+  assert_non_null(strstr(err.msg, "FLAG_ZONE_WRITE_SEEDS"));
+  assert_non_null(strstr(err.msg, "zone_write_seeds = true"));
+  uv_loop_close(&loop);
+  /* with seeds on: open, replay the 300 WAL rows, flush */
+  env_t e;
+  memset(&e, 0, sizeof e);
+  assert_int_equal(uv_loop_init(&e.loop), 0);
+  e.scratch = scratch;
+  e.table_dir = dir;
+  o = (mw_table_opts_t){.storage = &sc, .sstable_seed = 7, .zone_write_seeds = true, .zone_seed_rows_per_zone = 64};
+  if (mw_table_open(&e.loop, e.table_dir, &o, &e.t, &err) < 0) fail_msg("open: %s", err.msg);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  done_t d = {0};
+  assert_int_equal(mw_shard_flush(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  mw_shard_manifest_t m;
+  mw_shard_manifest_init(&m);
+  read_manifest(&e, 3, &m);
+  assert_int_equal(m.n_sstables, 1);
+  char *sdir = shard_path(&e, m.sstables[0].path);
+  char *ddir = tu_strf("%s/data", sdir);
+  char **names;
+  assert_int_equal(tu_list_dir(ddir, ".lance", &names), 1);
+  char *dpath = tu_strf("%s/%s", ddir, names[0]);
+  size_t len;
+  uint8_t *bytes = tu_read_file(dpath, &len);
+  mw_datafile_t f;
+  assert_int_equal(mw_datafile_open(&f, bytes, len, NULL, &err), 0);
+  assert_int_equal(f.n_rows, 300);
+  assert_int_equal(f.n_global_buffers, 1 + f.schema.n_fields);
+  for (size_t c = 0; c < f.schema.n_fields; c++) {
+    char key[128];
+    snprintf(key, sizeof key, "lance.seed.%s", f.schema.fields[c].name);
+    const mw_kv_t *kv = mw_kvs_get(&f.schema.meta, key);
+    assert_non_null(kv);
+    mw_seed_locator_t loc;
+    assert_int_equal(mw_seed_locator_parse(kv->value, kv->value_len, &loc, NULL), 0);
+    assert_int_equal(loc.rows_per_zone, 64);
+    const uint8_t *sp;
+    size_t sn;
+    assert_int_equal(mw_datafile_global_buffer(&f, loc.buffer_index, &sp, &sn, NULL), 0);
+    mw_seed_t seed;
+    if (mw_seed_decode(sp, sn, &f.schema.fields[c], 64, 300, &seed, &err) < 0) fail_msg("%s: %s", key, err.msg);
+    assert_int_equal(seed.n_zones, 5);
+    mw_column_t col = {0};
+    assert_int_equal(mw_datafile_read_column(&f, c, &col, NULL), 0);
+    if (mw_seed_check_column(&seed, &f.schema.fields[c], &col, &err) < 0) fail_msg("%s: %s", key, err.msg);
+    mw_buf_free(&col.values), mw_buf_free(&col.validity), mw_buf_free(&col.offsets), mw_buf_free(&col.item_validity);
+    mw_seed_free(&seed);
+  }
+  mw_datafile_close(&f);
+  char *mpath = tu_strf("%s/_versions/18446744073709551614.manifest", sdir);
+  uint8_t *mb = tu_read_file(mpath, &len);
+  mw_table_meta_t tm;
+  assert_int_equal(mw_table_meta_read_ex(mb, len, MW_FLAG_ZONE_WRITE_SEEDS, &tm, NULL), 0);
+  assert_int_equal(tm.reader_feature_flags, MW_FLAG_ZONE_WRITE_SEEDS);
+  assert_int_equal(tm.writer_feature_flags, MW_FLAG_ZONE_WRITE_SEEDS);
+  mw_table_meta_free(&tm);
+  free(mb), free(mpath), free(bytes), free(dpath), free(ddir), free(sdir);
+  tu_free_names(names, 1);
+  mw_shard_manifest_free(&m);
+  env_close(&e);
+}
+
 int main(void) {
   mw_log_init();
   mw_log_set_level(getenv("MW_TEST_DEBUG") ? MW_LOG_DEBUG : MW_LOG_WARN);
@@ -1727,6 +1846,7 @@ int main(void) {
       cmocka_unit_test(test_drop_interrupted_is_finishable),
       cmocka_unit_test(test_table_refusals),
       cmocka_unit_test(test_open_sweeps_leftovers),
+      cmocka_unit_test(test_zone_seeds_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

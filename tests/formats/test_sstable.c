@@ -36,6 +36,7 @@
 #include "lance/dataset_manifest.h"
 #include "lance/deletion.h"
 #include "lance/sstable.h"
+#include "lance/zone_seed.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------ fixtures */
@@ -599,6 +600,96 @@ static void test_golden_vectors(void **state) {
   assert_int_equal(golden_checked, 13);
 }
 
+/* Zone write seeds v1 (opts.zone_seeds): one seed per column, located by
+ * lance.seed.<column>, describing the data file's rows exactly, and
+ * FLAG_ZONE_WRITE_SEEDS in both feature flags of the SSTable's manifest.
+ * Without the option the data file and manifest are as before. */
+static void seeded_build(bool seeds, mw_sstable_t *sst, mw_schema_t *s, mw_batch_t *b) {
+  vec_schema(s, true);
+  assert_int_equal(mw_batch_init(b, s), 0);
+  for (int i = 0; i < 1000; i++) add_row(b, i % 700, i % 9 ? "n" : NULL, i % 5 ? i * 0.5 : -0.0, i % 17 == 0);
+  mw_err_t err = {0};
+  mw_sstable_opts_t o = {.seed = 5, .timestamp_ns = 1, .zone_seeds = seeds, .seed_rows_per_zone = 128};
+  if (mw_sstable_build(s, one(b), 1, 2, &o, sst, &err) < 0) fail_msg("%s", err.msg);
+}
+
+static void manifest_flags(const mw_sstable_t *sst, uint64_t *r, uint64_t *w) {
+  const mw_sstable_file_t *mf = mw_sstable_find(sst, ".manifest");
+  assert_non_null(mf);
+  mw_table_meta_t t;
+  assert_int_equal(mw_table_meta_read_ex(mf->bytes.data, mf->bytes.len, MW_FLAG_ZONE_WRITE_SEEDS, &t, NULL), 0);
+  *r = t.reader_feature_flags;
+  *w = t.writer_feature_flags;
+  mw_table_meta_free(&t);
+}
+
+static void test_zone_seeds(void **state) {
+  (void)state;
+  mw_schema_t s;
+  mw_batch_t b;
+  mw_sstable_t sst = {0};
+  seeded_build(true, &sst, &s, &b);
+  const mw_sstable_file_t *df = mw_sstable_find(&sst, ".lance");
+  while (df != NULL && strstr(df->path, "/data/") == NULL) df++;
+  assert_non_null(df);
+  mw_datafile_t f;
+  mw_err_t err = {0};
+  assert_int_equal(mw_datafile_open(&f, df->bytes.data, df->bytes.len, NULL, &err), 0);
+  assert_int_equal(f.n_global_buffers, 1 + s.n_fields);
+  for (size_t c = 0; c < s.n_fields; c++) {
+    char key[64];
+    snprintf(key, sizeof key, "lance.seed.%s", s.fields[c].name);
+    const mw_kv_t *kv = mw_kvs_get(&f.schema.meta, key);
+    assert_non_null(kv);
+    mw_seed_locator_t loc;
+    assert_int_equal(mw_seed_locator_parse(kv->value, kv->value_len, &loc, NULL), 0);
+    assert_int_equal(loc.buffer_index, c + 1);
+    assert_int_equal(loc.rows_per_zone, 128);
+    const uint8_t *p;
+    size_t n;
+    assert_int_equal(mw_datafile_global_buffer(&f, loc.buffer_index, &p, &n, NULL), 0);
+    mw_seed_t seed;
+    if (mw_seed_decode(p, n, &f.schema.fields[c], 128, f.n_rows, &seed, &err) < 0) fail_msg("%s: %s", key, err.msg);
+    assert_int_equal(seed.version, 1);
+    assert_int_equal(seed.n_zones, 8); /* 1000 rows in zones of 128: the last holds 104 */
+    assert_int_equal(seed.zone_length[7], 104);
+    mw_column_t col = {0};
+    assert_int_equal(mw_datafile_read_column(&f, c, &col, NULL), 0);
+    if (mw_seed_check_column(&seed, &f.schema.fields[c], &col, &err) < 0) fail_msg("%s: %s", key, err.msg);
+    mw_buf_free(&col.values), mw_buf_free(&col.validity), mw_buf_free(&col.offsets), mw_buf_free(&col.item_validity);
+    mw_seed_free(&seed);
+  }
+  mw_datafile_close(&f);
+  uint64_t r, w;
+  manifest_flags(&sst, &r, &w);
+  assert_int_equal(r & MW_FLAG_ZONE_WRITE_SEEDS, MW_FLAG_ZONE_WRITE_SEEDS);
+  assert_int_equal(w & MW_FLAG_ZONE_WRITE_SEEDS, MW_FLAG_ZONE_WRITE_SEEDS);
+  /* a reader that does not accept the flag refuses the manifest, naming it */
+  const mw_sstable_file_t *mf = mw_sstable_find(&sst, ".manifest");
+  mw_table_meta_t t;
+  mw_err_clear(&err);
+  assert_int_equal(mw_table_meta_read(mf->bytes.data, mf->bytes.len, &t, &err), -ENOTSUP);
+  assert_non_null(strstr(err.msg, "FLAG_ZONE_WRITE_SEEDS"));
+  mw_table_meta_free(&t);
+  mw_sstable_free(&sst);
+  mw_batch_free(&b);
+  mw_schema_free(&s);
+  /* off: no seeds, no flag, same rows */
+  seeded_build(false, &sst, &s, &b);
+  df = mw_sstable_find(&sst, ".lance");
+  while (df != NULL && strstr(df->path, "/data/") == NULL) df++;
+  assert_int_equal(mw_datafile_open(&f, df->bytes.data, df->bytes.len, NULL, &err), 0);
+  assert_int_equal(f.n_global_buffers, 1);
+  assert_int_equal(f.schema.meta.n, 0);
+  mw_datafile_close(&f);
+  manifest_flags(&sst, &r, &w);
+  assert_int_equal(r, 0);
+  assert_int_equal(w, 0);
+  mw_sstable_free(&sst);
+  mw_batch_free(&b);
+  mw_schema_free(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_accounting_example),
@@ -608,6 +699,7 @@ int main(void) {
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_vector_items_and_composite_pk),
       cmocka_unit_test(test_write_dir),
+      cmocka_unit_test(test_zone_seeds),
       cmocka_unit_test(test_golden_vectors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

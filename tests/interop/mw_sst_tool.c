@@ -5,6 +5,8 @@
  *
  *   Common options: --zstd (compressed data files), --seed N (reproducible
  *   names), --page-bytes N (data-file page cap, to force many pages),
+ *   --zone-seeds (zone write seeds v1 in every data file, FLAG_ZONE_WRITE_SEEDS
+ *   in every SSTable manifest), --seed-rows-per-zone N,
  *   --compare-lance (replace mode: each rebuilt SSTable must match Lance's
  *   accounting, bloom_filter.bin and deletion file byte for byte).
  *
@@ -27,6 +29,8 @@
  *     FILE gets the model's final state of every key it touched, one JSON
  *     line per key in id order: the row, or {"id":..,"_deleted":true}.
  *     Scenarios: nulls, dups, tombstones, large (120 000 rows, many pages).
+ *     --rows-out FILE2: every physical row of every SSTable written, in
+ *     order, one JSON line each ({"sst": dir, column: value, ...}).
  *
  * Exit status 0 on success, 1 with a message on stderr otherwise.
  */
@@ -44,9 +48,9 @@
 #define die(...) do { fprintf(stderr, "mw_sst_tool: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 
 typedef struct args {
-  const char *cmd, *table, *mode, *scenario, *model_out;
-  bool zstd, compare;
-  uint64_t seed;
+  const char *cmd, *table, *mode, *scenario, *model_out, *rows_out;
+  bool zstd, compare, zone_seeds;
+  uint64_t seed, seed_rows_per_zone;
   size_t page_bytes;
 } args_t;
 
@@ -59,6 +63,7 @@ static void parse(int argc, char **argv, args_t *a) {
     const char *k = argv[i];
     if (strcmp(k, "--zstd") == 0) { a->zstd = true; continue; }
     if (strcmp(k, "--compare-lance") == 0) { a->compare = true; continue; }
+    if (strcmp(k, "--zone-seeds") == 0) { a->zone_seeds = true; continue; }
     if (i + 1 >= argc) die("missing value for %s", k);
     const char *v = argv[++i];
     if (strcmp(k, "--mode") == 0) a->mode = v;
@@ -66,6 +71,8 @@ static void parse(int argc, char **argv, args_t *a) {
     else if (strcmp(k, "--model-out") == 0) a->model_out = v;
     else if (strcmp(k, "--seed") == 0) a->seed = strtoull(v, NULL, 10);
     else if (strcmp(k, "--page-bytes") == 0) a->page_bytes = strtoull(v, NULL, 10);
+    else if (strcmp(k, "--seed-rows-per-zone") == 0) a->seed_rows_per_zone = strtoull(v, NULL, 10);
+    else if (strcmp(k, "--rows-out") == 0) a->rows_out = v;
     else die("unknown option %s", k);
   }
 }
@@ -111,8 +118,9 @@ static void compare_lance(const char *shard_dir, const mw_sstable_ref_t *ref, co
 /* Build one SSTable from batches, write it into the shard folder, add it to m. */
 static void emit(const char *shard_dir, const mw_schema_t *schema, const mw_batch_t *const *batches,
                  size_t n, uint64_t gen, const args_t *a, mw_shard_manifest_t *m,
-                 const mw_sstable_ref_t *lance) {
-  mw_sstable_opts_t o = {.zstd = a->zstd, .seed = a->seed ? a->seed + gen : 0, .max_page_bytes = a->page_bytes};
+                 const mw_sstable_ref_t *lance, char dir_out[MW_SSTABLE_DIR_NAME_BYTES]) {
+  mw_sstable_opts_t o = {.zstd = a->zstd, .seed = a->seed ? a->seed + gen : 0, .max_page_bytes = a->page_bytes,
+                         .zone_seeds = a->zone_seeds, .seed_rows_per_zone = a->seed_rows_per_zone};
   mw_sstable_t sst = {0};
   mw_err_t err = {0};
   if (mw_sstable_build(schema, batches, n, gen, &o, &sst, &err) < 0) die("build gen %" PRIu64 ": %s", gen, err.msg);
@@ -121,9 +129,10 @@ static void emit(const char *shard_dir, const mw_schema_t *schema, const mw_batc
   if (mw_shard_manifest_add_sstable(m, gen, sst.dir_name, sst.in_memory_bytes, sst.physical_rows,
                                     sst.primary_key_bytes) < 0)
     die("manifest add");
-  fprintf(stderr, "wrote %s/%s: %" PRIu64 " rows, %" PRIu64 " deleted, %" PRIu64 " data bytes%s\n",
+  fprintf(stderr, "wrote %s/%s: %" PRIu64 " rows, %" PRIu64 " deleted, %" PRIu64 " data bytes%s%s\n",
           shard_dir, sst.dir_name, sst.physical_rows, sst.deleted_rows, sst.data_file_bytes,
-          a->zstd ? " (zstd)" : "");
+          a->zstd ? " (zstd)" : "", a->zone_seeds ? " (zone seeds)" : "");
+  if (dir_out != NULL) snprintf(dir_out, MW_SSTABLE_DIR_NAME_BYTES, "%s", sst.dir_name);
   mw_sstable_free(&sst);
 }
 
@@ -198,7 +207,7 @@ static void vector_shard(const char *shard_dir, const args_t *a) {
       nm = empty;
     }
     gather(&w, 0, w.n, &b, &nb);
-    emit(shard_dir, &w.schema, b, nb, next_gen, a, &nm, NULL);
+    emit(shard_dir, &w.schema, b, nb, next_gen, a, &nm, NULL, NULL);
     free(b);
     next_gen++;
   } else if (strcmp(a->mode, "replace") == 0) {
@@ -212,14 +221,14 @@ static void vector_shard(const char *shard_dir, const args_t *a) {
     uint64_t covered = 0;
     for (size_t i = 0; i < nc; i++) {
       gather(&w, cov[i].after, cov[i].last, &b, &nb);
-      emit(shard_dir, &w.schema, b, nb, cov[i].generation, a, &nm, &cov[i].ref);
+      emit(shard_dir, &w.schema, b, nb, cov[i].generation, a, &nm, &cov[i].ref, NULL);
       free(b);
       covered = cov[i].last;
     }
     si_coverage_free(cov, nc);
     if (covered < w.n) {
       gather(&w, covered, w.n, &b, &nb);
-      emit(shard_dir, &w.schema, b, nb, next_gen, a, &nm, NULL);
+      emit(shard_dir, &w.schema, b, nb, next_gen, a, &nm, NULL, NULL);
       free(b);
       next_gen++;
     }
@@ -372,6 +381,18 @@ static void print_cell(FILE *out, const mw_field_t *f, const cell_t *c) {
   }
 }
 
+/* --rows-out: the physical rows of one SSTable, in order. */
+static void print_rows(FILE *out, const mw_schema_t *s, const char *dir, const cell_t *rows, int64_t n) {
+  for (int64_t r = 0; r < n; r++) {
+    fprintf(out, "{\"sst\":\"%s\"", dir);
+    for (size_t c = 0; c < s->n_fields; c++) {
+      fprintf(out, ",\"%s\":", s->fields[c].name);
+      print_cell(out, &s->fields[c], &rows[r * (int64_t)s->n_fields + (int64_t)c]);
+    }
+    fputs("}\n", out);
+  }
+}
+
 /* The table's memtable schema, from its first WAL entry with rows. */
 static void table_schema(const char *shard_dir, mw_schema_t *s) {
   uint64_t last;
@@ -429,6 +450,9 @@ static void model(const args_t *a) {
 
   uint64_t gen = m.current_generation ? m.current_generation : 1;
   int64_t at = 0;
+  FILE *rows_out = NULL;
+  if (a->rows_out != NULL && (rows_out = fopen(a->rows_out, "w")) == NULL)
+    die("%s: %s", a->rows_out, strerror(errno));
   for (int sst = 0; sst < s->n_sst; sst++, gen++) {
     size_t nb = (size_t)((s->rows[sst] + s->batch_rows - 1) / s->batch_rows);
     mw_batch_t *batches = calloc(nb, sizeof *batches);
@@ -459,11 +483,14 @@ static void model(const args_t *a) {
         last[k] = at;
       }
     }
-    emit(shard_dir, &schema, bp, nb, gen, a, &nm, NULL);
+    char dir[MW_SSTABLE_DIR_NAME_BYTES];
+    emit(shard_dir, &schema, bp, nb, gen, a, &nm, NULL, dir);
+    if (rows_out != NULL) print_rows(rows_out, &schema, dir, &log[(at - s->rows[sst]) * (int64_t)nf], s->rows[sst]);
     for (size_t bi = 0; bi < nb; bi++) mw_batch_free(&batches[bi]);
     free(batches);
     free(bp);
   }
+  if (rows_out != NULL && fclose(rows_out) != 0) die("%s: write failed", a->rows_out);
   nm.current_generation = gen;
   if (nm.replay_after_wal_entry_position < wal_last) nm.replay_after_wal_entry_position = wal_last;
   if (nm.wal_entry_position_last_seen < wal_last) nm.wal_entry_position_last_seen = wal_last;
