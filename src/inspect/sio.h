@@ -1,0 +1,47 @@
+/*
+ * sio.h — the inspector's synchronous view of one table's storage.
+ *
+ * Owns: a private libuv loop and one mw_storage_t (src/storage) rooted at the
+ * table, and blocking get/list/head calls that run the loop until the
+ * request's callback. Every byte the inspector and the verifier read goes
+ * through here, so they read a table exactly as the daemon's storage layer
+ * sees it (and object storage once the storage layer has it).
+ *
+ * The storage is opened read-mostly: fsync off (nothing is written), the
+ * thread-pool backend (no io_uring set-up for a short-lived tool).
+ *
+ * Errors: negative errno with a reason in *err (-ENOENT for a missing
+ * object or table, -EFBIG over max_object_bytes).
+ */
+#ifndef MW_INSPECT_SIO_H
+#define MW_INSPECT_SIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "storage/storage.h"
+
+/* Largest object the tool reads (a data file of a big compaction). */
+#define MW_SIO_MAX_OBJECT_BYTES ((size_t)4 << 30)
+
+typedef struct mw_sio {
+  uv_loop_t loop;
+  mw_storage_t *st;
+  char root[4096];
+} mw_sio_t;
+
+/* Open the table at `root` (a directory that must exist). */
+int mw_sio_open(mw_sio_t *s, const char *root, mw_err_t *err);
+void mw_sio_close(mw_sio_t *s);
+/* Whole object into out (reset first). */
+int mw_sio_get(mw_sio_t *s, const char *key, mw_buf_t *out, mw_err_t *err);
+/* Object size, or -ENOENT. */
+int mw_sio_head(mw_sio_t *s, const char *key, uint64_t *size, mw_err_t *err);
+/* Sorted keys under prefix; *keys is malloc'd (free with mw_sio_free_keys). */
+int mw_sio_list(mw_sio_t *s, const char *prefix, char ***keys, size_t *n, mw_err_t *err);
+void mw_sio_free_keys(char **keys, size_t n);
+
+#endif

@@ -1,0 +1,897 @@
+/*
+ * verify.c — the whole-table verifier (see verify.h for the invariants).
+ *
+ * Order: list every key once; read the base table's manifests (the MemWAL
+ * index's compacted_sstables is needed by the shard checks); check each
+ * shard (manifest chain, WAL, SSTables); then the base table's latest
+ * fragments and transaction files. A problem never stops the walk: every
+ * object that can be checked is, so one run names everything that is wrong.
+ *
+ * Problem lines (text output) are `KEY: what is wrong`, e.g.
+ *   _mem_wal/aa48…e2/wal/0010…0.arrow: WAL position 4 is missing (positions
+ *       above the replay point 1 must be contiguous up to 6)
+ */
+#include "inspect/verify.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inspect/show.h"
+#include "lance/bloom.h"
+#include "lance/datafile.h"
+#include "lance/dataset_manifest.h"
+#include "lance/deletion.h"
+#include "lance/ipc.h"
+#include "lance/legacy_v1.h"
+#include "lance/pk_index.h"
+#include "lance/shard_manifest.h"
+#include "lance/transaction.h"
+#include "lance/zone_seed.h"
+
+/* Keys are composed into MW_STORAGE_KEY_MAX_BYTES buffers; a key that would
+ * not fit is longer than any key the storage layer accepts, so a cut one is
+ * simply reported missing. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define MEM_WAL "_mem_wal/"
+#define SST_MANIFEST "_versions/18446744073709551614.manifest"
+#define MAX_SHARDS 4096
+
+typedef struct shard_info {
+  uint8_t id[16];
+  char uuid[37];
+  uint64_t current_generation; /* latest manifest; 0 = none */
+  bool has_manifest;
+} shard_info_t;
+
+typedef struct vctx {
+  mw_sio_t *s;
+  char **keys;
+  size_t n;
+  mw_verify_report_t *r;
+  /* base table */
+  mw_compacted_sstable_t *compacted;
+  size_t n_compacted;
+  shard_info_t *shards;
+  size_t n_shards;
+} vctx_t;
+
+static void problem(vctx_t *v, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void problem(vctx_t *v, const char *key, const char *fmt, ...) {
+  v->r->n_problems++;
+  if (v->r->problems->n >= MW_VERIFY_MAX_PROBLEMS) return;
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = NULL;
+  if (vasprintf(&msg, fmt, ap) < 0) abort();
+  va_end(ap);
+  j_t *o = j_push(v->r->problems, j_obj());
+  j_set(o, "key", j_str(key));
+  j_set(o, "problem", j_str(msg));
+  free(msg);
+}
+
+static int key_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool has_key(const vctx_t *v, const char *key) {
+  return bsearch(&key, v->keys, v->n, sizeof *v->keys, key_cmp) != NULL;
+}
+
+/* Index of the first key >= prefix; keys with the prefix follow it. */
+static size_t first_with(const vctx_t *v, const char *prefix) {
+  size_t lo = 0, hi = v->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (strcmp(v->keys[mid], prefix) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static bool starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+/* Read an object; a missing or unreadable one is a problem. */
+static int fetch(vctx_t *v, const char *key, mw_buf_t *out, const char *what) {
+  mw_err_t err = {0};
+  int rc = mw_sio_get(v->s, key, out, &err);
+  if (rc == -ENOENT) problem(v, key, "%s is missing", what);
+  else if (rc < 0) problem(v, key, "%s cannot be read: %s", what, err.msg);
+  else v->r->decoded++;
+  return rc;
+}
+
+static void column_free(mw_column_t *c) {
+  mw_buf_free(&c->validity);
+  mw_buf_free(&c->values);
+  mw_buf_free(&c->offsets);
+  mw_buf_free(&c->item_validity);
+  memset(c, 0, sizeof *c);
+}
+
+/* ------------------------------------------------------------ data files */
+
+typedef struct dfile {
+  mw_buf_t bytes;
+  mw_datafile_t f;
+  bool open;
+  mw_batch_t batch;
+  bool have_batch;
+  size_t v1_seeds;
+} dfile_t;
+
+static void dfile_free(dfile_t *d) {
+  if (d->have_batch) mw_batch_free(&d->batch);
+  if (d->open) mw_datafile_close(&d->f);
+  mw_buf_free(&d->bytes);
+  memset(d, 0, sizeof *d);
+}
+
+/* Every zone seed of an open data file, checked against its values. */
+static void check_seeds(vctx_t *v, const char *key, dfile_t *d) {
+  size_t pl = strlen(MW_SEED_META_PREFIX);
+  const mw_datafile_t *f = &d->f;
+  for (size_t i = 0; i < f->schema.meta.n; i++) {
+    const mw_kv_t *kv = &f->schema.meta.items[i];
+    if (strncmp(kv->key, MW_SEED_META_PREFIX, pl) != 0) continue;
+    const char *col = kv->key + pl;
+    mw_seed_locator_t loc;
+    mw_err_t err = {0};
+    int fi = mw_schema_find(&f->schema, col);
+    const uint8_t *p;
+    size_t n;
+    if (mw_seed_locator_parse(kv->value, kv->value_len, &loc, &err) < 0) {
+      problem(v, key, "zone seed of %s: %s", col, err.msg);
+      continue;
+    }
+    if (fi < 0) {
+      problem(v, key, "zone seed names column %s, which the file does not have", col);
+      continue;
+    }
+    if (mw_datafile_global_buffer(f, loc.buffer_index, &p, &n, &err) < 0) {
+      problem(v, key, "zone seed of %s: %s", col, err.msg);
+      continue;
+    }
+    mw_seed_t s;
+    int rc = mw_seed_decode(p, n, &f->schema.fields[fi], loc.rows_per_zone, f->n_rows, &s, &err);
+    if (rc == 0 && d->have_batch) rc = mw_seed_check_column(&s, &f->schema.fields[fi], &d->batch.cols[fi], &err);
+    if (rc < 0) problem(v, key, "zone seed of %s (global buffer %u): %s", col, loc.buffer_index, err.msg);
+    else if (s.version == 1) d->v1_seeds++;
+    v->r->seeds++;
+    mw_seed_free(&s);
+  }
+}
+
+/* Read and decode a data file holding `rows` rows (UINT64_MAX: any). */
+static int check_datafile(vctx_t *v, const char *key, uint64_t rows, uint64_t size, dfile_t *d) {
+  memset(d, 0, sizeof *d);
+  if (fetch(v, key, &d->bytes, "data file") < 0) return -ENOENT;
+  v->r->data_files++;
+  if (size != 0 && d->bytes.len != size)
+    problem(v, key, "data file is %zu bytes, the manifest records %" PRIu64, d->bytes.len, size);
+  mw_err_t err = {0};
+  if (mw_v1_is_v1(d->bytes.data, d->bytes.len)) { /* a legacy file: decode every column it can */
+    mw_v1_file_t f;
+    int rc = mw_v1_open(&f, d->bytes.data, d->bytes.len, &err);
+    if (rc == 0 && rows != UINT64_MAX && mw_v1_rows(&f) != rows)
+      problem(v, key, "legacy v1 data file holds %" PRIu64 " rows, the manifest says %" PRIu64, mw_v1_rows(&f), rows);
+    for (size_t i = 0; rc == 0 && i < f.manifest.n_fields; i++) {
+      mw_field_t mf;
+      mw_column_t c = {0};
+      if (mw_v1_field_type(&f.manifest.fields[i], &mf, NULL) == 0 &&
+          mw_v1_read_column(&f, false, &f.manifest.fields[i], &mf, &c, &err) < 0)
+        rc = -EBADMSG;
+      column_free(&c);
+    }
+    if (rc < 0) problem(v, key, "legacy v1 data file does not decode: %s", err.msg);
+    mw_v1_close(&f);
+    return rc;
+  }
+  int rc = mw_datafile_open(&d->f, d->bytes.data, d->bytes.len, NULL, &err);
+  if (rc < 0) {
+    problem(v, key, "data file does not decode: %s", err.msg);
+    return rc;
+  }
+  d->open = true;
+  if (rows != UINT64_MAX && d->f.n_rows != rows)
+    problem(v, key, "data file holds %" PRIu64 " rows, the manifest says %" PRIu64, d->f.n_rows, rows);
+  if ((rc = mw_datafile_read_batch(&d->f, &d->batch, &err)) < 0) {
+    problem(v, key, "data file columns do not decode: %s", err.msg);
+    return rc;
+  }
+  d->have_batch = true;
+  check_seeds(v, key, d);
+  return 0;
+}
+
+static void check_flags(vctx_t *v, const char *key, uint64_t rf, uint64_t wf, size_t v1_seeds) {
+  bool r = rf & MW_FLAG_ZONE_WRITE_SEEDS, w = wf & MW_FLAG_ZONE_WRITE_SEEDS;
+  if (r != w)
+    problem(v, key, "FLAG_ZONE_WRITE_SEEDS is set in the %s feature flags only (the proposal sets both at once)",
+            r ? "reader" : "writer");
+  if (v1_seeds > 0 && !(r && w))
+    problem(v, key, "a data file it references carries zone write seeds v1 but FLAG_ZONE_WRITE_SEEDS is not set");
+}
+
+/* ---------------------------------------------------------- deletion files */
+
+/* Offsets of a deletion file (malloc'd), or -errno after naming the problem. */
+static int read_deletion(vctx_t *v, const char *dir, uint64_t frag, const Lance__Table__DeletionFile *del,
+                         uint64_t rows, uint32_t **offs, size_t *n) {
+  bool bitmap = del->file_type == LANCE__TABLE__DELETION_FILE__DELETION_FILE_TYPE__BITMAP;
+  char key[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(key, sizeof key, "%s_deletions/%" PRIu64 "-%" PRIu64 "-%" PRIu64 ".%s", dir, frag, del->read_version,
+           del->id, bitmap ? "bin" : "arrow");
+  mw_buf_t b = MW_BUF_INIT;
+  *offs = NULL;
+  *n = 0;
+  int rc = fetch(v, key, &b, "deletion file");
+  mw_err_t err = {0};
+  if (rc == 0) {
+    rc = bitmap ? mw_deletion_decode(b.data, b.len, rows, offs, n, &err)
+                : mw_deletion_arrow_decode(b.data, b.len, rows, offs, n, &err);
+    if (rc < 0) problem(v, key, "deletion file of fragment %" PRIu64 " (%" PRIu64 " rows): %s", frag, rows, err.msg);
+    else if (*n != del->num_deleted_rows)
+      problem(v, key, "deletion file holds %zu offsets, the manifest records num_deleted_rows %" PRIu64, *n,
+              del->num_deleted_rows);
+  }
+  mw_buf_free(&b);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ SSTable */
+
+static int pk_index_of(const mw_schema_t *s) {
+  for (size_t i = 0; i < s->n_fields; i++)
+    if (s->fields[i].pk_position == 1) return (int)i;
+  return -1;
+}
+
+/* _pk_index/page_data.lance and page_lookup.lance against the data file. */
+static void check_pk_index(vctx_t *v, const char *dir, const dfile_t *d, int pk, const uint8_t *dead, int64_t rows) {
+  char key[MW_STORAGE_KEY_MAX_BYTES + 1], lkey[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(key, sizeof key, "%s_pk_index/page_data.lance", dir);
+  snprintf(lkey, sizeof lkey, "%s_pk_index/page_lookup.lance", dir);
+  dfile_t pd, pl;
+  if (check_datafile(v, key, UINT64_MAX, 0, &pd) < 0) {
+    dfile_free(&pd);
+    return;
+  }
+  const mw_field_t *kf = &d->f.schema.fields[pk];
+  if (pd.f.schema.n_fields != 2 || pd.f.schema.fields[0].type != kf->type || pd.f.schema.fields[1].type != MW_T_UINT64) {
+    problem(v, key, "page_data.lance must hold (values: %s, ids: uint64)", mw_type_name(kf->type));
+    dfile_free(&pd);
+    return;
+  }
+  const mw_column_t *vals = &pd.batch.cols[0], *kc = &d->batch.cols[pk];
+  const uint64_t *ids = (const uint64_t *)(const void *)pd.batch.cols[1].values.data;
+  int64_t n = pd.batch.n_rows;
+  uint8_t *seen = calloc((size_t)rows + 1, 1);
+  if (seen == NULL) abort();
+  bool reported = false;
+  for (int64_t i = 0; i < n && !reported; i++) {
+    if (ids[i] >= (uint64_t)rows) {
+      problem(v, key, "entry %" PRId64 " names row %" PRIu64 " of a %" PRId64 "-row SSTable", i, ids[i], rows);
+      reported = true;
+    } else if (seen[ids[i]]++) {
+      problem(v, key, "row %" PRIu64 " is listed twice", ids[i]);
+      reported = true;
+    } else if (mw_pk_key_cmp(kf, vals, i, kc, (int64_t)ids[i]) != 0) {
+      problem(v, key, "entry %" PRId64 ": its key differs from the key of row %" PRIu64 " in the data file", i, ids[i]);
+      reported = true;
+    } else if (i > 0) {
+      int c = mw_pk_key_cmp(kf, vals, i - 1, vals, i);
+      if (c > 0 || (c == 0 && ids[i - 1] >= ids[i])) {
+        problem(v, key, "entries %" PRId64 " and %" PRId64 " are not sorted by (key, row)", i - 1, i);
+        reported = true;
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows && !reported; r++)
+    if (!seen[r] && !(dead && dead[r])) {
+      problem(v, key, "live row %" PRId64 " is missing from the primary-key index (readers would see stale rows)", r);
+      reported = true;
+    }
+  free(seen);
+  /* page_lookup: one row per batch_size entries, bounds = the page's first and last key */
+  if (!reported && check_datafile(v, lkey, UINT64_MAX, 0, &pl) == 0) {
+    const mw_kv_t *bs = mw_kvs_get(&pl.f.schema.meta, "batch_size");
+    uint64_t per = bs ? strtoull((const char *)bs->value, NULL, 10) : 8192;
+    int mi = mw_schema_find(&pl.f.schema, "min"), ma = mw_schema_find(&pl.f.schema, "max");
+    uint64_t want = per ? ((uint64_t)n + per - 1) / per : 0;
+    if (per == 0 || mi < 0 || ma < 0) problem(v, lkey, "page_lookup.lance lacks min/max or batch_size");
+    else if ((uint64_t)pl.batch.n_rows != want)
+      problem(v, lkey, "%" PRId64 " lookup rows for %" PRId64 " entries in pages of %" PRIu64, pl.batch.n_rows, n, per);
+    else
+      for (int64_t p = 0; p < pl.batch.n_rows; p++) {
+        int64_t lo = p * (int64_t)per, hi = (p + 1) * (int64_t)per < n ? (p + 1) * (int64_t)per - 1 : n - 1;
+        if (mw_pk_key_cmp(kf, &pl.batch.cols[mi], p, vals, lo) != 0 || mw_pk_key_cmp(kf, &pl.batch.cols[ma], p, vals, hi) != 0) {
+          problem(v, lkey, "page %" PRId64 ": min/max differ from the keys of entries %" PRId64 " and %" PRId64, p, lo, hi);
+          break;
+        }
+      }
+  }
+  dfile_free(&pl);
+  dfile_free(&pd);
+}
+
+static void check_sstable(vctx_t *v, const char *shard_dir, const mw_sstable_ref_t *ref) {
+  char dir[MW_STORAGE_KEY_MAX_BYTES + 1], key[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(dir, sizeof dir, "%s%s/", shard_dir, ref->path);
+  snprintf(key, sizeof key, "%s%s", dir, SST_MANIFEST);
+  v->r->sstables++;
+  mw_buf_t b = MW_BUF_INIT;
+  if (fetch(v, key, &b, "SSTable manifest") < 0) {
+    mw_buf_free(&b);
+    return;
+  }
+  mw_table_meta_t t;
+  mw_err_t err = {0};
+  int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, &t, &err);
+  mw_buf_free(&b);
+  if (rc < 0) {
+    problem(v, key, "SSTable manifest does not decode: %s", err.msg);
+    mw_table_meta_free(&t);
+    return;
+  }
+  const Lance__Table__Manifest *pb = t.manifest.pb;
+  if (pb->n_fragments != 1 || pb->fragments[0]->n_files != 1) {
+    problem(v, key, "an SSTable has one fragment of one data file; this manifest has %zu fragments", pb->n_fragments);
+    mw_table_meta_free(&t);
+    return;
+  }
+  const Lance__Table__DataFragment *fr = pb->fragments[0];
+  if (ref->physical_rows && fr->physical_rows != ref->physical_rows)
+    problem(v, key, "fragment has %" PRIu64 " rows, the shard manifest records %" PRIu64, fr->physical_rows, ref->physical_rows);
+  char dkey[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(dkey, sizeof dkey, "%sdata/%s", dir, fr->files[0]->path);
+  dfile_t d;
+  if (check_datafile(v, dkey, fr->physical_rows, fr->files[0]->file_size_bytes, &d) == 0 && d.have_batch) {
+    check_flags(v, key, pb->reader_feature_flags, pb->writer_feature_flags, d.v1_seeds);
+    int pk = pk_index_of(&d.f.schema);
+    int64_t rows = d.batch.n_rows;
+    uint32_t *offs = NULL;
+    size_t n_offs = 0;
+    uint8_t *dead = calloc((size_t)rows + 1, 1);
+    if (dead == NULL) abort();
+    if (fr->deletion_file && read_deletion(v, dir, fr->id, fr->deletion_file, fr->physical_rows, &offs, &n_offs) == 0)
+      for (size_t i = 0; i < n_offs; i++) dead[offs[i]] = 1;
+    uint64_t *hashes = malloc(((size_t)rows + 1) * sizeof *hashes);
+    if (hashes == NULL) abort();
+    if (pk < 0) {
+      problem(v, dkey, "SSTable data file has no primary-key field");
+    } else if ((rc = mw_pk_hash_batch(&d.batch, hashes, &err)) < 0) {
+      problem(v, dkey, "primary key cannot be hashed: %s", err.msg);
+    } else {
+      /* deletions = the rows a later copy of the same key supersedes */
+      uint32_t *want = malloc(((size_t)rows + 1) * sizeof *want);
+      if (want == NULL) abort();
+      int64_t nw = mw_dedup_deletions(hashes, rows, want);
+      if (nw >= 0 && ((size_t)nw != n_offs || (nw > 0 && memcmp(want, offs, (size_t)nw * 4) != 0)))
+        problem(v, fr->deletion_file ? key : dkey,
+                "the deletion file masks %zu rows, but %" PRId64 " rows are superseded by a later row with the same key",
+                n_offs, nw);
+      free(want);
+      /* the bloom filter knows every key */
+      char bkey[MW_STORAGE_KEY_MAX_BYTES + 1];
+      snprintf(bkey, sizeof bkey, "%sbloom_filter.bin", dir);
+      mw_buf_t bb = MW_BUF_INIT;
+      if (has_key(v, bkey) && fetch(v, bkey, &bb, "bloom filter") == 0) {
+        mw_bloom_t bf = {0};
+        if (mw_bloom_decode(&bf, bb.data, bb.len, &err) < 0) {
+          problem(v, bkey, "bloom filter does not decode: %s", err.msg);
+        } else {
+          for (int64_t r = 0; r < rows; r++)
+            if (!mw_bloom_check(&bf, hashes[r])) {
+              problem(v, bkey, "row %" PRId64 "'s key is not in the bloom filter (a point lookup would miss it)", r);
+              break;
+            }
+        }
+        mw_bloom_free(&bf);
+      }
+      mw_buf_free(&bb);
+      check_pk_index(v, dir, &d, pk, dead, rows);
+    }
+    free(hashes);
+    free(offs);
+    free(dead);
+  }
+  dfile_free(&d);
+  mw_table_meta_free(&t);
+}
+
+/* -------------------------------------------------------------------- shard */
+
+typedef struct walent {
+  uint64_t pos;
+  uint64_t epoch;
+  bool sentinel;
+  bool ok;
+  char key[MW_STORAGE_KEY_MAX_BYTES + 1];
+} walent_t;
+
+static uint64_t compacted_gen(const vctx_t *v, const uint8_t id[16]) {
+  uint64_t g = 0;
+  for (size_t i = 0; i < v->n_compacted; i++)
+    if (memcmp(v->compacted[i].shard_id, id, 16) == 0 && v->compacted[i].generation > g) g = v->compacted[i].generation;
+  return g;
+}
+
+static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *latest, uint64_t max_epoch) {
+  char prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(prefix, sizeof prefix, "%swal/", dir);
+  size_t at = first_with(v, prefix), cap = 0, n = 0;
+  walent_t *e = NULL;
+  for (size_t i = at; i < v->n && starts(v->keys[i], prefix); i++) {
+    uint64_t pos;
+    const char *base = v->keys[i] + strlen(prefix);
+    if (strchr(base, '/') != NULL || mw_bitrev_parse(base, &pos) < 0) {
+      problem(v, v->keys[i], "not a WAL entry name (64 bit-reversed binary digits)");
+      continue;
+    }
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      e = realloc(e, cap * sizeof *e);
+      if (e == NULL) abort();
+    }
+    memset(&e[n], 0, sizeof e[n]);
+    e[n].pos = pos;
+    snprintf(e[n].key, sizeof e[n].key, "%s", v->keys[i]);
+    n++;
+  }
+  /* sort by position (names are bit-reversed: key order is not position order) */
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && e[j - 1].pos > e[j].pos; j--) {
+      walent_t t = e[j];
+      e[j] = e[j - 1];
+      e[j - 1] = t;
+    }
+  uint64_t replay = latest ? latest->replay_after_wal_entry_position : 0;
+  uint64_t expect = replay + 1;
+  mw_ipc_reader_t rd;
+  mw_ipc_reader_init(&rd);
+  for (size_t i = 0; i < n; i++) {
+    if (e[i].pos > replay) {
+      if (e[i].pos != expect)
+        problem(v, e[i].key, "WAL positions %" PRIu64 "..%" PRIu64 " are missing (entries above the replay point %" PRIu64
+                " must be contiguous)", expect, e[i].pos - 1, replay);
+      expect = e[i].pos + 1;
+    }
+    mw_buf_t b = MW_BUF_INIT;
+    mw_err_t err = {0};
+    if (fetch(v, e[i].key, &b, "WAL entry") == 0) {
+      v->r->wal_entries++;
+      if (mw_ipc_reader_decode(&rd, b.data, b.len, NULL, &err) < 0) {
+        problem(v, e[i].key, "WAL entry does not decode: %s", err.msg);
+      } else if (mw_ipc_writer_epoch(&rd.stream.schema, &e[i].epoch, &err) < 0) {
+        problem(v, e[i].key, "%s", err.msg);
+      } else {
+        e[i].ok = true;
+        e[i].sentinel = mw_ipc_is_fence_sentinel(&rd.stream.schema);
+        if (e[i].epoch > max_epoch)
+          problem(v, e[i].key, "written with epoch %" PRIu64 ", above every epoch claimed in the manifests (%" PRIu64 ")",
+                  e[i].epoch, max_epoch);
+      }
+    }
+    mw_buf_free(&b);
+  }
+  mw_ipc_reader_free(&rd);
+  /* epochs never go down; one sentinel per epoch, before its data; an epoch
+   * that follows another writer's entries starts with its sentinel */
+  uint64_t prev = 0, lowest = UINT64_MAX;
+  for (size_t i = 0; i < n; i++)
+    if (e[i].ok && e[i].epoch < lowest) lowest = e[i].epoch;
+  for (size_t i = 0; i < n; i++) {
+    if (!e[i].ok) continue;
+    if (e[i].epoch < prev)
+      problem(v, e[i].key, "writer epoch %" PRIu64 " after an entry of epoch %" PRIu64 " (epochs never decrease)", e[i].epoch, prev);
+    prev = e[i].epoch > prev ? e[i].epoch : prev;
+    size_t sentinels = 0, first_data = SIZE_MAX, first_sentinel = SIZE_MAX;
+    bool first_of_epoch = true;
+    for (size_t k = 0; k < i; k++)
+      if (e[k].ok && e[k].epoch == e[i].epoch) first_of_epoch = false;
+    if (!first_of_epoch) continue;
+    for (size_t k = i; k < n; k++) {
+      if (!e[k].ok || e[k].epoch != e[i].epoch) continue;
+      if (e[k].sentinel) {
+        sentinels++;
+        if (first_sentinel == SIZE_MAX) first_sentinel = k;
+        else problem(v, e[k].key, "a second fence sentinel for epoch %" PRIu64 " (first at position %" PRIu64 ")", e[k].epoch,
+                     e[first_sentinel].pos);
+      } else if (first_data == SIZE_MAX) {
+        first_data = k;
+      }
+    }
+    if (first_sentinel != SIZE_MAX && first_data != SIZE_MAX && first_data < first_sentinel)
+      problem(v, e[first_data].key, "data of epoch %" PRIu64 " before that epoch's fence sentinel (position %" PRIu64 ")",
+              e[i].epoch, e[first_sentinel].pos);
+    if (sentinels == 0 && e[i].epoch > lowest && first_data != SIZE_MAX && e[first_data].pos > replay)
+      problem(v, e[first_data].key, "epoch %" PRIu64 " took over the shard without a fence sentinel", e[i].epoch);
+  }
+  free(e);
+}
+
+static void check_shard(vctx_t *v, shard_info_t *si) {
+  char dir[MW_STORAGE_KEY_MAX_BYTES + 1], prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(dir, sizeof dir, MEM_WAL "%s/", si->uuid);
+  snprintf(prefix, sizeof prefix, "%smanifest/", dir);
+  v->r->shards++;
+  /* the manifest chain, in version order */
+  size_t at = first_with(v, prefix), n = 0;
+  uint64_t *vers = NULL;
+  for (size_t i = at; i < v->n && starts(v->keys[i], prefix); i++) {
+    uint64_t ver;
+    const char *base = v->keys[i] + strlen(prefix);
+    if (strcmp(base, "version_hint.json") == 0) continue;
+    if (mw_shard_manifest_name_parse(base, &ver) < 0) {
+      problem(v, v->keys[i], "not a shard manifest name");
+      continue;
+    }
+    vers = realloc(vers, (n + 1) * sizeof *vers);
+    if (vers == NULL) abort();
+    vers[n++] = ver;
+  }
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && vers[j - 1] > vers[j]; j--) {
+      uint64_t t = vers[j];
+      vers[j] = vers[j - 1];
+      vers[j - 1] = t;
+    }
+  mw_shard_manifest_t prev, cur, latest;
+  mw_shard_manifest_init(&prev);
+  mw_shard_manifest_init(&latest);
+  bool have_prev = false, have_latest = false;
+  uint64_t max_epoch = 0, comp = compacted_gen(v, si->id);
+  for (size_t i = 0; i < n; i++) {
+    char name[MW_BITREV_NAME_BYTES], key[MW_STORAGE_KEY_MAX_BYTES + 1];
+    mw_shard_manifest_name(vers[i], name, sizeof name);
+    snprintf(key, sizeof key, "%s%s", prefix, name);
+    if (i > 0 && vers[i] != vers[i - 1] + 1)
+      problem(v, key, "shard manifest versions jump from %" PRIu64 " to %" PRIu64, vers[i - 1], vers[i]);
+    mw_buf_t b = MW_BUF_INIT;
+    mw_err_t err = {0};
+    v->r->manifests++;
+    if (fetch(v, key, &b, "shard manifest") < 0) {
+      mw_buf_free(&b);
+      continue;
+    }
+    int rc = mw_shard_manifest_decode(b.data, b.len, &cur, &err);
+    mw_buf_free(&b);
+    if (rc < 0) {
+      problem(v, key, "shard manifest does not decode: %s", err.msg);
+      mw_shard_manifest_free(&cur);
+      continue;
+    }
+    if (cur.version != vers[i]) problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, cur.version, vers[i]);
+    if (cur.has_shard_id && memcmp(cur.shard_id, si->id, 16) != 0) problem(v, key, "names another shard id than its directory");
+    if (cur.writer_epoch > max_epoch) max_epoch = cur.writer_epoch;
+    for (size_t k = 0; k < cur.n_sstables; k++) {
+      if (cur.sstables[k].generation >= cur.current_generation)
+        problem(v, key, "SSTable generation %" PRIu64 " is not below current_generation %" PRIu64, cur.sstables[k].generation,
+                cur.current_generation);
+      for (size_t j = 0; j < k; j++)
+        if (cur.sstables[j].generation == cur.sstables[k].generation)
+          problem(v, key, "SSTable generation %" PRIu64 " is listed twice", cur.sstables[k].generation);
+    }
+    if (have_prev) {
+      if (cur.writer_epoch < prev.writer_epoch)
+        problem(v, key, "writer_epoch went down from %" PRIu64 " to %" PRIu64, prev.writer_epoch, cur.writer_epoch);
+      if (cur.replay_after_wal_entry_position < prev.replay_after_wal_entry_position)
+        problem(v, key, "replay_after_wal_entry_position went down from %" PRIu64 " to %" PRIu64,
+                prev.replay_after_wal_entry_position, cur.replay_after_wal_entry_position);
+      if (cur.current_generation < prev.current_generation)
+        problem(v, key, "current_generation went down from %" PRIu64 " to %" PRIu64, prev.current_generation, cur.current_generation);
+      for (size_t j = 0; j < prev.n_sstables; j++) {
+        bool kept = false;
+        for (size_t k = 0; k < cur.n_sstables && !kept; k++) kept = cur.sstables[k].generation == prev.sstables[j].generation;
+        if (!kept && prev.sstables[j].generation > comp)
+          problem(v, key, "SSTable generation %" PRIu64 " (%s) left the manifest before compaction covered it "
+                  "(compacted_sstables reaches generation %" PRIu64 ")", prev.sstables[j].generation, prev.sstables[j].path, comp);
+      }
+    }
+    mw_shard_manifest_free(&prev);
+    prev = cur;
+    have_prev = true;
+    mw_shard_manifest_init(&cur);
+  }
+  if (have_prev) {
+    mw_shard_manifest_copy(&latest, &prev);
+    have_latest = true;
+    si->current_generation = latest.current_generation;
+    si->has_manifest = true;
+  }
+  mw_shard_manifest_free(&prev);
+  free(vers);
+  /* the hint is never ahead of the manifests */
+  char hkey[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(hkey, sizeof hkey, "%sversion_hint.json", prefix);
+  if (has_key(v, hkey)) {
+    mw_buf_t b = MW_BUF_INIT;
+    uint64_t hv;
+    mw_err_t err = {0};
+    if (fetch(v, hkey, &b, "version hint") == 0) {
+      if (mw_version_hint_parse(b.data, b.len, &hv, &err) < 0) problem(v, hkey, "%s", err.msg);
+      else if (have_latest && hv > latest.version)
+        problem(v, hkey, "hints version %" PRIu64 ", the latest manifest is %" PRIu64, hv, latest.version);
+    }
+    mw_buf_free(&b);
+  }
+  check_wal(v, dir, have_latest ? &latest : NULL, max_epoch);
+  if (have_latest) {
+    if (latest.wal_entry_position_last_seen < latest.replay_after_wal_entry_position)
+      problem(v, dir, "wal_entry_position_last_seen %" PRIu64 " is below replay_after %" PRIu64,
+              latest.wal_entry_position_last_seen, latest.replay_after_wal_entry_position);
+    for (size_t k = 0; k < latest.n_sstables; k++) check_sstable(v, dir, &latest.sstables[k]);
+    /* directories the manifest does not list: crash leftovers, ignored by readers */
+    size_t at2 = first_with(v, dir);
+    char last[256] = "";
+    for (size_t i = at2; i < v->n && starts(v->keys[i], dir); i++) {
+      const char *rest = v->keys[i] + strlen(dir);
+      const char *slash = strchr(rest, '/');
+      if (slash == NULL || (size_t)(slash - rest) >= sizeof last) continue;
+      char sub[256];
+      memcpy(sub, rest, (size_t)(slash - rest));
+      sub[slash - rest] = 0;
+      if (strcmp(sub, last) == 0 || strcmp(sub, "wal") == 0 || strcmp(sub, "manifest") == 0) continue;
+      snprintf(last, sizeof last, "%s", sub);
+      bool listed = false;
+      for (size_t k = 0; k < latest.n_sstables && !listed; k++) listed = strcmp(latest.sstables[k].path, sub) == 0;
+      if (!listed) v->r->orphans++;
+    }
+  }
+  mw_shard_manifest_free(&latest);
+}
+
+/* --------------------------------------------------------------- base table */
+
+static bool top_level(const char *key, const char *prefix) { return starts(key, prefix); }
+
+static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_latest) {
+  char **names = NULL;
+  size_t n = 0;
+  size_t at = first_with(v, "_versions/");
+  for (size_t i = at; i < v->n && top_level(v->keys[i], "_versions/"); i++) {
+    const char *base = v->keys[i] + strlen("_versions/");
+    if (!strchr(base, '/') && strstr(base, ".manifest") != NULL) {
+      names = realloc(names, (n + 1) * sizeof *names);
+      if (names == NULL) abort();
+      names[n++] = (char *)base;
+    }
+  }
+  *have_latest = false;
+  if (n == 0) {
+    problem(v, "_versions/", "the table has no manifest");
+    free(names);
+    return;
+  }
+  uint64_t latest;
+  size_t li;
+  mw_err_t err = {0};
+  if (mw_dmanifest_latest(names, n, &latest, &li, &err) < 0) problem(v, "_versions/", "%s", err.msg);
+  /* every version in order: decode, version = name, the seeds flag kept */
+  uint64_t *vv = calloc(n, sizeof *vv);
+  if (vv == NULL) abort();
+  for (size_t i = 0; i < n; i++) mw_dmanifest_name_parse(names[i], &vv[i], NULL);
+  bool flagged = false;
+  uint64_t flagged_at = 0;
+  for (uint64_t want = 0;;) { /* ascending versions */
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < n; i++)
+      if (vv[i] > want && (best == SIZE_MAX || vv[i] < vv[best])) best = i;
+    if (best == SIZE_MAX) break;
+    want = vv[best];
+    char key[MW_STORAGE_KEY_MAX_BYTES + 1];
+    snprintf(key, sizeof key, "_versions/%s", names[best]);
+    mw_buf_t b = MW_BUF_INIT;
+    v->r->manifests++;
+    if (fetch(v, key, &b, "manifest") == 0) {
+      mw_table_meta_t t;
+      mw_err_clear(&err);
+      int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, &t, &err);
+      if (rc < 0 && rc != -ENOTSUP) {
+        problem(v, key, "manifest does not decode: %s", err.msg);
+      } else if (rc == 0) {
+        if (t.manifest.pb->version != want)
+          problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, t.manifest.pb->version, want);
+        check_flags(v, key, t.reader_feature_flags, t.writer_feature_flags, 0);
+        bool f = t.reader_feature_flags & MW_FLAG_ZONE_WRITE_SEEDS;
+        if (flagged && !f)
+          problem(v, key, "FLAG_ZONE_WRITE_SEEDS was set at version %" PRIu64 " and is gone (derived versions keep it)", flagged_at);
+        if (f && !flagged) flagged = true, flagged_at = want;
+        if (want == latest) {
+          *latest_meta = t;
+          *have_latest = true;
+          memset(&t, 0, sizeof t);
+        }
+      }
+      /* -ENOTSUP: a column type or feature memwald does not write: still a readable table */
+      mw_table_meta_free(&t);
+    }
+    mw_buf_free(&b);
+  }
+  free(vv);
+  free(names);
+  if (*have_latest && latest_meta->has_memwal) {
+    v->compacted = latest_meta->memwal.compacted;
+    v->n_compacted = latest_meta->memwal.n_compacted;
+  }
+}
+
+static void check_base_fragments(vctx_t *v, const mw_table_meta_t *t) {
+  const Lance__Table__Manifest *pb = t->manifest.pb;
+  char mkey[64];
+  snprintf(mkey, sizeof mkey, "_versions/ (version %" PRIu64 ")", pb->version);
+  size_t v1 = 0;
+  for (size_t i = 0; i < pb->n_fragments; i++) {
+    const Lance__Table__DataFragment *fr = pb->fragments[i];
+    for (size_t k = 0; k < fr->n_files; k++) {
+      char key[MW_STORAGE_KEY_MAX_BYTES + 1];
+      snprintf(key, sizeof key, "data/%s", fr->files[k]->path);
+      dfile_t d;
+      check_datafile(v, key, fr->physical_rows, fr->files[k]->file_size_bytes, &d);
+      v1 += d.v1_seeds;
+      dfile_free(&d);
+    }
+    if (fr->deletion_file) {
+      uint32_t *offs;
+      size_t no;
+      if (read_deletion(v, "", fr->id, fr->deletion_file, fr->physical_rows, &offs, &no) == 0) free(offs);
+    }
+  }
+  check_flags(v, mkey, pb->reader_feature_flags, pb->writer_feature_flags, v1);
+  /* compacted_sstables: a shard that exists, a generation it flushed */
+  for (size_t i = 0; i < v->n_compacted; i++) {
+    char u[37];
+    mw_uuid_text(v->compacted[i].shard_id, u);
+    const shard_info_t *si = NULL;
+    for (size_t k = 0; k < v->n_shards; k++)
+      if (memcmp(v->shards[k].id, v->compacted[i].shard_id, 16) == 0) si = &v->shards[k];
+    if (si == NULL)
+      problem(v, mkey, "MemWAL compacted_sstables names shard %s, which has no _mem_wal directory", u);
+    else if (si->has_manifest && v->compacted[i].generation >= si->current_generation)
+      problem(v, mkey, "MemWAL compacted_sstables reaches generation %" PRIu64 " of shard %s, which has only flushed up to %" PRIu64,
+              v->compacted[i].generation, u, si->current_generation ? si->current_generation - 1 : 0);
+  }
+  /* transaction files */
+  size_t at = first_with(v, "_transactions/");
+  for (size_t i = at; i < v->n && starts(v->keys[i], "_transactions/"); i++) {
+    mw_buf_t b = MW_BUF_INIT;
+    if (fetch(v, v->keys[i], &b, "transaction file") == 0) {
+      mw_txn_t tx;
+      mw_err_t err = {0};
+      if (mw_txn_decode(b.data, b.len, &tx, &err) < 0) {
+        problem(v, v->keys[i], "transaction does not decode: %s", err.msg);
+      } else {
+        char want[96];
+        snprintf(want, sizeof want, "%" PRIu64 "-%s.txn", tx.read_version, tx.uuid ? tx.uuid : "");
+        if (strcmp(v->keys[i] + strlen("_transactions/"), want) != 0)
+          problem(v, v->keys[i], "holds read_version %" PRIu64 " and uuid %s: its name should be %s", tx.read_version,
+                  tx.uuid ? tx.uuid : "(none)", want);
+      }
+      mw_txn_free(&tx);
+    }
+    mw_buf_free(&b);
+  }
+}
+
+/* ---------------------------------------------------------------------- run */
+
+static int uuid_parse(const char *s, uint8_t out[16]) {
+  if (strlen(s) != 36) return -EINVAL;
+  size_t k = 0;
+  for (size_t i = 0; i < 36; i++) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (s[i] != '-') return -EINVAL;
+      continue;
+    }
+    char c = s[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return -EINVAL;
+    if (k % 2 == 0) out[k / 2] = (uint8_t)(d << 4);
+    else out[k / 2] |= (uint8_t)d;
+    k++;
+  }
+  return 0;
+}
+
+void mw_verify_report_free(mw_verify_report_t *r) {
+  if (r == NULL) return;
+  j_free(r->problems);
+  memset(r, 0, sizeof *r);
+}
+
+int mw_verify_table(mw_sio_t *s, mw_verify_report_t *r, mw_err_t *err) {
+  assert(s != NULL && r != NULL);
+  memset(r, 0, sizeof *r);
+  r->problems = j_arr();
+  vctx_t v = {.s = s, .r = r};
+  int rc = mw_sio_list(s, "", &v.keys, &v.n, err);
+  if (rc < 0) return rc;
+  r->objects = v.n;
+  mw_table_meta_t meta;
+  memset(&meta, 0, sizeof meta);
+  bool have_meta = false;
+  check_base(&v, &meta, &have_meta);
+  /* shards: every _mem_wal/<uuid>/ directory */
+  v.shards = calloc(MAX_SHARDS, sizeof *v.shards);
+  if (v.shards == NULL) abort();
+  size_t at = first_with(&v, MEM_WAL);
+  for (size_t i = at; i < v.n && starts(v.keys[i], MEM_WAL); i++) {
+    const char *rest = v.keys[i] + strlen(MEM_WAL), *slash = strchr(rest, '/');
+    if (slash == NULL || slash - rest != 36) {
+      problem(&v, v.keys[i], "not under a _mem_wal/<shard uuid>/ directory");
+      continue;
+    }
+    char u[37];
+    memcpy(u, rest, 36);
+    u[36] = 0;
+    if (v.n_shards > 0 && strcmp(v.shards[v.n_shards - 1].uuid, u) == 0) continue;
+    if (v.n_shards == MAX_SHARDS) break;
+    shard_info_t *si = &v.shards[v.n_shards];
+    if (uuid_parse(u, si->id) < 0) {
+      problem(&v, v.keys[i], "shard directory %s is not a UUID", u);
+      continue;
+    }
+    memcpy(si->uuid, u, 37);
+    v.n_shards++;
+  }
+  for (size_t i = 0; i < v.n_shards; i++) check_shard(&v, &v.shards[i]);
+  if (have_meta) check_base_fragments(&v, &meta);
+  mw_table_meta_free(&meta);
+  free(v.shards);
+  mw_sio_free_keys(v.keys, v.n);
+  return 0;
+}
+
+int mw_verify_main(const char *table, const mw_verify_opts_t *o) {
+  mw_sio_t s;
+  mw_err_t err = {0};
+  if (mw_sio_open(&s, table, &err) < 0) {
+    fprintf(stderr, "memwal-inspect: %s\n", err.msg);
+    return 3;
+  }
+  mw_verify_report_t r;
+  int rc = mw_verify_table(&s, &r, &err);
+  mw_sio_close(&s);
+  if (rc < 0) {
+    fprintf(stderr, "memwal-inspect: verify %s: %s\n", table, err.msg);
+    mw_verify_report_free(&r);
+    return 3;
+  }
+  if (o->json) {
+    j_t *out = j_obj();
+    j_set(out, "table", j_str(table));
+    j_set(out, "ok", j_bool(r.n_problems == 0));
+    j_set(out, "problems_total", j_uint(r.n_problems));
+    j_set(out, "problems", r.problems);
+    r.problems = NULL;
+    j_t *c = j_set(out, "checked", j_obj());
+    j_set(c, "objects", j_uint(r.objects));
+    j_set(c, "decoded", j_uint(r.decoded));
+    j_set(c, "shards", j_uint(r.shards));
+    j_set(c, "shard_manifests_and_manifests", j_uint(r.manifests));
+    j_set(c, "wal_entries", j_uint(r.wal_entries));
+    j_set(c, "sstables", j_uint(r.sstables));
+    j_set(c, "data_files", j_uint(r.data_files));
+    j_set(c, "zone_seeds", j_uint(r.seeds));
+    j_set(c, "orphan_sstable_dirs", j_uint(r.orphans));
+    j_print_json(stdout, out);
+    j_free(out);
+  } else {
+    for (size_t i = 0; i < r.problems->n; i++)
+      printf("%s: %s\n", r.problems->items[i]->items[0]->s, r.problems->items[i]->items[1]->s);
+    if (r.n_problems > r.problems->n) printf("... and %" PRIu64 " more problems\n", r.n_problems - r.problems->n);
+    printf("verify %s: %s: %" PRIu64 " problem%s; %" PRIu64 " objects, %" PRIu64 " shards, %" PRIu64 " WAL entries, %" PRIu64
+           " SSTables, %" PRIu64 " data files, %" PRIu64 " zone seeds checked; %" PRIu64 " unlisted SSTable directories\n",
+           table, r.n_problems ? "FAILED" : "ok", r.n_problems, r.n_problems == 1 ? "" : "s", r.objects, r.shards,
+           r.wal_entries, r.sstables, r.data_files, r.seeds, r.orphans);
+  }
+  (void)o->quiet;
+  int code = r.n_problems ? 1 : 0;
+  mw_verify_report_free(&r);
+  return code;
+}
