@@ -64,4 +64,14 @@ case $kind in
     ;;
   *) echo "interop: unknown kind $kind" >&2; exit 2 ;;
 esac
+# every object left behind decodes with memwal-inspect, and verify passes;
+# `ours-only` unlists Lance's SSTables by construction (our SSTable covers the
+# same WAL rows): verify names that, and must find nothing else
+if [ -n "${MW_INSPECT:-}" ]; then
+  if [ "$kind $what" = "vector ours-only" ]; then
+    "$here/../inspect/inspect_all.sh" "$MW_INSPECT" "$scratch/t.lance" --allow "left the manifest before compaction"
+  else
+    "$here/../inspect/inspect_all.sh" "$MW_INSPECT" "$scratch/t.lance"
+  fi
+fi
 rm -rf "$scratch"
