@@ -1,14 +1,14 @@
 /*
  * sio.h — the inspector's synchronous view of one table's storage.
  *
- * Owns: a private libuv loop and one mw_storage_t (src/storage) rooted at the
- * table, and blocking get/list/head calls that run the loop until the
- * request's callback. Every byte the inspector and the verifier read goes
- * through here, so they read a table exactly as the daemon's storage layer
- * sees it (and object storage once the storage layer has it).
+ * Owns: one blocking storage handle (mw_storage_sync_*, src/storage) for the
+ * table's URI, a local path or s3://BUCKET/PREFIX, and the few reads the
+ * tool makes. Every byte the inspector and the verifier read goes through
+ * here, so they read a table exactly as the daemon's storage layer sees it,
+ * on disk or on object storage.
  *
- * The storage is opened read-mostly: fsync off (nothing is written), the
- * thread-pool backend (no io_uring set-up for a short-lived tool).
+ * Nothing is written: a local table must already exist (the storage layer
+ * would create a missing root, and a typo must not make a table).
  *
  * Errors: negative errno with a reason in *err (-ENOENT for a missing
  * object or table, -EFBIG over max_object_bytes).
@@ -18,7 +18,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include "common/buf.h"
 #include "common/err.h"
@@ -28,12 +27,12 @@
 #define MW_SIO_MAX_OBJECT_BYTES ((size_t)4 << 30)
 
 typedef struct mw_sio {
-  uv_loop_t loop;
-  mw_storage_t *st;
+  mw_storage_sync_t *ss;
   char root[4096];
 } mw_sio_t;
 
-/* Open the table at `root` (a directory that must exist). */
+/* Open the table at `root`: a directory that must exist, file://PATH or
+ * s3://BUCKET/PREFIX (credentials and endpoint from the environment). */
 int mw_sio_open(mw_sio_t *s, const char *root, mw_err_t *err);
 void mw_sio_close(mw_sio_t *s);
 /* Whole object into out (reset first). */
