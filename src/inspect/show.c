@@ -583,9 +583,8 @@ static j_t *seed_zones_j(const mw_seed_t *s, const mw_show_opts_t *o) {
 
 /* One seed: decoded, validated, and (when the column is given) checked
  * against the column's values. */
-static j_t *seed_j(const uint8_t *p, size_t n, const mw_field_t *f, const mw_column_t *col, uint64_t rpz,
-                   uint64_t rows, const mw_show_opts_t *o) {
-  j_t *e = j_obj();
+static void seed_fill(j_t *e, const uint8_t *p, size_t n, const mw_field_t *f, const mw_column_t *col,
+                      uint64_t rpz, uint64_t rows, const mw_show_opts_t *o) {
   mw_seed_t s;
   mw_err_t err = {0};
   int rc = mw_seed_decode(p, n, f, rpz, rows, &s, &err);
@@ -600,7 +599,6 @@ static j_t *seed_j(const uint8_t *p, size_t n, const mw_field_t *f, const mw_col
     if (rc == 0) j_set(e, "zone_records", seed_zones_j(&s, o));
   }
   mw_seed_free(&s);
-  return e;
 }
 
 static int show_zone_seed(const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out, mw_err_t *err) {
@@ -620,7 +618,7 @@ static int show_zone_seed(const uint8_t *p, size_t n, const mw_show_opts_t *o, j
   }
   mw_ipc_stream_free(&st);
   /* alone, rows_per_zone is not known: the first zone's length stands in */
-  j_set(out, "seed", seed_j(p, n, NULL, NULL, rows ? rows : 1, UINT64_MAX, o));
+  seed_fill(j_set(out, "seed", j_obj()), p, n, NULL, NULL, rows ? rows : 1, UINT64_MAX, o);
   return 0;
 }
 
@@ -728,13 +726,7 @@ static int show_datafile_v2(const uint8_t *p, size_t n, mw_kind_t kind, const mw
         j_set(e, "valid", j_bool(false));
         j_set(e, "problem", j_str(e2.msg));
       } else {
-        j_t *sj = seed_j(bp, bn, &f.schema.fields[fi], have[fi] ? &data[fi] : NULL, loc.rows_per_zone, f.n_rows, o);
-        for (size_t k = 0; k < sj->n; k++) {
-          j_set(e, sj->keys[k], sj->items[k]);
-          sj->items[k] = NULL;
-        }
-        sj->n = 0;
-        j_free(sj);
+        seed_fill(e, bp, bn, &f.schema.fields[fi], have[fi] ? &data[fi] : NULL, loc.rows_per_zone, f.n_rows, o);
         if (loc.buffer_index < gb->n) j_set(gb->items[loc.buffer_index], "holds", j_fmt("zone write seed of %s", colname));
       }
     }

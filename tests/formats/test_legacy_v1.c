@@ -75,7 +75,9 @@ static void cell(const mw_field_t *f, const mw_column_t *c, int64_t i, char *out
 
 /* Decode every manifest field of a v1 file; compare with NAME.expected. */
 static void golden(const char *name, size_t want_fields, size_t want_batches) {
-  char *lp = data_path(tu_strf("%s.lance", name)), *ep = data_path(tu_strf("%s.expected", name));
+  char *ln = tu_strf("%s.lance", name), *en = tu_strf("%s.expected", name);
+  char *lp = data_path(ln), *ep = data_path(en);
+  free(ln), free(en);
   size_t len, elen;
   uint8_t *p = tu_read_file(lp, &len), *e = tu_read_file(ep, &elen);
   if (p == NULL || e == NULL) fail_msg("cannot read %s / %s", lp, ep);
