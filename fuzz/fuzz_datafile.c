@@ -1,6 +1,7 @@
 /*
  * fuzz_datafile.c — libFuzzer target for the Lance data-file reader
- * (src/lance/datafile.c): open, list global buffers, decode every column.
+ * (src/lance/datafile.c): open, list global buffers, describe every
+ * column's pages (datafile_info.c, the inspector's view), decode every column.
  * Any input must give an error or a valid batch, never a crash, a leak or
  * an unbounded allocation (row and column-byte limits are set low here).
  * Seeds: fuzz/corpus/datafile/ (small Lance-written files from the vectors:
@@ -10,7 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdlib.h>
+
 #include "lance/datafile.h"
+#include "lance/datafile_info.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 
@@ -22,6 +26,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     const uint8_t *p;
     size_t len;
     (void)mw_datafile_global_buffer(&f, i, &p, &len, NULL);
+  }
+  for (uint32_t c = 0; c < f.n_columns; c++) {
+    mw_page_info_t *pages = NULL;
+    size_t np = 0;
+    if (mw_datafile_column_info(&f, c, &pages, &np, NULL) == 0) {
+      for (size_t k = 0; k < np; k++)
+        for (size_t b = 0; b < pages[k].n_buffers; b++)
+          if (pages[k].buf_offset[b] > n || pages[k].buf_size[b] > n - pages[k].buf_offset[b]) __builtin_trap();
+      free(pages);
+    }
   }
   mw_batch_t b;
   if (mw_datafile_read_batch(&f, &b, NULL) == 0) {
