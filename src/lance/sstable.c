@@ -311,73 +311,6 @@ done:
   return rc;
 }
 
-/* Zone write seeds v1: one per column, over the rows the data file holds
- * (batches in order), as global buffers 1..C; the data file's schema is a
- * copy of `schema` with `lance.seed.<column> = "<i>:<rows_per_zone>"`. */
-typedef struct seeds {
-  mw_schema_t schema;
-  mw_buf_t *bufs;
-  mw_datafile_gbuf_t *gb;
-  size_t n;
-} seeds_t;
-
-static void seeds_free(seeds_t *x) {
-  for (size_t i = 0; x->bufs != NULL && i < x->n; i++) mw_buf_free(&x->bufs[i]);
-  free(x->bufs);
-  free(x->gb);
-  mw_schema_free(&x->schema);
-  memset(x, 0, sizeof *x);
-}
-
-static int seed_one(const mw_field_t *f, size_t col, const mw_batch_t *const *batches, size_t n,
-                    uint64_t rpz, mw_ipc_writer_t *w, mw_buf_t *out, mw_err_t *err) {
-  mw_seed_builder_t sb;
-  int rc = mw_seed_builder_init(&sb, f, rpz, err);
-  for (size_t i = 0; rc == 0 && i < n; i++)
-    rc = mw_seed_builder_add(&sb, &batches[i]->cols[col], 0, batches[i]->n_rows, err);
-  if (rc == 0) rc = mw_seed_builder_finish(&sb, w, out, err);
-  mw_seed_builder_free(&sb);
-  return rc;
-}
-
-static int build_seeds(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
-                       uint64_t rpz, seeds_t *x, mw_err_t *err) {
-  memset(x, 0, sizeof *x);
-  mw_schema_init(&x->schema);
-  size_t nf = schema->n_fields;
-  mw_ipc_writer_t w;
-  mw_ipc_writer_init(&w);
-  int rc = mw_schema_copy(&x->schema, schema);
-  x->bufs = calloc(nf + 1, sizeof *x->bufs);
-  x->gb = calloc(nf + 1, sizeof *x->gb);
-  if (rc == 0 && (x->bufs == NULL || x->gb == NULL)) rc = -ENOMEM;
-  x->n = nf;
-  for (size_t c = 0; rc == 0 && c < nf; c++) {
-    const mw_field_t *f = &schema->fields[c];
-    rc = seed_one(f, c, batches, n, rpz, &w, &x->bufs[c], err);
-    if (rc < 0) break;
-    x->gb[c] = (mw_datafile_gbuf_t){x->bufs[c].data, x->bufs[c].len};
-    char val[MW_SEED_LOCATOR_BYTES];
-    int vn = mw_seed_locator_format((uint32_t)(c + 1), rpz, val, sizeof val);
-    size_t kn = strlen(MW_SEED_META_PREFIX) + strlen(f->name) + 1;
-    char *key = malloc(kn);
-    if (vn < 0 || key == NULL) {
-      free(key);
-      rc = vn < 0 ? vn : -ENOMEM;
-      break;
-    }
-    snprintf(key, kn, "%s%s", MW_SEED_META_PREFIX, f->name);
-    rc = mw_kvs_set(&x->schema.meta, key, val, (size_t)vn);
-    free(key);
-  }
-  mw_ipc_writer_free(&w);
-  if (rc < 0) {
-    seeds_free(x);
-    return mw_err_set(err, rc, "sstable: zone write seeds");
-  }
-  return 0;
-}
-
 int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
                          const mw_sstable_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
   assert(schema != NULL && out != NULL);
@@ -393,16 +326,23 @@ int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *bat
     if (vp == NULL) rc = -ENOMEM;
     for (size_t i = 0; vp != NULL && i < n; i++) vp[i] = &views[i];
   }
+  /* zone write seeds: one per column over the rows the data file holds,
+   * global buffers 1..C, located in the file's schema metadata */
   const mw_batch_t *const *rows = vp ? vp : batches;
-  seeds_t seeds = {0};
+  mw_seed_set_t seeds;
+  mw_datafile_gbuf_t *gb = NULL;
+  memset(&seeds, 0, sizeof seeds);
   mw_schema_init(&seeds.schema);
   if (rc == 0 && opts->zone_seeds) {
     uint64_t rpz = opts->seed_rows_per_zone ? opts->seed_rows_per_zone : MW_SEED_DEFAULT_ROWS_PER_ZONE;
-    rc = build_seeds(schema, rows, n, rpz, &seeds, err);
+    rc = mw_seed_set_build(&seeds, schema, rows, n, rpz, 1, err);
+    if (rc == 0 && (gb = calloc(seeds.n + 1, sizeof *gb)) == NULL) rc = -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < seeds.n; i++) gb[i] = (mw_datafile_gbuf_t){seeds.bufs[i].data, seeds.bufs[i].len};
   }
   if (rc == 0)
-    rc = mw_datafile_write(opts->zone_seeds ? &seeds.schema : schema, rows, n, seeds.gb, seeds.n, &dopts, out, err);
-  seeds_free(&seeds);
+    rc = mw_datafile_write(opts->zone_seeds ? &seeds.schema : schema, rows, n, gb, seeds.n, &dopts, out, err);
+  free(gb);
+  mw_seed_set_free(&seeds);
   for (size_t i = 0; views != NULL && i < n; i++) free(views[i].cols);
   free(views);
   free(vp);

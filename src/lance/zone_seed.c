@@ -539,6 +539,63 @@ int mw_seed_builder_finish(mw_seed_builder_t *b, mw_ipc_writer_t *w, mw_buf_t *o
   return 0;
 }
 
+/* -------------------------------------------------------------- seed set */
+
+void mw_seed_set_free(mw_seed_set_t *x) {
+  if (x == NULL) return;
+  for (size_t i = 0; x->bufs != NULL && i < x->n; i++) mw_buf_free(&x->bufs[i]);
+  free(x->bufs);
+  mw_schema_free(&x->schema);
+  memset(x, 0, sizeof *x);
+}
+
+static int seed_column(const mw_field_t *f, size_t col, const mw_batch_t *const *batches, size_t n,
+                       uint64_t rpz, mw_ipc_writer_t *w, mw_buf_t *out, mw_err_t *err) {
+  mw_seed_builder_t sb;
+  int rc = mw_seed_builder_init(&sb, f, rpz, err);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    rc = mw_seed_builder_add(&sb, &batches[i]->cols[col], 0, batches[i]->n_rows, err);
+  if (rc == 0) rc = mw_seed_builder_finish(&sb, w, out, err);
+  mw_seed_builder_free(&sb);
+  return rc;
+}
+
+int mw_seed_set_build(mw_seed_set_t *x, const mw_schema_t *schema, const mw_batch_t *const *batches,
+                      size_t n, uint64_t rows_per_zone, uint32_t first_index, mw_err_t *err) {
+  assert(x != NULL && schema != NULL && (batches != NULL || n == 0));
+  assert(first_index >= 1);
+  memset(x, 0, sizeof *x);
+  mw_schema_init(&x->schema);
+  size_t nf = schema->n_fields;
+  if (nf > UINT32_MAX - first_index) return mw_err_set(err, -EINVAL, "seeds: %zu columns", nf);
+  mw_ipc_writer_t w;
+  mw_ipc_writer_init(&w);
+  int rc = mw_schema_copy(&x->schema, schema);
+  x->bufs = calloc(nf + 1, sizeof *x->bufs);
+  if (rc == 0 && x->bufs == NULL) rc = -ENOMEM;
+  x->n = nf;
+  for (size_t c = 0; rc == 0 && c < nf; c++) {
+    const mw_field_t *f = &schema->fields[c];
+    if ((rc = seed_column(f, c, batches, n, rows_per_zone, &w, &x->bufs[c], err)) < 0) break;
+    char val[MW_SEED_LOCATOR_BYTES];
+    int vn = mw_seed_locator_format(first_index + (uint32_t)c, rows_per_zone, val, sizeof val);
+    size_t kn = strlen(MW_SEED_META_PREFIX) + strlen(f->name) + 1;
+    char *key = malloc(kn);
+    if (vn < 0 || key == NULL) {
+      free(key);
+      rc = vn < 0 ? vn : -ENOMEM;
+      break;
+    }
+    snprintf(key, kn, "%s%s", MW_SEED_META_PREFIX, f->name);
+    rc = mw_kvs_set(&x->schema.meta, key, val, (size_t)vn);
+    free(key);
+  }
+  mw_ipc_writer_free(&w);
+  if (rc < 0) return mw_err_set(err, rc, "zone write seeds of %zu columns", nf);
+  assert(x->schema.meta.n >= nf);
+  return 0;
+}
+
 /* ----------------------------------------------------------------- decoder */
 
 void mw_seed_free(mw_seed_t *s) {

@@ -136,6 +136,22 @@ int mw_seed_builder_finish(mw_seed_builder_t *b, mw_ipc_writer_t *w, mw_buf_t *o
                            mw_err_t *err);
 void mw_seed_builder_free(mw_seed_builder_t *b);
 
+/* --- every column of a data file at once (SSTables, compaction's fragments) --- */
+typedef struct mw_seed_set {
+  mw_schema_t schema;  /* the input schema plus lance.seed.<column> locators */
+  mw_buf_t *bufs;      /* one IPC file per column, in column order */
+  size_t n;
+} mw_seed_set_t;
+
+/* One v1 seed per column of `schema` over the rows of batches[0..n) in
+ * order, to be written as global buffers first_index, first_index+1, ...
+ * (1 when they are the file's only extra buffers); x->schema is what the
+ * data file's FileDescriptor must hold. Free with mw_seed_set_free, also
+ * after a failure. */
+int mw_seed_set_build(mw_seed_set_t *x, const mw_schema_t *schema, const mw_batch_t *const *batches,
+                      size_t n, uint64_t rows_per_zone, uint32_t first_index, mw_err_t *err);
+void mw_seed_set_free(mw_seed_set_t *x);
+
 /* --- decoded seed --- */
 typedef struct mw_seed {
   int version;                 /* 0 or 1 */
