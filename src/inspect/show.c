@@ -127,41 +127,106 @@ static j_t *float_j(double d) {
   return j_dbl(d);
 }
 
-/* One cell of a column of our model. */
+static j_t *half_j(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+  return float_j((h & 0x8000) ? -v : v);
+}
+
+/* A decimal128 as its text: the unscaled int128 with `scale` digits after
+ * the point. */
+static j_t *decimal_j(const uint8_t *p, int scale) {
+  __int128 v;
+  memcpy(&v, p, 16);
+  bool neg = v < 0;
+  unsigned __int128 u = neg ? -(unsigned __int128)v : (unsigned __int128)v;
+  char digits[64];
+  int n = 0;
+  do {
+    digits[n++] = (char)('0' + (int)(u % 10));
+    u /= 10;
+  } while (u && n < 60);
+  while (scale > 0 && n <= scale && n < 60) digits[n++] = '0';
+  char out[80];
+  int k = 0;
+  if (neg) out[k++] = '-';
+  for (int d = n - 1; d >= 0; d--) {
+    out[k++] = digits[d];
+    if (scale > 0 && d == scale) out[k++] = '.';
+  }
+  out[k] = 0;
+  return j_str(out);
+}
+
+/* One fixed-width value of type t (width w) at p. */
+static j_t *fixed_j(const mw_field_t *f, mw_type_t t, const uint8_t *p, size_t w) {
+  const mw_type_info_t *ti = mw_type_info(t);
+  if (t == MW_T_DECIMAL128) return decimal_j(p, f->scale);
+  switch (ti->order) {
+    case MW_ORDER_SIGNED: {
+      uint64_t raw = 0;
+      memcpy(&raw, p, w < 8 ? w : 8);
+      unsigned sh = 64 - 8 * (unsigned)(w < 8 ? w : 8);
+      return j_int((int64_t)(raw << sh) >> sh);
+    }
+    case MW_ORDER_UNSIGNED: {
+      uint64_t raw = 0;
+      memcpy(&raw, p, w < 8 ? w : 8);
+      return j_uint(raw);
+    }
+    case MW_ORDER_FLOAT:
+      if (w == 2) return half_j((uint16_t)(p[0] | p[1] << 8));
+      if (w == 4) {
+        float x;
+        memcpy(&x, p, 4);
+        return float_j(x);
+      }
+      {
+        double x;
+        memcpy(&x, p, 8);
+        return float_j(x);
+      }
+    default: return hex_bytes(p, w); /* fixed_size_binary */
+  }
+}
+
+/* One cell of a column of our model (every layout, recursively). */
 static j_t *value_j(const mw_field_t *f, const mw_column_t *c, int64_t i) {
   if (!mw_column_valid(c, i)) return j_null();
   const uint8_t *v = c->values.data;
-  switch (f->type) {
-    case MW_T_INT32: { int32_t x; memcpy(&x, v + 4 * i, 4); return j_int(x); }
-    case MW_T_INT64: { int64_t x; memcpy(&x, v + 8 * i, 8); return j_int(x); }
-    case MW_T_UINT32: { uint32_t x; memcpy(&x, v + 4 * i, 4); return j_uint(x); }
-    case MW_T_UINT64: { uint64_t x; memcpy(&x, v + 8 * i, 8); return j_uint(x); }
-    case MW_T_FLOAT32: { float x; memcpy(&x, v + 4 * i, 4); return float_j(x); }
-    case MW_T_FLOAT64: { double x; memcpy(&x, v + 8 * i, 8); return float_j(x); }
-    case MW_T_BOOL: return j_bool(mw_bit_get(v, i));
-    case MW_T_UTF8: {
+  switch (mw_field_layout(f)) {
+    case MW_LAYOUT_FIXED: {
+      size_t w = mw_type_width(f);
+      return fixed_j(f, f->type, v + (size_t)i * w, w);
+    }
+    case MW_LAYOUT_BOOL: return j_bool(mw_bit_get(v, i));
+    case MW_LAYOUT_VAR: {
       size_t n;
       const uint8_t *p = mw_column_bytes(c, i, &n);
-      return j_strn(p, n);
+      return f->type == MW_T_UTF8 || f->type == MW_T_LARGE_UTF8 ? j_strn(p, n) : hex_bytes(p, n);
     }
-    case MW_T_BINARY: {
-      size_t n;
-      const uint8_t *p = mw_column_bytes(c, i, &n);
-      return hex_bytes(p, n);
-    }
-    case MW_T_FSL_F32: {
+    case MW_LAYOUT_FSL: {
       j_t *a = j_arr();
+      size_t iw = mw_fsl_item_width(f);
       for (int32_t k = 0; k < f->fsl_dim; k++) {
         size_t item = (size_t)i * (size_t)f->fsl_dim + (size_t)k;
-        if (c->item_validity.len && !mw_bit_get(c->item_validity.data, (int64_t)item)) {
-          j_push(a, j_null());
-          continue;
-        }
-        float x;
-        memcpy(&x, v + 4 * item, 4);
-        j_push(a, float_j(x));
+        if (c->item_validity.len && !mw_bit_get(c->item_validity.data, (int64_t)item)) j_push(a, j_null());
+        else j_push(a, fixed_j(f, f->item_type, v + item * iw, iw));
       }
       return a;
+    }
+    case MW_LAYOUT_LIST: {
+      j_t *a = j_arr();
+      const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+      if (f->n_children < 1 || c->n_children < 1 || off == NULL) return a;
+      for (int32_t k = off[i]; k < off[i + 1]; k++) j_push(a, value_j(&f->children[0], &c->children[0], k));
+      return a;
+    }
+    case MW_LAYOUT_STRUCT: {
+      j_t *o = j_obj();
+      for (uint32_t k = 0; k < f->n_children && k < c->n_children; k++)
+        j_set(o, f->children[k].name, value_j(&f->children[k], &c->children[k], i));
+      return o;
     }
   }
   return j_null();
@@ -174,8 +239,8 @@ static j_t *kvs_j(const mw_kvs_t *kv) {
 }
 
 static j_t *type_j(const mw_field_t *f) {
-  if (f->type == MW_T_FSL_F32) return j_fmt("fixed_size_list<float32, %d>", f->fsl_dim);
-  return j_str(mw_type_name(f->type));
+  char text[MW_FIELD_TEXT_BYTES];
+  return j_str(mw_field_type_text(f, text, sizeof text));
 }
 
 static j_t *schema_j(const mw_schema_t *s) {

@@ -495,7 +495,8 @@ int mw_v1_field_type(const mw_v1_field_t *fl, mw_field_t *out, mw_err_t *err) {
     char *endp;
     long dim = strtol(d, &endp, 10);
     if (*d >= '1' && *d <= '9' && *endp == 0 && dim >= 1 && dim <= MW_MAX_FSL_DIM) {
-      out->type = MW_T_FSL_F32;
+      out->type = MW_T_FSL;
+      out->item_type = MW_T_FLOAT32;
       out->fsl_dim = (int32_t)dim;
       return 0;
     }

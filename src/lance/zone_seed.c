@@ -204,21 +204,28 @@ int mw_seed_locator_format(uint32_t buffer_index, uint64_t rows_per_zone, char *
 
 /* ----------------------------------------------------------------- builder */
 
+/* min and max are the column's own type, every parameter and child kept
+ * (copied through a two-field view of the column's field). */
 static int seed_schema(mw_schema_t *s, const mw_field_t *vf, bool v1) {
   static const char *const names[] = {"min", "max"};
+  mw_field_t two[2] = {*vf, *vf};
+  two[0].meta = two[1].meta = (mw_kvs_t){0};
+  mw_schema_t view = {.fields = two, .n_fields = 2};
   mw_schema_init(s);
+  int rc = mw_schema_copy(s, &view);
+  if (rc < 0) return rc;
   for (int i = 0; i < 2; i++) {
-    int rc = mw_schema_add(s, names[i], vf->type, true);
-    if (rc < 0) return rc;
-    s->fields[rc].fsl_dim = vf->fsl_dim;
-    s->fields[rc].item_nullable = vf->item_nullable;
+    mw_field_t *f = &s->fields[i];
+    free(f->name);
+    if ((f->name = strdup(names[i])) == NULL) return -ENOMEM;
+    f->nullable = true;
+    f->id = -1;
+    f->pk_position = 0;
   }
   const char *counts[] = {"null_count", "nan_count", "negative_nan_count"};
-  for (int i = 0; i < (v1 ? 3 : 2); i++) {
-    int rc = mw_schema_add(s, counts[i], MW_T_UINT32, false);
-    if (rc < 0) return rc;
-  }
-  int rc = mw_schema_add(s, "zone_length", MW_T_UINT64, false);
+  for (int i = 0; i < (v1 ? 3 : 2); i++)
+    if ((rc = mw_schema_add(s, counts[i], MW_T_UINT32, false)) < 0) return rc;
+  rc = mw_schema_add(s, "zone_length", MW_T_UINT64, false);
   if (rc < 0) return rc;
   return v1 ? mw_kvs_set(&s->meta, MW_SEED_VERSION_KEY, "1", 1) : 0;
 }

@@ -63,13 +63,14 @@ static void cell(const mw_field_t *f, const mw_column_t *c, int64_t i, char *out
       for (size_t k = 0; k < len && at + 3 < n; k++) at += (size_t)snprintf(out + at, n - at, "%02x", p[k]);
       break;
     }
-    case MW_T_FSL_F32: {
+    case MW_T_FSL: {
       at = (size_t)snprintf(out, n, "v:");
       const uint32_t *q = (const uint32_t *)(const void *)v + (size_t)i * (size_t)f->fsl_dim;
       for (int k = 0; k < f->fsl_dim && at + 10 < n; k++)
         at += (size_t)snprintf(out + at, n - at, "%s%08x", k ? "," : "", q[k]);
       break;
     }
+    default: snprintf(out, n, "(type %s)", mw_type_name(f->type)); break; /* v1 files hold no other type */
   }
 }
 
