@@ -3,14 +3,17 @@
  * format they are stored in (ipc_file.h).
  *
  * Golden seeds are computed independently of the builder, two ways:
- *   - by hand, for small columns of every supported type, covering NaN of
+ *   - by hand, for small columns of the core types and float16, covering NaN of
  *     both signs, -0.0 and +0.0, ±infinity, all-null and all-NaN zones, a
  *     short final zone, strings (empty string included), bools, integer
  *     extremes and a fixed_size_list (null bounds, outer counts);
- *   - by a second implementation in this file (ref_zone) that sorts each
- *     zone's ordinary values with a comparator written on C's own types
- *     (doubles with signbit() for ±0, strcmp-like bytes), run over random
- *     columns fed to the builder in random batch sizes.
+ *   - by a second implementation in this file (ref_zone, and gref_* for
+ *     the other types of the type table: int8/16, uint8/16, float16 by
+ *     half-float arithmetic, the temporal types, large_utf8/binary, and
+ *     decimal128 / fixed_size_binary, which have null bounds) that sorts
+ *     each zone's ordinary values with a comparator written on C's own
+ *     types (doubles with signbit() for ±0, memcmp for bytes), run over
+ *     random columns fed to the builder in random batch sizes.
  * Every seed is decoded back and compared field by field, and
  * mw_seed_check_column must accept it against the data and refuse it when
  * the data changes. The decoder's validation is shown rule by rule on seeds
@@ -198,6 +201,25 @@ static void test_golden_float32(void **state) {
   expect_zones(&s, z, 3, 4);
   assert_true(s.has_null_bitmap);
   assert_int_equal(s.n_null_offsets, 0); /* no nulls: an empty bitmap, not an absent one */
+  mw_seed_free(&s);
+  mw_buf_free(&buf);
+  col1_free(&c);
+}
+
+static void test_golden_float16(void **state) {
+  (void)state;
+  col1_t c;
+  col1_init(&c, MW_T_FLOAT16, 0);
+  /* rpz 4: [+0, -0, +NaN, 1.0] [-NaN, +inf, -inf] */
+  uint16_t v[] = {0x0000, 0x8000, 0x7e00, 0x3c00, 0xfe01, 0x7c00, 0xfc00};
+  for (int i = 0; i < 7; i++) add_fixed(&c, &v[i], 2);
+  uint16_t nz = 0x8000, one = 0x3c00, ninf = 0xfc00, pinf = 0x7c00;
+  zexp_t z[] = {{&nz, &one, 0, 1, 0, 4}, {&ninf, &pinf, 0, 1, 1, 3}};
+  mw_buf_t buf = MW_BUF_INIT;
+  mw_seed_t s;
+  build(&c, 4, 3, &buf);
+  decode_ok(&buf, &c, 4, &s);
+  expect_zones(&s, z, 2, 2);
   mw_seed_free(&s);
   mw_buf_free(&buf);
   col1_free(&c);
@@ -556,6 +578,143 @@ static void test_second_implementation(void **state) {
   }
 }
 
+/* The types of the type table beyond the first nine: small and unsigned
+ * integers, float16 (NaN of both signs, ±0 and ±inf come up in random
+ * bits), the temporal types (signed integers of their width), large_utf8 /
+ * large_binary (bytes), and the types without bounds (decimal128,
+ * fixed_size_binary: null bounds, counts only). The reference decodes each
+ * value by itself (sign extension, half-float arithmetic, memcmp). */
+typedef struct gref {
+  int kind;          /* 0 signed, 1 unsigned, 2 half float, 3 bytes, 4 no bounds */
+  const uint8_t *p;
+  size_t n;
+  double d;
+  int64_t i;
+  uint64_t u;
+} gref_t;
+
+static int gref_kind;
+static int gref_cmp(const void *x, const void *y) {
+  const gref_t *a = x, *b = y;
+  switch (gref_kind) {
+    case 0: return (a->i > b->i) - (a->i < b->i);
+    case 1: return (a->u > b->u) - (a->u < b->u);
+    case 2: return ref_cmp_double(a->d, b->d);
+    default: {
+      size_t m = a->n < b->n ? a->n : b->n;
+      int c = m ? memcmp(a->p, b->p, m) : 0;
+      return c ? c : (a->n > b->n) - (a->n < b->n);
+    }
+  }
+}
+
+static double half_to_double(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+static gref_t gref_at(const mw_field_t *f, const mw_column_t *c, int64_t i, int kind) {
+  gref_t v = {.kind = kind};
+  if (kind == 3) {
+    v.p = mw_column_bytes(c, i, &v.n);
+    return v;
+  }
+  size_t w = mw_type_width(f);
+  v.p = c->values.data + (size_t)i * w;
+  v.n = w;
+  uint64_t raw = 0;
+  memcpy(&raw, v.p, w < 8 ? w : 8);
+  unsigned sh = 64 - 8 * (unsigned)(w < 8 ? w : 8);
+  v.i = (int64_t)(raw << sh) >> sh;
+  v.u = raw;
+  if (kind == 2) v.d = half_to_double((uint16_t)raw);
+  return v;
+}
+
+static void test_second_implementation_more_types(void **state) {
+  (void)state;
+  struct { mw_type_t t; int kind; } cases[] = {
+      {MW_T_INT8, 0},      {MW_T_INT16, 0},      {MW_T_UINT8, 1},       {MW_T_UINT16, 1},
+      {MW_T_FLOAT16, 2},   {MW_T_DATE32, 0},     {MW_T_DATE64, 0},      {MW_T_TIMESTAMP, 0},
+      {MW_T_TIME32, 0},    {MW_T_TIME64, 0},     {MW_T_LARGE_UTF8, 3},  {MW_T_LARGE_BINARY, 3},
+      {MW_T_DECIMAL128, 4}, {MW_T_FIXED_BINARY, 4}};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    col1_t c;
+    mw_schema_init(&c.s);
+    assert_int_equal(mw_schema_add(&c.s, "v", cases[ci].t, true), 0);
+    mw_field_t *f = &c.s.fields[0];
+    if (f->type == MW_T_TIME64) f->unit = MW_UNIT_US;
+    if (f->type == MW_T_TIMESTAMP) f->unit = MW_UNIT_MS;
+    if (f->type == MW_T_DECIMAL128) f->precision = 20, f->scale = 2;
+    if (f->type == MW_T_FIXED_BINARY) f->byte_width = 3;
+    char why[128];
+    if (mw_field_check(f, why, sizeof why) < 0) fail_msg("%s: %s", mw_type_name(f->type), why);
+    assert_int_equal(mw_batch_init(&c.b, &c.s), 0);
+    int kind = cases[ci].kind;
+    int64_t rows = 200 + (int64_t)(rnd() % 2000);
+    for (int64_t r = 0; r < rows; r++) {
+      uint64_t x = rnd();
+      if (x % 9 == 0) {
+        add_null(&c);
+      } else if (kind == 3) {
+        char t[8];
+        size_t n = (x >> 8) % 5;
+        for (size_t k = 0; k < n; k++) t[k] = (char)('a' + (x >> (16 + 2 * k)) % 3);
+        assert_int_equal(mw_column_append_bytes(col(&c), t, n), 0);
+        c.b.n_rows++;
+      } else {
+        uint8_t b[16];
+        for (int k = 0; k < 16; k++) b[k] = (uint8_t)(rnd() >> 20);
+        add_fixed(&c, b, mw_type_width(f));
+      }
+    }
+    uint64_t rpz = 1 + rnd() % 150;
+    mw_buf_t buf = MW_BUF_INIT;
+    mw_seed_t sd;
+    build(&c, rpz, 1 + (int64_t)(rnd() % 400), &buf);
+    decode_ok(&buf, &c, rpz, &sd);
+    assert_true(mw_field_type_equal(sd.value_field, f));
+    gref_t *scratch = calloc((size_t)rows, sizeof *scratch);
+    for (size_t z = 0; z < sd.n_zones; z++) {
+      int64_t lo = (int64_t)(z * rpz), hi = lo + (int64_t)sd.zone_length[z];
+      uint32_t nulls = 0, nans = 0, neg = 0;
+      size_t k = 0;
+      for (int64_t r = lo; r < hi; r++) {
+        if (!mw_column_valid(col(&c), r)) {
+          nulls++;
+          continue;
+        }
+        if (kind == 4) continue;
+        gref_t v = gref_at(f, col(&c), r, kind);
+        if (kind == 2 && isnan(v.d)) {
+          nans++, neg += (v.u >> 15) & 1;
+          continue;
+        }
+        scratch[k++] = v;
+      }
+      assert_int_equal(sd.null_count[z], nulls);
+      assert_int_equal(sd.nan_count[z], nans);
+      assert_int_equal(sd.negative_nan_count[z], neg);
+      if (k == 0) {
+        assert_false(mw_column_valid(sd.min, (int64_t)z));
+        assert_false(mw_column_valid(sd.max, (int64_t)z));
+        continue;
+      }
+      gref_kind = kind;
+      qsort(scratch, k, sizeof *scratch, gref_cmp);
+      gref_t mn = gref_at(f, sd.min, (int64_t)z, kind), mx = gref_at(f, sd.max, (int64_t)z, kind);
+      if (mn.n != scratch[0].n || memcmp(mn.p, scratch[0].p, mn.n) != 0 || mx.n != scratch[k - 1].n ||
+          memcmp(mx.p, scratch[k - 1].p, mx.n) != 0)
+        fail_msg("%s zone %zu: bounds differ from the reference", mw_type_name(f->type), z);
+    }
+    free(scratch);
+    mw_seed_free(&sd);
+    mw_buf_free(&buf);
+    col1_free(&c);
+  }
+}
+
 /* The check against data notices a changed value, a new null and a new NaN. */
 static void test_check_column_detects(void **state) {
   (void)state;
@@ -840,9 +999,11 @@ static void test_ipc_file(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_golden_float64),   cmocka_unit_test(test_golden_float32),
-      cmocka_unit_test(test_golden_ints),      cmocka_unit_test(test_golden_strings),
+      cmocka_unit_test(test_golden_float16),   cmocka_unit_test(test_golden_ints),
+      cmocka_unit_test(test_golden_strings),
       cmocka_unit_test(test_golden_bool_and_fsl), cmocka_unit_test(test_layout),
-      cmocka_unit_test(test_second_implementation), cmocka_unit_test(test_check_column_detects),
+      cmocka_unit_test(test_second_implementation), cmocka_unit_test(test_second_implementation_more_types),
+      cmocka_unit_test(test_check_column_detects),
       cmocka_unit_test(test_decode_rules),     cmocka_unit_test(test_version0),
       cmocka_unit_test(test_locator),          cmocka_unit_test(test_ipc_file),
   };
