@@ -376,8 +376,9 @@ static int encode_manifest(build_t *b, mw_base_commit_t *out, const mw_buf_t *in
   m.writer_version = &wv;
   if (b->u->n_fragments > 0) m.max_fragment_id = (uint32_t)(first + b->u->n_fragments - 1);
   uint64_t flag = b->any_deletion ? MW_FLAG_DELETION_FILES : 0;
-  m.reader_feature_flags = (m.reader_feature_flags & ~MW_FLAG_DELETION_FILES) | flag;
-  m.writer_feature_flags = (m.writer_feature_flags & ~MW_FLAG_DELETION_FILES) | flag;
+  assert((b->u->add_feature_flags & ~MW_FLAG_ZONE_WRITE_SEEDS) == 0);
+  m.reader_feature_flags = (m.reader_feature_flags & ~MW_FLAG_DELETION_FILES) | flag | b->u->add_feature_flags;
+  m.writer_feature_flags = (m.writer_feature_flags & ~MW_FLAG_DELETION_FILES) | flag | b->u->add_feature_flags;
   m.transaction_file = out->txn_name;
   mw_dmanifest_t tmp = {.pb = &m, .has_max_fragment_id = has_max};
   int rc = mw_base_manifest_file_encode(&tmp, index_section ? index_section->data : NULL,

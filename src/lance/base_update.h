@@ -95,6 +95,11 @@ typedef struct mw_base_update {
   uint8_t txn_uuid[16];             /* all zero: random v4 */
   uint8_t index_uuid[16];           /* the rewritten MemWAL entry; zero: random */
   int64_t timestamp_ns;             /* manifest timestamp; 0: now */
+  /* Set in both reader and writer feature flags: MW_FLAG_ZONE_WRITE_SEEDS
+   * when the new fragments carry zone write seeds v1 (this is then the
+   * commit that first references them, or a later one; flags the previous
+   * version has are kept either way). */
+  uint64_t add_feature_flags;
   uint64_t created_at_ms;           /* MemWAL entry created_at; 0: now */
 } mw_base_update_t;
 

@@ -190,7 +190,7 @@ static void on_read(mw_storage_req_t *req, int status) {
       }
       if (op->has_meta) mw_table_meta_free(&op->meta);
       op->has_meta = true;
-      int rc = mw_table_meta_read(req->buf.data, req->buf.len, &op->meta, &op->err);
+      int rc = mw_table_meta_read_ex(req->buf.data, req->buf.len, op->accept_flags, &op->meta, &op->err);
       op->meta.version = op->version;
       finish(op, rc);
       return;

@@ -59,6 +59,9 @@ struct mw_bstore_op {
   uint64_t version;
   mw_table_meta_t meta;
   mw_err_t err;
+  /* set by the caller before read_latest: feature flags accepted beyond the
+   * supported ones (MW_FLAG_ZONE_WRITE_SEEDS when the table writes seeds) */
+  uint64_t accept_flags;
   /* private */
   mw_storage_t *st;
   mw_bstore_cb cb;

@@ -530,6 +530,7 @@ static void phase_base_read(mw_compact_t *c) {
   run_t *r = &c->run;
   r->phase = R_BASE_READ;
   r->bop.data = c;
+  r->bop.accept_flags = c->t->cfg.zone_write_seeds ? MW_FLAG_ZONE_WRITE_SEEDS : 0;
   int rc = mw_bstore_read_latest(c->t->st, &r->bop, on_base_read);
   if (rc < 0) run_fail(c, rc);
 }
@@ -710,7 +711,8 @@ static void work_merge(mw_compact_t *c) {
     random_bytes(u, sizeof u);
     mw_data_file_name(u, r->data_name);
     const mw_batch_t *bp = &r->merge.rows;
-    mw_sstable_opts_t o = {.zstd = t->cfg.sstable_zstd};
+    mw_sstable_opts_t o = {.zstd = t->cfg.sstable_zstd, .zone_seeds = t->cfg.zone_write_seeds,
+                           .seed_rows_per_zone = t->cfg.zone_seed_rows_per_zone};
     rc = mw_sstable_data_file(&t->meta.schema, &bp, 1, &o, &r->data_file, err);
     if (rc == 0)
       rc = mw_keyindex_build(&t->meta.schema.fields[c->pk_base], &r->merge.rows.cols[c->pk_base],
@@ -846,7 +848,10 @@ static void work_build(mw_compact_t *c) {
   memcpy(cs.shard_id, r->shard->ms.shard_id, 16);
   mw_base_update_t u = {.deletions = dels, .n_deletions = nd, .removed = removed, .n_removed = nr,
                         .fragments = &frag, .n_fragments = r->merge.rows.n_rows > 0 ? 1 : 0,
-                        .compacted = &cs, .n_compacted = 1};
+                        .compacted = &cs, .n_compacted = 1,
+                        /* seeded fragments: the commit carries FLAG_ZONE_WRITE_SEEDS (docs/sstable.md) */
+                        .add_feature_flags = t->cfg.zone_write_seeds && r->merge.rows.n_rows > 0
+                                                 ? MW_FLAG_ZONE_WRITE_SEEDS : 0};
   if (rc == 0) {
     rc = mw_base_update_build(base, &u, &r->commit, err);
     r->has_commit = rc == 0;

@@ -22,6 +22,10 @@
  *                rows and generation reach the base, nothing twice.
  *   bad_keyindex a damaged key index is refused and rebuilt from its data
  *                file; the result is unchanged.
+ *   zone_seeds   zone_write_seeds on: the fragment compaction writes carries
+ *                a v1 seed per column matching its values, the commit sets
+ *                FLAG_ZONE_WRITE_SEEDS in both flags, the next commit keeps
+ *                it, and the table then opens only with seeds on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,6 +48,7 @@
 #include "lance/keyindex.h"
 #include "lance/route.h"
 #include "lance/sstable.h"
+#include "lance/zone_seed.h"
 #include "rows.h"
 #include "shard/table.h"
 #include "storage/fault.h"
@@ -86,6 +91,8 @@ static void env_free(env_t *e) {
   free(e->dir);
 }
 
+static bool open_zone_seeds; /* test_zone_seeds: the next open_table writes seeds */
+
 static mw_table_t *open_table(env_t *e, const uint8_t (*owned)[16], size_t n_owned,
                               const mw_storage_fault_t *fault) {
   static const char *keys[] = {"max_memtable_rows", "compaction"};
@@ -95,7 +102,8 @@ static mw_table_t *open_table(env_t *e, const uint8_t (*owned)[16], size_t n_own
   sc.durable = false;
   sc.fault = fault;
   mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = 2, .storage = &sc,
-                       .owned = owned, .n_owned = n_owned};
+                       .owned = owned, .n_owned = n_owned, .zone_write_seeds = open_zone_seeds,
+                       .zone_seed_rows_per_zone = open_zone_seeds ? 100 : 0};
   mw_table_t *t = NULL;
   mw_err_t err = {0};
   if (mw_table_open(&e->loop, e->dir, &o, &t, &err) < 0) fail_msg("open: %s", err.msg);
@@ -588,6 +596,110 @@ static void test_bad_keyindex(void **state) {
   env_free(&e);
 }
 
+/* --- zone write seeds on base fragments ------------------------------- */
+
+/* The latest base manifest (any feature flag accepted). */
+static void latest_meta(const env_t *e, mw_table_meta_t *t) {
+  char *vdir = tu_strf("%s/_versions", e->dir);
+  char **names;
+  size_t n = tu_list_dir(vdir, ".manifest", &names);
+  uint64_t v;
+  assert_int_equal(mw_dmanifest_latest(names, n, &v, NULL, NULL), 0);
+  char name[MW_DMANIFEST_NAME_BYTES], key[300];
+  mw_dmanifest_name(v, name, sizeof name);
+  snprintf(key, sizeof key, "_versions/%s", name);
+  size_t len;
+  uint8_t *b = read_key(e, key, &len);
+  mw_err_t err = {0};
+  if (mw_table_meta_read_ex(b, len, MW_FLAG_ZONE_WRITE_SEEDS, t, &err) < 0) fail_msg("%s", err.msg);
+  free(b);
+  tu_free_names(names, n);
+  free(vdir);
+}
+
+/* Seeded fragments of a manifest: each seed decodes and describes the rows. */
+static size_t check_fragment_seeds(const env_t *e, const mw_table_meta_t *t) {
+  size_t seeded = 0;
+  const Lance__Table__Manifest *pb = t->manifest.pb;
+  for (size_t i = 0; i < pb->n_fragments; i++) {
+    char key[300];
+    snprintf(key, sizeof key, "data/%s", pb->fragments[i]->files[0]->path);
+    size_t len;
+    uint8_t *data = read_key(e, key, &len);
+    mw_datafile_t df;
+    mw_batch_t batch;
+    mw_err_t err = {0};
+    assert_int_equal(mw_datafile_open(&df, data, len, NULL, NULL), 0);
+    assert_int_equal(mw_datafile_read_batch(&df, &batch, NULL), 0);
+    size_t found = 0;
+    for (size_t c = 0; c < df.schema.n_fields; c++) {
+      char mk[128];
+      snprintf(mk, sizeof mk, "lance.seed.%s", df.schema.fields[c].name);
+      const mw_kv_t *kv = mw_kvs_get(&df.schema.meta, mk);
+      if (kv == NULL) continue;
+      mw_seed_locator_t loc;
+      const uint8_t *p;
+      size_t n;
+      mw_seed_t s;
+      assert_int_equal(mw_seed_locator_parse(kv->value, kv->value_len, &loc, NULL), 0);
+      assert_int_equal(loc.rows_per_zone, 100);
+      assert_int_equal(mw_datafile_global_buffer(&df, loc.buffer_index, &p, &n, NULL), 0);
+      if (mw_seed_decode(p, n, &df.schema.fields[c], 100, df.n_rows, &s, &err) < 0 ||
+          mw_seed_check_column(&s, &df.schema.fields[c], &batch.cols[c], &err) < 0)
+        fail_msg("%s %s: %s", key, mk, err.msg);
+      assert_int_equal(s.version, 1);
+      mw_seed_free(&s);
+      found++;
+    }
+    assert_true(found == 0 || found == df.schema.n_fields); /* all columns or none */
+    seeded += found > 0;
+    mw_batch_free(&batch);
+    mw_datafile_close(&df);
+    free(data);
+  }
+  return seeded;
+}
+
+static void test_zone_seeds(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, "unsharded-small");
+  open_zone_seeds = true;
+  mw_table_t *t = open_table(&e, NULL, 0, NULL);
+  er_model_t m;
+  er_model_init(&m, 17, KEYS);
+  write_rows(&e, t, &m, 600, 0);
+  flush_all(&e, t);
+  compact(&e, t);
+  mw_table_meta_t meta;
+  latest_meta(&e, &meta);
+  assert_int_equal(meta.reader_feature_flags & MW_FLAG_ZONE_WRITE_SEEDS, MW_FLAG_ZONE_WRITE_SEEDS);
+  assert_int_equal(meta.writer_feature_flags & MW_FLAG_ZONE_WRITE_SEEDS, MW_FLAG_ZONE_WRITE_SEEDS);
+  assert_int_equal(check_fragment_seeds(&e, &meta), 1); /* the vector's own fragment has none */
+  mw_table_meta_free(&meta);
+  /* a derived version keeps both bits */
+  write_rows(&e, t, &m, 200, 0);
+  flush_all(&e, t);
+  compact(&e, t);
+  latest_meta(&e, &meta);
+  assert_int_equal(meta.reader_feature_flags & MW_FLAG_ZONE_WRITE_SEEDS, MW_FLAG_ZONE_WRITE_SEEDS);
+  assert_int_equal(meta.writer_feature_flags & MW_FLAG_ZONE_WRITE_SEEDS, MW_FLAG_ZONE_WRITE_SEEDS);
+  assert_true(check_fragment_seeds(&e, &meta) >= 1);
+  mw_table_meta_free(&meta);
+  close_table(&e, t);
+  /* the flagged table opens only with seeds on */
+  open_zone_seeds = false;
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = false;
+  mw_table_opts_t o = {.storage = &sc};
+  mw_err_t err = {0};
+  assert_int_equal(mw_table_open(&e.loop, e.dir, &o, &t, &err), -ENOTSUP);
+  assert_non_null(strstr(err.msg, "FLAG_ZONE_WRITE_SEEDS"));
+  er_model_free(&m);
+  env_free(&e);
+}
+
 int main(void) {
   mw_log_init();
   mw_log_set_level(MW_LOG_WARN);
@@ -596,6 +708,7 @@ int main(void) {
       cmocka_unit_test(test_conflict),
       cmocka_unit_test(test_two_writers),
       cmocka_unit_test(test_bad_keyindex),
+      cmocka_unit_test(test_zone_seeds),
   };
   return cmocka_run_group_tests_name("compact", tests, NULL, NULL);
 }
