@@ -385,7 +385,20 @@ static void scan_bool(scan_t *x) {
   mw_seed_builder_t *b = x->b;
   const mw_column_t *c = x->c;
   bool any_false = false, any_true = false;
-  for (int64_t i = x->s; i < x->s + x->n; i++) {
+  int64_t i = x->s, end = x->s + x->n;
+  if (c->null_count == 0) { /* no nulls: whole bytes at a time between the edges */
+    for (; i < end && (i & 7); i++) {
+      if (mw_bit_get(c->values.data, i)) any_true = true;
+      else any_false = true;
+    }
+    for (; i + 8 <= end && !(any_true && any_false); i += 8) {
+      uint8_t v = c->values.data[i >> 3];
+      any_true |= v != 0;
+      any_false |= v != 0xFF;
+    }
+    if (any_true && any_false) i = end;
+  }
+  for (; i < end; i++) {
     if (!mw_column_valid(c, i)) {
       note_null(x, i);
       continue;
@@ -400,10 +413,16 @@ static void scan_bool(scan_t *x) {
   b->z_have = true;
 }
 
+/* Bytewise order (memcmp, then length), inlined for the scan. */
+static inline int bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
+  size_t m = an < bn ? an : bn;
+  int c = m ? memcmp(a, b, m) : 0;
+  return c ? c : (an > bn) - (an < bn);
+}
+
 static int scan_bytes(scan_t *x) {
   mw_seed_builder_t *b = x->b;
   const mw_column_t *c = x->c;
-  mw_seed_type_t t = b->ty;
   const uint8_t *mn = b->z_minb.data, *mx = b->z_maxb.data;
   size_t mnn = b->z_minb.len, mxn = b->z_maxb.len;
   bool have = b->z_have, from_col_mn = false, from_col_mx = false;
@@ -418,9 +437,9 @@ static int scan_bytes(scan_t *x) {
       mn = mx = p;
       mnn = mxn = n;
       from_col_mn = from_col_mx = have = true;
-    } else if (mw_seed_compare(t, p, n, mn, mnn) < 0) {
+    } else if (bytes_cmp(p, n, mn, mnn) < 0) {
       mn = p, mnn = n, from_col_mn = true;
-    } else if (mw_seed_compare(t, p, n, mx, mxn) > 0) {
+    } else if (bytes_cmp(p, n, mx, mxn) > 0) {
       mx = p, mxn = n, from_col_mx = true;
     }
   }

@@ -318,6 +318,30 @@ static void test_golden_bool_and_fsl(void **state) {
   mw_buf_free(&buf);
   col1_free(&c);
 
+  /* no nulls (the byte-at-a-time path): rpz 5 crosses byte edges;
+   * rows 0-4 all true, 5-9 mixed, 10-14 all false, 15-19 one true at 19 */
+  col1_init(&c, MW_T_BOOL, 0);
+  for (int i = 0; i < 20; i++) add_bool(&c, i < 5 || i == 7 || i == 19);
+  zexp_t zn[] = {{&t, &t, 0, 0, 0, 5}, {&f, &t, 0, 0, 0, 5}, {&f, &f, 0, 0, 0, 5}, {&f, &t, 0, 0, 0, 5}};
+  for (int64_t step = 1; step <= 20; step += 6) {
+    build(&c, 5, step, &buf);
+    decode_ok(&buf, &c, 5, &s);
+    expect_zones(&s, zn, 4, 1);
+    mw_seed_free(&s);
+    mw_buf_free(&buf);
+  }
+  col1_free(&c);
+  /* 64 rows, zones of 32: whole bytes only; the second all true */
+  col1_init(&c, MW_T_BOOL, 0);
+  for (int i = 0; i < 64; i++) add_bool(&c, i >= 32 || i == 9);
+  zexp_t zb[] = {{&f, &t, 0, 0, 0, 32}, {&t, &t, 0, 0, 0, 32}};
+  build(&c, 32, 64, &buf);
+  decode_ok(&buf, &c, 32, &s);
+  expect_zones(&s, zb, 2, 1);
+  mw_seed_free(&s);
+  mw_buf_free(&buf);
+  col1_free(&c);
+
   /* fixed_size_list<float32, 2>: no bounds; null_count counts null vectors,
    * not null items, and NaN items are not counted (outer column) */
   col1_init(&c, MW_T_FSL, 2);
