@@ -36,7 +36,9 @@
 /* Keys are composed into MW_STORAGE_KEY_MAX_BYTES buffers; a key that would
  * not fit is longer than any key the storage layer accepts, so a cut one is
  * simply reported missing. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 #define MEM_WAL "_mem_wal/"
 #define SST_MANIFEST "_versions/18446744073709551614.manifest"
