@@ -657,6 +657,23 @@ int mw_column_struct_end(mw_column_t *c) {
   return 0;
 }
 
+int mw_column_append_parent(mw_column_t *c, bool valid) {
+  assert(c->n_children >= 1);
+  bool list = c->offsets.len > 0;
+  if (list && offset_push(c, c->children[0].length) < 0) return -ENOMEM;
+  if (column_push_validity(c, valid) < 0) return -ENOMEM;
+  c->length++;
+  c->null_count += !valid;
+  return 0;
+}
+
+void mw_column_list_grow(mw_column_t *c) {
+  assert(c->n_children == 1 && c->offsets.len == (size_t)(c->length + 1) * 4);
+  assert(c->children[0].length <= INT32_MAX);
+  int32_t end = (int32_t)c->children[0].length;
+  memcpy(c->offsets.data + 4 * c->length, &end, 4);
+}
+
 /* After row `r` of src was appended as dst's last row, give it src's item
  * validity bits: materialise dst's bitmap (ones, zero past the end) the
  * first time src has a null item, then overwrite the row's bits. */

@@ -223,6 +223,13 @@ int mw_column_append_bytes(mw_column_t *c, const void *p, size_t n);
 int mw_column_list_end(mw_column_t *c);
 /* STRUCT: close a valid row whose children each got one value. */
 int mw_column_struct_end(mw_column_t *c);
+/* For decoders assembling nested columns level by level (datafile.c): a
+ * LIST or STRUCT row whose children the caller fills. A LIST row starts
+ * empty at its child's end, and mw_column_list_grow() moves its end to the
+ * child's length after items were appended; a STRUCT row's children must
+ * each get one row. */
+int mw_column_append_parent(mw_column_t *c, bool valid);
+void mw_column_list_grow(mw_column_t *c);
 /* Append rows [start, start+count) of src (same field) to dst. */
 int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                            int64_t start, int64_t count);

@@ -122,7 +122,7 @@ static int pack_any(const char *url, const uint8_t *val, size_t len, uint8_t **o
  * ====================================================================== */
 
 typedef struct wpage {
-  uint64_t off[2], size[2];
+  uint64_t off[3], size[3]; /* words, chunks, [repetition index] */
   size_t n_bufs;
   uint64_t length, priority;
   uint8_t *any; /* packed Any{PageLayout} */
@@ -524,6 +524,352 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
   return 0;
 }
 
+/* ---- nested columns: one Lance column per leaf, rep/def levels ----
+ *
+ * A list or struct field has no column of its own: each leaf below it is a
+ * column whose levels carry the ancestors' structure (lance-files.md §3.2,
+ * Lance's repdef.rs). Along the path top -> leaf every ancestor is a layer;
+ * def levels are numbered from the outermost layer down (it gets the highest
+ * numbers), 0 = valid all the way:
+ *   item/struct with nulls     NULLABLE_ITEM        null = L
+ *   list with nulls and empty  NULL_AND_EMPTY_LIST  null = L-1, empty = L
+ *   list with nulls            NULLABLE_LIST        null = L
+ *   list with empty lists      EMPTYABLE_LIST       empty = L
+ *   no nulls (and no empties)  ALL_VALID_ITEM / ALL_VALID_LIST   no level
+ * Rep levels: the outermost list is max_rep, the innermost 1; the first item
+ * of a list gets the level of the outermost list starting there, the others
+ * 0. A null or empty list, or a null ancestor above a list, is a "special"
+ * level without a value slot; every other level has one (null items and
+ * items under null structs get a zero slot). Example, `l: list<int32>` with
+ * rows [1, null], null, [] (layers [NULLABLE_ITEM, NULL_AND_EMPTY_LIST]):
+ *   rep 1 0 1 1   def 0 1 2 3   values 1 0 (two slots)
+ *
+ * Pages hold whole rows and one MiniBlock chunk each (at most 32767 levels:
+ * the chunk header stores level bytes in a u16), levels raw (Flat{16}),
+ * values in the leaf's usual encoding, and with lists the repetition index
+ * {rows in the chunk, 0 leftovers}. A page of only specials (every list null
+ * or empty) is a ConstantLayout carrying just the levels, as Lance writes. */
+
+#define NESTED_MAX_LEVELS 32767
+#define MAX_PATH (MW_MAX_NESTING + 2)
+
+typedef struct lpath {
+  const mw_field_t *f[MAX_PATH];    /* top .. leaf */
+  const mw_column_t *c[MAX_PATH];   /* the matching columns */
+  int k;                            /* index of the leaf */
+  Lance__Encodings21__RepDefLayer layer[MAX_PATH];
+  uint16_t null_level[MAX_PATH], empty_level[MAX_PATH], rep_level[MAX_PATH];
+  uint16_t max_rep, max_def;
+} lpath_t;
+
+typedef struct levels {
+  mw_buf_t rep, def;   /* u16 each */
+  mw_buf_t slot;       /* i64 leaf row per level, -1 for a special */
+  mw_buf_t row_start;  /* u64 level index where each top-level row starts, + end */
+} levels_t;
+
+static bool any_empty_list(const mw_column_t *c) {
+  const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+  for (int64_t r = 0; r < c->length; r++)
+    if (mw_column_valid(c, r) && off[r + 1] == off[r]) return true;
+  return false;
+}
+
+/* Layers and level numbers of a path (from the data: a layer with nulls or
+ * empty lists gets levels, as Lance decides per page). */
+static void path_levels(lpath_t *p) {
+  uint16_t def = 0, rep = 0;
+  for (int i = 0; i <= p->k; i++) {
+    bool list = mw_field_layout(p->f[i]) == MW_LAYOUT_LIST;
+    bool nulls = p->c[i]->null_count > 0, empty = list && any_empty_list(p->c[i]);
+    def += (uint16_t)(nulls + empty);
+    rep += list;
+  }
+  p->max_def = def;
+  p->max_rep = rep;
+  for (int i = 0; i <= p->k; i++) {
+    bool list = mw_field_layout(p->f[i]) == MW_LAYOUT_LIST;
+    bool nulls = p->c[i]->null_count > 0, empty = list && any_empty_list(p->c[i]);
+    p->null_level[i] = p->empty_level[i] = p->rep_level[i] = 0;
+    if (list) {
+      p->rep_level[i] = rep--;
+      if (nulls && empty) p->null_level[i] = (uint16_t)(def - 1), p->empty_level[i] = def;
+      else if (nulls) p->null_level[i] = def;
+      else if (empty) p->empty_level[i] = def;
+      p->layer[i] = nulls && empty ? LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULL_AND_EMPTY_LIST
+                    : nulls       ? LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULLABLE_LIST
+                    : empty       ? LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_EMPTYABLE_LIST
+                                  : LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_ALL_VALID_LIST;
+    } else {
+      if (nulls) p->null_level[i] = def;
+      p->layer[i] = nulls ? LAYER_NULLABLE : LAYER_ALL_VALID;
+    }
+    def = (uint16_t)(def - nulls - empty);
+  }
+  assert(def == 0 && rep == 0);
+}
+
+/* The rep level a new element gets at depth i: the one passed down, or
+ * else that of the first list at or below i (0 when there is none). */
+static uint16_t rep_at(const lpath_t *p, int i, uint16_t rep_in) {
+  if (rep_in) return rep_in;
+  for (; i <= p->k; i++)
+    if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST) return p->rep_level[i];
+  return 0;
+}
+
+/* Whether a null at depth i keeps a leaf slot: it is a struct (or the leaf)
+ * with no list between it and the leaf, so the leaf column has a row there.
+ * A null list never has one. */
+static bool slot_below(const lpath_t *p, int i) {
+  for (int j = i; j <= p->k; j++)
+    if (mw_field_layout(p->f[j]) == MW_LAYOUT_LIST) return false;
+  return true;
+}
+
+static int level_push(levels_t *lv, uint16_t rep, uint16_t def, int64_t slot) {
+  int rc = mw_buf_append(&lv->rep, &rep, 2);
+  if (rc == 0) rc = mw_buf_append(&lv->def, &def, 2);
+  if (rc == 0) rc = mw_buf_append(&lv->slot, &slot, 8);
+  return rc;
+}
+
+/* Levels of row `row` of the column at depth i (Dremel shredding). */
+static int shred(const lpath_t *p, int i, int64_t row, uint16_t rep_in, levels_t *lv) {
+  const mw_column_t *c = p->c[i];
+  if (i == p->k)
+    return level_push(lv, rep_in, mw_column_valid(c, row) ? 0 : p->null_level[i], row);
+  if (!mw_column_valid(c, row))
+    return level_push(lv, rep_at(p, i, rep_in), p->null_level[i], slot_below(p, i) ? row : -1);
+  if (mw_field_layout(p->f[i]) == MW_LAYOUT_STRUCT) return shred(p, i + 1, row, rep_in, lv);
+  int64_t a, b;
+  mw_column_list_range(c, row, &a, &b);
+  uint16_t first = rep_at(p, i, rep_in);
+  if (a == b) return level_push(lv, first, p->empty_level[i], -1);
+  for (int64_t j = a; j < b; j++) {
+    int rc = shred(p, i + 1, j, j == a ? first : 0, lv);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+static void levels_free(levels_t *lv) {
+  mw_buf_free(&lv->rep);
+  mw_buf_free(&lv->def);
+  mw_buf_free(&lv->slot);
+  mw_buf_free(&lv->row_start);
+}
+
+/* The leaf values of slots [a, b) of the levels, as a flat column. */
+static int slot_values(const lpath_t *p, const levels_t *lv, size_t a, size_t b, mw_column_t *out) {
+  const mw_field_t *leaf = p->f[p->k];
+  const int64_t *slot = (const int64_t *)(const void *)lv->slot.data;
+  int rc = mw_column_init(out, leaf);
+  for (size_t i = a; i < b && rc == 0; i++)
+    if (slot[i] >= 0) rc = mw_column_append_range(out, p->c[p->k], leaf, slot[i], 1);
+  return rc;
+}
+
+/* The value compression of a leaf (as mb_page and fullzip_page choose it). */
+typedef struct vcomp {
+  Lance__Encodings21__Flat flat, off;
+  Lance__Encodings21__Variable var;
+  Lance__Encodings21__FixedSizeList fsl;
+  CE ce, ce_off, ce_item;
+} vcomp_t;
+
+static void value_compression(const mw_field_t *f, vcomp_t *v) {
+  v->flat = (Lance__Encodings21__Flat)LANCE__ENCODINGS21__FLAT__INIT;
+  v->off = v->flat;
+  v->ce = v->ce_off = v->ce_item = (CE)CE_INIT;
+  if (is_var(f)) {
+    v->var = (Lance__Encodings21__Variable)LANCE__ENCODINGS21__VARIABLE__INIT;
+    v->off.bits_per_value = 8 * off_width(f);
+    v->ce_off.compression_case = CE_FLAT, v->ce_off.flat = &v->off;
+    v->var.offsets = &v->ce_off;
+    v->ce.compression_case = CE_VARIABLE, v->ce.variable = &v->var;
+  } else if (f->type == MW_T_FSL) {
+    v->fsl = (Lance__Encodings21__FixedSizeList)LANCE__ENCODINGS21__FIXED_SIZE_LIST__INIT;
+    v->flat.bits_per_value = 8 * mw_fsl_item_width(f);
+    v->ce_item.compression_case = CE_FLAT, v->ce_item.flat = &v->flat;
+    v->fsl.items_per_value = (uint64_t)f->fsl_dim;
+    v->fsl.values = &v->ce_item;
+    v->ce.compression_case = CE_FSL, v->ce.fixed_size_list = &v->fsl;
+  } else {
+    v->flat.bits_per_value = is_bool(f) ? 1 : 8 * mw_type_width(f);
+    v->ce.compression_case = CE_FLAT, v->ce.flat = &v->flat;
+  }
+}
+
+/* One page of levels [la, lb) holding rows [ra, rb). */
+static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb,
+                       int64_t ra, int64_t rb) {
+  const mw_field_t *leaf = p->f[p->k];
+  size_t nlev = lb - la, slots = 0;
+  const int64_t *slot = (const int64_t *)(const void *)lv->slot.data;
+  for (size_t i = la; i < lb; i++) slots += slot[i] >= 0;
+  assert(nlev > 0 && nlev <= NESTED_MAX_LEVELS);
+  Lance__Encodings21__Flat flat16 = LANCE__ENCODINGS21__FLAT__INIT;
+  flat16.bits_per_value = 16;
+  CE ce_rep = CE_INIT, ce_def = CE_INIT;
+  ce_rep.compression_case = ce_def.compression_case = CE_FLAT;
+  ce_rep.flat = ce_def.flat = &flat16;
+  Lance__Encodings21__RepDefLayer layers[MAX_PATH];
+  for (int i = 0; i <= p->k; i++) layers[i] = p->layer[p->k - i]; /* inner first */
+  const uint8_t *rep = lv->rep.data + 2 * la, *def = lv->def.data + 2 * la;
+  size_t lbytes = 2 * nlev;
+  int rc;
+  if (slots == 0) { /* only null or empty lists: the levels alone */
+    Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
+    cl.n_layers = (size_t)p->k + 1;
+    cl.layers = layers;
+    cl.rep_compression = p->max_rep ? &ce_rep : NULL;
+    cl.def_compression = &ce_def;
+    cl.num_rep_values = p->max_rep ? nlev : 0;
+    cl.num_def_values = nlev;
+    Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+    pl.layout_case = PL_CONSTANT;
+    pl.constant_layout = &cl;
+    if ((rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra)) < 0) return rc;
+    wpage_t *pg = &w->pages[w->n_pages - 1];
+    pg->n_bufs = 2;
+    pg->size[0] = p->max_rep ? lbytes : 0;
+    pg->size[1] = lbytes;
+    if ((rc = put_buffer(w, rep, pg->size[0], &pg->off[0])) < 0) return rc;
+    return put_buffer(w, def, lbytes, &pg->off[1]);
+  }
+  mw_column_t vals;
+  if ((rc = slot_values(p, lv, la, lb, &vals)) < 0) {
+    mw_column_free(&vals);
+    return rc;
+  }
+  assert(vals.length == (int64_t)slots);
+  if (leaf->type == MW_T_FSL && vals.item_null_count > 0) {
+    /* nulls inside valid vectors (item nulls under null rows are dropped) */
+    for (int64_t r = 0; r < vals.length; r++)
+      for (int64_t k = 0; mw_column_valid(&vals, r) && k < leaf->fsl_dim; k++)
+        if (!mw_bit_get(vals.item_validity.data, r * leaf->fsl_dim + k)) {
+          mw_column_free(&vals);
+          return mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", leaf->name);
+        }
+  }
+  bool has_rep = p->max_rep > 0, has_def = p->max_def > 0;
+  size_t vbn = vb_size(leaf, &vals, 0, vals.length);
+  if (vbn > UINT32_MAX) {
+    mw_column_free(&vals);
+    return mw_err_set(w->err, -EFBIG, "field '%s': chunk of %zu value bytes", leaf->name, vbn);
+  }
+  size_t hdr = 2 + 2 * (has_rep + has_def) + 4;
+  size_t total = pad8(hdr) + (has_rep ? pad8(lbytes) : 0) + (has_def ? pad8(lbytes) : 0) + pad8(vbn);
+  mw_buf_reset(&w->data);
+  mw_buf_reset(&w->words);
+  uint8_t *d = mw_buf_extend(&w->data, total);
+  if (d == NULL) {
+    mw_column_free(&vals);
+    return -ENOMEM;
+  }
+  memset(d, PAD_CHUNK, total);
+  size_t at = 0;
+  d[at++] = (uint8_t)nlev, d[at++] = (uint8_t)(nlev >> 8);
+  if (has_rep) d[at++] = (uint8_t)lbytes, d[at++] = (uint8_t)(lbytes >> 8);
+  if (has_def) d[at++] = (uint8_t)lbytes, d[at++] = (uint8_t)(lbytes >> 8);
+  mw_store_u32le(d + at, (uint32_t)vbn);
+  at = pad8(hdr);
+  if (has_rep) memcpy(d + at, rep, lbytes), at += pad8(lbytes);
+  if (has_def) memcpy(d + at, def, lbytes), at += pad8(lbytes);
+  memset(d + at, 0, vbn);
+  vb_fill(d + at, leaf, &vals, 0, vals.length);
+  assert(at + pad8(vbn) == total && total % 8 == 0);
+  mw_column_free(&vals);
+  if ((rc = mw_buf_put_u32le(&w->words, (uint32_t)((total / 8 - 1) << 4))) < 0) return rc;
+  vcomp_t vc;
+  value_compression(leaf, &vc);
+  Lance__Encodings21__MiniBlockLayout mb = LANCE__ENCODINGS21__MINI_BLOCK_LAYOUT__INIT;
+  mb.rep_compression = has_rep ? &ce_rep : NULL;
+  mb.def_compression = has_def ? &ce_def : NULL;
+  mb.value_compression = &vc.ce;
+  mb.n_layers = (size_t)p->k + 1;
+  mb.layers = layers;
+  mb.num_buffers = 1;
+  mb.repetition_index_depth = has_rep ? 1 : 0;
+  mb.num_items = slots;
+  mb.has_large_chunk = 1;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_MINIBLOCK;
+  pl.mini_block_layout = &mb;
+  if ((rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra)) < 0) return rc;
+  wpage_t *pg = &w->pages[w->n_pages - 1];
+  pg->n_bufs = has_rep ? 3 : 2;
+  pg->size[0] = w->words.len;
+  pg->size[1] = w->data.len;
+  if ((rc = put_buffer(w, w->words.data, w->words.len, &pg->off[0])) < 0) return rc;
+  if ((rc = put_buffer(w, w->data.data, w->data.len, &pg->off[1])) < 0) return rc;
+  if (!has_rep) return 0;
+  uint8_t idx[16];
+  mw_store_u64le(idx, (uint64_t)(rb - ra));
+  mw_store_u64le(idx + 8, 0);
+  pg->size[2] = sizeof idx;
+  return put_buffer(w, idx, sizeof idx, &pg->off[2]);
+}
+
+/* Every page of one leaf column. */
+static int write_leaf_path(writer_t *w, lpath_t *p) {
+  levels_t lv = {MW_BUF_INIT, MW_BUF_INIT, MW_BUF_INIT, MW_BUF_INIT};
+  path_levels(p);
+  int64_t rows = p->c[0]->length;
+  int rc = 0;
+  for (int64_t r = 0; r < rows && rc == 0; r++) {
+    uint64_t at = lv.rep.len / 2;
+    rc = mw_buf_append(&lv.row_start, &at, 8);
+    if (rc == 0) rc = shred(p, 0, r, 0, &lv);
+  }
+  uint64_t end = lv.rep.len / 2;
+  if (rc == 0) rc = mw_buf_append(&lv.row_start, &end, 8);
+  const uint64_t *rs = (const uint64_t *)(const void *)lv.row_start.data;
+  const int64_t *slot = (const int64_t *)(const void *)lv.slot.data;
+  for (int64_t ra = 0; ra < rows && rc == 0;) {
+    /* whole rows while the levels fit one chunk and the values one page */
+    int64_t rb = ra + 1;
+    size_t bytes = 0;
+    while (rb < rows && rs[rb + 1] - rs[ra] <= NESTED_MAX_LEVELS && bytes <= w->max_page_bytes) {
+      for (uint64_t i = rs[rb]; i < rs[rb + 1]; i++)
+        if (slot[i] >= 0) bytes += 8;
+      rb++;
+    }
+    if (rs[rb] - rs[ra] > NESTED_MAX_LEVELS) {
+      rc = mw_err_set(w->err, -EFBIG, "field '%s': row %lld has %llu levels (limit %d)",
+                      p->f[0]->name, (long long)ra, (unsigned long long)(rs[rb] - rs[ra]), NESTED_MAX_LEVELS);
+      break;
+    }
+    rc = nested_page(w, p, &lv, (size_t)rs[ra], (size_t)rs[rb], ra, rb);
+    ra = rb;
+  }
+  levels_free(&lv);
+  return rc;
+}
+
+/* The leaf columns of nested field f, in pre-order, each flushed as one
+ * Lance column (*col counts them). */
+static int write_nested(writer_t *w, lpath_t *p, int depth, size_t *col) {
+  const mw_field_t *f = p->f[depth];
+  const mw_column_t *c = p->c[depth];
+  mw_layout_t l = mw_field_layout(f);
+  if (l != MW_LAYOUT_LIST && l != MW_LAYOUT_STRUCT) {
+    p->k = depth;
+    int rc = c->length ? write_leaf_path(w, p) : 0;
+    if (rc == 0) rc = flush_column_meta(w, (*col)++);
+    return rc;
+  }
+  if (depth + 1 >= MAX_PATH) return mw_err_set(w->err, -EINVAL, "field '%s' nested too deep", f->name);
+  for (uint32_t i = 0; i < f->n_children; i++) {
+    p->f[depth + 1] = &f->children[i];
+    p->c[depth + 1] = &c->children[i];
+    int rc = write_nested(w, p, depth + 1, col);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
 /* Append `n` bits of `src` (NULL = all ones) at bit `at` of a zeroed bitmap. */
 static void bits_put(uint8_t *dst, int64_t at, const uint8_t *src, int64_t n) {
   if (src != NULL && (at & 7) == 0) {
@@ -632,12 +978,6 @@ static int check_inputs(const mw_schema_t *schema, const mw_batch_t *const *batc
   if (n_extra + 1 > MW_DATAFILE_MAX_GLOBAL_BUFFERS)
     return mw_err_set(err, -EINVAL, "%zu extra global buffers (limit %d)", n_extra,
                       MW_DATAFILE_MAX_GLOBAL_BUFFERS - 1);
-  for (size_t c = 0; c < schema->n_fields; c++) {
-    mw_layout_t l = mw_field_layout(&schema->fields[c]);
-    if (l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT)
-      return mw_err_set(err, -ENOTSUP, "field '%s': %s columns are not written yet",
-                        schema->fields[c].name, mw_type_name(schema->fields[c].type));
-  }
   int64_t rows = 0;
   for (size_t i = 0; i < nb; i++) {
     if (batches[i] == NULL || (batches[i]->schema != schema &&
@@ -668,9 +1008,13 @@ int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batche
   if (w.max_page_bytes < MW_DATAFILE_MIN_PAGE_BYTES) w.max_page_bytes = MW_DATAFILE_MIN_PAGE_BYTES;
   w.zstd = opts && opts->zstd;
   w.zstd_level = opts && opts->zstd_level ? opts->zstd_level : DEFAULT_ZSTD_LEVEL;
-  uint64_t *cmo = calloc(2 * schema->n_fields + 1, sizeof *cmo);
+  /* one Lance column per leaf field (lists and structs have none) */
+  int n_cols = mw_lance_leaves(schema, NULL, NULL, 4 * MW_MAX_FIELDS);
+  if (n_cols < 0) return mw_err_set(err, -EINVAL, "schema has too many fields");
+  uint64_t *cmo = calloc(2 * (size_t)n_cols + 1, sizeof *cmo);
   uint64_t *gbo = calloc(2 * (n_extra + 1), sizeof *gbo);
-  w.colmeta_len = calloc(schema->n_fields + 1, sizeof *w.colmeta_len);
+  w.colmeta_len = calloc((size_t)n_cols + 1, sizeof *w.colmeta_len);
+  mw_column_t nested_concat = {0};
   rc = -ENOMEM;
   if (cmo == NULL || gbo == NULL || w.colmeta_len == NULL) goto fail;
   if (w.zstd && (w.zc = ZSTD_createCCtx()) == NULL) goto fail;
@@ -685,21 +1029,41 @@ int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batche
       estimate += batches[i]->cols[c].values.len + batches[i]->cols[c].offsets.len;
   }
   if (estimate < MW_BUF_MAX_BYTES - out->len) (void)mw_buf_reserve(out, estimate);
+  size_t col = 0;
   for (size_t fi = 0; fi < schema->n_fields; fi++) {
     const mw_field_t *f = &schema->fields[fi];
-    const mw_column_t *c = n_batches == 1 ? &batches[0]->cols[fi] : &w.concat;
+    mw_layout_t l = mw_field_layout(f);
+    bool nested = l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT;
+    const mw_column_t *c = n_batches == 1 ? &batches[0]->cols[fi] : nested ? &nested_concat : &w.concat;
     /* several batches: concatenate this column (memory reused across columns) */
     mw_buf_reset(&w.concat.values), mw_buf_reset(&w.concat.validity), mw_buf_reset(&w.concat.offsets);
-    if (n_batches > 1 && (rc = concat_column(f, batches, n_batches, fi, &w.concat)) < 0) {
+    rc = 0;
+    if (n_batches != 1 && nested) { /* none: an empty tree */
+      mw_column_free(&nested_concat);
+      rc = mw_column_init(&nested_concat, f);
+      for (size_t i = 0; i < n_batches && rc == 0; i++)
+        rc = mw_column_append_range(&nested_concat, &batches[i]->cols[fi], f, 0, batches[i]->n_rows);
+    } else if (n_batches > 1) {
+      rc = concat_column(f, batches, n_batches, fi, &w.concat);
+    }
+    if (rc < 0) {
       mw_err_set(err, rc, "field '%s': cannot concatenate batches", f->name);
       goto fail;
     }
-    rc = write_column(&w, f, c);
-    if (rc < 0 || (rc = flush_column_meta(&w, fi)) < 0) {
+    if (nested) {
+      lpath_t path = {.f = {f}, .c = {c}};
+      rc = write_nested(&w, &path, 0, &col);
+    } else {
+      rc = write_column(&w, f, c);
+      if (rc == 0) rc = flush_column_meta(&w, col++);
+    }
+    if (rc < 0) {
       mw_err_set(err, rc, "field '%s': cannot encode column", f->name);
       goto fail;
     }
   }
+  assert(col == (size_t)n_cols);
+  rc = 0;
   for (size_t i = 0; i < n_extra; i++) {
     gbo[2 * (i + 1) + 1] = extra[i].len;
     if ((rc = put_buffer(&w, extra[i].data, extra[i].len, &gbo[2 * (i + 1)])) < 0) goto fail;
@@ -707,20 +1071,20 @@ int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batche
   if ((rc = write_descriptor(&w, schema, (uint64_t)rows, &gbo[0], &gbo[1])) < 0) goto fail;
   uint64_t cm_start = out->len - w.base, at = cm_start;
   if ((rc = mw_buf_append(out, w.colmeta.data, w.colmeta.len)) < 0) goto fail;
-  for (size_t i = 0; i < schema->n_fields; i++) {
+  for (size_t i = 0; i < (size_t)n_cols; i++) {
     cmo[2 * i] = at;
     cmo[2 * i + 1] = w.colmeta_len[i];
     at += w.colmeta_len[i];
   }
   uint64_t cmo_start = out->len - w.base;
-  for (size_t i = 0; i < 2 * schema->n_fields && rc >= 0; i++) rc = mw_buf_put_u64le(out, cmo[i]);
+  for (size_t i = 0; i < 2 * (size_t)n_cols && rc >= 0; i++) rc = mw_buf_put_u64le(out, cmo[i]);
   uint64_t gbo_start = out->len - w.base;
   for (size_t i = 0; i < 2 * (n_extra + 1) && rc >= 0; i++) rc = mw_buf_put_u64le(out, gbo[i]);
   if (rc >= 0) rc = mw_buf_put_u64le(out, cm_start);
   if (rc >= 0) rc = mw_buf_put_u64le(out, cmo_start);
   if (rc >= 0) rc = mw_buf_put_u64le(out, gbo_start);
   if (rc >= 0) rc = mw_buf_put_u32le(out, (uint32_t)(n_extra + 1));
-  if (rc >= 0) rc = mw_buf_put_u32le(out, (uint32_t)schema->n_fields);
+  if (rc >= 0) rc = mw_buf_put_u32le(out, (uint32_t)n_cols);
   if (rc >= 0) rc = mw_buf_put_u16le(out, 2);
   if (rc >= 0) rc = mw_buf_put_u16le(out, 2);
   if (rc >= 0) rc = mw_buf_append(out, "LANC", 4);
@@ -739,6 +1103,7 @@ done:
   mw_buf_free(&w.zbuf);
   mw_buf_free(&w.colmeta);
   column_free(&w.concat);
+  mw_column_free(&nested_concat);
   free(w.colmeta_len);
   ZSTD_freeCCtx(w.zc);
   free(cmo);
@@ -1244,9 +1609,9 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
             if (mw_bit_get(p, i * f->fsl_dim + k)) continue;
             mw_column_t *c = x->c;
             if (c->item_validity.len == 0) {
-              size_t nb = ((size_t)x->f->n_rows * (size_t)f->fsl_dim + 7) / 8;
+              size_t nb = ((size_t)x->c->length * (size_t)f->fsl_dim + 7) / 8;
               if (mw_buf_fill(&c->item_validity, 0xFF, nb) < 0) return -ENOMEM;
-              size_t tot = (size_t)x->f->n_rows * (size_t)f->fsl_dim;
+              size_t tot = (size_t)x->c->length * (size_t)f->fsl_dim;
               if (tot & 7) c->item_validity.data[nb - 1] = (uint8_t)((1u << (tot & 7)) - 1);
             }
             mw_bit_set(c->item_validity.data, (r + i) * f->fsl_dim + k, false);
@@ -1254,6 +1619,28 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
           }
         }
       }
+      return 0;
+    }
+    case CE_RLE: {
+      /* Lance's RLE (physical/rle.rs): two value buffers per chunk, the run
+       * values Flat{8w} and their lengths Flat{8} (1..255 each):
+       *   values 01 00 00 00 02 00 00 00   lengths 03 02   -> 1 1 1 2 2 */
+      const Lance__Encodings21__Rle *rl = ce->rle;
+      if (mw_field_layout(f) != MW_LAYOUT_FIXED || (w != 1 && w != 2 && w != 4 && w != 8) || zstd ||
+          rl->values == NULL || rl->values->compression_case != CE_FLAT ||
+          rl->values->flat->bits_per_value != 8 * w || rl->run_lengths == NULL ||
+          rl->run_lengths->compression_case != CE_FLAT || rl->run_lengths->flat->bits_per_value != 8)
+        return UNSUP(x, "rle variant for %s", x->col, x->page, mw_type_name(f->type));
+      size_t runs = vn[1];
+      if (vb[1] == NULL || n / w < runs) return BAD(x, "rle of %zu runs with %zu value bytes", x->col, x->page, runs, n);
+      int64_t at = 0;
+      for (size_t i = 0; i < runs; i++) {
+        uint8_t len = vb[1][i];
+        if (len == 0 || len > cnt - at) return BAD(x, "rle run %zu of %u values overruns the chunk's %lld", x->col, x->page, i, len, (long long)cnt);
+        for (uint8_t k = 0; k < len; k++) memcpy(slot(x, r + at + k), p + i * w, w);
+        at += len;
+      }
+      if (at != cnt) return BAD(x, "rle runs hold %lld of %lld values", x->col, x->page, (long long)at, (long long)cnt);
       return 0;
     }
     default:
@@ -1431,6 +1818,22 @@ static int page21(rctx_t *x, const uint8_t *val, size_t len) {
   return rc;
 }
 
+/* The page's buffers, checked against the file, into x->buf. */
+static int page_buffers(rctx_t *x, const Lance__File__V2__ColumnMetadata__Page *pg) {
+  const mw_datafile_t *f = x->f;
+  if (pg->n_buffer_offsets != pg->n_buffer_sizes || pg->n_buffer_offsets > MW_DATAFILE_MAX_PAGE_BUFFERS)
+    return BAD(x, "%zu buffer offsets, %zu sizes", x->col, x->page, pg->n_buffer_offsets, pg->n_buffer_sizes);
+  x->n_bufs = pg->n_buffer_offsets;
+  for (size_t i = 0; i < x->n_bufs; i++) {
+    uint64_t o = pg->buffer_offsets[i], s = pg->buffer_sizes[i];
+    if (o > f->len || s > f->len - o)
+      return BAD(x, "buffer %zu at %llu+%llu beyond the %zu-byte file", x->col, x->page, i, (unsigned long long)o, (unsigned long long)s, f->len);
+    x->buf[i] = f->data + o;
+    x->buf_len[i] = s;
+  }
+  return 0;
+}
+
 static int read_page(rctx_t *x, const Lance__File__V2__ColumnMetadata__Page *pg) {
   const mw_datafile_t *f = x->f;
   if (pg->n_buffer_offsets != pg->n_buffer_sizes || pg->n_buffer_offsets > MW_DATAFILE_MAX_PAGE_BUFFERS)
@@ -1494,23 +1897,16 @@ int mw_datafile_column_metadata(const mw_datafile_t *f, uint32_t col, const uint
   return 0;
 }
 
-int mw_datafile_read_column(const mw_datafile_t *f, size_t field, mw_column_t *out, mw_err_t *err) {
-  assert(f != NULL && out != NULL);
-  assert(out->length == 0);
-  if (field >= f->schema.n_fields) return mw_err_set(err, -EINVAL, "field %zu of %zu", field, f->schema.n_fields);
-  for (size_t i = 0; i < f->schema.n_fields; i++) {
-    mw_layout_t l = mw_field_layout(&f->schema.fields[i]);
-    if (l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT)
-      return mw_err_set(err, -ENOTSUP, "field '%s': reading %s columns is not implemented",
-                        f->schema.fields[i].name, mw_type_name(f->schema.fields[i].type));
-  }
+/* Lance column `field` (a leaf at the top level) into out. */
+static int read_flat(const mw_datafile_t *f, size_t field, const mw_field_t *fld, mw_column_t *out,
+                     mw_err_t *err) {
   const uint8_t *cmp;
   size_t cmn;
   int rc = mw_datafile_column_metadata(f, (uint32_t)field, &cmp, &cmn, err);
   if (rc < 0) return rc;
   Lance__File__V2__ColumnMetadata *cm = lance__file__v2__column_metadata__unpack(NULL, cmn, cmp);
   if (cm == NULL) return mw_err_set(err, -EBADMSG, "column %zu: ColumnMetadata at byte %zu malformed", field, (size_t)(cmp - f->data));
-  rctx_t x = {.f = f, .fld = &f->schema.fields[field], .c = out, .col = field, .err = err};
+  rctx_t x = {.f = f, .fld = fld, .c = out, .col = field, .err = err};
   if (cm->n_pages > MW_DATAFILE_MAX_PAGES) {
     rc = mw_err_set(err, -EBADMSG, "column %zu: %zu pages (limit %d)", field, cm->n_pages, MW_DATAFILE_MAX_PAGES);
     goto done;
@@ -1547,6 +1943,423 @@ done:
   lance__file__v2__column_metadata__free_unpacked(cm, NULL);
   mw_buf_free(&x.scratch);
   mw_buf_free(&x.scratch2);
+  return rc;
+}
+
+/* ---- nested columns (lists, structs): assembly from rep/def levels ----
+ *
+ * Each leaf column is read page by page into its levels and its value
+ * slots (the page's values, decoded as for a flat column), then assembled
+ * (Dremel) into the field's column tree along the leaf's path; the first
+ * leaf of a subtree builds the shared lists and structs, later leaves only
+ * their own branch, which is moved into place. Layers come from each page
+ * (Lance chooses them per page); their level numbers are rebuilt the way
+ * the writer section above assigns them. */
+
+typedef struct rlevels {
+  const lpath_t *p;            /* fields; c[] points into the tree being built */
+  mw_column_t *node[MAX_PATH]; /* the columns being assembled, top .. leaf */
+  /* this page's level map */
+  uint16_t null_level[MAX_PATH], empty_level[MAX_PATH], rep_level[MAX_PATH];
+  uint16_t max_rep, max_def;
+} rlevels_t;
+
+/* The page's layers (inner first) -> the level map of the path. */
+static int page_level_map(rctx_t *x, rlevels_t *r, const Lance__Encodings21__RepDefLayer *layers,
+                          size_t n_layers) {
+  const lpath_t *p = r->p;
+  if (n_layers != (size_t)p->k + 1) return BAD(x, "%zu layers for a path of %d fields", x->col, x->page, n_layers, p->k + 1);
+  uint16_t def = 0, rep = 0;
+  for (size_t j = 0; j < n_layers; j++) {
+    Lance__Encodings21__RepDefLayer l = layers[j];
+    bool list = mw_field_layout(p->f[p->k - (int)j]) == MW_LAYOUT_LIST;
+    bool list_layer = l == LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_ALL_VALID_LIST ||
+                      l == LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULLABLE_LIST ||
+                      l == LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_EMPTYABLE_LIST ||
+                      l == LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULL_AND_EMPTY_LIST;
+    if (list != list_layer || (!list && l != LAYER_ALL_VALID && l != LAYER_NULLABLE))
+      return BAD(x, "layer %zu (%d) does not fit field '%s'", x->col, x->page, j, (int)l, p->f[p->k - (int)j]->name);
+    def += l == LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULL_AND_EMPTY_LIST ? 2
+           : l == LAYER_NULLABLE || l == LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULLABLE_LIST ||
+                     l == LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_EMPTYABLE_LIST ? 1 : 0;
+    rep += list;
+  }
+  r->max_def = def, r->max_rep = rep;
+  for (int i = 0; i <= p->k; i++) { /* outer to inner */
+    Lance__Encodings21__RepDefLayer l = layers[p->k - i];
+    r->null_level[i] = r->empty_level[i] = r->rep_level[i] = 0;
+    if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST) r->rep_level[i] = rep--;
+    switch ((int)l) {
+      case LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULL_AND_EMPTY_LIST:
+        r->null_level[i] = (uint16_t)(def - 1), r->empty_level[i] = def, def = (uint16_t)(def - 2);
+        break;
+      case LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULLABLE_LIST:
+      case LAYER_NULLABLE: r->null_level[i] = def--; break;
+      case LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_EMPTYABLE_LIST: r->empty_level[i] = def--; break;
+      default: break;
+    }
+  }
+  assert(def == 0 && rep == 0);
+  return 0;
+}
+
+static bool rslot_below(const rlevels_t *r, int i) { return slot_below(r->p, i); }
+
+/* One row (or null/filler) at node i of the path, keeping the parent list's
+ * end in step. */
+static int node_row(rlevels_t *r, int i, bool valid) {
+  const mw_field_t *f = r->p->f[i];
+  mw_column_t *c = r->node[i];
+  int rc;
+  if (mw_field_layout(f) == MW_LAYOUT_LIST || mw_field_layout(f) == MW_LAYOUT_STRUCT)
+    rc = mw_column_append_parent(c, valid);
+  else
+    rc = -EINVAL; /* leaves go through leaf_row */
+  if (rc == 0 && i > 0 && mw_field_layout(r->p->f[i - 1]) == MW_LAYOUT_LIST) mw_column_list_grow(r->node[i - 1]);
+  return rc;
+}
+
+/* The leaf's row: value slot j of vals, or a null. */
+static int leaf_row(rlevels_t *r, const mw_column_t *vals, int64_t j, bool null) {
+  const mw_field_t *f = r->p->f[r->p->k];
+  mw_column_t *c = r->node[r->p->k];
+  int rc = null ? mw_column_append_null(c, f) : mw_column_append_range(c, vals, f, j, 1);
+  int k = r->p->k;
+  if (rc == 0 && k > 0 && mw_field_layout(r->p->f[k - 1]) == MW_LAYOUT_LIST) mw_column_list_grow(r->node[k - 1]);
+  return rc;
+}
+
+/* Assemble levels [0, n) of a page: rep[] (NULL: no lists), def[] (NULL:
+ * all valid), slots taken from vals in order. *rows counts top-level rows. */
+static int assemble(rctx_t *x, rlevels_t *r, const uint16_t *rep, const uint16_t *def, size_t n,
+                    const mw_column_t *vals, int64_t *rows) {
+  const lpath_t *p = r->p;
+  int k = p->k, innermost = -1;
+  for (int i = 0; i <= k; i++)
+    if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST) innermost = i;
+  int64_t slot = 0;
+  *rows = 0;
+  for (size_t li = 0; li < n; li++) {
+    uint16_t rv = rep ? rep[li] : 0, dv = def ? def[li] : 0;
+    int s = 0; /* the depth where this level starts new rows */
+    if (r->max_rep > 0 && rv != r->max_rep) {
+      if (rv == 0) s = innermost + 1;
+      else {
+        s = -1;
+        for (int i = 0; i <= k; i++)
+          if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST && r->rep_level[i] == rv) s = i + 1;
+        if (s < 0) return BAD(x, "rep level %u of level %zu", x->col, x->page, rv, li);
+      }
+      if (li == 0) return BAD(x, "page starts inside a row (rep level %u)", x->col, x->page, rv);
+    }
+    if (s == 0) (*rows)++;
+    /* where this level stops, and how */
+    int e = k;
+    enum { VALUE, NUL, EMPTY } kind = VALUE;
+    if (dv != 0) {
+      e = -1;
+      for (int i = 0; i <= k && e < 0; i++) {
+        if (r->null_level[i] == dv) e = i, kind = NUL;
+        else if (r->empty_level[i] == dv) e = i, kind = EMPTY;
+      }
+      if (e < 0) return BAD(x, "def level %u of level %zu", x->col, x->page, dv, li);
+    }
+    if (e < s) return BAD(x, "level %zu ends above where it starts", x->col, x->page, li);
+    int rc = 0;
+    for (int i = s; i < e && rc == 0; i++) /* the valid ancestors */
+      rc = node_row(r, i, true);
+    if (rc < 0) return rc;
+    bool has_slot = kind == VALUE || (kind == NUL && rslot_below(r, e));
+    if (has_slot && slot >= vals->length) return BAD(x, "levels have more value slots than the page's %lld values", x->col, x->page, (long long)vals->length);
+    if (kind == EMPTY) {
+      if (mw_field_layout(p->f[e]) != MW_LAYOUT_LIST) return BAD(x, "an empty non-list", x->col, x->page);
+      rc = node_row(r, e, true);
+    } else if (kind == NUL) {
+      if (!p->f[e]->nullable) return BAD(x, "null in the non-nullable field '%s'", x->col, x->page, p->f[e]->name);
+      if (e == k) {
+        rc = leaf_row(r, vals, slot, true);
+      } else {
+        rc = node_row(r, e, false);
+        /* a null struct still gives each descendant a row down to the first
+         * list (null, or empty when not nullable); the leaf's row takes the
+         * slot */
+        for (int i = e + 1; mw_field_layout(p->f[e]) == MW_LAYOUT_STRUCT && i <= k && rc == 0; i++) {
+          if (i == k) {
+            assert(has_slot);
+            rc = leaf_row(r, vals, slot, p->f[k]->nullable);
+            break;
+          }
+          rc = node_row(r, i, !p->f[i]->nullable);
+          if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST) break;
+        }
+      }
+    } else {
+      rc = leaf_row(r, vals, slot, false);
+    }
+    if (rc < 0) return rc;
+    slot += has_slot;
+  }
+  if (slot != vals->length) return BAD(x, "%lld value slots for %lld values", x->col, x->page, (long long)slot, (long long)vals->length);
+  return 0;
+}
+
+/* Decode `cnt` levels with compression ce (NULL: all 0) into dst (u16). */
+static int levels_decode(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int64_t cnt, mw_buf_t *dst) {
+  uint16_t *d = mw_buf_extend(dst, 2 * (size_t)cnt);
+  if (d == NULL && cnt > 0) return -ENOMEM;
+  if (ce == NULL) return 0;
+  int rc = def_decode(x, ce, p, n, cnt);
+  if (rc < 0) return rc;
+  memcpy(d, x->scratch.data, 2 * (size_t)cnt);
+  return 0;
+}
+
+/* A MiniBlock page of a nested leaf: levels and values, then assembly. */
+static int nested_miniblock(rctx_t *x, rlevels_t *r, const Lance__Encodings21__MiniBlockLayout *mb,
+                            int64_t *rows) {
+  const lpath_t *p = r->p;
+  const mw_field_t *leaf = p->f[p->k];
+  if (mb->dictionary) return UNSUP(x, "miniblock with a dictionary", x->col, x->page);
+  if (mb->value_compression == NULL) return BAD(x, "miniblock without value compression", x->col, x->page);
+  if (x->f->major == 2 && x->f->minor >= 2 && !mb->has_large_chunk)
+    return BAD(x, "2.2 miniblock without has_large_chunk", x->col, x->page);
+  int rc = page_level_map(x, r, mb->layers, mb->n_layers);
+  if (rc < 0) return rc;
+  if ((mb->rep_compression != NULL) != (r->max_rep > 0) || (r->max_def == 0 && mb->def_compression))
+    return BAD(x, "rep/def compression does not match the layers", x->col, x->page);
+  size_t nvb = (size_t)mb->num_buffers;
+  if (nvb < 1 || nvb > 2) return UNSUP(x, "%zu value buffers per chunk", x->col, x->page, nvb);
+  if (x->n_bufs < 2 + (r->max_rep > 0)) return BAD(x, "miniblock page with %zu buffers", x->col, x->page, x->n_bufs);
+  if (mb->num_items > (uint64_t)x->f->max_column_bytes) return BAD(x, "num_items %llu", x->col, x->page, (unsigned long long)mb->num_items);
+  int64_t items = (int64_t)mb->num_items;
+  mw_column_t vals = {0};
+  mw_buf_t rep = MW_BUF_INIT, def = MW_BUF_INIT;
+  rctx_t v = *x; /* the values decode as a flat column of the leaf */
+  v.fld = leaf, v.c = &vals, v.row0 = 0, v.n = items;
+  v.scratch = (mw_buf_t)MW_BUF_INIT, v.scratch2 = (mw_buf_t)MW_BUF_INIT;
+  if ((rc = mw_column_init(&vals, leaf)) < 0 || (rc = column_prepare(&v, leaf, &vals, items)) < 0) goto done;
+  if (is_var(leaf)) ((int32_t *)(void *)vals.offsets.data)[0] = 0;
+  size_t ww = mb->has_large_chunk ? 4 : 2;
+  const uint8_t *words = x->buf[0], *data = x->buf[1];
+  uint64_t n_words = x->buf_len[0] / ww, dlen = x->buf_len[1], at = 0;
+  int64_t done_vals = 0;
+  for (uint64_t ci = 0; ci < n_words; ci++) {
+    uint32_t wd = ww == 4 ? mw_load_u32le(words + 4 * ci) : mw_load_u16le(words + 2 * ci);
+    uint64_t cbytes = ((uint64_t)(wd >> 4) + 1) * 8;
+    bool last = ci + 1 == n_words;
+    int64_t cnt = last ? items - done_vals : (int64_t)1 << (wd & 15);
+    if (cnt < 0 || cnt > items - done_vals) { rc = BAD(x, "chunk %llu holds %lld values", x->col, x->page, (unsigned long long)ci, (long long)cnt); goto done; }
+    if (cbytes > dlen - at) { rc = BAD(x, "chunk %llu overruns the data buffer", x->col, x->page, (unsigned long long)ci); goto done; }
+    const uint8_t *cp = data + at;
+    bool hr = mb->rep_compression != NULL, hd = mb->def_compression != NULL;
+    size_t hn = 2 + 2 * (hr + hd) + nvb * ww, pos = 0;
+    if (hn > cbytes) { rc = BAD(x, "chunk %llu header truncated", x->col, x->page, (unsigned long long)ci); goto done; }
+    uint16_t nlev = mw_load_u16le(cp);
+    size_t repn = hr ? mw_load_u16le(cp + 2) : 0, defn = hd ? mw_load_u16le(cp + 2 + 2 * hr) : 0;
+    size_t vn[2] = {0, 0};
+    const uint8_t *vb[2] = {NULL, NULL};
+    for (size_t b = 0; b < nvb; b++) vn[b] = ww == 4 ? mw_load_u32le(cp + 2 + 2 * (hr + hd) + 4 * b) : mw_load_u16le(cp + 2 + 2 * (hr + hd) + 2 * b);
+    pos = pad8(hn);
+    const uint8_t *repp = cp + pos;
+    if (repn > cbytes - pos) { rc = BAD(x, "chunk %llu rep levels overrun", x->col, x->page, (unsigned long long)ci); goto done; }
+    pos += pad8(repn);
+    const uint8_t *defp = cp + pos;
+    if (pos > cbytes || defn > cbytes - pos) { rc = BAD(x, "chunk %llu def levels overrun", x->col, x->page, (unsigned long long)ci); goto done; }
+    pos += pad8(defn);
+    for (size_t b = 0; b < nvb; b++) {
+      if (pos > cbytes || vn[b] > cbytes - pos) { rc = BAD(x, "chunk %llu value buffer overruns", x->col, x->page, (unsigned long long)ci); goto done; }
+      vb[b] = cp + pos;
+      pos += pad8(vn[b]);
+    }
+    if ((rc = levels_decode(x, mb->rep_compression, repp, repn, nlev, &rep)) < 0 ||
+        (rc = levels_decode(x, mb->def_compression, defp, defn, nlev, &def)) < 0)
+      goto done;
+    if (cnt > 0 && (rc = mb_values(&v, mb->value_compression, vb, vn, done_vals, cnt, NULL)) < 0) goto done;
+    done_vals += cnt;
+    at += cbytes;
+  }
+  if (done_vals != items) { rc = BAD(x, "chunks hold %lld of %lld values", x->col, x->page, (long long)done_vals, (long long)items); goto done; }
+  mw_buf_reset(&vals.validity); /* nulls come from the levels */
+  vals.null_count = 0;
+  rc = assemble(x, r, r->max_rep ? (const uint16_t *)(const void *)rep.data : NULL,
+                mb->def_compression ? (const uint16_t *)(const void *)def.data : NULL, rep.len ? rep.len / 2 : def.len / 2,
+                &vals, rows);
+done:
+  mw_column_free(&vals);
+  mw_buf_free(&rep);
+  mw_buf_free(&def);
+  mw_buf_free(&v.scratch);
+  mw_buf_free(&v.scratch2);
+  return rc;
+}
+
+/* A ConstantLayout page of a nested leaf: levels in 2 buffers (rep, def),
+ * every value slot the inline value (or zero when there is none). */
+static int nested_constant(rctx_t *x, rlevels_t *r, const Lance__Encodings21__ConstantLayout *cl,
+                           int64_t *rows) {
+  const mw_field_t *leaf = r->p->f[r->p->k];
+  int rc = page_level_map(x, r, cl->layers, cl->n_layers);
+  if (rc < 0) return rc;
+  if (x->n_bufs != 2) return UNSUP(x, "nested constant layout with %zu buffers", x->col, x->page, x->n_bufs);
+  uint64_t nrep = cl->rep_compression ? cl->num_rep_values : x->buf_len[0] / 2;
+  uint64_t ndef = cl->def_compression ? cl->num_def_values : x->buf_len[1] / 2;
+  if ((r->max_rep > 0 && nrep != ndef) || ndef > (uint64_t)INT32_MAX) return BAD(x, "%llu rep and %llu def levels", x->col, x->page, (unsigned long long)nrep, (unsigned long long)ndef);
+  mw_buf_t rep = MW_BUF_INIT, def = MW_BUF_INIT;
+  mw_column_t vals = {0};
+  Lance__Encodings21__CompressiveEncoding raw = CE_INIT;
+  Lance__Encodings21__Flat f16 = LANCE__ENCODINGS21__FLAT__INIT;
+  f16.bits_per_value = 16;
+  raw.compression_case = CE_FLAT, raw.flat = &f16;
+  if ((rc = levels_decode(x, r->max_rep ? (cl->rep_compression ? cl->rep_compression : &raw) : NULL,
+                          x->buf[0], x->buf_len[0], (int64_t)ndef, &rep)) < 0 ||
+      (rc = levels_decode(x, cl->def_compression ? cl->def_compression : &raw, x->buf[1], x->buf_len[1],
+                          (int64_t)ndef, &def)) < 0)
+    goto done;
+  /* slots: levels that reach the leaf or stop at a null with no list below */
+  const uint16_t *dv = (const uint16_t *)(const void *)def.data;
+  int64_t slots = 0;
+  for (uint64_t i = 0; i < ndef; i++) {
+    bool slot = dv[i] == 0;
+    for (int k = 0; k <= r->p->k && !slot; k++)
+      slot = r->null_level[k] == dv[i] && (k == r->p->k || slot_below(r->p, k));
+    slots += slot;
+  }
+  rctx_t v = *x;
+  v.fld = leaf, v.c = &vals, v.row0 = 0, v.n = slots;
+  if ((rc = mw_column_init(&vals, leaf)) < 0 || (rc = column_prepare(&v, leaf, &vals, slots)) < 0) goto done;
+  if (slots > 0 && cl->inline_value.len > 0 && (rc = constant_fill(&v, leaf, cl->inline_value.data, cl->inline_value.len)) < 0) goto done;
+  if (slots > 0 && cl->inline_value.len == 0 && is_var(leaf)) { rc = UNSUP(x, "constant strings without an inline value", x->col, x->page); goto done; }
+  mw_buf_reset(&vals.validity);
+  vals.null_count = 0;
+  rc = assemble(x, r, r->max_rep ? (const uint16_t *)(const void *)rep.data : NULL, dv, (size_t)ndef, &vals, rows);
+done:
+  mw_column_free(&vals);
+  mw_buf_free(&rep);
+  mw_buf_free(&def);
+  return rc;
+}
+
+/* One leaf column of a nested field, assembled into r->node[]. */
+static int nested_leaf(const mw_datafile_t *f, size_t col, rlevels_t *r, mw_err_t *err) {
+  const uint8_t *cmp;
+  size_t cmn;
+  int rc = mw_datafile_column_metadata(f, (uint32_t)col, &cmp, &cmn, err);
+  if (rc < 0) return rc;
+  Lance__File__V2__ColumnMetadata *cm = lance__file__v2__column_metadata__unpack(NULL, cmn, cmp);
+  if (cm == NULL) return mw_err_set(err, -EBADMSG, "column %zu: ColumnMetadata malformed", col);
+  rctx_t x = {.f = f, .fld = r->p->f[r->p->k], .col = col, .err = err};
+  int64_t row = 0;
+  rc = cm->n_pages > MW_DATAFILE_MAX_PAGES ? BAD(&x, "%zu pages", x.col, x.page, cm->n_pages) : 0;
+  if (rc == 0 && !(f->major == 2 && f->minor >= 1)) rc = UNSUP(&x, "nested columns in a %u.%u file", x.col, x.page, f->major, f->minor);
+  for (size_t i = 0; rc == 0 && i < cm->n_pages; i++) {
+    x.page = i;
+    const Lance__File__V2__ColumnMetadata__Page *pg = cm->pages[i];
+    if ((rc = page_buffers(&x, pg)) < 0) break;
+    if (pg->encoding == NULL || pg->encoding->location_case != LANCE__FILE__V2__ENCODING__LOCATION_DIRECT) {
+      rc = UNSUP(&x, "page encoding not direct", x.col, x.page);
+      break;
+    }
+    ProtobufCBinaryData *e = &pg->encoding->direct->encoding;
+    Google__Protobuf__Any *any = google__protobuf__any__unpack(NULL, e->len, e->data);
+    Lance__Encodings21__PageLayout *pl = NULL;
+    if (any && any->type_url && strcmp(any->type_url, URL_PAGE21) == 0)
+      pl = lance__encodings21__page_layout__unpack(NULL, any->value.len, any->value.data);
+    if (any) google__protobuf__any__free_unpacked(any, NULL);
+    if (pl == NULL) {
+      rc = BAD(&x, "page layout malformed", x.col, x.page);
+      break;
+    }
+    int64_t rows = 0;
+    if (pl->layout_case == PL_MINIBLOCK) rc = nested_miniblock(&x, r, pl->mini_block_layout, &rows);
+    else if (pl->layout_case == PL_CONSTANT) rc = nested_constant(&x, r, pl->constant_layout, &rows);
+    else rc = UNSUP(&x, "%s layout for a nested column", x.col, x.page, pl->layout_case == PL_FULLZIP ? "full-zip" : "this");
+    lance__encodings21__page_layout__free_unpacked(pl, NULL);
+    if (rc == 0 && (uint64_t)rows != pg->length)
+      rc = BAD(&x, "levels hold %lld rows, the page %llu", x.col, x.page, (long long)rows, (unsigned long long)pg->length);
+    row += rows;
+  }
+  if (rc == 0 && (uint64_t)row != f->n_rows)
+    rc = mw_err_set(err, -EBADMSG, "column %zu: pages hold %lld of %llu rows", col, (long long)row, (unsigned long long)f->n_rows);
+  lance__file__v2__column_metadata__free_unpacked(cm, NULL);
+  mw_buf_free(&x.scratch);
+  mw_buf_free(&x.scratch2);
+  return rc;
+}
+
+/* Every leaf below path depth `depth`, assembled into the tree at
+ * node[depth]; the first leaf of a subtree builds it in place, later ones
+ * in a scratch tree whose branch is then moved in. */
+static int nested_read(const mw_datafile_t *f, size_t *col, lpath_t *p, rlevels_t *r, int depth,
+                       bool first, mw_err_t *err) {
+  const mw_field_t *fd = p->f[depth];
+  mw_layout_t l = mw_field_layout(fd);
+  if (l != MW_LAYOUT_LIST && l != MW_LAYOUT_STRUCT) {
+    p->k = depth;
+    return nested_leaf(f, (*col)++, r, err);
+  }
+  for (uint32_t i = 0; i < fd->n_children; i++) {
+    p->f[depth + 1] = &fd->children[i];
+    if (first || i == 0) {
+      r->node[depth + 1] = &r->node[depth]->children[i];
+      int rc = nested_read(f, col, p, r, depth + 1, first && i == 0, err);
+      if (rc < 0) return rc;
+      first = false;
+      continue;
+    }
+    /* a later branch: rebuild the ancestors in a scratch tree, keep only
+     * this child's subtree */
+    mw_column_t scratch;
+    int rc = mw_column_init(&scratch, p->f[0]);
+    mw_column_t *saved[MAX_PATH];
+    memcpy(saved, r->node, sizeof saved);
+    r->node[0] = &scratch;
+    for (int d = 1; d <= depth; d++) {
+      const mw_field_t *parent = p->f[d - 1];
+      uint32_t ci = (uint32_t)(p->f[d] - parent->children);
+      r->node[d] = &r->node[d - 1]->children[ci];
+    }
+    r->node[depth + 1] = &r->node[depth]->children[i];
+    if (rc == 0) rc = nested_read(f, col, p, r, depth + 1, true, err);
+    if (rc == 0) { /* move the branch into the real tree */
+      mw_column_t t = saved[depth]->children[i];
+      saved[depth]->children[i] = r->node[depth]->children[i];
+      r->node[depth]->children[i] = t;
+      if (saved[depth]->children[i].length != saved[depth]->length)
+        rc = mw_err_set(err, -EBADMSG, "field '%s': member '%s' has %lld rows, the struct %lld",
+                        fd->name, fd->children[i].name, (long long)saved[depth]->children[i].length,
+                        (long long)saved[depth]->length);
+    }
+    memcpy(r->node, saved, sizeof saved);
+    mw_column_free(&scratch);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+/* First Lance column of top-level field `field` (fields before it have one
+ * per leaf). */
+static size_t first_column(const mw_schema_t *s, size_t field) {
+  mw_schema_t head = {.fields = s->fields, .n_fields = field};
+  int n = mw_lance_leaves(&head, NULL, NULL, 4 * MW_MAX_FIELDS);
+  assert(n >= 0);
+  return (size_t)n;
+}
+
+int mw_datafile_read_column(const mw_datafile_t *f, size_t field, mw_column_t *out, mw_err_t *err) {
+  assert(f != NULL && out != NULL);
+  assert(out->length == 0);
+  if (field >= f->schema.n_fields) return mw_err_set(err, -EINVAL, "field %zu of %zu", field, f->schema.n_fields);
+  const mw_field_t *fld = &f->schema.fields[field];
+  size_t col = first_column(&f->schema, field);
+  mw_layout_t l = mw_field_layout(fld);
+  if (l != MW_LAYOUT_LIST && l != MW_LAYOUT_STRUCT) return read_flat(f, col, fld, out, err);
+  lpath_t p = {.f = {fld}};
+  rlevels_t r = {.p = &p, .node = {out}};
+  int rc = nested_read(f, &col, &p, &r, 0, true, err);
+  if (rc == 0 && out->length != (int64_t)f->n_rows)
+    rc = mw_err_set(err, -EBADMSG, "field '%s': %lld rows of %llu", fld->name, (long long)out->length, (unsigned long long)f->n_rows);
+  if (rc == 0 && mw_column_validate(out, fld) < 0)
+    rc = mw_err_set(err, -EBADMSG, "field '%s': the levels do not make a valid column", fld->name);
   return rc;
 }
 

@@ -239,6 +239,63 @@ static void test_sstable_flat(void **state) {
   free_expect(&e);
 }
 
+/* Lance's SSTable of lists and structs, then ours of the same rows. */
+static void test_sstable_nested(void **state) {
+  (void)state;
+  expect_t e;
+  load_expect("nested", &e);
+  size_t n;
+  uint8_t *d = read_data("nested", "sst.lance", &n);
+  mw_datafile_t f;
+  mw_batch_t b;
+  mw_err_t err = {0};
+  if (mw_datafile_open(&f, d, n, NULL, &err) != 0) fail_msg("open: %s", err.msg);
+  if (mw_datafile_read_batch(&f, &b, &err) != 0) fail_msg("read: %s", err.msg);
+  assert_int_equal(check_rows(&b, &e, "Lance's nested SSTable"), 24);
+  mw_buf_t out = MW_BUF_INIT;
+  const mw_batch_t *bp = &b;
+  mw_datafile_write_opts_t opts[] = {{0}, {.zstd = true}, {.max_page_bytes = 4096}};
+  for (size_t o = 0; o < sizeof opts / sizeof *opts; o++) {
+    mw_buf_reset(&out);
+    if (mw_datafile_write(&f.schema, &bp, 1, NULL, 0, &opts[o], &out, &err) != 0) fail_msg("write: %s", err.msg);
+    mw_datafile_t g;
+    mw_batch_t c;
+    assert_int_equal(mw_datafile_open(&g, out.data, out.len, NULL, &err), 0);
+    assert_int_equal(g.n_columns, f.n_columns);
+    if (mw_datafile_read_batch(&g, &c, &err) != 0) fail_msg("read ours: %s", err.msg);
+    assert_true(mw_schema_equal(&g.schema, &f.schema));
+    assert_int_equal(check_rows(&c, &e, "our nested data file"), 24);
+    mw_batch_free(&c);
+    mw_datafile_close(&g);
+  }
+  /* the rows in two batches: the writer concatenates the trees */
+  mw_batch_t h[2];
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(mw_batch_init(&h[k], &f.schema), 0);
+    int64_t a = k ? 10 : 0, m = k ? b.n_rows - 10 : 10;
+    for (size_t c = 0; c < f.schema.n_fields; c++)
+      assert_int_equal(mw_column_append_range(&h[k].cols[c], &b.cols[c], &f.schema.fields[c], a, m), 0);
+    h[k].n_rows = m;
+  }
+  const mw_batch_t *hp[2] = {&h[0], &h[1]};
+  mw_buf_reset(&out);
+  if (mw_datafile_write(&f.schema, hp, 2, NULL, 0, NULL, &out, &err) != 0) fail_msg("write 2: %s", err.msg);
+  mw_datafile_t g;
+  mw_batch_t c;
+  assert_int_equal(mw_datafile_open(&g, out.data, out.len, NULL, &err), 0);
+  if (mw_datafile_read_batch(&g, &c, &err) != 0) fail_msg("read 2: %s", err.msg);
+  assert_int_equal(check_rows(&c, &e, "our data file of two batches"), 24);
+  mw_batch_free(&c);
+  mw_datafile_close(&g);
+  mw_batch_free(&h[0]);
+  mw_batch_free(&h[1]);
+  mw_buf_free(&out);
+  mw_batch_free(&b);
+  mw_datafile_close(&f);
+  free(d);
+  free_expect(&e);
+}
+
 /* LanceDB's WAL entries sent as ARROW frames into the table of its manifest:
  * every row arrives exactly; a column of another unit or zone is refused
  * naming both types. */
@@ -314,6 +371,7 @@ int main(void) {
       cmocka_unit_test(test_wal_nested),
       cmocka_unit_test(test_schemas),
       cmocka_unit_test(test_sstable_flat),
+      cmocka_unit_test(test_sstable_nested),
       cmocka_unit_test(test_frames),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,7 @@
 // shard (manifest, WAL entry, one SSTable) into it, so mw_sst_tool can add
 // generations on top.
 //
-//   node make-table.mjs DB_DIR --kind wide|strpk|types
+//   node make-table.mjs DB_DIR --kind wide|strpk|types|nested
 //
 // wide : id int64 PK, i32 int32, u32 uint32, u64 uint64, f32 float32,
 //        flag bool, bin binary, s utf8, vec fixed_size_list<float32, 4>
@@ -13,6 +13,9 @@
 //        float16, timestamps in every unit with and without a zone, dates,
 //        times, decimals, large and fixed binaries, fixed_size_lists of
 //        float16, float64, int8, uint8), nulls in most columns
+// nested: id int64 PK + every type of types_lib.mjs, with its lists and
+//        structs (nulls at every level, empty lists; no large_list: the node
+//        client has none, see types_lib.mjs)
 // Base rows: keys 0..19; then mergeInserts of keys 10..39 and 30..49
 // (updates and inserts; 30..39 twice, so Lance's SSTable gets a deletion
 // file) through the LSM writer, closed (flushed to generation 1).
@@ -33,8 +36,8 @@ const arrow = require("apache-arrow"); // LanceDB's copy: its tables pass instan
 const lib = await import("./types_lib.mjs");
 
 const [dbDir, flag, kind] = process.argv.slice(2);
-if (!dbDir || flag !== "--kind" || !["wide", "strpk", "types"].includes(kind)) {
-  console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk|types");
+if (!dbDir || flag !== "--kind" || !["wide", "strpk", "types", "nested"].includes(kind)) {
+  console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk|types|nested");
   process.exit(2);
 }
 const F = (n, t, nullable = true) => new arrow.Field(n, t, nullable);
@@ -57,7 +60,7 @@ if (kind === "wide") {
 }
 // types: rows in exact form, built bit for bit (types_lib.buildTable); an
 // update changes every value (the row of key k + 1000 under key k)
-const cat = kind === "types" ? lib.catalogue(arrow, { nested: false }) : null;
+const cat = kind === "types" || kind === "nested" ? lib.catalogue(arrow, { nested: kind === "nested" }) : null;
 const table = (rows) => {
   if (!cat) return lancedb.makeArrowTable(rows, { schema });
   const fields = lib.tableFields(arrow, cat);
