@@ -23,6 +23,7 @@
 #include "lance/deletion.h"
 #include "lance/ipc.h"
 #include "lance/ipc_file.h"
+#include "lance/lance_schema.h"
 #include "lance/legacy_v1.h"
 #include "lance/pk_index.h"
 #include "lance/shard_manifest.h"
@@ -732,11 +733,25 @@ static int show_datafile_v2(const uint8_t *p, size_t n, mw_kind_t kind, const mw
   j_t *cols = j_set(out, "columns", j_arr());
   mw_column_t *data = calloc(f.schema.n_fields + 1, sizeof *data);
   bool *have = calloc(f.schema.n_fields + 1, sizeof *have);
-  if (data == NULL || have == NULL) abort();
+  /* Lance columns are the leaves in pre-order (a list or struct field has
+   * one per leaf below it); a field's values go with its first column */
+  size_t *first = calloc(f.schema.n_fields + 1, sizeof *first);
+  if (data == NULL || have == NULL || first == NULL) abort();
+  size_t n_leaves = 0;
+  for (size_t i = 0; i < f.schema.n_fields; i++) {
+    mw_schema_t one = {.fields = &f.schema.fields[i], .n_fields = 1};
+    first[i] = n_leaves;
+    int nl = mw_lance_leaves(&one, NULL, NULL, 4 * MW_MAX_FIELDS);
+    n_leaves += nl > 0 ? (size_t)nl : 0;
+  }
+  const mw_field_t **leaves = calloc(n_leaves + 1, sizeof *leaves);
+  if (leaves == NULL) abort();
+  if (mw_lance_leaves(&f.schema, leaves, NULL, n_leaves) != (int)n_leaves) n_leaves = 0;
+  size_t top = 0;
   for (uint32_t c = 0; c < f.n_columns && rc == 0; c++) {
     j_t *e = j_push(cols, j_obj());
     j_set(e, "index", j_uint(c));
-    if (c < f.schema.n_fields) j_set(e, "field", j_str(f.schema.fields[c].name));
+    if (c < n_leaves) j_set(e, "field", j_str(leaves[c]->name));
     mw_page_info_t *pages = NULL;
     size_t np = 0;
     if ((rc = mw_datafile_column_info(&f, c, &pages, &np, err)) < 0) break;
@@ -751,17 +766,23 @@ static int show_datafile_v2(const uint8_t *p, size_t n, mw_kind_t kind, const mw
       j_set(pg, "buffers", buffers_j(&pages[k]));
     }
     free(pages);
-    if (c < f.schema.n_fields) {
+    if (top < f.schema.n_fields && c == first[top]) {
       mw_err_t e2 = {0};
-      int vrc = mw_datafile_read_column(&f, c, &data[c], &e2);
+      const mw_field_t *fld = &f.schema.fields[top];
+      if (c < n_leaves && fld != leaves[c]) j_set(e, "of_field", j_str(fld->name));
+      int vrc = mw_column_init(&data[top], fld);
+      if (vrc == 0) vrc = mw_datafile_read_column(&f, top, &data[top], &e2);
       if (vrc == 0) {
-        have[c] = true;
-        if (o->max_rows != 0) j_set(e, "values", column_rows_j(&f.schema.fields[c], &data[c], cap_rows(o, data[c].length)));
+        have[top] = true;
+        if (o->max_rows != 0) j_set(e, "values", column_rows_j(fld, &data[top], cap_rows(o, data[top].length)));
       } else {
         rc = mw_err_set(err, vrc, "%s", e2.msg);
       }
+      top++;
     }
   }
+  free(leaves);
+  free(first);
   /* zone write seeds, validated against the values */
   if (rc == 0) {
     j_t *seeds = j_set(out, "zone_seeds", j_arr());
@@ -809,7 +830,7 @@ static int show_datafile_v2(const uint8_t *p, size_t n, mw_kind_t kind, const mw
     j_set(pk, "sorted_by_key_then_row", j_bool(bad < 0));
     if (bad >= 0) j_set(pk, "first_unsorted_entry", j_int(bad));
   }
-  for (size_t i = 0; i < f.schema.n_fields; i++) column_free(&data[i]);
+  for (size_t i = 0; i < f.schema.n_fields; i++) mw_column_free(&data[i]);
   free(data);
   free(have);
   mw_datafile_close(&f);
