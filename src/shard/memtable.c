@@ -1,10 +1,9 @@
 /*
  * memtable.c — see memtable.h.
  *
- * The index is open addressing with linear probing over PK hashes (already
- * SipHash outputs, so the low bits are uniform). It grows at 50% load so
- * probes stay short; each slot is a u32 row number + 1. The per-row hash
- * array doubles as the flush's dedup input and the bloom filter's keys.
+ * An append is a move: the batch's struct joins the array, its buffers are
+ * trimmed of builder slack, and the accounting sums grow. Nothing is hashed
+ * or indexed (memtable.h says why); the flush hashes the keys once.
  */
 #include "shard/memtable.h"
 
@@ -15,85 +14,41 @@
 
 #include "lance/bloom.h"
 
+int mw_memtable_schema_check(const mw_schema_t *schema, mw_err_t *err) {
+  assert(schema != NULL);
+  /* hashing zero rows checks everything but the values: PK positions, types */
+  mw_batch_t b;
+  int rc = mw_batch_init(&b, schema);
+  if (rc < 0) return mw_err_set(err, rc, "memtable: out of memory");
+  rc = mw_pk_hash_batch(&b, NULL, err);
+  mw_batch_free(&b);
+  return rc;
+}
+
 int mw_memtable_init(mw_memtable_t *m, const mw_schema_t *schema, uint64_t generation) {
   assert(m != NULL && schema != NULL);
   memset(m, 0, sizeof *m);
+  int rc = mw_memtable_schema_check(schema, NULL);
+  if (rc < 0) return rc;
   m->schema = schema;
   m->generation = generation;
-  m->index_cap = 1024;
-  m->index = calloc(m->index_cap, sizeof *m->index);
-  return m->index ? 0 : -ENOMEM;
+  return 0;
 }
 
 void mw_memtable_free(mw_memtable_t *m) {
   if (m == NULL) return;
   for (size_t i = 0; i < m->n_batches; i++) mw_batch_free(&m->batches[i]);
   free(m->batches);
-  free(m->hashes);
-  free(m->index);
   memset(m, 0, sizeof *m);
 }
 
-static int index_grow(mw_memtable_t *m) {
-  size_t cap = m->index_cap * 2;
-  uint32_t *idx = calloc(cap, sizeof *idx);
-  if (idx == NULL) return -ENOMEM;
-  for (size_t i = 0; i < m->index_cap; i++) {
-    uint32_t v = m->index[i];
-    if (v == 0) continue;
-    size_t s = m->hashes[v - 1] & (cap - 1);
-    while (idx[s] != 0) s = (s + 1) & (cap - 1);
-    idx[s] = v;
-  }
-  free(m->index);
-  m->index = idx;
-  m->index_cap = cap;
-  return 0;
-}
-
-/* Point the key's slot at `row`; counts new keys. */
-static void index_put(mw_memtable_t *m, uint64_t h, int64_t row) {
-  size_t s = h & (m->index_cap - 1);
-  while (m->index[s] != 0) {
-    if (m->hashes[m->index[s] - 1] == h) {
-      m->index[s] = (uint32_t)(row + 1);
-      return;
-    }
-    s = (s + 1) & (m->index_cap - 1);
-  }
-  m->index[s] = (uint32_t)(row + 1);
-  m->n_keys++;
-}
-
-int64_t mw_memtable_lookup(const mw_memtable_t *m, uint64_t h) {
-  size_t s = h & (m->index_cap - 1);
-  while (m->index[s] != 0) {
-    if (m->hashes[m->index[s] - 1] == h) return (int64_t)m->index[s] - 1;
-    s = (s + 1) & (m->index_cap - 1);
-  }
-  return -1;
-}
-
-static int reserve(mw_memtable_t *m, int64_t rows) {
-  if (m->n_batches == m->cap_batches) {
-    size_t cap = m->cap_batches ? m->cap_batches * 2 : 16;
-    mw_batch_t *b = realloc(m->batches, cap * sizeof *b);
-    if (b == NULL) return -ENOMEM;
-    m->batches = b;
-    m->cap_batches = cap;
-  }
-  if (m->n_rows + rows > m->cap_rows) {
-    /* grow by a quarter, not double: the hashes live as long as the
-     * MemTable, and a large realloc moves pages (mremap), not bytes */
-    int64_t cap = m->cap_rows ? m->cap_rows + m->cap_rows / 4 : 1024;
-    if (cap < m->n_rows + rows) cap = m->n_rows + rows;
-    uint64_t *h = realloc(m->hashes, (size_t)cap * sizeof *h);
-    if (h == NULL) return -ENOMEM;
-    m->hashes = h;
-    m->cap_rows = cap;
-  }
-  while ((size_t)(m->n_keys + rows) * 2 > m->index_cap)
-    if (index_grow(m) < 0) return -ENOMEM;
+static int reserve(mw_memtable_t *m) {
+  if (m->n_batches < m->cap_batches) return 0;
+  size_t cap = m->cap_batches ? m->cap_batches * 2 : 16;
+  mw_batch_t *b = realloc(m->batches, cap * sizeof *b);
+  if (b == NULL) return -ENOMEM;
+  m->batches = b;
+  m->cap_batches = cap;
   return 0;
 }
 
@@ -114,8 +69,12 @@ static int64_t count_tombstones(const mw_batch_t *b) {
   int t = mw_schema_find(b->schema, "_tombstone");
   if (t < 0 || b->schema->fields[t].type != MW_T_BOOL) return 0;
   const mw_column_t *c = &b->cols[t];
-  int64_t n = 0;
-  for (int64_t r = 0; r < c->length; r++) n += mw_bit_get(c->values.data, r);
+  assert(c->values.len * 8 >= (size_t)c->length);
+  /* whole bytes, then the last one masked: bits past the length may be set
+   * in bitmaps decoded from Arrow IPC (batch.h) */
+  int64_t n = 0, whole = c->length / 8;
+  for (int64_t i = 0; i < whole; i++) n += __builtin_popcount(c->values.data[i]);
+  if (c->length % 8) n += __builtin_popcount(c->values.data[whole] & ((1u << (c->length % 8)) - 1));
   return n;
 }
 
@@ -142,12 +101,8 @@ int mw_memtable_append(mw_memtable_t *m, mw_batch_t *batch, uint64_t wal_positio
   if (m->n_batches >= MW_MEMTABLE_MAX_BATCHES || m->n_rows + batch->n_rows > MW_MEMTABLE_MAX_ROWS)
     return mw_err_set(err, -EFBIG, "memtable: hard limit reached (%zu batches, %lld rows)",
                       m->n_batches, (long long)m->n_rows);
-  int rc = reserve(m, batch->n_rows);
-  if (rc < 0) return mw_err_set(err, rc, "memtable: out of memory");
+  if (reserve(m) < 0) return mw_err_set(err, -ENOMEM, "memtable: out of memory");
   batch->schema = m->schema;
-  rc = mw_pk_hash_batch(batch, m->hashes + m->n_rows, err);
-  if (rc < 0) return rc;
-  for (int64_t r = 0; r < batch->n_rows; r++) index_put(m, m->hashes[m->n_rows + r], m->n_rows + r);
   m->n_rows += batch->n_rows;
   m->in_memory_bytes += mw_batch_lance_bytes(batch);
   m->primary_key_bytes += pk_bytes(batch);
@@ -156,7 +111,8 @@ int mw_memtable_append(mw_memtable_t *m, mw_batch_t *batch, uint64_t wal_positio
   m->batches[m->n_batches++] = *batch;
   memset(batch, 0, sizeof *batch);
   if (wal_position) mw_memtable_cover(m, wal_position);
-  assert(m->n_keys <= m->n_rows);
+  assert(m->n_tombstones <= m->n_rows);
+  assert(m->n_batches <= m->cap_batches);
   return 0;
 }
 
@@ -180,8 +136,7 @@ static size_t column_heap_bytes(const mw_column_t *c) {
 
 int64_t mw_memtable_heap_bytes(const mw_memtable_t *m) {
   assert(m != NULL);
-  size_t n = m->cap_batches * sizeof *m->batches + (size_t)m->cap_rows * sizeof *m->hashes +
-             m->index_cap * sizeof *m->index;
+  size_t n = m->cap_batches * sizeof *m->batches;
   for (size_t i = 0; i < m->n_batches; i++) {
     const mw_batch_t *b = &m->batches[i];
     n += b->schema->n_fields * sizeof *b->cols;

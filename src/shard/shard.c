@@ -1307,6 +1307,8 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
   s->cfg = *cfg;
   if (schema->n_fields == 0 || strcmp(schema->fields[schema->n_fields - 1].name, "_tombstone") != 0)
     return mw_err_set(err, -EINVAL, "shard: the table schema must end with _tombstone");
+  int mrc = mw_memtable_schema_check(schema, err);
+  if (mrc < 0) return mrc;
   if (s->cfg.durable_write && s->cfg.max_wal_flush_interval_ms == 0 && s->cfg.max_wal_inflight == 0)
     return mw_err_set(err, -EINVAL, "shard: durable_write needs a WAL flush trigger");
   mw_shard_uuid_format(shard_id, s->id_str);

@@ -1,6 +1,7 @@
 /*
- * test_memtable.c — MemTable: append, last-write-wins index, tombstone and
- * Lance accounting (memwal.md §6.3 checks), freeze limits.
+ * test_memtable.c — MemTable: append (rows kept in insert order, so the
+ * flush's dedup makes the last write win), tombstone and Lance accounting
+ * (memwal.md §6.3 checks), freeze limits, memory close to the Arrow size.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -34,13 +35,24 @@ static void add_row(mw_batch_t *b, int64_t id, const char *name, double v, int t
   b->n_rows++;
 }
 
-static uint64_t hash_i64(int64_t id) {
-  uint8_t buf[9] = {0};
-  memcpy(buf + 1, &id, 8);
-  return mw_siphash13(0, 0, buf, 9);
+/* What the flush does with the MemTable's rows (sstable.c steps 2-3): hash
+ * every key in insert order, then mark the rows a later row supersedes.
+ * Returns how many died; dead[] gets their row numbers, ascending. */
+static int64_t flush_dedup(const mw_memtable_t *m, uint32_t *dead) {
+  uint64_t *h = malloc(sizeof *h * (size_t)(m->n_rows + 1));
+  assert_non_null(h);
+  int64_t at = 0;
+  for (size_t i = 0; i < m->n_batches; i++) {
+    assert_int_equal(mw_pk_hash_batch(&m->batches[i], h + at, NULL), 0);
+    at += m->batches[i].n_rows;
+  }
+  assert_int_equal(at, m->n_rows);
+  int64_t n = mw_dedup_deletions(h, m->n_rows, dead);
+  free(h);
+  return n;
 }
 
-static void test_last_write_wins(void **state) {
+static void test_last_write_wins_at_flush(void **state) {
   (void)state;
   mw_schema_t s;
   make_schema(&s);
@@ -55,19 +67,60 @@ static void test_last_write_wins(void **state) {
   assert_int_equal(mw_memtable_append(&m, &b, 1, NULL), 0);
   assert_null(b.cols); /* moved in */
   assert_int_equal(m.n_rows, 3);
-  assert_int_equal(m.n_keys, 2);
-  assert_int_equal(mw_memtable_lookup(&m, hash_i64(1)), 2);
-  assert_int_equal(mw_memtable_lookup(&m, hash_i64(2)), 1);
-  assert_int_equal(mw_memtable_lookup(&m, hash_i64(3)), -1);
+  assert_int_equal(m.n_tombstones, 0);
 
   assert_int_equal(mw_batch_init(&b, &s), 0);
   add_row(&b, 2, NULL, 0.0, 1); /* delete id 2 */
   assert_int_equal(mw_memtable_append(&m, &b, 2, NULL), 0);
-  assert_int_equal(mw_memtable_lookup(&m, hash_i64(2)), 3);
+  assert_int_equal(m.n_rows, 4);
+  assert_int_equal(m.n_batches, 2);
   assert_int_equal(m.n_tombstones, 1);
   assert_int_equal(m.first_wal_position, 1);
   assert_int_equal(m.last_wal_position, 2);
   assert_int_equal(m.primary_key_bytes, 32);
+  /* rows stay in insert order: the flush keeps row 2 (id 1 = "a2") and
+   * row 3 (the delete of id 2), and masks rows 0 and 1 */
+  uint32_t dead[4];
+  assert_int_equal(flush_dedup(&m, dead), 2);
+  assert_int_equal(dead[0], 0);
+  assert_int_equal(dead[1], 1);
+  size_t n;
+  const uint8_t *name = mw_column_bytes(&m.batches[0].cols[1], 2, &n);
+  assert_memory_equal(name, "a2", 2);
+  mw_memtable_free(&m);
+  mw_schema_free(&s);
+}
+
+/* A schema the flush cannot hash is refused up front, not at the flush. */
+static void test_schema_without_key_refused(void **state) {
+  (void)state;
+  mw_schema_t s;
+  mw_schema_init(&s);
+  mw_schema_add(&s, "v", MW_T_FLOAT64, true);
+  mw_schema_add(&s, "_tombstone", MW_T_BOOL, false);
+  mw_err_t err = {0};
+  assert_int_equal(mw_memtable_schema_check(&s, &err), -EINVAL);
+  assert_non_null(strstr(err.msg, "primary key"));
+  mw_memtable_t m;
+  assert_int_equal(mw_memtable_init(&m, &s, 1), -EINVAL);
+  s.fields[0].pk_position = 1; /* a float key: Lance 12 cannot hash it */
+  assert_int_equal(mw_memtable_schema_check(&s, NULL), -ENOTSUP);
+  mw_schema_free(&s);
+}
+
+/* Tombstones are counted from the bitmap's bits inside the batch only. */
+static void test_tombstones_counted(void **state) {
+  (void)state;
+  mw_schema_t s;
+  make_schema(&s);
+  mw_memtable_t m;
+  assert_int_equal(mw_memtable_init(&m, &s, 1), 0);
+  mw_batch_t b;
+  assert_int_equal(mw_batch_init(&b, &s), 0);
+  for (int i = 0; i < 19; i++) add_row(&b, i, NULL, 0, i % 3 == 0); /* 0,3,..,18: 7 */
+  b.cols[3].values.data[2] |= 0xf8; /* bits past row 18 set, as IPC may leave them */
+  assert_int_equal(mw_memtable_append(&m, &b, 1, NULL), 0);
+  assert_int_equal(m.n_tombstones, 7);
   mw_memtable_free(&m);
   mw_schema_free(&s);
 }
@@ -103,13 +156,12 @@ static void test_many_rows_and_limits(void **state) {
   }
   assert_true(mw_memtable_full(&m, &lim));
   assert_int_equal(m.n_rows, 100000);
-  assert_int_equal(m.n_keys, 60000);
-  /* the newest row of key 5 is row 60005 */
-  assert_int_equal(mw_memtable_lookup(&m, hash_i64(5)), 60005);
-  assert_int_equal(mw_memtable_lookup(&m, hash_i64(59999)), 59999);
-  /* the index agrees with flush-time dedup: superseded rows = rows - keys */
+  assert_int_equal(m.n_batches, 50);
+  /* keys 0..59999, then 0..39999 again: the flush masks the first 40 000 */
   uint32_t *del = malloc(sizeof *del * (size_t)m.n_rows);
-  assert_int_equal(mw_dedup_deletions(m.hashes, m.n_rows, del), m.n_rows - m.n_keys);
+  assert_int_equal(flush_dedup(&m, del), 40000);
+  assert_int_equal(del[0], 0);
+  assert_int_equal(del[39999], 39999);
   free(del);
   mw_memtable_free(&m);
   mw_schema_free(&s);
@@ -117,8 +169,8 @@ static void test_many_rows_and_limits(void **state) {
 
 /* A stored batch keeps no builder slack: the buffers of 50 batches of 2 000
  * rows grown by doubling hold their Arrow size (Lance's in_memory_bytes)
- * within 2% once stored, their values intact; the PK hashes and index add
- * at most 24 B a row. */
+ * within 2% once stored, their values intact; beside them the MemTable
+ * holds only the batch and column structs (no per-row index). */
 static void test_heap_close_to_arrow_size(void **state) {
   (void)state;
   mw_schema_t s;
@@ -133,13 +185,12 @@ static void test_heap_close_to_arrow_size(void **state) {
     assert_true(b.cols[1].values.cap > b.cols[1].values.len + b.cols[1].values.len / 8); /* slack */
     assert_int_equal(mw_memtable_append(&m, &b, (uint64_t)batch + 1, NULL), 0);
   }
-  /* the column buffers: what is held beside the hashes, index and structs */
-  int64_t index = (int64_t)(m.cap_rows * sizeof *m.hashes + m.index_cap * sizeof *m.index);
+  /* the column buffers: what is held beside the structs */
   int64_t structs = (int64_t)(m.cap_batches * sizeof *m.batches + m.n_batches * s.n_fields * sizeof(mw_column_t));
-  int64_t buffers = mw_memtable_heap_bytes(&m) - index - structs;
+  int64_t buffers = mw_memtable_heap_bytes(&m) - structs;
   assert_true(buffers >= m.in_memory_bytes - 40 * 50);
   assert_true(buffers * 100 <= m.in_memory_bytes * 102); /* doubling left up to 2x before the shrink */
-  assert_true(index <= 24 * m.n_rows); /* 8 B of hash, 4 B per index slot at <= 1/2 load, growth */
+  assert_true(mw_memtable_heap_bytes(&m) * 100 <= m.in_memory_bytes * 103);
   const mw_batch_t *last = &m.batches[49];
   assert_int_equal(last->cols[1].values.cap, last->cols[1].values.len);
   int64_t v;
@@ -149,7 +200,6 @@ static void test_heap_close_to_arrow_size(void **state) {
   const uint8_t *name = mw_column_bytes(&last->cols[1], 1999, &n);
   assert_int_equal(n, 21);
   assert_memory_equal(name, "customer-000000000042", 21);
-  assert_int_equal(mw_memtable_lookup(&m, hash_i64(99999)), 99999);
   mw_memtable_free(&m);
   mw_schema_free(&s);
 }
@@ -179,7 +229,9 @@ static void test_schema_mismatch_refused(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_last_write_wins),
+      cmocka_unit_test(test_last_write_wins_at_flush),
+      cmocka_unit_test(test_schema_without_key_refused),
+      cmocka_unit_test(test_tombstones_counted),
       cmocka_unit_test(test_lance_accounting),
       cmocka_unit_test(test_many_rows_and_limits),
       cmocka_unit_test(test_heap_close_to_arrow_size),
