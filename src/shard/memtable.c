@@ -82,14 +82,16 @@ static int64_t count_tombstones(const mw_batch_t *b) {
  * double as they grow, so up to half of each can be unused), which would
  * otherwise cost up to 2x the rows' size for as long as the MemTable
  * lives (memory bound: MemTable bytes close to the Arrow size). */
+static void shrink_column(mw_column_t *c) {
+  mw_buf_shrink(&c->validity);
+  mw_buf_shrink(&c->values);
+  mw_buf_shrink(&c->offsets);
+  mw_buf_shrink(&c->item_validity);
+  for (uint32_t i = 0; i < c->n_children; i++) shrink_column(&c->children[i]);
+}
+
 static void shrink_batch(mw_batch_t *b) {
-  for (size_t i = 0; i < b->schema->n_fields; i++) {
-    mw_column_t *c = &b->cols[i];
-    mw_buf_shrink(&c->validity);
-    mw_buf_shrink(&c->values);
-    mw_buf_shrink(&c->offsets);
-    mw_buf_shrink(&c->item_validity);
-  }
+  for (size_t i = 0; i < b->schema->n_fields; i++) shrink_column(&b->cols[i]);
 }
 
 int mw_memtable_append(mw_memtable_t *m, mw_batch_t *batch, uint64_t wal_position, mw_err_t *err) {
@@ -131,7 +133,10 @@ bool mw_memtable_full(const mw_memtable_t *m, const mw_memtable_limits_t *lim) {
 }
 
 static size_t column_heap_bytes(const mw_column_t *c) {
-  return c->validity.cap + c->values.cap + c->offsets.cap + c->item_validity.cap;
+  size_t n = c->validity.cap + c->values.cap + c->offsets.cap + c->item_validity.cap +
+             c->n_children * sizeof *c->children;
+  for (uint32_t i = 0; i < c->n_children; i++) n += column_heap_bytes(&c->children[i]);
+  return n;
 }
 
 int64_t mw_memtable_heap_bytes(const mw_memtable_t *m) {
