@@ -533,7 +533,9 @@ static void command(void *data, int argc, const char *const *argv, mw_admin_req_
     return;
   }
   bool claim = strcmp(argv[0], "claim") == 0;
-  o->s = mw_table_shard(o->t, id, claim);
+  /* an operator's claim takes a shard over even when another daemon was
+   * configured to own it (failover: README) */
+  o->s = claim ? mw_table_adopt(o->t, id) : mw_table_shard(o->t, id, false);
   if (o->s && strncmp(argv[2], "identity-", 9) == 0) mw_table_shard_set_key(o->t, id, argv[2] + 9);
   if (!o->s) {
     op_done(o, -ENOENT, claim ? "this daemon does not own that shard"

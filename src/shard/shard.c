@@ -862,6 +862,7 @@ static void become_active(mw_shard_t *s, uint64_t hole) {
               ", %" PRId64 " rows replayed",
               s->id_str, s->epoch, hole, s->active->m.n_rows);
   mw_wal_start(&s->wal, hole);
+  if (s->on_active != NULL) s->on_active(s);
   mw_memtable_limits_t l = limits(s);
   if (mw_memtable_full(&s->active->m, &l)) freeze_active(s);
   if (s->ctl == CTL_CLAIM || s->ctl == CTL_UNSEAL) ctl_done(s, 0, NULL);

@@ -176,6 +176,9 @@ typedef struct mw_shard_stats {
 struct mw_shard {
   void *data;
   void (*on_backpressure)(mw_shard_t *s, bool on);
+  /* Called each time the shard becomes ACTIVE (a claim or unseal done,
+   * its WAL replayed; s->epoch is the epoch it holds). */
+  void (*on_active)(mw_shard_t *s);
   /* private */
   uv_loop_t *loop;
   mw_storage_t *st;

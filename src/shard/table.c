@@ -304,6 +304,7 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
   }
   mw_log_info("table %s: base version %" PRIu64 ", %zu columns, sharding %d", path, t->meta.version,
               t->schema.n_fields - 1, (int)t->kind);
+  mw_owners_init(&t->owners, loop, t->st, opts->self);
   sweep_start(t);
   *out = t;
   return 0;
@@ -318,6 +319,7 @@ static void on_storage_closed(void *arg) {
   for (size_t i = 0; i < t->n_shards; i++) free(t->shards[i]);
   free(t->shards);
   drop_free(t);
+  mw_owners_free(&t->owners);
   mw_table_meta_free(&t->meta);
   mw_schema_free(&t->schema);
   free(t->owned);
@@ -372,6 +374,56 @@ bool mw_table_owns(const mw_table_t *t, const uint8_t id[16]) {
   return false;
 }
 
+/* A shard became ACTIVE here: say so in its owner record. */
+static mw_shard_t *shard_get(mw_table_t *t, const uint8_t id[16], bool create, bool any_owner);
+
+mw_shard_t *mw_table_adopt(mw_table_t *t, const uint8_t id[16]) {
+  assert(t != NULL && id != NULL);
+  if (!mw_table_owns(t, id)) {
+    if (t->n_owned >= MW_TABLE_MAX_SHARDS) return NULL;
+    uint8_t(*p)[16] = realloc(t->owned, (t->n_owned + 1) * 16);
+    if (p == NULL) return NULL;
+    t->owned = p;
+    memcpy(t->owned[t->n_owned++], id, 16);
+    char s[MW_UUID_STR_BYTES];
+    mw_shard_uuid_format(id, s);
+    mw_log_notice("table %s: taking over shard %s (not among this daemon's configured shards)",
+                  t->path, s);
+  }
+  return shard_get(t, id, true, false);
+}
+
+int mw_table_disown(mw_table_t *t, const uint8_t id[16]) {
+  assert(t != NULL && id != NULL);
+  mw_shard_t *s = shard_get(t, id, false, true);
+  if (s != NULL && mw_shard_state(s) != MW_SS_NEW) return -EBUSY;
+  if (t->own_all) { /* "all": spell the shards out, then take one away */
+    size_t n = t->kind == MW_SHARDING_BUCKET ? t->num_buckets : t->kind == MW_SHARDING_UNSHARDED ? 1 : 0;
+    if (n == 0) return -EINVAL; /* identity: the shards cannot be listed */
+    uint8_t(*ids)[16] = malloc(n * 16);
+    if (ids == NULL) return -ENOMEM;
+    memcpy(ids, t->route_ids, n * 16);
+    free(t->owned);
+    t->owned = ids;
+    t->n_owned = n;
+    t->own_all = false;
+  }
+  for (size_t i = 0; i < t->n_owned; i++)
+    if (memcmp(t->owned[i], id, 16) == 0) {
+      memmove(t->owned[i], t->owned[i + 1], (t->n_owned - i - 1) * 16);
+      t->n_owned--;
+      return 0;
+    }
+  return 0;
+}
+
+static void on_shard_active(mw_shard_t *s) {
+  mw_table_t *t = s->data;
+  assert(t != NULL && s->epoch > 0);
+  for (size_t i = 0; i < t->n_shards; i++)
+    if (&t->shards[i]->shard == s) mw_owners_record(&t->owners, t->shards[i]->id, s->epoch);
+}
+
 static mw_shard_t *shard_get(mw_table_t *t, const uint8_t id[16], bool create, bool any_owner) {
   for (size_t i = 0; i < t->n_shards; i++)
     if (memcmp(t->shards[i]->id, id, 16) == 0) return &t->shards[i]->shard;
@@ -394,6 +446,7 @@ static mw_shard_t *shard_get(mw_table_t *t, const uint8_t id[16], bool create, b
   }
   ts->shard.data = t;
   ts->shard.on_backpressure = t->on_backpressure;
+  ts->shard.on_active = on_shard_active;
   t->shards[t->n_shards++] = ts;
   return &ts->shard;
 }

@@ -43,6 +43,7 @@
 #include "lance/batch.h"
 #include "lance/dataset_manifest.h"
 #include "shard/compact.h"
+#include "shard/owners.h"
 #include "shard/shard.h"
 #include "storage/storage.h"
 
@@ -74,6 +75,9 @@ typedef struct mw_table_opts {
    * open; without it such a table is refused, naming the flag. */
   bool zone_write_seeds;
   uint64_t zone_seed_rows_per_zone; /* 0 = 8192 */
+  /* The daemon's identity for owner records (shard/owners.h); NULL = none
+   * written. Must outlive the table. */
+  const mw_owner_self_t *self;
 } mw_table_opts_t;
 
 /* "identity-" + at most this many bytes of the value are kept for status. */
@@ -134,6 +138,7 @@ typedef struct mw_table {
   mw_table_drop_t *drop;
   mw_storage_req_t sweep_req;       /* the sweep at open */
   bool sweep_done;
+  mw_owners_t owners;               /* owner records (shard/owners.h) */
   size_t swept;                     /* leftovers it removed */
   /* compaction into the base table (compact.h); stopped before a drop or
    * a close */
@@ -171,6 +176,13 @@ bool mw_table_owns(const mw_table_t *t, const uint8_t id[16]);
 /* Remember "identity-<value>" (value as text) for shard id when its record
  * exists and has no key yet; cut to MW_TABLE_SHARD_KEY_VALUE_BYTES. */
 void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *value);
+/* An operator's claim of a shard this daemon was not configured to own
+ * (failover): from now on the daemon owns it. Returns the shard (created
+ * NEW) or NULL (-ENOMEM, MW_TABLE_MAX_SHARDS). */
+mw_shard_t *mw_table_adopt(mw_table_t *t, const uint8_t id[16]);
+/* Stop owning a shard that is not running here (state NEW): writes for it
+ * get not_owner, claim_owned skips it. -EBUSY when it runs. */
+int mw_table_disown(mw_table_t *t, const uint8_t id[16]);
 /* Eager start: claim every owned shard the spec can name (unsharded: one;
  * bucket: every owned bucket; identity: the listed ones). Returns how many
  * claims were started. */

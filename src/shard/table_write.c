@@ -93,10 +93,11 @@ static void parts_free(route_parts_t *p) {
 static int64_t part_add(mw_table_t *t, route_parts_t *p, const uint8_t id[16], int64_t row,
                         mw_err_t *err) {
   if (!mw_table_owns(t, id)) {
-    char s[MW_UUID_STR_BYTES];
+    char s[MW_UUID_STR_BYTES], owner[MW_OWNER_ADDRESS_BYTES + 64];
     mw_shard_uuid_format(id, s);
-    return mw_err_set(err, -EXDEV, "row %" PRId64 " belongs to shard %s, which this daemon does not own",
-                      row, s);
+    size_t n = mw_owners_describe(&t->owners, id, owner, sizeof owner); /* the owner, if known */
+    return mw_err_set(err, -EXDEV, "row %" PRId64 " belongs to shard %s, which this daemon does not own%s%s",
+                      row, s, n ? "; " : "", owner);
   }
   if (p->n == MW_TABLE_MAX_PARTS)
     return mw_err_set(err, -E2BIG, "one batch spans more than %d shards", MW_TABLE_MAX_PARTS);
