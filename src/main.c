@@ -247,6 +247,11 @@ static int start_front(mw_daemon_t *d) {
   }
   for (size_t i = 0; i < d->cfg.n_listen; i++)
     mw_log_notice("listening on %s (port %d)", d->cfg.listen[i], mw_server_port(d->server, i));
+  /* owner records name this address (several daemons on one table) */
+  char addr[MW_OWNER_ADDRESS_BYTES] = "";
+  if (d->cfg.n_listen > 0)
+    mw_daemon_owner_address(d->cfg.listen[0], mw_server_port(d->server, 0), addr, sizeof addr);
+  mw_daemon_owner_serve(&d->tables.owner, d->storage, addr);
   if (d->admin) mw_log_notice("admin socket %s", d->cfg.admin_socket);
   if (d->http) mw_log_notice("metrics at http://%s/metrics", d->cfg.metrics_listen);
   return 0;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "lance/route.h"
@@ -187,10 +188,33 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
   return n;
 }
 
+/* Open the table. After a lost create race the winner may still be writing
+ * its files (version 1 without the MemWAL index, then version 2): then the
+ * open is repeated, every MW_DAEMON_CREATE_WAIT_STEP_MS, until it succeeds
+ * or MW_DAEMON_CREATE_WAIT_MS have passed (start-up: nothing is served). */
+#define MW_DAEMON_CREATE_WAIT_MS 20000
+#define MW_DAEMON_CREATE_WAIT_STEP_MS 100
+
+static int open_table(uv_loop_t *loop, const mw_table_config_t *tc, const mw_table_opts_t *o,
+                      bool raced, mw_table_t **t, mw_err_t *err) {
+  uint64_t deadline = uv_hrtime() + (uint64_t)MW_DAEMON_CREATE_WAIT_MS * 1000000u;
+  for (;;) {
+    mw_err_t e = {0};
+    int rc = mw_table_open(loop, tc->uri, o, t, &e);
+    if (rc == 0) return 0;
+    bool again = raced && uv_hrtime() < deadline && (rc == -ENOTSUP || rc == -ENOENT);
+    if (!again) return mw_err_set(err, rc, "%s", e.msg);
+    mw_log_info("table %s: %s; waiting for the other creator to finish", tc->name, e.msg);
+    usleep(MW_DAEMON_CREATE_WAIT_STEP_MS * 1000);
+  }
+}
+
 int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
                           mw_err_t *err) {
   memset(dt, 0, sizeof *dt);
   dt->loop = loop;
+  int orc = mw_daemon_owner_open(&dt->owner, cfg, err);
+  if (orc < 0) return mw_err_set(err, orc, "data_dir %s: node identity", cfg->data_dir);
   for (size_t i = 0; i < cfg->n_tables; i++) {
     const mw_table_config_t *tc = &cfg->tables[i];
     mw_storage_config_t sc;
@@ -200,10 +224,11 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
     size_t n = writer_settings(tc, keys, values, buf);
     mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
                          .allow_maintained_indexes = tc->allow_unmaintained_indexes,
-                         .storage = &sc,
+                         .storage = &sc, .self = &dt->owner.self,
                          .zone_write_seeds = tc->zone_write_seeds,
                          .zone_seed_rows_per_zone =
                              tc->zone_seed_rows_per_zone > 0 ? (uint64_t)tc->zone_seed_rows_per_zone : 0};
+    bool raced = false; /* another process created the table as we tried to */
     int rc = mw_table_drop_interrupted(tc->uri, &o, err);
     if (rc < 0) return mw_err_set(err, rc, "[table %s] cannot check %s", tc->name, tc->uri);
     if (rc == 1) {
@@ -217,10 +242,13 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
       if (!tc->create)
         return mw_err_set(err, -ENOENT, "[table %s] no Lance table at %s (set create = true to "
                           "create it)", tc->name, tc->uri);
-      rc = mw_daemon_table_create(tc, &o, err);
+      mw_err_t cerr = {0};
+      rc = mw_daemon_table_create(tc, &o, &cerr);
       if (rc == -EEXIST) {
         mw_log_notice("table %s: another process created %s first; opening it", tc->name, tc->uri);
+        raced = true;
       } else if (rc < 0) {
+        mw_err_set(err, rc, "%s", cerr.msg);
         return mw_err_set(err, rc, "[table %s] create %s failed", tc->name, tc->uri);
       } else {
         mw_log_notice("table %s: created %s (%s, primary key %s)", tc->name, tc->uri, tc->spec,
@@ -230,10 +258,13 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
     mw_table_t *t = NULL;
     rc = mw_testhook_fault(tc->uri, &sc.fault, err); /* tests only (daemon/testhook.h) */
     if (rc < 0) return rc;
-    if ((rc = mw_table_open(loop, tc->uri, &o, &t, err)) < 0) return rc;
+    if ((rc = open_table(loop, tc, &o, raced, &t, err)) < 0) return rc;
     mw_testhook_attach(tc->uri, t->st);
     dt->tables[dt->n++] = t;
     if ((rc = set_owned(t, tc, err)) < 0) return rc;
+    /* shards taken over by a peer while we were down are given up here */
+    if ((rc = mw_daemon_owner_check(&dt->owner, dt->n - 1, tc->name, t, &sc, err)) < 0)
+      return mw_err_set(err, rc, "[table %s] ownership check", tc->name);
     if ((rc = mw_fe_tables_add(&dt->fe, tc->name, t)) < 0)
       return mw_err_set(err, rc, "[table %s] cannot register", tc->name);
     if (tc->claim == MW_CLAIM_EAGER && (rc = mw_table_claim_owned(t)) < 0)

@@ -24,6 +24,7 @@
 
 #include "common/err.h"
 #include "daemon/config.h"
+#include "daemon/ownership.h"
 #include "net/engine_table.h"
 #include "shard/table.h"
 
@@ -31,6 +32,7 @@ typedef struct mw_daemon_tables {
   mw_table_t *tables[MW_CONFIG_MAX_TABLES];
   size_t n;
   mw_fe_tables_t fe; /* names -> tables, for the front ends */
+  mw_daemon_owner_t owner; /* node identity, owner records (daemon/ownership.h) */
   /* shutdown */
   uv_loop_t *loop;
   uv_timer_t retry;           /* shards still claiming: look again */
