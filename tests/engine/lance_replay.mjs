@@ -17,6 +17,7 @@ import * as path from "node:path";
 import * as crypto from "node:crypto";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
+import { connect, tableLocation } from "../interop/lancedb_open.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const interop = path.resolve(here, "../interop");
@@ -67,9 +68,9 @@ function rowLine(row, fields) {
   return JSON.stringify(o);
 }
 
-const tableDir = path.resolve(pos[0]);
-const name = path.basename(tableDir, ".lance");
-const db = await lancedb.connect(path.dirname(tableDir));
+const loc = tableLocation(pos[0]); // a folder or s3://…
+const name = loc.name;
+const db = await connect(lancedb, loc);
 const table = await db.openTable(name);
 const schema = await table.schema();
 const fields = schema.fields.map((f) => f.name);

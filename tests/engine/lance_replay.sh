@@ -18,7 +18,14 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/mw-lance-replay.XXXXXX")
 cp -r "$vectors/$name/t.lance" "$scratch/t.lance"
 chmod -R u+w "$scratch"
 echo "scratch: $scratch"
-"$tool" model "$scratch/t.lance" --scenario "$scen" --model-out "$scratch/model.jsonl"
-node "$here/lance_replay.mjs" "$scratch/t.lance" --prior "$vectors/$name/expected.jsonl" \
+t=$scratch/t.lance
+if [ "${MW_TEST_S3:-0}" = 1 ]; then # on S3 (tests/s3/with-s3.sh; MW_S3_TOOL)
+  . "$here/../s3/s3lib.sh"
+  t=$(s3_table_up "$t" "replay") || exit 1
+  echo "table: $t"
+fi
+"$tool" model "$t" --scenario "$scen" --model-out "$scratch/model.jsonl"
+node "$here/lance_replay.mjs" "$t" --prior "$vectors/$name/expected.jsonl" \
   --model "$scratch/model.jsonl" --out "$scratch/got.jsonl"
+case $t in s3://*) s3_table_down "$t" ;; esac
 rm -rf "$scratch"

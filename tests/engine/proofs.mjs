@@ -31,6 +31,7 @@ import { spawn } from "node:child_process";
 import * as readline from "node:readline";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
+import { connect, tableLocation } from "../interop/lancedb_open.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const interop = path.resolve(here, "../interop");
@@ -53,9 +54,10 @@ if (!cmd || !tool || !tableArg) {
   console.error("usage: node proofs.mjs fence3|fence4|drop|gone|crash TOOL TABLE [--prior FILE]");
   process.exit(2);
 }
-const tableDir = path.resolve(tableArg);
-const dbDir = path.dirname(tableDir);
-const tname = path.basename(tableDir, ".lance");
+const loc = tableLocation(tableArg); // a folder or s3://… (MW_TEST_S3)
+const tableDir = loc.table;
+const dbDir = loc.db;
+const tname = loc.name;
 
 let failed = false;
 function check(ok, what) {
@@ -96,7 +98,7 @@ function child(argv) {
 }
 
 async function fields() {
-  const db = await lancedb.connect(dbDir);
+  const db = await connect(lancedb, loc);
   const t = await db.openTable(tname);
   const s = await t.schema();
   t.close();
@@ -117,7 +119,7 @@ const merge = (t, rows) => t.mergeInsert("id").whenMatchedUpdateAll().whenNotMat
 const range = (lo, n) => Array.from({ length: n }, (_, i) => lo + i);
 
 async function readAll() {
-  const db = await lancedb.connect(dbDir);
+  const db = await connect(lancedb, loc);
   const t = await db.openTable(tname);
   const rows = await t.query().toArray();
   t.close();
@@ -165,7 +167,7 @@ async function fence3() {
   const c = child(["hold", tableDir, "--lo", String(LO)]);
   await c.until(/^ready$/);
   // LanceDB opens the shard while we keep writing.
-  const db = await lancedb.connect(dbDir);
+  const db = await connect(lancedb, loc);
   const A = await db.openTable(tname);
   let err1 = null, err2 = null;
   try { await merge(A, rowsFor(range(LL, 20), "L1", fs_)); } catch (e) { err1 = e.message; }
@@ -205,7 +207,7 @@ async function fence3() {
 async function fence4() {
   const fs_ = await fields();
   const prior = priorIds();
-  const db = await lancedb.connect(dbDir);
+  const db = await connect(lancedb, loc);
   const A = await db.openTable(tname);
   await merge(A, rowsFor(range(LL, 20), "L1", fs_));
   console.log("LanceDB holds the shard (20 rows written)");
@@ -237,7 +239,7 @@ async function fence4() {
 async function gone() {
   let err = null;
   try {
-    const db = await lancedb.connect(dbDir);
+    const db = await connect(lancedb, loc);
     const t = await db.openTable(tname);
     await t.countRows();
   } catch (e) { err = e.message; }
@@ -247,7 +249,7 @@ async function gone() {
 
 async function drop() {
   const fs_ = await fields();
-  const db = await lancedb.connect(dbDir);
+  const db = await connect(lancedb, loc);
   // one mergeInsert per bucket (LanceDB wants each call to target one shard)
   const byBucket = new Map();
   for (const id of range(LL, 40)) {
@@ -273,7 +275,7 @@ async function drop() {
   const ids0 = range(LL + 1000, 100).filter((id) => bucketOf(BigInt(id), 4) === b0).slice(0, 5);
   try { await merge(handles[0], rowsFor(ids0, "L2", fs_)); } catch (e) { err = e.message; }
   console.log(`note: LanceDB's open writer after the drop: ${err ? "failed: " + err.slice(0, 200) : "succeeded (into the dropped shard directory)"}`);
-  const db2 = await lancedb.connect(dbDir);
+  const db2 = await connect(lancedb, loc);
   let err2 = null;
   try { const t = await db2.openTable(tname); await t.countRows(); } catch (e) { err2 = e.message; }
   check(err2 !== null, "the table still cannot be opened afterwards");
@@ -360,7 +362,7 @@ async function crash() {
 
 // Tables LanceDB makes that memwald must refuse at open, with the reason.
 async function refusals() {
-  const db = await lancedb.connect(dbDir);
+  const db = await connect(lancedb, loc);
   const base = range(0, 10).map((i) => ({ id: BigInt(i), name: `n${i}`, v: i }));
   const arrow = require("apache-arrow");
   const schema = new arrow.Schema([new arrow.Field("id", new arrow.Int64(), false),

@@ -7,6 +7,10 @@
 #
 # Needs node >= 20 and tests/interop/node_modules. The scratch folder is
 # removed on success and kept (path printed) on failure.
+#
+# MW_TEST_S3=1 (under tests/s3/with-s3.sh, MW_S3_TOOL set): the table is
+# uploaded to a bucket of its own and the proof runs on S3 (fence-lancedb-
+# opens, fence-we-take, seal-cycle, crash); the bucket goes on success.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 tool=$1; proof=$2; name=$3
@@ -18,6 +22,11 @@ chmod -R u+w "$scratch"
 echo "scratch: $scratch"
 t=$scratch/t.lance
 prior=$vectors/$name/expected.jsonl
+if [ "${MW_TEST_S3:-0}" = 1 ]; then
+  . "$here/../s3/s3lib.sh"
+  t=$(s3_table_up "$t" "proof") || exit 1
+  echo "table: $t"
+fi
 case $proof in
   fence-lancedb-opens) node "$here/proofs.mjs" fence3 "$tool" "$t" --prior "$prior" ;;
   fence-we-take) node "$here/proofs.mjs" fence4 "$tool" "$t" --prior "$prior" ;;
@@ -35,4 +44,5 @@ case $proof in
   crash) node "$here/proofs.mjs" crash "$tool" "$t" --prior "$prior" ;;
   *) echo "proofs: unknown proof $proof" >&2; exit 2 ;;
 esac
+case $t in s3://*) s3_table_down "$t" ;; esac
 rm -rf "$scratch"

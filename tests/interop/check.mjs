@@ -28,6 +28,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as crypto from "node:crypto";
 import { fileURLToPath } from "node:url";
+import { connect, tableLocation } from "./lancedb_open.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 if (!fs.existsSync(path.join(here, "node_modules", "@lancedb", "lancedb"))) {
@@ -78,9 +79,9 @@ if (pos.length !== 1 || (!opt.expected && !(opt.prior && opt.model) && !opt.out)
   console.error("usage: node check.mjs TABLE_DIR (--expected FILE | --prior FILE --model FILE) [--out FILE]");
   process.exit(2);
 }
-let tableDir = path.resolve(pos[0]);
-const db = await lancedb.connect(path.dirname(tableDir));
-const table = await db.openTable(path.basename(tableDir, ".lance"));
+const loc = tableLocation(pos[0]); // a folder or s3://…
+const db = await connect(lancedb, loc);
+const table = await db.openTable(loc.name);
 const schema = await table.schema();
 const fields = schema.fields.map((f) => f.name);
 // float32 values (scalars or fixed_size_list items) are printed widened to
