@@ -41,7 +41,8 @@ case $proof in
     "$tool" drop-fail "$t" --fail-bucket 2 --model-out "$scratch/model.jsonl"
     node "$here/lance_replay.mjs" "$t" --prior "$prior" --model "$scratch/model.jsonl" --out "$scratch/got.jsonl" ;;
   refusals) node "$here/proofs.mjs" refusals "$tool" "$scratch/x.lance" ;;
-  crash) node "$here/proofs.mjs" crash "$tool" "$t" --prior "$prior" ;;
+  crash) node "$here/proofs.mjs" crash "$tool" "$t" --prior "$prior" \
+           ${MW_PROOF_CRASH_ITERATIONS:+--iterations "$MW_PROOF_CRASH_ITERATIONS"} ;;
   *) echo "proofs: unknown proof $proof" >&2; exit 2 ;;
 esac
 case $t in s3://*) s3_table_down "$t" ;; esac
