@@ -8,7 +8,10 @@
 //
 //   node bench/ingest-peer.mjs [--seconds 5] [--warmup 1] [--shapes small,wide]
 //       [--batches 1,100,10000] [--configs default,max_wal_flush_interval_ms=1]
-//       [--dir SCRATCH]
+//       [--dir SCRATCH] [--s3 s3://BUCKET/PREFIX]
+//
+// --s3: the tables live under that S3 location instead of SCRATCH (endpoint
+// and keys from the AWS environment; bench/s3_ingest.py uses it).
 //
 // Row shapes and values as bench/ingest.c: id int64 not null, name utf8
 // "customer-%012d", v float64 (id % 1e6 + 0.25), and for `wide` vec
@@ -106,7 +109,12 @@ async function one(shape, config, B, k) {
     const i = config.indexOf("=");
     writerConfigDefaults[config.slice(0, i)] = config.slice(i + 1);
   }
-  const db = await lancedb.connect(d);
+  const db = opt.s3
+    ? await lancedb.connect(`${opt.s3}/${shape}_${k}_${B}`, { storageOptions: {
+        aws_endpoint: process.env.AWS_ENDPOINT_URL || process.env.MW_S3_ENDPOINT,
+        aws_access_key_id: process.env.AWS_ACCESS_KEY_ID, aws_secret_access_key: process.env.AWS_SECRET_ACCESS_KEY,
+        aws_region: process.env.AWS_REGION || "us-east-1", allow_http: "true" } })
+    : await lancedb.connect(d);
   const t = await db.createEmptyTable("t", schema, { mode: "overwrite" });
   await t.setUnenforcedPrimaryKey("id");
   await t.setLsmWriteSpec({ specType: "unsharded", maintainedIndexes: [], writerConfigDefaults });
