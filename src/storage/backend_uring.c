@@ -10,30 +10,37 @@
  * io-wq workers, and writes go there whenever they would block, so the loop
  * thread never blocks on the disk.
  *
- * A request has at most one SQE in flight; its steps are chained by the
- * state machine below rather than by IOSQE_IO_LINK, because short writes,
- * ENOENT-then-mkdir and EEXIST need decisions between steps. The ring has at
- * least max_inflight entries, so an SQE is always available.
+ * Step by step, a request has at most one SQE in flight and the state
+ * machine below decides between steps (short writes, ENOENT-then-mkdir and
+ * EEXIST need decisions). The ring has room for every request in flight to
+ * hold a whole chain (below), so an SQE is always available.
  *
- * The linked tail (the one exception): once a put's bytes are written in
- * full, nothing between its file fsync and its last directory close needs a
- * decision, so when no fault, hook or power-loss journal watches the
- * request, and its directory is already durable, those steps go to the
- * kernel as one IOSQE_IO_LINK chain:
+ * Linked chains: when no fault, hook or power-loss journal watches the
+ * request, the steps that need no decision go to the kernel as one
+ * IOSQE_IO_LINK chain. A put of at most MAX_IO_BYTES goes as one chain from
+ * its temp's open to its directory's close (one submission, one loop round
+ * trip per acknowledged put):
  *
- *   fsync(fd) -> close(fd) -> linkat|renameat(tmp, key) [-> unlinkat(tmp)]
- *     -> openat(dir, fixed slot) -> fsync(slot) -> close(slot)
+ *   openat(tmp, fixed slot) -> write(slot) -> fsync(slot) -> close(slot)
+ *     -> linkat|renameat(tmp, key) [-> unlinkat(tmp)]
+ *     -> openat(dir, same slot) -> fsync(slot) -> close(slot)
  *
- * The kernel starts each step only when the one before succeeded, in that
- * order, so the durability order is the step-by-step one; what changes is
- * that the loop is not woken to submit each next step (a put was 9 loop
- * round trips, now 3: open, write, the tail). The directory is opened into
- * a registered fixed-file slot (one per request in flight) so its fsync can
- * be linked. A failing step cancels the rest (-ECANCELED); the CQEs arrive
- * in order, and after the last one the state machine takes over from the
- * failed step exactly as if it had run alone (a failed unlink falls back to
- * the step-by-step directory fsync). Steps are announced to
- * mw_local__step() when the tail is prepared, which is why the tail is used
+ * A larger put opens and writes step by step, then sends the tail from its
+ * fsync on. The kernel starts each step only when the one before succeeded,
+ * in that order, so the durability order is the step-by-step one; what
+ * changes is that the loop is not woken to submit each next step (a put was
+ * 9 loop round trips, then 3 with the linked tail, now 1). The temp and then
+ * the directory are opened into a registered fixed-file slot (one per
+ * request in flight) so their fsyncs can be linked. A failing step cancels
+ * the rest (-ECANCELED), and so does a short write (checked on this kernel:
+ * a write cut short by RLIMIT_FSIZE in a chain completes with its byte count
+ * and the linked fsync and close get -ECANCELED, inline and from io-wq
+ * alike). After the chain's last CQE the state machine takes over from the
+ * failed step exactly as if it had run alone: a temp name taken or a
+ * missing directory goes to the open's retry or mkdir, a short write writes
+ * the rest through the slot and sends the tail, a failed unlink falls back
+ * to the step-by-step directory fsync. Steps are announced to
+ * mw_local__step() when the chain is prepared, which is why chains are used
  * only when nothing watches them.
  *
  * Fault injection: before each step mw_local__step() is asked; when it
@@ -64,6 +71,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +80,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "storage/local_int.h"
 
 _Static_assert(sizeof(struct statx) <= sizeof(((mw_storage_req_local_t *)0)->stx),
@@ -80,10 +89,17 @@ _Static_assert(sizeof(struct statx) <= sizeof(((mw_storage_req_local_t *)0)->stx
 #define MAX_IO_BYTES ((size_t)1 << 20) /* larger single writes measured 3x slower on ext4 */
 #define ASYNC_WRITE_BYTES ((size_t)256 << 10)
 
-/* Elements of the linked tail (see above). */
-enum { C_FSYNC = 0, C_CLOSE, C_LINK, C_UNLINK, C_DIROPEN, C_DIRSYNC, C_DIRCLOSE, C_COUNT };
+/* Elements of a linked chain (see above): a whole put from C_OPEN, the
+ * tail from C_FSYNC. */
+enum {
+  C_OPEN = 0, C_WRITE, C_FSYNC, C_CLOSE, C_LINK, C_UNLINK, C_DIROPEN, C_DIRSYNC, C_DIRCLOSE,
+  C_COUNT
+};
 #define CHAIN_NONE 0xff
 #define SQES_PER_REQUEST C_COUNT
+/* A chain CQE's user data is the request's address with the element in the
+ * top 4 bits (user-space addresses stay below 2^57 on x86-64 and arm64). */
+#define UD_ELEM_SHIFT 60
 
 typedef struct uring {
   mw_storage_t *st;
@@ -116,6 +132,27 @@ static const uint8_t required_ops[] = {
 };
 
 static void reap(uring_t *u);
+
+/* memwald_storage_uring_chains_total{chain}: whole puts and tails sent as
+ * one linked chain, and chains a failed or short step broke (the put then
+ * went on step by step). Tells an operator whether puts take the fast path. */
+enum { CHAIN_WHOLE = 0, CHAIN_TAIL, CHAIN_BROKEN, CHAIN_KINDS };
+static mw_metric_t *chain_series[CHAIN_KINDS];
+
+static void chain_metrics_register(void) {
+  static const char *const label[] = {"chain"};
+  mw_metric_family_t *f = mw_metrics_register(
+      mw_metrics_default(), MW_METRIC_COUNTER, "memwald_storage_uring_chains_total",
+      "io_uring linked chains: whole puts, tails after the write, and chains broken by a step.",
+      label, 1, NULL, 0);
+  if (f == NULL) return;
+  static const char *const names[CHAIN_KINDS] = {"whole", "tail", "broken"};
+  for (int i = 0; i < CHAIN_KINDS; i++) chain_series[i] = mw_metric_series(f, &names[i]);
+}
+
+static void chain_count(int kind) {
+  if (chain_series[kind] != NULL) mw_counter_add(chain_series[kind], 1);
+}
 
 static void retry_cb(uv_timer_t *t) {
   uring_t *u = t->data;
@@ -157,6 +194,27 @@ static struct io_uring_sqe *sqe_get(uring_t *u) {
   return sqe;
 }
 
+/* The put's temp: an fd, or the request's fixed slot after a linked open. */
+static void prep_fd_fsync(struct io_uring_sqe *sqe, const mw_storage_req_local_t *l) {
+  io_uring_prep_fsync(sqe, l->fd, 0);
+  if (l->fd_fixed) sqe->flags |= IOSQE_FIXED_FILE;
+}
+
+static void prep_fd_close(struct io_uring_sqe *sqe, const mw_storage_req_local_t *l) {
+  if (l->fd_fixed) io_uring_prep_close_direct(sqe, (unsigned)l->fd);
+  else io_uring_prep_close(sqe, l->fd);
+}
+
+static void prep_fd_write(struct io_uring_sqe *sqe, const mw_storage_req_t *req) {
+  const mw_storage_req_front_t *p = &req->priv;
+  const mw_storage_req_local_t *l = &req->be.local;
+  size_t n = p->len - l->done;
+  if (n > MAX_IO_BYTES) n = MAX_IO_BYTES;
+  io_uring_prep_write(sqe, l->fd, p->src + l->done, (unsigned)n, l->done);
+  if (l->fd_fixed) sqe->flags |= IOSQE_FIXED_FILE;
+  if (n >= ASYNC_WRITE_BYTES) sqe->flags |= IOSQE_ASYNC;
+}
+
 /* Prepare the SQE for `state` (whose fault step is `step`). */
 static void issue(uring_t *u, mw_storage_req_t *req, int state, mw_local_step_t step) {
   mw_storage_req_front_t *p = &req->priv;
@@ -174,15 +232,9 @@ static void issue(uring_t *u, mw_storage_req_t *req, int state, mw_local_step_t 
         io_uring_prep_openat(sqe, rootfd, l->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         break;
       case S_MKDIR: io_uring_prep_mkdirat(sqe, rootfd, l->scratch, 0755); break;
-      case S_WRITE: {
-        size_t n = p->len - l->done;
-        if (n > MAX_IO_BYTES) n = MAX_IO_BYTES;
-        io_uring_prep_write(sqe, l->fd, p->src + l->done, (unsigned)n, l->done);
-        if (n >= ASYNC_WRITE_BYTES) sqe->flags |= IOSQE_ASYNC;
-        break;
-      }
-      case S_FSYNC: io_uring_prep_fsync(sqe, l->fd, 0); break;
-      case S_CLOSE: case S_ERR_CLOSE: case S_GCLOSE: io_uring_prep_close(sqe, l->fd); break;
+      case S_WRITE: prep_fd_write(sqe, req); break;
+      case S_FSYNC: prep_fd_fsync(sqe, l); break;
+      case S_CLOSE: case S_ERR_CLOSE: case S_GCLOSE: prep_fd_close(sqe, l); break;
       case S_LINK:
         if (p->op == MW_OP_PUT_IF_ABSENT)
           io_uring_prep_linkat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
@@ -237,9 +289,13 @@ static void put_fail(uring_t *u, mw_storage_req_t *req, int err) {
   else finish(u, req, p->result);
 }
 
+static bool whole_chain_allowed(const uring_t *u, const mw_storage_req_t *req);
+static void issue_chain(uring_t *u, mw_storage_req_t *req, int first);
+
 static void open_tmp(uring_t *u, mw_storage_req_t *req) {
   mw_local__tmp_name(req);
-  issue(u, req, S_OPEN, MW_STEP_OPEN);
+  if (whole_chain_allowed(u, req)) issue_chain(u, req, C_OPEN);
+  else issue(u, req, S_OPEN, MW_STEP_OPEN);
 }
 
 static void dir_next(uring_t *u, mw_storage_req_t *req) {
@@ -259,38 +315,64 @@ static void sync_dirs(uring_t *u, mw_storage_req_t *req) {
 
 /* ---------------------------------------------------------- linked tail */
 
+/* The tail may be linked (the request holds a slot already when its
+ * whole-put chain broke at the write). */
 static bool chain_allowed(const uring_t *u, const mw_storage_req_t *req) {
   const mw_storage_req_front_t *p = &req->priv;
   const mw_storage_req_local_t *l = &req->be.local;
-  return u->chain_ok && u->n_free > 0 && mw_local(u->st)->durable && !p->armed &&
-         p->on_step == NULL && l->pl == NULL && !l->sync_parents &&
+  return u->chain_ok && (l->slot >= 0 || u->n_free > 0) && mw_local(u->st)->durable &&
+         !p->armed && p->on_step == NULL && l->pl == NULL && !l->sync_parents &&
          !atomic_load(&u->st->sync_fail_pending) &&
          io_uring_sq_space_left(&u->ring) >= SQES_PER_REQUEST;
+}
+
+/* The whole put may be one chain: one write of the bytes, put or
+ * put_if_absent (delete and get have no tail). */
+static bool whole_chain_allowed(const uring_t *u, const mw_storage_req_t *req) {
+  const mw_storage_req_front_t *p = &req->priv;
+  return (p->op == MW_OP_PUT || p->op == MW_OP_PUT_IF_ABSENT) && p->len > 0 &&
+         p->len <= MAX_IO_BYTES && req->be.local.fd < 0 && chain_allowed(u, req);
 }
 
 static void slot_release(uring_t *u, mw_storage_req_local_t *l) {
   if (l->slot < 0) return;
   assert(u->n_free < u->n_slots);
+  assert(!l->fd_fixed || l->fd < 0);
   u->free_slots[u->n_free++] = l->slot;
   l->slot = -1;
 }
 
+/* The temp's fd is gone (closed, or released by a close that failed);
+ * a fixed slot goes back to the pool with it. */
+static void fd_released(uring_t *u, mw_storage_req_local_t *l) {
+  bool fixed = l->fd_fixed;
+  l->fd = -1;
+  l->fd_fixed = 0;
+  if (fixed) slot_release(u, l);
+}
+
 static mw_local_step_t chain_step(const mw_storage_req_t *req, int c) {
-  static const mw_local_step_t steps[C_COUNT] = {MW_STEP_FSYNC, MW_STEP_CLOSE, MW_STEP_LINK,
-                                                 MW_STEP_UNLINK, MW_STEP_DIROPEN, MW_STEP_DIRSYNC,
-                                                 MW_STEP_DIRCLOSE};
+  static const mw_local_step_t steps[C_COUNT] = {
+      MW_STEP_OPEN,  MW_STEP_WRITE,   MW_STEP_FSYNC,   MW_STEP_CLOSE,   MW_STEP_LINK,
+      MW_STEP_UNLINK, MW_STEP_DIROPEN, MW_STEP_DIRSYNC, MW_STEP_DIRCLOSE};
   assert(c >= 0 && c < C_COUNT);
   return c == C_LINK && req->priv.op != MW_OP_PUT_IF_ABSENT ? MW_STEP_RENAME : steps[c];
 }
 
-/* Prepare the whole tail after a complete write (chain_allowed). */
-static void issue_chain(uring_t *u, mw_storage_req_t *req) {
+/* Prepare a chain from element `first`: C_OPEN for a whole put
+ * (whole_chain_allowed: the temp is named, nothing is open), C_FSYNC for
+ * the tail after a complete write (chain_allowed). */
+static void issue_chain(uring_t *u, mw_storage_req_t *req, int first) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
   int rootfd = mw_local(u->st)->rootfd;
   bool pia = p->op == MW_OP_PUT_IF_ABSENT;
-  assert(l->fd >= 0 && l->done == p->len && u->n_free > 0);
-  l->slot = u->free_slots[--u->n_free];
+  assert(first == C_OPEN || first == C_FSYNC);
+  assert(first == C_OPEN ? l->fd < 0 && l->done == 0 && p->len <= MAX_IO_BYTES
+                         : l->fd >= 0 && l->done == p->len);
+  assert(l->slot >= 0 || u->n_free > 0);
+  if (l->slot < 0) l->slot = u->free_slots[--u->n_free];
+  assert(!l->fd_fixed || l->fd == l->slot);
   l->state = S_CHAIN;
   l->chain_i = 0;
   l->chain_fail_at = CHAIN_NONE;
@@ -299,7 +381,7 @@ static void issue_chain(uring_t *u, mw_storage_req_t *req) {
   l->walk = (uint16_t)mw_local__depth(p->key);
   mw_local__parent_prefix(p->key, l->walk, l->scratch, sizeof l->scratch);
   uint8_t n = 0;
-  for (int c = C_FSYNC; c < C_COUNT; c++) {
+  for (int c = first; c < C_COUNT; c++) {
     if (c == C_UNLINK && !pia) continue;
     int inj = mw_local__step(req, chain_step(req, c)); /* nothing watches: records it only */
     assert(inj == 0);
@@ -307,8 +389,23 @@ static void issue_chain(uring_t *u, mw_storage_req_t *req) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
     assert(sqe != NULL); /* chain_allowed saw the room */
     switch (c) {
-      case C_FSYNC: io_uring_prep_fsync(sqe, l->fd, 0); break;
-      case C_CLOSE: io_uring_prep_close(sqe, l->fd); break;
+      case C_OPEN: /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
+        io_uring_prep_openat_direct(sqe, rootfd, l->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644,
+                                    (unsigned)l->slot);
+        break;
+      case C_WRITE: /* all of it, through the slot the open fills */
+        io_uring_prep_write(sqe, l->slot, p->src, (unsigned)p->len, 0);
+        sqe->flags |= IOSQE_FIXED_FILE;
+        if (p->len >= ASYNC_WRITE_BYTES) sqe->flags |= IOSQE_ASYNC;
+        break;
+      case C_FSYNC:
+        io_uring_prep_fsync(sqe, first == C_OPEN ? l->slot : l->fd, 0);
+        if (first == C_OPEN || l->fd_fixed) sqe->flags |= IOSQE_FIXED_FILE;
+        break;
+      case C_CLOSE:
+        if (first == C_OPEN || l->fd_fixed) io_uring_prep_close_direct(sqe, (unsigned)l->slot);
+        else io_uring_prep_close(sqe, l->fd);
+        break;
       case C_LINK:
         if (pia) io_uring_prep_linkat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
         else io_uring_prep_renameat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
@@ -326,11 +423,12 @@ static void issue_chain(uring_t *u, mw_storage_req_t *req) {
       case C_DIRCLOSE: io_uring_prep_close_direct(sqe, (unsigned)l->slot); break;
     }
     if (c != C_DIRCLOSE) sqe->flags |= IOSQE_IO_LINK;
-    io_uring_sqe_set_data(sqe, (void *)((uintptr_t)req | (uintptr_t)c)); /* element in the low bits */
+    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | (uint64_t)c << UD_ELEM_SHIFT);
     n++;
   }
   l->chain_n = n;
-  mw_local__sync_began(req);
+  chain_count(first == C_OPEN ? CHAIN_WHOLE : CHAIN_TAIL);
+  if (first == C_FSYNC) mw_local__sync_began(req); /* a whole put's starts after its write */
 }
 
 static void advance_put(uring_t *u, mw_storage_req_t *req, int res);
@@ -346,7 +444,10 @@ static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
   assert(c >= 0 && c < C_COUNT && l->chain_i < l->chain_n);
   l->chain_i++;
   bool last = l->chain_i == l->chain_n;
-  if (res < 0 && res != -ECANCELED && (l->chain_fail_at == CHAIN_NONE || c < l->chain_fail_at)) {
+  /* a short write breaks the chain like an error (chain_err = its count) */
+  bool broke = (res < 0 && res != -ECANCELED) ||
+               (c == C_WRITE && res >= 0 && l->done + (size_t)res < p->len);
+  if (broke && (l->chain_fail_at == CHAIN_NONE || c < l->chain_fail_at)) {
     l->chain_fail_at = (uint8_t)c;
     l->chain_err = res;
   }
@@ -354,8 +455,21 @@ static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
     (void)mw_local__step_end(req, c == C_FSYNC ? MW_STEP_FSYNC : MW_STEP_DIRSYNC, res);
   if (res >= 0) {
     switch (c) {
+      case C_OPEN: /* the temp exists, open in the slot */
+        (void)mw_local__step_end(req, MW_STEP_OPEN, res);
+        l->fd = l->slot;
+        l->fd_fixed = 1;
+        l->tmp_made = 1;
+        break;
+      case C_WRITE:
+        l->done += (size_t)res;
+        mw_local__sync_began(req); /* the file fsync starts */
+        break;
       case C_FSYNC: (void)mw_local__step_end(req, MW_STEP_FSYNC, res); break;
-      case C_CLOSE: l->fd = -1; break;
+      case C_CLOSE: /* the slot stays the request's: the directory opens into it */
+        l->fd = -1;
+        l->fd_fixed = 0;
+        break;
       case C_LINK:
         p->maybe_written = 1;
         if (p->op == MW_OP_PUT) l->tmp_made = 0;
@@ -375,10 +489,23 @@ static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
   }
   /* a close that ran released its fd or slot even if it was not the
    * failure; one that was cancelled left it open */
+  chain_count(CHAIN_BROKEN);
   p->step = (uint8_t)chain_step(req, at); /* the failure names its step */
   switch (at) {
+    case C_OPEN: /* nothing is open: the step-by-step open decides (mkdir, a new name) */
+      slot_release(u, l);
+      l->state = S_OPEN;
+      l->injected = 0;
+      return advance_put(u, req, err);
+    case C_WRITE: /* the temp is open in the slot; what is written stays */
+      l->state = S_WRITE;
+      l->injected = 0;
+      if (err == -EINTR || err == -EAGAIN) return issue(u, req, S_WRITE, MW_STEP_WRITE);
+      if (err < 0) return put_fail(u, req, err);
+      if (err == 0) return put_fail(u, req, -EIO);
+      return issue(u, req, S_WRITE, MW_STEP_WRITE); /* short: the rest, then the tail */
     case C_FSYNC: return put_fail(u, req, err);           /* fd still open */
-    case C_CLOSE: l->fd = -1; return put_fail(u, req, err); /* released anyway */
+    case C_CLOSE: fd_released(u, l); return put_fail(u, req, err); /* released anyway */
     case C_LINK: slot_release(u, l); return put_fail(u, req, err);
     case C_UNLINK: /* as a lone unlink: warn, then the directory fsync step by step */
       slot_release(u, l);
@@ -439,7 +566,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       if (res <= 0) return put_fail(u, req, res < 0 ? res : -EIO);
       l->done += (size_t)res;
       if (l->done < p->len) return issue(u, req, S_WRITE, MW_STEP_WRITE);
-      if (chain_allowed(u, req)) return issue_chain(u, req);
+      if (chain_allowed(u, req)) return issue_chain(u, req, C_FSYNC);
       if (mw_local(u->st)->durable) return issue(u, req, S_FSYNC, MW_STEP_FSYNC);
       return issue(u, req, S_CLOSE, MW_STEP_CLOSE);
     case S_FSYNC:
@@ -447,7 +574,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       if (res < 0) return put_fail(u, req, res);
       return issue(u, req, S_CLOSE, MW_STEP_CLOSE);
     case S_CLOSE:
-      if (l->injected == 0) l->fd = -1; /* a real close releases the fd */
+      if (l->injected == 0) fd_released(u, l); /* a real close releases the fd */
       if (res < 0) return put_fail(u, req, res);
       return issue(u, req, S_LINK,
                    p->op == MW_OP_PUT_IF_ABSENT ? MW_STEP_LINK : MW_STEP_RENAME);
@@ -485,7 +612,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       return sync_dirs(u, req);
     case S_ERR_CLOSE:
       if (l->injected < 0) return issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE); /* still open */
-      l->fd = -1; /* released even when the close reports an error */
+      fd_released(u, l); /* released even when the close reports an error */
       return put_fail(u, req, p->result);
     case S_ERR_DIRCLOSE:
       if (l->injected < 0) return issue(u, req, S_ERR_DIRCLOSE, MW_STEP_DIRCLOSE);
@@ -577,19 +704,19 @@ static void advance(uring_t *u, mw_storage_req_t *req, int res) {
   }
 }
 
-_Static_assert(_Alignof(mw_storage_req_t) >= 8, "user data keeps a chain element in 3 low bits");
-_Static_assert(C_COUNT <= 8, "a chain element fits 3 bits");
+_Static_assert(C_COUNT <= 16, "a chain element fits the user data's top 4 bits");
+_Static_assert(sizeof(uintptr_t) == 8, "user data carries a pointer and an element");
 
 static void reap(uring_t *u) {
   u->reaping = true;
   struct io_uring_cqe *cqe;
   while (io_uring_peek_cqe(&u->ring, &cqe) == 0) {
-    uintptr_t ud = (uintptr_t)io_uring_cqe_get_data(cqe);
-    mw_storage_req_t *req = (mw_storage_req_t *)(ud & ~(uintptr_t)7);
+    uint64_t ud = io_uring_cqe_get_data64(cqe);
+    mw_storage_req_t *req = (mw_storage_req_t *)(uintptr_t)(ud & ((UINT64_C(1) << UD_ELEM_SHIFT) - 1));
     int res = cqe->res;
     io_uring_cqe_seen(&u->ring, cqe);
     assert(req != NULL);
-    if (req->be.local.state == S_CHAIN) advance_chain(u, req, (int)(ud & 7), res);
+    if (req->be.local.state == S_CHAIN) advance_chain(u, req, (int)(ud >> UD_ELEM_SHIFT), res);
     else advance(u, req, res);
   }
   u->reaping = false;
@@ -619,6 +746,8 @@ static int probe_ops(struct io_uring *ring) {
 int mw_local__uring_open(mw_storage_t *st) {
   mw_local_t *lo = mw_local(st);
   assert(lo != NULL && lo->uring == NULL);
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, chain_metrics_register);
   uring_t *u = calloc(1, sizeof *u);
   if (u == NULL) return -ENOMEM;
   u->st = st;
@@ -676,7 +805,9 @@ static void uring_submit(mw_storage_t *st, mw_storage_req_t *req) {
     return;
   }
   if (u->active++ == 0) uv_ref((uv_handle_t *)&u->poll);
+  assert(((uintptr_t)req >> UD_ELEM_SHIFT) == 0); /* the top bits carry a chain element */
   req->be.local.slot = -1;
+  req->be.local.fd_fixed = 0;
   req->be.local.chain_n = 0;
   switch ((mw_storage_op_t)p->op) {
     case MW_OP_PUT_IF_ABSENT:

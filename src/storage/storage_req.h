@@ -54,7 +54,8 @@ typedef struct mw_storage_req_local {
   int32_t injected;             /* io_uring: error to report for a NOP */
   uint8_t chain_i, chain_n;     /* io_uring: linked tail, next element / count */
   uint8_t chain_fail_at;        /* element that failed (chain_err), 0xff = none */
-  int16_t slot;                 /* io_uring: fixed-file slot of the directory, -1 */
+  int16_t slot;                 /* io_uring: the request's fixed-file slot, -1 */
+  uint8_t fd_fixed;             /* io_uring: fd is that slot (a linked open), not an fd */
   int32_t chain_err;
   int fd;
   int dirfd;

@@ -914,6 +914,8 @@ static void test_crash_sigkill(void **state) {
 
 /* ---- faults ---- */
 
+static uint64_t metric_value(const char *family, const char *const *labels);
+
 static void test_rlimit_fsize(void **state) {
   (void)state;
   env_t *e = env_new("fsize", NULL);
@@ -929,14 +931,31 @@ static void test_rlimit_fsize(void **state) {
     if (mw_storage_open(&c.loop, &cfg, &c.st, NULL) != 0) _exit(21);
     size_t n = 1 << 20;
     uint8_t *p = make_payload(1, n);
-    int rc = s_pia(&c, "big/x", p, n);
+    int rc = s_pia(&c, "big/x", p, n); /* a new directory: step by step */
     if (rc != -EFBIG) {
       fprintf(stderr, "pia under RLIMIT_FSIZE: %d\n", rc);
       _exit(22);
     }
+    if (s_pia(&c, "big/small", p, 1000) != 0) _exit(24); /* big/ is durable now */
+    /* io_uring: into a durable directory these 1 MiB puts go as one linked
+     * chain each, which the short write (64 KiB) breaks; the rest is written
+     * step by step through the chain's fixed slot and fails */
+    const char *broken[] = {"broken"};
+    bool uring = strcmp(mw_storage_backend_name(c.st), "uring") == 0;
+    uint64_t broken0 = uring ? metric_value("memwald_storage_uring_chains_total", broken) : 0;
     rc = s_put(&c, "big/y", p, n);
     if (rc != -EFBIG) _exit(23);
-    if (s_pia(&c, "big/small", p, 1000) != 0) _exit(24);
+    if (s_pia(&c, "big/z", p, n) != -EFBIG) _exit(25);
+    if (uring && metric_value("memwald_storage_uring_chains_total", broken) - broken0 != 2) {
+      const char *whole[] = {"whole"};
+      fprintf(stderr, "broken chains %llu (before %llu), whole %llu\n",
+              (unsigned long long)metric_value("memwald_storage_uring_chains_total", broken),
+              (unsigned long long)broken0,
+              (unsigned long long)metric_value("memwald_storage_uring_chains_total", whole));
+      _exit(26);
+    }
+    if (s_pia(&c, "big/small2", p, 1000) != 0) _exit(27);
+    close_st(&c.loop, c.st); /* io_uring: asserts every fixed slot came back */
     _exit(0);
   }
   int ws;
@@ -945,7 +964,9 @@ static void test_rlimit_fsize(void **state) {
   assert_int_equal(WEXITSTATUS(ws), 0);
   assert_int_equal(s_head(e, "big/x", NULL), -ENOENT);
   assert_int_equal(s_head(e, "big/y", NULL), -ENOENT);
+  assert_int_equal(s_head(e, "big/z", NULL), -ENOENT);
   assert_int_equal(s_head(e, "big/small", NULL), 0);
+  assert_int_equal(s_head(e, "big/small2", NULL), 0);
   assert_int_equal(count_tmp(e->root), 0);
   env_free(e);
 }
