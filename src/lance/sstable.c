@@ -350,43 +350,24 @@ int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *bat
 
 /* Step 4: the data file, rows in insert order. */
 static int step_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
-                          const mw_sstable_opts_t *opts, const char *data_name, mw_sstable_t *out,
+                          const mw_sstable_opts_t *opts, uint64_t in_memory_bytes, mw_buf_t *b,
                           mw_err_t *err) {
-  mw_buf_t b = MW_BUF_INIT;
   /* one allocation for the data file: payload plus ~1/8 for padding and metadata */
-  int rc = mw_buf_reserve(&b, out->in_memory_bytes + out->in_memory_bytes / 8 + (1u << 20));
-  if (rc == 0) rc = mw_sstable_data_file(schema, batches, n, opts, &b, err);
-  if (rc == 0) {
-    char rel[128];
-    snprintf(rel, sizeof rel, "data/%s", data_name);
-    out->data_file_bytes = b.len;
-    rc = add_file(out, rel, &b);
-  }
-  mw_buf_free(&b);
+  int rc = mw_buf_reserve(b, in_memory_bytes + in_memory_bytes / 8 + (1u << 20));
+  if (rc == 0) rc = mw_sstable_data_file(schema, batches, n, opts, b, err);
   return rc;
 }
 
 /* Step 5: _deletions/0-1-<id>.bin when some rows were superseded. */
-static int step_deletions(const uint32_t *dead, size_t n_dead, rng_t *rng, mw_sstable_t *out,
-                          mw_err_t *err) {
+static int step_deletions(const uint32_t *dead, size_t n_dead, mw_buf_t *b, mw_err_t *err) {
   if (n_dead == 0) return 0;
-  mw_buf_t b = MW_BUF_INIT;
-  char dname[MW_DELETION_NAME_BYTES], rel[128];
-  out->deletion_id = rng_u64(rng);
-  int rc = mw_deletion_name_format(0, 1, out->deletion_id, dname, sizeof dname);
-  if (rc >= 0) rc = mw_deletion_encode(dead, n_dead, &b, err);
-  if (rc >= 0) {
-    snprintf(rel, sizeof rel, "%s/%s", MW_DELETION_DIR, dname);
-    rc = add_file(out, rel, &b);
-  }
-  mw_buf_free(&b);
+  int rc = mw_deletion_encode(dead, n_dead, b, err);
   return rc < 0 ? rc : 0;
 }
 
 /* Step 6: bloom_filter.bin, one insert per physical row (of Lance 12's bloom
  * hash, the same for every row of a large_utf8/large_binary key). */
-static int step_bloom(const mw_schema_t *schema, const uint64_t *hashes, int64_t rows,
-                      mw_sstable_t *out) {
+static int step_bloom(const mw_schema_t *schema, const uint64_t *hashes, int64_t rows, mw_buf_t *b) {
   mw_bloom_t bloom = {0};
   uint64_t same;
   for (size_t i = 0; i < schema->n_fields; i++)
@@ -394,22 +375,18 @@ static int step_bloom(const mw_schema_t *schema, const uint64_t *hashes, int64_t
       hashes = &same;
       rows = 1;
     }
-  mw_buf_t b = MW_BUF_INIT;
   int rc = mw_bloom_init(&bloom, MW_BLOOM_SST_BYTES);
   if (rc == 0) {
     mw_bloom_insert_many(&bloom, hashes, (size_t)rows);
-    rc = mw_bloom_encode(&bloom, &b);
+    rc = mw_bloom_encode(&bloom, b);
   }
-  if (rc == 0) rc = add_file(out, "bloom_filter.bin", &b);
   mw_bloom_free(&bloom);
-  mw_buf_free(&b);
   return rc;
 }
 
 /* Step 7: _pk_index over every physical row (the single PK column). */
 static int step_pk_index(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
-                         mw_sstable_t *out, mw_err_t *err) {
-  mw_buf_t data = MW_BUF_INIT, lookup = MW_BUF_INIT;
+                         mw_buf_t *data, mw_buf_t *lookup, mw_err_t *err) {
   mw_column_t keys;
   size_t pk = 0;
   for (size_t i = 0; i < schema->n_fields; i++)
@@ -417,12 +394,8 @@ static int step_pk_index(const mw_schema_t *schema, const mw_batch_t *const *bat
   assert(schema->fields[pk].pk_position == 1);
   int rc = concat_column(&schema->fields[pk], batches, n, pk, &keys);
   if (rc < 0) return rc;
-  rc = mw_pk_index_write(&schema->fields[pk], &keys, 0, &data, &lookup, err);
+  rc = mw_pk_index_write(&schema->fields[pk], &keys, 0, data, lookup, err);
   mw_column_free(&keys);
-  if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_DATA_FILE, &data);
-  if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_LOOKUP_FILE, &lookup);
-  mw_buf_free(&data);
-  mw_buf_free(&lookup);
   return rc;
 }
 
@@ -466,49 +439,152 @@ static int step_accounting(const mw_batch_t *const *batches, size_t n, uint64_t 
   return 0;
 }
 
+/* ------------------------------------------------------------ the job */
+
+struct mw_sstable_job {
+  const mw_schema_t *schema;
+  const mw_batch_t *const *batches; /* borrowed */
+  size_t n_batches;
+  mw_sstable_opts_t opts;
+  int64_t rows;
+  char data_name[64];
+  uint64_t deletion_id;
+  mw_sstable_t acc;                 /* step 1's accounting; no files */
+  int part_rc[MW_SSTABLE_PARTS];    /* 1 = not run yet */
+  /* PART_DATA */
+  mw_buf_t data;
+  /* PART_KEYS */
+  uint64_t deleted_rows;
+  mw_buf_t deletions, bloom;
+  /* PART_INDEX */
+  mw_buf_t pk_data, pk_lookup;
+};
+
+void mw_sstable_job_free(mw_sstable_job_t *job) {
+  if (job == NULL) return;
+  mw_buf_free(&job->data);
+  mw_buf_free(&job->deletions);
+  mw_buf_free(&job->bloom);
+  mw_buf_free(&job->pk_data);
+  mw_buf_free(&job->pk_lookup);
+  free(job);
+}
+
+int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *batches,
+                         size_t n_batches, uint64_t generation, const mw_sstable_opts_t *opts,
+                         mw_sstable_job_t **job, mw_err_t *err) {
+  assert(schema != NULL && job != NULL);
+  static const mw_sstable_opts_t defaults = {0};
+  *job = NULL;
+  mw_sstable_job_t *j = calloc(1, sizeof *j);
+  if (j == NULL) return mw_err_set(err, -ENOMEM, "sstable: out of memory");
+  j->schema = schema;
+  j->batches = batches;
+  j->n_batches = n_batches;
+  j->opts = opts ? *opts : defaults;
+  j->opts.dir_name = NULL; /* copied into acc.dir_name below; the caller's may go */
+  for (int i = 0; i < MW_SSTABLE_PARTS; i++) j->part_rc[i] = 1;
+  int rc = check_input(schema, batches, n_batches, &j->rows, err);
+  rng_t rng = {j->opts.seed};
+  mw_sstable_opts_t names = j->opts;
+  names.dir_name = opts ? opts->dir_name : NULL;
+  if (rc == 0) rc = step_accounting(batches, n_batches, generation, &names, &rng, j->rows, &j->acc, err);
+  if (rc < 0) {
+    mw_sstable_job_free(j);
+    return rc;
+  }
+  /* every name now, in mw_sstable_build's order: data file, deletion id */
+  data_file_name(&rng, j->data_name);
+  j->deletion_id = rng_u64(&rng);
+  *job = j;
+  return 0;
+}
+
+static int part_keys(mw_sstable_job_t *j, mw_err_t *err) {
+  uint64_t *hashes = NULL;
+  uint32_t *dead = NULL;
+  int rc = hash_rows(j->batches, j->n_batches, j->rows, &hashes, err);
+  if (rc == 0 && (dead = malloc((size_t)j->rows * sizeof *dead)) == NULL) rc = -ENOMEM;
+  int64_t n_dead = 0;
+  if (rc == 0 && (n_dead = mw_dedup_deletions(hashes, j->rows, dead)) < 0)
+    rc = mw_err_set(err, (int)n_dead, "sstable: dedup failed");
+  if (rc == 0) {
+    j->deleted_rows = (uint64_t)n_dead;
+    rc = step_deletions(dead, (size_t)n_dead, &j->deletions, err);
+  }
+  if (rc == 0) rc = step_bloom(j->schema, hashes, j->rows, &j->bloom);
+  free(hashes);
+  free(dead);
+  return rc;
+}
+
+int mw_sstable_job_run(mw_sstable_job_t *j, int part, mw_err_t *err) {
+  assert(j != NULL);
+  assert(part >= 0 && part < MW_SSTABLE_PARTS && j->part_rc[part] == 1);
+  int rc;
+  switch (part) {
+    case MW_SSTABLE_PART_DATA:
+      rc = step_data_file(j->schema, j->batches, j->n_batches, &j->opts, j->acc.in_memory_bytes,
+                          &j->data, err);
+      break;
+    case MW_SSTABLE_PART_KEYS: rc = part_keys(j, err); break;
+    default:
+      rc = step_pk_index(j->schema, j->batches, j->n_batches, &j->pk_data, &j->pk_lookup, err);
+      break;
+  }
+  if (rc == -ENOMEM && err != NULL && err->code == 0) mw_err_set(err, rc, "sstable: out of memory");
+  j->part_rc[part] = rc < 0 ? rc : 0;
+  return j->part_rc[part];
+}
+
+int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {
+  assert(j != NULL && out != NULL);
+  memset(out, 0, sizeof *out);
+  int rc = 0;
+  for (int i = 0; i < MW_SSTABLE_PARTS && rc == 0; i++)
+    if (j->part_rc[i] != 0)
+      rc = mw_err_set(err, -ECANCELED, "sstable: part %d of the build %s", i,
+                      j->part_rc[i] == 1 ? "did not run" : "failed");
+  if (rc == 0) {
+    *out = j->acc;
+    out->data_file_bytes = j->data.len;
+    out->deleted_rows = j->deleted_rows;
+    char rel[128];
+    snprintf(rel, sizeof rel, "data/%s", j->data_name);
+    rc = add_file(out, rel, &j->data);
+  }
+  if (rc == 0 && j->deleted_rows > 0) {
+    char dname[MW_DELETION_NAME_BYTES], rel[128];
+    out->deletion_id = j->deletion_id;
+    rc = mw_deletion_name_format(0, 1, out->deletion_id, dname, sizeof dname);
+    if (rc >= 0) {
+      snprintf(rel, sizeof rel, "%s/%s", MW_DELETION_DIR, dname);
+      rc = add_file(out, rel, &j->deletions);
+    }
+    if (rc > 0) rc = 0;
+  }
+  if (rc == 0) rc = add_file(out, "bloom_filter.bin", &j->bloom);
+  if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_DATA_FILE, &j->pk_data);
+  if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_LOOKUP_FILE, &j->pk_lookup);
+  if (rc == 0) rc = step_manifest(j->schema, &j->opts, j->data_name, out, err);
+  if (rc == 0) assert(out->n_files >= 6 && out->n_files <= MW_SSTABLE_MAX_FILES);
+  if (rc < 0) mw_sstable_free(out);
+  mw_sstable_job_free(j);
+  return rc;
+}
+
 int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches,
                      size_t n_batches, uint64_t generation, const mw_sstable_opts_t *opts,
                      mw_sstable_t *out, mw_err_t *err) {
   assert(schema != NULL && out != NULL);
-  static const mw_sstable_opts_t defaults = {0};
-  if (opts == NULL) opts = &defaults;
   memset(out, 0, sizeof *out);
-  int64_t rows = 0;
-  int rc = check_input(schema, batches, n_batches, &rows, err);
+  mw_sstable_job_t *j;
+  int rc = mw_sstable_job_begin(schema, batches, n_batches, generation, opts, &j, err);
   if (rc < 0) return rc;
-  uint64_t *hashes = NULL;
-  uint32_t *dead = NULL;
-  rng_t rng = {opts->seed};
-  char data_name[64];
-
-  rc = step_accounting(batches, n_batches, generation, opts, &rng, rows, out, err);
-  if (rc < 0) goto fail;
-  /* 2-3. PK hashes and dedup */
-  if ((rc = hash_rows(batches, n_batches, rows, &hashes, err)) < 0) goto fail;
-  dead = malloc((size_t)rows * sizeof *dead);
-  if (dead == NULL) {
-    rc = -ENOMEM;
-    goto fail;
+  for (int i = 0; i < MW_SSTABLE_PARTS && rc == 0; i++) rc = mw_sstable_job_run(j, i, err);
+  if (rc < 0) {
+    mw_sstable_job_free(j);
+    return rc;
   }
-  int64_t n_dead = mw_dedup_deletions(hashes, rows, dead);
-  if (n_dead < 0) {
-    rc = mw_err_set(err, (int)n_dead, "sstable: dedup failed");
-    goto fail;
-  }
-  out->deleted_rows = (uint64_t)n_dead;
-  data_file_name(&rng, data_name);
-  if ((rc = step_data_file(schema, batches, n_batches, opts, data_name, out, err)) < 0) goto fail;
-  if ((rc = step_deletions(dead, (size_t)n_dead, &rng, out, err)) < 0) goto fail;
-  if ((rc = step_bloom(schema, hashes, rows, out)) < 0) goto fail;
-  if ((rc = step_pk_index(schema, batches, n_batches, out, err)) < 0) goto fail;
-  if ((rc = step_manifest(schema, opts, data_name, out, err)) < 0) goto fail;
-  assert(out->n_files >= 6 && out->n_files <= MW_SSTABLE_MAX_FILES);
-  free(hashes);
-  free(dead);
-  return 0;
-fail:
-  free(hashes);
-  free(dead);
-  mw_sstable_free(out);
-  return rc;
+  return mw_sstable_job_end(j, out, err);
 }

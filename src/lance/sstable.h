@@ -114,6 +114,29 @@ int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches
                      mw_sstable_t *out, mw_err_t *err);
 void mw_sstable_free(mw_sstable_t *sst);
 
+/* The same build in parts that may run on different threads at once (the
+ * flusher runs them on libuv's thread pool): begin (checks, accounting,
+ * every name drawn, in the order mw_sstable_build draws them, so a seeded
+ * build names the same files), then each of the MW_SSTABLE_PARTS parts
+ * exactly once, in any order and concurrently (each writes only its own
+ * outputs and reads the batches, which must not change until end), then
+ * end, which assembles the files in mw_sstable_build's order and the
+ * manifest, and frees the job. Parts:
+ *   MW_SSTABLE_PART_DATA   the data file (zone seeds included)
+ *   MW_SSTABLE_PART_KEYS   PK hashes, dedup (the deletion file), bloom filter
+ *   MW_SSTABLE_PART_INDEX  the _pk_index files
+ * Each part's error goes to the err it is given; end refuses (-ECANCELED)
+ * a job with a part that failed or did not run. mw_sstable_job_free drops a
+ * job at any point after begin. */
+enum { MW_SSTABLE_PART_DATA = 0, MW_SSTABLE_PART_KEYS, MW_SSTABLE_PART_INDEX, MW_SSTABLE_PARTS };
+typedef struct mw_sstable_job mw_sstable_job_t;
+int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *batches,
+                         size_t n_batches, uint64_t generation, const mw_sstable_opts_t *opts,
+                         mw_sstable_job_t **job, mw_err_t *err);
+int mw_sstable_job_run(mw_sstable_job_t *job, int part, mw_err_t *err);
+int mw_sstable_job_end(mw_sstable_job_t *job, mw_sstable_t *out, mw_err_t *err);
+void mw_sstable_job_free(mw_sstable_job_t *job);
+
 /* The data-file step alone: append one Lance 2.2 data file holding the
  * rows of batches[0..n) (one schema) to `out`, with the SSTable's options
  * (zstd, page cap) and the same handling of vectors. Compaction writes its

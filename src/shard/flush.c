@@ -1,7 +1,8 @@
 /*
  * flush.c — see flush.h.
  *
- * State: CHECK (check_fenced) -> BUILD (inline or uv_queue_work) -> PUTS
+ * State: CHECK (check_fenced) -> BUILD (inline, or the job's parts at once
+ * on the thread pool, assembled on the loop after the last) -> PUTS
  * (all files at once; the SSTable's own Lance manifest is among them, but
  * nobody reads the directory before the shard manifest names it) -> COMMIT.
  * The memtable is only read, never changed, so the thread-pool build may
@@ -27,7 +28,7 @@ void mw_flush_init(mw_flush_t *f, uv_loop_t *loop, mw_storage_t *st, mw_mstore_t
   f->zstd = zstd;
   mw_mstore_op_init(&f->op);
   f->op.data = f;
-  f->work.data = f;
+  for (size_t i = 0; i < MW_SSTABLE_PARTS; i++) f->works[i].data = f;
   for (size_t i = 0; i < MW_SSTABLE_MAX_FILES; i++) {
     mw_storage_req_init(&f->reqs[i]);
     f->reqs[i].data = f;
@@ -120,11 +121,16 @@ static void put_files(mw_flush_t *f) {
   }
 }
 
+static const mw_batch_t **batch_ptrs(const mw_memtable_t *mt) {
+  const mw_batch_t **ptrs = malloc((mt->n_batches ? mt->n_batches : 1) * sizeof *ptrs);
+  for (size_t i = 0; ptrs != NULL && i < mt->n_batches; i++) ptrs[i] = &mt->batches[i];
+  return ptrs;
+}
+
 static int build(mw_flush_t *f, mw_err_t *err) {
   const mw_memtable_t *mt = f->mt;
-  const mw_batch_t **ptrs = malloc(mt->n_batches * sizeof *ptrs);
+  const mw_batch_t **ptrs = batch_ptrs(mt);
   if (ptrs == NULL) return -ENOMEM;
-  for (size_t i = 0; i < mt->n_batches; i++) ptrs[i] = &mt->batches[i];
   mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed, .zone_seeds = f->zone_seeds,
                          .seed_rows_per_zone = f->seed_rows_per_zone};
   int rc = mw_sstable_build(mt->schema, ptrs, mt->n_batches, mt->generation, &o, &f->sst, err);
@@ -132,20 +138,87 @@ static int build(mw_flush_t *f, mw_err_t *err) {
   return rc;
 }
 
+/* One part of the job, on a pool thread: it reads the frozen MemTable
+ * (nothing changes it until the flush finishes) and writes only its own
+ * part's outputs in the job. A serial job runs every part in this one work
+ * item, stopping at the first failure. */
 static void work_cb(uv_work_t *w) {
   mw_flush_t *f = w->data;
-  f->work_rc = build(f, &f->work_err);
+  int part = (int)(w - f->works);
+  assert(part >= 0 && part < MW_SSTABLE_PARTS);
+  assert(!f->serial || part == 0);
+  int last = f->serial ? MW_SSTABLE_PARTS - 1 : part;
+  for (int i = part; i <= last; i++)
+    if ((f->work_rc[i] = mw_sstable_job_run(f->job, i, &f->work_err[i])) < 0) break;
 }
 
 static void after_work_cb(uv_work_t *w, int status) {
   mw_flush_t *f = w->data;
-  if (status < 0) f->work_rc = status;
-  if (f->work_rc < 0) {
-    mw_err_set(&f->err, f->work_rc, "shard %s: SSTable build: %s", f->ms->shard_str, f->work_err.msg);
-    finish(f, f->work_rc);
+  int part = (int)(w - f->works);
+  if (status < 0) f->work_rc[part] = status;
+  assert(f->parts_left > 0);
+  if (--f->parts_left > 0) return;
+  /* the last part: assemble on the loop (the manifest, the file list) */
+  int rc = 0;
+  const char *why = NULL;
+  for (int i = 0; i < MW_SSTABLE_PARTS && rc == 0; i++)
+    if (f->work_rc[i] < 0) {
+      rc = f->work_rc[i];
+      why = f->work_err[i].msg[0] ? f->work_err[i].msg : mw_strerror(rc);
+    }
+  mw_err_t err = {0};
+  if (rc < 0) mw_sstable_job_free(f->job);
+  else if ((rc = mw_sstable_job_end(f->job, &f->sst, &err)) < 0) why = err.msg;
+  f->job = NULL;
+  free(f->ptrs);
+  f->ptrs = NULL;
+  if (rc < 0) {
+    mw_err_set(&f->err, rc, "shard %s: SSTable build: %s", f->ms->shard_str, why);
+    finish(f, rc);
     return;
   }
   put_files(f);
+}
+
+/* Begin the job on the loop (checks, accounting, names), then queue every
+ * part. 0, or the error that refused the job before any part ran. */
+static int build_parallel(mw_flush_t *f, mw_err_t *err) {
+  const mw_memtable_t *mt = f->mt;
+  assert(f->job == NULL && f->ptrs == NULL);
+  if ((f->ptrs = batch_ptrs(mt)) == NULL) return -ENOMEM;
+  mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed, .zone_seeds = f->zone_seeds,
+                         .seed_rows_per_zone = f->seed_rows_per_zone};
+  int rc = mw_sstable_job_begin(mt->schema, f->ptrs, mt->n_batches, mt->generation, &o, &f->job, err);
+  if (rc < 0) {
+    free(f->ptrs);
+    f->ptrs = NULL;
+    return rc;
+  }
+  /* The threads storage engine runs its requests on the same pool (4
+   * threads by default): parts at once there would keep WAL puts waiting
+   * behind a flush, so the job runs as one work item, as a whole build. */
+  f->serial = strcmp(mw_storage_backend_name(f->st), "threads") == 0;
+  int n_works = f->serial ? 1 : MW_SSTABLE_PARTS;
+  f->parts_left = 0;
+  for (int i = 0; i < MW_SSTABLE_PARTS; i++) {
+    mw_err_clear(&f->work_err[i]);
+    f->work_rc[i] = 0;
+  }
+  for (int i = 0; i < n_works; i++) {
+    rc = uv_queue_work(f->loop, &f->works[i], work_cb, after_work_cb);
+    if (rc < 0) { /* cannot happen with a valid loop; the job never ends */
+      f->work_rc[i] = rc;
+      mw_err_set(&f->work_err[i], rc, "uv_queue_work: %s", uv_strerror(rc));
+      continue;
+    }
+    f->parts_left++;
+  }
+  if (f->parts_left > 0) return 0;
+  mw_sstable_job_free(f->job);
+  f->job = NULL;
+  free(f->ptrs);
+  f->ptrs = NULL;
+  return mw_err_set(err, rc, "uv_queue_work: %s", uv_strerror(rc));
 }
 
 static void on_checked(mw_mstore_op_t *op, int status) {
@@ -157,13 +230,15 @@ static void on_checked(mw_mstore_op_t *op, int status) {
   }
   mw_sstable_free(&f->sst);
   memset(&f->sst, 0, sizeof f->sst);
+  mw_err_t err = {0};
   if (f->mt->n_rows > MW_FLUSH_INLINE_ROWS) {
-    mw_err_clear(&f->work_err);
-    int rc = uv_queue_work(f->loop, &f->work, work_cb, after_work_cb);
-    if (rc < 0) finish(f, rc);
+    int rc = build_parallel(f, &err);
+    if (rc < 0) {
+      mw_err_set(&f->err, rc, "shard %s: SSTable build: %s", f->ms->shard_str, err.msg);
+      finish(f, rc);
+    }
     return;
   }
-  mw_err_t err = {0};
   int rc = build(f, &err);
   if (rc < 0) {
     mw_err_set(&f->err, rc, "shard %s: SSTable build: %s", f->ms->shard_str, err.msg);

@@ -7,8 +7,13 @@
  * puts. Steps, in order:
  *
  *   1. check_fenced(epoch)                  (a fenced writer writes nothing)
- *   2. mw_sstable_build(): on the loop for small tables, on the thread pool
- *      (uv_queue_work) above MW_FLUSH_INLINE_ROWS rows
+ *   2. mw_sstable_build(): on the loop for small tables; above
+ *      MW_FLUSH_INLINE_ROWS rows its MW_SSTABLE_PARTS parts (data file;
+ *      keys, dedup and bloom filter; PK index) run at once on libuv's thread
+ *      pool (one uv_work_t each), so a flush uses every core the loop does
+ *      not, and the job is assembled on the loop when the last one is done
+ *      (with the threads storage engine, whose requests share that pool, the
+ *      parts run one after another in one work item)
  *   3. plain put of every file under `_mem_wal/<uuid>/<8hex>_gen_<G>/`
  *   4. commit_update: sstables += {G, dir, in_memory_bytes, physical_rows,
  *      primary_key_bytes}; replay_after = covered; last_seen =
@@ -57,9 +62,14 @@ struct mw_flush {
   uint64_t seed;             /* tests: deterministic names; 0 = random */
   mw_flush_cb cb;
   bool busy;
-  uv_work_t work;
-  int work_rc;
-  mw_err_t work_err;
+  /* the parallel build: one work item per part of the job */
+  mw_sstable_job_t *job;
+  const mw_batch_t **ptrs;          /* the MemTable's batches, for the job */
+  uv_work_t works[MW_SSTABLE_PARTS];
+  int work_rc[MW_SSTABLE_PARTS];
+  mw_err_t work_err[MW_SSTABLE_PARTS];
+  uint32_t parts_left;
+  bool serial;                      /* every part in works[0] (threads storage) */
   mw_mstore_op_t op;
   mw_storage_req_t reqs[MW_SSTABLE_MAX_FILES];
   char keys[MW_SSTABLE_MAX_FILES][MW_FLUSH_KEY_BYTES];
