@@ -39,7 +39,6 @@ typedef struct op {
 
 void mw_fe_shard_key(const mw_table_t *t, const uint8_t id[16], char *out, size_t n) {
   assert(t && id && out && n > 0);
-  uint8_t u[16];
   for (size_t k = 0; k < t->n_shards; k++)
     if (memcmp(t->shards[k]->id, id, 16) == 0 && t->shards[k]->key[0]) {
       snprintf(out, n, "%s", t->shards[k]->key); /* identity-<value>, known */
@@ -49,10 +48,9 @@ void mw_fe_shard_key(const mw_table_t *t, const uint8_t id[16], char *out, size_
     snprintf(out, n, "unsharded");
     return;
   }
-  if (t->kind == MW_SHARDING_BUCKET)
+  if (t->kind == MW_SHARDING_BUCKET && t->route_ids != NULL)
     for (uint32_t b = 0; b < t->num_buckets; b++) {
-      mw_shard_uuid_bucket(b, u);
-      if (memcmp(u, id, 16) == 0) {
+      if (memcmp(t->route_ids[b], id, 16) == 0) {
         snprintf(out, n, "bucket-%" PRIu32, b);
         return;
       }
@@ -231,7 +229,8 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
       mw_shard_stats_t st;
       mw_shard_stats(&ts->shard, &st);
       char key[MW_TABLE_SHARD_KEY_BYTES];
-      mw_fe_shard_key(t, ts->id, key, sizeof key);
+      if (ts->key[0] != '\0') snprintf(key, sizeof key, "%s", ts->key); /* O(1): 1 024 shards */
+      else mw_fe_shard_key(t, ts->id, key, sizeof key);
       rc = put(out, "%s{\"id\":\"%s\",\"key\":", k ? "," : "", ts->shard.id_str);
       if (rc == 0) rc = mw_admin_json_str(out, key);
       if (rc == 0 && ts->key_truncated) rc = put(out, ",\"key_truncated\":true");

@@ -424,6 +424,24 @@ static void on_shard_active(mw_shard_t *s) {
     if (&t->shards[i]->shard == s) mw_owners_record(&t->owners, t->shards[i]->id, s->epoch);
 }
 
+/* The key status shows for a new shard, known from its id alone for
+ * unsharded and bucket tables ("unsharded", "bucket-N": N found among the
+ * route ids made at open, no SHA-1 here); identity shards get theirs from
+ * mw_table_shard_set_key. Made once, so status answers in O(shards). */
+static void shard_key_init(const mw_table_t *t, mw_table_shard_t *ts) {
+  assert(ts->key[0] == '\0');
+  if (t->kind == MW_SHARDING_UNSHARDED) {
+    snprintf(ts->key, sizeof ts->key, "unsharded");
+    return;
+  }
+  if (t->kind != MW_SHARDING_BUCKET || t->route_ids == NULL) return;
+  for (uint32_t b = 0; b < t->num_buckets; b++)
+    if (memcmp(t->route_ids[b], ts->id, 16) == 0) {
+      snprintf(ts->key, sizeof ts->key, "bucket-%" PRIu32, b);
+      return;
+    }
+}
+
 static mw_shard_t *shard_get(mw_table_t *t, const uint8_t id[16], bool create, bool any_owner) {
   for (size_t i = 0; i < t->n_shards; i++)
     if (memcmp(t->shards[i]->id, id, 16) == 0) return &t->shards[i]->shard;
@@ -438,6 +456,7 @@ static mw_shard_t *shard_get(mw_table_t *t, const uint8_t id[16], bool create, b
   mw_table_shard_t *ts = calloc(1, sizeof *ts);
   if (ts == NULL) return NULL;
   memcpy(ts->id, id, 16);
+  shard_key_init(t, ts);
   mw_err_t err = {0};
   if (mw_shard_init(&ts->shard, t->loop, t->st, &t->schema, id, &t->cfg, &err) < 0) {
     mw_log_err("table %s: shard init: %s", t->path, err.msg);

@@ -86,10 +86,11 @@ typedef struct mw_table_opts {
 
 typedef struct mw_table_shard {
   uint8_t id[16];
-  /* Identity tables: "identity-<value>" once the daemon knows the value (the
-   * router sent rows of it here, or an admin command named the shard so);
-   * "" until then. A longer value is cut (at a UTF-8 boundary) and
-   * key_truncated is set. */
+  /* "unsharded", "bucket-N" (set when the shard is made), or for identity
+   * tables "identity-<value>" once the daemon knows the value (the router
+   * sent rows of it here, or an admin command named the shard so); "" until
+   * then. A longer value is cut (at a UTF-8 boundary) and key_truncated is
+   * set. */
   char key[MW_TABLE_SHARD_KEY_BYTES];
   bool key_truncated;
   mw_shard_t shard;
