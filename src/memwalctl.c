@@ -12,6 +12,7 @@
  * says. The reply parser below is a small JSON DOM with a depth and size
  * limit; it never trusts the daemon's bytes.
  */
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -116,7 +117,13 @@ static int hex4(const char *p, unsigned *out) {
 static char *jstring(jp_t *j) {
   if (j->p >= j->end || *j->p != '"') return j->err = "expected a string", NULL;
   j->p++;
-  size_t cap = (size_t)(j->end - j->p) + 1;
+  /* Size the copy by this string's own span (decoding never grows it), not
+   * by the rest of the reply: a 1 024-shard status holds ~12 000 strings,
+   * and a rest-of-reply buffer each cost gigabytes of mappings and seconds. */
+  const char *q = j->p;
+  while (q < j->end && *q != '"') q += (*q == '\\' && q + 1 < j->end) ? 2 : 1;
+  size_t cap = (size_t)(q - j->p) + 1;
+  assert(cap <= (size_t)(j->end - j->p) + 1);
   char *o = malloc(cap), *w = o;
   if (!o) return j->err = "out of memory", NULL;
   while (j->p < j->end && *j->p != '"') {

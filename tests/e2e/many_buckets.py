@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
@@ -101,11 +102,18 @@ spec = {spec}
     acked, errs = send_rows(c, upd)
     check(f"[{spec}] {len(upd)} updates acknowledged, no ERR", acked == len(upd) and not errs,
           f"acked {acked}, errors {errs[:3]}")
+    t0 = time.monotonic()
     rc, st, err = ctl_json(sock, "status")
+    print(f"# [{spec}] memwalctl --json status took {time.monotonic() - t0:.2f} s (a figure, not a check)")
     shards = [s for t in st.get("result", {}).get("tables", []) for s in t.get("shards", [])] if st.get("ok") else []
     active = [s for s in shards if s.get("state") == "ACTIVE"]
     check(f"[{spec}] status: {want_shards} shards, all ACTIVE", len(shards) == want_shards and len(active) == want_shards,
           f"rc={rc} shards {len(shards)} active {len(active)} {err}")
+    keys = sorted(s.get("key", "") for s in shards)
+    want_keys = sorted(f"bucket-{b}" for b in range(want_shards)) if spec.startswith("bucket") else \
+        sorted(f"identity-r{r}" for r in range(REGIONS))
+    check(f"[{spec}] status names every shard by its key", keys == want_keys,
+          f"first keys {keys[:3]}, missing {sorted(set(want_keys) - set(keys))[:3]}")
     c.close()
     rc = d.stop(timeout=300)
     check(f"[{spec}] SIGTERM: exit 0 after flushing every MemTable",
