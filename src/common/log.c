@@ -75,3 +75,21 @@ void mw_log(int level, const char *fmt, ...) {
   ssize_t w = write(STDERR_FILENO, line, len);
   (void)w; /* nowhere to report a failed log write */
 }
+
+bool mw_log_limit_take(mw_log_limit_t *l, uint64_t now_ms, uint64_t *suppressed) {
+  assert(l != NULL && suppressed != NULL);
+  assert(l->burst > 0 && l->window_ms > 0);
+  *suppressed = 0;
+  if (now_ms < l->window_start_ms || now_ms - l->window_start_ms >= l->window_ms) {
+    l->window_start_ms = now_ms;
+    l->used = 0;
+  }
+  if (l->used >= l->burst) {
+    l->suppressed++;
+    return false;
+  }
+  l->used++;
+  *suppressed = l->suppressed;
+  l->suppressed = 0;
+  return true;
+}

@@ -16,6 +16,7 @@
 #define MW_COMMON_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #define MW_LOG_LINE_BYTES 2048
 
@@ -37,6 +38,25 @@ const char *mw_log_level_name(int level);
 bool mw_log_enabled(int level);
 
 void mw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A rate limit for one kind of line (rejected rows, closed connections): at
+ * most `burst` lines per `window_ms`. The lines refused are counted, and the
+ * first line allowed after them reports how many there were, so a flood of
+ * bad input costs a bounded log and still leaves its size on record. */
+typedef struct mw_log_limit {
+  uint32_t burst;
+  uint64_t window_ms;
+  uint64_t window_start_ms;
+  uint32_t used;
+  uint64_t suppressed;
+} mw_log_limit_t;
+
+#define MW_LOG_LIMIT_INIT(burst_, window_ms_) {.burst = (burst_), .window_ms = (window_ms_)}
+
+/* true: log this line now, and first report *suppressed (when > 0) lines
+ * left out before it; false: leave it out (counted). now_ms: any monotonic
+ * clock in milliseconds (the loop's uv_now). */
+bool mw_log_limit_take(mw_log_limit_t *l, uint64_t now_ms, uint64_t *suppressed);
 
 #define mw_log_err(...) mw_log(MW_LOG_ERR, __VA_ARGS__)
 #define mw_log_warn(...) mw_log(MW_LOG_WARN, __VA_ARGS__)
