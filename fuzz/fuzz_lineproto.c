@@ -19,12 +19,15 @@
  *
  * Reply invariants: B's requests are answered as the server does (rows
  * grouped into submissions cut at random and by every other request; ARROW a
- * submission of 1..7 rows; errors, SYNC, PING, QUIT), completed in PRNG order
- * with OK or an error whose reason holds control bytes, SYNCs sometimes
- * failed, drained at random moments. The drained text, with consecutive OK
- * lines merged, must equal the model's: every reply in request order,
- * SYNC <rows OK so far>, nothing after QUIT, one line per reply without
- * control bytes; and once everything is drained nothing is left unacked.
+ * submission of 1..7 rows; errors, SYNC, PING, QUIT, REPLIES), completed in
+ * PRNG order with OK or an error whose reason holds control bytes (some
+ * refused in part: k of the rows written), SYNCs sometimes failed, drained
+ * at random moments; the reply mode before any request is PRNG-chosen. The
+ * drained text, with consecutive OK lines merged, must equal the model's:
+ * every reply in request order as its mode allows (ERRORS: no OK; NONE: no
+ * OK, no ERR; SYNC and PONG always), SYNC <rows OK so far>, nothing after
+ * QUIT, one line per reply without control bytes; and once everything is
+ * drained nothing is left unacked.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -99,12 +102,13 @@ static bool same_req(const reqlog_t *A, const req_t *a, const reqlog_t *B, const
 
 /* ----------------------------------------------------------- reply model */
 
-enum { M_ROWS = 1, M_ERR, M_SYNC, M_PONG, M_QUIT };
+enum { M_ROWS = 1, M_ERR, M_SYNC, M_PONG, M_QUIT, M_MODE };
 
 typedef struct item {
   int kind;
   uint64_t ticket, line, last_line;
-  uint32_t rows;
+  uint32_t rows, written;
+  mw_lp_replies_t mode; /* M_MODE */
   bool done;
   mw_lp_code_t code;
   char msg[MW_LP_MSG_BYTES];
@@ -118,6 +122,7 @@ typedef struct sim {
   uint64_t open_first, open_last;
   size_t open_bytes;
   mw_buf_t out;
+  mw_lp_replies_t mode0; /* before any request */
 } sim_t;
 
 static item_t *add_item(sim_t *s, int kind) {
@@ -147,7 +152,8 @@ static void complete(sim_t *s, item_t *it) {
     it->code = r % 4 == 0 ? (mw_lp_code_t)(MW_LP_E_NOT_OWNER + (r >> 8) % 4) : MW_LP_OK;
     const char *why = reasons[(r >> 4) % 3];
     snprintf(it->msg, sizeof it->msg, "%s", why);
-    mw_lp_rows_done(s->lp, it->ticket, it->code, it->code == MW_LP_OK ? NULL : why);
+    it->written = it->code != MW_LP_OK && r % 3 == 0 ? (r >> 12) % it->rows : 0;
+    mw_lp_rows_done_partial(s->lp, it->ticket, it->code, it->written, it->code == MW_LP_OK ? NULL : why);
   } else if (it->kind == M_SYNC) {
     it->code = r % 5 == 0 ? MW_LP_E_FENCED : MW_LP_OK;
     if (it->code == MW_LP_OK) mw_lp_sync_done(s->lp, it->ticket);
@@ -216,6 +222,13 @@ static void answer(sim_t *s, const mw_lp_request_t *q) {
     add_item(s, M_QUIT)->done = true;
     CHECK(mw_lp_push_quit(s->lp, q->bytes) == 0);
     return;
+  case MW_LP_REPLIES:
+    cut(s);
+    it = add_item(s, M_MODE);
+    it->done = true;
+    it->mode = q->replies;
+    CHECK(mw_lp_push_replies(s->lp, q->replies, q->bytes) == 0);
+    return;
   }
   CHECK(0);
 }
@@ -241,13 +254,19 @@ static void putf(mw_buf_t *b, const char *fmt, ...) {
 /* The replies as docs/protocol.md describes them, OK lines fully merged. */
 static void model(const sim_t *s, mw_buf_t *m) {
   uint64_t ok = 0, acked = 0;
+  mw_lp_replies_t mode = s->mode0;
   for (size_t i = 0; i < s->n; i++) {
     const item_t *it = &s->items[i];
     if (it->kind == M_ROWS && it->code == MW_LP_OK) {
-      ok += it->rows;
+      if (mode == MW_LP_REPLIES_ALL) ok += it->rows;
       acked += it->rows;
       continue;
     }
+    if (it->kind == M_MODE) { /* prints nothing; OKs on both sides merge */
+      mode = it->mode;
+      continue;
+    }
+    if ((it->kind == M_ERR || it->kind == M_ROWS) && mode == MW_LP_REPLIES_NONE) continue;
     if (ok) putf(m, "OK %" PRIu64 "\n", ok);
     ok = 0;
     if (it->kind == M_QUIT) return;
@@ -264,9 +283,14 @@ static void model(const sim_t *s, mw_buf_t *m) {
       put_clean(m, it->msg);
       putf(m, "\n");
     }
-    if (it->kind == M_ROWS) {
+    if (it->kind == M_ROWS && it->written == 0)
       putf(m, "ERR %" PRIu64 " %s %" PRIu32 " rows (lines %" PRIu64 "-%" PRIu64 ") not written: ",
            it->line, mw_lp_code_name(it->code), it->rows, it->line, it->last_line);
+    if (it->kind == M_ROWS && it->written > 0)
+      putf(m, "ERR %" PRIu64 " %s %" PRIu32 " rows (lines %" PRIu64 "-%" PRIu64 "): %" PRIu32
+           " written, %" PRIu32 " not written: ", it->line, mw_lp_code_name(it->code), it->rows,
+           it->line, it->last_line, it->written, it->rows - it->written);
+    if (it->kind == M_ROWS) {
       put_clean(m, it->msg[0] ? it->msg : "");
       putf(m, "\n");
     }
@@ -339,6 +363,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   next_all(&la, &A, NULL);
 
   s.lp = &lb;
+  s.mode0 = (mw_lp_replies_t)(next_rand() % MW_LP_N_REPLIES);
+  mw_lp_replies_default(&lb, s.mode0);
   s.n = s.lo = 0;
   s.open_rows = 0;
   s.open_bytes = 0;

@@ -23,7 +23,7 @@
 #include <string.h>
 
 enum { ST_LINE = 0, ST_DISCARD, ST_FRAME, ST_SKIP };
-enum { IT_ROWS = 1, IT_ERR, IT_SYNC, IT_PONG, IT_QUIT };
+enum { IT_ROWS = 1, IT_ERR, IT_SYNC, IT_PONG, IT_QUIT, IT_MODE };
 
 static const char *const CODE_NAMES[MW_LP_N_CODES] = {
     "ok",        "parse",  "schema", "type",       "pk",   "table",   "too_long",
@@ -31,6 +31,14 @@ static const char *const CODE_NAMES[MW_LP_N_CODES] = {
 
 const char *mw_lp_code_name(mw_lp_code_t c) {
   return (unsigned)c < MW_LP_N_CODES ? CODE_NAMES[c] : "internal";
+}
+
+static const char *const REPLIES_NAMES[MW_LP_N_REPLIES] = {"all", "errors", "none"};
+static const char *const REPLIES_WORDS[MW_LP_N_REPLIES] = {"ALL", "ERRORS", "NONE"};
+
+const char *mw_lp_replies_name(mw_lp_replies_t m) {
+  assert((unsigned)m < MW_LP_N_REPLIES);
+  return REPLIES_NAMES[m];
 }
 
 mw_lp_code_t mw_lp_code_from_errno(int status) {
@@ -167,6 +175,15 @@ static int parse_line(mw_lineproto_t *lp, const char *s, size_t n, size_t bytes,
     r->len = n - k;
     return 1;
   }
+  if (word(s, n, "REPLIES", &k)) {
+    for (int m = 0; m < MW_LP_N_REPLIES; m++)
+      if (n - k == strlen(REPLIES_WORDS[m]) && memcmp(s + k, REPLIES_WORDS[m], n - k) == 0) {
+        r->kind = MW_LP_REPLIES;
+        r->replies = (mw_lp_replies_t)m;
+        return 1;
+      }
+    return error_req(r, ln, MW_LP_E_PARSE, bytes, "REPLIES needs ALL, ERRORS or NONE");
+  }
   if (n == 4 && memcmp(s, "SYNC", 4) == 0) return r->kind = MW_LP_SYNC, 1;
   if (n == 4 && memcmp(s, "PING", 4) == 0) return r->kind = MW_LP_PING, 1;
   if (n == 4 && memcmp(s, "QUIT", 4) == 0) return r->kind = MW_LP_QUIT, 1;
@@ -191,7 +208,8 @@ static int parse_line(mw_lineproto_t *lp, const char *s, size_t n, size_t bytes,
     return 0; /* the request comes when the frame is complete */
   }
   return error_req(r, ln, MW_LP_E_PARSE, bytes,
-                   "unknown request (expected a JSON object, DEL, USE, SYNC, PING, QUIT, AUTH or ARROW)");
+                   "unknown request (expected a JSON object, DEL, USE, SYNC, PING, QUIT, AUTH, ARROW "
+                   "or REPLIES)");
 }
 
 int mw_lp_next(mw_lineproto_t *lp, mw_lp_request_t *r) {
@@ -235,9 +253,12 @@ int mw_lp_next(mw_lineproto_t *lp, mw_lp_request_t *r) {
         lp->line++;
         lp->state = ST_DISCARD;
         consume(lp, avail);
-        return error_req(r, lp->line, MW_LP_E_TOO_LONG, avail,
-                         "line longer than max_line_bytes %zu; skipped to the next newline",
-                         lp->lim.max_line_bytes);
+        error_req(r, lp->line, MW_LP_E_TOO_LONG, avail,
+                  "line longer than max_line_bytes %zu; skipped to the next newline",
+                  lp->lim.max_line_bytes);
+        r->data = base; /* its start, for logs */
+        r->len = avail;
+        return 1;
       }
       lp->scan = avail;
       return 0;
@@ -246,12 +267,19 @@ int mw_lp_next(mw_lineproto_t *lp, mw_lp_request_t *r) {
     if (len > 0 && base[len - 1] == '\r') len--;
     lp->line++;
     consume(lp, bytes);
-    if (len > lp->lim.max_line_bytes)
-      return error_req(r, lp->line, MW_LP_E_TOO_LONG, bytes,
-                       "line of %zu bytes is longer than max_line_bytes %zu", len,
-                       lp->lim.max_line_bytes);
-    if (len == 0) continue; /* empty line: counted, no reply */
-    if (parse_line(lp, base, len, bytes, r)) return 1;
+    if (len > lp->lim.max_line_bytes) {
+      error_req(r, lp->line, MW_LP_E_TOO_LONG, bytes,
+                "line of %zu bytes is longer than max_line_bytes %zu", len, lp->lim.max_line_bytes);
+    } else if (len == 0) {
+      continue; /* empty line: counted, no reply */
+    } else if (!parse_line(lp, base, len, bytes, r)) {
+      continue;
+    }
+    if (r->kind == MW_LP_ERROR) { /* the line, for logs */
+      r->data = base;
+      r->len = len;
+    }
+    return 1;
   }
 }
 
@@ -308,16 +336,30 @@ int mw_lp_push_rows(mw_lineproto_t *lp, uint32_t n_rows, uint64_t first_line, ui
 }
 
 void mw_lp_rows_done(mw_lineproto_t *lp, uint64_t ticket, mw_lp_code_t code, const char *reason) {
+  mw_lp_rows_done_partial(lp, ticket, code, 0, reason);
+}
+
+void mw_lp_rows_done_partial(mw_lineproto_t *lp, uint64_t ticket, mw_lp_code_t code,
+                             uint32_t rows_written, const char *reason) {
   mw_lp_item_t *it = by_ticket(lp, ticket);
   assert(it->kind == IT_ROWS && !it->done);
+  assert(code != MW_LP_OK || rows_written == 0);
+  assert(rows_written < it->rows);
   it->done = true;
   it->code = code;
-  if (code != MW_LP_OK) {
-    char msg[MW_LP_MSG_BYTES];
+  it->rows_written = rows_written;
+  if (code == MW_LP_OK) return;
+  char msg[MW_LP_MSG_BYTES];
+  const char *why = reason ? reason : mw_lp_code_name(code);
+  if (rows_written == 0)
     snprintf(msg, sizeof msg, "%" PRIu32 " rows (lines %" PRIu64 "-%" PRIu64 ") not written: %s",
-             it->rows, it->line, it->last_line, reason ? reason : mw_lp_code_name(code));
-    set_msg(lp, it, msg);
-  }
+             it->rows, it->line, it->last_line, why);
+  else
+    snprintf(msg, sizeof msg,
+             "%" PRIu32 " rows (lines %" PRIu64 "-%" PRIu64 "): %" PRIu32 " written, %" PRIu32
+             " not written: %s",
+             it->rows, it->line, it->last_line, rows_written, it->rows - rows_written, why);
+  set_msg(lp, it, msg);
 }
 
 int mw_lp_push_err(mw_lineproto_t *lp, uint64_t line, mw_lp_code_t code, const char *msg,
@@ -376,6 +418,19 @@ static int push_simple(mw_lineproto_t *lp, uint8_t kind, size_t bytes) {
 int mw_lp_push_pong(mw_lineproto_t *lp, size_t bytes) { return push_simple(lp, IT_PONG, bytes); }
 int mw_lp_push_quit(mw_lineproto_t *lp, size_t bytes) { return push_simple(lp, IT_QUIT, bytes); }
 
+int mw_lp_push_replies(mw_lineproto_t *lp, mw_lp_replies_t mode, size_t bytes) {
+  assert((unsigned)mode < MW_LP_N_REPLIES);
+  int rc = push_simple(lp, IT_MODE, bytes);
+  if (rc == 0) lp->items[(lp->head + lp->count - 1) % lp->cap].rows = (uint32_t)mode;
+  return rc;
+}
+
+void mw_lp_replies_default(mw_lineproto_t *lp, mw_lp_replies_t mode) {
+  assert((unsigned)mode < MW_LP_N_REPLIES);
+  assert(lp->count == 0);
+  lp->replies = mode;
+}
+
 static int flush_ok(mw_buf_t *out, uint64_t *pending) {
   if (*pending == 0) return 0;
   char b[32];
@@ -402,18 +457,20 @@ int mw_lp_drain(mw_lineproto_t *lp, mw_buf_t *out) {
     mw_lp_item_t *it = &lp->items[lp->head];
     if (!it->done) break;
     if (it->kind == IT_ROWS && it->code == MW_LP_OK) {
-      ok += it->rows;
+      if (lp->replies == MW_LP_REPLIES_ALL) ok += it->rows;
       lp->acked_rows += it->rows;
     } else {
       rc = flush_ok(out, &ok);
       if (rc < 0) break;
       char b[40];
+      bool errs = lp->replies != MW_LP_REPLIES_NONE;
       switch (it->kind) {
       case IT_ROWS:
-      case IT_ERR: rc = put_err(lp, it, out); break;
+      case IT_ERR: rc = errs ? put_err(lp, it, out) : 0; break;
+      case IT_MODE: lp->replies = (mw_lp_replies_t)it->rows; break;
       case IT_SYNC:
         if (it->code != MW_LP_OK) {
-          rc = put_err(lp, it, out);
+          rc = put_err(lp, it, out); /* asked for: answered in every mode */
           break;
         }
         rc = mw_buf_append(out, b, (size_t)snprintf(b, sizeof b, "SYNC %" PRIu64 "\n", lp->acked_rows));

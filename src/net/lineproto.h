@@ -13,6 +13,7 @@
  *      QUIT             close after the earlier replies
  *      AUTH <token>     must come first when a token is configured
  *      ARROW <nbytes>   followed by exactly nbytes of an Arrow IPC stream
+ *      REPLIES ALL|ERRORS|NONE   which replies the requests after it get
  *    An empty line is counted and ignored. A line longer than max_line_bytes
  *    yields an ERROR request (code too_long) as soon as the limit is passed;
  *    the rest of it is skipped without buffering and framing resumes after
@@ -33,7 +34,19 @@
  *      SYNC <n>                  n = rows acknowledged on this connection so far
  *      PONG
  *    A failed submission gives one ERR naming its first line; its message
- *    starts with "<k> rows (lines <a>-<b>) not written: ".
+ *    starts with "<k> rows (lines <a>-<b>) not written: ", or, when some of
+ *    its rows were written (a group over several shards, one refused),
+ *    "<k> rows (lines <a>-<b>): <w> written, <k-w> not written: ".
+ *
+ *    Reply modes (REPLIES, or the listener's default before any request):
+ *      ALL     every reply above (the default)
+ *      ERRORS  no OK lines; ERR, SYNC and PONG as usual
+ *      NONE    no OK and no ERR lines; SYNC and PONG still answered
+ *    A mode change is queued like a reply, so it applies exactly to the
+ *    requests after it; OK counts rows since the previous OK or mode change.
+ *    Log shippers that never read (rsyslog omfwd, Fluent Bit, Vector) run
+ *    with NONE: nothing accumulates in their receive buffer, and flow
+ *    control is TCP's alone (unacknowledged input still stops reading).
  *
  * Memory: the input buffer holds at most one partial line (<= max_line_bytes)
  * or one ARROW frame (<= max_frame_bytes) plus the last fed chunk. Every
@@ -87,16 +100,26 @@ typedef enum mw_lp_kind {
   MW_LP_AUTH,
   MW_LP_ARROW,
   MW_LP_ERROR,
+  MW_LP_REPLIES,
 } mw_lp_kind_t;
+
+typedef enum mw_lp_replies {
+  MW_LP_REPLIES_ALL = 0,
+  MW_LP_REPLIES_ERRORS,
+  MW_LP_REPLIES_NONE,
+  MW_LP_N_REPLIES
+} mw_lp_replies_t;
 
 typedef struct mw_lp_request {
   mw_lp_kind_t kind;
   uint64_t line;        /* 1-based line number of the request */
   const char *data;     /* ROW/DEL: the JSON object; USE: table; AUTH: token;
-                         * ARROW: the frame; borrowed until the next feed/next */
+                         * ARROW: the frame; ERROR: the line, or the part of it
+                         * seen (for logs); borrowed until the next feed/next */
   size_t len;
   size_t bytes;         /* input bytes this request took (line + terminator + frame) */
   mw_lp_code_t code;    /* ERROR only */
+  mw_lp_replies_t replies; /* REPLIES only */
   char msg[MW_LP_MSG_BYTES]; /* ERROR only */
 } mw_lp_request_t;
 
@@ -106,10 +129,11 @@ typedef struct mw_lp_limits {
 } mw_lp_limits_t;
 
 typedef struct mw_lp_item {
-  uint8_t kind;         /* private: rows, err, sync, pong, quit */
+  uint8_t kind;         /* private: rows, err, sync, pong, quit, mode */
   bool done;
   mw_lp_code_t code;
   uint32_t rows;
+  uint32_t rows_written; /* rows items refused in part */
   uint64_t line, last_line;
   size_t bytes;         /* input bytes answered */
   size_t msg_off, msg_len; /* in mw_lineproto_t.text */
@@ -134,6 +158,7 @@ typedef struct mw_lineproto {
   mw_buf_t text;        /* reply messages of queued items */
   size_t unacked_bytes;
   uint64_t acked_rows;  /* rows acknowledged so far (SYNC <n>) */
+  mw_lp_replies_t replies; /* the mode of the replies being drained */
   bool quit;            /* a QUIT reply was drained */
 } mw_lineproto_t;
 
@@ -154,6 +179,10 @@ int mw_lp_push_rows(mw_lineproto_t *lp, uint32_t n_rows, uint64_t first_line, ui
                     size_t bytes, uint64_t *ticket);
 /* Complete it: MW_LP_OK, or a code and a reason. */
 void mw_lp_rows_done(mw_lineproto_t *lp, uint64_t ticket, mw_lp_code_t code, const char *reason);
+/* The same for a submission refused in part: rows_written (< its rows) of
+ * its rows were written anyway, and the reason says which. */
+void mw_lp_rows_done_partial(mw_lineproto_t *lp, uint64_t ticket, mw_lp_code_t code,
+                             uint32_t rows_written, const char *reason);
 int mw_lp_push_err(mw_lineproto_t *lp, uint64_t line, mw_lp_code_t code, const char *msg,
                    size_t bytes);
 int mw_lp_push_sync(mw_lineproto_t *lp, size_t bytes, uint64_t *ticket);
@@ -165,6 +194,10 @@ void mw_lp_sync_failed(mw_lineproto_t *lp, uint64_t ticket, uint64_t line, mw_lp
                        const char *reason);
 int mw_lp_push_pong(mw_lineproto_t *lp, size_t bytes);
 int mw_lp_push_quit(mw_lineproto_t *lp, size_t bytes);
+/* REPLIES: replies of the requests queued after this one follow `mode`. */
+int mw_lp_push_replies(mw_lineproto_t *lp, mw_lp_replies_t mode, size_t bytes);
+/* The mode before any request (the listener's default); nothing queued yet. */
+void mw_lp_replies_default(mw_lineproto_t *lp, mw_lp_replies_t mode);
 /* Append the ready replies to out. Sets lp->quit once QUIT is reached
  * (everything queued after it is dropped). Returns the bytes appended. */
 int mw_lp_drain(mw_lineproto_t *lp, mw_buf_t *out);
@@ -172,6 +205,8 @@ int mw_lp_drain(mw_lineproto_t *lp, mw_buf_t *out);
 static inline size_t mw_lp_pending(const mw_lineproto_t *lp) { return lp->count; }
 
 const char *mw_lp_code_name(mw_lp_code_t c);
+/* "all", "errors", "none" (lower case, as in the config). */
+const char *mw_lp_replies_name(mw_lp_replies_t m);
 /* Engine status (negative errno) -> reply code: -EXDEV not_owner, -ESTALE
  * fenced, -EROFS sealed, -EAGAIN/-ENOBUFS overloaded, -ENOENT table,
  * -EACCES auth, anything else internal. */

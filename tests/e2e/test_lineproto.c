@@ -189,6 +189,70 @@ static void test_replies(void **state) {
   mw_lp_free(&lp);
 }
 
+/* REPLIES: the mode is queued in order, so it applies to exactly the
+ * requests after it, whatever order the engine completes in. */
+static void test_reply_modes(void **state) {
+  (void)state;
+  mw_lineproto_t lp;
+  assert_int_equal(mw_lp_init(&lp, NULL), 0);
+  feed(&lp, "REPLIES ERRORS\nREPLIES NONE\nREPLIES ALL\nREPLIES all\nREPLIES\n");
+  mw_lp_request_t r;
+  for (int m = MW_LP_REPLIES_ERRORS; m <= MW_LP_REPLIES_NONE + 1; m++) { /* ERRORS NONE ALL */
+    assert_int_equal(mw_lp_next(&lp, &r), 1);
+    assert_int_equal(r.kind, MW_LP_REPLIES);
+    assert_int_equal(r.replies, m % MW_LP_N_REPLIES);
+  }
+  assert_int_equal(mw_lp_next(&lp, &r), 1); /* modes are upper case */
+  assert_int_equal(r.kind, MW_LP_ERROR);
+  assert_int_equal(r.line, 4);
+  assert_int_equal(r.len, 11);
+  assert_memory_equal(r.data, "REPLIES all", 11); /* an ERROR carries its line */
+  expect_err(&lp, 5, MW_LP_E_PARSE);
+  uint64_t t1, t2, t3, ts;
+  mw_lp_replies_default(&lp, MW_LP_REPLIES_ERRORS);
+  assert_int_equal(mw_lp_push_rows(&lp, 3, 1, 3, 30, &t1), 0);
+  assert_int_equal(mw_lp_push_err(&lp, 4, MW_LP_E_TYPE, "bad", 10), 0);
+  assert_int_equal(mw_lp_push_replies(&lp, MW_LP_REPLIES_NONE, 10), 0);
+  assert_int_equal(mw_lp_push_rows(&lp, 2, 6, 7, 20, &t2), 0);
+  assert_int_equal(mw_lp_push_err(&lp, 8, MW_LP_E_TYPE, "bad", 10), 0);
+  assert_int_equal(mw_lp_push_pong(&lp, 5), 0);
+  assert_int_equal(mw_lp_push_replies(&lp, MW_LP_REPLIES_ALL, 10), 0);
+  assert_int_equal(mw_lp_push_rows(&lp, 1, 11, 11, 10, &t3), 0);
+  assert_int_equal(mw_lp_push_sync(&lp, 5, &ts), 0);
+  mw_lp_rows_done(&lp, t3, MW_LP_OK, NULL);
+  mw_lp_rows_done(&lp, t2, MW_LP_OK, NULL);
+  mw_lp_sync_done(&lp, ts);
+  assert_string_equal(drain(&lp), ""); /* t1 first, as always */
+  mw_lp_rows_done(&lp, t1, MW_LP_OK, NULL);
+  /* errors: ERR only; none: PONG only; all again: OK counts from the change */
+  assert_string_equal(drain(&lp), "ERR 4 type bad\nPONG\nOK 1\nSYNC 6\n");
+  assert_int_equal(lp.unacked_bytes, 0);
+  /* SYNC failures are answered in every mode: they were asked for */
+  assert_int_equal(mw_lp_push_replies(&lp, MW_LP_REPLIES_NONE, 1), 0);
+  assert_int_equal(mw_lp_push_sync(&lp, 5, &ts), 0);
+  mw_lp_sync_failed(&lp, ts, 13, MW_LP_E_FENCED, "epoch 9");
+  assert_string_equal(drain(&lp), "ERR 13 fenced SYNC failed, rows acknowledged earlier may be lost: epoch 9\n");
+  assert_string_equal(mw_lp_replies_name(MW_LP_REPLIES_NONE), "none");
+  mw_lp_free(&lp);
+}
+
+/* A group refused in part says how many of its rows were written. */
+static void test_partial(void **state) {
+  (void)state;
+  mw_lineproto_t lp;
+  assert_int_equal(mw_lp_init(&lp, NULL), 0);
+  uint64_t t1, t2;
+  assert_int_equal(mw_lp_push_rows(&lp, 10, 1, 10, 100, &t1), 0);
+  assert_int_equal(mw_lp_push_rows(&lp, 4, 11, 14, 40, &t2), 0);
+  mw_lp_rows_done_partial(&lp, t1, MW_LP_E_SEALED, 6, "bucket-3 (4 rows) not written: sealed");
+  mw_lp_rows_done_partial(&lp, t2, MW_LP_E_SEALED, 0, "sealed");
+  assert_string_equal(drain(&lp),
+                      "ERR 1 sealed 10 rows (lines 1-10): 6 written, 4 not written: bucket-3 (4 rows) "
+                      "not written: sealed\nERR 11 sealed 4 rows (lines 11-14) not written: sealed\n");
+  assert_int_equal(lp.acked_rows, 0);
+  mw_lp_free(&lp);
+}
+
 static void test_codes(void **state) {
   (void)state;
   assert_string_equal(mw_lp_code_name(mw_lp_code_from_errno(-EXDEV)), "not_owner");
@@ -250,6 +314,7 @@ int main(void) {
       cmocka_unit_test(test_framing), cmocka_unit_test(test_too_long),
       cmocka_unit_test(test_arrow),   cmocka_unit_test(test_replies),
       cmocka_unit_test(test_codes),   cmocka_unit_test(test_random),
+      cmocka_unit_test(test_reply_modes), cmocka_unit_test(test_partial),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
