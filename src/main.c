@@ -74,6 +74,17 @@ static void usage(FILE *f) {
           "  -h, --help          this text\n");
 }
 
+/* memwald_build_info{version} 1: which build a scrape came from. */
+static void build_info(void) {
+  static const char *const names[1] = {"version"};
+  mw_metric_family_t *f = mw_metrics_register(mw_metrics_default(), MW_METRIC_GAUGE,
+                                              "memwald_build_info",
+                                              "The running memwald's version (the value is 1).",
+                                              names, 1, NULL, 0);
+  const char *v[1] = {MW_VERSION};
+  if (f != NULL) mw_gauge_set(mw_metric_series(f, v), 1);
+}
+
 static void close_cb(uv_handle_t *h) { (void)h; }
 
 static void close_walk(uv_handle_t *h, void *arg) {
@@ -201,7 +212,15 @@ static int start_front(mw_daemon_t *d) {
   }
   mw_fe_tables_engine(&d->tables.fe, &d->engine);
   const char *listen[MW_CONFIG_MAX_LISTEN];
-  for (size_t i = 0; i < d->cfg.n_listen; i++) listen[i] = d->cfg.listen[i];
+  mw_lp_replies_t replies[MW_CONFIG_MAX_LISTEN];
+  _Static_assert((int)MW_REPLIES_ALL == (int)MW_LP_REPLIES_ALL &&
+                 (int)MW_REPLIES_ERRORS == (int)MW_LP_REPLIES_ERRORS, "reply modes: same order");
+  _Static_assert((int)MW_REPLIES_NONE == (int)MW_LP_REPLIES_NONE, "reply modes: same order");
+  for (size_t i = 0; i < d->cfg.n_listen; i++) {
+    listen[i] = d->cfg.listen[i];
+    int m = d->cfg.listen_replies[i];
+    replies[i] = (mw_lp_replies_t)(m == MW_REPLIES_DEFAULT ? (int)d->cfg.replies : m);
+  }
   const char *def = d->cfg.default_table[0] ? d->cfg.default_table
                     : d->cfg.n_tables == 1  ? d->cfg.tables[0].name
                                             : NULL;
@@ -215,6 +234,10 @@ static int start_front(mw_daemon_t *d) {
       .max_reply_bytes_per_connection = (size_t)d->cfg.max_reply_bytes_per_connection,
       .max_batch_rows = (size_t)d->cfg.max_batch_rows,
       .idle_timeout_ms = (uint64_t)d->cfg.idle_timeout_ms,
+      /* the drain's share of the stop; flushing gets the rest */
+      .drain_timeout_ms = d->cfg.shutdown_timeout_ms > 0 ? (uint64_t)d->cfg.shutdown_timeout_ms / 2 : 0,
+      .replies = (mw_lp_replies_t)d->cfg.replies,
+      .listen_replies = replies,
       .auth_token = d->cfg.auth_token[0] ? d->cfg.auth_token : NULL,
       .default_table = def,
       .ignore_unknown_fields = d->cfg.ignore_unknown_fields,
@@ -330,6 +353,7 @@ int main(int argc, char **argv) {
     mw_log_err("storage at %s: %s", d.cfg.data_dir, err.msg[0] ? err.msg : strerror(-rc));
     return 1;
   }
+  build_info();
   if (start_front(&d) < 0) return 1;
   if ((rc = start_signals(&d)) < 0 || (rc = mw_notify_start(&d.notify, d.loop)) < 0 ||
       (rc = mw_memtrim_start(&d.memtrim, d.loop, (uint64_t)d.cfg.memory_trim_interval_ms,

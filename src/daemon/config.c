@@ -10,7 +10,9 @@
  *   integers   decimal, optionally with a binary size suffix for byte counts:
  *              KiB, MiB, GiB (e.g. `max_object_bytes = 64MiB`)
  *   booleans   true/false, yes/no, on/off, 1/0
- *   lists      `listen` may repeat, or hold several comma-separated addresses
+ *   lists      `listen` may repeat, or hold several comma-separated addresses,
+ *              each optionally followed by its reply mode:
+ *              `listen = 127.0.0.1:7070, 127.0.0.1:7071 replies=none`
  *   long text  `schema` and `shards` may continue on indented lines (or
  *              repeat); the pieces are joined with ", ". Debian's libinih
  *              reads at most 199 characters per line, so a longer line is
@@ -31,7 +33,8 @@
 #include "common/log.h"
 
 typedef enum { SC_DAEMON, SC_STORAGE, SC_TABLE } scope_t;
-typedef enum { T_STR, T_JOIN, T_INT, T_BOOL, T_LEVEL, T_LISTEN, T_IO, T_WALC, T_CLAIM, T_TRIBOOL } ktype_t;
+typedef enum { T_STR, T_JOIN, T_INT, T_BOOL, T_LEVEL, T_LISTEN, T_IO, T_WALC, T_CLAIM, T_TRIBOOL,
+               T_REPLIES } ktype_t;
 
 typedef struct key {
   scope_t scope;
@@ -54,6 +57,7 @@ static const cfg_key_t keys[] = {
     {SC_DAEMON, "data_dir", T_STR, D(data_dir), 0, 0, false},
     {SC_DAEMON, "admin_socket", T_STR, D(admin_socket), 0, 0, false},
     {SC_DAEMON, "listen", T_LISTEN, D(listen), 0, 0, false},
+    {SC_DAEMON, "replies", T_REPLIES, D(replies), 0, 0, false},
     {SC_DAEMON, "default_table", T_STR, D(default_table), 0, 0, false},
     {SC_DAEMON, "auth_token", T_STR, D(auth_token), 0, 0, false},
     {SC_DAEMON, "max_line_bytes", T_INT, D(max_line_bytes), 64, 64 * MiB, false},
@@ -154,7 +158,9 @@ void mw_config_defaults(mw_config_t *cfg) {
   snprintf(cfg->data_dir, sizeof cfg->data_dir, "/var/lib/memwald");
   snprintf(cfg->admin_socket, sizeof cfg->admin_socket, "/run/memwald/admin.sock");
   snprintf(cfg->listen[0], sizeof cfg->listen[0], "127.0.0.1:7070");
+  for (size_t i = 0; i < MW_CONFIG_MAX_LISTEN; i++) cfg->listen_replies[i] = MW_REPLIES_DEFAULT;
   cfg->n_listen = 1;
+  cfg->replies = MW_REPLIES_ALL;
   cfg->max_line_bytes = 1 * MiB;
   cfg->max_connections = 4096;
   cfg->max_unacked_bytes_per_connection = 8 * MiB;
@@ -173,6 +179,14 @@ void mw_config_defaults(mw_config_t *cfg) {
 }
 
 /* ------------------------------------------------------------ value parsers */
+
+static const char *const replies_names[] = {"all", "errors", "none"};
+
+static int parse_replies(const char *v, mw_replies_mode_t *out) {
+  for (int i = 0; i < 3; i++)
+    if (strcmp(v, replies_names[i]) == 0) return *out = (mw_replies_mode_t)i, 0;
+  return -EINVAL;
+}
 
 static int parse_bool(const char *v, bool *out) {
   static const char *const yes[] = {"true", "yes", "on", "1"};
@@ -251,12 +265,24 @@ static int add_listen(load_ctx_t *c, const char *section, const char *name, cons
     if (len == 0) continue;
     if (cfg->n_listen >= MW_CONFIG_MAX_LISTEN)
       return fail(c, section, name, "more than %s addresses", "16");
+    int mode = MW_REPLIES_DEFAULT;
+    char *sp = strpbrk(tok, " \t");
+    if (sp != NULL) { /* "ADDR replies=MODE" */
+      *sp++ = '\0';
+      while (isspace((unsigned char)*sp)) sp++;
+      mw_replies_mode_t m;
+      if (strncmp(sp, "replies=", 8) != 0 || parse_replies(sp + 8, &m) < 0)
+        return fail(c, section, name, "after the address only replies=all|errors|none, got '%s'", sp);
+      mode = (int)m;
+      len = strlen(tok);
+    }
     if (len >= sizeof cfg->listen[0]) return fail(c, section, name, "address too long: %s", tok);
     if (strrchr(tok, ':') == NULL)
       return fail(c, section, name, "expected HOST:PORT or [V6]:PORT, got '%s'", tok);
     for (const char *q = tok; *q; q++)
       if (!isalnum((unsigned char)*q) && !strchr(".:[]-_%", *q))
         return fail(c, section, name, "'%s' is not an address (HOST:PORT or [V6]:PORT)", tok);
+    cfg->listen_replies[cfg->n_listen] = mode;
     memcpy(cfg->listen[cfg->n_listen++], tok, len + 1);
   }
   return 1;
@@ -333,6 +359,13 @@ static int assign(load_ctx_t *c, const cfg_key_t *k, void *base, const char *sec
     }
     case T_LISTEN:
       return add_listen(c, section, k->name, value);
+    case T_REPLIES: {
+      mw_replies_mode_t v;
+      if (parse_replies(value, &v) < 0)
+        return fail(c, section, k->name, "expected all, errors or none, got '%s'", value);
+      *(mw_replies_mode_t *)(void *)field = v;
+      return 1;
+    }
   }
   return fail(c, section, k->name, "%s", "internal: unknown key type");
 }
@@ -521,9 +554,14 @@ static void print_value(FILE *f, const cfg_key_t *k, const void *base) {
     case T_CLAIM: fprintf(f, "%s", *(const mw_claim_mode_t *)(const void *)field ? "eager" : "lazy"); break;
     case T_LISTEN: {
       const mw_config_t *cfg = base;
-      for (size_t i = 0; i < cfg->n_listen; i++) fprintf(f, "%s%s", i ? ", " : "", cfg->listen[i]);
+      for (size_t i = 0; i < cfg->n_listen; i++) {
+        fprintf(f, "%s%s", i ? ", " : "", cfg->listen[i]);
+        if (cfg->listen_replies[i] != MW_REPLIES_DEFAULT)
+          fprintf(f, " replies=%s", replies_names[cfg->listen_replies[i]]);
+      }
       break;
     }
+    case T_REPLIES: fprintf(f, "%s", replies_names[*(const mw_replies_mode_t *)(const void *)field]); break;
   }
 }
 

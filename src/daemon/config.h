@@ -32,6 +32,10 @@
 
 typedef enum { MW_WAL_COMPRESSION_NONE = 0, MW_WAL_COMPRESSION_ZSTD } mw_wal_compression_t;
 typedef enum { MW_CLAIM_LAZY = 0, MW_CLAIM_EAGER } mw_claim_mode_t;
+/* Which replies a producer connection gets (net/lineproto.h's modes, same
+ * order): all, errors (no OK lines), none (no OK or ERR lines). */
+typedef enum { MW_REPLIES_ALL = 0, MW_REPLIES_ERRORS, MW_REPLIES_NONE } mw_replies_mode_t;
+#define MW_REPLIES_DEFAULT (-1) /* a listen address without its own mode */
 
 typedef struct mw_table_config {
   char name[128];
@@ -74,7 +78,9 @@ typedef struct mw_config {
   char data_dir[1024];
   char admin_socket[1024];
   char listen[MW_CONFIG_MAX_LISTEN][256];
+  int listen_replies[MW_CONFIG_MAX_LISTEN]; /* mw_replies_mode_t or MW_REPLIES_DEFAULT */
   size_t n_listen;
+  mw_replies_mode_t replies;
   char default_table[128];
   char auth_token[256];
   int64_t max_line_bytes;

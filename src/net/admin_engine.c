@@ -37,27 +37,6 @@ typedef struct op {
 
 /* ------------------------------------------------------------------ shards */
 
-void mw_fe_shard_key(const mw_table_t *t, const uint8_t id[16], char *out, size_t n) {
-  assert(t && id && out && n > 0);
-  for (size_t k = 0; k < t->n_shards; k++)
-    if (memcmp(t->shards[k]->id, id, 16) == 0 && t->shards[k]->key[0]) {
-      snprintf(out, n, "%s", t->shards[k]->key); /* identity-<value>, known */
-      return;
-    }
-  if (t->kind == MW_SHARDING_UNSHARDED) {
-    snprintf(out, n, "unsharded");
-    return;
-  }
-  if (t->kind == MW_SHARDING_BUCKET && t->route_ids != NULL)
-    for (uint32_t b = 0; b < t->num_buckets; b++) {
-      if (memcmp(t->route_ids[b], id, 16) == 0) {
-        snprintf(out, n, "bucket-%" PRIu32, b);
-        return;
-      }
-    }
-  snprintf(out, n, t->kind == MW_SHARDING_IDENTITY ? "identity" : "manual");
-}
-
 static int identity_bytes(const mw_field_t *f, const char *v, uint8_t *out, size_t *n) {
   char *end;
   errno = 0;
@@ -230,7 +209,7 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
       mw_shard_stats(&ts->shard, &st);
       char key[MW_TABLE_SHARD_KEY_BYTES];
       if (ts->key[0] != '\0') snprintf(key, sizeof key, "%s", ts->key); /* O(1): 1 024 shards */
-      else mw_fe_shard_key(t, ts->id, key, sizeof key);
+      else mw_table_shard_name(t, ts->id, key, sizeof key);
       rc = put(out, "%s{\"id\":\"%s\",\"key\":", k ? "," : "", ts->shard.id_str);
       if (rc == 0) rc = mw_admin_json_str(out, key);
       if (rc == 0 && ts->key_truncated) rc = put(out, ",\"key_truncated\":true");
@@ -286,7 +265,7 @@ static void op_finish(op_t *o) {
     char key[64], j[512];
     key[0] = 0;
     for (size_t k = 0; k < o->t->n_shards; k++)
-      if (&o->t->shards[k]->shard == o->s) mw_fe_shard_key(o->t, o->t->shards[k]->id, key, sizeof key);
+      if (&o->t->shards[k]->shard == o->s) mw_table_shard_name(o->t, o->t->shards[k]->id, key, sizeof key);
     snprintf(j, sizeof j, "{\"shard\":\"%s\",\"key\":\"%s\",\"state\":\"%s\",\"status\":\"%s\",\"epoch\":%" PRIu64 "}",
              o->s->id_str, key, mw_shard_state_name(st.state), st.sealed ? "SEALED" : "ACTIVE", st.epoch);
     mw_admin_reply(o->r, 0, j);

@@ -46,8 +46,5 @@ void mw_fe_admin_engine(mw_fe_admin_t *a, mw_admin_engine_t *out);
 int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out);
 /* SHARD text -> shard UUID for table t. -EINVAL with a reason. */
 int mw_fe_shard_resolve(const mw_table_t *t, const char *text, uint8_t id[16], mw_err_t *err);
-/* "unsharded", "bucket-3", "identity-<value>" when the table's shard record
- * knows the value (else "identity"), for status. */
-void mw_fe_shard_key(const mw_table_t *t, const uint8_t id[16], char *out, size_t n);
 
 #endif

@@ -12,7 +12,7 @@
 
 typedef struct fe_write {
   mw_table_write_t w;
-  mw_fe_done_cb done;
+  mw_fe_write_cb done;
   void *arg;
 } fe_write_t;
 
@@ -58,13 +58,14 @@ static void *find(void *data, const char *name, size_t len, const mw_schema_t **
 static void on_written(mw_table_write_t *w, int status, const char *reason) {
   fe_write_t *f = w->data;
   assert(f && &f->w == w);
-  mw_fe_done_cb done = f->done;
+  mw_fe_write_cb done = f->done;
   void *arg = f->arg;
-  done(arg, status, reason); /* reason may point into f->w (its reason[]): free after */
+  /* reason may point into f->w (its reason[]): free after */
+  done(arg, status, status < 0 ? (uint32_t)w->rows_written : 0, reason);
   free(f);
 }
 
-static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done, void *arg,
+static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_write_cb done, void *arg,
                   mw_err_t *err) {
   assert(table && batch && done);
   if (is_dropped(data, table))

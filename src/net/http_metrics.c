@@ -180,8 +180,8 @@ int mw_http_metrics_start(uv_loop_t *loop, const char *listen, mw_metrics_t *met
   assert(loop && listen && out);
   *out = NULL;
   struct sockaddr_storage sa;
-  if (mw_server_addr_parse(listen, &sa) < 0)
-    return mw_err_set(err, -EINVAL, "metrics_listen %s: expected HOST:PORT or [V6]:PORT", listen);
+  int prc = mw_server_addr_parse(listen, &sa, err);
+  if (prc < 0) return prc;
   mw_http_metrics_t *h = calloc(1, sizeof *h);
   if (!h) return -ENOMEM;
   h->loop = loop;

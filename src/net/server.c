@@ -11,14 +11,23 @@
  * Reads: libuv allocates from one 64 KiB buffer shared by every connection
  * (alloc and read run back to back on the loop thread); each chunk is fed
  * and fully processed, then the flow-control predicate decides whether to
- * keep reading (see server.h). Writes: each drain of ready replies is one
- * uv_write of a heap copy; write_queue_bytes counts them until their
- * callback.
+ * keep reading (see server.h). Reading and the idle timer go together
+ * (set_reading): a connection memwald paused is never idle. Writes: each
+ * drain of ready replies is one uv_write of a heap copy; write_queue_bytes
+ * counts them until their callback.
+ *
+ * A connection's close, in order of preference:
+ *   peer EOF or QUIT      once every reply due is written
+ *   server stop (drain)   reading stops; once refs, replies and writes are
+ *                         all done: shutdown (FIN), discard input to EOF
+ *   idle, errors, drain timeout   at once, logged with what was lost
  */
 #include "net/server.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <netdb.h>
+#include <sys/ioctl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -45,13 +54,22 @@ typedef struct sub {
   char table_name[MW_LP_TABLE_NAME_BYTES];
 } sub_t;
 
+#define PEER_BYTES 64
+
 struct conn {
   uv_tcp_t tcp;
   uv_timer_t idle;
+  uv_shutdown_t shutdown_req;
   mw_server_t *srv;
   conn_t *prev, *next;
   mw_lineproto_t lp;
   bool authed, reading, closing, eof;
+  bool peer_eof;             /* the peer closed its side */
+  bool shutting;             /* finishing: FIN being sent */
+  bool discarding;           /* finishing: FIN sent, input thrown away until EOF */
+  const char *why;           /* finishing: why the connection ends (static) */
+  uint64_t rows_rejected;
+  char peer[PEER_BYTES];
   int handles_open;
   int refs;                  /* engine completions outstanding */
   void *table;
@@ -77,14 +95,18 @@ struct mw_server {
   mw_fe_engine_t eng;
   char *token, *default_table;
   uv_tcp_t listeners[MW_SERVER_MAX_LISTEN];
+  mw_lp_replies_t listen_replies[MW_SERVER_MAX_LISTEN];
   size_t n_listeners;
+  uv_timer_t drain_timer;
+  bool drain_timer_on;
   conn_t *conns;
   size_t n_conns;
   bool stopping;
   int closing_handles;
   void (*stop_cb)(void *);
   void *stop_arg;
-  mw_metric_family_t *m_conn, *m_conn_total, *m_rows, *m_bytes, *m_errors, *m_lat;
+  mw_metric_family_t *m_conn, *m_conn_total, *m_rows, *m_bytes, *m_errors, *m_rejected, *m_lat;
+  mw_log_limit_t log_rejects, log_closes;
   /* One read buffer for every connection: libuv calls alloc and read back to
    * back on the loop thread, and each chunk is fed to lineproto at once. */
   char *rbuf;
@@ -96,7 +118,7 @@ struct mw_server {
 static void metrics_init(mw_server_t *s) {
   mw_metrics_t *m = s->opts.metrics;
   if (!m) return;
-  static const char *const tl[1] = {"table"}, *const cl[1] = {"code"};
+  static const char *const tl[1] = {"table"}, *const tcl[2] = {"table", "code"};
   s->m_conn = mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_connections",
                                   "Open producer connections.", NULL, 0, NULL, 0);
   s->m_conn_total = mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_connections_total",
@@ -106,9 +128,13 @@ static void metrics_init(mw_server_t *s) {
   s->m_bytes = mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_bytes_ingested_total",
                                    "Request bytes of acknowledged rows.", tl, 1, NULL, 0);
   s->m_errors = mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_errors_total",
-                                    "ERR replies sent, by code.", cl, 1, NULL, 0);
+                                    "ERR replies due (sent or not, by the reply mode), by table and code.",
+                                    tcl, 2, NULL, 0);
+  s->m_rejected = mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_rows_rejected_total",
+                                      "Rows not written: lines refused and rows of refused groups.",
+                                      tcl, 2, NULL, 0);
   s->m_lat = mw_metrics_register(m, MW_METRIC_HISTOGRAM, "memwald_ack_latency_seconds",
-                                 "From submission to acknowledgement.", NULL, 0, NULL, 0);
+                                 "From submission to acknowledgement.", tl, 1, NULL, 0);
 }
 
 static void count_conn(mw_server_t *s, int delta) {
@@ -116,16 +142,52 @@ static void count_conn(mw_server_t *s, int delta) {
   if (s->m_conn_total && delta > 0) mw_counter_add(mw_metric_series(s->m_conn_total, NULL), 1);
 }
 
-static void count_error(mw_server_t *s, mw_lp_code_t code) {
+/* One ERR due on `table` ("" when none is known), refusing `rows` rows. */
+static void count_error(mw_server_t *s, const char *table, mw_lp_code_t code, uint64_t rows) {
+  assert(table != NULL);
+  assert(code != MW_LP_OK);
   if (!s->m_errors) return;
-  const char *v[1] = {mw_lp_code_name(code)};
+  const char *v[2] = {table, mw_lp_code_name(code)};
   mw_counter_add(mw_metric_series(s->m_errors, v), 1);
+  if (rows > 0) mw_counter_add(mw_metric_series(s->m_rejected, v), rows);
+}
+
+/* ------------------------------------------------------------------ logs */
+
+/* `n` bytes of `p` as one log-safe token: printable ASCII kept, anything
+ * else as \xHH, at most MW_SERVER_LOG_PREFIX_BYTES of input, "..." when cut. */
+static void log_prefix(const char *p, size_t n, char *out, size_t cap) {
+  assert(out != NULL && cap >= 8);
+  size_t w = 0, take = n > MW_SERVER_LOG_PREFIX_BYTES ? MW_SERVER_LOG_PREFIX_BYTES : n;
+  for (size_t i = 0; i < take && p && w + 5 < cap; i++) {
+    unsigned char ch = (unsigned char)p[i];
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\') out[w++] = (char)ch;
+    else w += (size_t)snprintf(out + w, cap - w, "\\x%02x", ch);
+  }
+  if (take < n && w + 4 < cap) w += (size_t)snprintf(out + w, cap - w, "...");
+  assert(w < cap);
+  out[w] = '\0';
+}
+
+static void log_reject(conn_t *c, uint64_t line, mw_lp_code_t code, const char *msg,
+                       const char *data, size_t len) {
+  mw_server_t *s = c->srv;
+  uint64_t suppressed;
+  if (!mw_log_limit_take(&s->log_rejects, uv_now(s->loop), &suppressed)) return;
+  if (suppressed > 0)
+    mw_log_warn("%" PRIu64 " more rejected lines were not logged (at most %d per %d s)",
+                suppressed, MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS / 1000);
+  char pre[MW_SERVER_LOG_PREFIX_BYTES * 4 + 8];
+  log_prefix(data, data ? len : 0, pre, sizeof pre);
+  mw_log_warn("rejected: peer %s table \"%s\" line %" PRIu64 " %s: %s%s%s%s", c->peer,
+              c->table_name, line, mw_lp_code_name(code), msg, data ? ": \"" : "", pre,
+              data ? "\"" : "");
 }
 
 /* ------------------------------------------------------------------ lifetime */
 
 static void conn_maybe_free(conn_t *c) {
-  if (c->handles_open > 0 || c->refs > 0 || c->writes > 0) return;
+  if (c->handles_open > 0 || c->refs > 0 || c->writes > 0 || c->shutting) return;
   assert(c->closing);
   if (c->open) {
     mw_batch_free(&c->open->batch);
@@ -136,8 +198,16 @@ static void conn_maybe_free(conn_t *c) {
   free(c);
 }
 
+static void on_drain_timer_closed(uv_handle_t *h);
+
 static void server_maybe_done(mw_server_t *s) {
-  if (!s->stopping || s->closing_handles > 0 || s->n_conns > 0) return;
+  if (!s->stopping || s->n_conns > 0) return;
+  if (s->drain_timer_on) { /* every connection drained: the timer goes too */
+    s->drain_timer_on = false;
+    s->closing_handles++;
+    uv_close((uv_handle_t *)&s->drain_timer, on_drain_timer_closed);
+  }
+  if (s->closing_handles > 0) return;
   void (*cb)(void *) = s->stop_cb;
   void *arg = s->stop_arg;
   free(s->token);
@@ -160,11 +230,36 @@ static void on_conn_handle_closed(uv_handle_t *h) {
   }
 }
 
-static void conn_close(conn_t *c) {
+/* Bytes the peer sent that no request consumed: the kernel's receive queue
+ * and a partial line or frame. */
+static size_t unread_bytes(conn_t *c) {
+  uv_os_fd_t fd;
+  int queued = 0;
+  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, FIONREAD, &queued) != 0) queued = 0;
+  return (size_t)(queued > 0 ? queued : 0) + mw_lp_buffered(&c->lp);
+}
+
+/* Close now, saying why. What the close loses (input not read, replies not
+ * written, submissions whose answer will not be sent) makes it a warning. */
+static void conn_close(conn_t *c, const char *why) {
   assert(c && c->srv);
+  assert(why != NULL);
   if (c->closing) return;
-  c->closing = true;
   mw_server_t *s = c->srv;
+  size_t unread = c->discarding ? 0 : unread_bytes(c);
+  size_t undelivered = c->lp.quit ? 0 : mw_lp_pending(&c->lp);
+  bool lost = unread > 0 || undelivered > 0 || c->refs > 0;
+  uint64_t suppressed;
+  if (mw_log_limit_take(&s->log_closes, uv_now(s->loop), &suppressed)) {
+    if (suppressed > 0)
+      mw_log_notice("%" PRIu64 " more closed connections were not logged (at most %d per %d s)",
+                    suppressed, MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS / 1000);
+    mw_log(lost ? MW_LOG_WARN : MW_LOG_INFO,
+           "connection %s closed (%s): %" PRIu64 " rows acknowledged, %" PRIu64
+           " rejected; %zu bytes unread, %zu replies not sent, %d submissions unanswered",
+           c->peer, why, c->lp.acked_rows, c->rows_rejected, unread, undelivered, c->refs);
+  }
+  c->closing = true;
   if (c->prev) c->prev->next = c->next;
   else s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -187,9 +282,11 @@ static void on_write(uv_write_t *req, int status) {
     return;
   }
   if (status < 0) {
-    conn_close(c);
+    conn_close(c, uv_strerror(status));
     return;
   }
+  /* a peer taking its replies is not idle */
+  if (c->reading && !c->discarding && c->srv->opts.idle_timeout_ms > 0) uv_timer_again(&c->idle);
   flow(c);
 }
 
@@ -201,14 +298,14 @@ static void send_ready(conn_t *c) {
   int rc = mw_lp_drain(&c->lp, &out);
   if (rc < 0) {
     mw_buf_free(&out);
-    conn_close(c);
+    conn_close(c, "out of memory");
     return;
   }
   if (out.len > 0) {
     wreq_t *w = malloc(sizeof *w + out.len);
     if (!w) {
       mw_buf_free(&out);
-      conn_close(c);
+      conn_close(c, "out of memory");
       return;
     }
     memcpy(w->data, out.data, out.len);
@@ -216,10 +313,10 @@ static void send_ready(conn_t *c) {
     w->c = c;
     w->req.data = w;
     uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+    if ((rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write)) < 0) {
       free(w);
       mw_buf_free(&out);
-      conn_close(c);
+      conn_close(c, uv_strerror(rc));
       return;
     }
     c->write_queue_bytes += w->len;
@@ -232,52 +329,127 @@ static void send_ready(conn_t *c) {
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+static void on_idle(uv_timer_t *t);
+
+/* Reading and the idle timer, together: a connection memwald stopped
+ * reading is not idle. */
+static void set_reading(conn_t *c, bool on) {
+  mw_server_t *s = c->srv;
+  assert(!c->closing);
+  if (on == c->reading) return;
+  if (on) {
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) return;
+    c->reading = true;
+    if (s->opts.idle_timeout_ms && !c->discarding)
+      uv_timer_start(&c->idle, on_idle, s->opts.idle_timeout_ms, s->opts.idle_timeout_ms);
+  } else {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+    uv_timer_stop(&c->idle);
+  }
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status) {
+  conn_t *c = req->data;
+  c->shutting = false;
+  if (c->closing) {
+    conn_maybe_free(c);
+    return;
+  }
+  if (status < 0) {
+    conn_close(c, c->why);
+    return;
+  }
+  /* Closing now, with input unread, would reset the connection and could
+   * destroy replies the peer has not read yet: wait for its EOF instead,
+   * at most MW_SERVER_LINGER_MS. */
+  c->discarding = true;
+  set_reading(c, true);
+  if (!c->reading) {
+    conn_close(c, c->why);
+    return;
+  }
+  uv_timer_start(&c->idle, on_idle, MW_SERVER_LINGER_MS, 0);
+}
+
+/* Every reply due is written and nothing is in flight: end the connection.
+ * After the peer's EOF, close; otherwise FIN first (on_shutdown). */
+static void finish(conn_t *c, const char *why) {
+  assert(!c->closing && why != NULL);
+  assert(c->refs == 0 && c->writes == 0);
+  if (c->shutting || c->discarding) return;
+  c->why = why;
+  if (c->peer_eof) {
+    conn_close(c, why);
+    return;
+  }
+  set_reading(c, false);
+  c->shutting = true;
+  c->shutdown_req.data = c;
+  if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+    c->shutting = false;
+    conn_close(c, why);
+  }
+}
+
+/* Nothing in flight, every reply written (after QUIT: up to the QUIT). */
+static bool answered(const conn_t *c) {
+  bool replies_left = mw_lp_pending(&c->lp) > 0 && !c->lp.quit;
+  return c->refs == 0 && c->writes == 0 && !replies_left;
+}
 
 static void flow(conn_t *c) {
-  if (c->closing) return;
+  if (c->closing || c->shutting || c->discarding) return;
   mw_server_t *s = c->srv;
   assert(s && c->handles_open == 2);
-  if (c->lp.quit || c->eof) {
-    /* close once every reply is out and nothing is in flight */
-    if (mw_lp_pending(&c->lp) == 0 && c->write_queue_bytes == 0) conn_close(c);
-    else if (c->lp.quit && c->write_queue_bytes == 0 && c->refs == 0) conn_close(c);
-    if (c->reading) {
-      uv_read_stop((uv_stream_t *)&c->tcp);
-      c->reading = false;
-    }
+  if (s->stopping || c->lp.quit || c->eof) {
+    /* no new requests; end once everything due is answered */
+    set_reading(c, false);
+    if (answered(c)) finish(c, s->stopping ? "stop" : c->lp.quit ? "quit" : "eof");
     return;
   }
   bool want = c->lp.unacked_bytes <= s->opts.max_unacked_bytes_per_connection &&
               c->write_queue_bytes <= s->opts.max_reply_bytes_per_connection;
-  if (want && !c->reading) {
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->reading = true;
-  } else if (!want && c->reading) {
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    c->reading = false;
-  }
+  set_reading(c, want);
 }
 
 /* ------------------------------------------------------------------ submissions */
 
 static uint64_t now_ns(void) { return uv_hrtime(); }
 
-static void on_sub_done(void *arg, int status, const char *reason) {
+/* A refused group: one ERR (lineproto), counted and logged. */
+static void group_refused(conn_t *c, sub_t *b, int status, uint32_t written, const char *reason) {
+  assert(status < 0 && written < b->rows);
+  mw_lp_code_t code = mw_lp_code_from_errno(status);
+  const char *why = reason ? reason : mw_strerror(status);
+  mw_lp_rows_done_partial(&c->lp, b->ticket, code, written, why);
+  count_error(c->srv, b->table_name, code, b->rows - written);
+  c->rows_rejected += b->rows - written;
+  char msg[MW_LP_MSG_BYTES + 64];
+  snprintf(msg, sizeof msg, "%" PRIu32 " rows (lines %" PRIu64 "-%" PRIu64 "), %" PRIu32 " written: %s",
+           b->rows, b->first_line, b->last_line, written, why);
+  log_reject(c, b->first_line, code, msg, NULL, 0);
+}
+
+static void on_sub_done(void *arg, int status, uint32_t rows_written, const char *reason) {
   sub_t *b = arg;
   conn_t *c = b->c;
   assert(c && c->refs > 0);
+  assert(status < 0 || rows_written == 0);
   c->refs--;
   if (!c->closing) {
     mw_server_t *s = c->srv;
-    mw_lp_code_t code = mw_lp_code_from_errno(status);
-    mw_lp_rows_done(&c->lp, b->ticket, code, status ? (reason ? reason : mw_strerror(status)) : NULL);
-    if (code != MW_LP_OK) count_error(s, code);
-    if (code == MW_LP_OK && s->m_rows) {
+    if (status < 0) group_refused(c, b, status, rows_written, reason);
+    else mw_lp_rows_done(&c->lp, b->ticket, MW_LP_OK, NULL);
+    if (status == 0 && s->m_rows) {
       const char *v[1] = {b->table_name};
       mw_counter_add(mw_metric_series(s->m_rows, v), b->rows);
       mw_counter_add(mw_metric_series(s->m_bytes, v), b->bytes);
     }
-    if (s->m_lat) mw_histogram_observe(mw_metric_series(s->m_lat, NULL), s->m_lat,
-                                       (double)(now_ns() - b->t0_ns) / 1e9);
+    if (s->m_lat) {
+      const char *v[1] = {b->table_name};
+      mw_histogram_observe(mw_metric_series(s->m_lat, v), s->m_lat, (double)(now_ns() - b->t0_ns) / 1e9);
+    }
     send_ready(c);
     flow(c);
   }
@@ -302,7 +474,7 @@ static void cut(conn_t *c) {
   if (rc < 0) { /* out of memory: the rows cannot even be answered */
     mw_batch_free(&b->batch);
     free(b);
-    conn_close(c);
+    conn_close(c, "out of memory");
     return;
   }
   b->t0_ns = now_ns();
@@ -311,8 +483,7 @@ static void cut(conn_t *c) {
   rc = s->eng.submit(s->eng.data, b->table, &b->batch, on_sub_done, b, &err);
   if (rc < 0) {
     c->refs--;
-    mw_lp_rows_done(&c->lp, b->ticket, mw_lp_code_from_errno(rc), err.code ? err.msg : mw_strerror(rc));
-    count_error(s, mw_lp_code_from_errno(rc));
+    group_refused(c, b, rc, 0, err.code ? err.msg : NULL);
     mw_batch_free(&b->batch);
     free(b);
   }
@@ -333,10 +504,14 @@ static sub_t *open_sub(conn_t *c) {
   return b;
 }
 
-static void reply_err(conn_t *c, uint64_t line, mw_lp_code_t code, const char *msg, size_t bytes) {
+/* Refuse request r: one ERR, one rejected line, counted and logged with a
+ * prefix of the line. */
+static void reply_err(conn_t *c, const mw_lp_request_t *r, mw_lp_code_t code, const char *msg) {
   cut(c);
-  count_error(c->srv, code);
-  if (mw_lp_push_err(&c->lp, line, code, msg, bytes) < 0) conn_close(c);
+  count_error(c->srv, c->table_name, code, 1);
+  c->rows_rejected++;
+  log_reject(c, r->line, code, msg, r->data, r->len);
+  if (mw_lp_push_err(&c->lp, r->line, code, msg, r->bytes) < 0) conn_close(c, "out of memory");
 }
 
 static bool use_table(conn_t *c, const char *name, size_t len) {
@@ -360,12 +535,12 @@ static bool use_table(conn_t *c, const char *name, size_t len) {
 static void on_row(conn_t *c, const mw_lp_request_t *r) {
   assert(r->kind == MW_LP_ROW || r->kind == MW_LP_DEL);
   if (!c->table) {
-    reply_err(c, r->line, MW_LP_E_TABLE, "no table selected: send USE <table> first", r->bytes);
+    reply_err(c, r, MW_LP_E_TABLE, "no table selected: send USE <table> first");
     return;
   }
   sub_t *b = open_sub(c);
   if (!b) {
-    reply_err(c, r->line, MW_LP_E_INTERNAL, "out of memory", r->bytes);
+    reply_err(c, r, MW_LP_E_INTERNAL, "out of memory");
     return;
   }
   mw_jsonrow_error_t je;
@@ -379,7 +554,7 @@ static void on_row(conn_t *c, const mw_lp_request_t *r) {
                                                                                     : MW_LP_E_INTERNAL;
     char msg[MW_LP_MSG_BYTES];
     snprintf(msg, sizeof msg, "byte %zu: %s", je.offset, je.msg);
-    reply_err(c, r->line, code, msg, r->bytes);
+    reply_err(c, r, code, msg);
     return;
   }
   if (b->rows == 0) b->first_line = r->line;
@@ -394,12 +569,12 @@ static void on_row(conn_t *c, const mw_lp_request_t *r) {
 static void on_arrow(conn_t *c, const mw_lp_request_t *r) {
   cut(c);
   if (!c->table) {
-    reply_err(c, r->line, MW_LP_E_TABLE, "no table selected: send USE <table> first", r->bytes);
+    reply_err(c, r, MW_LP_E_TABLE, "no table selected: send USE <table> first");
     return;
   }
   sub_t *b = open_sub(c);
   if (!b) {
-    reply_err(c, r->line, MW_LP_E_INTERNAL, "out of memory", r->bytes);
+    reply_err(c, r, MW_LP_E_INTERNAL, "out of memory");
     return;
   }
   /* a compressed frame may expand: at most 4x the frame limit, so one
@@ -416,7 +591,7 @@ static void on_arrow(conn_t *c, const mw_lp_request_t *r) {
     c->open = NULL;
     mw_batch_free(&b->batch);
     free(b);
-    reply_err(c, r->line, code, err.msg, r->bytes);
+    reply_err(c, r, code, err.msg);
     return;
   }
   b->rows = (uint32_t)b->batch.n_rows;
@@ -453,7 +628,7 @@ static void on_sync(conn_t *c, const mw_lp_request_t *r) {
   cut(c);
   uint64_t ticket;
   if (mw_lp_push_sync(&c->lp, r->bytes, &ticket) < 0) {
-    conn_close(c);
+    conn_close(c, "out of memory");
     return;
   }
   mw_server_t *s = c->srv;
@@ -496,8 +671,15 @@ static bool handle(conn_t *c, const mw_lp_request_t *r) {
       c->authed = true;
       return true;
     }
-    reply_err(c, r->line, MW_LP_E_AUTH,
-              r->kind == MW_LP_AUTH ? "wrong token" : "AUTH <token> must come first", r->bytes);
+    /* answered in every reply mode: the connection closes after it */
+    if (mw_lp_push_replies(&c->lp, MW_LP_REPLIES_ALL, 0) < 0) {
+      conn_close(c, "out of memory");
+      return false;
+    }
+    mw_lp_request_t masked = *r; /* never log a token */
+    masked.data = NULL;
+    reply_err(c, &masked, MW_LP_E_AUTH,
+              r->kind == MW_LP_AUTH ? "wrong token" : "AUTH <token> must come first");
     if (!c->closing) mw_lp_push_quit(&c->lp, 0);
     return false;
   }
@@ -510,20 +692,24 @@ static bool handle(conn_t *c, const mw_lp_request_t *r) {
     if (!use_table(c, r->data, r->len)) {
       char msg[MW_LP_MSG_BYTES];
       snprintf(msg, sizeof msg, "unknown table \"%.*s\"", (int)(r->len > 200 ? 200 : r->len), r->data);
-      reply_err(c, r->line, MW_LP_E_TABLE, msg, r->bytes);
+      reply_err(c, r, MW_LP_E_TABLE, msg);
     }
+    break;
+  case MW_LP_REPLIES:
+    cut(c);
+    if (mw_lp_push_replies(&c->lp, r->replies, r->bytes) < 0) conn_close(c, "out of memory");
     break;
   case MW_LP_SYNC: on_sync(c, r); break;
   case MW_LP_PING:
     cut(c);
-    if (mw_lp_push_pong(&c->lp, r->bytes) < 0) conn_close(c);
+    if (mw_lp_push_pong(&c->lp, r->bytes) < 0) conn_close(c, "out of memory");
     break;
   case MW_LP_QUIT:
     cut(c);
-    if (mw_lp_push_quit(&c->lp, r->bytes) < 0) conn_close(c);
+    if (mw_lp_push_quit(&c->lp, r->bytes) < 0) conn_close(c, "out of memory");
     return false;
   case MW_LP_AUTH: break; /* already authenticated (or no token): ignored */
-  case MW_LP_ERROR: reply_err(c, r->line, r->code, r->msg, r->bytes); break;
+  case MW_LP_ERROR: reply_err(c, r, r->code, r->msg); break;
   }
   return !c->closing;
 }
@@ -543,19 +729,24 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   conn_t *c = st->data;
   if (buf->base == c->srv->rbuf) c->srv->rbuf_busy = false;
   if (c->closing) return;
+  if (c->discarding) { /* every reply written, FIN sent: wait for EOF */
+    if (n < 0) conn_close(c, c->why);
+    return;
+  }
   if (n < 0) {
     /* EOF or error: a half line is dropped; answer what is complete */
     c->eof = true;
+    c->peer_eof = true;
     cut(c);
     send_ready(c);
-    if (n != UV_EOF) conn_close(c);
+    if (n != UV_EOF) conn_close(c, uv_strerror((int)n));
     else flow(c);
     return;
   }
   if (n == 0) return;
-  uv_timer_again(&c->idle);
+  if (c->srv->opts.idle_timeout_ms > 0) uv_timer_again(&c->idle);
   if (c->lp.quit || mw_lp_feed(&c->lp, buf->base, (size_t)n) < 0) {
-    if (!c->lp.quit) conn_close(c);
+    if (!c->lp.quit) conn_close(c, "out of memory");
     return;
   }
   mw_lp_request_t r;
@@ -570,10 +761,24 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   flow(c);
 }
 
+/* Reply bytes still in the kernel's send queue: written by us, not yet
+ * taken (acknowledged) by the peer. */
+static size_t unsent_bytes(conn_t *c) {
+  uv_os_fd_t fd;
+  int queued = 0;
+  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, TIOCOUTQ, &queued) != 0) return 0;
+  return queued > 0 ? (size_t)queued : 0;
+}
+
+/* Runs only while the connection is read (set_reading); while finishing
+ * it bounds the wait for the peer's EOF. A connection is idle when nothing
+ * moves either way: no request, no engine work, no reply on its way. */
 static void on_idle(uv_timer_t *t) {
   conn_t *c = t->data;
   if (c->closing) return;
-  if (c->refs == 0) conn_close(c);
+  assert(c->reading);
+  if (c->discarding) conn_close(c, c->why);
+  else if (c->refs == 0 && c->writes == 0 && unsent_bytes(c) == 0) conn_close(c, "idle");
 }
 
 /* ------------------------------------------------------------------ accept */
@@ -601,7 +806,29 @@ static void reject(mw_server_t *s, uv_stream_t *server) {
     free(w);
     uv_close((uv_handle_t *)t, free_handle);
   }
-  count_error(s, MW_LP_E_OVERLOADED);
+  count_error(s, "", MW_LP_E_OVERLOADED, 0);
+  uint64_t suppressed;
+  if (mw_log_limit_take(&s->log_closes, uv_now(s->loop), &suppressed))
+    mw_log_warn("connection refused: max_connections = %zu reached%s", s->opts.max_connections,
+                suppressed ? " (more closes were not logged)" : "");
+}
+
+/* "1.2.3.4:5678" / "[::1]:5678" of the peer, "?" when unknown. */
+static void peer_name(uv_tcp_t *t, char *out, size_t n) {
+  struct sockaddr_storage sa;
+  int len = sizeof sa;
+  char host[INET6_ADDRSTRLEN] = "?";
+  snprintf(out, n, "?");
+  if (uv_tcp_getpeername(t, (struct sockaddr *)&sa, &len) != 0) return;
+  if (sa.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&sa;
+    uv_ip6_name(a, host, sizeof host);
+    snprintf(out, n, "[%s]:%d", host, ntohs(a->sin6_port));
+  } else if (sa.ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)&sa;
+    uv_ip4_name(a, host, sizeof host);
+    snprintf(out, n, "%s:%d", host, ntohs(a->sin_port));
+  }
 }
 
 static void on_connection(uv_stream_t *server, int status) {
@@ -630,38 +857,66 @@ static void on_connection(uv_stream_t *server, int status) {
   s->n_conns++;
   count_conn(s, +1);
   c->authed = s->token == NULL;
+  size_t li = (size_t)((uv_tcp_t *)server - s->listeners);
+  assert(li < s->n_listeners);
+  mw_lp_replies_default(&c->lp, s->listen_replies[li]);
   if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-    conn_close(c);
+    snprintf(c->peer, sizeof c->peer, "?");
+    conn_close(c, "accept failed");
     return;
   }
+  peer_name(&c->tcp, c->peer, sizeof c->peer);
   uv_tcp_nodelay(&c->tcp, 1);
-  if (s->opts.idle_timeout_ms) uv_timer_start(&c->idle, on_idle, s->opts.idle_timeout_ms, s->opts.idle_timeout_ms);
+  uv_tcp_keepalive(&c->tcp, 1, MW_SERVER_KEEPALIVE_S);
   if (s->default_table) use_table(c, s->default_table, strlen(s->default_table));
   flow(c);
 }
 
 /* ------------------------------------------------------------------ public */
 
-int mw_server_addr_parse(const char *text, struct sockaddr_storage *out) {
+int mw_server_addr_parse(const char *text, struct sockaddr_storage *out, mw_err_t *err) {
   assert(text && out);
   char host[256];
+  memset(out, 0, sizeof *out);
   const char *colon = strrchr(text, ':');
-  if (!colon || colon == text || strlen(colon + 1) == 0 || strlen(colon + 1) > 5) return -EINVAL;
+  if (!colon || colon == text)
+    return mw_err_set(err, -EINVAL, "\"%.200s\": expected HOST:PORT or [V6]:PORT", text);
   char *end;
+  errno = 0;
   long port = strtol(colon + 1, &end, 10);
-  if (*end || port < 0 || port > 65535) return -EINVAL;
+  if (colon[1] == '\0' || *end || errno || port < 0 || port > 65535)
+    return mw_err_set(err, -EINVAL, "\"%.200s\": the port must be a number in 0..65535, got \"%.20s\"",
+                      text, colon + 1);
   size_t hl = (size_t)(colon - text);
-  if (hl >= sizeof host) return -EINVAL;
+  if (hl >= sizeof host) return mw_err_set(err, -EINVAL, "\"%.200s\": host name too long", text);
   memcpy(host, text, hl);
   host[hl] = 0;
-  memset(out, 0, sizeof *out);
   if (host[0] == '[') {
-    if (hl < 3 || host[hl - 1] != ']') return -EINVAL;
-    host[hl - 1] = 0;
-    return uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)out) == 0 ? 0 : -EINVAL;
+    if (hl < 3 || host[hl - 1] != ']' || (host[hl - 1] = 0,
+        uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)out) != 0))
+      return mw_err_set(err, -EINVAL, "\"%.200s\": [%.100s] is not an IPv6 address", text, host + 1);
+    return 0;
   }
   if (strcmp(host, "*") == 0) strcpy(host, "0.0.0.0");
-  return uv_ip4_addr(host, (int)port, (struct sockaddr_in *)out) == 0 ? 0 : -EINVAL;
+  if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)out) == 0) return 0;
+  /* a name (localhost, a host name): its first address, IPv4 first */
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
+  struct addrinfo *res = NULL;
+  int g = getaddrinfo(host, NULL, &hints, &res);
+  if (g != 0)
+    return mw_err_set(err, -EINVAL, "\"%.200s\": cannot resolve \"%.100s\": %s", text, host, gai_strerror(g));
+  const struct addrinfo *pick = res;
+  for (const struct addrinfo *a = res; a; a = a->ai_next)
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  assert(pick->ai_addrlen <= sizeof *out);
+  memcpy(out, pick->ai_addr, pick->ai_addrlen);
+  if (out->ss_family == AF_INET6) ((struct sockaddr_in6 *)out)->sin6_port = htons((uint16_t)port);
+  else ((struct sockaddr_in *)out)->sin_port = htons((uint16_t)port);
+  freeaddrinfo(res);
+  return 0;
 }
 
 static void on_listener_closed(uv_handle_t *h) {
@@ -689,6 +944,14 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
   if (!s->opts.max_reply_bytes_per_connection)
     s->opts.max_reply_bytes_per_connection = MW_SERVER_DEFAULT_MAX_REPLY_BYTES;
   if (!s->opts.max_batch_rows) s->opts.max_batch_rows = MW_SERVER_DEFAULT_MAX_BATCH_ROWS;
+  if (!s->opts.drain_timeout_ms) s->opts.drain_timeout_ms = MW_SERVER_DEFAULT_DRAIN_TIMEOUT_MS;
+  for (size_t i = 0; i < opts->n_listen; i++) {
+    s->listen_replies[i] = opts->listen_replies ? opts->listen_replies[i] : opts->replies;
+    assert((unsigned)s->listen_replies[i] < MW_LP_N_REPLIES);
+  }
+  s->opts.listen_replies = NULL;
+  s->log_rejects = (mw_log_limit_t)MW_LOG_LIMIT_INIT(MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS);
+  s->log_closes = (mw_log_limit_t)MW_LOG_LIMIT_INIT(MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS);
   if (opts->auth_token && opts->auth_token[0]) s->token = strdup(opts->auth_token);
   if (opts->default_table && opts->default_table[0]) s->default_table = strdup(opts->default_table);
   s->rbuf = malloc(MW_SERVER_READ_CHUNK_BYTES);
@@ -704,11 +967,8 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
   int rc = 0;
   for (size_t i = 0; i < opts->n_listen && rc == 0; i++) {
     struct sockaddr_storage sa;
-    rc = mw_server_addr_parse(opts->listen[i], &sa);
-    if (rc < 0) {
-      mw_err_set(err, rc, "listen %s: expected HOST:PORT or [V6]:PORT", opts->listen[i]);
-      break;
-    }
+    rc = mw_server_addr_parse(opts->listen[i], &sa, err);
+    if (rc < 0) break;
     uv_tcp_t *l = &s->listeners[i];
     uv_tcp_init(loop, l);
     l->data = s;
@@ -725,6 +985,16 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
   return 0;
 }
 
+static void on_drain_timer_closed(uv_handle_t *h) { on_listener_closed(h); }
+
+static void on_drain_timeout(uv_timer_t *t) {
+  mw_server_t *s = t->data;
+  assert(s->stopping);
+  mw_log_warn("stop: %zu connections not drained after %" PRIu64 " ms; closing them", s->n_conns,
+              s->opts.drain_timeout_ms);
+  while (s->conns) conn_close(s->conns, "stop: drain timeout");
+}
+
 void mw_server_stop(mw_server_t *s, void (*cb)(void *arg), void *arg) {
   assert(s && !s->stopping);
   s->stopping = true;
@@ -734,7 +1004,19 @@ void mw_server_stop(mw_server_t *s, void (*cb)(void *arg), void *arg) {
     s->closing_handles++;
     uv_close((uv_handle_t *)&s->listeners[i], on_listener_closed);
   }
-  while (s->conns) conn_close(s->conns);
+  if (s->conns && uv_timer_init(s->loop, &s->drain_timer) == 0) {
+    s->drain_timer.data = s;
+    s->drain_timer_on = true;
+    uv_timer_start(&s->drain_timer, on_drain_timeout, s->opts.drain_timeout_ms, 0);
+  }
+  /* each connection drains on its own from here (flow -> drain) */
+  conn_t *next;
+  for (conn_t *c = s->conns; c; c = next) {
+    next = c->next;
+    cut(c);
+    send_ready(c);
+    flow(c);
+  }
   server_maybe_done(s); /* frees now only when nothing was open */
 }
 

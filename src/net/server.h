@@ -17,14 +17,37 @@
  *     max_reply_bytes_per_connection: stop reading, so a client that never
  *     reads cannot grow the daemon's memory;
  *   - no byte received for idle_timeout_ms and no engine work in flight:
- *     close.
+ *     close. The idle timer runs only while the server reads the socket:
+ *     a connection the server paused (above) is waiting on memwald or on
+ *     the peer's reading, not idle, and is never reset for it (TCP
+ *     keepalive finds a dead peer instead).
  * Over max_connections a new connection gets "ERR 0 overloaded ..." and is
  * closed.
  *
+ * Reply modes: each listener has a default (opts.replies, or
+ * opts.listen_replies[i]) that a connection changes with REPLIES
+ * (lineproto.h); with NONE a producer that never reads costs no reply
+ * bytes at all. An AUTH failure is answered in every mode.
+ *
+ * Graceful stop (mw_server_stop): the listeners close; each connection
+ * stops reading, its submissions in flight finish, every reply due is
+ * written, then it half-closes (FIN) and discards input until the peer
+ * closes, so no reply is lost to a reset. drain_timeout_ms bounds the
+ * whole drain; connections left then are closed and logged with what they
+ * lost.
+ *
+ * Logs, rate-limited (common/log.h): each rejected line or refused group
+ * (peer, table, line, code, the reason, a prefix of the line) and each
+ * closed connection (peer, why, rows acknowledged and rejected, input left
+ * unread and replies not delivered).
+ *
  * Metrics (when opts.metrics): memwald_connections (gauge),
  * memwald_connections_total, memwald_rows_ingested_total{table},
- * memwald_bytes_ingested_total{table}, memwald_errors_total{code},
- * memwald_ack_latency_seconds (submission -> acknowledgement).
+ * memwald_bytes_ingested_total{table}, memwald_errors_total{table,code}
+ * (ERR replies due, sent or not by the reply mode),
+ * memwald_rows_rejected_total{table,code} (rows not written: lines
+ * refused, rows of refused groups), memwald_ack_latency_seconds{table}
+ * (submission -> acknowledgement). `table` is "" before a table is known.
  *
  * Errors: negative errno; mw_server_start names the listen address that
  * failed in *err.
@@ -40,6 +63,7 @@
 #include "common/err.h"
 #include "common/metrics.h"
 #include "lance/batch.h"
+#include "net/lineproto.h"
 
 #define MW_SERVER_MAX_LISTEN 16
 #define MW_SERVER_DEFAULT_MAX_CONNECTIONS 1024
@@ -47,10 +71,21 @@
 #define MW_SERVER_DEFAULT_MAX_REPLY_BYTES ((size_t)256 << 10)
 #define MW_SERVER_DEFAULT_MAX_BATCH_ROWS 8192
 #define MW_SERVER_READ_CHUNK_BYTES ((size_t)64 << 10)
+#define MW_SERVER_DEFAULT_DRAIN_TIMEOUT_MS 10000
+#define MW_SERVER_KEEPALIVE_S 60
+#define MW_SERVER_LINGER_MS 2000           /* after the FIN, for the peer's EOF */
+#define MW_SERVER_LOG_BURST 20          /* log lines of each kind per window */
+#define MW_SERVER_LOG_WINDOW_MS 10000
+#define MW_SERVER_LOG_PREFIX_BYTES 80   /* of a rejected line, escaped */
 
 /* Engine completion: status 0 or negative errno (lineproto.h maps it to a
  * reply code), reason for people (may be NULL). Called exactly once. */
 typedef void (*mw_fe_done_cb)(void *arg, int status, const char *reason);
+/* A submission's completion: as mw_fe_done_cb, and when status < 0,
+ * rows_written of its rows (< all of them) were written anyway (a batch
+ * over several shards, one of which refused); the reason then says what
+ * happened to each shard's rows. */
+typedef void (*mw_fe_write_cb)(void *arg, int status, uint32_t rows_written, const char *reason);
 
 typedef struct mw_fe_engine {
   void *data;
@@ -61,7 +96,7 @@ typedef struct mw_fe_engine {
   /* Write `batch` (bound to the table's schema). 0: done will be called
    * later (never from inside submit), and the batch's contents may have been
    * taken (the server frees what is left). < 0: refused now, reason in *err. */
-  int (*submit)(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done, void *arg,
+  int (*submit)(void *data, void *table, mw_batch_t *batch, mw_fe_write_cb done, void *arg,
                 mw_err_t *err);
   /* Optional barrier for SYNC: done once every row submitted so far (to any
    * table: a connection may have switched tables) is durable. 0: done will
@@ -84,6 +119,9 @@ typedef struct mw_server_opts {
   size_t max_reply_bytes_per_connection;   /* 0 = default */
   size_t max_batch_rows;                /* rows per submission; 0 = default */
   uint64_t idle_timeout_ms;             /* 0 = never */
+  uint64_t drain_timeout_ms;            /* graceful stop; 0 = default */
+  mw_lp_replies_t replies;              /* every listener's default reply mode */
+  const mw_lp_replies_t *listen_replies; /* per listener (n_listen), or NULL */
   const char *auth_token;               /* NULL or "" = no AUTH */
   const char *default_table;            /* rows before USE; NULL = USE required */
   bool ignore_unknown_fields;
@@ -94,15 +132,19 @@ typedef struct mw_server mw_server_t;
 
 int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_engine_t *engine,
                     mw_server_t **out, mw_err_t *err);
-/* Close the listeners and every connection (pending replies are dropped),
- * then cb (may be NULL) and free. Engine completions still outstanding are
- * absorbed when they arrive; the engine must outlive them. */
+/* Close the listeners, drain every connection (above), then cb (may be
+ * NULL) and free. The engine must keep completing submissions meanwhile;
+ * completions still outstanding after the drain timeout are absorbed when
+ * they arrive, so the engine must outlive them. */
 void mw_server_stop(mw_server_t *s, void (*cb)(void *arg), void *arg);
 size_t mw_server_connections(const mw_server_t *s);
 /* The bound port of listener i (useful with port 0), or -EINVAL. */
 int mw_server_port(const mw_server_t *s, size_t i);
 
-/* Parse "host:port" / "[v6]:port" into a sockaddr (IPv4 or IPv6). */
-int mw_server_addr_parse(const char *text, struct sockaddr_storage *out);
+/* Parse "host:port" / "[v6]:port" / "*:port" into a sockaddr (IPv4 or
+ * IPv6); a host name (localhost) is resolved, its first IPv4 address
+ * preferred. -EINVAL with the address and the reason in *err (may be NULL);
+ * start-up and `memwald --check` use the same function. */
+int mw_server_addr_parse(const char *text, struct sockaddr_storage *out, mw_err_t *err);
 
 #endif

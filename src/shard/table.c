@@ -474,6 +474,26 @@ mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create) {
   return shard_get(t, id, create, false);
 }
 
+void mw_table_shard_name(const mw_table_t *t, const uint8_t id[16], char *out, size_t n) {
+  assert(t && id && out && n > 0);
+  for (size_t k = 0; k < t->n_shards; k++)
+    if (memcmp(t->shards[k]->id, id, 16) == 0 && t->shards[k]->key[0]) {
+      snprintf(out, n, "%s", t->shards[k]->key); /* identity-<value>, known */
+      return;
+    }
+  if (t->kind == MW_SHARDING_UNSHARDED) {
+    snprintf(out, n, "unsharded");
+    return;
+  }
+  if (t->kind == MW_SHARDING_BUCKET && t->route_ids != NULL)
+    for (uint32_t b = 0; b < t->num_buckets; b++)
+      if (memcmp(t->route_ids[b], id, 16) == 0) {
+        snprintf(out, n, "bucket-%" PRIu32, b);
+        return;
+      }
+  snprintf(out, n, t->kind == MW_SHARDING_IDENTITY ? "identity" : "manual");
+}
+
 void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *value) {
   assert(t != NULL && id != NULL && value != NULL);
   mw_table_shard_t *ts = NULL;

@@ -153,11 +153,18 @@ typedef void (*mw_table_write_cb)(mw_table_write_t *w, int status, const char *r
 
 struct mw_table_write {
   void *data;
+  /* Set before a failing cb: rows of the batch written anyway. When the
+   * batch spanned several shards, some may have been (0 < rows_written <
+   * the batch's rows); the reason then names each shard and what happened
+   * to its rows. */
+  int64_t rows_written;
   /* private */
   mw_table_t *t;
   mw_table_write_cb cb;
   size_t left;
   int status;
+  size_t n_parts;
+  struct mw_table_part_outcome *parts;
   char reason[MW_TABLE_REASON_BYTES];
   mw_shard_write_t part0;     /* the first shard's write */
   mw_shard_write_t *more;     /* the others' (a batch spanning shards) */
@@ -174,6 +181,10 @@ int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t));
 mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create);
 /* Whether this daemon owns shard id (the config's shard list; all when none). */
 bool mw_table_owns(const mw_table_t *t, const uint8_t id[16]);
+/* The shard's name for people: "unsharded", "bucket-<b>", "identity-<value>"
+ * once the value is known (else "identity"), "manual" otherwise. The one
+ * place a shard id becomes a name (status, admin replies, write errors). */
+void mw_table_shard_name(const mw_table_t *t, const uint8_t id[16], char *out, size_t n);
 /* Remember "identity-<value>" (value as text) for shard id when its record
  * exists and has no key yet; cut to MW_TABLE_SHARD_KEY_VALUE_BYTES. */
 void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *value);
@@ -190,8 +201,9 @@ int mw_table_disown(mw_table_t *t, const uint8_t id[16]);
 int mw_table_claim_owned(mw_table_t *t);
 
 /* Route `batch` (table schema, `_tombstone` included; consumed on success)
- * to its shards and write each part. Immediate error, or 0 and then cb once
- * with the first failure among the parts (or 0). */
+ * to its shards and write each part. Immediate error (nothing written), or
+ * 0 and then cb once with the first failure among the parts (or 0), and
+ * w->rows_written set. */
 int mw_table_write(mw_table_t *t, mw_table_write_t *w, mw_batch_t *batch, mw_table_write_cb cb,
                    mw_err_t *err);
 

@@ -273,17 +273,80 @@ static mw_shard_write_t *part_slot(mw_table_write_t *tw, size_t j) {
   return j == 0 ? &tw->part0 : &tw->more[j - 1];
 }
 
-static void on_part(mw_shard_write_t *w, int status, const char *reason) {
-  mw_table_write_t *tw = w->data;
-  assert(tw != NULL && tw->left > 0);
+static size_t part_index(const mw_table_write_t *tw, const mw_shard_write_t *w) {
+  size_t j = w == &tw->part0 ? 0 : (size_t)(w - tw->more) + 1;
+  assert(j < tw->n_parts);
+  return j;
+}
+
+/* What became of one shard's part of a write, for the reply; kept only for
+ * a batch over several shards (allocated with `more`). */
+typedef struct mw_table_part_outcome {
+  uint8_t id[16];
+  int64_t rows;
+  int status;        /* 0 written, < 0 refused, 1 still running */
+} part_outcome_t;
+
+/* The reason of a write that failed on some of its shards: the first
+ * failure's reason alone when there was one shard, else each shard with
+ * its rows: "bucket-3 (4 rows) not written: <reason>; bucket-5 (2 rows)
+ * not written: EIO; written: bucket-1 (6 rows)". */
+static void outcome_reason(mw_table_write_t *tw) {
+  assert(tw->status < 0);
+  if (tw->n_parts <= 1 || tw->parts == NULL) return;
+  char first[MW_TABLE_REASON_BYTES], out[MW_TABLE_REASON_BYTES];
+  snprintf(first, sizeof first, "%s", tw->reason);
+  size_t w = 0;
+  bool any_failed = false, any_written = false;
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t j = 0; j < tw->n_parts && w < sizeof out; j++) {
+      const part_outcome_t *o = &tw->parts[j];
+      if ((pass == 0) != (o->status < 0)) continue;
+      char name[MW_TABLE_SHARD_KEY_BYTES];
+      mw_table_shard_name(tw->t, o->id, name, sizeof name);
+      if (pass == 0) {
+        w += (size_t)snprintf(out + w, sizeof out - w, "%s%s (%" PRId64 " rows) not written: %s",
+                              any_failed ? "; " : "", name, o->rows,
+                              any_failed ? mw_errno_name(o->status) : first);
+        any_failed = true;
+      } else {
+        w += (size_t)snprintf(out + w, sizeof out - w, "%s%s (%" PRId64 " rows)",
+                              any_written ? ", " : any_failed ? "; written: " : "written: ", name,
+                              o->rows);
+        any_written = true;
+      }
+    }
+  snprintf(tw->reason, sizeof tw->reason, "%s", out);
+}
+
+/* Part j finished (j == n_parts: the hold mw_table_write keeps while it
+ * submits); the last one completes the write. */
+static void part_done(mw_table_write_t *tw, size_t j, int status, const char *reason) {
+  assert(tw->left > 0);
+  assert(j <= tw->n_parts);
+  if (j < tw->n_parts && tw->parts != NULL) {
+    part_outcome_t *o = &tw->parts[j];
+    assert(o->status == 1);
+    o->status = status < 0 ? status : 0;
+    if (status == 0) tw->rows_written += o->rows;
+  }
   if (status < 0 && tw->status == 0) {
     tw->status = status;
     snprintf(tw->reason, sizeof tw->reason, "%s", reason ? reason : mw_strerror(status));
   }
   if (--tw->left > 0) return;
+  if (tw->status < 0) outcome_reason(tw);
   free(tw->more);
   tw->more = NULL;
+  free(tw->parts);
+  tw->parts = NULL;
   tw->cb(tw, tw->status, tw->status ? tw->reason : NULL);
+}
+
+static void on_part(mw_shard_write_t *w, int status, const char *reason) {
+  mw_table_write_t *tw = w->data;
+  assert(tw != NULL && tw->left > 0);
+  part_done(tw, part_index(tw, w), status, reason);
 }
 
 int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_table_write_cb cb,
@@ -299,13 +362,25 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_ta
   tw->t = t;
   tw->cb = cb;
   tw->status = 0;
+  tw->rows_written = 0;
   tw->reason[0] = '\0';
+  tw->n_parts = n;
   tw->more = n > 1 ? calloc(n - 1, sizeof *tw->more) : NULL;
-  if (n > 1 && tw->more == NULL) {
+  tw->parts = n > 1 ? calloc(n, sizeof *tw->parts) : NULL; /* what each shard's rows became */
+  if (n > 1 && (tw->more == NULL || tw->parts == NULL)) {
     for (size_t j = 0; j < n; j++) mw_batch_free(&parts[j]);
     free(parts);
     free(ids);
+    free(tw->more);
+    free(tw->parts);
+    tw->more = NULL;
+    tw->parts = NULL;
     return mw_err_set(err, -ENOMEM, "table %s: out of memory", t->path);
+  }
+  for (size_t j = 0; j < n && tw->parts != NULL; j++) {
+    memcpy(tw->parts[j].id, ids[j], 16);
+    tw->parts[j].rows = parts[j].n_rows;
+    tw->parts[j].status = 1;
   }
   tw->left = n + 1; /* +1 held until every part is submitted */
   size_t submitted = 0;
@@ -318,14 +393,11 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_ta
     rc = s ? mw_shard_write(s, w, &parts[j], on_part) : -ENOMEM;
     if (rc < 0) {
       mw_batch_free(&parts[j]);
-      if (tw->status == 0) {
-        tw->status = rc;
-        char sid[MW_UUID_STR_BYTES];
-        mw_shard_uuid_format(ids[j], sid);
-        snprintf(tw->reason, sizeof tw->reason, "shard %s: %.400s", sid,
-                 s && mw_shard_reason(s)[0] ? mw_shard_reason(s) : mw_strerror(rc));
-      }
-      tw->left--;
+      char sid[MW_UUID_STR_BYTES], why[MW_TABLE_REASON_BYTES];
+      mw_shard_uuid_format(ids[j], sid);
+      snprintf(why, sizeof why, "shard %s: %.400s", sid,
+               s && mw_shard_reason(s)[0] ? mw_shard_reason(s) : mw_strerror(rc));
+      part_done(tw, j, rc, why); /* never the last: the hold is still on */
     } else {
       submitted++;
     }
@@ -335,11 +407,12 @@ int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_ta
   if (submitted == 0) {
     free(tw->more);
     tw->more = NULL;
+    free(tw->parts);
+    tw->parts = NULL;
     return mw_err_set(err, tw->status, "%s", tw->reason);
   }
   mw_batch_free(batch);
-  tw->left--; /* release the hold; shard callbacks never run inside mw_shard_write */
-  assert(tw->left > 0);
+  part_done(tw, n, 0, NULL); /* the hold; shard callbacks never run inside mw_shard_write */
   return 0;
 }
 

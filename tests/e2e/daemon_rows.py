@@ -142,7 +142,8 @@ spec = {spec}
     rc, out, err = ctl(sock, "flush")
     check(f"[{spec}] memwalctl flush", rc == 0, out + err)
     rc, out, err = ctl(sock, "metrics")
-    names = ["memwald_rows_ingested_total", "memwald_bytes_ingested_total", "memwald_errors_total{code=\"type\"}",
+    names = ["memwald_rows_ingested_total", "memwald_bytes_ingested_total", "memwald_errors_total{table=\"t\",code=\"type\"}",
+             "memwald_rows_rejected_total{table=\"t\",code=\"type\"}", "memwald_build_info",
              "memwald_ack_latency_seconds_bucket", "memwald_wal_entries_total", "memwald_wal_bytes_total",
              "memwald_storage_fsync_seconds_bucket", "memwald_memtable_bytes", "memwald_flushes_total",
              "memwald_flush_seconds_count", "memwald_fences_total", "memwald_connections"]
@@ -171,13 +172,14 @@ spec = {spec}
     first = c.reply()
     d.p.send_signal(signal.SIGTERM)
     late_acked = int(first.split()[1]) if first.startswith("OK ") else 0
+    ended = None
     try:
         while True:
             rep = c.reply()
             if rep.startswith("OK "):
                 late_acked += int(rep.split()[1])
-    except (EOFError, ConnectionResetError, socket.timeout):
-        pass
+    except (EOFError, ConnectionResetError, socket.timeout) as e:
+        ended = type(e).__name__
     for cc in conns:
         cc.close()
     rc = d.finish()
@@ -188,11 +190,13 @@ spec = {spec}
     ok = rows is not None
     if ok:
         got_late = late & set(rows)
-        # every acknowledged late row is there; unacknowledged ones may or may not be
-        ok = len(got_late) >= late_acked and same({k: v for k, v in rows.items() if k not in late},
+        # the drain: every late row written was acknowledged before the EOF
+        # (rows the daemon never read are neither); nothing else changed
+        ok = len(got_late) == late_acked and same({k: v for k, v in rows.items() if k not in late},
                                                    expect_rows(model)) is None
-    check(f"[{spec}] every acknowledged row ({late_acked} late) is in an SSTable LanceDB reads", ok,
-          why if rows is None else f"late acked {late_acked}, present {len(late & set(rows))}")
+    check(f"[{spec}] every acknowledged row ({late_acked} late) is in an SSTable LanceDB reads, and every "
+          f"late row there was acknowledged before the EOF", ok and ended == "EOFError",
+          why if rows is None else f"late acked {late_acked}, present {len(late & set(rows))}, ended {ended}")
 
 
 def main():

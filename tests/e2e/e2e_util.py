@@ -178,8 +178,11 @@ class Client:
     with a deadline (None or False when it passes); reply() blocks for up
     to the socket's timeout and raises EOFError when the server closes."""
 
-    def __init__(self, port, host="127.0.0.1", family=socket.AF_INET, timeout=10):
+    def __init__(self, port, host="127.0.0.1", family=socket.AF_INET, timeout=10, bufs=None):
         self.s = socket.socket(family, socket.SOCK_STREAM)
+        if bufs:  # before connect: small kernel buffers either way
+            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, bufs)
+            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, bufs)
         self.timeout = timeout
         self.s.settimeout(timeout)
         self.s.connect((host, port))
@@ -210,6 +213,25 @@ class Client:
             self.buf += chunk
         l, self.buf = self.buf.split(b"\n", 1)
         return l.decode(errors="replace")
+
+    def read_bytes(self, n, timeout=10):
+        """The next n bytes (fewer when EOF or the deadline comes first)."""
+        deadline = time.monotonic() + timeout
+        buf = bytearray(self.buf)  # appended in place: megabytes stay linear
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.s.settimeout(left)
+            try:
+                chunk = self.s.recv(1 << 20)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            buf += chunk
+        got, self.buf = bytes(buf[:n]), bytes(buf[n:])
+        return got
 
     def lines(self, n, timeout=10):
         return [self.line(timeout) for _ in range(n)]

@@ -5,7 +5,7 @@
  *   frontend_harness [--listen ADDR]... [--token T] [--max-connections N]
  *                    [--max-line-bytes N] [--max-unacked N] [--max-reply N]
  *                    [--idle-ms N] [--default-table T] [--admin PATH]
- *                    [--metrics-listen ADDR]
+ *                    [--metrics-listen ADDR] [--replies all|errors|none]
  *
  * Prints "READY <port of listener 0> [<port of listener 1> ...]" once
  * listening; on SIGTERM/SIGINT stops and prints "ROWS <table>=<acked rows>
@@ -20,6 +20,8 @@
  *   notmine         -EXDEV   "row 0 belongs to shard bucket-3, not owned"
  *   busy            refused at submit with -EAGAIN
  *   broken          -EIO
+ *   partial         -EROFS with the first half of the rows written (a group
+ *                   over two shards, one sealed), at once
  * SYNC on any table completes on the next loop turn.
  *
  * With --admin PATH the admin socket serves a fake engine: three shards
@@ -44,9 +46,9 @@
 #include "net/admin.h"
 #include "net/http_metrics.h"
 
-#define N_TABLES 8
-static const char *const TABLES[N_TABLES] = {"events", "other",   "slow", "fenced",
-                                             "sealed", "notmine", "busy", "broken"};
+#define N_TABLES 9
+static const char *const TABLES[N_TABLES] = {"events",  "other", "slow",   "fenced", "sealed",
+                                             "notmine", "busy",  "broken", "partial"};
 
 typedef struct fake {
   mw_schema_t schema;
@@ -58,12 +60,14 @@ static fake_t F;
 
 typedef struct job {
   uv_timer_t timer;
-  mw_fe_done_cb done;
+  mw_fe_write_cb done;
+  mw_fe_done_cb sync_done;
   void *arg;
   int status;
   const char *reason;
   size_t table;
   int64_t rows;
+  int64_t written;
 } job_t;
 
 static void *table_find(void *data, const char *name, size_t len, const mw_schema_t **schema) {
@@ -81,15 +85,16 @@ static void job_closed(uv_handle_t *h) { free(h->data); }
 static void job_fire(uv_timer_t *t) {
   job_t *j = t->data;
   if (j->status == 0) F.rows[j->table] += (uint64_t)j->rows;
-  j->done(j->arg, j->status, j->reason);
+  else F.rows[j->table] += (uint64_t)j->written;
+  if (j->sync_done) j->sync_done(j->arg, j->status, j->reason);
+  else j->done(j->arg, j->status, (uint32_t)j->written, j->reason);
   uv_close((uv_handle_t *)&j->timer, job_closed);
 }
 
-static int later(size_t table, int64_t rows, int status, const char *reason, uint64_t ms,
-                 mw_fe_done_cb done, void *arg) {
+static job_t *later(size_t table, int64_t rows, int status, const char *reason, uint64_t ms,
+                    void *arg) {
   job_t *j = calloc(1, sizeof *j);
-  if (!j) return -ENOMEM;
-  j->done = done;
+  if (!j) return NULL;
   j->arg = arg;
   j->status = status;
   j->reason = reason;
@@ -98,10 +103,10 @@ static int later(size_t table, int64_t rows, int status, const char *reason, uin
   uv_timer_init(F.loop, &j->timer);
   j->timer.data = j;
   uv_timer_start(&j->timer, job_fire, ms, 0);
-  return 0;
+  return j;
 }
 
-static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done, void *arg,
+static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_write_cb done, void *arg,
                   mw_err_t *err) {
   (void)data;
   size_t t = (size_t)((const char *const *)table - TABLES);
@@ -117,15 +122,23 @@ static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_done_cb done
   else if (strcmp(name, "notmine") == 0)
     st = -EXDEV, why = "row 0 belongs to shard bucket-3, which this daemon does not own";
   else if (strcmp(name, "broken") == 0) st = -EIO, why = "WAL put failed 3 times";
+  else if (strcmp(name, "partial") == 0)
+    st = -EROFS, why = "bucket-1 (some rows) not written: shard 9c5e is sealed; written: bucket-0 (the others)";
   int64_t rows = batch->n_rows;
   mw_batch_free(batch); /* taken, as mw_table_write does */
-  return later(t, rows, st, why, ms, done, arg);
+  job_t *j = later(t, rows, st, why, ms, arg);
+  if (!j) return mw_err_set(err, -ENOMEM, "out of memory");
+  j->done = done;
+  if (strcmp(name, "partial") == 0) j->written = rows / 2;
+  return 0;
 }
 
 static int sync_barrier(void *data, mw_fe_done_cb done, void *arg, mw_err_t *err) {
   (void)data;
-  (void)err;
-  return later(0, 0, 0, NULL, 0, done, arg);
+  job_t *j = later(0, 0, 0, NULL, 0, arg);
+  if (!j) return mw_err_set(err, -ENOMEM, "out of memory");
+  j->sync_done = done;
+  return 0;
 }
 
 static mw_server_t *SRV;
@@ -313,7 +326,7 @@ int main(int argc, char **argv) {
       {"listen", 1, 0, 'l'},      {"token", 1, 0, 't'},        {"max-connections", 1, 0, 'c'},
       {"max-line-bytes", 1, 0, 'L'}, {"max-unacked", 1, 0, 'u'}, {"max-reply", 1, 0, 'r'},
       {"idle-ms", 1, 0, 'i'},     {"default-table", 1, 0, 'd'}, {"admin", 1, 0, 'a'},
-      {"metrics-listen", 1, 0, 'm'}, {0, 0, 0, 0}};
+      {"metrics-listen", 1, 0, 'm'}, {"replies", 1, 0, 'R'}, {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (ch) {
@@ -329,6 +342,11 @@ int main(int argc, char **argv) {
     case 'd': o.default_table = optarg; break;
     case 'a': admin_path = optarg; break;
     case 'm': metrics_listen = optarg; break;
+    case 'R':
+      o.replies = strcmp(optarg, "none") == 0     ? MW_LP_REPLIES_NONE
+                  : strcmp(optarg, "errors") == 0 ? MW_LP_REPLIES_ERRORS
+                                                  : MW_LP_REPLIES_ALL;
+      break;
     default: return 2;
     }
   }

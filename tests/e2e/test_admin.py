@@ -134,7 +134,8 @@ def main():
     rc, out, err = ctl(sock, "metrics")
     check("metrics: Prometheus text with rows and errors counted",
           rc == 0 and 'memwald_rows_ingested_total{table="events"} 2' in out
-          and 'memwald_errors_total{code="type"} 1' in out and "memwald_connections 1" in out
+          and 'memwald_errors_total{table="events",code="type"} 1' in out
+          and 'memwald_rows_rejected_total{table="events",code="type"} 1' in out and "memwald_connections 1" in out
           and "memwald_ack_latency_seconds_count" in out, out[-1500:] + err)
     rc, out, err = ctl(sock)
     check("no command: usage, exit 2", rc == 2 and "usage:" in err)

@@ -5,8 +5,11 @@ Runs tests/e2e/frontend_harness (the real server over a fake in-memory engine,
 see its header for the fake tables) and talks to it with plain sockets:
 every ERR code provoked by real bad input, other connections unharmed,
 SYNC/PING/QUIT semantics, IPv6, max_connections, AUTH, idle timeout, ARROW
-frames (WAL entries from the golden vectors), 1 000 concurrent connections and
-a client that never reads (the harness's RSS must stay bounded).
+frames (WAL entries from the golden vectors), 1 000 concurrent connections,
+a client that never reads (the harness's RSS must stay bounded), reply modes
+(REPLIES and the listener default), the idle timer held while the server
+paused a connection, a partly written group, rejected lines logged and
+counted, and the drain on SIGTERM (every stored row's OK reaches its client).
 
 Synchronisation is by reading replies with deadlines, never by sleeping.
 Output is TAP.
@@ -18,10 +21,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_util import Client, check, fill_until_stalled, plan, rss_kb, run_main  # noqa: E402
+from e2e_util import Client, check, fill_until_stalled, plan, poll, rss_kb, run_main  # noqa: E402
 
 HARNESS = sys.argv[1]
 VECTORS = os.environ.get("MW_VECTORS", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "vectors"))
@@ -29,6 +34,9 @@ CHILDREN = []
 
 
 class Harness:
+    """The harness as a child; a thread reads its stderr (the server's log)
+    into self.log as it comes, so the harness never blocks on the pipe."""
+
     def __init__(self, *args):
         env = dict(os.environ)
         # Under ASan, freed memory waits in a quarantine (256 MiB by default),
@@ -36,23 +44,38 @@ class Harness:
         env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=1").lstrip(":")
         self.p = subprocess.Popen([HARNESS] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         CHILDREN.append(self.p)
+        self.log = []
+        self.pump = threading.Thread(target=self._pump, daemon=True)
+        self.pump.start()
         line = self.p.stdout.readline().decode()
         m = re.match(r"READY((?: \d+)+)(?: metrics=(\d+))?", line)
         if not m:
-            raise RuntimeError("harness did not start: " + line + self.p.stderr.read().decode())
+            self.p.wait(10)
+            self.pump.join(10)
+            raise RuntimeError("harness did not start: " + line + "\n".join(self.log))
         self.ports = [int(x) for x in m.group(1).split()]
         self.metrics_port = int(m.group(2)) if m.group(2) else None
 
+    def _pump(self):
+        for raw in self.p.stderr:
+            self.log.append(raw.decode(errors="replace").rstrip("\n"))
+
+    def metrics(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as r:
+            return r.read().decode()
+
     def stop(self):
         self.p.send_signal(signal.SIGTERM)
-        out, err = self.p.communicate(timeout=30)
+        self.p.wait(timeout=30)  # stdout holds two short lines: it cannot fill
+        out = self.p.stdout.read()
+        self.pump.join(10)
         rows = {}
         for line in out.decode().splitlines():
             if line.startswith("ROWS"):
                 for kv in line.split()[1:]:
                     k, v = kv.split("=")
                     rows[k] = int(v)
-        return self.p.returncode, rows, out.decode() + err.decode()
+        return self.p.returncode, rows, out.decode() + "\n".join(self.log)
 
 
 ROW = '{"id":%d,"name":"n%d","v":1.5,"vec":[1,2,3,4,5,6,7,8]}\n'
@@ -161,9 +184,6 @@ def test_isolation(h):
 
 
 def test_ipv6(h):
-    if len(h.ports) < 2:
-        check("IPv6 listener # SKIP no IPv6", True)
-        return
     c = Client(h.ports[1], "::1", socket.AF_INET6)
     c.send("USE events\n" + ROW % (1, 1) + "PING\n")
     got = c.lines(2)
@@ -177,8 +197,8 @@ def test_arrow(h):
     data = [f for f in frames if len(f) > 1000]
     sentinel = [open(p, "rb").read() for p in sorted(glob.glob(os.path.join(
         VECTORS, "unsharded-epochs/t.lance/_mem_wal/*/wal/*.arrow"))) if os.path.getsize(p) <= 1000]
+    check(f"golden WAL entries found under {VECTORS} (frames to send)", data and sentinel, wal)
     if not data:
-        check("ARROW frames # SKIP no vectors", True)
         return
     c = Client(h.ports[0])
     c.send("USE events\n")
@@ -276,6 +296,148 @@ def test_unacked_backpressure(port):
     c.close()
 
 
+def test_replies(h):
+    """REPLIES changes the replies of the requests after it; 12 rows stored."""
+    c = Client(h.ports[0])
+    c.send("USE events\nREPLIES ERRORS\n" + ROW % (1, 1) + ROW % (2, 2) + '{"id":3,"v":"x"}\n' + ROW % (4, 4)
+           + "PING\n")
+    got = c.lines(2)
+    check("REPLIES ERRORS: no OK; the ERR and PONG as usual",
+          got[0] and got[0].startswith("ERR 5 type ") and got[1] == "PONG", got)
+    c.send("REPLIES NONE\n" + ROW % (5, 5) + '{"id":6,"v":"x"}\n' + "SYNC\n")
+    l = c.line()
+    check("REPLIES NONE: no OK and no ERR; SYNC counts every row acknowledged", l == "SYNC 4", l)
+    c.send("REPLIES ALL\n" + ROW % (7, 7) + ROW % (8, 8) + "PING\n")
+    got = c.lines(2)
+    check("REPLIES ALL again: OK counts the rows after the change only", got == ["OK 2", "PONG"], got)
+    c.send("REPLIES SOME\nPING\n")
+    got = c.lines(2)
+    check("REPLIES with a bad mode -> ERR parse",
+          got[0] and got[0].startswith("ERR 16 parse REPLIES needs ALL, ERRORS or NONE") and got[1] == "PONG", got)
+    c.close()
+
+
+def test_partial(h):
+    """A group the engine wrote in part (fake table `partial`: half the rows)."""
+    c = Client(h.ports[0])
+    c.send("USE partial\n" + "".join(ROW % (i, i) for i in range(4)) + "PING\n")
+    got = c.lines(2)
+    want = "ERR 2 sealed 4 rows (lines 2-5): 2 written, 2 not written: bucket-1 "
+    check("a group written in part says how many rows were written and which shard refused",
+          got[0] and got[0].startswith(want) and "written: bucket-0" in got[0] and got[1] == "PONG", got)
+    c.close()
+
+
+def test_listener_none(port):
+    """--replies none: a producer that never reads. 2 000 rows in 2 000 writes
+    (each its own submission, one OK line each under `all`), then SYNC: the
+    first reply it ever reads is SYNC 2000."""
+    c = Client(port, timeout=30)
+    c.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    n = 2000
+    c.send("USE events\n")
+    for i in range(n):
+        c.send(ROW % (i, i))
+    c.send('{"id":"bad"}\nSYNC\n')
+    l = c.line(timeout=30)
+    check("listener replies=none: no OK or ERR queued; SYNC 2000 is the first reply", l == f"SYNC {n}", l)
+    c.close()
+
+
+def test_idle_paused(h):
+    """A client that stops reading is paused by the server (max_reply 4096);
+    for 2 s (4 x idle_timeout_ms) it must not be closed as idle, and
+    every reply it had asked for must still be there."""
+    c = Client(h.ports[0], bufs=4096)
+    c.send("PING\n")
+    first = c.line()
+    local = "127.0.0.1:%d" % c.s.getsockname()[1]
+    sent, stalled = fill_until_stalled(c.s, b"PING\n" * 2000, 10)
+    check("a client that does not read is paused", first == "PONG" and stalled, f"sent {sent}")
+    closed_line = lambda: [l for l in h.log if f"connection {local} closed" in l]
+    early = poll(closed_line, 2.0)  # the absence of an event, for a bounded time
+    check("no idle close while the server paused the connection", not early, early)
+    pings = sent // 5
+    if sent % 5:
+        c.s.setblocking(True)
+        c.send(b"PING\n"[sent % 5:])
+        pings += 1
+    got = c.read_bytes(5 * pings, timeout=20)
+    c.send("PING\n")
+    last = c.line()
+    check(f"every one of the {pings} PONGs delivered, the connection still open",
+          got == b"PONG\n" * pings and last == "PONG", (len(got), got[-20:], last))
+    check("then, idle and read, it is closed as idle",
+          c.closed(timeout=5) and poll(lambda: [l for l in closed_line() if "(idle)" in l], 5), h.log[-3:])
+    c.close()
+
+
+def test_rejects_logged(h):
+    """60 rejected lines: each counted by table and code, 20 logged (the
+    rate limit) with peer, table, line, code and the line's prefix; the
+    close logged with the counts."""
+    c = Client(h.ports[0])
+    c.send("USE events\n" + '{"id":1,"v":"x"}\n' * 60 + "PING\n")
+    got = c.lines(61)
+    check("60 ERR type, then PONG", sum(1 for l in got if l and " type " in l) == 60 and got[-1] == "PONG", got[-2:])
+    m = h.metrics()
+    check("rows_rejected_total and errors_total by table and code",
+          'memwald_rows_rejected_total{table="events",code="type"} 60' in m
+          and 'memwald_errors_total{table="events",code="type"} 60' in m, m[-1500:])
+    local = "127.0.0.1:%d" % c.s.getsockname()[1]
+    c.close()
+    rejected = [l for l in h.log if "rejected: peer " + local in l]
+    check("20 of 60 rejected lines logged (rate limit), naming table, line, code and the line",
+          len(rejected) == 20 and 'table "events" line 2 type: ' in rejected[0]
+          and rejected[0].endswith(': "{\\"id\\":1,\\"v\\":\\"x\\"}"'.replace('\\"', '"')), rejected[:2])
+    closed = poll(lambda: [l for l in h.log if f"connection {local} closed (eof)" in l], 10)
+    check("the close is logged: why, rows acknowledged and rejected",
+          closed and "0 rows acknowledged, 60 rejected" in closed[0], closed or h.log[-3:])
+
+
+def test_drain(h):
+    """SIGTERM while rows are in flight (table `slow`, 300 ms) and while a
+    client streams rows without pause: every row the engine stored has its
+    OK delivered before the connection ends (FIN, not a reset)."""
+    c = Client(h.ports[0], timeout=30)
+    c.send("USE slow\n" + "".join(ROW % (i, i) for i in range(50)))
+    s = Client(h.ports[0], timeout=30)
+    s.send("USE events\n")
+    done = threading.Event()
+
+    def stream():
+        batch = "".join(ROW % (i, i) for i in range(20)).encode()
+        try:
+            while not done.is_set():
+                s.s.sendall(batch)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=stream, daemon=True)
+    t.start()
+    first = s.line()
+    h.p.send_signal(signal.SIGTERM)
+    got_s = s.lines_until(lambda l: False, timeout=20)  # to EOF (a None)
+    done.set()
+    got_c = c.lines_until(lambda l: False, timeout=20)
+    s.s.shutdown(socket.SHUT_WR)
+    c.s.shutdown(socket.SHUT_WR)
+    t.join(10)
+    rc, rows, out = h.stop()
+    acked_s = acked([first] + got_s)
+    check("rows in flight at SIGTERM: their OK arrives, then EOF",
+          acked(got_c) == 50 and rows.get("slow") == 50 and got_c[-1] is None, (got_c, rows))
+    check("a streaming client gets the OK of every row stored, then EOF",
+          first and first.startswith("OK ") and acked_s == rows.get("events") and got_s[-1] is None
+          and not [l for l in got_s if l and not l.startswith("OK ")], (acked_s, rows, got_s[-3:]))
+    check("the drained connections are logged as closed (stop), nothing lost",
+          len([l for l in out.splitlines() if " closed (stop): " in l and "0 replies not sent" in l]) == 2,
+          out[-2000:])
+    s.close()
+    c.close()
+    return rc
+
+
 def main():
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -289,6 +451,8 @@ def main():
         test_isolation(h)
         test_ipv6(h)
         test_arrow(h)
+        test_replies(h)
+        test_partial(h)
         test_many(h)
         test_slow_reader(h)
     finally:
@@ -296,13 +460,25 @@ def main():
         t.stop()
     check("harness stops cleanly on SIGTERM", rc == 0 and "BYE" in out, out[-2000:])
     check("fake engine stored exactly the acknowledged rows",
-          rows.get("events") == 12 + 3 + 1 + 100 + 1000 and rows.get("other") == 1 and rows.get("fenced") == 0, rows)
+          rows.get("events") == 12 + 3 + 1 + 100 + 6 + 1000 and rows.get("other") == 1
+          and rows.get("fenced") == 0 and rows.get("partial") == 2, rows)
     m = Harness("--max-connections", "2")
     test_max_connections(m.ports[0])
     m.stop()
-    i = Harness("--idle-ms", "300")
+    i = Harness("--idle-ms", "500", "--max-reply", "4096")
     test_idle(i.ports[0])
+    test_idle_paused(i)
     i.stop()
+    n = Harness("--replies", "none")
+    test_listener_none(n.ports[0])
+    rc, rows, _ = n.stop()
+    check("replies=none: every row sent stored", rc == 0 and rows.get("events") == 2000, rows)
+    r = Harness("--metrics-listen", "127.0.0.1:0")
+    test_rejects_logged(r)
+    r.stop()
+    d = Harness()
+    rc = test_drain(d)
+    check("harness stops cleanly after the drain", rc == 0)
     u = Harness("--max-unacked", "4096")
     test_unacked_backpressure(u.ports[0])
     rc, rows, _ = u.stop()
