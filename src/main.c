@@ -25,6 +25,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "daemon/check.h"
 #include "daemon/config.h"
 #include "daemon/memtrim.h"
 #include "daemon/notify.h"
@@ -325,11 +326,16 @@ int main(int argc, char **argv) {
     return 0;
   }
   mw_err_t err = {0};
-  if (mw_config_load(&d.cfg, d.config_path, d.sets, d.n_sets, &err) < 0) {
+  if (mw_config_load(&d.cfg, d.config_path, d.sets, d.n_sets, &err) < 0 ||
+      (mode != 'p' && mw_daemon_check_config(&d.cfg, &err) < 0)) {
     fprintf(stderr, "memwald: %s\n", err.msg);
     return 2;
   }
   if (mode == 'k') {
+    if (mw_daemon_check_tables(&d.cfg, &err) < 0) {
+      fprintf(stderr, "memwald: %s\n", err.msg);
+      return 2;
+    }
     printf("%s: ok\n", d.config_path ? d.config_path : "(defaults)");
     return 0;
   }

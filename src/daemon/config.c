@@ -112,6 +112,16 @@ static const cfg_key_t keys[] = {
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
+/* The slot of table key `k` in mw_table_config_t.key_lines: its ordinal
+ * among the table keys of keys[]. */
+static int table_slot(const cfg_key_t *k) {
+  assert(k >= keys && k < keys + N_KEYS && k->scope == SC_TABLE);
+  int slot = 0;
+  for (const cfg_key_t *q = keys; q < k; q++) slot += q->scope == SC_TABLE;
+  assert(slot < MW_CONFIG_TABLE_KEY_SLOTS);
+  return slot;
+}
+
 static const char *const scope_names[] = {"daemon", "storage", "table"};
 
 size_t mw_config_key_count(void) { return N_KEYS; }
@@ -217,9 +227,21 @@ static int parse_int(const char *v, int64_t *out) {
   return 0;
 }
 
+/* Where each `key =` of the file is (inih does not tell its handler): the
+ * first line of each (section, key), and of each section header. */
+#define MAX_SPOTS 2048
+typedef struct spot {
+  char section[136];
+  char key[48];  /* "" for the header */
+  int line;
+} spot_t;
+
 typedef struct load_ctx {
   mw_config_t *cfg;
   mw_err_t *err;
+  const char *name;  /* the file, for messages */
+  spot_t *spots;
+  size_t n_spots;
   char msg[MW_ERR_MSG_BYTES];
   int source;        /* 1 = file, 2 = --set */
   int listen_source; /* source that last assigned listen */
@@ -370,6 +392,21 @@ static int assign(load_ctx_t *c, const cfg_key_t *k, void *base, const char *sec
   return fail(c, section, k->name, "%s", "internal: unknown key type");
 }
 
+static int spot_line(const load_ctx_t *c, const char *section, const char *key) {
+  for (size_t i = 0; i < c->n_spots; i++)
+    if (strcmp(c->spots[i].section, section) == 0 && strcmp(c->spots[i].key, key) == 0)
+      return c->spots[i].line;
+  return 0;
+}
+
+/* Record where a table key's value comes from (the file's line or --set). */
+static void note_where(load_ctx_t *c, const cfg_key_t *k, mw_table_config_t *t, const char *section) {
+  int *line = &t->key_lines[table_slot(k)];
+  if (c->source == 2) *line = MW_CONFIG_FROM_SET;
+  else if (*line <= 0) *line = spot_line(c, section, k->name);
+  if (c->source == 1 && t->section_line == 0) t->section_line = spot_line(c, section, "");
+}
+
 /* inih callback: returns 1 on success, 0 on error (message in ctx). Also
  * called by --set handling with the same contract. */
 static int on_key(void *user, const char *section, const char *name, const char *value) {
@@ -388,7 +425,16 @@ static int on_key(void *user, const char *section, const char *name, const char 
     if (!valid_table_name(tname))
       return fail(c, section, name, "bad table name '%s' (letters, digits, '_' and '-', at most 127)", tname);
     scope = SC_TABLE;
-    base = table_get(c->cfg, tname, true);
+    base = table_get(c->cfg, tname, c->source == 1);
+    if (base == NULL && c->source == 2) {
+      char known[512] = "";
+      for (size_t i = 0, w = 0; i < c->cfg->n_tables && w < sizeof known; i++)
+        w += (size_t)snprintf(known + w, sizeof known - w, "%s%s", i ? ", " : "", c->cfg->tables[i].name);
+      snprintf(c->msg, sizeof c->msg,
+               "no [table %.100s] section in %.160s: --set overrides a table's keys, it does not "
+               "define a table (tables: %.120s)", tname, c->name, known[0] ? known : "none");
+      return 0;
+    }
     if (base == NULL) return fail(c, section, name, "more than %s tables", "64");
   } else {
     snprintf(c->msg, sizeof c->msg,
@@ -397,8 +443,10 @@ static int on_key(void *user, const char *section, const char *name, const char 
   }
   if (name == NULL) return 1; /* section header alone (INI_CALL_HANDLER_ON_NEW_SECTION) */
   for (size_t i = 0; i < N_KEYS; i++)
-    if (keys[i].scope == scope && strcmp(keys[i].name, name) == 0)
+    if (keys[i].scope == scope && strcmp(keys[i].name, name) == 0) {
+      if (scope == SC_TABLE) note_where(c, &keys[i], base, section);
       return assign(c, &keys[i], base, section, value);
+    }
   return fail(c, section, name, "unknown key '%s'", name);
 }
 
@@ -440,11 +488,27 @@ static int apply_set(load_ctx_t *c, const char *arg) {
   return on_key(c, section, key, value);
 }
 
+/* A relative uri, against data_dir. */
+static int resolve_uri(mw_config_t *cfg, mw_table_config_t *t, mw_err_t *err) {
+  if (t->uri[0] == '/' || strstr(t->uri, "://") != NULL) return 0;
+  const char *u = t->uri;
+  while (u[0] == '.' && u[1] == '/') u += 2; /* "./events.lance" -> "events.lance" */
+  char joined[sizeof t->uri];
+  int n = snprintf(joined, sizeof joined, "%s/%s", cfg->data_dir, u);
+  if (n < 0 || (size_t)n >= sizeof joined)
+    return mw_err_set(err, -ENAMETOOLONG, "[table %s] uri: data_dir/%s is longer than %zu bytes",
+                      t->name, t->uri, sizeof joined - 1);
+  memcpy(t->uri, joined, (size_t)n + 1);
+  return 0;
+}
+
 static int check_config(mw_config_t *cfg, mw_err_t *err) {
   for (size_t i = 0; i < cfg->n_tables; i++) {
     mw_table_config_t *t = &cfg->tables[i];
     if (t->uri[0] == '\0')
       return mw_err_set(err, -EINVAL, "[table %s] uri: required", t->name);
+    int rc = resolve_uri(cfg, t, err);
+    if (rc < 0) return rc;
     if (t->create && (t->schema[0] == '\0' || t->primary_key[0] == '\0'))
       return mw_err_set(err, -EINVAL,
                         "[table %s] create = true needs schema and primary_key", t->name);
@@ -459,20 +523,44 @@ static int check_config(mw_config_t *cfg, mw_err_t *err) {
   return 0;
 }
 
+/* One line of the file: a section header or a `key =` at its start. */
+static void scan_spot(load_ctx_t *c, const char *l, int line, char *section, size_t cap) {
+  if (c->n_spots >= MAX_SPOTS) return;
+  size_t k = 0;
+  if (*l == '[') {
+    const char *e = strchr(l, ']');
+    if (e == NULL) return;
+    snprintf(section, cap, "%.*s", (int)(e - l - 1), l + 1);
+  } else if (isalpha((unsigned char)*l)) {
+    while (isalnum((unsigned char)l[k]) || l[k] == '_') k++;
+  } else {
+    return; /* a continuation, a comment or nothing */
+  }
+  spot_t *sp = &c->spots[c->n_spots++];
+  snprintf(sp->section, sizeof sp->section, "%s", section);
+  snprintf(sp->key, sizeof sp->key, "%.*s", (int)k, l);
+  sp->line = line;
+}
+
 /* libinih (Debian build) splits lines longer than INI_MAX_LINE-1 characters
- * into pieces it then misparses; refuse them up front with the line number. */
-static int check_line_lengths(FILE *f, const char *path, mw_err_t *err) {
-  int line = 1, ch;
-  size_t len = 0;
-  while ((ch = getc(f)) != EOF) {
-    if (ch == '\n') {
-      line++;
-      len = 0;
-    } else if (++len >= INI_MAX_LINE - 1) {
+ * into pieces it then misparses; refuse them up front with the line number.
+ * The same pass notes where each section and key is (scan_spot). */
+static int check_line_lengths(FILE *f, const char *path, load_ctx_t *c, mw_err_t *err) {
+  char l[INI_MAX_LINE + 1], section[136] = "";
+  int line = 0;
+  while (fgets(l, sizeof l, f) != NULL) {
+    line++;
+    size_t len = strlen(l);
+    if (len > 0 && l[len - 1] == '\n') l[--len] = '\0';
+    else if (!feof(f) || len >= INI_MAX_LINE - 1)
       return mw_err_set(err, -EINVAL,
                         "%s:%d: line longer than %d characters; continue a long value on "
                         "indented lines", path, line, INI_MAX_LINE - 2);
-    }
+    if (len >= INI_MAX_LINE - 1)
+      return mw_err_set(err, -EINVAL,
+                        "%s:%d: line longer than %d characters; continue a long value on "
+                        "indented lines", path, line, INI_MAX_LINE - 2);
+    scan_spot(c, l, line, section, sizeof section);
   }
   rewind(f);
   return 0;
@@ -481,11 +569,16 @@ static int check_line_lengths(FILE *f, const char *path, mw_err_t *err) {
 /* Parse one source: the file (source 1), then the --set list (source 2). */
 static int load_sources(mw_config_t *cfg, const char *name, FILE *f, const char *const *sets,
                         size_t n_sets, mw_err_t *err) {
-  load_ctx_t c = {.cfg = cfg, .err = err, .source = 1};
+  load_ctx_t c = {.cfg = cfg, .err = err, .source = 1, .name = name};
   if (f != NULL) {
-    int rc = check_line_lengths(f, name, err);
+    c.spots = calloc(MAX_SPOTS, sizeof *c.spots);
+    if (c.spots == NULL) return mw_err_set(err, -ENOMEM, "out of memory");
+    int rc = check_line_lengths(f, name, &c, err);
+    int line = rc < 0 ? 0 : ini_parse_file(f, on_key, &c);
+    free(c.spots);
+    c.spots = NULL;
+    c.n_spots = 0;
     if (rc < 0) return rc;
-    int line = ini_parse_file(f, on_key, &c);
     if (line != 0) {
       if (line < 0) return mw_err_set(err, -EIO, "%s: cannot read", name);
       if (c.msg[0] == '\0') snprintf(c.msg, sizeof c.msg, "syntax error (expected key = value)");
@@ -527,6 +620,19 @@ const mw_table_config_t *mw_config_table(const mw_config_t *cfg, const char *nam
   for (size_t i = 0; i < cfg->n_tables; i++)
     if (strcmp(cfg->tables[i].name, name) == 0) return &cfg->tables[i];
   return NULL;
+}
+
+void mw_config_key_where(const mw_config_t *cfg, const mw_table_config_t *t, const char *key,
+                         char *out, size_t n) {
+  assert(cfg && t && key && out && n > 0);
+  int line = 0;
+  for (size_t i = 0; i < N_KEYS; i++)
+    if (keys[i].scope == SC_TABLE && strcmp(keys[i].name, key) == 0) line = t->key_lines[table_slot(&keys[i])];
+  const char *file = cfg->path[0] ? cfg->path : "(defaults)";
+  if (line == MW_CONFIG_FROM_SET) snprintf(out, n, "--set table.%s.%s", t->name, key);
+  else if (line > 0) snprintf(out, n, "%s:%d: [table %s] %s", file, line, t->name, key);
+  else if (t->section_line > 0) snprintf(out, n, "%s:%d: [table %s] %s", file, t->section_line, t->name, key);
+  else snprintf(out, n, "%s: [table %s] %s", file, t->name, key);
 }
 
 static void print_value(FILE *f, const cfg_key_t *k, const void *base) {

@@ -13,7 +13,13 @@
  * Errors: mw_config_load() returns 0 or a negative errno and fills *err with
  * "FILE:LINE: [section] key: reason" (or "--set ARG: reason"). Unknown sections
  * and unknown keys are errors, never silently ignored: a typo in a durability
- * setting must not fall back to a default.
+ * setting must not fall back to a default. For the same reason a `--set
+ * table.NAME.key` overrides a table the file defines; it never adds one.
+ *
+ * Paths: a table's `uri` that is relative (no leading '/', no scheme such as
+ * s3://) is resolved against data_dir once loading is done, so a daemon
+ * started by systemd in `/` finds the same tables as one started by hand.
+ * Other relative paths (data_dir, admin_socket) are the working directory's.
  */
 #ifndef MW_DAEMON_CONFIG_H
 #define MW_DAEMON_CONFIG_H
@@ -29,6 +35,7 @@
 #define MW_CONFIG_MAX_LISTEN 16
 #define MW_CONFIG_MAX_VALUE_BYTES 4096
 #define MW_CONFIG_MAX_SETS 256
+#define MW_CONFIG_TABLE_KEY_SLOTS 32 /* >= the number of [table] keys */
 
 typedef enum { MW_WAL_COMPRESSION_NONE = 0, MW_WAL_COMPRESSION_ZSTD } mw_wal_compression_t;
 typedef enum { MW_CLAIM_LAZY = 0, MW_CLAIM_EAGER } mw_claim_mode_t;
@@ -70,7 +77,13 @@ typedef struct mw_table_config {
   bool allow_unmaintained_indexes;
   bool zone_write_seeds;            /* zone write seeds v1 (docs/sstable.md) */
   int64_t zone_seed_rows_per_zone;  /* rows per zone of each seed, default 8192 */
+  /* Where each key's value came from, for messages (mw_config_key_where):
+   * > 0 the file's line, MW_CONFIG_FROM_SET a --set, 0 the default. */
+  int section_line;
+  int key_lines[MW_CONFIG_TABLE_KEY_SLOTS];
 } mw_table_config_t;
+
+#define MW_CONFIG_FROM_SET (-1)
 
 typedef struct mw_config {
   /* [daemon] */
@@ -123,5 +136,10 @@ size_t mw_config_key_count(void);
 const char *mw_config_key_name(size_t i);
 bool mw_config_key_reloadable(size_t i);
 const mw_table_config_t *mw_config_table(const mw_config_t *cfg, const char *name);
+/* Where table key `key` of `t` was set, as messages name it:
+ * "FILE:LINE: [table NAME] key", "--set table.NAME.key" or, for a default,
+ * "FILE: [table NAME] key" (FILE:LINE of the section when known). */
+void mw_config_key_where(const mw_config_t *cfg, const mw_table_config_t *t, const char *key,
+                         char *out, size_t n);
 
 #endif

@@ -14,6 +14,7 @@
  * too and which is a plain put.
  */
 #include "daemon/tables.h"
+#include "daemon/check.h"
 #include "daemon/testhook.h"
 
 #include <assert.h>
@@ -259,6 +260,10 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
     rc = mw_testhook_fault(tc->uri, &sc.fault, err); /* tests only (daemon/testhook.h) */
     if (rc < 0) return rc;
     if ((rc = open_table(loop, tc, &o, raced, &t, err)) < 0) return rc;
+    if ((rc = mw_daemon_check_table_schema(cfg, tc, &t->schema, err)) < 0) {
+      dt->tables[dt->n++] = t; /* closed with the others */
+      return rc;
+    }
     mw_testhook_attach(tc->uri, t->st);
     dt->tables[dt->n++] = t;
     if ((rc = set_owned(t, tc, err)) < 0) return rc;

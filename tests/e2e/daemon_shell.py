@@ -86,12 +86,14 @@ def main():
 
         # --- overrides and documentation ------------------------------------
         r = run(["-c", CONF, "--set", "daemon.log_level=debug", "--set", "storage.io_backend=threads",
-                 "--set", "table.events.uri=/data/ev.lance", "--set", "table.other.uri=/data/o.lance",
-                 "--print-config"])
+                 "--set", "table.events.uri=/data/ev.lance", "--print-config"])
         out = r.stdout
-        check("--set overrides daemon, storage and table keys, and adds tables",
+        check("--set overrides daemon, storage and table keys",
               r.returncode == 0 and "log_level = debug" in out and "io_backend = threads" in out
-              and "uri = /data/ev.lance" in out and "[table other]" in out, r.stderr + out)
+              and "uri = /data/ev.lance" in out, r.stderr + out)
+        r = run(["-c", CONF, "--set", "table.other.uri=/data/o.lance", "--print-config"])
+        check("--set for a table the file does not define is refused (a typo never adds a table)",
+              r.returncode == 2 and "no [table other] section" in r.stderr, r.stderr)
         keys = run(["--print-keys"]).stdout.split()
         keys = [k for k in keys if k != "(reloadable)"]
         conf_text = open(CONF).read()

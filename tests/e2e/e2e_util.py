@@ -85,9 +85,9 @@ class Daemon:
     self.lines (without newlines) as it comes, so the daemon never blocks on
     a full pipe however long the test does not look at the log."""
 
-    def __init__(self, args, env=None, wrapper=()):
+    def __init__(self, args, env=None, wrapper=(), cwd=None):
         self.p = subprocess.Popen(list(wrapper) + [memwald_path()] + list(args), stderr=subprocess.PIPE,
-                                  stdout=subprocess.DEVNULL, env=env)
+                                  stdout=subprocess.DEVNULL, env=env, cwd=cwd)
         self.lines, self.eof, self.killed = [], False, False
         self.cv = threading.Condition()
         self.t = threading.Thread(target=self._pump, daemon=True)
