@@ -1,7 +1,11 @@
 /*
  * memwalctl — talk to memwald's admin socket.
  *
- *   memwalctl [-s SOCKET] [--json] COMMAND [ARG...]
+ *   memwalctl [-s SOCKET | -c CONFIG] [--json] COMMAND [ARG...]
+ *
+ * The socket: -s, else the admin_socket of the configuration -c names
+ * (read as memwald reads it, daemon/config.h), else $MEMWALD_ADMIN_SOCKET,
+ * else /run/memwald/admin.sock.
  *
  * Sends one line ("COMMAND ARG...\n") to the Unix socket, reads the one JSON
  * reply until the daemon closes (net/admin.h), and prints it: `status` as a
@@ -20,8 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "daemon/config.h"
 
 #ifndef MW_VERSION
 #define MW_VERSION "0.1.0"
@@ -32,7 +39,7 @@
 #define MAX_REQUEST_BYTES 4096
 
 static const char USAGE[] =
-    "usage: memwalctl [-s SOCKET] [--json] COMMAND [ARG...]\n"
+    "usage: memwalctl [-s SOCKET | -c CONFIG] [--json] COMMAND [ARG...]\n"
     "\n"
     "Commands (one per call; the daemon replies once, then closes):\n"
     "  status                 tables and shards: state, epoch, manifest version, WAL\n"
@@ -51,7 +58,9 @@ static const char USAGE[] =
     "                         inject storage faults (docs/protocol.md)\n"
     "\n"
     "Options:\n"
-    "  -s, --socket PATH  admin socket (default $MEMWALD_ADMIN_SOCKET, else " DEFAULT_SOCKET ")\n"
+    "  -s, --socket PATH  admin socket (default: -c's admin_socket, else\n"
+    "                     $MEMWALD_ADMIN_SOCKET, else " DEFAULT_SOCKET ")\n"
+    "  -c, --config FILE  memwald's configuration: use its admin_socket\n"
     "  -j, --json         print the daemon's JSON reply as is\n"
     "  -h, --help         this text;  -V, --version  the version\n"
     "\n"
@@ -341,8 +350,18 @@ static int request(const char *path, const char *line, char **reply, size_t *len
   strcpy(sa.sun_path, path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-    fprintf(stderr, "memwalctl: cannot connect to %s: %s (is memwald running? -s SOCKET)\n", path,
-            strerror(errno));
+    int e = errno;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+      fprintf(stderr, "memwalctl: %s is not a socket (it is a %s): give memwald's admin_socket "
+              "with -s SOCKET or -c CONFIG\n", path, S_ISDIR(st.st_mode) ? "directory" : S_ISREG(st.st_mode)
+              ? "regular file" : "special file");
+    else if (e == ECONNREFUSED)
+      fprintf(stderr, "memwalctl: cannot connect to %s: nothing accepts on it (memwald not "
+              "running, or it stopped without removing the socket)\n", path);
+    else
+      fprintf(stderr, "memwalctl: cannot connect to %s: %s (is memwald running? -s SOCKET or "
+              "-c CONFIG)\n", path, strerror(e));
     if (fd >= 0) close(fd);
     return -1;
   }
@@ -392,15 +411,15 @@ static int request(const char *path, const char *line, char **reply, size_t *len
 }
 
 int main(int argc, char **argv) {
-  const char *sock = getenv("MEMWALD_ADMIN_SOCKET");
-  if (!sock || !*sock) sock = DEFAULT_SOCKET;
+  const char *sock = NULL, *config = NULL;
   bool json = false;
-  static const struct option lo[] = {{"socket", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},
-                                     {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+  static const struct option lo[] = {{"socket", 1, 0, 's'}, {"config", 1, 0, 'c'}, {"json", 0, 0, 'j'},
+                                     {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "+s:jhV", lo, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "+s:c:jhV", lo, NULL)) != -1) {
     switch (ch) {
     case 's': sock = optarg; break;
+    case 'c': config = optarg; break;
     case 'j': json = true; break;
     case 'h': fputs(USAGE, stdout); return 0;
     case 'V': printf("memwalctl %s\n", MW_VERSION); return 0;
@@ -412,6 +431,21 @@ int main(int argc, char **argv) {
     fputs(USAGE, stderr);
     return 2;
   }
+  static mw_config_t cfg; /* large: off the stack */
+  if (sock == NULL && config != NULL) {
+    mw_err_t err = {0};
+    if (mw_config_load(&cfg, config, NULL, 0, &err) < 0) {
+      fprintf(stderr, "memwalctl: -c %s: %s\n", config, err.msg);
+      return 2;
+    }
+    if (cfg.admin_socket[0] == '\0') {
+      fprintf(stderr, "memwalctl: -c %s: admin_socket is empty (the admin socket is off)\n", config);
+      return 2;
+    }
+    sock = cfg.admin_socket;
+  }
+  if (sock == NULL) sock = getenv("MEMWALD_ADMIN_SOCKET");
+  if (sock == NULL || *sock == '\0') sock = DEFAULT_SOCKET;
   char line[MAX_REQUEST_BYTES + 2];
   size_t n = 0;
   for (int i = optind; i < argc; i++) {

@@ -520,6 +520,18 @@ static void command(void *data, int argc, const char *const *argv, mw_admin_req_
                               : "that shard is not open here (not owned, or not written since start)");
     return;
   }
+  if (strcmp(argv[0], "drop") == 0) { /* two phases: the operator seals first */
+    mw_shard_stats_t st;
+    mw_shard_stats(o->s, &st);
+    if (!st.sealed) {
+      char key[MW_TABLE_SHARD_KEY_BYTES], msg[MW_ERR_MSG_BYTES];
+      mw_table_shard_name(o->t, id, key, sizeof key);
+      snprintf(msg, sizeof msg, "shard %.80s is ACTIVE (state %s): seal it first (memwalctl seal %.100s "
+               "%.100s), then drop it", key, mw_shard_state_name(st.state), o->table, argv[2]);
+      op_done(o, -EBUSY, msg);
+      return;
+    }
+  }
   int (*fn)(mw_shard_t *, mw_shard_done_cb, void *) =
       claim ? mw_shard_claim
       : strcmp(argv[0], "seal") == 0    ? mw_shard_seal

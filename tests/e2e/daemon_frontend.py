@@ -322,8 +322,8 @@ def idle_and_flood(d, n_idle=1500):
 
 def sync_barrier(tmp):
     """SYNC with durable_write = false: rows are acknowledged at the MemTable
-    insert; SYNC must answer only once their WAL entry is on disk, well before
-    the table's 60 s WAL flush interval would have cut it."""
+    insert; SYNC must answer only once their WAL entry is on disk, well
+    within the table's 60 s WAL flush interval."""
     nd = os.path.join(tmp, "nd.lance")
     d = start(tmp, "sync", extra_table=f"""[table nd]
 uri = {nd}
@@ -339,8 +339,9 @@ max_wal_buffer_size = 64MiB
     wal = lambda: glob.glob(os.path.join(nd, "_mem_wal", "*", "wal", "*.arrow"))
     c.send("USE nd\n" + "".join('{"id":%d,"v":0.5}\n' % i for i in range(5)) + "PING\n")
     got = c.lines(2, timeout=30)
-    check("durable_write = false: 5 rows acknowledged before any WAL entry exists",
-          got == ["OK 5", "PONG"] and wal() == [], (got, wal()))
+    # an idle WAL commits at once (max_wal_flush_interval_ms is an upper
+    # bound), so whether the entry exists yet is a race: not checked
+    check("durable_write = false: 5 rows acknowledged", got == ["OK 5", "PONG"], (got, wal()))
     t0 = time.monotonic()
     c.send("SYNC\n")
     got = c.line(timeout=30)
