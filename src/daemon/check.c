@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 
 #include "lance/schema_text.h"
+#include "daemon/tables.h"
 #include "net/server.h"
 #include "shard/table.h"
 
@@ -225,19 +226,25 @@ int mw_daemon_check_tables(const mw_config_t *cfg, mw_err_t *err) {
   if (rc < 0) return mw_err_set(err, rc, "--check: %s", uv_strerror(rc));
   for (size_t i = 0; i < cfg->n_tables && rc == 0; i++) {
     const mw_table_config_t *tc = &cfg->tables[i];
-    if (mw_table_drop_interrupted(tc->uri)) continue; /* start-up finishes that drop */
-    mw_table_opts_t o = {.allow_maintained_indexes = tc->allow_unmaintained_indexes,
-                         .backend = MW_STORAGE_THREADS};
-    mw_table_t *t = NULL;
+    mw_storage_config_t sc;
+    mw_daemon_storage_config(cfg, tc, tc->uri, &sc);
+    mw_table_opts_t o = {.allow_maintained_indexes = tc->allow_unmaintained_indexes, .storage = &sc};
     mw_err_t e = {0};
-    int orc = mw_table_open(&loop, tc->uri, &o, &t, &e);
-    if (orc == -ENOENT) { /* no table yet: created at start, or refused there */
+    int orc = mw_table_drop_interrupted(tc->uri, &o, &e);
+    if (orc == 1) continue; /* start-up finishes that drop */
+    if (orc == 0) orc = mw_table_exists(tc->uri, &o, &e);
+    if (orc < 0) {
+      rc = mw_err_set(err, orc, "[table %s] cannot look at %s: %s", tc->name, tc->uri, e.msg);
+      break;
+    }
+    if (orc == 0) { /* no table yet: created at start, or refused there */
       if (!tc->create)
         rc = mw_err_set(err, -ENOENT, "[table %s] no Lance table at %s (set create = true to "
                         "create it)", tc->name, tc->uri);
       continue;
     }
-    if (orc < 0) {
+    mw_table_t *t = NULL;
+    if ((orc = mw_table_open(&loop, tc->uri, &o, &t, &e)) < 0) {
       rc = mw_err_set(err, orc, "[table %s] %s", tc->name, e.msg);
       break;
     }
