@@ -7,7 +7,10 @@
 #           that protoc-c compiles for Any and Timestamp)
 #   --test: cmocka, python3 (test drivers), clang + libFuzzer, node + npm
 #           (the interop suite installs @lancedb/lancedb 0.39.0 from npm),
-#           systemd (systemd-analyze verify of the unit), and Ceph's S3
+#           systemd (systemd-analyze verify, systemd-sysusers and
+#           systemd-tmpfiles on the installed service), man-db and groff-base
+#           (man: pages the unit names; the man pages render), rsyslog (a
+#           real log shipper forwarding JSON over TCP), and Ceph's S3
 #           gateway on a one-node cluster for the S3 tests (ceph-mon, ceph-osd,
 #           radosgw, ceph-common, uuid-runtime; tools/rgw.sh starts it)
 set -eu
@@ -15,7 +18,8 @@ pkgs="meson ninja-build gcc pkg-config protobuf-c-compiler libprotobuf-dev
   libuv1-dev libprotobuf-c-dev libroaring-dev libcurl4-openssl-dev libzstd-dev
   liburing-dev libinih-dev libsystemd-dev uuid-dev"
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs libcmocka-dev python3 clang libfuzzer-14-dev libclang-rt-14-dev systemd"
+  pkgs="$pkgs libcmocka-dev python3 clang libfuzzer-14-dev libclang-rt-14-dev systemd man-db
+    groff-base rsyslog"
   pkgs="$pkgs ceph-mon ceph-osd radosgw ceph-common uuid-runtime curl"
   command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
   command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
