@@ -34,6 +34,7 @@
 #include "net/admin_engine.h"
 #include "net/http_metrics.h"
 #include "net/server.h"
+#include "storage/fault.h"
 #include "storage/storage.h"
 
 #ifndef MW_VERSION
@@ -353,6 +354,9 @@ int main(int argc, char **argv) {
     mw_log_err("%s", err.msg);
     return 2;
   }
+  const char *test_faults = getenv("MEMWALD_TEST_FAULTS");
+  if (mw_testhook_active() || (test_faults != NULL && strcmp(test_faults, "1") == 0))
+    mw_storage_fault_metrics_enable(); /* the test-only series, before any storage opens */
   mw_storage_config_t scfg;
   mw_daemon_storage_config(&d.cfg, NULL, d.cfg.data_dir, &scfg);
   if ((rc = mw_storage_open(d.loop, &scfg, &d.storage, &err)) < 0) {

@@ -66,6 +66,11 @@ struct mw_storage_fault {
  * the journal given at open (which stays attached either way): -EINVAL
  * otherwise, and for a bad fail_errno. fail_prefix is copied. */
 int mw_storage_fault_set(mw_storage_t *st, const mw_storage_fault_t *f);
+/* memwald_storage_faults_injected_total{step} is a test series: it exists
+ * only when this is called before the first storage opens (the daemon does
+ * when a test hook or MEMWALD_TEST_FAULTS=1 is on), so a production scrape
+ * never shows fault-injection counters. */
+void mw_storage_fault_metrics_enable(void);
 /* The fault settings in force (loop thread): *out gets a copy whose
  * fail_prefix points into the storage (valid until the next set). A run-time
  * control edits this copy and sets it back, so the on_step hook and the

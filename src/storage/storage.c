@@ -67,6 +67,10 @@ static const char *const result_names[4] = {"ok", "exists", "absent", "error"};
  * thread: completions run there); the registry bounds their number. */
 static mw_metric_family_t *errors_family;
 
+static bool fault_metrics_on;
+
+void mw_storage_fault_metrics_enable(void) { fault_metrics_on = true; }
+
 static void metrics_register(void) {
   mw_storage_metrics_t *m = &mw_storage__metrics;
   mw_metrics_t *reg = mw_metrics_default();
@@ -82,18 +86,18 @@ static void metrics_register(void) {
   mw_metric_family_t *wr = mw_metrics_register(
       reg, MW_METRIC_COUNTER, "memwald_storage_written_bytes_total",
       "Bytes of objects written by acknowledged puts.", NULL, 0, NULL, 0);
-  mw_metric_family_t *fi = mw_metrics_register(
+  mw_metric_family_t *fi = !fault_metrics_on ? NULL : mw_metrics_register(
       reg, MW_METRIC_COUNTER, "memwald_storage_faults_injected_total",
       "Test faults injected into storage steps (fault injection, simulated power cuts).",
       step, 1, NULL, 0);
-  if (ops == NULL || wr == NULL || fi == NULL) return; /* logged by metrics */
+  if (ops == NULL || wr == NULL) return; /* logged by metrics */
   for (int op = MW_OP_PUT_IF_ABSENT; op < MW_OP_COUNT_; op++)
     for (int r = 0; r < 4; r++) {
       const char *lv[] = {op_names[op], result_names[r]};
       m->ops[op][r] = mw_metric_series(ops, lv);
     }
   m->written = mw_metric_series(wr, NULL);
-  for (unsigned f = 0; f < MW_STORAGE_FAMILIES_; f++)
+  for (unsigned f = 0; f < MW_STORAGE_FAMILIES_ && fi != NULL; f++)
     for (unsigned i = 0; i < families[f].n; i++) {
       const char *lv[] = {families[f].names[i]};
       m->faults[f][i] = mw_metric_series(fi, lv);
@@ -108,8 +112,8 @@ void mw_storage__metrics_init(void) {
 
 void mw_storage__count_fault(const mw_storage_t *st, unsigned step) {
   assert(st != NULL && step < st->be->n_steps);
-  if (mw_storage__metrics.ok)
-    mw_counter_add(mw_storage__metrics.faults[st->be->family][step], 1);
+  mw_metric_t *s = mw_storage__metrics.faults[st->be->family][step];
+  if (mw_storage__metrics.ok && s != NULL) mw_counter_add(s, 1); /* NULL: test series off */
 }
 
 static void count_op(const mw_storage_req_front_t *p, int status) {
