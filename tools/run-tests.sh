@@ -6,28 +6,46 @@
 #   3. each libFuzzer target for FUZZ_SECONDS (default 60) from its committed
 #      corpus, two targets at a time
 # Prints meson's summary per build and ends with one line
-#   "memwald tests: N passed, M failed".
+#   "memwald tests: N passed, M failed, K skipped"
+# where K counts whole tests that skipped (exit 77: e.g. io_uring refused by
+# the kernel) and TAP checks marked "# SKIP", each named on a line before
+# it: a skip is never counted as a pass, nor hidden.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 fail=0
 passed=0
 failed=0
+skipped=0
+skips=""
 
-count() { # add a meson testlog.json to the totals
+count() { # add a meson testlog.json to the totals; skipped tests and checks are named
   local log=$1/meson-logs/testlog.json
   [ -f "$log" ] || return
-  read -r p f < <(python3 - "$log" <<'PY'
-import json, sys
-p = f = 0
+  local out
+  out=$(python3 - "$log" "$1" <<'PY'
+import json, re, sys
+p = f = k = 0
+names = []
 for line in open(sys.argv[1]):
     r = json.loads(line)
+    if r["result"] == "SKIP":
+        k += 1
+        names.append(f"{sys.argv[2]}: {r['name']} (the whole test)")
+        continue
     if r["result"] in ("OK", "EXPECTEDFAIL"): p += 1
-    elif r["result"] != "SKIP": f += 1
-print(p, f)
+    else: f += 1
+    for t in re.findall(r"^ok \d+ (.*?)\s*# SKIP\b.*$", r.get("stdout") or "", re.M):
+        k += 1
+        names.append(f"{sys.argv[2]}: {r['name']}: {t.lstrip('- ')}")
+print(p, f, k)
+for n in names: print(n)
 PY
 )
-  passed=$((passed + p)); failed=$((failed + f))
+  local p f k
+  read -r p f k <<<"$(head -1 <<<"$out")"
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + k))
+  if [ "$k" -gt 0 ]; then skips="$skips$(tail -n +2 <<<"$out")"$'\n'; fi
 }
 
 step() { echo; echo "=== $*"; }
@@ -115,5 +133,9 @@ else
 fi
 
 echo
-echo "memwald tests: $passed passed, $failed failed"
+if [ "$skipped" -gt 0 ]; then
+  echo "skipped:"
+  printf '%s' "$skips" | sed 's/^/  /'
+fi
+echo "memwald tests: $passed passed, $failed failed, $skipped skipped"
 exit $fail

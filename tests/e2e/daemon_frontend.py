@@ -221,7 +221,7 @@ def overloaded_and_auth(tmp):
     def slot_free():
         st = status(d)
         return st is not None and st["connections"] <= 1
-    poll(slot_free, 30)
+    check("the daemon sees the close: one connection left", poll(slot_free, 30))
     w = Client(d.port)
     w.send("AUTH wrong\nPING\n")
     l = w.line()

@@ -442,14 +442,19 @@ def take_all(tmp, model, sock, port, letter, stats):
                                 f" (last claim refused: {last_refusal})")
                 break
             if st["state"] in ("CLAIMING", "REPLAYING"):
-                poll(lambda: shard_status(sock).get(b, {}).get("state") not in ("CLAIMING", "REPLAYING"), 30)
+                if not poll(lambda: shard_status(sock).get(b, {}).get("state") not in ("CLAIMING", "REPLAYING"), 30):
+                    problems.append(f"bucket {b}: {st['state']} for over 30 s")
+                    break
                 continue
             _, r, _ = ctl_json(sock, "claim", "t", str(b))
             stats["final_claims"] += 1
             stats["stale_active_claims"] += st["state"] == "ACTIVE"
             if not r.get("ok"):
+                # refused (a control operation running, or not fenced yet):
+                # ask again once the shard's status moves, or after 1 s
                 last_refusal = r
-                poll(lambda: False, 0.05)  # brief back-off before asking again
+                moved = poll(lambda: shard_status(sock).get(b) != st, 1.0)
+                stats["refusals_unchanged"] = stats.get("refusals_unchanged", 0) + (not moved)
     _, r, _ = ctl_json(sock, "flush", "t")
     if not r.get("ok"):
         problems.append(f"flush: {r}")
@@ -754,7 +759,7 @@ def stale_active_take_back(tmp, label, sock, L, lance_write, lance_result):
         ctl_json(sock, "flush", "t")
         b = shard_status(sock).get(k, {})
         return b.get("state") == "ACTIVE" and b.get("memtable_rows") == 0 and b.get("frozen") == 0
-    poll(drained, 30, interval=0.2)
+    check("bucket 0 is flushed empty before LanceDB takes it", poll(drained, 30, interval=0.2))
     r = lance_result(lance_write(k), L.recv())
     st = shard_status(sock).get(k, {})
     lance_epoch = disk_epoch(tmp, st["id"]) if st.get("id") else None

@@ -186,7 +186,9 @@ def wal_phase(sock, prods, errno):
           and "retrying" in some[0], some)
     if some:
         print("# sample: " + some[0][:300])
-    poll(lambda: shard(status(sock)).get("fault", {}).get("retries", 0) >= 1, 10)
+    check(f"[{name}] status: the fault episode counts a retry",
+          poll(lambda: shard(status(sock)).get("fault", {}).get("retries", 0) >= 1, 10),
+          json.dumps(shard(status(sock)).get("fault")))
     print("# status fault: " + json.dumps(shard(status(sock)).get("fault"))[:300])
     m = metrics(sock)
     check(f"[{name}] /metrics: storage errors by op and errno, shards by state",
@@ -233,7 +235,9 @@ def flush_phase(sock, prods, name, spec, d):
     st = poll(lambda: (lambda s: s if shard(s).get("fault", {}).get("op") == "flush" else None)(status(sock)), 15)
     check(f"[{name}] status shows a flush fault while the shard stays ACTIVE",
           st is not None and shard(st)["state"] == "ACTIVE", json.dumps(shard(st)) if st else "")
-    poll(lambda: shard(status(sock)).get("fault", {}).get("retries", 0) >= 1, 10)
+    check(f"[{name}] status: the flush fault counts a retry",
+          poll(lambda: shard(status(sock)).get("fault", {}).get("retries", 0) >= 1, 10),
+          json.dumps(shard(status(sock)).get("fault")))
     m = metrics(sock)
     check(f"[{name}] memwald_flush_failures_total grows",
           metric_value(m, "memwald_flush_failures_total", {}) > ff0)
@@ -315,7 +319,7 @@ spec = identity(region)
     line = d.wait_line("listening on")
     ok = d.wait_line("started") is not None
     if ok:
-        poll(lambda: shard(status(sock))["state"] == "ACTIVE", 15)
+        check("the shard is ACTIVE after start", poll(lambda: shard(status(sock))["state"] == "ACTIVE", 15))
         identity_keys(sock, port_of(line))
         rc, out, err = ctl(sock, "--json", "fault", "t", "set", "prefix=,errno=EIO")
         out += err
@@ -339,7 +343,7 @@ spec = identity(region)
         d.p.kill()
         return
     port = port_of(line)
-    poll(lambda: shard(status(sock))["state"] == "ACTIVE", 15)
+    check("[storage] the shard is ACTIVE after start", poll(lambda: shard(status(sock))["state"] == "ACTIVE", 15))
     st = status(sock)["storage"]
     check("[storage] max_inflight and max_object_bytes reach every table's storage",
           len(st) == 2 and all(s["max_inflight"] == 7 and s["max_object_bytes"] == 8 << 20 for s in st),
@@ -373,9 +377,9 @@ spec = identity(region)
         inj = poll(lambda: metric_value(metrics(sock), "memwald_storage_faults_injected_total", {"step": "fsync"})
                    > metric_value(m0, "memwald_storage_faults_injected_total", {"step": "fsync"}), 10)
         n0 = len(all_acked(prods))
-        poll(lambda: len(all_acked(prods)) > n0 + 40, 10)
+        grew = poll(lambda: len(all_acked(prods)) > n0 + 40, 10)
         check("[fsync-once] one fsync failed, writes continue, nothing refused, ACTIVE",
-              inj and len(all_failed(prods)) == f0 and len(all_acked(prods)) > n0 + 40 and
+              inj and len(all_failed(prods)) == f0 and grew and
               shard(status(sock))["state"] == "ACTIVE")
         ctl_json(sock, "fault", "t", "clear")
     finally:
