@@ -29,6 +29,7 @@
 #include "daemon/config.h"
 #include "daemon/memtrim.h"
 #include "daemon/notify.h"
+#include "daemon/stats.h"
 #include "daemon/tables.h"
 #include "daemon/testhook.h"
 #include "net/admin_engine.h"
@@ -46,6 +47,7 @@ typedef struct mw_daemon {
   uv_signal_t sig_term, sig_int, sig_hup;
   mw_notify_t notify;
   mw_memtrim_t memtrim;
+  mw_daemon_stats_t stats;
   mw_storage_t *storage; /* data_dir; each table has its own */
   mw_daemon_tables_t tables;
   mw_fe_engine_t engine;
@@ -141,6 +143,7 @@ static void begin_stop(mw_daemon_t *d, const char *why) {
   mw_notify_stopping();
   mw_notify_close(&d->notify);
   mw_memtrim_stop(&d->memtrim);
+  mw_daemon_stats_stop(&d->stats);
   uv_signal_stop(&d->sig_hup);
   if (d->cfg.shutdown_timeout_ms > 0 && uv_timer_init(d->loop, &d->stop_timer) == 0) {
     d->stop_timer.data = d;
@@ -210,6 +213,11 @@ static int start_front(mw_daemon_t *d) {
   mw_err_t err = {0};
   if (mw_daemon_tables_open(d->loop, &d->cfg, &d->tables, &err) < 0) {
     mw_log_err("%s", err.msg);
+    return -1;
+  }
+  int src = mw_daemon_stats_start(&d->stats, d->loop, &d->tables, mw_metrics_default());
+  if (src < 0) {
+    mw_log_err("stats: %s", uv_strerror(src));
     return -1;
   }
   mw_fe_tables_engine(&d->tables.fe, &d->engine);

@@ -62,6 +62,8 @@ void mw_shard_config_defaults(mw_shard_config_t *c) {
   c->max_memtable_batches = 8000;
   c->manifest_scan_batch_size = 2;
   c->max_unflushed_memtable_bytes = (uint64_t)1 << 30;
+  c->backpressure_log_interval_ms = 30000; /* Lance's defaults */
+  c->stats_log_interval_ms = 60000;
   /* One entry in flight by default: with more, entries above a peer's fence
    * sentinel can land and Lance's replay would resurrect rows we refused
    * (docs/engine.md). Group commit keeps throughput: everything that
@@ -121,8 +123,10 @@ int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value
     case 7: if (x < 1 || x > MW_WAL_MAX_INFLIGHT) rc = -EINVAL; else c->max_wal_inflight = (uint32_t)x; break;
     case 8: if (x > 1000000) rc = -EINVAL; else c->max_queued_writes = (uint32_t)x; break;
     case 11: if (x > 86400000) rc = -EINVAL; else c->max_memtable_age_ms = x; break;
+    case 9: if (x > 86400000) rc = -EINVAL; else c->backpressure_log_interval_ms = x; break;
+    case 10: if (x > 86400000) rc = -EINVAL; else c->stats_log_interval_ms = x; break;
     case 12: if (x > 3600000) rc = -EINVAL; else c->max_fault_retry_interval_ms = x; break;
-    default: break; /* log intervals: accepted, not used */
+    default: assert(0);
   }
 out:
   if (rc == -EINVAL) mw_err_set(err, rc, "config %s: bad value '%s'", key, value ? value : "(null)");

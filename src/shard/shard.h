@@ -91,6 +91,10 @@ typedef struct mw_shard_config {
   uint64_t max_memtable_batches;
   uint32_t manifest_scan_batch_size;
   uint64_t max_unflushed_memtable_bytes;
+  /* How often the daemon logs that a shard's writes wait on backpressure,
+   * and its shards' statistics (daemon/stats.h); 0 = never. */
+  uint64_t backpressure_log_interval_ms;
+  uint64_t stats_log_interval_ms;
   /* memwald */
   uint32_t max_wal_inflight;           /* entries written at once, 1..8 */
   bool wal_zstd;                       /* wal_compression = zstd */
