@@ -62,6 +62,8 @@ typedef struct mw_daemon {
   size_t n_sets;
   int stopping;
   uint64_t started_ms;
+  char removing[512];     /* the tables a reload is removing, "" when none */
+  bool reload_again;      /* a reload's additions wait for that removal */
 } mw_daemon_t;
 
 static void usage(FILE *f) {
@@ -159,13 +161,85 @@ static void begin_stop(mw_daemon_t *d, const char *why) {
   else on_server_stopped(d);
 }
 
+/* Two [table] sections alike, wherever they stand in the file. */
+static bool table_same(const mw_table_config_t *a, const mw_table_config_t *b) {
+  static mw_table_config_t x, y; /* large: off the stack; the loop thread only */
+  memcpy(&x, a, sizeof x);
+  memcpy(&y, b, sizeof y);
+  x.section_line = y.section_line = 0;
+  memset(x.key_lines, 0, sizeof x.key_lines);
+  memset(y.key_lines, 0, sizeof y.key_lines);
+  return memcmp(&x, &y, sizeof x) == 0;
+}
+
+static void reload(mw_daemon_t *d);
+
+static void on_tables_removed(void *arg, int failures) {
+  mw_daemon_t *d = arg;
+  if (failures > 0)
+    mw_log_err("reload: %d shard(s) of %s could not be flushed; their rows stay in the WAL and are "
+               "replayed by the next owner", failures, d->removing);
+  else
+    mw_log_notice("reload: released and closed %s", d->removing);
+  d->removing[0] = '\0';
+  if (d->reload_again && !d->stopping) { /* sections were added too: now that the others are gone */
+    d->reload_again = false;
+    reload(d);
+  }
+}
+
+/* Tables whose sections are gone: released (flushed) and closed, one
+ * removal at a time. Returns whether one started. */
+static bool remove_tables(mw_daemon_t *d, const mw_config_t *next) {
+  const char *names[MW_CONFIG_MAX_TABLES];
+  size_t n = 0, w = 0;
+  for (size_t i = 0; i < d->cfg.n_tables; i++)
+    if (mw_config_table(next, d->cfg.tables[i].name) == NULL) names[n++] = d->cfg.tables[i].name;
+  if (n == 0) return false;
+  for (size_t i = 0; i < n && w < sizeof d->removing; i++)
+    w += (size_t)snprintf(d->removing + w, sizeof d->removing - w, "%s[table %s]", i ? ", " : "", names[i]);
+  mw_err_t err = {0};
+  if (mw_daemon_tables_remove(&d->tables, names, n, on_tables_removed, d, &err) < 0) {
+    mw_log_err("reload: %s not removed: %s; send SIGHUP again later", d->removing, err.msg);
+    d->removing[0] = '\0';
+    return false;
+  }
+  mw_log_notice("reload: %s no longer configured: releasing (flushing) and closing", d->removing);
+  size_t k = 0; /* the running configuration forgets them now */
+  for (size_t i = 0; i < d->cfg.n_tables; i++)
+    if (mw_config_table(next, d->cfg.tables[i].name) != NULL)
+      memmove(&d->cfg.tables[k++], &d->cfg.tables[i], sizeof d->cfg.tables[i]);
+  d->cfg.n_tables = k;
+  return true;
+}
+
+/* Sections a reload added: opened as start-up opens them. */
+static void add_tables(mw_daemon_t *d, const mw_config_t *next) {
+  for (size_t i = 0; i < next->n_tables; i++) {
+    const mw_table_config_t *tc = &next->tables[i];
+    if (mw_config_table(&d->cfg, tc->name) != NULL) continue;
+    mw_err_t err = {0};
+    if (d->cfg.n_tables >= MW_CONFIG_MAX_TABLES || mw_daemon_tables_add(&d->tables, next, tc, &err) < 0) {
+      mw_log_err("reload: [table %s] not opened: %s", tc->name, err.msg[0] ? err.msg : "too many tables");
+      continue;
+    }
+    memcpy(&d->cfg.tables[d->cfg.n_tables++], tc, sizeof *tc);
+    mw_log_notice("reload: [table %s] added: open at %s", tc->name, tc->uri);
+  }
+}
+
+/* SIGHUP: log_level, and [table] sections added or removed. Everything
+ * else takes effect at a restart, and says so. A file that does not load
+ * or check keeps the running configuration whole. */
 static void reload(mw_daemon_t *d) {
   mw_notify_reloading();
-  mw_config_t *next = malloc(sizeof *next);
+  mw_config_t *next = malloc(sizeof *next), *rest = malloc(sizeof *rest);
   mw_err_t err = {0};
-  if (next == NULL) {
+  const char *file = d->config_path ? d->config_path : "(no file)";
+  if (next == NULL || rest == NULL) {
     mw_log_err("reload: out of memory; keeping the running configuration");
-  } else if (mw_config_load(next, d->config_path, d->sets, d->n_sets, &err) < 0) {
+  } else if (mw_config_load(next, d->config_path, d->sets, d->n_sets, &err) < 0 ||
+             mw_daemon_check_config(next, &err) < 0) {
     mw_log_err("reload failed, keeping the running configuration: %s", err.msg);
   } else {
     if (next->log_level != d->cfg.log_level) {
@@ -174,15 +248,31 @@ static void reload(mw_daemon_t *d) {
       d->cfg.log_level = next->log_level;
       mw_log_set_level(next->log_level);
     }
-    next->log_level = d->cfg.log_level;
-    if (memcmp(next, &d->cfg, sizeof *next) != 0)
-      mw_log_warn("reload: settings other than log_level changed in %s; they take effect "
-                  "after a restart", d->config_path ? d->config_path : "(no file)");
-    else
-      mw_log_info("reload: configuration re-read from %s",
-                  d->config_path ? d->config_path : "(no file)");
+    for (size_t i = 0; i < next->n_tables; i++) {
+      const mw_table_config_t *was = mw_config_table(&d->cfg, next->tables[i].name);
+      if (was != NULL && !table_same(was, &next->tables[i]))
+        mw_log_warn("reload: [table %s] changed in %s; the change takes effect after a restart",
+                    next->tables[i].name, file);
+    }
+    memcpy(rest, next, sizeof *rest); /* the rest: everything but log_level and the tables */
+    rest->log_level = d->cfg.log_level;
+    memcpy(rest->tables, d->cfg.tables, sizeof rest->tables);
+    rest->n_tables = d->cfg.n_tables;
+    if (memcmp(rest, &d->cfg, sizeof *rest) != 0)
+      mw_log_warn("reload: [daemon] or [storage] settings other than log_level changed in %s; they "
+                  "take effect after a restart", file);
+    if (d->removing[0] != '\0') {
+      d->reload_again = true; /* after the removal running now */
+      mw_log_notice("reload: waiting for the removal of %s", d->removing);
+    } else if (remove_tables(d, next)) {
+      d->reload_again = true; /* additions once the removed tables are closed */
+    } else {
+      add_tables(d, next);
+    }
+    mw_log_info("reload: configuration re-read from %s", file);
   }
   free(next);
+  free(rest);
   mw_notify_ready("running");
 }
 
@@ -388,6 +478,7 @@ int main(int argc, char **argv) {
   uv_run(d.loop, UV_RUN_DEFAULT);
   rc = uv_loop_close(d.loop);
   if (rc != 0) mw_log_warn("event loop closed with handles still open: %s", uv_strerror(rc));
+  mw_fe_tables_free(&d.tables.fe);
   free(d.sets);
   if (d.stopping == 2) {
     mw_log_err("stopped with errors");

@@ -189,6 +189,8 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
   return n;
 }
 
+static void forget_table(mw_table_t *t) { (void)t; }
+
 /* Open the table. After a lost create race the winner may still be writing
  * its files (version 1 without the MemWAL index, then version 2): then the
  * open is repeated, every MW_DAEMON_CREATE_WAIT_STEP_MS, until it succeeds
@@ -210,14 +212,16 @@ static int open_table(uv_loop_t *loop, const mw_table_config_t *tc, const mw_tab
   }
 }
 
-int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
-                          mw_err_t *err) {
-  memset(dt, 0, sizeof *dt);
-  dt->loop = loop;
-  int orc = mw_daemon_owner_open(&dt->owner, cfg, err);
-  if (orc < 0) return mw_err_set(err, orc, "data_dir %s: node identity", cfg->data_dir);
-  for (size_t i = 0; i < cfg->n_tables; i++) {
-    const mw_table_config_t *tc = &cfg->tables[i];
+/* Create (when configured and absent), open and register one table. The
+ * table's index in dt->tables and in dt->fe is the same. */
+static int open_one(mw_daemon_tables_t *dt, const mw_config_t *cfg, const mw_table_config_t *tc,
+                    mw_err_t *err) {
+  uv_loop_t *loop = dt->loop;
+  if (dt->n >= MW_CONFIG_MAX_TABLES)
+    return mw_err_set(err, -ENOSPC, "[table %s] more than %d tables opened since start: restart "
+                      "memwald to open more", tc->name, MW_CONFIG_MAX_TABLES);
+  assert(dt->n == dt->fe.n);
+  {
     mw_storage_config_t sc;
     mw_daemon_storage_config(cfg, tc, tc->uri, &sc);
     const char *keys[16], *values[16];
@@ -260,18 +264,21 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
     rc = mw_testhook_fault(tc->uri, &sc.fault, err); /* tests only (daemon/testhook.h) */
     if (rc < 0) return rc;
     if ((rc = open_table(loop, tc, &o, raced, &t, err)) < 0) return rc;
-    if ((rc = mw_daemon_check_table_schema(cfg, tc, &t->schema, err)) < 0) {
-      dt->tables[dt->n++] = t; /* closed with the others */
+    rc = mw_daemon_check_table_schema(cfg, tc, &t->schema, err);
+    if (rc == 0) rc = set_owned(t, tc, err);
+    /* shards taken over by a peer while we were down are given up here */
+    if (rc == 0 && (rc = mw_daemon_owner_check(&dt->owner, dt->n, tc->name, t, &sc, err)) < 0)
+      mw_err_set(err, rc, "[table %s] ownership check", tc->name);
+    if (rc == 0 && (rc = mw_fe_tables_add(&dt->fe, tc->name, t)) < 0)
+      mw_err_set(err, rc, "[table %s] cannot register", tc->name);
+    if (rc < 0) { /* nothing claimed yet: the close is quick */
+      if (mw_table_close(t, forget_table) < 0) mw_log_err("table %s: close refused", tc->name);
       return rc;
     }
+    assert((size_t)rc == dt->n);
     mw_testhook_attach(tc->uri, t->st);
     dt->tables[dt->n++] = t;
-    if ((rc = set_owned(t, tc, err)) < 0) return rc;
-    /* shards taken over by a peer while we were down are given up here */
-    if ((rc = mw_daemon_owner_check(&dt->owner, dt->n - 1, tc->name, t, &sc, err)) < 0)
-      return mw_err_set(err, rc, "[table %s] ownership check", tc->name);
-    if ((rc = mw_fe_tables_add(&dt->fe, tc->name, t)) < 0)
-      return mw_err_set(err, rc, "[table %s] cannot register", tc->name);
+    assert(dt->n == dt->fe.n);
     if (tc->claim == MW_CLAIM_EAGER && (rc = mw_table_claim_owned(t)) < 0)
       return mw_err_set(err, rc, "[table %s] eager claim failed", tc->name);
     mw_log_notice("table %s: open at %s, %s, shards %s, claim %s", tc->name, tc->uri,
@@ -281,36 +288,82 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
   return 0;
 }
 
-/* ------------------------------------------------------------- shutdown */
+int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
+                          mw_err_t *err) {
+  memset(dt, 0, sizeof *dt);
+  dt->loop = loop;
+  int rc = mw_daemon_owner_open(&dt->owner, cfg, err);
+  if (rc < 0) return mw_err_set(err, rc, "data_dir %s: node identity", cfg->data_dir);
+  rc = uv_timer_init(loop, &dt->retry);
+  if (rc < 0) return mw_err_set(err, rc, "tables: %s", uv_strerror(rc));
+  dt->retry.data = dt;
+  for (size_t i = 0; i < cfg->n_tables && rc == 0; i++) rc = open_one(dt, cfg, &cfg->tables[i], err);
+  return rc;
+}
 
-/* mw_table_close frees the table before calling back (with NULL), so the
- * owner is found here; one daemon closes its tables at a time. */
+int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const mw_table_config_t *tc,
+                         mw_err_t *err) {
+  assert(dt != NULL && dt->loop != NULL && tc != NULL);
+  if (dt->stopping) return mw_err_set(err, -ESHUTDOWN, "[table %s] memwald is stopping", tc->name);
+  return open_one(dt, cfg, tc, err);
+}
+
+/* ------------------------------------------------------------- release */
+
+/* A release: every shard of a set of tables released (flushed), then each
+ * table closed, then a callback. The stop is one over every table; a
+ * reload's removal one over the tables it removes. One runs at a time (a
+ * stop that comes during a removal starts when the removal is done):
+ * mw_table_close frees the table before calling back (with NULL), so the
+ * release it belongs to is found here. */
 static mw_daemon_tables_t *closing;
+
+static void release_start(mw_daemon_tables_t *dt, const bool *which, void (*cb)(void *, int),
+                          void *arg);
+
+static void release_done(mw_daemon_tables_t *dt) {
+  assert(dt->releasing && dt->pending == 0);
+  dt->releasing = false;
+  closing = NULL;
+  void (*cb)(void *, int) = dt->rel_cb;
+  void *arg = dt->rel_arg;
+  bool final = dt->stopping && !dt->stop_waiting;
+  if (final) uv_close((uv_handle_t *)&dt->retry, NULL);
+  cb(arg, dt->failures);
+  if (dt->stop_waiting) { /* the removal is done: now the stop */
+    dt->stop_waiting = false;
+    bool all[MW_CONFIG_MAX_TABLES];
+    for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < dt->n && dt->tables[i] != NULL;
+    release_start(dt, all, dt->stop_cb, dt->stop_arg);
+  }
+}
 
 static void table_closed(mw_table_t *t) {
   (void)t;
   mw_daemon_tables_t *dt = closing;
   assert(dt != NULL);
   assert(dt->pending > 0);
-  if (--dt->pending == 0) dt->closed_cb(dt->closed_arg, dt->failures);
+  if (--dt->pending == 0) release_done(dt);
 }
 
 static void close_tables(mw_daemon_tables_t *dt) {
+  dt->pending = 1; /* holds until every close is started */
+  closing = dt;
   for (size_t i = 0; i < dt->n; i++) {
     free(dt->asked[i]);
     dt->asked[i] = NULL;
-  }
-  uv_close((uv_handle_t *)&dt->retry, NULL);
-  dt->pending = dt->n + 1; /* +1 holds until every close is started */
-  closing = dt;
-  for (size_t i = 0; i < dt->n; i++) {
-    if (mw_table_close(dt->tables[i], table_closed) < 0) {
+    mw_table_t *t = dt->tables[i];
+    if (!dt->which[i] || t == NULL) continue;
+    dt->tables[i] = NULL;
+    mw_fe_tables_remove(&dt->fe, i);
+    dt->pending++;
+    if (mw_table_close(t, table_closed) < 0) {
       mw_log_err("table %s: close refused", dt->fe.names[i]);
       dt->failures++;
       dt->pending--;
     }
   }
-  if (--dt->pending == 0) dt->closed_cb(dt->closed_arg, dt->failures);
+  if (--dt->pending == 0) release_done(dt);
 }
 
 /* A shard fenced while releasing lost nothing: every row it acknowledged is
@@ -330,9 +383,9 @@ static void shard_released(mw_shard_t *s, int status, const char *reason, void *
 
 /* Ask every shard not yet asked to release (flush, then stop owning). A
  * shard still claiming or replaying (a start-up claim, an admin claim), or
- * busy with an admin command, cannot be released yet: the stop waits for
- * it, looking again every MW_DAEMON_RELEASE_RETRY_MS, and holds `pending`
- * meanwhile. shutdown_timeout_ms bounds the whole stop (main.c). */
+ * busy with an admin command, cannot be released yet: the release waits
+ * for it, looking again every MW_DAEMON_RELEASE_RETRY_MS, and holds
+ * `pending` meanwhile. shutdown_timeout_ms bounds a stop (main.c). */
 #define MW_DAEMON_RELEASE_RETRY_MS 20
 
 static void on_retry(uv_timer_t *h);
@@ -341,6 +394,7 @@ static void release_pass(mw_daemon_tables_t *dt) {
   size_t waiting = 0;
   for (size_t i = 0; i < dt->n; i++) {
     mw_table_t *t = dt->tables[i];
+    if (!dt->which[i] || t == NULL) continue;
     for (size_t k = 0; k < t->n_shards && dt->asked[i]; k++) {
       if (dt->asked[i][k]) continue;
       mw_shard_t *s = &t->shards[k]->shard;
@@ -372,20 +426,57 @@ static void on_retry(uv_timer_t *h) {
   shard_released(NULL, 0, NULL, dt); /* drop the previous pass's hold */
 }
 
-void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg) {
-  assert(dt->loop != NULL);
-  dt->closed_cb = cb;
-  dt->closed_arg = arg;
+static void release_start(mw_daemon_tables_t *dt, const bool *which, void (*cb)(void *, int),
+                          void *arg) {
+  assert(!dt->releasing && cb != NULL);
+  dt->releasing = true;
+  dt->rel_cb = cb;
+  dt->rel_arg = arg;
+  dt->failures = 0;
   dt->pending = 1;
-  uv_timer_init(dt->loop, &dt->retry);
-  dt->retry.data = dt;
   for (size_t i = 0; i < dt->n; i++) {
+    dt->which[i] = which[i] && dt->tables[i] != NULL;
+    if (!dt->which[i]) continue;
     dt->asked[i] = calloc(dt->tables[i]->n_shards + 1, sizeof *dt->asked[i]);
     if (!dt->asked[i]) { /* its shards stay unreleased; their rows stay in the WAL */
-      mw_log_err("stop: table %s: out of memory, its shards are not released", dt->fe.names[i]);
+      mw_log_err("table %s: out of memory, its shards are not released", dt->fe.names[i]);
       dt->failures++;
     }
   }
   release_pass(dt);
   shard_released(NULL, 0, NULL, dt); /* drop the hold */
+}
+
+void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg) {
+  assert(dt->loop != NULL && !dt->stopping);
+  dt->stopping = true;
+  if (dt->releasing) { /* a reload's removal first */
+    dt->stop_waiting = true;
+    dt->stop_cb = cb;
+    dt->stop_arg = arg;
+    return;
+  }
+  bool all[MW_CONFIG_MAX_TABLES];
+  for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < dt->n && dt->tables[i] != NULL;
+  release_start(dt, all, cb, arg);
+}
+
+int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, size_t n,
+                            void (*cb)(void *arg, int failures), void *arg, mw_err_t *err) {
+  assert(dt != NULL && (names != NULL || n == 0) && cb != NULL);
+  if (dt->stopping) return mw_err_set(err, -ESHUTDOWN, "memwald is stopping");
+  if (dt->releasing) return mw_err_set(err, -EBUSY, "tables removed by an earlier reload are still "
+                                                     "being released");
+  bool which[MW_CONFIG_MAX_TABLES] = {false};
+  for (size_t k = 0; k < n; k++) {
+    size_t i = 0;
+    while (i < dt->n && (dt->tables[i] == NULL || dt->fe.dropped[i] || strcmp(dt->fe.names[i], names[k]) != 0))
+      i++;
+    if (i == dt->n) return mw_err_set(err, -ENOENT, "[table %s] is not open", names[k]);
+    which[i] = true;
+  }
+  for (size_t i = 0; i < dt->n; i++)
+    if (which[i]) dt->fe.dropped[i] = true; /* gone for clients from now: writes in flight finish */
+  release_start(dt, which, cb, arg);
+  return 0;
 }

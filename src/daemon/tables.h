@@ -11,7 +11,9 @@
  * eager` claims them now.
  *
  * Shutdown is asynchronous: every shard is released (its MemTable flushed
- * to an SSTable and the manifest committed), then each table is closed.
+ * to an SSTable and the manifest committed), then each table is closed. A
+ * reload adds tables the same way start-up opens them and removes tables
+ * the way the stop closes them, one table set at a time.
  *
  * Errors: negative errno with the table's name and the reason in *err.
  */
@@ -31,23 +33,38 @@
 typedef struct mw_daemon_tables {
   mw_table_t *tables[MW_CONFIG_MAX_TABLES];
   size_t n;
-  mw_fe_tables_t fe; /* names -> tables, for the front ends */
+  mw_fe_tables_t fe; /* names -> tables, for the front ends (same indexes) */
   mw_daemon_owner_t owner; /* node identity, owner records (daemon/ownership.h) */
-  /* shutdown */
   uv_loop_t *loop;
+  /* the release running (a stop, or a reload's removal; one at a time) */
+  bool releasing, stopping, stop_waiting;
+  bool which[MW_CONFIG_MAX_TABLES];  /* the tables it releases */
   uv_timer_t retry;           /* shards still claiming: look again */
   bool retry_armed;
   bool *asked[MW_CONFIG_MAX_TABLES]; /* release requested, per shard */
   size_t pending;
   int failures;
-  void (*closed_cb)(void *arg, int failures);
-  void *closed_arg;
+  void (*rel_cb)(void *arg, int failures);
+  void *rel_arg;
+  void (*stop_cb)(void *arg, int failures); /* a stop waiting for a removal */
+  void *stop_arg;
 } mw_daemon_tables_t;
 
 /* Create (when configured and absent), open and register every table. */
 int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
                           mw_err_t *err);
-/* Release (flush) every shard, close every table, then cb(arg, failures). */
+/* Open one more table (a [table] section a reload added), as start-up
+ * opens one: created if configured and absent, registered for clients. */
+int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const mw_table_config_t *tc,
+                         mw_err_t *err);
+/* Remove tables (sections a reload removed): gone for clients at once
+ * (their writes in flight finish), every shard released (flushed), each
+ * table closed, then cb(arg, failures). -EBUSY while an earlier removal
+ * runs, -ESHUTDOWN once stopping, -ENOENT for a name not open. */
+int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, size_t n,
+                            void (*cb)(void *arg, int failures), void *arg, mw_err_t *err);
+/* Release (flush) every shard, close every table, then cb(arg, failures);
+ * after a removal still running, if one is. */
 void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg);
 /* mkdir -p of the directory that holds `file` (the admin socket's). */
 int mw_daemon_mkdir_parent(const char *file);

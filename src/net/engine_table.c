@@ -7,6 +7,8 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,11 +21,39 @@ typedef struct fe_write {
 int mw_fe_tables_add(mw_fe_tables_t *ts, const char *name, mw_table_t *t) {
   assert(ts && name && t);
   if (ts->n >= MW_FE_MAX_TABLES) return -ENOSPC;
+  if (strlen(name) >= MW_FE_NAME_BYTES) return -ENAMETOOLONG;
   for (size_t i = 0; i < ts->n; i++)
-    if (strcmp(ts->names[i], name) == 0) return -EEXIST;
-  ts->names[ts->n] = name;
-  ts->tables[ts->n++] = t;
-  return 0;
+    if (!ts->dropped[i] && strcmp(ts->names[i], name) == 0) return -EEXIST;
+  mw_schema_t *copy = malloc(sizeof *copy);
+  if (copy == NULL) return -ENOMEM;
+  mw_schema_init(copy);
+  if (mw_schema_copy(copy, &t->schema) < 0) {
+    mw_schema_free(copy);
+    free(copy);
+    return -ENOMEM;
+  }
+  size_t i = ts->n++;
+  snprintf(ts->name_buf[i], sizeof ts->name_buf[i], "%s", name);
+  ts->names[i] = ts->name_buf[i];
+  ts->tables[i] = t;
+  ts->schemas[i] = copy;
+  ts->dropped[i] = false;
+  return (int)i;
+}
+
+void mw_fe_tables_remove(mw_fe_tables_t *ts, size_t i) {
+  assert(ts != NULL && i < ts->n);
+  ts->dropped[i] = true;
+  ts->tables[i] = NULL;
+}
+
+void mw_fe_tables_free(mw_fe_tables_t *ts) {
+  assert(ts != NULL);
+  for (size_t i = 0; i < ts->n; i++) {
+    if (ts->schemas[i] != NULL) mw_schema_free(ts->schemas[i]);
+    free(ts->schemas[i]);
+    ts->schemas[i] = NULL;
+  }
 }
 
 void mw_fe_tables_drop(mw_fe_tables_t *ts, const mw_table_t *t) {
@@ -39,18 +69,27 @@ mw_table_t *mw_fe_tables_find(const mw_fe_tables_t *ts, const char *name) {
   return NULL;
 }
 
-static bool is_dropped(const mw_fe_tables_t *ts, const void *table) {
-  for (size_t i = 0; i < ts->n; i++)
-    if (ts->tables[i] == table) return ts->dropped[i];
-  return false;
+/* The server's handle of entry i: i + 1, as a pointer (never NULL). */
+static void *handle_of(size_t i) { return (void *)(uintptr_t)(i + 1); }
+
+static size_t index_of(const mw_fe_tables_t *ts, const void *handle) {
+  size_t i = (size_t)(uintptr_t)handle - 1;
+  assert(handle != NULL && i < ts->n);
+  return i;
+}
+
+/* The live table behind a server handle, or NULL when it is gone. */
+static mw_table_t *live(const mw_fe_tables_t *ts, const void *handle) {
+  size_t i = index_of(ts, handle);
+  return ts->dropped[i] ? NULL : ts->tables[i];
 }
 
 static void *find(void *data, const char *name, size_t len, const mw_schema_t **schema) {
   mw_fe_tables_t *ts = data;
   for (size_t i = 0; i < ts->n; i++)
     if (!ts->dropped[i] && strlen(ts->names[i]) == len && memcmp(ts->names[i], name, len) == 0) {
-      *schema = &ts->tables[i]->schema;
-      return ts->tables[i];
+      *schema = ts->schemas[i];
+      return handle_of(i);
     }
   return NULL;
 }
@@ -68,14 +107,16 @@ static void on_written(mw_table_write_t *w, int status, const char *reason) {
 static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_write_cb done, void *arg,
                   mw_err_t *err) {
   assert(table && batch && done);
-  if (is_dropped(data, table))
-    return mw_err_set(err, -ENOENT, "the table was dropped (drop-table) after this connection selected it");
+  mw_table_t *t = live(data, table);
+  if (t == NULL)
+    return mw_err_set(err, -ENOENT, "the table was dropped (drop-table) or removed from the "
+                                    "configuration after this connection selected it");
   fe_write_t *f = calloc(1, sizeof *f);
   if (!f) return mw_err_set(err, -ENOMEM, "out of memory");
   f->w.data = f;
   f->done = done;
   f->arg = arg;
-  int rc = mw_table_write(table, &f->w, batch, on_written, err);
+  int rc = mw_table_write(t, &f->w, batch, on_written, err);
   if (rc < 0) free(f);
   return rc;
 }
@@ -95,9 +136,8 @@ static int sync_all(void *data, mw_fe_done_cb done, void *arg, mw_err_t *err) {
 /* Identity-sharded tables route by a column that may not be the key: a
  * delete must carry it, or it cannot be routed to its shard. */
 static const char *delete_keep(void *data, void *table) {
-  (void)data;
-  const mw_table_t *t = table;
-  if (t->kind != MW_SHARDING_IDENTITY || t->route_field < 0) return NULL;
+  const mw_table_t *t = live(data, table);
+  if (t == NULL || t->kind != MW_SHARDING_IDENTITY || t->route_field < 0) return NULL;
   return t->schema.fields[t->route_field].name;
 }
 

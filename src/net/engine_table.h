@@ -2,8 +2,14 @@
  * engine_table.h — the server's engine interface (server.h) onto the shard
  * engine's tables (shard/table.h).
  *
- * Owns: nothing but a name -> mw_table_t map borrowed from the daemon. A
- * submission is one mw_table_write (routed to shards there; the batch is
+ * Owns: the name -> table registry the front ends see: each entry's name,
+ * a copy of its table's schema, and whether it is gone for clients. The
+ * tables themselves are the daemon's. Entries are never reused: the server
+ * holds an entry (its slot number) for each connection, and a table removed
+ * by a reload may be closed and freed while a connection still names it,
+ * so nothing a connection holds points into the table (its rows are parsed
+ * against the entry's schema copy, and the entry says the table is gone).
+ * A submission is one mw_table_write (routed to shards there; the batch is
  * consumed on success); its completion status and reason become the reply
  * (lineproto.h maps -EXDEV not_owner, -ESTALE fenced, -EROFS sealed, -EAGAIN
  * overloaded). SYNC needs no barrier: the engine acknowledges a write only
@@ -25,16 +31,26 @@
 
 #define MW_FE_MAX_TABLES 256
 
+#define MW_FE_NAME_BYTES 128
+
 typedef struct mw_fe_tables {
-  const char *names[MW_FE_MAX_TABLES]; /* borrowed */
-  mw_table_t *tables[MW_FE_MAX_TABLES];
-  bool dropped[MW_FE_MAX_TABLES];      /* drop-table committed: gone for clients */
+  const char *names[MW_FE_MAX_TABLES]; /* into name_buf */
+  mw_table_t *tables[MW_FE_MAX_TABLES]; /* borrowed; NULL once removed and closed */
+  bool dropped[MW_FE_MAX_TABLES];      /* drop-table committed or removed: gone for clients */
+  mw_schema_t *schemas[MW_FE_MAX_TABLES]; /* copies, freed by mw_fe_tables_free */
+  char name_buf[MW_FE_MAX_TABLES][MW_FE_NAME_BYTES];
   size_t n;
 } mw_fe_tables_t;
 
-/* Register `t` under `name` (both borrowed). -ENOSPC past MW_FE_MAX_TABLES,
- * -EEXIST for a name already there. */
+/* Register `t` under `name` (copied, with its schema). -ENOSPC past
+ * MW_FE_MAX_TABLES, -EEXIST for a live name already there, -ENAMETOOLONG,
+ * -ENOMEM. Returns the entry's index. */
 int mw_fe_tables_add(mw_fe_tables_t *ts, const char *name, mw_table_t *t);
+/* A table removed (by a reload): gone for clients like a dropped one, and
+ * its entry forgets the table (which the daemon then closes). */
+void mw_fe_tables_remove(mw_fe_tables_t *ts, size_t i);
+/* Free the schema copies (after the server has stopped). */
+void mw_fe_tables_free(mw_fe_tables_t *ts);
 /* After a committed drop-table: the name no longer resolves (USE, status,
  * admin commands answer "unknown table"), and rows still sent by
  * connections that had selected it get ERR table. The table object stays
