@@ -156,7 +156,10 @@ static int set_owned(mw_table_t *t, const mw_table_config_t *tc, mw_err_t *err) 
   return rc;
 }
 
-/* Our writer settings, highest layer over the table's writer_config_defaults. */
+/* Our writer settings, highest layer over the table's writer_config_defaults:
+ * at most MW_DAEMON_WRITER_KEYS of them. */
+#define MW_DAEMON_WRITER_KEYS 16
+
 static size_t writer_settings(const mw_table_config_t *tc, const char **k, const char **v,
                               char (*buf)[32]) {
   struct { const char *name; int64_t value; } ints[] = {
@@ -186,6 +189,9 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
   }
   k[n] = "wal_compression";
   v[n++] = tc->wal_compression == MW_WAL_COMPRESSION_ZSTD ? "zstd" : "none";
+  k[n] = "sstable_zstd";
+  v[n++] = tc->sstable_zstd ? "true" : "false";
+  assert(n <= MW_DAEMON_WRITER_KEYS);
   return n;
 }
 
@@ -224,8 +230,8 @@ static int open_one(mw_daemon_tables_t *dt, const mw_config_t *cfg, const mw_tab
   {
     mw_storage_config_t sc;
     mw_daemon_storage_config(cfg, tc, tc->uri, &sc);
-    const char *keys[16], *values[16];
-    char buf[16][32];
+    const char *keys[MW_DAEMON_WRITER_KEYS], *values[MW_DAEMON_WRITER_KEYS];
+    char buf[MW_DAEMON_WRITER_KEYS][32];
     size_t n = writer_settings(tc, keys, values, buf);
     mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
                          .allow_maintained_indexes = tc->allow_unmaintained_indexes,

@@ -95,6 +95,12 @@ int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value
     else rc = -EINVAL;
     goto out;
   }
+  if (strcmp(key, "sstable_zstd") == 0) { /* ours: zstd-compressed SSTable data pages */
+    if (value && strcmp(value, "true") == 0) c->sstable_zstd = true;
+    else if (value && strcmp(value, "false") == 0) c->sstable_zstd = false;
+    else rc = -EINVAL;
+    goto out;
+  }
   if (strcmp(key, "wal_compression") == 0) {
     if (value && strcmp(value, "zstd") == 0) c->wal_zstd = true;
     else if (value && strcmp(value, "none") == 0) c->wal_zstd = false;

@@ -98,7 +98,7 @@ typedef struct mw_shard_config {
   /* memwald */
   uint32_t max_wal_inflight;           /* entries written at once, 1..8 */
   bool wal_zstd;                       /* wal_compression = zstd */
-  bool sstable_zstd;
+  bool sstable_zstd;                   /* key sstable_zstd: zstd data pages in SSTables */
   uint32_t max_queued_writes;          /* backpressure queue */
   /* Freeze (and so flush) a MemTable whose oldest row is this old: LanceDB
    * readers never read the WAL, so this bounds how long an acknowledged row

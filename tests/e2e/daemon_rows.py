@@ -4,8 +4,9 @@
 For each sharding spec (unsharded, bucket(id,4), identity(region)): start
 memwald on a fresh config whose table does not exist yet (create = true),
 stream upserts, deletes, nulls and vectors over TCP from several
-connections, provoke a rejected line, `memwalctl flush`, then stop the
-daemon with SIGTERM while a last connection is still streaming. Every row
+connections, provoke a rejected line, `memwalctl flush` (bucket(id,4) runs
+with sstable_zstd = true: its SSTable pages must be zstd-compressed, the
+others' not, as memwal-inspect decodes them), then stop the daemon with SIGTERM while a last connection is still streaming. Every row
 acknowledged with OK must then be in an SSTable that LanceDB 0.39.0 reads
 (tests/interop/check.mjs), with exactly the model's values; the daemon must
 exit 0. Synchronisation is by the daemon's replies and log lines. TAP output.
@@ -25,6 +26,7 @@ from e2e_util import Client, Daemon, check, ctl, plan, poll, port_of, tidy  # no
 e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 CHECK = os.path.join(SRC, "tests", "interop", "check.mjs")
+INSPECT = os.environ.get("MW_INSPECT", "memwal-inspect")
 
 
 def row_json(r):
@@ -41,6 +43,23 @@ def lancedb_rows(table):
         o = json.loads(line)
         rows[str(o["id"])] = o
     return rows, ""
+
+
+def sstable_encodings(table):
+    """{data file key: [page encodings]} of every SSTable data file, as
+    memwal-inspect decodes them from the file's bytes."""
+    r = subprocess.run([INSPECT, "ls", table], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return None
+    keys = [f.split()[2] for f in r.stdout.splitlines()
+            if f.split()[:1] == ["data_file"] and f.split()[2].startswith("_mem_wal/")]
+    out = {}
+    for k in keys:
+        r = subprocess.run([INSPECT, "-n", "all", "show", table, k], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            return None
+        out[k] = [l.split("encoding: ", 1)[1] for l in r.stdout.splitlines() if "encoding: " in l]
+    return out
 
 
 def expect_rows(model):
@@ -61,7 +80,7 @@ def same(got, want):
     return None
 
 
-def scenario(tmp, spec):
+def scenario(tmp, spec, zstd):
     table = os.path.join(tmp, "t.lance")
     conf = os.path.join(tmp, "memwald.conf")
     sock = os.path.join(tmp, "admin.sock")
@@ -80,6 +99,7 @@ schema = id:int64 not null, name:string, v:double, region:string
   vec:fixed_size_list<float32,4>
 primary_key = id
 spec = {spec}
+sstable_zstd = {"true" if zstd else "false"}
 """)
     d = Daemon(["-c", conf])
     line = d.wait_line("listening on")
@@ -167,6 +187,15 @@ spec = {spec}
     rows, why = lancedb_rows(table)
     diff = same(rows, expect_rows(model)) if rows is not None else why
     check(f"[{spec}] after flush LanceDB reads exactly the acknowledged rows", diff is None, diff)
+    # the table key reaches the SSTable writer: every value buffer of a
+    # mini-block page is general(zstd, ...) with it, none is without it
+    enc = sstable_encodings(table)
+    mini = [e for es in (enc or {}).values() for e in es if e.startswith("mini_block")]
+    zstd_pages = [e for e in mini if "general(zstd" in e]
+    check(f"[{spec}] sstable_zstd = {str(zstd).lower()}: " + ("every SSTable page's values zstd-compressed" if zstd
+          else "no SSTable page zstd-compressed"),
+          enc is not None and len(enc) > 0 and len(mini) > 0 and len(zstd_pages) == (len(mini) if zstd else 0),
+          enc)
     # SIGTERM under load: a connection keeps streaming; everything acked must survive
     c = conns[2]
     c.send_lines([json.dumps({"id": 500 + i, "name": "late", "v": 1.0, "region": regions[i % 3]})
@@ -206,10 +235,10 @@ def main():
         print("not ok 1 - tests/interop/node_modules is missing: run npm install --no-audit --no-fund there")
         print("1..1")
         return 1
-    for spec in ["unsharded", "bucket(id,4)", "identity(region)"]:
+    for spec, zstd in [("unsharded", False), ("bucket(id,4)", True), ("identity(region)", False)]:
         tmp = tempfile.mkdtemp(prefix="memwald-e2e-rows-")
         try:
-            scenario(tmp, spec)
+            scenario(tmp, spec, zstd)
         except Exception as e:  # a broken scenario fails, never skips
             check(f"[{spec}] scenario ran to the end", False, repr(e))
         finally:
