@@ -43,6 +43,9 @@
  * mw_local__step() when the chain is prepared, which is why chains are used
  * only when nothing watches them.
  *
+ * A whole-object get goes as a statx by path, then one chain (open, reads,
+ * close), checked against that size ("linked get" below).
+ *
  * Fault injection: before each step mw_local__step() is asked; when it
  * returns an error we submit a NOP instead and substitute the error when the
  * NOP completes, so the injected failure takes the same path as a real one.
@@ -122,7 +125,7 @@ enum state {
   S_OPEN = 1, S_MKDIR, S_WRITE, S_FSYNC, S_CLOSE, S_LINK, S_DIROPEN, S_DIRSYNC, S_DIRCLOSE,
   S_UNLINK, S_ERR_CLOSE, S_ERR_DIRCLOSE, S_ERR_UNLINK,
   S_GOPEN, S_GSTAT, S_GREAD, S_GCLOSE, S_HSTAT, S_DUNLINK,
-  S_CHAIN, S_ERR_SLOTCLOSE,
+  S_CHAIN, S_ERR_SLOTCLOSE, S_GPSTAT, S_GCHAIN,
 };
 
 static const uint8_t required_ops[] = {
@@ -133,20 +136,21 @@ static const uint8_t required_ops[] = {
 
 static void reap(uring_t *u);
 
-/* memwald_storage_uring_chains_total{chain}: whole puts and tails sent as
- * one linked chain, and chains a failed or short step broke (the put then
- * went on step by step). Tells an operator whether puts take the fast path. */
-enum { CHAIN_WHOLE = 0, CHAIN_TAIL, CHAIN_BROKEN, CHAIN_KINDS };
+/* memwald_storage_uring_chains_total{chain}: whole puts, tails and gets
+ * sent as one linked chain, and chains a failed or short step broke (the
+ * request then went on step by step). Tells an operator whether requests
+ * take the fast path. */
+enum { CHAIN_WHOLE = 0, CHAIN_TAIL, CHAIN_GET, CHAIN_BROKEN, CHAIN_KINDS };
 static mw_metric_t *chain_series[CHAIN_KINDS];
 
 static void chain_metrics_register(void) {
   static const char *const label[] = {"chain"};
   mw_metric_family_t *f = mw_metrics_register(
       mw_metrics_default(), MW_METRIC_COUNTER, "memwald_storage_uring_chains_total",
-      "io_uring linked chains: whole puts, tails after the write, and chains broken by a step.",
+      "io_uring linked chains: whole puts, tails after the write, gets, and chains broken by a step.",
       label, 1, NULL, 0);
   if (f == NULL) return;
-  static const char *const names[CHAIN_KINDS] = {"whole", "tail", "broken"};
+  static const char *const names[CHAIN_KINDS] = {"whole", "tail", "get", "broken"};
   for (int i = 0; i < CHAIN_KINDS; i++) chain_series[i] = mw_metric_series(f, &names[i]);
 }
 
@@ -263,6 +267,9 @@ static void issue(uring_t *u, mw_storage_req_t *req, int state, mw_local_step_t 
       case S_HSTAT:
         io_uring_prep_statx(sqe, rootfd, p->key, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE,
                             (struct statx *)l->stx);
+        break;
+      case S_GPSTAT: /* a linked get's size, by path (follows links, as the open does) */
+        io_uring_prep_statx(sqe, rootfd, p->key, 0, STATX_TYPE | STATX_SIZE, (struct statx *)l->stx);
         break;
       case S_DUNLINK: io_uring_prep_unlinkat(sqe, rootfd, p->key, 0); break;
       default: assert(!"bad state");
@@ -629,6 +636,145 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
   assert(!"bad put state");
 }
 
+/* ----------------------------------------------------------- linked get */
+
+/* A whole-object get of at most GC_MAX_READS x MAX_IO_BYTES - 1 bytes is a
+ * statx by path, then one chain:
+ *
+ *   openat(key, fixed slot) => read(slot) x k => close(slot)
+ *
+ * two loop round trips instead of three plus one per MiB. The size comes
+ * from the path's statx, so the object may have been replaced before the
+ * open: the reads ask for one byte past that size, and only reads that end
+ * exactly where the statx said (the last one short by that byte: EOF) are
+ * accepted; a published object never changes (puts write a temp and rename
+ * it), so the bytes are one object's. The links are hard (IOSQE_IO_HARDLINK)
+ * because that last read is short by design and must not cancel the close.
+ * Anything else — a failed open, a read that failed or ended elsewhere —
+ * and the get starts again step by step, which decides (at most once: the
+ * step-by-step path never comes back here). */
+#define GC_MAX_READS (C_COUNT - 2)
+_Static_assert(GC_MAX_READS + 2 <= SQES_PER_REQUEST, "a get chain fits a request's SQEs");
+/* l->done during a get chain (a get writes nothing): what has answered */
+enum { GC_OPENED = 1, GC_CLOSED = 2, GC_MISMATCH = 4 };
+
+static bool get_chain_allowed(const uring_t *u, const mw_storage_req_t *req) {
+  const mw_storage_req_front_t *p = &req->priv;
+  return u->chain_ok && p->op == MW_OP_GET && p->off == 0 && p->rlen == UINT64_MAX && !p->armed &&
+         p->on_step == NULL && req->be.local.pl == NULL;
+}
+
+/* Bytes read c of a get chain asks for, and how many it must return. */
+static size_t gc_read_len(const mw_storage_req_t *req, int c, size_t *expect) {
+  uint64_t size = req->size, off = (uint64_t)(c - 1) * MAX_IO_BYTES;
+  assert(c >= 1 && off <= size);
+  size_t n = size + 1 - off < MAX_IO_BYTES ? (size_t)(size + 1 - off) : MAX_IO_BYTES;
+  *expect = size - off < n ? (size_t)(size - off) : n;
+  return n;
+}
+
+static void issue_get_chain(uring_t *u, mw_storage_req_t *req, size_t reads) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(reads >= 1 && reads <= GC_MAX_READS);
+  assert(u->n_free > 0 && l->slot < 0 && l->fd < 0);
+  l->slot = u->free_slots[--u->n_free];
+  l->state = S_GCHAIN;
+  l->chain_i = 0;
+  l->chain_n = (uint8_t)(reads + 2);
+  l->chain_fail_at = CHAIN_NONE;
+  l->chain_err = 0;
+  l->done = 0;
+  int rootfd = mw_local(u->st)->rootfd;
+  for (int c = 0; c < l->chain_n; c++) {
+    bool open = c == 0, close = c == l->chain_n - 1;
+    int inj = mw_local__step(req, open ? MW_STEP_OPEN : close ? MW_STEP_CLOSE : MW_STEP_READ);
+    assert(inj == 0); /* nothing watches: records it only */
+    (void)inj;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    assert(sqe != NULL); /* the caller saw the room */
+    if (open) {
+      io_uring_prep_openat_direct(sqe, rootfd, p->key, O_RDONLY, 0, (unsigned)l->slot);
+    } else if (close) {
+      io_uring_prep_close_direct(sqe, (unsigned)l->slot);
+    } else {
+      size_t expect, n = gc_read_len(req, c, &expect);
+      uint64_t off = (uint64_t)(c - 1) * MAX_IO_BYTES;
+      io_uring_prep_read(sqe, l->slot, req->buf.data + off, (unsigned)n, off);
+      sqe->flags |= IOSQE_FIXED_FILE;
+    }
+    if (!close) sqe->flags |= IOSQE_IO_HARDLINK;
+    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | (uint64_t)c << UD_ELEM_SHIFT);
+  }
+  chain_count(CHAIN_GET);
+}
+
+/* The path's statx answered: the chain, or (no room, too large) the get
+ * step by step from its open. */
+static void get_stat_done(uring_t *u, mw_storage_req_t *req, int res) {
+  mw_storage_req_front_t *p = &req->priv;
+  const struct statx *sx = (const struct statx *)req->be.local.stx;
+  if (res == -ENOENT || res == -ENOTDIR) return finish(u, req, -ENOENT);
+  if (res < 0) return finish(u, req, res);
+  if (!S_ISREG(sx->stx_mode)) return finish(u, req, -ENOENT);
+  uint64_t size = sx->stx_size;
+  if (size > u->st->cfg.max_object_bytes) return finish(u, req, -EFBIG);
+  uint64_t reads = size / MAX_IO_BYTES + 1; /* size + 1 bytes */
+  if (reads > GC_MAX_READS || u->n_free == 0 ||
+      io_uring_sq_space_left(&u->ring) < (unsigned)reads + 2)
+    return issue(u, req, S_GOPEN, MW_STEP_OPEN);
+  int rc = mw_buf_reserve(&req->buf, (size_t)size + 1);
+  if (rc < 0) return finish(u, req, rc);
+  p->len = (size_t)size;
+  req->size = size;
+  issue_get_chain(u, req, (size_t)reads);
+}
+
+/* One CQE of a get chain (element c: 0 the open, then the reads, last the
+ * close); the decision waits for the last. */
+static void advance_get_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(c >= 0 && c < l->chain_n && l->chain_i < l->chain_n);
+  l->chain_i++;
+  bool ok;
+  if (c == 0) {
+    ok = res >= 0;
+    if (ok) l->done |= GC_OPENED;
+  } else if (c == l->chain_n - 1) {
+    ok = res >= 0;
+    if (ok) l->done |= GC_CLOSED;
+  } else {
+    size_t expect;
+    (void)gc_read_len(req, c, &expect);
+    ok = res >= 0 && (size_t)res == expect;
+    if (!ok) l->done |= GC_MISMATCH;
+  }
+  if (!ok && (l->chain_fail_at == CHAIN_NONE || c < l->chain_fail_at)) {
+    l->chain_fail_at = (uint8_t)c;
+    l->chain_err = res;
+  }
+  if (l->chain_i < l->chain_n) return;
+  /* the whole chain has answered */
+  if (l->done == (GC_OPENED | GC_CLOSED)) {
+    slot_release(u, l);
+    req->buf.len = (size_t)req->size;
+    req->size = p->len;
+    return finish(u, req, 0);
+  }
+  chain_count(CHAIN_BROKEN);
+  req->buf.len = 0;
+  if (!(l->done & GC_OPENED) || (l->done & GC_CLOSED)) { /* the slot is empty */
+    slot_release(u, l);
+    return issue(u, req, S_GOPEN, MW_STEP_OPEN);
+  }
+  /* opened, and its close failed: the file may still be in the slot */
+  l->fd = l->slot;
+  l->fd_fixed = 1;
+  if (p->result == 0) p->result = l->chain_err < 0 ? l->chain_err : -EIO;
+  issue(u, req, S_GCLOSE, MW_STEP_CLOSE);
+}
+
 static void get_fail(uring_t *u, mw_storage_req_t *req, int err) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
@@ -671,7 +817,7 @@ static void advance_get(uring_t *u, mw_storage_req_t *req, int res) {
         if (p->result == 0) p->result = res;
         return issue(u, req, S_GCLOSE, MW_STEP_CLOSE);
       }
-      l->fd = -1;
+      fd_released(u, l); /* a linked get's slot goes back with its file */
       req->size = p->len;
       if (p->result == 0 && res < 0) p->result = res;
       return finish(u, req, p->result);
@@ -685,6 +831,8 @@ static void advance(uring_t *u, mw_storage_req_t *req, int res) {
   if (l->injected < 0) res = l->injected;
   switch (l->state) {
     case S_GOPEN: case S_GSTAT: case S_GREAD: case S_GCLOSE: return advance_get(u, req, res);
+    case S_GPSTAT: return get_stat_done(u, req, res);
+    case S_GCHAIN: assert(!"get chain CQEs go to advance_get_chain"); return;
     case S_HSTAT: {
       const struct statx *sx = (const struct statx *)l->stx;
       if (res == -ENOTDIR || (res == 0 && !S_ISREG(sx->stx_mode))) res = -ENOENT;
@@ -716,7 +864,9 @@ static void reap(uring_t *u) {
     int res = cqe->res;
     io_uring_cqe_seen(&u->ring, cqe);
     assert(req != NULL);
-    if (req->be.local.state == S_CHAIN) advance_chain(u, req, (int)(ud >> UD_ELEM_SHIFT), res);
+    int elem = (int)(ud >> UD_ELEM_SHIFT);
+    if (req->be.local.state == S_CHAIN) advance_chain(u, req, elem, res);
+    else if (req->be.local.state == S_GCHAIN) advance_get_chain(u, req, elem, res);
     else advance(u, req, res);
   }
   u->reaping = false;
@@ -812,7 +962,10 @@ static void uring_submit(mw_storage_t *st, mw_storage_req_t *req) {
   switch ((mw_storage_op_t)p->op) {
     case MW_OP_PUT_IF_ABSENT:
     case MW_OP_PUT: open_tmp(u, req); break;
-    case MW_OP_GET: issue(u, req, S_GOPEN, MW_STEP_OPEN); break;
+    case MW_OP_GET:
+      if (get_chain_allowed(u, req)) issue(u, req, S_GPSTAT, MW_STEP_STAT);
+      else issue(u, req, S_GOPEN, MW_STEP_OPEN);
+      break;
     case MW_OP_HEAD: issue(u, req, S_HSTAT, MW_STEP_STAT); break;
     case MW_OP_DELETE: issue(u, req, S_DUNLINK, MW_STEP_UNLINK); break;
     default: assert(!"bad op");
