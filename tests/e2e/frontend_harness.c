@@ -6,6 +6,7 @@
  *                    [--max-line-bytes N] [--max-unacked N] [--max-reply N]
  *                    [--idle-ms N] [--default-table T] [--admin PATH]
  *                    [--metrics-listen ADDR] [--replies all|errors|none]
+ *                    [--drain-ms N]
  *
  * Prints "READY <port of listener 0> [<port of listener 1> ...]" once
  * listening; on SIGTERM/SIGINT stops and prints "ROWS <table>=<acked rows>
@@ -15,6 +16,9 @@
  * vec:fixed_size_list<float32,8>, then _tombstone) and how they complete:
  *   events, other   acknowledged on the next loop turn
  *   slow            acknowledged after 300 ms
+ *   stuck           acknowledged after 5 s; each submission is logged
+ *                   ("harness: submitted N rows to stuck") so a test knows
+ *                   the rows are in flight
  *   fenced          -ESTALE  "shard ...: a peer holds epoch 9"
  *   sealed          -EROFS   "shard ... is sealed"
  *   notmine         -EXDEV   "row 0 belongs to shard bucket-3, not owned"
@@ -46,9 +50,9 @@
 #include "net/admin.h"
 #include "net/http_metrics.h"
 
-#define N_TABLES 9
-static const char *const TABLES[N_TABLES] = {"events",  "other", "slow",   "fenced", "sealed",
-                                             "notmine", "busy",  "broken", "partial"};
+#define N_TABLES 10
+static const char *const TABLES[N_TABLES] = {"events",  "other", "slow",   "fenced",  "sealed",
+                                             "notmine", "busy",  "broken", "partial", "stuck"};
 
 typedef struct fake {
   mw_schema_t schema;
@@ -117,6 +121,10 @@ static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_write_cb don
   const char *why = NULL;
   uint64_t ms = 0;
   if (strcmp(name, "slow") == 0) ms = 300;
+  else if (strcmp(name, "stuck") == 0) {
+    ms = 5000;
+    fprintf(stderr, "harness: submitted %lld rows to stuck\n", (long long)batch->n_rows);
+  }
   else if (strcmp(name, "fenced") == 0) st = -ESTALE, why = "shard aa48498d: a peer holds epoch 9";
   else if (strcmp(name, "sealed") == 0) st = -EROFS, why = "shard aa48498d is sealed";
   else if (strcmp(name, "notmine") == 0)
@@ -326,7 +334,8 @@ int main(int argc, char **argv) {
       {"listen", 1, 0, 'l'},      {"token", 1, 0, 't'},        {"max-connections", 1, 0, 'c'},
       {"max-line-bytes", 1, 0, 'L'}, {"max-unacked", 1, 0, 'u'}, {"max-reply", 1, 0, 'r'},
       {"idle-ms", 1, 0, 'i'},     {"default-table", 1, 0, 'd'}, {"admin", 1, 0, 'a'},
-      {"metrics-listen", 1, 0, 'm'}, {"replies", 1, 0, 'R'}, {0, 0, 0, 0}};
+      {"metrics-listen", 1, 0, 'm'}, {"replies", 1, 0, 'R'}, {"drain-ms", 1, 0, 'D'},
+      {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (ch) {
@@ -342,6 +351,7 @@ int main(int argc, char **argv) {
     case 'd': o.default_table = optarg; break;
     case 'a': admin_path = optarg; break;
     case 'm': metrics_listen = optarg; break;
+    case 'D': o.drain_timeout_ms = strtoull(optarg, NULL, 10); break;
     case 'R':
       o.replies = strcmp(optarg, "none") == 0     ? MW_LP_REPLIES_NONE
                   : strcmp(optarg, "errors") == 0 ? MW_LP_REPLIES_ERRORS

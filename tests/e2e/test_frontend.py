@@ -261,9 +261,9 @@ def test_idle(port):
     c.send("PING\n")
     t0 = time.monotonic()
     first = c.line()
-    closed = c.closed(timeout=5)
+    closed = c.closed(timeout=10)
     dt = time.monotonic() - t0
-    check("idle connection closed after idle_timeout_ms", first == "PONG" and closed and 0.15 < dt < 4, dt)
+    check("idle connection closed after idle_timeout_ms", first == "PONG" and closed and 1.0 < dt < 8, dt)
     c.close()
 
 
@@ -350,8 +350,10 @@ def test_listener_none(port):
 
 def test_idle_paused(h):
     """A client that stops reading is paused by the server (max_reply 4096);
-    for 2 s (4 x idle_timeout_ms) it must not be closed as idle, and
-    every reply it had asked for must still be there."""
+    for 4 s (2.7 x idle_timeout_ms) it must not be closed as idle, and
+    every reply it had asked for must still be there. (idle_timeout_ms is
+    1.5 s, not less: between its last reply leaving the server and its
+    next PING, a client descheduled on a loaded machine is idle.)"""
     c = Client(h.ports[0], bufs=4096)
     c.send("PING\n")
     first = c.line()
@@ -359,7 +361,7 @@ def test_idle_paused(h):
     sent, stalled = fill_until_stalled(c.s, b"PING\n" * 2000, 40)  # slow when the machine is busy
     check("a client that does not read is paused", first == "PONG" and stalled, f"sent {sent}")
     closed_line = lambda: [l for l in h.log if f"connection {local} closed" in l]
-    early = poll(closed_line, 2.0)  # the absence of an event, for a bounded time
+    early = poll(closed_line, 4.0)  # the absence of an event, for a bounded time
     check("no idle close while the server paused the connection", not early, early)
     pings = sent // 5
     if sent % 5:
@@ -372,7 +374,7 @@ def test_idle_paused(h):
     check(f"every one of the {pings} PONGs delivered, the connection still open",
           got == b"PONG\n" * pings and last == "PONG", (len(got), got[-20:], last))
     check("then, idle and read, it is closed as idle",
-          c.closed(timeout=5) and poll(lambda: [l for l in closed_line() if "(idle)" in l], 5), h.log[-3:])
+          c.closed(timeout=10) and poll(lambda: [l for l in closed_line() if "(idle)" in l], 10), h.log[-3:])
     c.close()
 
 
@@ -445,6 +447,36 @@ def test_drain(h):
     return rc
 
 
+def test_drain_timeout(h):
+    """drain_timeout_ms (100 ms here) bounds the drain: a connection whose
+    rows the engine has not finished when it runs out (table `stuck`, 5 s)
+    is closed then, logged as a warning with what it lost, and the
+    completion that arrives after the server is gone is absorbed: the
+    harness exits 0 (ASan: no use after free)."""
+    c = Client(h.ports[0], timeout=30)
+    c.send("USE stuck\n" + "".join(ROW % (i, i) for i in range(20)))
+    submitted = poll(lambda: [l for l in h.log if "submitted 20 rows to stuck" in l], 10)
+    check("20 rows in flight on table stuck", submitted, h.log[-3:])
+    local = "127.0.0.1:%d" % c.s.getsockname()[1]
+    h.p.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    try:
+        got = c.lines_until(lambda l: False, timeout=20)  # to EOF (a None)
+    except ConnectionResetError:
+        got = ["(reset)"]
+    ended_s = time.monotonic() - t0
+    c.close()
+    rc, _, out = h.stop(signalled=True)
+    check("no OK for rows the engine had not finished; the connection ends at the drain timeout, not the rows' 5 s",
+          not [l for l in got if l and l.startswith("OK ")] and got[-1:] in ([None], ["(reset)"]) and ended_s < 4,
+          (got, ended_s))
+    check("the drain timeout is logged, and the close with the submission left unanswered",
+          "connections not drained after 100 ms" in out
+          and [l for l in out.splitlines() if f"connection {local} closed (stop: drain timeout)" in l
+               and " warn " in l and "1 submissions unanswered" in l], out[-2000:])
+    check("the harness exits 0 after the late completion", rc == 0, f"exit status {rc}")
+
+
 def main():
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -472,7 +504,7 @@ def main():
     m = Harness("--max-connections", "2")
     test_max_connections(m.ports[0])
     m.stop()
-    i = Harness("--idle-ms", "500", "--max-reply", "4096")
+    i = Harness("--idle-ms", "1500", "--max-reply", "4096")
     test_idle(i.ports[0])
     test_idle_paused(i)
     i.stop()
@@ -486,6 +518,7 @@ def main():
     d = Harness()
     rc = test_drain(d)
     check("harness stops cleanly after the drain", rc == 0, f"exit status {rc}")
+    test_drain_timeout(Harness("--drain-ms", "100"))
     u = Harness("--max-unacked", "4096")
     test_unacked_backpressure(u.ports[0])
     rc, rows, _ = u.stop()
