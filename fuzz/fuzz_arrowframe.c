@@ -17,7 +17,8 @@
  *   - failure: a reply code, a message starting "ARROW frame: ", a batch with
  *     no rows; a frame the IPC decoder refuses is always code parse;
  *   - success: rows > 0, mw_batch_validate passes, no nulls in not-null
- *     columns, every utf8 value is UTF-8 (an independent check), and the
+ *     columns, every utf8 and large_utf8 value, nested ones included, is
+ *     UTF-8 (an independent check), and the
  *     batch encodes (as the WAL writer would), decodes again through the
  *     frame reader to the same rows, and encodes to the same bytes.
  * Seeds: fuzz/corpus/arrowframe/ (small WAL entries of the reference
@@ -146,6 +147,15 @@ static bool utf8_column_ok(const mw_column_t *c) {
   return true;
 }
 
+/* ... and of every utf8 value under it: list items, struct children. */
+static bool utf8_tree_ok(const mw_column_t *c, const mw_field_t *f) {
+  if (f->type == MW_T_UTF8 || f->type == MW_T_LARGE_UTF8) return utf8_column_ok(c);
+  CHECK(c->n_children == f->n_children);
+  for (uint32_t i = 0; i < c->n_children; i++)
+    if (!utf8_tree_ok(&c->children[i], &f->children[i])) return false;
+  return true;
+}
+
 static void one(int t, const uint8_t *d, size_t n, int ipc_rc) {
   /* the reused decoder for two tables, one-shot decoding for the third */
   mw_arrowframe_opts_t o = {.ignore_unknown_fields = t == T_SUBSET, .lim = &lim,
@@ -167,7 +177,7 @@ static void one(int t, const uint8_t *d, size_t n, int ipc_rc) {
   for (size_t i = 0; i < tables[t].n_fields; i++) {
     const mw_field_t *f = &tables[t].fields[i];
     CHECK(f->nullable || out->cols[i].null_count == 0);
-    CHECK((f->type != MW_T_UTF8 && f->type != MW_T_LARGE_UTF8) || utf8_column_ok(&out->cols[i]));
+    CHECK(utf8_tree_ok(&out->cols[i], f));
   }
   /* what the WAL writer does with it, and the round trip */
   const mw_batch_t *bs[1] = {out};

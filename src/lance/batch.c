@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
+
 /* ------------------------------------------------------------------ fields */
 
 size_t mw_fsl_item_width(const mw_field_t *f) {
@@ -522,6 +524,66 @@ int mw_batch_validate(const mw_batch_t *b) {
     if (rc < 0) return rc;
   }
   return 0;
+}
+
+/* ----------------------------------------------------------------- utf8 */
+
+/* Row of LIST column c holding item k: the last r with off[r] <= k (offsets
+ * are monotone and cover every item, so off[r] <= k < off[r + 1]). */
+static int64_t list_row_of(const mw_column_t *c, int64_t k) {
+  const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+  int64_t lo = 0, hi = c->length; /* invariant: off[lo] <= k < off[hi] */
+  assert(off[0] <= k && k < off[c->length]);
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (off[mid] <= k) lo = mid;
+    else hi = mid;
+  }
+  assert(off[lo] <= k && k < off[lo + 1]);
+  return lo;
+}
+
+/* utf8_find at `depth`: path[0..at) names c; on a find, *row is c's row. */
+static bool utf8_find(const mw_column_t *c, const mw_field_t *f, int depth, int64_t *row,
+                      char *path, size_t path_len, size_t at) {
+  assert(depth <= MW_MAX_NESTING);
+  assert(c->n_children == f->n_children);
+  if (f->type == MW_T_UTF8 || f->type == MW_T_LARGE_UTF8) {
+    for (int64_t r = 0; r < c->length; r++) {
+      size_t n;
+      const uint8_t *p = mw_column_bytes(c, r, &n);
+      if (mw_column_valid(c, r) && !mw_utf8_valid(p, n)) {
+        *row = r;
+        return true;
+      }
+    }
+    return false;
+  }
+  mw_layout_t layout = mw_field_layout(f);
+  for (uint32_t i = 0; i < c->n_children; i++) {
+    size_t end = at;
+    if (layout == MW_LAYOUT_LIST) put(path, path_len, &end, "[]");
+    else put(path, path_len, &end, ".%s", f->children[i].name);
+    int64_t k;
+    if (utf8_find(&c->children[i], &f->children[i], depth + 1, &k, path, path_len, end)) {
+      *row = layout == MW_LAYOUT_LIST ? list_row_of(c, k) : k;
+      return true;
+    }
+  }
+  if (at < path_len) path[at] = '\0'; /* no find: the path is back to c's name */
+  return false;
+}
+
+bool mw_column_utf8_find(const mw_column_t *c, const mw_field_t *f, const char *name,
+                         int64_t *row, char *path, size_t path_len) {
+  assert(c != NULL && f != NULL && name != NULL);
+  assert(path != NULL && path_len > 0);
+  size_t at = 0;
+  path[0] = '\0';
+  put(path, path_len, &at, "%s", name);
+  bool found = utf8_find(c, f, 0, row, path, path_len, at);
+  assert(!found || (*row >= 0 && *row < c->length));
+  return found;
 }
 
 /* ------------------------------------------------------------- builders */

@@ -197,6 +197,15 @@ static inline bool mw_column_valid(const mw_column_t *c, int64_t i) {
   return c->validity.len == 0 || mw_bit_get(c->validity.data, i);
 }
 
+/* The first valid utf8 or large_utf8 value of column c (field f, named
+ * `name`), at any depth (list items, struct children, null parents'
+ * slots included), that is not UTF-8 (common/utf8.h: RFC 3629, what Lance's
+ * readers accept). Returns true and sets *row to c's row holding it and
+ * path to where it is ("tags[]", "st.inner.b"; just `name` for a flat
+ * column); false when every value is UTF-8. Validated columns only. */
+bool mw_column_utf8_find(const mw_column_t *c, const mw_field_t *f, const char *name,
+                         int64_t *row, char *path, size_t path_len);
+
 /* --- accounting --- */
 /* Lance's in-memory estimate of one batch (memwal.md §6.3): the Arrow slice
  * payload of every column (arrow-rs get_slice_memory_size: values, utf8

@@ -10,9 +10,10 @@
  *   3. append      no nulls where the table has a not-null column; then each
  *                  record batch, column by column, into `out`; absent
  *                  columns get nulls (`_tombstone`: false); then the result
- *                  is validated (nulls in not-null columns) and utf8 columns
- *                  are checked to be UTF-8 (Lance readers refuse anything
- *                  else, so one bad frame must not reach the table)
+ *                  is validated (nulls in not-null columns) and every utf8
+ *                  and large_utf8 value, nested ones too, is checked to be
+ *                  UTF-8 (Lance readers refuse anything else, so one bad
+ *                  frame must not reach the table)
  * Example: table {id int64 not null, v utf8, _tombstone bool not null} and a
  * frame {v utf8, id int64} of 3 rows -> map = {1, 0, -1}, 3 rows with
  * _tombstone = false.
@@ -24,8 +25,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-
-#include "common/utf8.h"
 
 #define TOMBSTONE "_tombstone"
 
@@ -103,20 +102,19 @@ static int append_batch(const mw_schema_t *ts, const mw_batch_t *in, const int *
   return rc;
 }
 
-/* Pass 3, after the appends: the first utf8 value that is not UTF-8. */
+/* Pass 3, after the appends: the first utf8 or large_utf8 value, at any
+ * depth (list items, struct children), that is not UTF-8. */
 static int check_utf8(const mw_batch_t *b, mw_lp_code_t *code, mw_err_t *err) {
   for (size_t i = 0; i < b->schema->n_fields; i++) {
     const mw_field_t *f = &b->schema->fields[i];
-    if (f->type != MW_T_UTF8) continue;
-    const mw_column_t *c = &b->cols[i];
-    for (int64_t r = 0; r < c->length; r++) {
-      if (!mw_column_valid(c, r)) continue;
-      size_t n;
-      const uint8_t *p = mw_column_bytes(c, r, &n);
-      if (!mw_utf8_valid(p, n))
-        return REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: column \"%s\" row %" PRId64
-                      ": invalid UTF-8", f->name, r);
-    }
+    char path[MW_FIELD_TEXT_BYTES / 2];
+    int64_t r;
+    if (!mw_column_utf8_find(&b->cols[i], f, f->name, &r, path, sizeof path)) continue;
+    if (strcmp(path, f->name) == 0)
+      return REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: column \"%s\" row %" PRId64
+                    ": invalid UTF-8", f->name, r);
+    return REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: column \"%s\" row %" PRId64
+                  ": invalid UTF-8 in %s", f->name, r, path);
   }
   return 0;
 }

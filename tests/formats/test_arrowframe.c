@@ -9,7 +9,10 @@
  * every refusal with its reply class and exact message: wrong type, wrong
  * vector dimension, missing not-null column, unknown column (accepted with
  * ignore_unknown_fields), duplicate column, nulls in a not-null column,
- * invalid UTF-8, no rows, a fence sentinel, every truncation of a real entry.
+ * invalid UTF-8 (flat, large_utf8, list items, struct children, two levels
+ * down; the fuzz_arrowframe crash of 2026-12-01 was a large_utf8 column that
+ * was never checked), no rows, a fence sentinel, every truncation of a real
+ * entry.
  * After a refusal the batch holds no rows and takes the next frame.
  */
 #include <errno.h>
@@ -25,6 +28,7 @@
 #include <cmocka.h>
 
 #include "lance/ipc.h"
+#include "lance/schema_text.h"
 #include "net/arrowframe.h"
 #include "testutil.h"
 
@@ -301,6 +305,128 @@ static void test_bad_values(void **state) {
   assert_int_equal(f->out.n_rows, 2);
 }
 
+/* Invalid UTF-8 anywhere a utf8 or large_utf8 value lives: the frame is
+ * refused naming the top-level column, the row and where the value is. */
+enum { BAD_NONE, BAD_LS, BAD_TAGS, BAD_ST_B, BAD_ST_W, BAD_NULL_ROW_SLOT };
+static const char *const nested_table =
+    "id:int64 not null, ls:large_string, tags:list<string>, "
+    "st:struct<a: int32, b: string, inner: struct<w: large_list<large_string>>>";
+
+static void put_str(mw_column_t *c, bool bad, const char *fmt, int64_t r) {
+  char t[32];
+  int n = snprintf(t, sizeof t, fmt, r);
+  if (bad) assert_int_equal(mw_column_append_bytes(c, "x\xed\xa0\x80", 4), 0); /* a surrogate */
+  else assert_int_equal(mw_column_append_bytes(c, t, (size_t)n), 0);
+}
+
+/* 3 rows: tags [t0a, t0b], [], [t2a, t2b]; st {r, b<r>, {w: [w<r>]}}, the
+ * bad value (if any) in row 2, the last item for lists. BAD_NULL_ROW_SLOT:
+ * row 1's `ls` is null but its bytes are invalid (a null hides them). */
+static void nested_frame(const mw_schema_t *s, int bad, mw_buf_t *out) {
+  mw_batch_t b;
+  assert_int_equal(mw_batch_init(&b, s), 0);
+  for (int64_t r = 0; r < 3; r++) {
+    bool last = r == 2;
+    assert_int_equal(mw_column_append_fixed(&b.cols[0], &r, 8), 0);
+    if (bad == BAD_NULL_ROW_SLOT && r == 1) { /* bytes under a null: offsets span them */
+      assert_int_equal(mw_column_append_null(&b.cols[1], &s->fields[1]), 0);
+      assert_int_equal(mw_buf_append(&b.cols[1].values, "\xff\xfe", 2), 0);
+      int32_t end = (int32_t)b.cols[1].values.len;
+      memcpy(b.cols[1].offsets.data + 4 * 2, &end, 4);
+    } else {
+      put_str(&b.cols[1], bad == BAD_LS && last, "ls%" PRId64, r);
+    }
+    mw_column_t *tags = &b.cols[2];
+    if (r != 1) {
+      put_str(&tags->children[0], false, "t%" PRId64 "a", r);
+      put_str(&tags->children[0], bad == BAD_TAGS && last, "t%" PRId64 "b", r);
+    }
+    assert_int_equal(mw_column_list_end(tags), 0);
+    mw_column_t *st = &b.cols[3], *inner = &st->children[2], *w = &inner->children[0];
+    int32_t a = (int32_t)r;
+    assert_int_equal(mw_column_append_fixed(&st->children[0], &a, 4), 0);
+    put_str(&st->children[1], bad == BAD_ST_B && last, "b%" PRId64, r);
+    put_str(&w->children[0], bad == BAD_ST_W && last, "w%" PRId64, r);
+    assert_int_equal(mw_column_list_end(w), 0);
+    assert_int_equal(mw_column_struct_end(inner), 0);
+    assert_int_equal(mw_column_struct_end(st), 0);
+  }
+  b.n_rows = 3;
+  assert_int_equal(mw_batch_validate(&b), 0);
+  const mw_batch_t *bs[1] = {&b};
+  mw_err_t err = {0};
+  mw_buf_reset(out);
+  assert_int_equal(mw_ipc_encode(s, bs, 1, NULL, out, &err), 0);
+  mw_batch_free(&b);
+}
+
+static void test_bad_utf8_nested(void **state) {
+  fixture_t *f = *state;
+  mw_batch_free(&f->out);
+  mw_schema_free(&f->table);
+  mw_err_t err = {0};
+  assert_int_equal(mw_schema_text_parse(nested_table, &f->table, &err), 0);
+  assert_int_equal(mw_batch_init(&f->out, &f->table), 0);
+  static const struct {
+    int bad;
+    const char *msg;
+  } cases[] = {
+      {BAD_LS, "ARROW frame: column \"ls\" row 2: invalid UTF-8"},
+      {BAD_TAGS, "ARROW frame: column \"tags\" row 2: invalid UTF-8 in tags[]"},
+      {BAD_ST_B, "ARROW frame: column \"st\" row 2: invalid UTF-8 in st.b"},
+      {BAD_ST_W, "ARROW frame: column \"st\" row 2: invalid UTF-8 in st.inner.w[]"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    nested_frame(&f->table, cases[i].bad, &f->frame);
+    refused(f, MW_LP_E_TYPE, cases[i].msg);
+  }
+  /* the same rows without a bad value, and a null row's hidden bytes, pass */
+  for (int bad = BAD_NONE; bad <= BAD_NULL_ROW_SLOT; bad += BAD_NULL_ROW_SLOT) {
+    nested_frame(&f->table, bad, &f->frame);
+    assert_int_equal(decode(f, f->frame.data, f->frame.len, false), 0);
+    assert_int_equal(f->out.n_rows, 3);
+    size_t n;
+    const uint8_t *p = mw_column_bytes(&f->out.cols[3].children[2].children[0].children[0], 2, &n);
+    assert_int_equal(n, 2);
+    assert_memory_equal(p, "w2", 2);
+    mw_batch_reset(&f->out);
+  }
+}
+
+/* The seeds of tools/gen-badutf8-seeds.mjs (apache-arrow's bytes; the first
+ * is what crashed fuzz_arrowframe in CI): each frame is refused, naming its
+ * column, row and place. */
+static void test_bad_utf8_seeds(void **state) {
+  fixture_t *f = *state;
+  mw_batch_free(&f->out);
+  mw_schema_free(&f->table);
+  mw_err_t err = {0};
+  assert_int_equal(mw_schema_text_parse("id:int64 not null, u16:uint16, ls:large_string, "
+                                        "ls_str:list<string>, l_st:list<struct<k: string, v: int64>>",
+                                        &f->table, &err), 0);
+  assert_int_equal(mw_batch_init(&f->out, &f->table), 0);
+  static const struct {
+    const char *file, *msg;
+  } cases[] = {
+      {"large", "ARROW frame: column \"ls\" row 2: invalid UTF-8"},
+      {"list", "ARROW frame: column \"ls_str\" row 1: invalid UTF-8 in ls_str[]"},
+      {"list-struct", "ARROW frame: column \"l_st\" row 1: invalid UTF-8 in l_st[].k"},
+  };
+  const char *root = getenv("MW_SOURCE_ROOT");
+  assert_non_null(root);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *path = tu_strf("%s/fuzz/corpus/arrowframe/own-bad-utf8-%s.arrow", root, cases[i].file);
+    size_t len;
+    uint8_t *p = tu_read_file(path, &len);
+    if (p == NULL) fail_msg("cannot read %s", path);
+    mw_buf_reset(&f->frame);
+    assert_int_equal(mw_buf_append(&f->frame, p, len), 0);
+    refused(f, MW_LP_E_TYPE, cases[i].msg);
+    free(p);
+    free(path);
+  }
+}
+
 /* Every proper prefix of a real entry is refused as parse with the IPC
  * decoder's reason; one is checked word for word. */
 static void test_truncated(void **state) {
@@ -333,6 +459,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unknown_column, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicate_column, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_values, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_utf8_nested, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_utf8_seeds, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -267,6 +267,12 @@ static void test_lists_and_structs(void **state) {
   cell_is(f, "\"j\":\"plain\"", "j", "\"plain\"");
   refused(f, "\"j\":{\"x\":}", MW_JSONROW_E_PARSE, "expected a value");
   cell_is(f, "\"ls\":{\"x\":1}", "ls", "\"{\\\"x\\\":1}\"");
+  /* invalid UTF-8 is refused wherever the string goes: large_string, list
+   * items, struct members, an object kept as text */
+  refused(f, "\"ls\":\"a\xed\xa0\x80\"", MW_JSONROW_E_PARSE, "invalid UTF-8");
+  refused(f, "\"ll\":[\"a\", \"\xff\"]", MW_JSONROW_E_PARSE, "invalid UTF-8");
+  refused(f, "\"st\":{\"e\":true,\"b\":{\"c\":\"\xc3(\"}}", MW_JSONROW_E_PARSE, "invalid UTF-8");
+  refused(f, "\"j\":{\"x\":\"\xc0\x80\"}", MW_JSONROW_E_PARSE, "invalid UTF-8");
   fx_free(f);
 }
 
