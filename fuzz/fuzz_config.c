@@ -5,7 +5,8 @@
  * fmemopen, as a file would be); after it, NUL-separated `--set` arguments.
  * Invariants: never crash; an error always carries a message; a success
  * prints (--print-config) without trouble and loads again from its own
- * printout to the same listen list and table count.
+ * printout to the same listen list (and reply modes), table count and
+ * per-table sstable_zstd.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -47,9 +48,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       mw_err_t err2 = {0};
       /* the printout is valid input unless a value cannot be represented on
        * one INI line (e.g. it starts with a space or holds ';') */
-      if (in != NULL && mw_config_load_stream(&again, "printed.conf", in, NULL, 0, &err2) == 0 &&
-          (again.n_listen != cfg.n_listen || again.n_tables != cfg.n_tables))
-        abort();
+      if (in != NULL && mw_config_load_stream(&again, "printed.conf", in, NULL, 0, &err2) == 0) {
+        if (again.n_listen != cfg.n_listen || again.n_tables != cfg.n_tables) abort();
+        if (again.replies != cfg.replies) abort(); /* reply modes survive the printout */
+        for (size_t i = 0; i < cfg.n_listen; i++)
+          if (again.listen_replies[i] != cfg.listen_replies[i]) abort();
+        for (size_t i = 0; i < cfg.n_tables; i++)
+          if (again.tables[i].sstable_zstd != cfg.tables[i].sstable_zstd) abort();
+      }
       if (in != NULL) fclose(in);
       free(out);
     }
