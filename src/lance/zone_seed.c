@@ -53,20 +53,23 @@ typedef __int128 skey_t;
 
 mw_seed_type_t mw_seed_type_of(const mw_field_t *f) {
   assert(f != NULL);
-  /* from the type table's ordering class: integers and the temporal types
-   * (signed ints of their width), floats of 2, 4 or 8 bytes, bool, and the
-   * variable-width byte strings. fixed_size_binary, decimal128 and nested
-   * types get no bounds (null bounds are always correct). */
+  /* from the type table's ordering class: integers, decimal128 and the
+   * temporal types (signed ints of their width, 1..16 bytes), floats of 2, 4
+   * or 8 bytes, bool, the variable-width byte strings and fixed_size_binary
+   * (bytes of the field's width). Nested types get no bounds (null bounds
+   * are always correct). */
   const mw_type_info_t *ti = mw_type_info(f->type);
   switch (ti->order) {
     case MW_ORDER_SIGNED:
-      if (ti->layout == MW_LAYOUT_FIXED && ti->width <= 8) return (mw_seed_type_t){MW_SEED_KIND_SINT, ti->width};
+      if (ti->layout == MW_LAYOUT_FIXED && ti->width <= 16) return (mw_seed_type_t){MW_SEED_KIND_SINT, ti->width};
       break;
     case MW_ORDER_UNSIGNED: return (mw_seed_type_t){MW_SEED_KIND_UINT, ti->width};
     case MW_ORDER_FLOAT: return (mw_seed_type_t){MW_SEED_KIND_FLOAT, ti->width};
     case MW_ORDER_BOOL: return (mw_seed_type_t){MW_SEED_KIND_BOOL, 1};
     case MW_ORDER_BYTES:
       if (ti->layout == MW_LAYOUT_VAR) return (mw_seed_type_t){MW_SEED_KIND_BYTES, 0};
+      if (ti->layout == MW_LAYOUT_FIXED && f->byte_width > 0)
+        return (mw_seed_type_t){MW_SEED_KIND_FIXED_BYTES, (uint32_t)f->byte_width};
       break;
     case MW_ORDER_NONE: break;
   }
@@ -126,7 +129,7 @@ static skey_t fixed_key(mw_seed_type_t t, const uint8_t *p) {
 }
 
 int mw_seed_compare(mw_seed_type_t t, const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
-  if (t.kind == MW_SEED_KIND_BYTES) {
+  if (t.kind == MW_SEED_KIND_BYTES || t.kind == MW_SEED_KIND_FIXED_BYTES) {
     size_t m = an < bn ? an : bn;
     int c = m ? memcmp(a, b, m) : 0;
     if (c != 0) return c;
@@ -138,7 +141,8 @@ int mw_seed_compare(mw_seed_type_t t, const uint8_t *a, size_t an, const uint8_t
   return ka < kb ? -1 : ka > kb;
 }
 
-/* Borrow row i's value: fixed width in place, bool as tmp[0], bytes via offsets. */
+/* Borrow row i's value: fixed width (fixed_size_binary too) in place, bool
+ * as tmp[0], bytes via offsets. */
 static const uint8_t *value_at(mw_seed_type_t t, const mw_column_t *c, int64_t i, size_t *n,
                                uint8_t *tmp) {
   switch (t.kind) {
@@ -363,6 +367,7 @@ static void scan_generic(scan_t *x, skey_t *mn, skey_t *mx, int64_t *imn, int64_
 static void scan_fixed(scan_t *x) {
   mw_seed_builder_t *b = x->b;
   mw_seed_type_t t = b->ty;
+  assert(t.width >= 1 && t.width <= sizeof b->z_min);
   skey_t mn = 0, mx = 0;
   int64_t imn = -1, imx = -1;
   bool have = false;
@@ -420,9 +425,19 @@ static inline int bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_
   return c ? c : (an > bn) - (an < bn);
 }
 
+/* Row i's bytes: through the offsets, or `width` bytes in place. */
+static inline const uint8_t *row_bytes(mw_seed_type_t t, const mw_column_t *c, int64_t i, size_t *n) {
+  if (t.kind == MW_SEED_KIND_BYTES) return mw_column_bytes(c, i, n);
+  *n = t.width;
+  return c->values.data + (size_t)i * t.width;
+}
+
+/* utf8/binary and fixed_size_binary. */
 static int scan_bytes(scan_t *x) {
   mw_seed_builder_t *b = x->b;
   const mw_column_t *c = x->c;
+  const mw_seed_type_t t = b->ty;
+  assert(t.kind == MW_SEED_KIND_BYTES || t.kind == MW_SEED_KIND_FIXED_BYTES);
   const uint8_t *mn = b->z_minb.data, *mx = b->z_maxb.data;
   size_t mnn = b->z_minb.len, mxn = b->z_maxb.len;
   bool have = b->z_have, from_col_mn = false, from_col_mx = false;
@@ -432,7 +447,7 @@ static int scan_bytes(scan_t *x) {
       continue;
     }
     size_t n;
-    const uint8_t *p = mw_column_bytes(c, i, &n);
+    const uint8_t *p = row_bytes(t, c, i, &n);
     if (!have) {
       mn = mx = p;
       mnn = mxn = n;
@@ -465,6 +480,11 @@ static int append_bound(mw_seed_builder_t *b, size_t col, bool is_max) {
     case MW_SEED_KIND_BYTES: {
       const mw_buf_t *v = is_max ? &b->z_maxb : &b->z_minb;
       return mw_column_append_bytes(c, v->len ? v->data : (const uint8_t *)"", v->len);
+    }
+    case MW_SEED_KIND_FIXED_BYTES: {
+      const mw_buf_t *v = is_max ? &b->z_maxb : &b->z_minb;
+      assert(v->len == b->ty.width);
+      return mw_column_append_fixed(c, v->data, v->len);
     }
     default: return mw_column_append_fixed(c, is_max ? b->z_max : b->z_min, b->ty.width);
   }
@@ -501,7 +521,8 @@ int mw_seed_builder_add(mw_seed_builder_t *b, const mw_column_t *c, int64_t star
     switch (b->ty.kind) {
       case MW_SEED_KIND_NONE: count_nulls_only(&x); break;
       case MW_SEED_KIND_BOOL: scan_bool(&x); break;
-      case MW_SEED_KIND_BYTES: rc = scan_bytes(&x); break;
+      case MW_SEED_KIND_BYTES:
+      case MW_SEED_KIND_FIXED_BYTES: rc = scan_bytes(&x); break;
       default: scan_fixed(&x); break;
     }
     if (rc < 0) return mw_err_set(err, rc, "seed for %s: out of memory", b->field.name);

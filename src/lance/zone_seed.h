@@ -24,14 +24,18 @@
  *
  * Ordering is Arrow Rust's: integers numerically, floats by IEEE total order
  * (-inf < ... < -0.0 < +0.0 < ... < +inf; NaNs are excluded from bounds),
- * bool false < true, utf8/binary bytewise. Bounds our builder writes are
+ * bool false < true, utf8/binary bytewise (memcmp, then the shorter first),
+ * decimal128 as the signed 128-bit integer it stores (one scale per column,
+ * so unscaled order is value order), fixed_size_binary bytewise over its
+ * width (Rust's `[u8]` order, which Arrow's min/max of such arrays use).
+ * Bounds our builder writes are
  * exact; a bound is null (unknown) when the zone has no ordinary value
  * (zone_length = null_count + nan_count) and, always, for types without
- * supported bounds (fixed_size_list, and any type without a descriptor), whose
+ * supported bounds (lists, fixed-size lists, structs, and any type without a descriptor), whose
  * counts then describe the outer column.
  *
  * Types are described by mw_seed_type_of(): a kind (signed, unsigned, float,
- * bool, bytes, none) and a width. A column type added to batch.h gets null
+ * bool, bytes, fixed-width bytes, none) and a width. A column type added to batch.h gets null
  * bounds (always correct) until it gets a descriptor there.
  *
  * Errors: negative errno with a reason in *err: -EBADMSG for a malformed or
@@ -75,11 +79,12 @@ typedef enum mw_seed_kind {
   MW_SEED_KIND_FLOAT,    /* IEEE 754, width 2, 4 or 8; NaN counts apply */
   MW_SEED_KIND_BOOL,     /* bitmap values */
   MW_SEED_KIND_BYTES,    /* utf8/binary with int32 offsets */
+  MW_SEED_KIND_FIXED_BYTES, /* fixed_size_binary: `width` bytes a value, memcmp order */
 } mw_seed_kind_t;
 
 typedef struct mw_seed_type {
   mw_seed_kind_t kind;
-  uint8_t width;         /* bytes per value for SINT/UINT/FLOAT */
+  uint32_t width;        /* bytes per value for SINT/UINT/FLOAT/FIXED_BYTES */
 } mw_seed_type_t;
 
 /* The per-type descriptor (the one place a new column type is taught). */

@@ -6,13 +6,16 @@
  *   - by hand, for small columns of the core types and float16, covering NaN of
  *     both signs, -0.0 and +0.0, ±infinity, all-null and all-NaN zones, a
  *     short final zone, strings (empty string included), bools, integer
- *     extremes and a fixed_size_list (null bounds, outer counts);
+ *     extremes, decimal128 (signed 128-bit order: ties in the high half,
+ *     ±(10^38 - 1)), fixed_size_binary (unsigned bytes) and a
+ *     fixed_size_list (null bounds, outer counts);
  *   - by a second implementation in this file (ref_zone, and gref_* for
  *     the other types of the type table: int8/16, uint8/16, float16 by
- *     half-float arithmetic, the temporal types, large_utf8/binary, and
- *     decimal128 / fixed_size_binary, which have null bounds) that sorts
- *     each zone's ordinary values with a comparator written on C's own
- *     types (doubles with signbit() for ±0, memcmp for bytes), run over
+ *     half-float arithmetic, the temporal types, large_utf8/binary,
+ *     decimal128 as (signed high, unsigned low) 64-bit halves, and
+ *     fixed_size_binary) that sorts each zone's ordinary values with a
+ *     comparator written on C's own types (doubles with signbit() for ±0,
+ *     memcmp for bytes), run over
  *     random columns fed to the builder in random batch sizes.
  * Every seed is decoded back and compared field by field, and
  * mw_seed_check_column must accept it against the data and refuse it when
@@ -359,6 +362,101 @@ static void test_golden_bool_and_fsl(void **state) {
 }
 
 /* The seed's schema and metadata, and the documented example of zone_seed.c. */
+/* decimal128 and fixed_size_binary, by hand. A decimal is the signed
+ * 128-bit integer of its 16 little-endian bytes (the low half first), so
+ * Arrow Rust's order is the high half signed, then the low half unsigned:
+ * neither a byte-wise nor a low-half-first comparison gets these zones
+ * right. */
+static void dec128(uint8_t out[16], uint64_t hi, uint64_t lo) {
+  for (int k = 0; k < 8; k++) {
+    out[k] = (uint8_t)(lo >> (8 * k));
+    out[8 + k] = (uint8_t)(hi >> (8 * k));
+  }
+}
+
+static void col1_init_param(col1_t *c, mw_type_t t, int32_t precision, int32_t scale, int32_t byte_width) {
+  mw_schema_init(&c->s);
+  assert_int_equal(mw_schema_add(&c->s, "v", t, true), 0);
+  mw_field_t *f = &c->s.fields[0];
+  f->precision = precision;
+  f->scale = scale;
+  f->byte_width = byte_width;
+  char why[128];
+  if (mw_field_check(f, why, sizeof why) < 0) fail_msg("%s: %s", mw_type_name(t), why);
+  assert_int_equal(mw_batch_init(&c->b, &c->s), 0);
+}
+
+static void test_golden_decimal_and_fixed_binary(void **state) {
+  (void)state;
+  col1_t c;
+  col1_init_param(&c, MW_T_DECIMAL128, 38, 2, 0);
+  enum { N = 13 };
+  uint8_t v[N][16];
+  dec128(v[0], 1, 0);                                      /* 2^64 */
+  dec128(v[1], 0, UINT64_MAX);                             /* 2^64 - 1 */
+  dec128(v[2], UINT64_MAX, UINT64_MAX);                    /* -1 */
+  dec128(v[3], UINT64_MAX, 0);                             /* -2^64 */
+  dec128(v[4], 0, 0);                                      /* 0 */
+  dec128(v[5], 0x4b3b4ca85a86c47aull, 0x098a223fffffffffull); /* 10^38 - 1 */
+  dec128(v[6], 0xb4c4b357a5793b85ull, 0xf675ddc000000001ull); /* -(10^38 - 1) */
+  dec128(v[7], 0, 5);                                      /* 5 */
+  /* rpz 3: [2^64, 2^64-1, null] [-1, -2^64, 0] [10^38-1, -(10^38-1), null]
+   *        [null, null, null] [5] */
+  add_fixed(&c, v[0], 16), add_fixed(&c, v[1], 16), add_null(&c);
+  add_fixed(&c, v[2], 16), add_fixed(&c, v[3], 16), add_fixed(&c, v[4], 16);
+  add_fixed(&c, v[5], 16), add_fixed(&c, v[6], 16), add_null(&c);
+  add_null(&c), add_null(&c), add_null(&c);
+  add_fixed(&c, v[7], 16);
+  zexp_t z[] = {{v[1], v[0], 1, 0, 0, 3}, {v[3], v[4], 0, 0, 0, 3}, {v[6], v[5], 1, 0, 0, 3},
+                {NULL, NULL, 3, 0, 0, 3}, {v[7], v[7], 0, 0, 0, 1}};
+  for (int64_t step = 1; step <= 13; step += 4) {
+    mw_buf_t buf = MW_BUF_INIT;
+    mw_seed_t s;
+    build(&c, 3, step, &buf);
+    decode_ok(&buf, &c, 3, &s);
+    expect_zones(&s, z, 5, 16);
+    assert_int_equal(s.value_field->type, MW_T_DECIMAL128);
+    assert_int_equal(s.value_field->precision, 38);
+    assert_int_equal(s.value_field->scale, 2);
+    mw_seed_free(&s);
+    mw_buf_free(&buf);
+  }
+  col1_free(&c);
+
+  /* fixed_size_binary<3>, rpz 2: bytes compare unsigned (0x80 > 0x7f)
+   * [80 00 00, 7f ff ff] [00 00 01, 00 00 00] [null, null] [ff ff ff, null] [10 20 30] */
+  col1_init_param(&c, MW_T_FIXED_BINARY, 0, 0, 3);
+  static const uint8_t b[][3] = {{0x80, 0, 0}, {0x7f, 0xff, 0xff}, {0, 0, 1}, {0, 0, 0}, {0xff, 0xff, 0xff},
+                                 {0x10, 0x20, 0x30}};
+  add_fixed(&c, b[0], 3), add_fixed(&c, b[1], 3), add_fixed(&c, b[2], 3), add_fixed(&c, b[3], 3);
+  add_null(&c), add_null(&c), add_fixed(&c, b[4], 3), add_null(&c), add_fixed(&c, b[5], 3);
+  zexp_t zb[] = {{b[1], b[0], 0, 0, 0, 2}, {b[3], b[2], 0, 0, 0, 2}, {NULL, NULL, 2, 0, 0, 2},
+                 {b[4], b[4], 1, 0, 0, 2}, {b[5], b[5], 0, 0, 0, 1}};
+  for (int64_t step = 1; step <= 9; step += 3) {
+    mw_buf_t buf = MW_BUF_INIT;
+    mw_seed_t s;
+    build(&c, 2, step, &buf);
+    decode_ok(&buf, &c, 2, &s);
+    expect_zones(&s, zb, 5, 3);
+    assert_int_equal(s.value_field->type, MW_T_FIXED_BINARY);
+    assert_int_equal(s.value_field->byte_width, 3);
+    mw_seed_free(&s);
+    mw_buf_free(&buf);
+  }
+  /* a value outside [min, max] is caught against the data */
+  mw_buf_t buf = MW_BUF_INIT;
+  mw_seed_t s;
+  build(&c, 2, 9, &buf);
+  mw_err_t err = {0};
+  assert_int_equal(mw_seed_decode(buf.data, buf.len, fld(&c), 2, 9, &s, &err), 0);
+  col(&c)->values.data[0] = 0x81; /* row 0 above zone 0's max 80 00 00 */
+  assert_int_equal(mw_seed_check_column(&s, fld(&c), col(&c), &err), -EBADMSG);
+  assert_non_null(strstr(err.msg, "outside [min, max]"));
+  mw_seed_free(&s);
+  mw_buf_free(&buf);
+  col1_free(&c);
+}
+
 static void test_layout(void **state) {
   (void)state;
   col1_t c;
@@ -605,11 +703,12 @@ static void test_second_implementation(void **state) {
 /* The types of the type table beyond the first nine: small and unsigned
  * integers, float16 (NaN of both signs, ±0 and ±inf come up in random
  * bits), the temporal types (signed integers of their width), large_utf8 /
- * large_binary (bytes), and the types without bounds (decimal128,
- * fixed_size_binary: null bounds, counts only). The reference decodes each
- * value by itself (sign extension, half-float arithmetic, memcmp). */
+ * large_binary (bytes), decimal128 (a signed high and an unsigned low 64-bit
+ * half, compared in that order) and fixed_size_binary (memcmp over the
+ * width). The reference decodes each value by itself (sign extension,
+ * half-float arithmetic, two halves, memcmp). */
 typedef struct gref {
-  int kind;          /* 0 signed, 1 unsigned, 2 half float, 3 bytes, 4 no bounds */
+  int kind;          /* 0 signed, 1 unsigned, 2 half float, 3 bytes, 5 decimal128, 6 fixed bytes */
   const uint8_t *p;
   size_t n;
   double d;
@@ -624,6 +723,9 @@ static int gref_cmp(const void *x, const void *y) {
     case 0: return (a->i > b->i) - (a->i < b->i);
     case 1: return (a->u > b->u) - (a->u < b->u);
     case 2: return ref_cmp_double(a->d, b->d);
+    case 5:
+      if (a->i != b->i) return (a->i > b->i) - (a->i < b->i);
+      return (a->u > b->u) - (a->u < b->u);
     default: {
       size_t m = a->n < b->n ? a->n : b->n;
       int c = m ? memcmp(a->p, b->p, m) : 0;
@@ -647,6 +749,14 @@ static gref_t gref_at(const mw_field_t *f, const mw_column_t *c, int64_t i, int 
   size_t w = mw_type_width(f);
   v.p = c->values.data + (size_t)i * w;
   v.n = w;
+  if (kind == 5) { /* low half, then high half, each little-endian */
+    for (int k = 7; k >= 0; k--) {
+      v.u = v.u << 8 | v.p[k];
+      v.i = (int64_t)((uint64_t)v.i << 8 | v.p[8 + k]);
+    }
+    return v;
+  }
+  if (kind == 6) return v;
   uint64_t raw = 0;
   memcpy(&raw, v.p, w < 8 ? w : 8);
   unsigned sh = 64 - 8 * (unsigned)(w < 8 ? w : 8);
@@ -662,7 +772,7 @@ static void test_second_implementation_more_types(void **state) {
       {MW_T_INT8, 0},      {MW_T_INT16, 0},      {MW_T_UINT8, 1},       {MW_T_UINT16, 1},
       {MW_T_FLOAT16, 2},   {MW_T_DATE32, 0},     {MW_T_DATE64, 0},      {MW_T_TIMESTAMP, 0},
       {MW_T_TIME32, 0},    {MW_T_TIME64, 0},     {MW_T_LARGE_UTF8, 3},  {MW_T_LARGE_BINARY, 3},
-      {MW_T_DECIMAL128, 4}, {MW_T_FIXED_BINARY, 4}};
+      {MW_T_DECIMAL128, 5}, {MW_T_FIXED_BINARY, 6}};
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     col1_t c;
     mw_schema_init(&c.s);
@@ -690,6 +800,8 @@ static void test_second_implementation_more_types(void **state) {
       } else {
         uint8_t b[16];
         for (int k = 0; k < 16; k++) b[k] = (uint8_t)(rnd() >> 20);
+        if (kind == 5 && x % 3) /* ties in the high half: the low half decides, unsigned */
+          memset(b + 8, x % 3 == 1 ? 0x00 : 0xff, 8);
         add_fixed(&c, b, mw_type_width(f));
       }
     }
@@ -709,7 +821,6 @@ static void test_second_implementation_more_types(void **state) {
           nulls++;
           continue;
         }
-        if (kind == 4) continue;
         gref_t v = gref_at(f, col(&c), r, kind);
         if (kind == 2 && isnan(v.d)) {
           nans++, neg += (v.u >> 15) & 1;
@@ -1025,7 +1136,8 @@ int main(void) {
       cmocka_unit_test(test_golden_float64),   cmocka_unit_test(test_golden_float32),
       cmocka_unit_test(test_golden_float16),   cmocka_unit_test(test_golden_ints),
       cmocka_unit_test(test_golden_strings),
-      cmocka_unit_test(test_golden_bool_and_fsl), cmocka_unit_test(test_layout),
+      cmocka_unit_test(test_golden_bool_and_fsl), cmocka_unit_test(test_golden_decimal_and_fixed_binary),
+      cmocka_unit_test(test_layout),
       cmocka_unit_test(test_second_implementation), cmocka_unit_test(test_second_implementation_more_types),
       cmocka_unit_test(test_check_column_detects),
       cmocka_unit_test(test_decode_rules),     cmocka_unit_test(test_version0),
