@@ -487,11 +487,17 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
   uint64_t prev = 0, lowest = UINT64_MAX;
   for (size_t i = 0; i < n; i++)
     if (e[i].ok && e[i].epoch < lowest) lowest = e[i].epoch;
+  uint64_t fenced_by = 0; /* the highest epoch whose sentinel came so far */
   for (size_t i = 0; i < n; i++) {
     if (!e[i].ok) continue;
     if (e[i].epoch < prev)
-      problem(v, e[i].key, "writer epoch %" PRIu64 " after an entry of epoch %" PRIu64 " (epochs never decrease)", e[i].epoch, prev);
+      problem(v, e[i].key, "writer epoch %" PRIu64 " after an entry of epoch %" PRIu64 " (epochs never decrease)%s",
+              e[i].epoch, prev,
+              fenced_by > e[i].epoch ? ": a fenced writer's entry above a newer claim's fence sentinel, never "
+                                       "acknowledged; memwald's replay skips it, Lance's would replay its rows"
+                                     : "");
     prev = e[i].epoch > prev ? e[i].epoch : prev;
+    if (e[i].sentinel && e[i].epoch > fenced_by) fenced_by = e[i].epoch;
     size_t sentinels = 0, first_data = SIZE_MAX, first_sentinel = SIZE_MAX;
     bool first_of_epoch = true;
     for (size_t k = 0; k < i; k++)

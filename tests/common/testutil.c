@@ -5,12 +5,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 const char *tu_vectors_dir(void) {
   const char *d = getenv("MW_VECTORS");
@@ -128,6 +132,35 @@ static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *
 }
 
 void tu_rmtree(const char *path) { nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+
+int tu_inspect_tables(const char *root, const char *allow, unsigned min_tables) {
+  const char *src = getenv("MW_SOURCE_ROOT");
+  if (src == NULL || getenv("MW_INSPECT") == NULL) {
+    fprintf(stderr, "tu_inspect_tables: MW_SOURCE_ROOT and MW_INSPECT must be set (meson test sets them)\n");
+    return 2;
+  }
+  char *script = tu_strf("%s/tests/inspect/inspect_tables.py", src);
+  char min[16];
+  snprintf(min, sizeof min, "%u", min_tables);
+  char *argv[] = {"python3", script, "--min-tables", min, (char *)root, NULL, NULL, NULL};
+  if (allow != NULL) {
+    argv[5] = "--allow";
+    argv[6] = (char *)allow;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, "python3", NULL, NULL, argv, environ);
+  free(script);
+  if (rc != 0) {
+    fprintf(stderr, "tu_inspect_tables: cannot run python3: %s\n", strerror(rc));
+    return 2;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return 2;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+}
 
 char *tu_strf(const char *fmt, ...) {
   va_list ap;

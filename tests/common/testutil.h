@@ -1,6 +1,7 @@
 /*
  * testutil.h — small helpers shared by the cmocka suites: locating the golden
- * vectors, reading whole files, listing a directory, and scratch directories.
+ * vectors, reading whole files, listing a directory, scratch directories, and
+ * memwal-inspect over the tables a test leaves.
  * Test-only code; failures abort the test with a message naming the path.
  */
 #ifndef MW_TESTUTIL_H
@@ -26,6 +27,14 @@ size_t tu_find_files(const char *root, const char *suffix, char ***paths);
 char *tu_mkdtemp(const char *tag);
 /* rm -rf (best effort). */
 void tu_rmtree(const char *path);
+/* memwal-inspect on every table under root (tests/inspect/inspect_tables.py:
+ * `dump --json` decodes every object, `verify` finds no problem, or only
+ * problems whose text contains allow, unless allow is NULL); its report goes
+ * to stderr. Call it before removing a scratch directory, when nothing writes
+ * to it any more. Returns the script's exit status: 0 when every table
+ * passed and at least min_tables were found; nonzero otherwise, also when
+ * MW_SOURCE_ROOT or MW_INSPECT is unset (meson's test_env sets both). */
+int tu_inspect_tables(const char *root, const char *allow, unsigned min_tables);
 /* printf into a malloc'd string. */
 char *tu_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

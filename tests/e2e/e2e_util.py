@@ -4,7 +4,10 @@ another one.
   check     one TAP test point, counted in results (the tail of its detail
             printed as comments when it fails).
   plan      the TAP plan line for the checks so far; the exit code.
-  tidy      a scratch directory removed when every check passed, else kept.
+  inspect_under  every table in a directory decoded and verified with
+            memwal-inspect (one check per table).
+  tidy      inspect_under a scratch directory, then remove it when every
+            check passed, else keep it.
   run_main  sys.exit(main()), killing the child processes left running.
   Daemon    the real memwald as a child process; a thread reads its stderr
             (the log) as it comes, so the daemon never blocks on it:
@@ -24,6 +27,7 @@ MEMWALD and MEMWALCTL are the binaries' paths; the script that uses Daemon
 or ctl sets them (from its argv). Nothing here knows what a test checks.
 """
 import json
+import os
 import select
 import shutil
 import signal
@@ -32,6 +36,9 @@ import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inspect"))
+import inspect_tables  # noqa: E402  (tests/inspect: one helper for every suite)
 
 MEMWALD = None  # set by the script that uses Daemon (its argv)
 MEMWALCTL = None  # set by the script that uses ctl / ctl_json (its argv)
@@ -58,9 +65,29 @@ def plan():
     return 0 if all(results) else 1
 
 
-def tidy(path):
-    """Remove the scratch directory path when every check so far passed;
-    else keep it for a post-mortem and say so."""
+def inspect_under(path, allow=None):
+    """memwal-inspect on every table under path, one check each: `dump
+    --json` decodes every object and `verify` finds no problem (or only
+    problems whose text contains allow). True when all passed. Call it when
+    no process writes to path any more."""
+    inspect = inspect_tables.inspector(near=MEMWALD)
+    tables = inspect_tables.find_tables(path) if os.path.isdir(path) else []
+    if tables and inspect is None:
+        check(f"memwal-inspect on the {len(tables)} tables under {path}", False,
+              "memwal-inspect not found: set MW_INSPECT")
+        return False
+    good = True
+    for t in tables:
+        ok, summary, detail = inspect_tables.inspect_table(inspect, t, allow)
+        check(f"memwal-inspect {os.path.relpath(t, path)}: {summary}", ok, detail)
+        good = good and ok
+    return good
+
+
+def tidy(path, allow=None):
+    """inspect_under(path, allow), then remove path when every check so far
+    passed; else keep it for a post-mortem and say so."""
+    inspect_under(path, allow)
     if all(results):
         shutil.rmtree(path, ignore_errors=True)
     else:

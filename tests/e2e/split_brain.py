@@ -901,6 +901,7 @@ def main():
                     p.kill()
                     p.wait()
             CHILDREN.clear()
+            e2e_util.inspect_under(tmp)
             if all(results[before:]) and not ARGS.keep:
                 shutil.rmtree(tmp, ignore_errors=True)
             else:

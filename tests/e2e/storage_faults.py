@@ -37,7 +37,6 @@ a condition with a deadline. TAP output.
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -406,7 +405,7 @@ spec = identity(region)
     for k, v in recovery_ms.items():
         print(f"# recovery {k}: {v:.0f} ms after the clear")
     check("daemon exits 0", d.stop() == 0, "\n".join(d.lines[-30:]))
-    shutil.rmtree(tmp, ignore_errors=True)
+    e2e_util.tidy(tmp)
 
 
 if __name__ == "__main__":

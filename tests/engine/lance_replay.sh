@@ -27,5 +27,10 @@ fi
 "$tool" model "$t" --scenario "$scen" --model-out "$scratch/model.jsonl"
 node "$here/lance_replay.mjs" "$t" --prior "$vectors/$name/expected.jsonl" \
   --model "$scratch/model.jsonl" --out "$scratch/got.jsonl"
-case $t in s3://*) s3_table_down "$t" ;; esac
+# what memwald and then LanceDB's writer left: every object decodes, verify
+# passes (on S3 before the bucket goes)
+case $t in
+  s3://*) python3 "$here/../inspect/inspect_tables.py" --table "$t"; s3_table_down "$t" ;;
+  *) python3 "$here/../inspect/inspect_tables.py" --min-tables 1 "$scratch" ;;
+esac
 rm -rf "$scratch"

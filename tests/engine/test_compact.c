@@ -83,9 +83,12 @@ static void env_init(env_t *e, const char *vector) {
   free(cmd);
 }
 
+/* Closes the loop, then memwal-inspect on the table (every object decodes,
+ * verify passes: tests/inspect/inspect_tables.py) before it is removed. */
 static void env_free(env_t *e) {
   uv_run(&e->loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(&e->loop), 0);
+  if (tu_inspect_tables(e->scratch, NULL, 1) != 0) fail_msg("memwal-inspect on %s failed (see above)", e->scratch);
   tu_rmtree(e->scratch);
   free(e->scratch);
   free(e->dir);

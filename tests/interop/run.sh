@@ -59,7 +59,7 @@ case $kind in
     # shellcheck disable=SC2086
     node "$here/check.mjs" "$t" --prior "$vectors/$name/expected.jsonl" \
       --model "$scratch/model.jsonl" --out "$scratch/got.jsonl" $compacted
-    case $t in s3://*) s3_table_down "$t" ;; esac
+    case $t in s3://*) python3 "$here/../inspect/inspect_tables.py" --table "$t"; s3_table_down "$t" ;; esac
     ;;
   fresh)
     if [ "$what" = replace ]; then
@@ -73,14 +73,15 @@ case $kind in
     ;;
   *) echo "interop: unknown kind $kind" >&2; exit 2 ;;
 esac
-# every object left behind decodes with memwal-inspect, and verify passes;
-# `ours-only` unlists Lance's SSTables by construction (our SSTable covers the
-# same WAL rows): verify names that, and must find nothing else
+# every object left behind decodes with memwal-inspect, and verify passes
+# (tests/inspect/inspect_tables.py); `ours-only` unlists Lance's SSTables by
+# construction (our SSTable covers the same WAL rows): verify names that, and
+# must find nothing else
 if [ -n "${MW_INSPECT:-}" ]; then
   if [ "$kind $what" = "vector ours-only" ]; then
-    "$here/../inspect/inspect_all.sh" "$MW_INSPECT" "$scratch/t.lance" --allow "left the manifest before compaction"
+    python3 "$here/../inspect/inspect_tables.py" --min-tables 1 --allow "left the manifest before compaction" "$scratch"
   else
-    "$here/../inspect/inspect_all.sh" "$MW_INSPECT" "$scratch/t.lance"
+    python3 "$here/../inspect/inspect_tables.py" --min-tables 1 "$scratch"
   fi
 fi
 rm -rf "$scratch"
