@@ -53,6 +53,8 @@
 #include "file2.pb-c.h"
 #include "google/protobuf/any.pb-c.h"
 #include "lance/lance_schema.h"
+#include "lance/fsst.h"
+#include "lance/lz4_block.h"
 
 #define PAD_PAGE 0x48
 #define PAD_CHUNK 0xFE
@@ -75,9 +77,11 @@ typedef Lance__Encodings21__CompressiveEncoding CE;
 #define CE_RLE LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_RLE
 #define CE_GENERAL LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_GENERAL
 #define CE_FSL LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_FIXED_SIZE_LIST
+#define CE_FSST LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_FSST
 #define LAYER_ALL_VALID LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_ALL_VALID_ITEM
 #define LAYER_NULLABLE LANCE__ENCODINGS21__REP_DEF_LAYER__REPDEF_NULLABLE_ITEM
 #define SCHEME_ZSTD LANCE__ENCODINGS21__COMPRESSION_SCHEME__COMPRESSION_ALGORITHM_ZSTD
+#define SCHEME_LZ4 LANCE__ENCODINGS21__COMPRESSION_SCHEME__COMPRESSION_ALGORITHM_LZ4
 #define PL_MINIBLOCK LANCE__ENCODINGS21__PAGE_LAYOUT__LAYOUT_MINI_BLOCK_LAYOUT
 #define PL_CONSTANT LANCE__ENCODINGS21__PAGE_LAYOUT__LAYOUT_CONSTANT_LAYOUT
 #define PL_FULLZIP LANCE__ENCODINGS21__PAGE_LAYOUT__LAYOUT_FULL_ZIP_LAYOUT
@@ -1462,16 +1466,17 @@ static int inline_bp(rctx_t *x, const uint8_t *p, size_t n, int64_t r, int64_t c
   return 0;
 }
 
-/* Strip a General{ZSTD} wrapper; returns the inner encoding, *zstd set. */
-static int unwrap_general(rctx_t *x, const CE *vc, const CE **inner, bool *zstd) {
-  *zstd = false;
+/* Strip a General{ZSTD|LZ4} wrapper; returns the inner encoding and the
+ * scheme (0 when there is no wrapper). */
+static int unwrap_general(rctx_t *x, const CE *vc, const CE **inner, int *scheme) {
+  *scheme = 0;
   *inner = vc;
   if (vc->compression_case != CE_GENERAL) return 0;
   if (vc->general->values == NULL || vc->general->compression == NULL)
     return BAD(x, "general compression incomplete", x->col, x->page);
-  if (vc->general->compression->scheme != SCHEME_ZSTD)
-    return UNSUP(x, "general compression scheme %d", x->col, x->page, (int)vc->general->compression->scheme);
-  *zstd = true;
+  int sc = (int)vc->general->compression->scheme;
+  if (sc != SCHEME_ZSTD && sc != SCHEME_LZ4) return UNSUP(x, "general compression scheme %d", x->col, x->page, sc);
+  *scheme = sc;
   *inner = vc->general->values;
   if ((*inner)->compression_case == CE_GENERAL) return UNSUP(x, "nested general compression", x->col, x->page);
   return 0;
@@ -1511,8 +1516,9 @@ static int zstd_grow(mw_buf_t *out, const uint8_t *src, size_t sn, size_t raw) {
   return rc;
 }
 
-/* Decompress a ZSTD value buffer (u64 raw length || frame, or a bare frame). */
-static int zstd_buf(rctx_t *x, const uint8_t **p, size_t *n, size_t max_raw) {
+/* Decompress a ZSTD value buffer (u64 raw length || frame, or a bare frame)
+ * into dst; *p and *n then describe dst. */
+static int zstd_buf(rctx_t *x, mw_buf_t *dst, const uint8_t **p, size_t *n, size_t max_raw) {
   const uint8_t *src = *p;
   size_t sn = *n;
   uint64_t raw;
@@ -1527,13 +1533,38 @@ static int zstd_buf(rctx_t *x, const uint8_t **p, size_t *n, size_t max_raw) {
     src += 8, sn -= 8;
   }
   if (raw > max_raw) return BAD(x, "zstd raw length %llu exceeds %zu", x->col, x->page, (unsigned long long)raw, max_raw);
-  int rc = zstd_grow(&x->scratch2, src, sn, (size_t)raw);
+  int rc = zstd_grow(dst, src, sn, (size_t)raw);
   if (rc == -ENOMEM) return rc;
-  if (rc < 0 || x->scratch2.len != raw) return BAD(x, "zstd frame corrupt", x->col, x->page);
-  *p = x->scratch2.data;
-  *n = x->scratch2.len;
+  if (rc < 0 || dst->len != raw) return BAD(x, "zstd frame corrupt", x->col, x->page);
+  *p = dst->data;
+  *n = dst->len;
   return 0;
 }
+
+/* Decompress an LZ4 buffer (u32 LE raw length || LZ4 block) into dst. */
+static int lz4_buf(rctx_t *x, mw_buf_t *dst, const uint8_t **p, size_t *n, size_t max_raw) {
+  if (*n < 4) return BAD(x, "lz4 buffer of %zu bytes", x->col, x->page, *n);
+  uint32_t raw = mw_load_u32le(*p);
+  if (raw > max_raw) return BAD(x, "lz4 raw length %u exceeds %zu", x->col, x->page, raw, max_raw);
+  mw_buf_reset(dst);
+  if (mw_buf_reserve(dst, (size_t)raw + 1) < 0) return -ENOMEM;
+  if (mw_lz4_block_decode(*p + 4, *n - 4, dst->data, raw) < 0) return BAD(x, "lz4 block corrupt", x->col, x->page);
+  dst->len = raw;
+  *p = dst->data;
+  *n = dst->len;
+  return 0;
+}
+
+/* Decompress (p, n) by the scheme unwrap_general found, into dst. */
+static int general_buf(rctx_t *x, int scheme, mw_buf_t *dst, const uint8_t **p, size_t *n, size_t max_raw) {
+  if (scheme == SCHEME_ZSTD) return zstd_buf(x, dst, p, n, max_raw);
+  if (scheme == SCHEME_LZ4) return lz4_buf(x, dst, p, n, max_raw);
+  assert(scheme == 0);
+  return 0;
+}
+
+static int fsst_values(rctx_t *x, const Lance__Encodings21__Fsst *fs, const uint8_t *const *vb, const size_t *vn,
+                       int64_t r, int64_t cnt, const uint16_t *def, bool compressed, size_t var_max);
 
 static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const size_t *vn,
                      int64_t r, int64_t cnt, const uint16_t *def) {
@@ -1541,13 +1572,14 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
   const uint8_t *p = vb[0];
   size_t n = vn[0];
   const CE *ce;
-  bool zstd;
-  int rc = unwrap_general(x, vc, &ce, &zstd);
+  int scheme;
+  int rc = unwrap_general(x, vc, &ce, &scheme);
   if (rc < 0) return rc;
+  bool compressed = scheme != 0;
   /* a variable-width page's values are bounded by the reader's column limit */
   size_t var_max = x->f->max_column_bytes < INT32_MAX ? (size_t)x->f->max_column_bytes : INT32_MAX;
   size_t max_raw = is_var(f) ? var_max : (size_t)cnt * (mw_type_width(f) + 8) + 4096;
-  if (zstd && (rc = zstd_buf(x, &p, &n, max_raw)) < 0) return rc;
+  if ((rc = general_buf(x, scheme, &x->scratch2, &p, &n, max_raw)) < 0) return rc;
   size_t w = mw_type_width(f);
   switch (ce->compression_case) {
     case CE_FLAT: {
@@ -1594,7 +1626,7 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
       const uint8_t *vp = p;
       size_t vpn = n;
       if (fl->has_validity) {
-        if (zstd) return UNSUP(x, "compressed fsl with validity", x->col, x->page);
+        if (compressed) return UNSUP(x, "compressed fsl with validity", x->col, x->page);
         if (n < (items + 7) / 8) return BAD(x, "fsl validity truncated", x->col, x->page);
         vp = vb[1], vpn = vn[1];
       }
@@ -1626,7 +1658,7 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
        * values Flat{8w} and their lengths Flat{8} (1..255 each):
        *   values 01 00 00 00 02 00 00 00   lengths 03 02   -> 1 1 1 2 2 */
       const Lance__Encodings21__Rle *rl = ce->rle;
-      if (mw_field_layout(f) != MW_LAYOUT_FIXED || (w != 1 && w != 2 && w != 4 && w != 8) || zstd ||
+      if (mw_field_layout(f) != MW_LAYOUT_FIXED || (w != 1 && w != 2 && w != 4 && w != 8) || compressed ||
           rl->values == NULL || rl->values->compression_case != CE_FLAT ||
           rl->values->flat->bits_per_value != 8 * w || rl->run_lengths == NULL ||
           rl->run_lengths->compression_case != CE_FLAT || rl->run_lengths->flat->bits_per_value != 8)
@@ -1643,14 +1675,182 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
       if (at != cnt) return BAD(x, "rle runs hold %lld of %lld values", x->col, x->page, (long long)at, (long long)cnt);
       return 0;
     }
+    case CE_FSST: return fsst_values(x, ce->fsst, vb, vn, r, cnt, def, compressed, var_max);
     default:
       return UNSUP(x, "value compression %d not implemented", x->col, x->page, (int)ce->compression_case);
   }
 }
 
+/* Fsst{symbol_table, values}: the chunk's strings, FSST-compressed, are
+ * encoded by `values` (Variable); they are appended as they are, then
+ * replaced by their decompressed bytes (at most 8 per code byte). A page
+ * under 32 KiB has the table's compressed bit off: the strings are then
+ * stored verbatim (what LanceDB's small SSTables hold). */
+static int fsst_values(rctx_t *x, const Lance__Encodings21__Fsst *fs, const uint8_t *const *vb, const size_t *vn,
+                       int64_t r, int64_t cnt, const uint16_t *def, bool compressed, size_t var_max) {
+  const mw_field_t *f = x->fld;
+  if (!is_var(f) || compressed || fs->values == NULL || fs->values->compression_case != CE_VARIABLE)
+    return UNSUP(x, "fsst variant for %s", x->col, x->page, mw_type_name(f->type));
+  mw_fsst_table_t t;
+  if (mw_fsst_table_parse(&t, fs->symbol_table.data, fs->symbol_table.len) < 0)
+    return BAD(x, "fsst symbol table of %zu bytes malformed", x->col, x->page, fs->symbol_table.len);
+  mw_column_t *c = x->c;
+  int32_t *off = (int32_t *)(void *)c->offsets.data;
+  size_t start = c->values.len;
+  assert((size_t)off[r] == start);
+  int rc = mb_values(x, fs->values, vb, vn, r, cnt, def);
+  if (rc < 0 || !t.compressed) return rc;
+  mw_buf_reset(&x->scratch2); /* the compressed strings, moved aside */
+  if (mw_buf_append(&x->scratch2, c->values.data + start, c->values.len - start) < 0) return -ENOMEM;
+  c->values.len = start;
+  size_t a = 0;
+  for (int64_t i = 0; i < cnt; i++) {
+    size_t b = (size_t)off[r + i + 1] - start, got;
+    assert(b >= a);
+    size_t cap = (b - a) * MW_FSST_MAX_SYMBOL_BYTES;
+    if (mw_buf_reserve(&c->values, cap + 1) < 0) return -ENOMEM;
+    if (mw_fsst_decode(&t, x->scratch2.data + a, b - a, c->values.data + c->values.len, cap, &got) < 0)
+      return BAD(x, "fsst string of value %lld corrupt", x->col, x->page, (long long)i);
+    c->values.len += got;
+    if (c->values.len > var_max) return BAD(x, "fsst strings exceed %zu bytes", x->col, x->page, var_max);
+    off[r + i + 1] = (int32_t)c->values.len;
+    a = b;
+  }
+  return 0;
+}
+
+/* ---- MiniBlock pages with a dictionary ----
+ *
+ * Lance (2.1+) may dictionary-encode a page: the chunks then hold indices
+ * (any value compression of unsigned integers: InlineBitpacking, RLE,
+ * Flat) and page buffer 2 holds the dictionary's num_dictionary_items
+ * values as one block, encoded by MiniBlockLayout.dictionary:
+ *   Flat{8w}                   the values back to back (fixed width)
+ *   InlineBitpacking{8w}       per 1024 values a width word and a FastLanes
+ *                              block, as in a chunk (fixed width)
+ *   Variable{offsets Flat{32}} u32 32 | u32 start of the bytes | (n+1) u32
+ *                              offsets (from that start) | the bytes
+ *                              (Flat{64}: the same with u64 fields)
+ * either possibly inside General{LZ4|ZSTD}. A sample from an SSTable
+ * LanceDB wrote, 2461 int64 keys with 591 distinct values:
+ *   values inline_bitpacking(32), dictionary(591): general(lz4, flat(64)),
+ *   buffer 2 = u32 4728 (591 x 8) || an LZ4 block of the sorted keys.
+ * A null row's index points at some entry; the row stays null. */
+
+typedef struct dict {
+  uint64_t n;
+  size_t w;                  /* fixed width: bytes per value */
+  const uint8_t *vals;       /* fixed: n * w bytes; variable: the bytes */
+  size_t vals_len;
+  const uint8_t *offs;       /* variable: n + 1 offsets of ow bytes */
+  size_t ow;
+  mw_buf_t raw;              /* the decompressed block */
+  mw_column_t col;           /* bitpacked values, unpacked */
+} dict_t;
+
+static void dict_free(dict_t *d) {
+  mw_buf_free(&d->raw);
+  mw_buf_free(&d->col.values);
+}
+
+static int dict_decode(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *mb, dict_t *d) {
+  const mw_field_t *f = x->fld;
+  memset(d, 0, sizeof *d);
+  d->n = mb->num_dictionary_items;
+  if (x->n_bufs < 3) return BAD(x, "dictionary page with %zu buffers", x->col, x->page, x->n_bufs);
+  if (d->n == 0 || d->n > (uint64_t)x->n + 1) return BAD(x, "%llu dictionary items for %lld rows", x->col, x->page, (unsigned long long)d->n, (long long)x->n);
+  const CE *ce;
+  int scheme, rc = unwrap_general(x, mb->dictionary, &ce, &scheme);
+  if (rc < 0) return rc;
+  const uint8_t *p = x->buf[2];
+  size_t n = x->buf_len[2];
+  size_t var_max = x->f->max_column_bytes < INT32_MAX ? (size_t)x->f->max_column_bytes : INT32_MAX;
+  size_t max_raw = is_var(f) ? var_max : (size_t)d->n * mw_type_width(f);
+  if ((rc = general_buf(x, scheme, &d->raw, &p, &n, max_raw)) < 0) return rc;
+  if (ce->compression_case == CE_INLINE_BP && mw_field_layout(f) == MW_LAYOUT_FIXED && f->type != MW_T_BOOL) {
+    d->w = mw_type_width(f);
+    unsigned t = (unsigned)ce->inline_bitpacking->uncompressed_bits_per_value;
+    if ((d->w != 1 && d->w != 2 && d->w != 4 && d->w != 8) || t != 8 * d->w || ce->inline_bitpacking->values)
+      return UNSUP(x, "dictionary of inline bitpacking(%u) for %s", x->col, x->page, t, mw_type_name(f->type));
+    if (mw_buf_fill(&d->col.values, 0, (size_t)d->n * d->w) < 0) return -ENOMEM;
+    rctx_t xd = *x; /* unpack into the dictionary's own column (no scratch used) */
+    xd.c = &d->col, xd.row0 = 0;
+    if ((rc = inline_bp(&xd, p, n, 0, (int64_t)d->n, t)) < 0) return rc;
+    d->vals = d->col.values.data;
+    d->vals_len = (size_t)d->n * d->w;
+    return 0;
+  }
+  if (ce->compression_case == CE_FLAT && mw_field_layout(f) == MW_LAYOUT_FIXED && f->type != MW_T_BOOL) {
+    d->w = mw_type_width(f);
+    if (ce->flat->bits_per_value != 8 * d->w || ce->flat->data)
+      return UNSUP(x, "dictionary of flat(%llu) for %s", x->col, x->page, (unsigned long long)ce->flat->bits_per_value, mw_type_name(f->type));
+    if (n / d->w < d->n) return BAD(x, "dictionary of %zu bytes for %llu values", x->col, x->page, n, (unsigned long long)d->n);
+    d->vals = p;
+    d->vals_len = (size_t)d->n * d->w;
+    return 0;
+  }
+  if (ce->compression_case != CE_VARIABLE || !is_var(f))
+    return UNSUP(x, "dictionary encoding %d for %s", x->col, x->page, (int)ce->compression_case, mw_type_name(f->type));
+  if (n < 8) return BAD(x, "variable dictionary of %zu bytes", x->col, x->page, n);
+  uint32_t bits = mw_load_u32le(p);
+  size_t hdr = bits == 32 ? 8 : 16;
+  if ((bits != 32 && bits != 64) || n < hdr) return UNSUP(x, "variable dictionary block with %u-bit offsets", x->col, x->page, bits);
+  uint64_t start = bits == 32 ? mw_load_u32le(p + 4) : mw_load_u64le(p + 8);
+  d->ow = bits / 8;
+  if (start < hdr || start > n || (start - hdr) / d->ow < d->n + 1)
+    return BAD(x, "variable dictionary: bytes start at %llu of %zu for %llu values", x->col, x->page, (unsigned long long)start, n, (unsigned long long)d->n);
+  d->offs = p + hdr;
+  d->vals = p + start;
+  d->vals_len = n - (size_t)start;
+  uint64_t prev = 0;
+  for (uint64_t i = 0; i <= d->n; i++) { /* offsets never go back and stay inside the bytes */
+    uint64_t o = d->ow == 4 ? mw_load_u32le(d->offs + 4 * i) : mw_load_u64le(d->offs + 8 * i);
+    if ((i > 0 && o < prev) || o > d->vals_len)
+      return BAD(x, "variable dictionary offset %llu of entry %llu out of range", x->col, x->page, (unsigned long long)o, (unsigned long long)i);
+    prev = o;
+  }
+  return 0;
+}
+
+/* Bits of each index, from the value compression (through General). */
+static unsigned index_bits(const CE *vc) {
+  if (vc->compression_case == CE_GENERAL && vc->general->values) vc = vc->general->values;
+  switch (vc->compression_case) {
+    case CE_FLAT: return (unsigned)vc->flat->bits_per_value;
+    case CE_INLINE_BP: return (unsigned)vc->inline_bitpacking->uncompressed_bits_per_value;
+    case CE_RLE: return vc->rle->values && vc->rle->values->compression_case == CE_FLAT ? (unsigned)vc->rle->values->flat->bits_per_value : 0;
+    default: return 0;
+  }
+}
+
+/* Rows [row0, row0 + n) of x->c from the indices (idx, iw bytes each). */
+static int dict_gather(rctx_t *x, const dict_t *d, const uint8_t *idx, size_t iw) {
+  for (int64_t i = 0; i < x->n; i++) {
+    int64_t r = x->row0 + i;
+    bool null = !mw_bit_get(x->c->validity.data, r);
+    uint64_t k = load_uint(idx + (size_t)i * iw, iw);
+    if (!null && k >= d->n)
+      return BAD(x, "row %lld: dictionary index %llu of %llu entries", x->col, x->page, (long long)i, (unsigned long long)k, (unsigned long long)d->n);
+    if (d->offs == NULL) {
+      if (!null) memcpy(slot(x, r), d->vals + (size_t)k * d->w, d->w);
+      continue;
+    }
+    uint64_t a = 0, b = 0;
+    if (!null) {
+      a = d->ow == 4 ? mw_load_u32le(d->offs + 4 * k) : mw_load_u64le(d->offs + 8 * k);
+      b = d->ow == 4 ? mw_load_u32le(d->offs + 4 * (k + 1)) : mw_load_u64le(d->offs + 8 * (k + 1));
+    }
+    int rc = var_put(x, r, d->vals + a, (size_t)(b - a));
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+static int miniblock_chunks(rctx_t *x, rctx_t *xv, const Lance__Encodings21__MiniBlockLayout *mb, size_t nvb);
+
 static int miniblock_page(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *mb) {
-  if (mb->rep_compression || mb->dictionary || mb->repetition_index_depth)
-    return UNSUP(x, "miniblock with repetition or dictionary", x->col, x->page);
+  if (mb->rep_compression || mb->repetition_index_depth)
+    return UNSUP(x, "miniblock with repetition", x->col, x->page);
   if (mb->value_compression == NULL) return BAD(x, "miniblock without value compression", x->col, x->page);
   if (mb->n_layers != 1 || (mb->layers[0] != LAYER_ALL_VALID && mb->layers[0] != LAYER_NULLABLE))
     return UNSUP(x, "miniblock layers not a single item layer", x->col, x->page);
@@ -1664,6 +1864,51 @@ static int miniblock_page(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *
   size_t nvb = (size_t)mb->num_buffers;
   if (nvb < 1 || nvb > 2) return UNSUP(x, "%zu value buffers per chunk", x->col, x->page, nvb);
   if (x->n_bufs < 2) return BAD(x, "miniblock page with %zu buffers", x->col, x->page, x->n_bufs);
+  /* with a dictionary, the chunks decode into indices (xi), gathered after */
+  dict_t d;
+  memset(&d, 0, sizeof d);
+  rctx_t xi;
+  mw_field_t ifld;
+  mw_column_t icol;
+  memset(&icol, 0, sizeof icol);
+  rctx_t *xv = x;
+  size_t iw = 0;
+  int rc = 0;
+  if (mb->dictionary) {
+    unsigned ib = index_bits(mb->value_compression);
+    if (ib != 8 && ib != 16 && ib != 32 && ib != 64)
+      return UNSUP(x, "dictionary indices of %u bits", x->col, x->page, ib);
+    iw = ib / 8;
+    if ((rc = dict_decode(x, mb, &d)) < 0) {
+      dict_free(&d);
+      return rc;
+    }
+    memset(&ifld, 0, sizeof ifld);
+    ifld.type = iw == 1 ? MW_T_UINT8 : iw == 2 ? MW_T_UINT16 : iw == 4 ? MW_T_UINT32 : MW_T_UINT64;
+    if (mw_buf_fill(&icol.values, 0, (size_t)x->n * iw) < 0) {
+      dict_free(&d);
+      return -ENOMEM;
+    }
+    xi = *x; /* its own scratch buffers: the page's def levels stay in x's */
+    xi.fld = &ifld, xi.c = &icol, xi.row0 = 0;
+    xi.scratch = (mw_buf_t)MW_BUF_INIT, xi.scratch2 = (mw_buf_t)MW_BUF_INIT;
+    xv = &xi;
+  }
+  rc = miniblock_chunks(x, xv, mb, nvb);
+  if (rc == 0 && mb->dictionary) rc = dict_gather(x, &d, icol.values.data, iw);
+  if (mb->dictionary) {
+    mw_buf_free(&xi.scratch);
+    mw_buf_free(&xi.scratch2);
+    mw_buf_free(&icol.values);
+    dict_free(&d);
+  }
+  return rc;
+}
+
+/* The chunks of a MiniBlock page: def levels mark x's rows null, values go
+ * to xv (x itself, or the index column of a dictionary page). */
+static int miniblock_chunks(rctx_t *x, rctx_t *xv, const Lance__Encodings21__MiniBlockLayout *mb, size_t nvb) {
+  const CE *dc = mb->def_compression;
   size_t ww = mb->has_large_chunk ? 4 : 2, sw = ww;
   const uint8_t *words = x->buf[0], *data = x->buf[1];
   uint64_t n_words = x->buf_len[0] / ww, dlen = x->buf_len[1], at = 0;
@@ -1699,7 +1944,7 @@ static int miniblock_page(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *
       if ((rc = def_decode(x, dc, defp, defn, cnt)) < 0) return rc;
       def = (const uint16_t *)(const void *)x->scratch.data;
     }
-    if ((rc = mb_values(x, mb->value_compression, vb, vn, x->row0 + done, cnt, def)) < 0) return rc;
+    if ((rc = mb_values(xv, mb->value_compression, vb, vn, xv->row0 + done, cnt, def)) < 0) return rc;
     if (def)
       for (int64_t i = 0; i < cnt; i++)
         if (def[i]) mark_null(x, x->row0 + done + i);
@@ -1769,30 +2014,67 @@ static int constant_fill(rctx_t *x, const mw_field_t *f, const uint8_t *v, size_
   return 0;
 }
 
-/* ConstantLayout: no buffers, or (with nulls) an empty rep buffer and raw
- * u16 def levels, one per row (Lance writes the latter for a nullable
- * column whose valid values are all equal). */
+/* A constant utf8/binary value Lance keeps in page buffer 0 instead of
+ * inline_value (which holds fixed-width values of at most 32 bytes): the
+ * value as a one-row Arrow array, its buffer count, their sizes, then the
+ * buffers. "__replay__" (a column whose rows all hold it):
+ *   02 00 00 00 | 08 00 00 00 0a 00 00 00 | 00 00 00 00 0a 00 00 00 | "__replay__"
+ *   2 buffers     sizes 8 and 10           offsets 0, 10             the bytes
+ * (large types: 16 bytes of u64 offsets). Every valid row of the page gets it. */
+static int constant_scalar(rctx_t *x, const uint8_t *p, uint64_t n) {
+  const mw_field_t *f = x->fld;
+  if (!is_var(f)) return UNSUP(x, "constant value buffer for %s", x->col, x->page, mw_type_name(f->type));
+  if (n < 12 || mw_load_u32le(p) != 2) return BAD(x, "constant value buffer of %llu bytes: not 2 buffers", x->col, x->page, (unsigned long long)n);
+  uint64_t ol = mw_load_u32le(p + 4), dl = mw_load_u32le(p + 8);
+  if ((ol != 8 && ol != 16) || 12 + ol + dl != n)
+    return BAD(x, "constant value buffer: sizes %llu + %llu in %llu bytes", x->col, x->page, (unsigned long long)ol,
+               (unsigned long long)dl, (unsigned long long)n);
+  const uint8_t *op = p + 12, *data = op + ol;
+  uint64_t a = ol == 8 ? mw_load_u32le(op) : mw_load_u64le(op), b = ol == 8 ? mw_load_u32le(op + 4) : mw_load_u64le(op + 8);
+  if (a > b || b > dl) return BAD(x, "constant value offsets %llu..%llu of %llu bytes", x->col, x->page, (unsigned long long)a,
+                                 (unsigned long long)b, (unsigned long long)dl);
+  for (int64_t i = 0; i < x->n; i++) { /* rows the def levels made null stay empty */
+    bool null = !mw_bit_get(x->c->validity.data, x->row0 + i);
+    int rc = var_put(x, x->row0 + i, data + a, null ? 0 : (size_t)(b - a));
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+/* ConstantLayout. Where the value is: inline_value (fixed width, at most
+ * 32 bytes), or page buffer 0 for a utf8/binary value (constant_scalar);
+ * nulls: none, all (no value at all), or an empty rep buffer and raw u16
+ * def levels, one per row, after the value buffer if there is one (Lance
+ * writes these for a nullable column whose valid values are all equal):
+ *   buffers  []                 inline value, or all null
+ *            [value]            every row holds the value
+ *            [rep, def]         inline value, def levels
+ *            [value, rep, def]  e.g. "same-value" in 30 bytes, 0, 2 x rows */
 static int constant_page(rctx_t *x, const Lance__Encodings21__ConstantLayout *cl) {
   if (cl->rep_compression || cl->def_compression || cl->num_rep_values || cl->num_def_values)
     return UNSUP(x, "constant layout with compressed rep/def levels", x->col, x->page);
   if (cl->n_layers != 1) return UNSUP(x, "constant layout with %zu layers", x->col, x->page, cl->n_layers);
   const mw_field_t *f = x->fld;
   size_t len = cl->inline_value.len;
-  if (x->n_bufs != 0) {
-    if (x->n_bufs != 2 || len == 0 || x->buf_len[0] != 0)
-      return UNSUP(x, "constant layout with %zu buffers", x->col, x->page, x->n_bufs);
+  bool value_buf = len == 0 && (x->n_bufs == 1 || x->n_bufs == 3);
+  size_t d0 = value_buf ? 1 : 0; /* the first rep/def buffer */
+  if (x->n_bufs - d0 != 0 && x->n_bufs - d0 != 2)
+    return UNSUP(x, "constant layout with %zu buffers", x->col, x->page, x->n_bufs);
+  if (x->n_bufs - d0 == 2) {
+    if (len == 0 && !value_buf) return BAD(x, "constant def levels without a value", x->col, x->page);
+    if (x->buf_len[d0] != 0) return UNSUP(x, "constant layout with rep levels", x->col, x->page);
     if (cl->layers[0] != LAYER_NULLABLE) return BAD(x, "constant def levels on a non-null layer", x->col, x->page);
-    if (x->buf_len[1] < 2 * (uint64_t)x->n)
+    const uint8_t *def = x->buf[d0 + 1];
+    if (x->buf_len[d0 + 1] < 2 * (uint64_t)x->n)
       return BAD(x, "constant def levels of %llu bytes for %lld rows", x->col, x->page,
-                 (unsigned long long)x->buf_len[1], (long long)x->n);
-    int rc = constant_fill(x, f, cl->inline_value.data, len);
-    for (int64_t i = 0; rc == 0 && i < x->n; i++) {
-      uint16_t d = mw_load_u16le(x->buf[1] + 2 * i);
+                 (unsigned long long)x->buf_len[d0 + 1], (long long)x->n);
+    for (int64_t i = 0; i < x->n; i++) {
+      uint16_t d = mw_load_u16le(def + 2 * i);
       if (d > 1) return BAD(x, "constant def level %u", x->col, x->page, d);
       if (d) mark_null(x, x->row0 + i);
     }
-    return rc;
   }
+  if (value_buf) return constant_scalar(x, x->buf[0], x->buf_len[0]);
   if (len == 0) { /* all null */
     if (cl->layers[0] != LAYER_NULLABLE) return BAD(x, "all-null constant page on a non-null layer", x->col, x->page);
     for (int64_t i = 0; i < x->n; i++) {

@@ -94,6 +94,17 @@ static void ce(sb_t *s, const Lance__Encodings21__CompressiveEncoding *e, int de
       ce(s, e->fixed_size_list->values, depth + 1);
       put(s, ")");
       break;
+    case LANCE__ENCODINGS21__COMPRESSIVE_ENCODING__COMPRESSION_FSST: {
+      /* the table's header says whether the strings are compressed at all */
+      const ProtobufCBinaryData *st = &e->fsst->symbol_table;
+      uint64_t hdr = st->len >= 8 ? mw_load_u64le(st->data) : 0;
+      if ((hdr >> 32) != 0x46535354u) put(s, "fsst(bad table, ");
+      else if (!(hdr & (1u << 24))) put(s, "fsst(off, ");
+      else put(s, "fsst(%u symbols, ", (unsigned)(hdr & 0xFF));
+      ce(s, e->fsst->values, depth + 1);
+      put(s, ")");
+      break;
+    }
     default: put(s, "compression %d", (int)e->compression_case); break;
   }
 }
@@ -150,9 +161,13 @@ static void layout21(mw_page_info_t *pi, const uint8_t *v, size_t n) {
       if (c->inline_value.len > 0) {
         put(&s, "value: 0x");
         for (size_t i = 0; i < c->inline_value.len && i < 32; i++) put(&s, "%02x", c->inline_value.data[i]);
+      } else if (pi->n_buffers == 1 || pi->n_buffers == 3) {
+        put(&s, "value in page buffer 0");
       } else {
         put(&s, "all null");
       }
+      /* two more buffers: an empty rep buffer and u16 def levels */
+      if (pi->n_buffers == 2 || pi->n_buffers == 3) put(&s, ", def levels in page buffer %u", (unsigned)pi->n_buffers - 1);
       put(&s, ", ");
       layers(&s, c->layers, c->n_layers);
       put(&s, "}");
