@@ -29,11 +29,12 @@
 #include "lance/shard_manifest.h"
 #include "lance/transaction.h"
 #include "lance/zone_seed.h"
+#include "shard/owners.h"
 
 static const char *const KIND_NAMES[MW_KIND_COUNT_] = {
     "unknown", "wal_entry", "shard_manifest", "version_hint", "dataset_manifest", "transaction",
     "deletion_bitmap", "deletion_arrow", "pk_index_data", "pk_index_lookup", "bloom_filter",
-    "data_file", "zone_seed"};
+    "data_file", "zone_seed", "owner_record"};
 
 const char *mw_kind_name(mw_kind_t k) { return (unsigned)k < MW_KIND_COUNT_ ? KIND_NAMES[k] : "unknown"; }
 
@@ -79,6 +80,8 @@ mw_kind_t mw_kind_of(const char *key, const uint8_t *p, size_t n) {
   if (strcmp(parent, "_pk_index") == 0 && strcmp(base, "page_data.lance") == 0) return MW_KIND_PK_DATA;
   if (strcmp(parent, "_pk_index") == 0 && strcmp(base, "page_lookup.lance") == 0) return MW_KIND_PK_LOOKUP;
   if (ends_with(base, ".lance")) return MW_KIND_DATAFILE;
+  if (strcmp(parent, "owners") == 0 && ends_with(base, ".json") && strstr(key, MW_OWNERS_PREFIX) != NULL)
+    return MW_KIND_OWNER;
   /* by content */
   if (n >= 4 && memcmp(p + n - 4, "LANC", 4) == 0) return MW_KIND_DATAFILE;
   if (n >= 6 && memcmp(p, "ARROW1", 6) == 0) return MW_KIND_ZONE_SEED;
@@ -574,6 +577,20 @@ static int show_hint(const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
   return rc;
 }
 
+/* An owner record: a hint of which daemon holds the shard (never a lock). */
+static int show_owner(const char *key, const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
+  mw_owner_rec_t r;
+  memset(&r, 0, sizeof r);
+  int rc = mw_owner_parse((const char *)p, n, &r);
+  if (rc < 0) return mw_err_set(err, rc, "%s: owner record malformed (want node, address and epoch in %d bytes)", key,
+                                MW_OWNER_RECORD_BYTES);
+  j_set(out, "node", j_str(r.node));
+  j_set(out, "address", j_str(r.address));
+  j_set(out, "epoch", j_uint(r.epoch));
+  j_set(out, "text", j_strn(p, n));
+  return 0;
+}
+
 static j_t *offsets_j(const uint32_t *offs, size_t n, const mw_show_opts_t *o) {
   j_t *a = j_arr();
   for (size_t i = 0; i < n && (int64_t)i < cap_rows(o, (int64_t)n); i++) j_push(a, j_uint(offs[i]));
@@ -963,6 +980,7 @@ int mw_show(const char *key, mw_kind_t kind, const uint8_t *p, size_t n, const m
     case MW_KIND_DELETION_ARROW: rc = show_deletion(key, true, p, n, o, t, err); break;
     case MW_KIND_BLOOM: rc = show_bloom(p, n, t, err); break;
     case MW_KIND_ZONE_SEED: rc = show_zone_seed(p, n, o, t, err); break;
+    case MW_KIND_OWNER: rc = show_owner(key, p, n, t, err); break;
     case MW_KIND_PK_DATA:
     case MW_KIND_PK_LOOKUP:
     case MW_KIND_DATAFILE:

@@ -19,6 +19,8 @@
  *   bloom_filter       .../bloom_filter.bin
  *   data_file          *.lance (Lance 2.0/2.1/2.2, or legacy v1 by its footer)
  *   zone_seed          a seed buffer on its own (an Arrow IPC file)
+ *   owner_record       _memwald/owners/<shard>.json (shard/owners.h)
+ *   (memwald's key indexes, _memwald/keys/<stem>.keys, are data files)
  *
  * Errors: negative errno with the codec's reason in *err.
  */
@@ -46,6 +48,7 @@ typedef enum mw_kind {
   MW_KIND_BLOOM,
   MW_KIND_DATAFILE,
   MW_KIND_ZONE_SEED,
+  MW_KIND_OWNER,
   MW_KIND_COUNT_
 } mw_kind_t;
 

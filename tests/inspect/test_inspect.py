@@ -225,6 +225,26 @@ def main():
         rc, out, err = verify(ours)
         tap("verify our seeded table: no problem", rc == 0 and "15 zone seeds" in out, out + err)
 
+        # owner records (shard/owners.h): decoded, and no verify problem; a
+        # malformed one is named by show
+        t = copy(os.path.join(VECTORS, "unsharded-small", "t.lance"), scratch, "owners.lance")
+        shard = os.path.basename(shard_dir(t))
+        od = os.path.join(t, "_memwald", "owners")
+        os.makedirs(od)
+        with open(os.path.join(od, shard + ".json"), "w") as f:
+            f.write('{"node":"88a28b2c87c33c815a76ce0802881b6c","address":"127.0.0.1:7070","epoch":1,'
+                    '"pid":42,"host":"db-3","at_ms":1764633600000}\n')
+        rc, out, err = run("--json", "show", t, f"_memwald/owners/{shard}.json")
+        j = json.loads(out) if rc == 0 else {}
+        tap("show an owner record: node, address, epoch", rc == 0 and j.get("kind") == "owner_record"
+            and j.get("address") == "127.0.0.1:7070" and j.get("epoch") == 1, out + err)
+        rc, out, err = verify(t)
+        tap("verify a table with an owner record: no problem", rc == 0, out + err)
+        with open(os.path.join(od, shard + ".json"), "w") as f:
+            f.write('{"node":"x"}')
+        rc, out, err = run("show", t, f"_memwald/owners/{shard}.json")
+        tap("show a malformed owner record: exit 1, naming it", rc == 1 and "owner record malformed" in err, err)
+
         # --- corruptions
         def fresh(vector="unsharded-epochs", base=None):
             return copy(base or os.path.join(VECTORS, vector, "t.lance"), scratch, f"c{len(results)}.lance")
