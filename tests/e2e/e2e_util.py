@@ -66,12 +66,16 @@ def plan():
 
 
 def inspect_under(path, allow=None):
-    """memwal-inspect on every table under path, one check each: `dump
-    --json` decodes every object and `verify` finds no problem (or only
-    problems whose text contains allow). True when all passed. Call it when
-    no process writes to path any more."""
+    """memwal-inspect on every table under path (or on the table path names
+    when it is an s3:// URI), one check each: `dump --json` decodes every
+    object and `verify` finds no problem (or only problems whose text
+    contains allow). True when all passed. Call it when no process writes to
+    path any more."""
     inspect = inspect_tables.inspector(near=MEMWALD)
-    tables = inspect_tables.find_tables(path) if os.path.isdir(path) else []
+    if path.startswith("s3://"):
+        tables = [path]
+    else:
+        tables = inspect_tables.find_tables(path) if os.path.isdir(path) else []
     if tables and inspect is None:
         check(f"memwal-inspect on the {len(tables)} tables under {path}", False,
               "memwal-inspect not found: set MW_INSPECT")
@@ -79,7 +83,7 @@ def inspect_under(path, allow=None):
     good = True
     for t in tables:
         ok, summary, detail = inspect_tables.inspect_table(inspect, t, allow)
-        check(f"memwal-inspect {os.path.relpath(t, path)}: {summary}", ok, detail)
+        check(f"memwal-inspect {t if t == path else os.path.relpath(t, path)}: {summary}", ok, detail)
         good = good and ok
     return good
 

@@ -245,6 +245,7 @@ def main():
               f"wrong={[i for i in acked if i in got and got[i] != acked[i]][:10]}")
         check("both daemons stop cleanly (exit 0)", a.stop() == 0 and b.stop() == 0,
               "\n".join(a.lines[-10:] + b.lines[-10:]))
+        e2e_util.inspect_under(table)  # every object decodes, verify passes, on S3
     finally:
         for d in daemons:
             if d.p.poll() is None:

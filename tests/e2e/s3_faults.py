@@ -209,6 +209,7 @@ max_fault_retry_interval_ms = 2000
               r.returncode == 0 and not missing and not wrong and not back and not extra,
               r.stderr[-1500:] + f" missing={missing[:10]} wrong={wrong[:10]} refused-present={back[:10]} "
               f"extra={extra[:10]}")
+        e2e_util.inspect_under(f"s3://{bucket}/db/t.lance")  # every object decodes, verify passes, on S3
         rc = plan()
     finally:
         for p in prods:
