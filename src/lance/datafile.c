@@ -1728,6 +1728,8 @@ static int fsst_values(rctx_t *x, const Lance__Encodings21__Fsst *fs, const uint
  *   Flat{8w}                   the values back to back (fixed width)
  *   InlineBitpacking{8w}       per 1024 values a width word and a FastLanes
  *                              block, as in a chunk (fixed width)
+ *   OutOfLineBitpacking{8w, Flat{W}}  FastLanes blocks of W bits, one
+ *                              width for all (ool_unpack; fixed width)
  *   Variable{offsets Flat{32}} u32 32 | u32 start of the bytes | (n+1) u32
  *                              offsets (from that start) | the bytes
  *                              (Flat{64}: the same with u64 fields)
@@ -1753,6 +1755,33 @@ static void dict_free(dict_t *d) {
   mw_buf_free(&d->col.values);
 }
 
+/* OutOfLineBitpacking{T, Flat{W}} of a whole buffer of cnt T-bit values
+ * (as Lance compresses blocks: dictionaries, def levels): whole 1024-value
+ * FastLanes blocks of 128*W bytes, then the tail either packed as one
+ * padded block or stored raw (T-bit values), told apart by the length.
+ * Values go to dst, T/8 bytes each. */
+static int ool_unpack(rctx_t *x, const uint8_t *p, size_t n, uint64_t cnt, unsigned t, uint64_t wbits, uint8_t *dst) {
+  uint64_t vals[FASTLANES_BLOCK];
+  size_t tb = t / 8;
+  assert(tb == 1 || tb == 2 || tb == 4 || tb == 8);
+  if (wbits == 0 || wbits > t) return BAD(x, "bitpacking width %llu of %u-bit values", x->col, x->page, (unsigned long long)wbits, t);
+  uint64_t blk = 128 * wbits, full = cnt / FASTLANES_BLOCK, tail = cnt % FASTLANES_BLOCK;
+  bool raw = tail > 0 && n == full * blk + tail * tb;
+  if (n < full * blk + (tail ? (raw ? tail * tb : blk) : 0))
+    return BAD(x, "bitpacked buffer of %zu bytes for %llu values", x->col, x->page, n, (unsigned long long)cnt);
+  for (uint64_t b = 0; b < full + (tail && !raw); b++) {
+    fastlanes_unpack(p + b * blk, t, (unsigned)wbits, vals);
+    uint64_t k = b < full ? FASTLANES_BLOCK : tail;
+    for (uint64_t i = 0; i < k; i++) {
+      uint8_t le[8];
+      mw_store_u64le(le, vals[i]);
+      memcpy(dst + (b * FASTLANES_BLOCK + i) * tb, le, tb);
+    }
+  }
+  if (raw) memcpy(dst + full * FASTLANES_BLOCK * tb, p + full * blk, tail * tb);
+  return 0;
+}
+
 static int dict_decode(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *mb, dict_t *d) {
   const mw_field_t *f = x->fld;
   memset(d, 0, sizeof *d);
@@ -1776,6 +1805,19 @@ static int dict_decode(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *mb,
     rctx_t xd = *x; /* unpack into the dictionary's own column (no scratch used) */
     xd.c = &d->col, xd.row0 = 0;
     if ((rc = inline_bp(&xd, p, n, 0, (int64_t)d->n, t)) < 0) return rc;
+    d->vals = d->col.values.data;
+    d->vals_len = (size_t)d->n * d->w;
+    return 0;
+  }
+  if (ce->compression_case == CE_OOL_BP && mw_field_layout(f) == MW_LAYOUT_FIXED && f->type != MW_T_BOOL) {
+    const Lance__Encodings21__OutOfLineBitpacking *ob = ce->out_of_line_bitpacking;
+    d->w = mw_type_width(f);
+    unsigned t = (unsigned)ob->uncompressed_bits_per_value;
+    if ((d->w != 1 && d->w != 2 && d->w != 4 && d->w != 8) || t != 8 * d->w || ob->values == NULL ||
+        ob->values->compression_case != CE_FLAT || ob->values->flat->data)
+      return UNSUP(x, "dictionary of out_of_line_bitpacking(%u) for %s", x->col, x->page, t, mw_type_name(f->type));
+    if (mw_buf_fill(&d->col.values, 0, (size_t)d->n * d->w) < 0) return -ENOMEM;
+    if ((rc = ool_unpack(x, p, n, d->n, t, ob->values->flat->bits_per_value, d->col.values.data)) < 0) return rc;
     d->vals = d->col.values.data;
     d->vals_len = (size_t)d->n * d->w;
     return 0;

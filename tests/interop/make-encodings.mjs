@@ -8,6 +8,7 @@
 //   konst2 utf8, one value, some null       -> constant layout, def levels
 //   note   utf8, 6000 distinct ~70 bytes    -> fsst with its table on (>32 KiB)
 //   v      float64, 3 distinct, some null
+//   w      float64, whole numbers 0..1499   -> dictionary, out_of_line_bitpacking
 // Every value is a function of the key k alone, so any row the SSTable holds
 // can be checked: the rows go to MODEL_OUT as JSON lines, {"id": k, ...}.
 //
@@ -36,7 +37,7 @@ const F = (n, t, nullable = true) => new arrow.Field(n, t, nullable);
 const schema = new arrow.Schema([
   F("id", new arrow.Int64(), false), F("grp", new arrow.Int64()), F("city", new arrow.Utf8()),
   F("konst", new arrow.Utf8()), F("konst2", new arrow.Utf8()), F("note", new arrow.Utf8()),
-  F("v", new arrow.Float64()),
+  F("v", new arrow.Float64()), F("w", new arrow.Float64()),
 ]);
 const GRP = [1000000000000003n, -700000000000000n, 42n, 9007199254740993n, -1n];
 const CITY = ["Amsterdam", "Berlin", "Cork", "Dakar", "Edinburgh", "Fès"];
@@ -50,6 +51,7 @@ const row = (k) => ({
   konst2: k % 9 === 0 ? null : "same-value",
   note: `note ${k} ${WORDS[k % 9]} ${WORDS[(k >> 3) % 9]} ${WORDS[(k >> 6) % 9]} ${(k * 2654435761) % 1000003} end`,
   v: k % 11 === 0 ? null : V[k % V.length],
+  w: (k * 7) % 1500,
 });
 const N = rowsArg ? Number(rowsArg) : 6000;
 fs.mkdirSync(dbDir, { recursive: true });
