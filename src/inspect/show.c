@@ -30,11 +30,12 @@
 #include "lance/transaction.h"
 #include "lance/zone_seed.h"
 #include "shard/owners.h"
+#include "storage/storage.h"
 
 static const char *const KIND_NAMES[MW_KIND_COUNT_] = {
     "unknown", "wal_entry", "shard_manifest", "version_hint", "dataset_manifest", "transaction",
     "deletion_bitmap", "deletion_arrow", "pk_index_data", "pk_index_lookup", "bloom_filter",
-    "data_file", "zone_seed", "owner_record"};
+    "data_file", "zone_seed", "owner_record", "staging"};
 
 const char *mw_kind_name(mw_kind_t k) { return (unsigned)k < MW_KIND_COUNT_ ? KIND_NAMES[k] : "unknown"; }
 
@@ -66,10 +67,29 @@ static void segments(const char *key, const char **base, char *parent, size_t pl
   parent[n] = 0;
 }
 
+/* A temp of a put that never finished: memwald's ".tmp-<hex>" (storage.h),
+ * Lance's "<key>.tmp.<id>" or object_store's staging "<key>#<n>" (left by a
+ * writer that died or was fenced mid-put; never part of the table). */
+static bool is_staging(const char *base) {
+  if (strncmp(base, MW_STORAGE_RESERVED_PREFIX, strlen(MW_STORAGE_RESERVED_PREFIX)) == 0) return true;
+  if (strstr(base, ".tmp.") != NULL) return true;
+  const char *h = strrchr(base, '#');
+  if (h == NULL || h[1] == '\0') return false;
+  for (h++; *h; h++)
+    if (*h < '0' || *h > '9') return false;
+  return true;
+}
+
+bool mw_key_is_staging(const char *key) {
+  const char *slash = strrchr(key, '/');
+  return is_staging(slash ? slash + 1 : key);
+}
+
 mw_kind_t mw_kind_of(const char *key, const uint8_t *p, size_t n) {
   const char *base;
   char parent[256];
   segments(key, &base, parent, sizeof parent);
+  if (is_staging(base)) return MW_KIND_STAGING;
   if (ends_with(base, ".arrow")) return strcmp(parent, "_deletions") == 0 ? MW_KIND_DELETION_ARROW : MW_KIND_WAL;
   if (ends_with(base, ".binpb")) return MW_KIND_SHARD_MANIFEST;
   if (strcmp(base, "version_hint.json") == 0 || strcmp(base, "latest_version_hint.json") == 0) return MW_KIND_VERSION_HINT;
@@ -577,6 +597,13 @@ static int show_hint(const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
   return rc;
 }
 
+static void show_staging(const char *key, size_t n, j_t *out) {
+  (void)key;
+  j_set(out, "what", j_str("the temp of a put that never finished (a writer died or was fenced mid-put); "
+                           "not part of the table: readers never open it, memwald sweeps its own after 600 s"));
+  j_set(out, "bytes_written", j_uint(n));
+}
+
 /* An owner record: a hint of which daemon holds the shard (never a lock). */
 static int show_owner(const char *key, const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
   mw_owner_rec_t r;
@@ -981,6 +1008,10 @@ int mw_show(const char *key, mw_kind_t kind, const uint8_t *p, size_t n, const m
     case MW_KIND_BLOOM: rc = show_bloom(p, n, t, err); break;
     case MW_KIND_ZONE_SEED: rc = show_zone_seed(p, n, o, t, err); break;
     case MW_KIND_OWNER: rc = show_owner(key, p, n, t, err); break;
+    case MW_KIND_STAGING:
+      show_staging(key, n, t);
+      rc = 0;
+      break;
     case MW_KIND_PK_DATA:
     case MW_KIND_PK_LOOKUP:
     case MW_KIND_DATAFILE:

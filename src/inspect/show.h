@@ -20,6 +20,8 @@
  *   data_file          *.lance (Lance 2.0/2.1/2.2, or legacy v1 by its footer)
  *   zone_seed          a seed buffer on its own (an Arrow IPC file)
  *   owner_record       _memwald/owners/<shard>.json (shard/owners.h)
+ *   staging            a put that never finished: memwald's .tmp-<hex>, or
+ *                      a Lance/object_store temp (<key>.tmp.<id>, <key>#<n>)
  *   (memwald's key indexes, _memwald/keys/<stem>.keys, are data files)
  *
  * Errors: negative errno with the codec's reason in *err.
@@ -49,6 +51,7 @@ typedef enum mw_kind {
   MW_KIND_DATAFILE,
   MW_KIND_ZONE_SEED,
   MW_KIND_OWNER,
+  MW_KIND_STAGING,
   MW_KIND_COUNT_
 } mw_kind_t;
 
@@ -59,6 +62,8 @@ typedef struct mw_show_opts {
 const char *mw_kind_name(mw_kind_t k);
 /* -EINVAL for an unknown name. */
 int mw_kind_parse(const char *name, mw_kind_t *k);
+/* The key names the temp of a put that never finished (kind staging). */
+bool mw_key_is_staging(const char *key);
 /* By key first; by content when the key says nothing. */
 mw_kind_t mw_kind_of(const char *key, const uint8_t *p, size_t n);
 

@@ -57,6 +57,7 @@ typedef struct mw_verify_report {
   uint64_t objects;       /* objects listed */
   uint64_t decoded;       /* objects decoded and checked */
   uint64_t shards, sstables, wal_entries, manifests, data_files, seeds, orphans;
+  uint64_t staging;       /* temps of puts that never finished: listed, not checked */
 } mw_verify_report_t;
 
 typedef struct mw_verify_opts {
