@@ -2,7 +2,10 @@
  * ownership.c — see ownership.h.
  *
  * Start-up work (node id, memory reads, owner record reads) is blocking, on
- * private loops (storage.h's mw_storage_sync_*): nothing is served yet.
+ * private loops (storage.h's mw_storage_sync_*): the scan runs on the
+ * thread that loads the table (daemon/tables.c), before it serves anything;
+ * only the hook (owner-record callbacks, peers' records prefetched) runs on
+ * the loop.
  * Memory writes happen later, when a shard becomes ACTIVE, on the loop,
  * through the daemon's data_dir storage; each is one small put job.
  */
@@ -139,14 +142,10 @@ static size_t owned_ids(const mw_table_t *t, uint8_t (*ids)[16], size_t cap) {
   return n;
 }
 
-int mw_daemon_owner_check(mw_daemon_owner_t *o, size_t i, const char *name, mw_table_t *t,
-                          const mw_storage_config_t *sc, mw_err_t *err) {
-  assert(o != NULL && i < MW_CONFIG_MAX_TABLES && t != NULL && sc != NULL);
-  mw_daemon_owner_table_t *ot = &o->tables[i];
-  ot->o = o;
-  snprintf(ot->name, sizeof ot->name, "%s", name);
-  t->owners.on_held = on_held;
-  t->owners.on_held_arg = ot;
+int mw_daemon_owner_scan(const mw_daemon_owner_t *o, const char *name, mw_table_t *t,
+                         const mw_storage_config_t *sc, mw_err_t *err) {
+  assert(o != NULL && name != NULL && t != NULL && sc != NULL);
+  assert(t->n_shards == 0); /* before any claim */
   uint8_t(*ids)[16] = calloc(MW_TABLE_MAX_SHARDS, 16);
   if (ids == NULL) return mw_err_set(err, -ENOMEM, "out of memory");
   size_t n = owned_ids(t, ids, MW_TABLE_MAX_SHARDS);
@@ -175,18 +174,37 @@ int mw_daemon_owner_check(mw_daemon_owner_t *o, size_t i, const char *name, mw_t
                   "it back — `memwalctl claim %s %s` would", name, s, r.address, r.node, r.epoch, mine,
                   name, s);
   }
-  /* peers' records of the shards we do not own, for not_owner replies */
-  if (rc == 0 && t->kind == MW_SHARDING_BUCKET) {
-    size_t m = 0;
-    for (uint32_t b = 0; b < t->num_buckets && m < MW_OWNERS_MAX_FETCHES; b++) {
-      mw_shard_uuid_bucket(b, ids[m]);
-      if (!mw_table_owns(t, ids[m])) m++;
-    }
-    mw_owners_prefetch(&t->owners, (const uint8_t(*)[16])ids, m);
-  }
   mw_storage_sync_close(shared);
   mw_storage_sync_close(local);
   free(ids);
+  return rc;
+}
+
+int mw_daemon_owner_hook(mw_daemon_owner_t *o, size_t i, const char *name, mw_table_t *t) {
+  assert(o != NULL && i < MW_CONFIG_MAX_TABLES && t != NULL);
+  assert(t->st != NULL); /* started: its owner records live on the loop */
+  mw_daemon_owner_table_t *ot = &o->tables[i];
+  ot->o = o;
+  snprintf(ot->name, sizeof ot->name, "%s", name);
+  t->owners.on_held = on_held;
+  t->owners.on_held_arg = ot;
+  /* peers' records of the shards we do not own, for not_owner replies */
+  if (t->kind != MW_SHARDING_BUCKET) return 0;
+  uint8_t(*ids)[16] = calloc(MW_OWNERS_MAX_FETCHES, 16);
+  if (ids == NULL) return -ENOMEM;
+  size_t m = 0;
+  for (uint32_t b = 0; b < t->num_buckets && m < MW_OWNERS_MAX_FETCHES; b++)
+    if (!mw_table_owns(t, t->route_ids[b])) memcpy(ids[m++], t->route_ids[b], 16);
+  mw_owners_prefetch(&t->owners, (const uint8_t(*)[16])ids, m);
+  free(ids);
+  return 0;
+}
+
+int mw_daemon_owner_check(mw_daemon_owner_t *o, size_t i, const char *name, mw_table_t *t,
+                          const mw_storage_config_t *sc, mw_err_t *err) {
+  assert(o != NULL && t != NULL && sc != NULL);
+  int rc = mw_daemon_owner_scan(o, name, t, sc, err);
+  if (rc == 0) rc = mw_daemon_owner_hook(o, i, name, t);
   return rc;
 }
 

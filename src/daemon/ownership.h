@@ -57,6 +57,13 @@ int mw_daemon_owner_open(mw_daemon_owner_t *o, const mw_config_t *cfg, mw_err_t 
  * daemon was down (see above), and hook its owner records. Before claims. */
 int mw_daemon_owner_check(mw_daemon_owner_t *o, size_t i, const char *name, mw_table_t *t,
                           const mw_storage_config_t *sc, mw_err_t *err);
+/* The check in two halves: the scan (blocking reads of the memory and of
+ * the owner records, the disowns; any thread, on a table loaded and not yet
+ * claiming, shard/table.h mw_table_load) and the hook (on the loop, once the
+ * table is started). */
+int mw_daemon_owner_scan(const mw_daemon_owner_t *o, const char *name, mw_table_t *t,
+                         const mw_storage_config_t *sc, mw_err_t *err);
+int mw_daemon_owner_hook(mw_daemon_owner_t *o, size_t i, const char *name, mw_table_t *t);
 /* The daemon listens: its address for owner records, and the data_dir
  * storage on the loop for the memory writes (must outlive the tables). */
 void mw_daemon_owner_serve(mw_daemon_owner_t *o, mw_storage_t *local, const char *address);

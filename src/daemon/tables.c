@@ -197,19 +197,66 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
 
 static void forget_table(mw_table_t *t) { (void)t; }
 
-/* Open the table. After a lost create race the winner may still be writing
- * its files (version 1 without the MemWAL index, then version 2): then the
- * open is repeated, every MW_DAEMON_CREATE_WAIT_STEP_MS, until it succeeds
- * or MW_DAEMON_CREATE_WAIT_MS have passed (start-up: nothing is served). */
+/* ------------------------------------------------------------- opening */
+
+/* Opening a table has a blocking half and a loop half. The blocking half —
+ * finishing an interrupted drop, looking for the table, bootstrapping it,
+ * loading its manifest (mw_table_load), the schema check, the shard list
+ * and the takeover scan — is storage requests on private loops: on S3 about
+ * ten of them, each up to s3_retry_deadline_ms, plus up to
+ * MW_DAEMON_CREATE_WAIT_MS after a lost create race. It runs on a thread of
+ * its own, touching only its opening_t (and reading the node identity and
+ * the configuration), so it never holds up the loop or the other tables:
+ * start-up opens MW_DAEMON_OPEN_THREADS tables at once. The loop half
+ * (mw_table_start, the owner-record hook, registration, eager claims) runs
+ * on the loop's thread afterwards, in configuration order. */
+#define MW_DAEMON_OPEN_THREADS 8
+
+/* After a lost create race the winner may still be writing its files
+ * (version 1 without the MemWAL index, then version 2): the load is
+ * repeated, every MW_DAEMON_CREATE_WAIT_STEP_MS, until it succeeds or
+ * MW_DAEMON_CREATE_WAIT_MS have passed. */
 #define MW_DAEMON_CREATE_WAIT_MS 20000
 #define MW_DAEMON_CREATE_WAIT_STEP_MS 100
+_Static_assert(MW_DAEMON_CREATE_WAIT_STEP_MS < MW_DAEMON_CREATE_WAIT_MS, "the wait polls");
 
-static int open_table(uv_loop_t *loop, const mw_table_config_t *tc, const mw_table_opts_t *o,
-                      bool raced, mw_table_t **t, mw_err_t *err) {
+typedef struct opening {
+  const mw_config_t *cfg;           /* read only, on the thread too */
+  const mw_table_config_t *tc;
+  const mw_daemon_owner_t *owner;
+  mw_storage_config_t sc;
+  const char *keys[MW_DAEMON_WRITER_KEYS], *values[MW_DAEMON_WRITER_KEYS];
+  char buf[MW_DAEMON_WRITER_KEYS][32];
+  mw_table_opts_t o;                /* o.storage = &sc */
+  uv_thread_t thread;
+  bool threaded;
+  mw_table_t *t;                    /* loaded by the thread, started on the loop */
+  int rc;
+  mw_err_t err;
+} opening_t;
+
+static void opening_init(opening_t *op, mw_daemon_tables_t *dt, const mw_config_t *cfg,
+                         const mw_table_config_t *tc) {
+  memset(op, 0, sizeof *op);
+  op->cfg = cfg;
+  op->tc = tc;
+  op->owner = &dt->owner;
+  mw_daemon_storage_config(cfg, tc, tc->uri, &op->sc);
+  size_t n = writer_settings(tc, op->keys, op->values, op->buf);
+  op->o = (mw_table_opts_t){.config_keys = op->keys, .config_values = op->values, .n_config = n,
+                            .allow_maintained_indexes = tc->allow_unmaintained_indexes,
+                            .storage = &op->sc, .self = &dt->owner.self,
+                            .zone_write_seeds = tc->zone_write_seeds,
+                            .zone_seed_rows_per_zone =
+                                tc->zone_seed_rows_per_zone > 0 ? (uint64_t)tc->zone_seed_rows_per_zone : 0};
+}
+
+static int load_table(const mw_table_config_t *tc, const mw_table_opts_t *o, bool raced,
+                      mw_table_t **t, mw_err_t *err) {
   uint64_t deadline = uv_hrtime() + (uint64_t)MW_DAEMON_CREATE_WAIT_MS * 1000000u;
   for (;;) {
     mw_err_t e = {0};
-    int rc = mw_table_open(loop, tc->uri, o, t, &e);
+    int rc = mw_table_load(tc->uri, o, t, &e);
     if (rc == 0) return 0;
     bool again = raced && uv_hrtime() < deadline && (rc == -ENOTSUP || rc == -ENOENT);
     if (!again) return mw_err_set(err, rc, "%s", e.msg);
@@ -218,80 +265,109 @@ static int open_table(uv_loop_t *loop, const mw_table_config_t *tc, const mw_tab
   }
 }
 
-/* Create (when configured and absent), open and register one table. The
- * table's index in dt->tables and in dt->fe is the same. */
-static int open_one(mw_daemon_tables_t *dt, const mw_config_t *cfg, const mw_table_config_t *tc,
-                    mw_err_t *err) {
-  uv_loop_t *loop = dt->loop;
-  if (dt->n >= MW_CONFIG_MAX_TABLES)
+/* The blocking half (any thread). */
+static int opening_load(opening_t *op) {
+  const mw_table_config_t *tc = op->tc;
+  const mw_table_opts_t *o = &op->o;
+  mw_err_t *err = &op->err;
+  bool raced = false; /* another process created the table as we tried to */
+  int rc = mw_table_drop_interrupted(tc->uri, o, err);
+  if (rc < 0) return mw_err_set(err, rc, "[table %s] cannot check %s", tc->name, tc->uri);
+  if (rc == 1) {
+    /* every shard was sealed before that commit began: finish it */
+    mw_log_notice("table %s: finishing the drop_table interrupted at %s", tc->name, tc->uri);
+    if ((rc = mw_table_drop_remains(tc->uri, o, err)) < 0) return rc;
+  }
+  if ((rc = mw_table_exists(tc->uri, o, err)) < 0)
+    return mw_err_set(err, rc, "[table %s] cannot look at %s", tc->name, tc->uri);
+  if (rc == 0) {
+    if (!tc->create)
+      return mw_err_set(err, -ENOENT, "[table %s] no Lance table at %s (set create = true to "
+                        "create it)", tc->name, tc->uri);
+    mw_err_t cerr = {0};
+    rc = mw_daemon_table_create(tc, o, &cerr);
+    if (rc == -EEXIST) {
+      mw_log_notice("table %s: another process created %s first; opening it", tc->name, tc->uri);
+      raced = true;
+    } else if (rc < 0) {
+      mw_err_set(err, rc, "%s", cerr.msg);
+      return mw_err_set(err, rc, "[table %s] create %s failed", tc->name, tc->uri);
+    } else {
+      mw_log_notice("table %s: created %s (%s, primary key %s)", tc->name, tc->uri, tc->spec,
+                    tc->primary_key);
+    }
+  }
+  if ((rc = load_table(tc, o, raced, &op->t, err)) < 0) return rc;
+  if ((rc = mw_daemon_check_table_schema(op->cfg, tc, &op->t->schema, err)) < 0) return rc;
+  if ((rc = set_owned(op->t, tc, err)) < 0) return rc;
+  /* shards taken over by a peer while we were down are given up here */
+  if ((rc = mw_daemon_owner_scan(op->owner, tc->name, op->t, &op->sc, err)) < 0)
+    return mw_err_set(err, rc, "[table %s] ownership check", tc->name);
+  return 0;
+}
+
+static void opening_run(void *arg) {
+  opening_t *op = arg;
+  assert(op->rc == 0 && op->t == NULL);
+  op->rc = opening_load(op);
+  if (op->rc < 0) {
+    mw_table_unload(op->t);
+    op->t = NULL;
+  }
+  assert((op->rc == 0) == (op->t != NULL));
+}
+
+/* The loop half: start the loaded table and serve it. The table's index in
+ * dt->tables and in dt->fe is the same. */
+static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) {
+  const mw_table_config_t *tc = op->tc;
+  if (op->rc < 0) return mw_err_set(err, op->rc, "%s", op->err.msg);
+  assert(op->t != NULL && dt->n == dt->fe.n);
+  mw_table_t *t = op->t;
+  op->t = NULL;
+  if (dt->n >= MW_CONFIG_MAX_TABLES) {
+    mw_table_unload(t);
     return mw_err_set(err, -ENOSPC, "[table %s] more than %d tables opened since start: restart "
                       "memwald to open more", tc->name, MW_CONFIG_MAX_TABLES);
-  assert(dt->n == dt->fe.n);
-  {
-    mw_storage_config_t sc;
-    mw_daemon_storage_config(cfg, tc, tc->uri, &sc);
-    const char *keys[MW_DAEMON_WRITER_KEYS], *values[MW_DAEMON_WRITER_KEYS];
-    char buf[MW_DAEMON_WRITER_KEYS][32];
-    size_t n = writer_settings(tc, keys, values, buf);
-    mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = n,
-                         .allow_maintained_indexes = tc->allow_unmaintained_indexes,
-                         .storage = &sc, .self = &dt->owner.self,
-                         .zone_write_seeds = tc->zone_write_seeds,
-                         .zone_seed_rows_per_zone =
-                             tc->zone_seed_rows_per_zone > 0 ? (uint64_t)tc->zone_seed_rows_per_zone : 0};
-    bool raced = false; /* another process created the table as we tried to */
-    int rc = mw_table_drop_interrupted(tc->uri, &o, err);
-    if (rc < 0) return mw_err_set(err, rc, "[table %s] cannot check %s", tc->name, tc->uri);
-    if (rc == 1) {
-      /* every shard was sealed before that commit began: finish it */
-      mw_log_notice("table %s: finishing the drop_table interrupted at %s", tc->name, tc->uri);
-      if ((rc = mw_table_drop_remains(tc->uri, &o, err)) < 0) return rc;
-    }
-    if ((rc = mw_table_exists(tc->uri, &o, err)) < 0)
-      return mw_err_set(err, rc, "[table %s] cannot look at %s", tc->name, tc->uri);
-    if (rc == 0) {
-      if (!tc->create)
-        return mw_err_set(err, -ENOENT, "[table %s] no Lance table at %s (set create = true to "
-                          "create it)", tc->name, tc->uri);
-      mw_err_t cerr = {0};
-      rc = mw_daemon_table_create(tc, &o, &cerr);
-      if (rc == -EEXIST) {
-        mw_log_notice("table %s: another process created %s first; opening it", tc->name, tc->uri);
-        raced = true;
-      } else if (rc < 0) {
-        mw_err_set(err, rc, "%s", cerr.msg);
-        return mw_err_set(err, rc, "[table %s] create %s failed", tc->name, tc->uri);
-      } else {
-        mw_log_notice("table %s: created %s (%s, primary key %s)", tc->name, tc->uri, tc->spec,
-                      tc->primary_key);
-      }
-    }
-    mw_table_t *t = NULL;
-    rc = mw_testhook_fault(tc->uri, &sc.fault, err); /* tests only (daemon/testhook.h) */
-    if (rc < 0) return rc;
-    if ((rc = open_table(loop, tc, &o, raced, &t, err)) < 0) return rc;
-    rc = mw_daemon_check_table_schema(cfg, tc, &t->schema, err);
-    if (rc == 0) rc = set_owned(t, tc, err);
-    /* shards taken over by a peer while we were down are given up here */
-    if (rc == 0 && (rc = mw_daemon_owner_check(&dt->owner, dt->n, tc->name, t, &sc, err)) < 0)
-      mw_err_set(err, rc, "[table %s] ownership check", tc->name);
-    if (rc == 0 && (rc = mw_fe_tables_add(&dt->fe, tc->name, t)) < 0)
-      mw_err_set(err, rc, "[table %s] cannot register", tc->name);
-    if (rc < 0) { /* nothing claimed yet: the close is quick */
-      if (mw_table_close(t, forget_table) < 0) mw_log_err("table %s: close refused", tc->name);
-      return rc;
-    }
-    assert((size_t)rc == dt->n);
-    mw_testhook_attach(tc->uri, t->st);
-    dt->tables[dt->n++] = t;
-    assert(dt->n == dt->fe.n);
-    if (tc->claim == MW_CLAIM_EAGER && (rc = mw_table_claim_owned(t)) < 0)
-      return mw_err_set(err, rc, "[table %s] eager claim failed", tc->name);
-    mw_log_notice("table %s: open at %s, %s, shards %s, claim %s", tc->name, tc->uri,
-                  t->kind == MW_SHARDING_BUCKET ? "bucket" : t->kind == MW_SHARDING_IDENTITY ? "identity" : "unsharded",
-                  tc->shards, tc->claim == MW_CLAIM_EAGER ? "eager" : "lazy");
   }
+  /* tests only (daemon/testhook.h): the data path's faults, armed once the
+   * table exists (power-loss snapshots it), for the storage it starts */
+  int rc = mw_testhook_fault(tc->uri, &op->sc.fault, err);
+  if (rc < 0) {
+    mw_table_unload(t);
+    return rc;
+  }
+  if ((rc = mw_table_start(dt->loop, t, &op->o, err)) < 0) return rc; /* t is freed */
+  rc = mw_daemon_owner_hook(&dt->owner, dt->n, tc->name, t);
+  if (rc < 0) mw_err_set(err, rc, "[table %s] owner records", tc->name);
+  if (rc == 0 && (rc = mw_fe_tables_add(&dt->fe, tc->name, t)) < 0)
+    mw_err_set(err, rc, "[table %s] cannot register", tc->name);
+  if (rc < 0) { /* nothing claimed yet: the close is quick */
+    if (mw_table_close(t, forget_table) < 0) mw_log_err("table %s: close refused", tc->name);
+    return rc;
+  }
+  assert((size_t)rc == dt->n);
+  mw_testhook_attach(tc->uri, t->st);
+  dt->tables[dt->n++] = t;
+  assert(dt->n == dt->fe.n);
+  if (tc->claim == MW_CLAIM_EAGER && (rc = mw_table_claim_owned(t)) < 0)
+    return mw_err_set(err, rc, "[table %s] eager claim failed", tc->name);
+  mw_log_notice("table %s: open at %s, %s, shards %s, claim %s", tc->name, tc->uri,
+                t->kind == MW_SHARDING_BUCKET ? "bucket" : t->kind == MW_SHARDING_IDENTITY ? "identity" : "unsharded",
+                tc->shards, tc->claim == MW_CLAIM_EAGER ? "eager" : "lazy");
   return 0;
+}
+
+/* Start the blocking half on a thread of its own (inline when no thread
+ * can be had: the open is still right, only slower). */
+static void opening_spawn(opening_t *op) {
+  op->threaded = uv_thread_create(&op->thread, opening_run, op) == 0;
+  if (!op->threaded) opening_run(op);
+}
+
+static void opening_join(opening_t *op) {
+  if (op->threaded) uv_thread_join(&op->thread);
+  op->threaded = false;
 }
 
 int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
@@ -303,7 +379,22 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
   rc = uv_timer_init(loop, &dt->retry);
   if (rc < 0) return mw_err_set(err, rc, "tables: %s", uv_strerror(rc));
   dt->retry.data = dt;
-  for (size_t i = 0; i < cfg->n_tables && rc == 0; i++) rc = open_one(dt, cfg, &cfg->tables[i], err);
+  opening_t *ops = calloc(MW_DAEMON_OPEN_THREADS, sizeof *ops);
+  if (ops == NULL) return mw_err_set(err, -ENOMEM, "out of memory");
+  for (size_t base = 0; rc == 0 && base < cfg->n_tables; base += MW_DAEMON_OPEN_THREADS) {
+    size_t n = cfg->n_tables - base < MW_DAEMON_OPEN_THREADS ? cfg->n_tables - base : MW_DAEMON_OPEN_THREADS;
+    for (size_t i = 0; i < n; i++) {
+      opening_init(&ops[i], dt, cfg, &cfg->tables[base + i]);
+      opening_spawn(&ops[i]);
+    }
+    for (size_t i = 0; i < n; i++) opening_join(&ops[i]);
+    for (size_t i = 0; i < n; i++) {
+      if (rc == 0) rc = opening_finish(dt, &ops[i], err);
+      mw_table_unload(ops[i].t); /* loaded, not started (an earlier table failed) */
+      ops[i].t = NULL;
+    }
+  }
+  free(ops);
   return rc;
 }
 
@@ -311,7 +402,16 @@ int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const m
                          mw_err_t *err) {
   assert(dt != NULL && dt->loop != NULL && tc != NULL);
   if (dt->stopping) return mw_err_set(err, -ESHUTDOWN, "[table %s] memwald is stopping", tc->name);
-  return open_one(dt, cfg, tc, err);
+  if (dt->n >= MW_CONFIG_MAX_TABLES)
+    return mw_err_set(err, -ENOSPC, "[table %s] more than %d tables opened since start: restart "
+                      "memwald to open more", tc->name, MW_CONFIG_MAX_TABLES);
+  opening_t *op = malloc(sizeof *op);
+  if (op == NULL) return mw_err_set(err, -ENOMEM, "out of memory");
+  opening_init(op, dt, cfg, tc);
+  opening_run(op);
+  int rc = opening_finish(dt, op, err);
+  free(op);
+  return rc;
 }
 
 /* ------------------------------------------------------------- release */

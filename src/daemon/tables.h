@@ -2,13 +2,16 @@
  * tables.h — the daemon's tables: create (if configured), open, own, close.
  *
  * Owns: one mw_table_t per `[table NAME]` section and the front end's name
- * registry over them. Start-up is synchronous on purpose (nothing is served
- * yet): a drop_table interrupted by a crash is finished, a table that does
- * not exist is bootstrapped when `create = true` (lance/table_create.h: the
- * two versions LanceDB writes, each file a put-if-absent through the table's
- * storage so a racing creator cannot be overwritten), then opened through
- * the shard engine; `shards` narrows the shards this daemon owns; `claim =
- * eager` claims them now.
+ * registry over them. mw_daemon_tables_open returns once every table is
+ * open (nothing is served before): a drop_table interrupted by a crash is
+ * finished, a table that does not exist is bootstrapped when `create = true`
+ * (lance/table_create.h: the two versions LanceDB writes, each file a
+ * put-if-absent through the table's storage so a racing creator cannot be
+ * overwritten), then loaded; `shards` narrows the shards this daemon owns.
+ * Those blocking steps run on a thread per table, up to 8 tables side by
+ * side, so a table on a slow S3 delays only itself (tables.c "opening");
+ * then, on the loop, each table is started through the shard engine and
+ * registered, and `claim = eager` claims its shards.
  *
  * Shutdown is asynchronous: every shard is released (its MemTable flushed
  * to an SSTable and the manifest committed), then each table is closed. A

@@ -250,14 +250,31 @@ static void sweep_start(mw_table_t *t) {
   }
 }
 
-int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts, mw_table_t **out,
-                  mw_err_t *err) {
-  assert(loop != NULL && path != NULL && out != NULL);
+/* Frees a table that was loaded but never started (or whose start failed):
+ * it owns no handle on any loop. */
+static void unloaded_free(mw_table_t *t) {
+  free(t->drop);
+  mw_table_meta_free(&t->meta);
+  mw_schema_free(&t->schema);
+  free(t->owned);
+  free(t->route_ids);
+  free(t->path);
+  free(t);
+}
+
+void mw_table_unload(mw_table_t *t) {
+  if (t == NULL) return;
+  assert(t->loop == NULL && t->st == NULL);
+  unloaded_free(t);
+}
+
+int mw_table_load(const char *path, const mw_table_opts_t *opts, mw_table_t **out, mw_err_t *err) {
+  assert(path != NULL && out != NULL);
   mw_table_opts_t none = {0};
   if (opts == NULL) opts = &none;
+  *out = NULL;
   mw_table_t *t = calloc(1, sizeof *t);
   if (t == NULL) return -ENOMEM;
-  t->loop = loop;
   mw_schema_init(&t->schema);
   mw_storage_sync_t *ss = NULL;
   int rc = (t->path = strdup(path)) ? 0 : -ENOMEM;
@@ -284,30 +301,46 @@ int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts
     t->n_owned = opts->n_owned;
   }
   t->own_all = opts->owned == NULL;
-  if (rc == 0) {
-    mw_storage_config_t sc = storage_cfg(path, opts);
-    rc = mw_storage_open(loop, &sc, &t->st, err);
+  if (rc < 0) {
+    unloaded_free(t);
+    return rc;
   }
+  assert(t->loop == NULL && t->st == NULL);
+  *out = t;
+  return 0;
+}
+
+int mw_table_start(uv_loop_t *loop, mw_table_t *t, const mw_table_opts_t *opts, mw_err_t *err) {
+  assert(loop != NULL && t != NULL);
+  assert(t->loop == NULL && t->st == NULL);
+  mw_table_opts_t none = {0};
+  if (opts == NULL) opts = &none;
+  t->loop = loop;
+  mw_storage_config_t sc = storage_cfg(t->path, opts);
+  int rc = mw_storage_open(loop, &sc, &t->st, err);
   if (rc == 0 && (rc = mw_compact_new(t, &t->compact_cfg, &t->compact)) < 0) {
-    mw_err_set(err, rc, "table %s: compaction: %s", path, mw_strerror(rc));
+    mw_err_set(err, rc, "table %s: compaction: %s", t->path, mw_strerror(rc));
     mw_storage_close(t->st, NULL, NULL);
   }
   if (rc < 0) {
-    free(t->drop);
-    mw_table_meta_free(&t->meta);
-    mw_schema_free(&t->schema);
-    free(t->owned);
-    free(t->route_ids);
-    free(t->path);
-    free(t);
+    unloaded_free(t);
     return rc;
   }
-  mw_log_info("table %s: base version %" PRIu64 ", %zu columns, sharding %d", path, t->meta.version,
-              t->schema.n_fields - 1, (int)t->kind);
+  mw_log_info("table %s: base version %" PRIu64 ", %zu columns, sharding %d", t->path,
+              t->meta.version, t->schema.n_fields - 1, (int)t->kind);
   mw_owners_init(&t->owners, loop, t->st, opts->self);
   sweep_start(t);
-  *out = t;
   return 0;
+}
+
+int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts, mw_table_t **out,
+                  mw_err_t *err) {
+  assert(loop != NULL && path != NULL && out != NULL);
+  mw_table_t *t = NULL;
+  int rc = mw_table_load(path, opts, &t, err);
+  if (rc == 0) rc = mw_table_start(loop, t, opts, err);
+  *out = rc == 0 ? t : NULL;
+  return rc;
 }
 
 static void drop_free(mw_table_t *t);

@@ -172,6 +172,17 @@ struct mw_table_write {
 
 int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts, mw_table_t **out,
                   mw_err_t *err);
+/* mw_table_open in two halves, so that the blocking one can run off the
+ * loop (a thread of the caller's: on S3 it is several requests, each up to
+ * the retry deadline). mw_table_load does every read (drop marker, latest
+ * base manifest) on a private loop, checks schema and index and merges the
+ * config; it touches no caller loop and is legal on any thread. The loaded
+ * table serves nothing until mw_table_start (on the loop's thread) opens its
+ * storage, compaction and owner records there; a failed start frees it. A
+ * loaded table that is never started is freed with mw_table_unload. */
+int mw_table_load(const char *path, const mw_table_opts_t *opts, mw_table_t **out, mw_err_t *err);
+int mw_table_start(uv_loop_t *loop, mw_table_t *t, const mw_table_opts_t *opts, mw_err_t *err);
+void mw_table_unload(mw_table_t *t);
 /* Release every shard's handles and the storage, then cb. Every shard must
  * be parked (released, sealed, fenced...) and idle: -EBUSY otherwise. */
 int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t));

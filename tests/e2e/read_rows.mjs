@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// read_rows.mjs DB — print every row of DB/t.lance as LanceDB 0.39.0 reads
+// read_rows.mjs DB [TABLE] — print every row of DB/TABLE.lance (TABLE: t) as LanceDB 0.39.0 reads
 // it (LSM scan: base table + the SSTables of every shard manifest), one JSON
 // object per line, sorted by id; bigint values as numbers. DB is a folder
 // or s3://BUCKET/PREFIX (endpoint and keys from the AWS_* environment).
@@ -18,7 +18,7 @@ const storageOptions = uri.startsWith("s3://") ? {
   allow_http: "true",
 } : undefined;
 const db = await lancedb.connect(uri, storageOptions ? { storageOptions } : {});
-const t = await db.openTable("t");
+const t = await db.openTable(process.argv[3] || "t");
 const schema = await t.schema();
 const rows = (await t.query().toArray()).map((r) => {
   const o = {};

@@ -17,6 +17,9 @@ comes back unchanged — unless a rule matches the request:
   "race412"      before forwarding a create (PUT If-None-Match: *), send the
                  same request to the server from a second connection (a peer
                  that got there first), then forward ours: it meets 412
+  "hold"         hold the request (its body read) until release() is
+                 called, then forward it as usual: a slow server under the
+                 test's control, with no clock involved
 
 A rule is (action, method, path regex, count): the next `count` matching
 requests get the action. Hits are counted per action.
@@ -102,11 +105,22 @@ class FaultProxy:
         self.srv.listen(128)
         self.port = self.srv.getsockname()[1]
         self.stop = threading.Event()
+        self.released = threading.Event()
+        self.held_paths = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def add(self, action, method=None, path=None, count=1, stall_s=5.0):
         with self.lock:
             self.rules.append(Rule(action, method, path, count, stall_s))
+
+    def release(self):
+        """Let every held request (and every later "hold") through."""
+        self.released.set()
+
+    def held(self):
+        """The paths of the requests a "hold" rule has caught so far."""
+        with self.lock:
+            return list(self.held_paths)
 
     def clear(self):
         with self.lock:
@@ -165,6 +179,10 @@ class FaultProxy:
                     c.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"
                               b"Content-Length: " + str(len(x)).encode() + b"\r\n\r\n" + x)
                     continue
+                if act == "hold":
+                    with self.lock:
+                        self.held_paths.append(path)
+                    self.released.wait()
                 req = re.sub(rb"\r\nExpect:[^\r\n]*", b"", head) + body
                 if act == "race412" and method == "PUT":
                     peer = socket.create_connection(self.up)

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""e2e (issue 13): opening a table on a slow S3 holds up no other table.
+
+Run through tests/s3/with-s3.sh. Opening a table on S3 is about ten
+requests (drop marker, _versions/ list, manifest head and get, owner
+records...), each up to s3_retry_deadline_ms on a bad day. memwald does that
+blocking half on a thread of its own per table (daemon/tables.c), so:
+
+  start-up   two tables, a and b, behind tests/s3/fault_proxy.py with a
+             "hold" rule on both: requests of BOTH tables reach the proxy
+             and are held at the same time (a start-up that opened one table
+             after the other would send b's first request only once a's
+             open finished). Released, both open; rows written to each are
+             acknowledged and LanceDB 0.39.0 reads them.
+
+The hold is the proxy's: a request waits until the test releases it — no
+clock stands in for the slowness. TAP output.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "s3"))
+import e2e_util  # noqa: E402
+from e2e_util import Client, Daemon, check, ctl_json, plan, poll, port_of, tidy  # noqa: E402
+from fault_proxy import FaultProxy  # noqa: E402
+
+e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
+SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+READ_ROWS = os.path.join(SRC, "tests", "e2e", "read_rows.mjs")
+
+
+def s3(method, path, out=None):
+    e = os.environ
+    cmd = ["curl", "-s", "-o", out or "/dev/null", "-w", "%{http_code}", "--aws-sigv4", "aws:amz:us-east-1:s3",
+           "--user", f"{e['AWS_ACCESS_KEY_ID']}:{e['AWS_SECRET_ACCESS_KEY']}",
+           "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-X", method, e["MW_S3_ENDPOINT"] + path]
+    return int(subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout or 0)
+
+
+def drop_bucket(name):
+    e = os.environ
+    while True:
+        tmp = tempfile.mktemp()
+        s3("GET", f"/{name}?list-type=2", tmp)
+        keys = re.findall(r"<Key>([^<]*)</Key>", open(tmp).read())
+        os.unlink(tmp)
+        if not keys:
+            break
+        subprocess.run(["curl", "-s", "-o", "/dev/null", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                        f"{e['AWS_ACCESS_KEY_ID']}:{e['AWS_SECRET_ACCESS_KEY']}", "-H",
+                        "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-X", "DELETE"]
+                       + [f"{e['MW_S3_ENDPOINT']}/{name}/{k}" for k in keys], capture_output=True, timeout=300)
+    s3("DELETE", "/" + name)
+
+
+def table_section(name, bucket, proxy_port):
+    return f"""[table {name}]
+uri = s3://{bucket}/db/{name}.lance
+s3_endpoint = http://127.0.0.1:{proxy_port}
+s3_allow_http = true
+create = true
+schema = id:int64 not null, v:int64
+primary_key = id
+spec = unsharded
+claim = eager
+"""
+
+
+def write_rows(port, table, ids):
+    """Upsert ids into table on one connection: the number acknowledged."""
+    c = Client(port, timeout=60)
+    c.send(f"USE {table}\n" + "".join(json.dumps({"id": i, "v": i * 7}) + "\n" for i in ids) + "SYNC\n")
+    acked = 0
+    while True:
+        r = c.reply()
+        if r.startswith("OK "):
+            acked += int(r.split()[1])
+        elif r.startswith("SYNC"):
+            break
+        else:
+            raise RuntimeError(f"{table}: unexpected reply {r}")
+    c.close()
+    return acked
+
+
+def main():
+    if not os.environ.get("MW_S3_ENDPOINT"):
+        check("an S3 endpoint (run through tests/s3/with-s3.sh)", False)
+        return plan()
+    m = re.match(r"http://([^:/]+):(\d+)", os.environ["MW_S3_ENDPOINT"])
+    proxy = FaultProxy(m.group(1), int(m.group(2)))
+    work = tempfile.mkdtemp(prefix="memwald-e2e-s3slow-")
+    bucket = f"mw-slowopen-{os.getpid()}"
+    check("bucket created", s3("PUT", "/" + bucket) == 200)
+    conf = os.path.join(work, "memwald.conf")
+    sock = os.path.join(work, "admin.sock")
+    with open(conf, "w") as f:
+        f.write(f"""[daemon]
+log_level = info
+data_dir = {work}/data
+admin_socket = {sock}
+listen = 127.0.0.1:0
+""" + table_section("a", bucket, proxy.port) + table_section("b", bucket, proxy.port))
+    proxy.add("hold", path=rf"/{bucket}/", count=1_000_000)
+    d = Daemon(["-c", conf], env=dict(os.environ))
+    try:
+        def held_tables():
+            return {t for p in proxy.held() for t in ("a", "b") if f"/db/{t}.lance" in p or
+                    f"prefix=db%2F{t}.lance" in p or f"prefix=db/{t}.lance" in p}
+        both = poll(lambda: held_tables() == {"a", "b"}, 60)
+        check("start-up: requests of both tables are held by the slow server at once (opened side by side)",
+              both, f"held {proxy.held()[:6]}\n" + "\n".join(d.lines[-20:]))
+        check("start-up: nothing is served while every table is still opening",
+              not any("listening on" in ln for ln in d.lines), "\n".join(d.lines[-10:]))
+        proxy.release()
+        line = d.wait_line("listening on", 60)
+        check("released: both tables open and memwald starts", line is not None and d.wait_line("started", 60)
+              and all(d.wait_line(f"table {t}: open at", 1) for t in ("a", "b")), "\n".join(d.lines[-20:]))
+        if line is None:
+            return plan()
+        port = port_of(line)
+        acked = {t: write_rows(port, t, range(k * 1000, k * 1000 + 200)) for k, t in enumerate(("a", "b"))}
+        check("rows written to each table are acknowledged", acked == {"a": 200, "b": 200}, str(acked))
+        rc, _, out = ctl_json(sock, "flush", "a")
+        check("flush a", rc == 0, out)
+        stop_rc = d.stop()
+        check("memwald stops cleanly (exit 0)", stop_rc == 0, "\n".join(d.lines[-20:]))
+        got, errs = {}, ""
+        for t in ("a", "b"):
+            r = subprocess.run(["node", READ_ROWS, f"s3://{bucket}/db", t], capture_output=True, text=True,
+                               timeout=180)
+            errs += r.stderr[-800:] if r.returncode != 0 else ""
+            got[t] = {int(o["id"]): int(o["v"]) for o in map(json.loads, r.stdout.splitlines())}
+        want = {t: {i: i * 7 for i in range(k * 1000, k * 1000 + 200)} for k, t in enumerate(("a", "b"))}
+        check("LanceDB 0.39.0 reads every acknowledged row of both tables from S3", not errs and got == want,
+              errs + f" got {[(t, len(v)) for t, v in got.items()]}")
+    finally:
+        proxy.release()
+        if d.p.poll() is None:
+            d.p.kill()
+        proxy.close()
+        drop_bucket(bucket)
+        tidy(work)
+    return plan()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
