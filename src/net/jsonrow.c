@@ -1194,7 +1194,13 @@ static int put_value_at(ctx_t *c, const mw_field_t *f, mw_column_t *col, bool is
 /* The value of top-level field fi. */
 static int put_value(ctx_t *c, int fi) {
   const mw_field_t *f = &c->p->schema->fields[fi];
-  snprintf(c->p->path, sizeof c->p->path, "%s", f->name);
+  /* a copy, not snprintf: this runs per value, and formatting the name
+   * was ~10% of the daemon's CPU at 10 000-row writes */
+  size_t n = c->p->name_lens[fi];
+  if (n >= sizeof c->p->path) n = sizeof c->p->path - 1; /* cut, as snprintf did */
+  memcpy(c->p->path, f->name, n);
+  c->p->path[n] = '\0';
+  assert(n < sizeof c->p->path);
   return put_value_at(c, f, &c->out->cols[fi], fi == c->p->pk, 1);
 }
 
