@@ -213,18 +213,41 @@ static bool remove_tables(mw_daemon_t *d, const mw_config_t *next) {
   return true;
 }
 
-/* Sections a reload added: opened as start-up opens them. */
+/* The running configuration forgets section `name` (an addition failed). */
+static void forget_section(mw_daemon_t *d, const char *name) {
+  size_t k = 0;
+  for (size_t i = 0; i < d->cfg.n_tables; i++)
+    if (strcmp(d->cfg.tables[i].name, name) != 0)
+      memmove(&d->cfg.tables[k++], &d->cfg.tables[i], sizeof d->cfg.tables[i]);
+  d->cfg.n_tables = k;
+}
+
+static void on_table_added(void *arg, const char *name, int status, const char *reason) {
+  mw_daemon_t *d = arg;
+  if (status == 0) {
+    const mw_table_config_t *tc = mw_config_table(&d->cfg, name);
+    mw_log_notice("reload: [table %s] added: open at %s", name, tc ? tc->uri : "?");
+    return;
+  }
+  mw_log_err("reload: [table %s] not opened: %s", name, reason ? reason : mw_strerror(status));
+  forget_section(d, name); /* a later SIGHUP tries again */
+}
+
+/* Sections a reload added: opened as start-up opens them, each off the
+ * loop (tables.h): the running configuration lists a section from the
+ * start of its opening, so a SIGHUP meanwhile does not open it twice. */
 static void add_tables(mw_daemon_t *d, const mw_config_t *next) {
   for (size_t i = 0; i < next->n_tables; i++) {
     const mw_table_config_t *tc = &next->tables[i];
     if (mw_config_table(&d->cfg, tc->name) != NULL) continue;
     mw_err_t err = {0};
-    if (d->cfg.n_tables >= MW_CONFIG_MAX_TABLES || mw_daemon_tables_add(&d->tables, next, tc, &err) < 0) {
+    if (d->cfg.n_tables >= MW_CONFIG_MAX_TABLES ||
+        mw_daemon_tables_add(&d->tables, next, tc, on_table_added, d, &err) < 0) {
       mw_log_err("reload: [table %s] not opened: %s", tc->name, err.msg[0] ? err.msg : "too many tables");
       continue;
     }
     memcpy(&d->cfg.tables[d->cfg.n_tables++], tc, sizeof *tc);
-    mw_log_notice("reload: [table %s] added: open at %s", tc->name, tc->uri);
+    mw_log_notice("reload: [table %s] new: opening %s", tc->name, tc->uri);
   }
 }
 

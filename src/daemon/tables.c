@@ -280,6 +280,10 @@ static int opening_load(opening_t *op) {
   }
   if ((rc = mw_table_exists(tc->uri, o, err)) < 0)
     return mw_err_set(err, rc, "[table %s] cannot look at %s", tc->name, tc->uri);
+  /* A table found while create = true may be another creator's, half
+   * written (version 1 comes before the MemWAL index): wait for it as after
+   * a lost race. A table that never gets the index still fails, later. */
+  if (rc == 1 && tc->create) raced = true;
   if (rc == 0) {
     if (!tc->create)
       return mw_err_set(err, -ENOENT, "[table %s] no Lance table at %s (set create = true to "
@@ -398,20 +402,79 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
   return rc;
 }
 
+/* A reload's addition: the opening's blocking half on its thread while the
+ * loop serves everyone else; the thread wakes the loop (uv_async_send, the
+ * one libuv call legal from another thread) for the loop half. The
+ * configuration is copied: the reload's is gone by then. */
+typedef struct adding {
+  opening_t op;
+  mw_daemon_tables_t *dt;
+  mw_config_t cfg;                  /* op.cfg, op.tc point in here */
+  uv_async_t wake;
+  mw_daemon_added_cb cb;
+  void *arg;
+} adding_t;
+
+static void close_start(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg);
+
+static void adding_run(void *arg) {
+  adding_t *a = arg;
+  opening_run(&a->op);
+  uv_async_send(&a->wake);
+}
+
+static void adding_free(uv_handle_t *h) { free(h->data); }
+
+static void on_added(uv_async_t *h) {
+  adding_t *a = h->data;
+  mw_daemon_tables_t *dt = a->dt;
+  opening_join(&a->op); /* the thread has ended, or is ending */
+  mw_err_t err = {0};
+  int rc;
+  if (dt->stopping) { /* loaded while the stop waited: never served */
+    mw_table_unload(a->op.t);
+    a->op.t = NULL;
+    rc = mw_err_set(&err, -ESHUTDOWN, "[table %s] memwald is stopping", a->op.tc->name);
+  } else {
+    rc = opening_finish(dt, &a->op, &err);
+  }
+  assert(a->op.t == NULL && dt->adding > 0);
+  dt->adding--;
+  a->cb(a->arg, a->op.tc->name, rc, rc < 0 ? err.msg : NULL);
+  uv_close((uv_handle_t *)&a->wake, adding_free);
+  if (dt->adding == 0 && dt->add_stop_cb != NULL) { /* the stop waited for the additions */
+    void (*cb)(void *, int) = dt->add_stop_cb;
+    dt->add_stop_cb = NULL;
+    close_start(dt, cb, dt->add_stop_arg);
+  }
+}
+
 int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const mw_table_config_t *tc,
-                         mw_err_t *err) {
-  assert(dt != NULL && dt->loop != NULL && tc != NULL);
+                         mw_daemon_added_cb cb, void *arg, mw_err_t *err) {
+  assert(dt != NULL && dt->loop != NULL && cfg != NULL && tc != NULL && cb != NULL);
   if (dt->stopping) return mw_err_set(err, -ESHUTDOWN, "[table %s] memwald is stopping", tc->name);
-  if (dt->n >= MW_CONFIG_MAX_TABLES)
+  if (dt->n + dt->adding >= MW_CONFIG_MAX_TABLES)
     return mw_err_set(err, -ENOSPC, "[table %s] more than %d tables opened since start: restart "
                       "memwald to open more", tc->name, MW_CONFIG_MAX_TABLES);
-  opening_t *op = malloc(sizeof *op);
-  if (op == NULL) return mw_err_set(err, -ENOMEM, "out of memory");
-  opening_init(op, dt, cfg, tc);
-  opening_run(op);
-  int rc = opening_finish(dt, op, err);
-  free(op);
-  return rc;
+  adding_t *a = malloc(sizeof *a);
+  if (a == NULL) return mw_err_set(err, -ENOMEM, "out of memory");
+  memcpy(&a->cfg, cfg, sizeof a->cfg);
+  const mw_table_config_t *mine = mw_config_table(&a->cfg, tc->name);
+  assert(mine != NULL); /* tc is one of cfg's sections */
+  opening_init(&a->op, dt, &a->cfg, mine);
+  a->dt = dt;
+  a->cb = cb;
+  a->arg = arg;
+  int rc = uv_async_init(dt->loop, &a->wake, on_added);
+  if (rc < 0) {
+    free(a);
+    return mw_err_set(err, rc, "[table %s] %s", tc->name, uv_strerror(rc));
+  }
+  a->wake.data = a;
+  dt->adding++;
+  a->op.threaded = uv_thread_create(&a->op.thread, adding_run, a) == 0;
+  if (!a->op.threaded) adding_run(a); /* no thread: inline, the wake still comes */
+  return 0;
 }
 
 /* ------------------------------------------------------------- release */
@@ -556,6 +619,16 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, void (*cb)(
 void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg) {
   assert(dt->loop != NULL && !dt->stopping);
   dt->stopping = true;
+  if (dt->adding > 0) { /* a reload's openings first: their threads end, on_added goes on */
+    dt->add_stop_cb = cb;
+    dt->add_stop_arg = arg;
+    return;
+  }
+  close_start(dt, cb, arg);
+}
+
+static void close_start(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg) {
+  assert(dt->stopping && dt->adding == 0);
   if (dt->releasing) { /* a reload's removal first */
     dt->stop_waiting = true;
     dt->stop_cb = cb;

@@ -51,15 +51,26 @@ typedef struct mw_daemon_tables {
   void *rel_arg;
   void (*stop_cb)(void *arg, int failures); /* a stop waiting for a removal */
   void *stop_arg;
+  /* a reload's additions in flight (their blocking halves on threads) */
+  size_t adding;
+  void (*add_stop_cb)(void *arg, int failures); /* a stop waiting for them */
+  void *add_stop_arg;
 } mw_daemon_tables_t;
 
 /* Create (when configured and absent), open and register every table. */
 int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
                           mw_err_t *err);
-/* Open one more table (a [table] section a reload added), as start-up
- * opens one: created if configured and absent, registered for clients. */
+/* Open one more table (a [table] section a reload added, tc one of cfg's
+ * sections), as start-up opens one: created if configured and absent,
+ * registered for clients. Asynchronous: the blocking half runs on a thread
+ * of its own while the loop serves every other table, then cb(arg, name,
+ * status, reason) runs on the loop — status 0 once the table is open and
+ * registered, or -errno with the reason (-ESHUTDOWN when a stop came
+ * first: a stop waits for the openings in flight). cfg and tc are copied.
+ * Returns -ESHUTDOWN once stopping, -ENOSPC past MW_CONFIG_MAX_TABLES. */
+typedef void (*mw_daemon_added_cb)(void *arg, const char *name, int status, const char *reason);
 int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const mw_table_config_t *tc,
-                         mw_err_t *err);
+                         mw_daemon_added_cb cb, void *arg, mw_err_t *err);
 /* Remove tables (sections a reload removed): gone for clients at once
  * (their writes in flight finish), every shard released (flushed), each
  * table closed, then cb(arg, failures). -EBUSY while an earlier removal

@@ -13,12 +13,19 @@ blocking half on a thread of its own per table (daemon/tables.c), so:
              open finished). Released, both open; rows written to each are
              acknowledged and LanceDB 0.39.0 reads them.
 
+  SIGHUP     a third table, c, added by a reload while a and b serve, with
+             c's requests held: rows written to a are acknowledged while c's
+             open is still held (a reload that opened c on the loop's thread
+             would answer nobody until c's open ended, and then c would have
+             failed on its held requests); released, c opens and serves.
+
 The hold is the proxy's: a request waits until the test releases it — no
 clock stands in for the slowness. TAP output.
 """
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -126,18 +133,38 @@ listen = 127.0.0.1:0
         port = port_of(line)
         acked = {t: write_rows(port, t, range(k * 1000, k * 1000 + 200)) for k, t in enumerate(("a", "b"))}
         check("rows written to each table are acknowledged", acked == {"a": 200, "b": 200}, str(acked))
+        # SIGHUP: c added while a and b serve, c's requests held
+        with open(conf, "a") as f:
+            f.write(table_section("c", bucket, proxy.port))
+        proxy.clear()
+        proxy.rearm()
+        proxy.add("hold", path=r"c\.lance", count=1_000_000)
+        os.kill(d.p.pid, signal.SIGHUP)
+        held_c = poll(lambda: any("c.lance" in p for p in proxy.held()), 60)
+        check("SIGHUP: the reload opens [table c], whose requests the slow server holds", held_c,
+              "\n".join(d.lines[-10:]))
+        acked_a = write_rows(port, "a", range(5000, 5200))
+        c_lines = [ln for ln in d.lines if "[table c]" in ln and ("added" in ln or "not opened" in ln)]
+        check("while c's open is held, rows written to a are acknowledged (c still opening, not failed)",
+              acked_a == 200 and not c_lines, f"acked {acked_a}, {c_lines}")
+        proxy.release()
+        added = d.wait_line("reload: [table c] added", 60)
+        check("released: c opens and is added", added is not None, "\n".join(d.lines[-10:]))
+        acked["c"] = write_rows(port, "c", range(2000, 2200))
+        check("rows written to c are acknowledged", acked["c"] == 200, str(acked))
         rc, _, out = ctl_json(sock, "flush", "a")
         check("flush a", rc == 0, out)
         stop_rc = d.stop()
         check("memwald stops cleanly (exit 0)", stop_rc == 0, "\n".join(d.lines[-20:]))
         got, errs = {}, ""
-        for t in ("a", "b"):
+        for t in ("a", "b", "c"):
             r = subprocess.run(["node", READ_ROWS, f"s3://{bucket}/db", t], capture_output=True, text=True,
                                timeout=180)
             errs += r.stderr[-800:] if r.returncode != 0 else ""
             got[t] = {int(o["id"]): int(o["v"]) for o in map(json.loads, r.stdout.splitlines())}
-        want = {t: {i: i * 7 for i in range(k * 1000, k * 1000 + 200)} for k, t in enumerate(("a", "b"))}
-        check("LanceDB 0.39.0 reads every acknowledged row of both tables from S3", not errs and got == want,
+        want = {t: {i: i * 7 for i in range(k * 1000, k * 1000 + 200)} for k, t in enumerate(("a", "b", "c"))}
+        want["a"].update({i: i * 7 for i in range(5000, 5200)})
+        check("LanceDB 0.39.0 reads every acknowledged row of the three tables from S3", not errs and got == want,
               errs + f" got {[(t, len(v)) for t, v in got.items()]}")
     finally:
         proxy.release()

@@ -117,6 +117,10 @@ class FaultProxy:
         """Let every held request (and every later "hold") through."""
         self.released.set()
 
+    def rearm(self):
+        """Hold again: later "hold" requests wait for the next release()."""
+        self.released.clear()
+
     def held(self):
         """The paths of the requests a "hold" rule has caught so far."""
         with self.lock:
