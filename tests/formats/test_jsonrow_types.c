@@ -241,6 +241,7 @@ static void test_lists_and_structs(void **state) {
   refused(f, "\"l\":[1.5]", T, "field \"l[0]\": expected an integer (int32), got 1.5");
   refused(f, "\"l\":[1, \"x\"]", T, "field \"l[1]\": expected an integer (int32), got the string \"x\"");
   refused(f, "\"ll\":[\"a\", null]", T, "field \"ll[1]\": expected a string (utf8 not null), got null");
+  refused(f, "\"l\":[0,1,2,3,4,5,6,7,8,9,10,\"x\"]", T, "field \"l[11]\": expected an integer (int32)");
   refused(f, "\"l\":{}", T, "field \"l\": expected an array (list<int32>), got an object");
   refused(f, "\"l\":[1,2", MW_JSONROW_E_PARSE, "expected ',' or ']'");
   cell_is(f, "\"st\":{\"a\":1,\"b\":{\"c\":\"x\",\"d\":[1,\"2\"]},\"e\":true}", "st",
