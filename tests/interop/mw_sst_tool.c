@@ -94,13 +94,14 @@ static void compare_lance(const char *shard_dir, const mw_sstable_ref_t *ref, co
     die("%s: bloom_filter.bin is not byte-identical to Lance's", ref->path);
   free(d);
   snprintf(p, sizeof p, "%s/%s/_deletions", shard_dir, ref->path);
-  DIR *dir = opendir(p);
-  struct dirent *de;
+  char **names = NULL;
+  size_t nn = 0;
   int found = 0;
-  while (dir != NULL && (de = readdir(dir)) != NULL) {
-    if (strstr(de->d_name, ".bin") == NULL) continue;
+  if (si_list_children(p, &names, &nn) < 0) nn = 0; /* no _deletions folder */
+  for (size_t k = 0; k < nn; k++) {
+    if (strstr(names[k], ".bin") == NULL) continue;
     char q[4400];
-    snprintf(q, sizeof q, "%s/%s", p, de->d_name);
+    snprintf(q, sizeof q, "%s/%s", p, names[k]);
     const mw_sstable_file_t *ours = NULL;
     for (size_t i = 0; i < sst->n_files; i++)
       if (strstr(sst->files[i].path, "/_deletions/")) ours = &sst->files[i];
@@ -109,7 +110,7 @@ static void compare_lance(const char *shard_dir, const mw_sstable_ref_t *ref, co
     free(d);
     found++;
   }
-  if (dir) closedir(dir);
+  si_free_strings(names, nn);
   if (found != (sst->deleted_rows > 0)) die("%s: Lance has %d deletion files, we %" PRIu64 " deleted rows",
                                             ref->path, found, sst->deleted_rows);
   fprintf(stderr, "%s: bloom_filter.bin and deletions byte-identical, accounting equal\n", ref->path);
@@ -533,6 +534,8 @@ static void model(const args_t *a) {
 int main(int argc, char **argv) {
   args_t a;
   parse(argc, argv, &a);
+  mw_err_t err = {0};
+  if (si_open(a.table, &err) < 0) die("%s: %s", a.table, err.msg); /* through the storage layer */
   if (strcmp(a.cmd, "vector") == 0) {
     if (a.mode == NULL) die("--mode is required");
     char **shards;
@@ -545,5 +548,6 @@ int main(int argc, char **argv) {
   } else {
     die("unknown command %s", a.cmd);
   }
+  si_close();
   return 0;
 }

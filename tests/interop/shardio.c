@@ -1,5 +1,8 @@
 /*
- * shardio.c — see shardio.h. Plain POSIX file calls; test-only.
+ * shardio.c — see shardio.h. Test-only. Paths under the table si_open
+ * named go through the storage layer (mw_storage_sync_*: local disk or S3,
+ * the same calls the daemon's start-up makes); any other path — and every
+ * path when si_open was not called (test_sstable) — uses plain POSIX calls.
  *
  * Coverage recovery: Lance publishes one SSTable per shard manifest version
  * (memwal.md §6.2 step 7), setting replay_after to the last WAL position the
@@ -18,8 +21,110 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "storage/storage.h"
+
+/* ---- the table's storage (si_open) ---- */
+
+static mw_storage_sync_t *g_ss;
+static char g_root[4096];
+static size_t g_root_len;
+
+int si_open(const char *table, mw_err_t *err) {
+  assert(g_ss == NULL && table != NULL);
+  int n = snprintf(g_root, sizeof g_root, "%s", table);
+  if (n <= 0 || (size_t)n >= sizeof g_root) return mw_err_set(err, -ENAMETOOLONG, "table URI too long");
+  while (n > 1 && g_root[n - 1] == '/') g_root[--n] = '\0';
+  g_root_len = (size_t)n;
+  mw_storage_config_t cfg;
+  mw_storage_config_init(&cfg, g_root);
+  cfg.durable = false; /* test scratch tables */
+  return mw_storage_sync_open(&cfg, &g_ss, err);
+}
+
+void si_close(void) {
+  mw_storage_sync_close(g_ss);
+  g_ss = NULL;
+}
+
+/* The key of path under the opened table; NULL when not under it. */
+static const char *key_of(const char *path) {
+  if (g_ss == NULL || strncmp(path, g_root, g_root_len) != 0) return NULL;
+  if (path[g_root_len] == '\0') return "";
+  return path[g_root_len] == '/' ? path + g_root_len + 1 : NULL;
+}
+
+static bool path_exists(const char *path) {
+  const char *k = key_of(path);
+  struct stat st;
+  if (k == NULL) return stat(path, &st) == 0;
+  return mw_storage_sync_head(g_ss, k, NULL, NULL) == 0;
+}
+
+/* The names of dir's direct children (objects or folders), sorted. */
+int si_list_children(const char *dir, char ***names, size_t *n) {
+  *names = NULL;
+  *n = 0;
+  char **out = NULL;
+  size_t k = 0, cap = 0;
+  const char *key = key_of(dir);
+  if (key == NULL) {
+    DIR *d = opendir(dir);
+    if (d == NULL) return -errno;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+      if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+      if (k == cap && (out = realloc(out, (cap = cap ? cap * 2 : 16) * sizeof *out)) == NULL) break;
+      out[k++] = strdup(de->d_name);
+    }
+    closedir(d);
+  } else {
+    char prefix[MW_STORAGE_KEY_MAX_BYTES + 2];
+    snprintf(prefix, sizeof prefix, "%s%s", key, key[0] ? "/" : "");
+    mw_storage_req_t req;
+    mw_storage_req_init(&req);
+    int rc = mw_storage_sync_list(g_ss, prefix, &req, NULL);
+    if (rc < 0) {
+      mw_storage_req_cleanup(&req);
+      return rc;
+    }
+    size_t pl = strlen(prefix);
+    for (size_t i = 0; i < req.nkeys; i++) {
+      const char *rest = req.keys[i] + pl, *slash = strchr(rest, '/');
+      size_t len = slash ? (size_t)(slash - rest) : strlen(rest);
+      if (len == 0 || (k > 0 && strlen(out[k - 1]) == len && memcmp(out[k - 1], rest, len) == 0))
+        continue; /* sorted keys: a folder's objects come together */
+      if (k == cap && (out = realloc(out, (cap = cap ? cap * 2 : 16) * sizeof *out)) == NULL) break;
+      out[k++] = strndup(rest, len);
+    }
+    mw_storage_req_cleanup(&req);
+  }
+  if (out == NULL && k == 0) return 0;
+  if (out == NULL) return -ENOMEM;
+  for (size_t i = 0; i < k; i++)
+    if (out[i] == NULL) {
+      si_free_strings(out, k);
+      return -ENOMEM;
+    }
+  *names = out;
+  *n = k;
+  return 0;
+}
+
 
 int si_slurp(const char *path, uint8_t **p, size_t *n) {
+  const char *key = key_of(path);
+  if (key != NULL) {
+    mw_buf_t b = MW_BUF_INIT;
+    int rc = mw_storage_sync_get(g_ss, key, &b, NULL);
+    if (rc == 0 && (*p = malloc(b.len + 1)) == NULL) rc = -ENOMEM;
+    if (rc == 0) {
+      if (b.len > 0) memcpy(*p, b.data, b.len);
+      (*p)[b.len] = 0;
+      *n = b.len;
+    }
+    mw_buf_free(&b);
+    return rc;
+  }
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   struct stat st;
@@ -38,6 +143,8 @@ int si_slurp(const char *path, uint8_t **p, size_t *n) {
 }
 
 static int put_excl(const char *path, const void *p, size_t n, int flags) {
+  const char *key = key_of(path);
+  if (key != NULL) return mw_storage_sync_put(g_ss, key, p, n, (flags & O_EXCL) != 0, NULL);
   int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
   if (fd < 0) return -errno;
   const uint8_t *q = p;
@@ -64,21 +171,20 @@ int si_list_shards(const char *table_dir, char ***paths, size_t *n) {
   snprintf(root, sizeof root, "%s/_mem_wal", table_dir);
   *paths = NULL;
   *n = 0;
-  DIR *d = opendir(root);
-  if (d == NULL) return -errno;
+  char **names = NULL;
+  size_t nn = 0;
+  int rc = si_list_children(root, &names, &nn);
+  if (rc < 0) return rc;
   char **out = calloc(SI_MAX_SHARDS, sizeof *out);
   size_t k = 0;
-  struct dirent *de;
-  while (out != NULL && (de = readdir(d)) != NULL) {
-    if (strlen(de->d_name) != 36 || de->d_name[8] != '-') continue; /* UUIDs only */
-    if (k == SI_MAX_SHARDS) break;
-    size_t len = strlen(root) + strlen(de->d_name) + 2;
-    out[k] = malloc(len);
-    if (out[k] == NULL) break;
-    snprintf(out[k], len, "%s/%s", root, de->d_name);
+  for (size_t i = 0; out != NULL && i < nn && k < SI_MAX_SHARDS; i++) {
+    if (strlen(names[i]) != 36 || names[i][8] != '-') continue; /* UUIDs only */
+    size_t len = strlen(root) + strlen(names[i]) + 2;
+    if ((out[k] = malloc(len)) == NULL) break;
+    snprintf(out[k], len, "%s/%s", root, names[i]);
     k++;
   }
-  closedir(d);
+  si_free_strings(names, nn);
   if (out == NULL) return -ENOMEM;
   qsort(out, k, sizeof *out, cmp_str);
   *paths = out;
@@ -96,8 +202,7 @@ static int manifest_path(const char *shard_dir, uint64_t v, char *out, size_t le
 
 static bool manifest_exists(const char *shard_dir, uint64_t v) {
   char p[4096];
-  struct stat st;
-  return manifest_path(shard_dir, v, p, sizeof p) == 0 && stat(p, &st) == 0;
+  return manifest_path(shard_dir, v, p, sizeof p) == 0 && path_exists(p);
 }
 
 int si_latest_version(const char *shard_dir, uint64_t *version, mw_err_t *err) {
@@ -149,7 +254,7 @@ int si_publish_manifest(const char *shard_dir, const mw_shard_manifest_t *m, mw_
   if (rc < 0) return mw_err_set(err, rc, "encode shard manifest v%llu", (unsigned long long)m->version);
   char d[4096];
   snprintf(d, sizeof d, "%s/manifest", shard_dir);
-  mkdir(d, 0755);
+  if (key_of(d) == NULL) mkdir(d, 0755);
   rc = put_excl(p, b.data, b.len, O_EXCL);
   mw_buf_free(&b);
   if (rc < 0) return mw_err_set(err, rc, "%s: cannot create", p);
@@ -173,8 +278,7 @@ int si_wal_last(const char *shard_dir, uint64_t *last) {
   uint64_t pos = 0;
   for (;;) {
     char p[4096];
-    struct stat st;
-    if (wal_path(shard_dir, pos + 1, p, sizeof p) < 0 || stat(p, &st) != 0) break;
+    if (wal_path(shard_dir, pos + 1, p, sizeof p) < 0 || !path_exists(p)) break;
     if (++pos >= SI_MAX_WAL_ENTRIES) break;
   }
   *last = pos;
@@ -286,14 +390,20 @@ static int sst_write_all(const char *path, const mw_buf_t *b) {
 int si_sstable_write_dir(const mw_sstable_t *sst, const char *shard_dir, mw_err_t *err) {
   assert(sst != NULL && shard_dir != NULL);
   char path[4096];
-  struct stat st;
   snprintf(path, sizeof path, "%s/%s", shard_dir, sst->dir_name);
-  if (stat(path, &st) == 0) return mw_err_set(err, -EEXIST, "%s already exists", path);
+  char **names = NULL;
+  size_t nn = 0;
+  bool taken = key_of(path) != NULL ? si_list_children(path, &names, &nn) == 0 && nn > 0 : path_exists(path);
+  si_free_strings(names, nn);
+  if (taken) return mw_err_set(err, -EEXIST, "%s already exists", path);
   for (size_t i = 0; i < sst->n_files; i++) {
     int n = snprintf(path, sizeof path, "%s/%s", shard_dir, sst->files[i].path);
     if (n < 0 || (size_t)n >= sizeof path) return mw_err_set(err, -ENAMETOOLONG, "path too long");
-    int rc = sst_mkdirs(path);
-    if (rc == 0) rc = sst_write_all(path, &sst->files[i].bytes);
+    const char *key = key_of(path);
+    int rc = key != NULL ? mw_storage_sync_put(g_ss, key, sst->files[i].bytes.data, sst->files[i].bytes.len,
+                                               true, NULL)
+                         : sst_mkdirs(path);
+    if (rc == 0 && key == NULL) rc = sst_write_all(path, &sst->files[i].bytes);
     if (rc < 0) return mw_err_set(err, rc, "%s: %s", path, strerror(-rc));
   }
   return 0;

@@ -1,5 +1,5 @@
 /*
- * shardio.h — test-only local-filesystem helpers around one MemWAL shard
+ * shardio.h — test-only helpers around one MemWAL shard
  * folder (`<table>/_mem_wal/<uuid>/`): find and read the latest shard
  * manifest, publish a new version (put-if-absent + version_hint.json), read
  * WAL entries through our IPC decoder, and recover which WAL positions each
@@ -39,6 +39,15 @@ typedef struct si_coverage {
   uint64_t last;   /* replay_after after the flush */
   mw_sstable_ref_t ref; /* copy of the manifest entry (path owned) */
 } si_coverage_t;
+
+/* Route the table at `table` (a folder or s3://BUCKET/PREFIX/NAME.lance)
+ * through the storage layer: every si_* call on a path under it then uses
+ * mw_storage_sync_* (the endpoint and keys of an S3 table from the AWS_*
+ * environment). Without si_open, paths are plain files. */
+int si_open(const char *table, mw_err_t *err);
+void si_close(void);
+/* The names of dir's direct children (objects or folders), sorted. */
+int si_list_children(const char *dir, char ***names, size_t *n);
 
 /* Read a whole file (malloc'd, NUL-terminated). */
 int si_slurp(const char *path, uint8_t **p, size_t *n);
