@@ -47,6 +47,7 @@
 #include "lance/shard_manifest.h"
 #include "rows.h"
 #include "shard/table.h"
+#include "storage/fault.h"
 #include "storage/local.h"
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -364,6 +365,31 @@ static void drop_table(mw_table_t *t, dropped_t *d) {
   while (!d->fired) uv_run(&loop, UV_RUN_ONCE);
 }
 
+/* The table's storage, blocking (local disk or S3: the proofs run on both). */
+static mw_storage_sync_t *sync_open(void) {
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, table_path);
+  sc.durable = false;
+  mw_storage_sync_t *ss = NULL;
+  mw_err_t err = {0};
+  if (mw_storage_sync_open(&sc, &ss, &err) < 0) die("storage %s: %s", table_path, err.msg);
+  return ss;
+}
+
+/* How many objects are left under the table (0 once a drop took). */
+static size_t objects_left(void) {
+  mw_storage_sync_t *ss = sync_open();
+  mw_storage_req_t req;
+  mw_storage_req_init(&req);
+  mw_err_t err = {0};
+  int rc = mw_storage_sync_list(ss, "", &req, &err);
+  size_t n = rc == 0 ? req.nkeys : 0;
+  if (rc < 0 && rc != -ENOENT) die("list %s: %s", table_path, err.msg);
+  mw_storage_req_cleanup(&req);
+  mw_storage_sync_close(ss);
+  return n;
+}
+
 static int cmd_drop(int preseal, bool write) {
   mw_table_t *t = open_table(NULL, NULL, 0, NULL);
   if (write || preseal > 0) {
@@ -391,20 +417,34 @@ static int cmd_drop(int preseal, bool write) {
   if (d.status != 0) die("drop_table: %s", d.reason);
   close_table(t);
   if (access(table_path, F_OK) == 0) die("%s still exists", table_path);
+  /* on S3 no directory tells: list (opening a local storage would make its
+   * root again, so a local table is checked by the access() above) */
+  size_t left = strncmp(table_path, "s3://", 5) == 0 ? objects_left() : 0;
+  if (left > 0) die("%s: %zu objects left after the drop", table_path, left);
   say("dropped");
   return 0;
 }
 
-static uint64_t latest_version(const char *sid) {
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s/_mem_wal/%s/manifest", table_path, sid);
-  DIR *d = opendir(dir);
-  if (d == NULL) die("opendir %s", dir);
+/* The shard's newest manifest version, and the step at which a put (not
+ * a probe) of a manifest fails: the link on disk, the body on S3 (only a
+ * put sends one). */
+static uint64_t latest_version(const char *sid, uint32_t *put_steps) {
+  char prefix[256];
+  snprintf(prefix, sizeof prefix, "_mem_wal/%s/manifest/", sid);
+  mw_storage_sync_t *ss = sync_open();
+  mw_storage_req_t req;
+  mw_storage_req_init(&req);
+  mw_err_t err = {0};
+  if (mw_storage_sync_list(ss, prefix, &req, &err) < 0) die("list %s%s: %s", table_path, prefix, err.msg);
   uint64_t best = 0, v;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (mw_shard_manifest_name_parse(e->d_name, &v) == 0 && v > best) best = v;
-  closedir(d);
+  for (size_t i = 0; i < req.nkeys; i++)
+    if (mw_shard_manifest_name_parse(req.keys[i] + strlen(prefix), &v) == 0 && v > best) best = v;
+  mw_storage_req_cleanup(&req);
+  int step = mw_storage_step_parse(mw_storage_sync_storage(ss), "link");
+  if (step < 0) step = mw_storage_step_parse(mw_storage_sync_storage(ss), "body");
+  if (step < 0) die("%s: no put step to fail", table_path);
+  *put_steps = MW_STEP_BIT((unsigned)step);
+  mw_storage_sync_close(ss);
   return best;
 }
 
@@ -420,12 +460,13 @@ static int cmd_drop_fail(uint32_t bucket, const char *model_out) {
   char sid[MW_UUID_STR_BYTES], name[96], key[256];
   mw_shard_uuid_bucket(bucket, id);
   mw_shard_uuid_format(id, sid);
-  uint64_t v = latest_version(sid);
+  uint32_t put_steps = 0;
+  uint64_t v = latest_version(sid, &put_steps);
   /* the drop's claim writes v+1, its seal v+2: make that put fail */
   mw_shard_manifest_name(v + 2, name, sizeof name);
   snprintf(key, sizeof key, "_mem_wal/%s/manifest/%s", sid, name);
   mw_storage_fault_t fault = {.fail_prefix = key, .fail_errno = EIO,
-                              .fail_steps = MW_STEP_BIT(MW_STEP_LINK)}; /* the put, not the probes */
+                              .fail_steps = put_steps}; /* the put, not the probes */
   t = open_table(NULL, NULL, 0, &fault);
   dropped_t d;
   drop_table(t, &d);

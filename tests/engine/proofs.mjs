@@ -244,7 +244,9 @@ async function gone() {
     await t.countRows();
   } catch (e) { err = e.message; }
   check(err !== null, `LanceDB can no longer open the table: ${(err ?? "it opened").slice(0, 160)}`);
-  check(!fs.existsSync(tableDir), "the table directory is gone");
+  // on S3 there is no directory: proof_tool's drop listed the table and
+  // found no object left (it fails otherwise)
+  if (!tableDir.startsWith("s3://")) check(!fs.existsSync(tableDir), "the table directory is gone");
 }
 
 async function drop() {
@@ -373,7 +375,7 @@ async function refusals() {
     return t;
   };
   const open = async (name) => {
-    const c = child(["open", path.join(dbDir, `${name}.lance`)]);
+    const c = child(["open", `${dbDir}/${name}.lance`]); // a folder or s3://… (path.join would eat the //)
     const l = await c.until(/^open /);
     await c.exited;
     return l;

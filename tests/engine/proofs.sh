@@ -9,8 +9,8 @@
 # removed on success and kept (path printed) on failure.
 #
 # MW_TEST_S3=1 (under tests/s3/with-s3.sh, MW_S3_TOOL set): the table is
-# uploaded to a bucket of its own and the proof runs on S3 (fence-lancedb-
-# opens, fence-we-take, seal-cycle, crash); the bucket goes on success.
+# uploaded to a bucket of its own and the proof runs on S3 (every proof; the
+# refusals' tables are made in the same bucket); the bucket goes on success.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 tool=$1; proof=$2; name=$3
@@ -40,7 +40,9 @@ case $proof in
   drop-rollback)
     "$tool" drop-fail "$t" --fail-bucket 2 --model-out "$scratch/model.jsonl"
     node "$here/lance_replay.mjs" "$t" --prior "$prior" --model "$scratch/model.jsonl" --out "$scratch/got.jsonl" ;;
-  refusals) node "$here/proofs.mjs" refusals "$tool" "$scratch/x.lance" ;;
+  refusals) # LanceDB makes the refused tables beside the table (on S3: in its bucket)
+    case $t in s3://*) node "$here/proofs.mjs" refusals "$tool" "$t" ;;
+      *) node "$here/proofs.mjs" refusals "$tool" "$scratch/x.lance" ;; esac ;;
   crash) node "$here/proofs.mjs" crash "$tool" "$t" --prior "$prior" \
            ${MW_PROOF_CRASH_ITERATIONS:+--iterations "$MW_PROOF_CRASH_ITERATIONS"} ;;
   *) echo "proofs: unknown proof $proof" >&2; exit 2 ;;
@@ -49,7 +51,9 @@ esac
 # passes (on S3 before the bucket goes)
 case $proof in drop|drop-rerun) min=0 ;; *) min=1 ;; esac
 case $t in
-  s3://*) python3 "$here/../inspect/inspect_tables.py" --table "$t"; s3_table_down "$t" ;;
+  s3://*) # after a drop nothing is left to inspect (proof_tool checked that no object is)
+    [ "$min" = 0 ] || python3 "$here/../inspect/inspect_tables.py" --table "$t"
+    s3_table_down "$t" ;;
   *) python3 "$here/../inspect/inspect_tables.py" --min-tables "$min" "$scratch" ;;
 esac
 rm -rf "$scratch"
