@@ -26,8 +26,10 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uuid/uuid.h>
 
@@ -221,6 +223,82 @@ int mw_route_scalar_bytes(const mw_field_t *f, const mw_column_t *c, int64_t row
     return mw_err_set(err, -EINVAL, "shard scalar: value of %zu bytes exceeds %zu", n, cap);
   if (n) memcpy(out, src, n);
   return (int)n;
+}
+
+int mw_route_scalar_text(mw_type_t type, const uint8_t *raw, size_t n, char *out, size_t cap) {
+  assert(raw != NULL || n == 0);
+  assert(out != NULL && cap > 0);
+  uint64_t u = 0;
+  for (size_t i = 0; i < n && i < 8; i++) u |= (uint64_t)raw[i] << (8 * i);
+  int len;
+  switch (type) {
+    case MW_T_UTF8:
+      if (n > INT32_MAX) return -EINVAL;
+      len = snprintf(out, cap, "%.*s", (int)n, (const char *)raw);
+      break;
+    case MW_T_BOOL:
+      if (n != 1) return -EINVAL;
+      len = snprintf(out, cap, "%s", raw[0] ? "true" : "false");
+      break;
+    case MW_T_INT32:
+      if (n != 4) return -EINVAL;
+      len = snprintf(out, cap, "%" PRId32, (int32_t)(uint32_t)u);
+      break;
+    case MW_T_INT64:
+      if (n != 8) return -EINVAL;
+      len = snprintf(out, cap, "%" PRId64, (int64_t)u);
+      break;
+    case MW_T_UINT32:
+    case MW_T_UINT64:
+      if (n != (type == MW_T_UINT32 ? 4u : 8u)) return -EINVAL;
+      len = snprintf(out, cap, "%" PRIu64, u);
+      break;
+    default: return -ENOTSUP;
+  }
+  assert(len >= 0);
+  return len;
+}
+
+int mw_route_scalar_parse(mw_type_t type, const char *text, uint8_t *out, size_t cap) {
+  assert(text != NULL);
+  assert(out != NULL || cap == 0);
+  char *end;
+  size_t n;
+  errno = 0;
+  switch (type) {
+    case MW_T_UTF8:
+      n = strlen(text);
+      if (n > cap) return -EINVAL;
+      memcpy(out, text, n);
+      return (int)n;
+    case MW_T_BOOL:
+      if (strcmp(text, "true") != 0 && strcmp(text, "false") != 0) return -EINVAL;
+      if (cap < 1) return -EINVAL;
+      out[0] = strcmp(text, "true") == 0;
+      return 1;
+    case MW_T_INT32:
+    case MW_T_INT64: {
+      long long x = strtoll(text, &end, 10);
+      if (errno != 0 || *end != '\0' || *text == '\0' || *text == ' ') return -EINVAL;
+      if (type == MW_T_INT32 && (x < INT32_MIN || x > INT32_MAX)) return -EINVAL;
+      n = type == MW_T_INT32 ? 4 : 8;
+      if (n > cap) return -EINVAL;
+      for (size_t i = 0; i < n; i++) out[i] = (uint8_t)((unsigned long long)x >> (8 * i));
+      return (int)n;
+    }
+    case MW_T_UINT32:
+    case MW_T_UINT64: {
+      if (*text < '0' || *text > '9') return -EINVAL; /* strtoull takes "-1" and " 1" */
+      unsigned long long x = strtoull(text, &end, 10);
+      if (errno != 0 || *end != '\0') return -EINVAL;
+      if (type == MW_T_UINT32 && x > UINT32_MAX) return -EINVAL;
+      n = type == MW_T_UINT32 ? 4 : 8;
+      if (n > cap) return -EINVAL;
+      for (size_t i = 0; i < n; i++) out[i] = (uint8_t)(x >> (8 * i));
+      return (int)n;
+    }
+    default: return -ENOTSUP;
+  }
 }
 
 int mw_shard_uuid_identity(const mw_field_t *f, const mw_column_t *c, int64_t row,

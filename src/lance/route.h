@@ -58,6 +58,16 @@ int mw_shard_uuid_identity_raw(const void *value, size_t n, uint8_t out[16]);
  * range, longer than cap), -ENOTSUP (float, binary, fsl). */
 int mw_route_scalar_bytes(const mw_field_t *f, const mw_column_t *c, int64_t row, uint8_t *out,
                           size_t cap, mw_err_t *err);
+/* An identity value's raw scalar bytes (as above) as people write it in a
+ * shard name "identity-<text>": ints in decimal, bool true/false, utf8 as
+ * is; the one place both directions live, so status shows exactly what
+ * memwalctl accepts. Text: writes at most cap bytes incl. NUL (a longer
+ * string is cut), returns the full length or -ENOTSUP (not an identity
+ * type) / -EINVAL (n wrong for the type). Parse: returns the raw length,
+ * -EINVAL when text is no value of the type (or longer than cap), -ENOTSUP
+ * as above. */
+int mw_route_scalar_text(mw_type_t type, const uint8_t *raw, size_t n, char *out, size_t cap);
+int mw_route_scalar_parse(mw_type_t type, const char *text, uint8_t *out, size_t cap);
 /* Identity shard of row `row` of a column: int32/int64/uint32/uint64, bool,
  * utf8. Null -> -EINVAL; float/binary/fsl -> -ENOTSUP. */
 int mw_shard_uuid_identity(const mw_field_t *f, const mw_column_t *c, int64_t row,

@@ -20,7 +20,6 @@
 #include "storage/fault.h"
 #include "lance/route.h"
 
-#define MW_FE_IDENTITY_MAX_BYTES 4096 /* as schema_text.h MW_SHARD_VALUE_MAX_BYTES */
 
 typedef struct op {
   mw_admin_req_t *r;
@@ -36,43 +35,6 @@ typedef struct op {
 } op_t;
 
 /* ------------------------------------------------------------------ shards */
-
-static int identity_bytes(const mw_field_t *f, const char *v, uint8_t *out, size_t *n) {
-  char *end;
-  errno = 0;
-  switch (f->type) {
-  case MW_T_UTF8:
-  case MW_T_BINARY:
-    *n = strlen(v);
-    if (*n > MW_FE_IDENTITY_MAX_BYTES) return -EINVAL;
-    memcpy(out, v, *n);
-    return 0;
-  case MW_T_BOOL:
-    if (strcmp(v, "true") && strcmp(v, "false")) return -EINVAL;
-    out[0] = strcmp(v, "true") == 0;
-    *n = 1;
-    return 0;
-  case MW_T_INT32:
-  case MW_T_INT64: {
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end || !*v) return -EINVAL;
-    if (f->type == MW_T_INT32 && (x < INT32_MIN || x > INT32_MAX)) return -EINVAL;
-    *n = f->type == MW_T_INT32 ? 4 : 8;
-    for (size_t i = 0; i < *n; i++) out[i] = (uint8_t)((unsigned long long)x >> (8 * i));
-    return 0;
-  }
-  case MW_T_UINT32:
-  case MW_T_UINT64: {
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || *end || !*v || *v == '-') return -EINVAL;
-    if (f->type == MW_T_UINT32 && x > UINT32_MAX) return -EINVAL;
-    *n = f->type == MW_T_UINT32 ? 4 : 8;
-    for (size_t i = 0; i < *n; i++) out[i] = (uint8_t)(x >> (8 * i));
-    return 0;
-  }
-  default: return -EINVAL;
-  }
-}
 
 int mw_fe_shard_resolve(const mw_table_t *t, const char *text, uint8_t id[16], mw_err_t *err) {
   assert(t && text && id);
@@ -91,11 +53,9 @@ int mw_fe_shard_resolve(const mw_table_t *t, const char *text, uint8_t id[16], m
     }
   }
   if (t->kind == MW_SHARDING_IDENTITY && strncmp(text, "identity-", 9) == 0 && t->route_field >= 0) {
-    uint8_t raw[MW_FE_IDENTITY_MAX_BYTES];
-    size_t n = 0;
-    if (identity_bytes(&t->schema.fields[t->route_field], text + 9, raw, &n) == 0 &&
-        mw_shard_uuid_identity_raw(raw, n, id) == 0)
-      return 0;
+    uint8_t raw[MW_ROUTE_MAX_IDENTITY_BYTES];
+    int n = mw_route_scalar_parse(t->schema.fields[t->route_field].type, text + 9, raw, sizeof raw);
+    if (n >= 0 && mw_shard_uuid_identity_raw(raw, (size_t)n, id) == 0) return 0;
   }
   return mw_err_set(err, -EINVAL,
                     "shard \"%.200s\": expected a shard UUID, unsharded, bucket-<b> or identity-<value> "

@@ -28,8 +28,9 @@
 _Static_assert(MW_TABLE_MAX_PARTS <= MW_TABLE_MAX_SHARDS, "a part is a shard");
 _Static_assert(MW_ROUTE_MAX_BUCKETS <= MW_TABLE_MAX_PARTS, "every bucket can be a part");
 
-/* The identity value of row 0 of a routed part, as text (ints decimal,
- * true/false, strings raw; mw_table_shard_set_key cuts long ones). */
+/* The identity value of row 0 of a routed part, as text (route.h's
+ * mw_route_scalar_text: what memwalctl accepts back; mw_table_shard_set_key
+ * cuts long ones). */
 static void note_identity(mw_table_t *t, const uint8_t id[16], const mw_batch_t *part) {
   for (size_t i = 0; i < t->n_shards; i++)
     if (memcmp(t->shards[i]->id, id, 16) == 0 && t->shards[i]->key[0] != '\0') return;
@@ -38,18 +39,7 @@ static void note_identity(mw_table_t *t, const uint8_t id[16], const mw_batch_t 
   char text[MW_TABLE_SHARD_KEY_VALUE_BYTES + 8];
   int n = mw_route_scalar_bytes(f, &part->cols[t->route_field], 0, raw, sizeof raw, NULL);
   if (n < 0) return;
-  if (n > MW_TABLE_SHARD_KEY_VALUE_BYTES + 4) n = MW_TABLE_SHARD_KEY_VALUE_BYTES + 4;
-  uint64_t u = 0;
-  for (int i = 0; i < n && i < 8; i++) u |= (uint64_t)raw[i] << (8 * i);
-  switch (f->type) {
-    case MW_T_UTF8: snprintf(text, sizeof text, "%.*s", n, (const char *)raw); break;
-    case MW_T_BOOL: snprintf(text, sizeof text, "%s", raw[0] ? "true" : "false"); break;
-    case MW_T_INT32: snprintf(text, sizeof text, "%" PRId32, (int32_t)(uint32_t)u); break;
-    case MW_T_INT64: snprintf(text, sizeof text, "%" PRId64, (int64_t)u); break;
-    case MW_T_UINT32:
-    case MW_T_UINT64: snprintf(text, sizeof text, "%" PRIu64, u); break;
-    default: return;
-  }
+  if (mw_route_scalar_text(f->type, raw, (size_t)n, text, sizeof text) < 0) return;
   mw_table_shard_set_key(t, id, text);
 }
 

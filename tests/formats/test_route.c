@@ -237,6 +237,49 @@ static void test_uuid_text(void **state) {
   }
 }
 
+/* Identity values as text: every text the writer shows parses back to the
+ * same bytes (so memwalctl takes what status prints), and malformed or
+ * out-of-range text is refused. */
+static void test_scalar_text(void **state) {
+  (void)state;
+  struct { mw_type_t type; const char *text; int n; } good[] = {
+      {MW_T_INT32, "-2147483648", 4}, {MW_T_INT32, "2147483647", 4}, {MW_T_INT32, "0", 4},
+      {MW_T_INT64, "-9223372036854775808", 8}, {MW_T_INT64, "42", 8},
+      {MW_T_UINT32, "4294967295", 4}, {MW_T_UINT64, "18446744073709551615", 8},
+      {MW_T_BOOL, "true", 1}, {MW_T_BOOL, "false", 1}, {MW_T_UTF8, "eu-west", 7}, {MW_T_UTF8, "", 0},
+  };
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    uint8_t raw[16];
+    char back[64];
+    int n = mw_route_scalar_parse(good[i].type, good[i].text, raw, sizeof raw);
+    assert_int_equal(n, good[i].n);
+    int len = mw_route_scalar_text(good[i].type, raw, (size_t)n, back, sizeof back);
+    assert_int_equal(len, (int)strlen(good[i].text));
+    assert_string_equal(back, good[i].text);
+  }
+  /* the bytes are the router's: int64 42 little-endian, as its UUID input */
+  uint8_t raw[8], want[8] = {42, 0, 0, 0, 0, 0, 0, 0};
+  assert_int_equal(mw_route_scalar_parse(MW_T_INT64, "42", raw, sizeof raw), 8);
+  assert_memory_equal(raw, want, 8);
+  struct { mw_type_t type; const char *text; int rc; } bad[] = {
+      {MW_T_INT32, "2147483648", -EINVAL}, {MW_T_INT32, "", -EINVAL}, {MW_T_INT32, " 1", -EINVAL},
+      {MW_T_INT64, "1x", -EINVAL}, {MW_T_INT64, "9223372036854775808", -EINVAL},
+      {MW_T_UINT32, "-1", -EINVAL}, {MW_T_UINT32, "4294967296", -EINVAL}, {MW_T_UINT64, " 1", -EINVAL},
+      {MW_T_UINT64, "18446744073709551616", -EINVAL}, {MW_T_BOOL, "yes", -EINVAL},
+      {MW_T_FLOAT64, "1.5", -ENOTSUP}, {MW_T_BINARY, "ab", -ENOTSUP}, {MW_T_INT16, "1", -ENOTSUP},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    assert_int_equal(mw_route_scalar_parse(bad[i].type, bad[i].text, raw, sizeof raw), bad[i].rc);
+  /* a string longer than the buffer is refused, not cut */
+  assert_int_equal(mw_route_scalar_parse(MW_T_UTF8, "123456789", raw, sizeof raw), -EINVAL);
+  /* text: a wrong width or a non-identity type is refused; a long value is cut */
+  char out[4];
+  assert_int_equal(mw_route_scalar_text(MW_T_INT64, raw, 4, out, sizeof out), -EINVAL);
+  assert_int_equal(mw_route_scalar_text(MW_T_FLOAT32, raw, 4, out, sizeof out), -ENOTSUP);
+  assert_int_equal(mw_route_scalar_text(MW_T_UTF8, (const uint8_t *)"abcdef", 6, out, sizeof out), 6);
+  assert_string_equal(out, "abc");
+}
+
 /* ------------------------------------------------------------ golden */
 
 static void test_bucket4_golden(void **state) {
@@ -314,7 +357,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_spec_vectors), cmocka_unit_test(test_type_rules),
       cmocka_unit_test(test_shard_uuids),  cmocka_unit_test(test_uuid_text),
-      cmocka_unit_test(test_bucket4_golden),
+      cmocka_unit_test(test_scalar_text),  cmocka_unit_test(test_bucket4_golden),
   };
   return cmocka_run_group_tests_name("route", tests, NULL, NULL);
 }
