@@ -61,6 +61,7 @@ typedef struct vctx {
   size_t n_compacted;
   shard_info_t *shards;
   size_t n_shards;
+  char base_key[96];             /* the latest dataset manifest, for problems */
 } vctx_t;
 
 static void problem(vctx_t *v, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -454,6 +455,11 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
     }
   uint64_t replay = latest ? latest->replay_after_wal_entry_position : 0;
   uint64_t expect = replay + 1;
+  /* below the replay point entries may be gone: GC collects them (keeping
+   * fence sentinels), and nothing reads them any more; counted, not a problem */
+  uint64_t below = 0;
+  for (size_t i = 0; i < n; i++) below += e[i].pos >= 1 && e[i].pos <= replay;
+  v->r->wal_collected += replay - (below < replay ? below : replay);
   mw_ipc_reader_t rd;
   mw_ipc_reader_init(&rd);
   for (size_t i = 0; i < n; i++) {
@@ -658,6 +664,43 @@ static void check_shard(vctx_t *v, shard_info_t *si) {
 
 static bool top_level(const char *key, const char *prefix) { return starts(key, prefix); }
 
+/* compacted_sstables only grows: GC deletes what it records, so a version
+ * that records less for a shard than the one before would make a reader
+ * miss rows (or GC delete rows no version holds). */
+static void check_compacted_grows(vctx_t *v, const char *key, const mw_compacted_sstable_t *pc, size_t npc,
+                                  uint64_t pc_version, const mw_table_meta_t *t) {
+  for (size_t i = 0; i < npc; i++) {
+    uint64_t g = 0;
+    for (size_t k = 0; t->has_memwal && k < t->memwal.n_compacted; k++)
+      if (memcmp(t->memwal.compacted[k].shard_id, pc[i].shard_id, 16) == 0 && t->memwal.compacted[k].generation > g)
+        g = t->memwal.compacted[k].generation;
+    if (g < pc[i].generation) {
+      char u[37];
+      mw_uuid_text(pc[i].shard_id, u);
+      problem(v, key, "compacted_sstables of shard %s went down from generation %" PRIu64 " (version %" PRIu64 ") to %" PRIu64,
+              u, pc[i].generation, pc_version, g);
+    }
+  }
+}
+
+/* Every generation compacted_sstables records was flushed by its shard:
+ * the shard has manifests and its current_generation is above it. */
+static void check_compacted_shards(vctx_t *v) {
+  for (size_t i = 0; i < v->n_compacted; i++) {
+    const mw_compacted_sstable_t *c = &v->compacted[i];
+    char u[37];
+    mw_uuid_text(c->shard_id, u);
+    const shard_info_t *si = NULL;
+    for (size_t k = 0; k < v->n_shards && si == NULL; k++)
+      if (memcmp(v->shards[k].id, c->shard_id, 16) == 0) si = &v->shards[k];
+    if (si == NULL || !si->has_manifest)
+      problem(v, v->base_key, "compacted_sstables names shard %s, which has no shard manifest", u);
+    else if (c->generation >= si->current_generation)
+      problem(v, v->base_key, "compacted_sstables records generation %" PRIu64 " of shard %s, which never flushed it "
+              "(its current_generation is %" PRIu64 ")", c->generation, u, si->current_generation);
+  }
+}
+
 static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_latest) {
   char **names = NULL;
   size_t n = 0;
@@ -686,6 +729,9 @@ static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_lates
   for (size_t i = 0; i < n; i++) mw_dmanifest_name_parse(names[i], &vv[i], NULL);
   bool flagged = false;
   uint64_t flagged_at = 0;
+  mw_compacted_sstable_t *pc = NULL; /* the previous version's compacted_sstables */
+  size_t npc = 0;
+  uint64_t pc_version = 0;
   for (uint64_t want = 0;;) { /* ascending versions */
     size_t best = SIZE_MAX;
     for (size_t i = 0; i < n; i++)
@@ -710,6 +756,15 @@ static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_lates
         if (flagged && !f)
           problem(v, key, "FLAG_ZONE_WRITE_SEEDS was set at version %" PRIu64 " and is gone (derived versions keep it)", flagged_at);
         if (f && !flagged) flagged = true, flagged_at = want;
+        check_compacted_grows(v, key, pc, npc, pc_version, &t);
+        free(pc);
+        pc = NULL, npc = 0, pc_version = want;
+        if (t.has_memwal && t.memwal.n_compacted) {
+          npc = t.memwal.n_compacted;
+          pc = malloc(npc * sizeof *pc);
+          if (pc == NULL) abort();
+          memcpy(pc, t.memwal.compacted, npc * sizeof *pc);
+        }
         if (want == latest) {
           *latest_meta = t;
           *have_latest = true;
@@ -721,8 +776,14 @@ static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_lates
     }
     mw_buf_free(&b);
   }
+  free(pc);
   free(vv);
   free(names);
+  if (*have_latest) {
+    char nm[64];
+    if (mw_dmanifest_name(latest, nm, sizeof nm) < 0) snprintf(nm, sizeof nm, "(version %" PRIu64 ")", latest);
+    snprintf(v->base_key, sizeof v->base_key, "_versions/%s", nm);
+  }
   if (*have_latest && latest_meta->has_memwal) {
     v->compacted = latest_meta->memwal.compacted;
     v->n_compacted = latest_meta->memwal.n_compacted;
@@ -861,6 +922,7 @@ int mw_verify_table(mw_sio_t *s, mw_verify_report_t *r, mw_err_t *err) {
     v.n_shards++;
   }
   for (size_t i = 0; i < v.n_shards; i++) check_shard(&v, &v.shards[i]);
+  check_compacted_shards(&v);
   if (have_meta) check_base_fragments(&v, &meta);
   mw_table_meta_free(&meta);
   free(v.shards);
@@ -901,6 +963,7 @@ int mw_verify_main(const char *table, const mw_verify_opts_t *o) {
     j_set(c, "zone_seeds", j_uint(r.seeds));
     j_set(c, "orphan_sstable_dirs", j_uint(r.orphans));
     j_set(c, "staging", j_uint(r.staging));
+    j_set(c, "wal_collected", j_uint(r.wal_collected));
     j_print_json(stdout, out);
     j_free(out);
   } else {
@@ -911,6 +974,9 @@ int mw_verify_main(const char *table, const mw_verify_opts_t *o) {
            " SSTables, %" PRIu64 " data files, %" PRIu64 " zone seeds checked; %" PRIu64 " unlisted SSTable directories\n",
            table, r.n_problems ? "FAILED" : "ok", r.n_problems, r.n_problems == 1 ? "" : "s", r.objects, r.shards,
            r.wal_entries, r.sstables, r.data_files, r.seeds, r.orphans);
+    if (r.wal_collected)
+      printf("verify %s: %" PRIu64 " WAL position%s at or below the replay points collected (GC), as allowed\n", table,
+             r.wal_collected, r.wal_collected == 1 ? "" : "s");
     if (r.staging)
       printf("verify %s: %" PRIu64 " unfinished put%s (staging files) not checked\n", table, r.staging,
              r.staging == 1 ? "" : "s");
