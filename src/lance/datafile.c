@@ -1167,6 +1167,21 @@ static int var_put(rctx_t *x, int64_t r, const uint8_t *p, size_t n) {
   return 0;
 }
 
+/* Append one FSST-compressed utf8/binary value, decompressed (at most 8
+ * bytes per code byte); the column stays within var_max bytes. */
+static int var_put_fsst(rctx_t *x, int64_t r, const mw_fsst_table_t *t, const uint8_t *p, size_t n, size_t var_max) {
+  mw_column_t *c = x->c;
+  size_t cap = n * MW_FSST_MAX_SYMBOL_BYTES, got;
+  if (mw_buf_reserve(&c->values, cap + 1) < 0) return -ENOMEM;
+  if (mw_fsst_decode(t, p, n, c->values.data + c->values.len, cap, &got) < 0)
+    return BAD(x, "fsst string of row %lld corrupt", x->col, x->page, (long long)r);
+  if (got > var_max - c->values.len || c->values.len + got > INT32_MAX)
+    return BAD(x, "fsst strings exceed %zu bytes", x->col, x->page, var_max);
+  c->values.len += got;
+  ((int32_t *)(void *)c->offsets.data)[r + 1] = (int32_t)c->values.len;
+  return 0;
+}
+
 /* ---- protobuf wire reader (2.0 legacy encodings) ---- */
 
 typedef struct pbv {
@@ -1705,15 +1720,9 @@ static int fsst_values(rctx_t *x, const Lance__Encodings21__Fsst *fs, const uint
   c->values.len = start;
   size_t a = 0;
   for (int64_t i = 0; i < cnt; i++) {
-    size_t b = (size_t)off[r + i + 1] - start, got;
+    size_t b = (size_t)off[r + i + 1] - start; /* read before var_put_fsst rewrites it */
     assert(b >= a);
-    size_t cap = (b - a) * MW_FSST_MAX_SYMBOL_BYTES;
-    if (mw_buf_reserve(&c->values, cap + 1) < 0) return -ENOMEM;
-    if (mw_fsst_decode(&t, x->scratch2.data + a, b - a, c->values.data + c->values.len, cap, &got) < 0)
-      return BAD(x, "fsst string of value %lld corrupt", x->col, x->page, (long long)i);
-    c->values.len += got;
-    if (c->values.len > var_max) return BAD(x, "fsst strings exceed %zu bytes", x->col, x->page, var_max);
-    off[r + i + 1] = (int32_t)c->values.len;
+    if ((rc = var_put_fsst(x, r + i, &t, x->scratch2.data + a, b - a, var_max)) < 0) return rc;
     a = b;
   }
   return 0;
@@ -1997,9 +2006,62 @@ static int miniblock_chunks(rctx_t *x, rctx_t *xv, const Lance__Encodings21__Min
   return 0;
 }
 
+/* FullZip of utf8/binary values (Lance picks it for large values): buffer 0
+ * holds the rows back to back, each a control byte of def bits (when the
+ * layer is nullable; non-zero = null) and, for a valid row, its length
+ * (bits_per_offset wide) and bytes; buffer 1 is a repetition index of row
+ * starts, not needed to read the page whole. The values may be FSST
+ * (Fsst{table, Variable}, each value decompressed on its own). Two rows,
+ * null then "abc":
+ *   01 | 00 03 00 00 00 61 62 63 */
+static int fullzip_var(rctx_t *x, const Lance__Encodings21__FullZipLayout *fz) {
+  const mw_field_t *f = x->fld;
+  const CE *vc = fz->value_compression;
+  const Lance__Encodings21__Fsst *fs = NULL;
+  if (vc->compression_case == CE_FSST) {
+    fs = vc->fsst;
+    vc = fs->values;
+  }
+  size_t ow = fz->bits_per_offset / 8, ctrl = fz->bits_def ? 1 : 0;
+  if (vc == NULL || vc->compression_case != CE_VARIABLE || (ow != 4 && ow != 8) || fz->bits_per_offset % 8)
+    return UNSUP(x, "fullzip variable-width encoding for %s", x->col, x->page, mw_type_name(f->type));
+  mw_fsst_table_t t;
+  if (fs && mw_fsst_table_parse(&t, fs->symbol_table.data, fs->symbol_table.len) < 0)
+    return BAD(x, "fsst symbol table of %zu bytes malformed", x->col, x->page, fs->symbol_table.len);
+  size_t var_max = x->f->max_column_bytes < INT32_MAX ? (size_t)x->f->max_column_bytes : INT32_MAX;
+  const uint8_t *p = x->buf[0];
+  size_t n = x->buf_len[0], at = 0;
+  for (int64_t i = 0; i < x->n; i++) {
+    int64_t r = x->row0 + i;
+    if (ctrl) {
+      if (at >= n) return BAD(x, "fullzip row %lld past the %zu-byte buffer", x->col, x->page, (long long)i, n);
+      if (p[at++] & ((1u << fz->bits_def) - 1)) {
+        mark_null(x, r);
+        int rc = var_put(x, r, NULL, 0);
+        if (rc < 0) return rc;
+        continue;
+      }
+    }
+    if (n - at < ow) return BAD(x, "fullzip row %lld: length past the buffer", x->col, x->page, (long long)i);
+    uint64_t len = ow == 4 ? mw_load_u32le(p + at) : mw_load_u64le(p + at);
+    at += ow;
+    if (len > n - at) return BAD(x, "fullzip row %lld: %llu bytes past the buffer", x->col, x->page, (long long)i, (unsigned long long)len);
+    int rc = fs && t.compressed ? var_put_fsst(x, r, &t, p + at, (size_t)len, var_max) : var_put(x, r, p + at, (size_t)len);
+    if (rc < 0) return rc;
+    if (x->c->values.len > var_max) return BAD(x, "values exceed %zu bytes", x->col, x->page, var_max);
+    at += (size_t)len;
+  }
+  if (at != n) return BAD(x, "fullzip buffer holds %zu bytes after the last row", x->col, x->page, n - at);
+  return 0;
+}
+
 static int fullzip_page_read(rctx_t *x, const Lance__Encodings21__FullZipLayout *fz) {
   const mw_field_t *f = x->fld;
   const CE *vc = fz->value_compression;
+  if (vc != NULL && is_var(f) && fz->bits_rep == 0 && fz->bits_def <= 8 && fz->n_layers == 1 &&
+      fz->details_case == LANCE__ENCODINGS21__FULL_ZIP_LAYOUT__DETAILS_BITS_PER_OFFSET &&
+      fz->num_items == (uint64_t)x->n && x->n_bufs >= 1 && (fz->bits_def > 0) == (fz->layers[0] == LAYER_NULLABLE))
+    return fullzip_var(x, fz);
   if (fz->bits_rep || fz->bits_def > 8 || fz->details_case != LANCE__ENCODINGS21__FULL_ZIP_LAYOUT__DETAILS_BITS_PER_VALUE)
     return UNSUP(x, "fullzip with repetition or variable width", x->col, x->page);
   if (vc == NULL) return BAD(x, "fullzip without value compression", x->col, x->page);

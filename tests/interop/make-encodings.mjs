@@ -9,6 +9,8 @@
 //   note   utf8, 6000 distinct ~70 bytes    -> fsst with its table on (>32 KiB)
 //   v      float64, 3 distinct, some null
 //   w      float64, whole numbers 0..1499   -> dictionary, out_of_line_bitpacking
+//   big    utf8, ~250-450 bytes, some null  -> full_zip, fsst per value
+//   blob   binary, ~300 bytes, some null    -> full_zip, variable
 // Every value is a function of the key k alone, so any row the SSTable holds
 // can be checked: the rows go to MODEL_OUT as JSON lines, {"id": k, ...}.
 //
@@ -38,6 +40,7 @@ const schema = new arrow.Schema([
   F("id", new arrow.Int64(), false), F("grp", new arrow.Int64()), F("city", new arrow.Utf8()),
   F("konst", new arrow.Utf8()), F("konst2", new arrow.Utf8()), F("note", new arrow.Utf8()),
   F("v", new arrow.Float64()), F("w", new arrow.Float64()),
+  F("big", new arrow.Utf8()), F("blob", new arrow.Binary()),
 ]);
 const GRP = [1000000000000003n, -700000000000000n, 42n, 9007199254740993n, -1n];
 const CITY = ["Amsterdam", "Berlin", "Cork", "Dakar", "Edinburgh", "Fès"];
@@ -52,6 +55,8 @@ const row = (k) => ({
   note: `note ${k} ${WORDS[k % 9]} ${WORDS[(k >> 3) % 9]} ${WORDS[(k >> 6) % 9]} ${(k * 2654435761) % 1000003} end`,
   v: k % 11 === 0 ? null : V[k % V.length],
   w: (k * 7) % 1500,
+  big: k % 17 === 0 ? null : `${k}:` + "xyzw".repeat(60 + (k % 50)) + WORDS[k % 9].repeat(k % 7),
+  blob: k % 19 === 0 ? null : Uint8Array.from({ length: 300 + (k % 13) }, (_, i) => (k * 31 + i * i * 7) & 255),
 });
 const N = rowsArg ? Number(rowsArg) : 6000;
 fs.mkdirSync(dbDir, { recursive: true });
@@ -71,7 +76,8 @@ w.close();
 const out = fs.createWriteStream(modelOut);
 for (let k = 0; k < N; k++) {
   const r = row(k);
-  out.write(JSON.stringify({ ...r, id: k, grp: String(r.grp) }) + "\n");
+  const blob = r.blob === null ? null : Buffer.from(r.blob).toString("hex");
+  out.write(JSON.stringify({ ...r, id: k, grp: String(r.grp), blob }) + "\n");
 }
 out.end();
 await new Promise((res) => out.on("finish", res));
