@@ -1099,7 +1099,7 @@ static void run_end(mw_compact_t *c) {
   run_reset(c);
   c->stats.running = false;
   if (c->stopping) {
-    if (!c->work_busy && c->stop_cb) {
+    if (!c->work_busy && !c->timer_open && c->stop_cb) {
       void (*cb)(void *) = c->stop_cb;
       c->stop_cb = NULL;
       cb(c->stop_arg);
@@ -1453,16 +1453,18 @@ int mw_compact_new(mw_table_t *t, const mw_compact_config_t *cfg, mw_compact_t *
   for (size_t i = 0; i < t->meta.schema.n_fields; i++)
     if (t->meta.schema.fields[i].pk_position == 1) c->pk_base = (int)i;
   assert(c->pk_base >= 0); /* mw_table_open refuses tables without a PK */
-  int rc = uv_timer_init(t->loop, &c->timer);
-  if (rc < 0) {
-    free(c);
-    return rc;
-  }
+  *out = c;
+  return 0;
+}
+
+void mw_compact_start(mw_compact_t *c) {
+  assert(c != NULL && !c->timer_open);
+  int rc = uv_timer_init(c->t->loop, &c->timer);
+  assert(rc == 0); /* cannot fail on an initialised loop */
+  (void)rc;
   c->timer.data = c;
   c->timer_open = true;
   schedule(c, c->cfg.interval_ms);
-  *out = c;
-  return 0;
 }
 
 static void on_timer_closed(uv_handle_t *h) {
@@ -1477,15 +1479,17 @@ static void on_timer_closed(uv_handle_t *h) {
 
 void mw_compact_stop(mw_compact_t *c, void (*cb)(void *arg), void *arg) {
   assert(c != NULL && cb != NULL);
-  assert(!c->stopping);
+  assert(!c->stopping && c->timer_open); /* started, stopped once */
   c->stopping = true;
   c->stop_cb = cb;
   c->stop_arg = arg;
   for (size_t i = 0; i < c->n_shards; i++) c->shards[i].requested = false;
   waiters_check(c, -ECANCELED, "the table is closing");
-  uv_timer_stop(&c->timer);
   /* the close callback, or the running phase's completion, calls back */
-  uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+  if (c->timer_open) {
+    uv_timer_stop(&c->timer);
+    uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+  }
 }
 
 void mw_compact_free(mw_compact_t *c) {

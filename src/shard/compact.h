@@ -101,12 +101,15 @@ typedef struct mw_compact_shard {
 
 typedef void (*mw_compact_cb)(void *arg, int status, const char *reason);
 
+/* No I/O, no handle: free with mw_compact_free if never started. */
 int mw_compact_new(struct mw_table *t, const mw_compact_config_t *cfg, mw_compact_t **out);
+/* Arm the policy timer (the loop's handle). */
+void mw_compact_start(mw_compact_t *c);
 /* Stop: no new run; a running one finishes its storage step and stops
  * (nothing half-committed: the manifest put is the commit). cb(arg) when
  * idle, always later on the loop. Waiting requests get -ECANCELED. */
 void mw_compact_stop(mw_compact_t *c, void (*cb)(void *arg), void *arg);
-/* After stop's callback. */
+/* After stop's callback (or without a start). */
 void mw_compact_free(mw_compact_t *c);
 /* Compact every owned ACTIVE shard now; cb once all are done. -EBUSY when
  * MW_COMPACT_MAX_WAITERS requests wait, -ESHUTDOWN when stopped. */

@@ -164,10 +164,12 @@ static int merge_config(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) 
                             d->items[i].key, v, rc == -ENOENT ? "unknown key" : "bad value");
   }
   mw_compact_config_defaults(&t->compact_cfg);
+  mw_gc_config_defaults(&t->gc_cfg);
   for (size_t i = 0; i < o->n_config; i++) {
     int rc = mw_shard_config_set(&t->cfg, o->config_keys[i], o->config_values[i], err);
     if (rc == -ENOENT)
       rc = mw_compact_config_set(&t->compact_cfg, o->config_keys[i], o->config_values[i], err);
+    if (rc == -ENOENT) rc = mw_gc_config_set(&t->gc_cfg, o->config_keys[i], o->config_values[i], err);
     if (rc == -ENOENT) return mw_err_set(err, rc, "config: unknown writer key '%s'", o->config_keys[i]);
     if (rc < 0) return rc;
     mw_log_info("memwald config: %s=%s", o->config_keys[i], o->config_values[i]);
@@ -318,9 +320,16 @@ int mw_table_start(uv_loop_t *loop, mw_table_t *t, const mw_table_opts_t *opts, 
   t->loop = loop;
   mw_storage_config_t sc = storage_cfg(t->path, opts);
   int rc = mw_storage_open(loop, &sc, &t->st, err);
-  if (rc == 0 && (rc = mw_compact_new(t, &t->compact_cfg, &t->compact)) < 0) {
-    mw_err_set(err, rc, "table %s: compaction: %s", t->path, mw_strerror(rc));
+  if (rc == 0 && ((rc = mw_compact_new(t, &t->compact_cfg, &t->compact)) < 0 ||
+                   (rc = mw_gc_new(t, &t->gc_cfg, &t->gc)) < 0)) {
+    mw_err_set(err, rc, "table %s: compaction / GC: %s", t->path, mw_strerror(rc));
+    mw_compact_free(t->compact);
+    t->compact = NULL;
     mw_storage_close(t->st, NULL, NULL);
+  }
+  if (rc == 0) {
+    mw_compact_start(t->compact);
+    mw_gc_start(t->gc);
   }
   if (rc < 0) {
     unloaded_free(t);
@@ -349,6 +358,7 @@ static void on_storage_closed(void *arg) {
   mw_table_t *t = arg;
   void (*cb)(mw_table_t *) = t->close_cb;
   mw_compact_free(t->compact);
+  mw_gc_free(t->gc);
   for (size_t i = 0; i < t->n_shards; i++) free(t->shards[i]);
   free(t->shards);
   drop_free(t);
@@ -365,6 +375,22 @@ static void on_storage_closed(void *arg) {
 static void on_shard_closed(mw_shard_t *s) {
   mw_table_t *t = s->data;
   if (--t->closing_left == 0) mw_storage_close(t->st, on_storage_closed, t);
+}
+
+static void housekeeping_stopped(void *arg) {
+  mw_table_t *t = arg;
+  assert(t->housekeeping_left > 0);
+  if (--t->housekeeping_left == 0) t->housekeeping_cb(t);
+}
+
+/* Stop compaction and GC (no new base commit, no deletion), then cb(t). */
+static void stop_housekeeping(mw_table_t *t, void (*cb)(void *arg)) {
+  assert(!t->compact_stopped);
+  t->compact_stopped = true;
+  t->housekeeping_cb = cb;
+  t->housekeeping_left = 2;
+  mw_compact_stop(t->compact, housekeeping_stopped, t);
+  mw_gc_stop(t->gc, housekeeping_stopped, t);
 }
 
 /* After compaction stopped: the shards, then the storage. */
@@ -388,12 +414,8 @@ int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t)) {
       return -EBUSY;
   }
   t->close_cb = cb;
-  if (!t->compact_stopped) {
-    t->compact_stopped = true;
-    mw_compact_stop(t->compact, close_shards, t);
-  } else {
-    close_shards(t);
-  }
+  if (!t->compact_stopped) stop_housekeeping(t, close_shards);
+  else close_shards(t);
   return 0;
 }
 
@@ -866,9 +888,8 @@ int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg) {
   mw_storage_req_init(&d->req);
   d->req.data = t;
   d->phase = DP_LIST;
-  if (!t->compact_stopped) { /* no base commit may land while the table goes */
-    t->compact_stopped = true;
-    mw_compact_stop(t->compact, drop_begin, t);
+  if (!t->compact_stopped) { /* no base commit nor GC may land while the table goes */
+    stop_housekeeping(t, drop_begin);
     return 0;
   }
   int rc = mw_storage_list(t->st, &d->req, "_mem_wal/", on_drop_storage);

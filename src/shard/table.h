@@ -43,6 +43,7 @@
 #include "lance/batch.h"
 #include "lance/dataset_manifest.h"
 #include "shard/compact.h"
+#include "shard/gc.h"
 #include "shard/owners.h"
 #include "shard/shard.h"
 #include "storage/storage.h"
@@ -145,7 +146,12 @@ typedef struct mw_table {
    * a close */
   mw_compact_config_t compact_cfg;
   mw_compact_t *compact;
-  bool compact_stopped;
+  /* garbage collection of WAL entries and compacted SSTables (gc.h) */
+  mw_gc_config_t gc_cfg;
+  mw_gc_t *gc;
+  bool compact_stopped;             /* compaction and GC stopped (or stopping) */
+  void (*housekeeping_cb)(void *arg);
+  size_t housekeeping_left;
 } mw_table_t;
 
 typedef struct mw_table_write mw_table_write_t;

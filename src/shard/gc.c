@@ -1,0 +1,635 @@
+/*
+ * gc.c — see gc.h.
+ *
+ * Jobs (one at a time for the table; each a batch of at most
+ * MW_GC_MAX_BATCH storage requests):
+ *
+ *   SCAN    LIST _mem_wal/<uuid>/  ->  wal_next = lowest WAL position;
+ *           unlisted `<8hex>_gen_<G>` directories become candidates
+ *   TRIM    commit_update (own op, our epoch): sstables -= {gen <= G}
+ *           -> those directories become candidates, since now
+ *   DELETE  delete_prefix of candidates with gen <= compacted whose grace
+ *           is over and that the newest manifest does not list
+ *   WAL     GET bytes [0, 4 KiB) of positions [wal_next, horizon) -> DELETE
+ *           each that holds a record batch (not a sentinel) -> wal_next
+ *
+ * A sample of what stays in a long-running shard's wal/ (positions):
+ *   3 (a sentinel: claim of epoch 2), 41 (a sentinel: epoch 3), 990..1003
+ * where 990 = min(replay_after, last_seen) and 1003 is the tip.
+ */
+#include "shard/gc.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "lance/ipc.h"
+#include "lance/shard_manifest.h"
+#include "shard/table.h"
+
+#define BACKOFF_BASE_MS 1000
+#define BACKOFF_MAX_MS 60000
+#define KEY_BYTES 256
+
+enum { J_NONE = 0, J_SCAN, J_TRIM, J_DELETE, J_WAL_GET, J_WAL_DELETE };
+
+typedef struct gdir {
+  char *name;
+  uint64_t gen;
+  uint64_t since_ms;
+} gdir_t;
+
+typedef struct gshard {
+  uint8_t id[16];
+  bool scanned;
+  uint64_t wal_next;
+  uint64_t trimmed_gen;
+  gdir_t *dirs;
+  size_t n_dirs;
+  uint32_t failures;
+  uint64_t next_try_ms;
+} gshard_t;
+
+typedef struct gio {
+  mw_gc_t *g;
+  mw_storage_req_t req;
+  uint64_t pos;
+  size_t dir;
+  int status;
+  bool drop;      /* WAL: the entry holds rows, delete it */
+  char key[KEY_BYTES];
+} gio_t;
+
+struct mw_gc {
+  mw_table_t *t;
+  mw_gc_config_t cfg;
+  uv_timer_t timer;
+  bool timer_open, stopping;
+  void (*stop_cb)(void *);
+  void *stop_arg;
+  gshard_t *shards;
+  size_t n_shards;
+  size_t rr;
+  int job;
+  gshard_t *cur;
+  mw_shard_t *cur_shard;
+  mw_storage_req_t list_req;
+  mw_mstore_op_t op;
+  gio_t ios[MW_GC_MAX_BATCH];
+  size_t n_ios, pending;
+  uint64_t trim_gen;
+  gdir_t *trimmed;          /* the directories the trim's commit removed */
+  size_t n_trimmed;
+  mw_ipc_reader_t rd;
+  mw_gc_stats_t stats;
+};
+
+static struct {
+  bool ready;
+  mw_metric_t *wal_deleted, *wal_bytes, *sentinels, *trims, *dirs;
+} gm;
+
+static mw_metric_t *one(mw_metric_family_t *f) { return f ? mw_metric_series(f, NULL) : NULL; }
+
+static void metrics_init(void) {
+  if (gm.ready) return;
+  mw_metrics_t *m = mw_metrics_default();
+  gm.wal_deleted = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_entries_deleted_total",
+                                           "WAL entries deleted by GC.", NULL, 0, NULL, 0));
+  gm.wal_bytes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_bytes_deleted_total",
+                                         "Bytes of WAL entries deleted by GC.", NULL, 0, NULL, 0));
+  gm.sentinels = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sentinels_kept_total",
+                                         "Fence sentinels GC passed over (never deleted).", NULL, 0, NULL, 0));
+  gm.trims = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sstables_trimmed_total",
+                                     "Compacted SSTables removed from shard manifests.", NULL, 0, NULL, 0));
+  gm.dirs = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sstable_dirs_deleted_total",
+                                    "SSTable directories deleted after their grace period.", NULL, 0, NULL, 0));
+  gm.ready = true;
+}
+
+static void count(mw_metric_t *m, uint64_t n) {
+  if (m) mw_counter_add(m, n);
+}
+
+/* ------------------------------------------------------------------ config */
+
+void mw_gc_config_defaults(mw_gc_config_t *c) {
+  assert(c != NULL);
+  c->enabled = true;
+  c->grace_ms = 60000;
+  c->interval_ms = 1000;
+}
+
+int mw_gc_config_set(mw_gc_config_t *c, const char *key, const char *value, mw_err_t *err) {
+  assert(c != NULL && key != NULL && value != NULL);
+  char *end = NULL;
+  unsigned long long v = strtoull(value, &end, 10);
+  bool num = value[0] >= '0' && value[0] <= '9' && *end == '\0';
+  if (strcmp(key, "gc") == 0) {
+    if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) c->enabled = true;
+    else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) c->enabled = false;
+    else return mw_err_set(err, -EINVAL, "config: gc: expected on or off, got '%s'", value);
+  } else if (strcmp(key, "gc_grace_ms") == 0) {
+    if (!num || v > 86400000ull * 30) return mw_err_set(err, -EINVAL, "config: gc_grace_ms: bad value '%s'", value);
+    c->grace_ms = v;
+  } else if (strcmp(key, "gc_interval_ms") == 0) {
+    if (!num || v < 10 || v > 86400000) return mw_err_set(err, -EINVAL, "config: gc_interval_ms: bad value '%s'", value);
+    c->interval_ms = v;
+  } else {
+    return -ENOENT;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ shard state */
+
+static gshard_t *gshard_get(mw_gc_t *g, const uint8_t id[16]) {
+  for (size_t i = 0; i < g->n_shards; i++)
+    if (memcmp(g->shards[i].id, id, 16) == 0) return &g->shards[i];
+  gshard_t *p = realloc(g->shards, (g->n_shards + 1) * sizeof *p);
+  if (p == NULL) return NULL;
+  g->shards = p;
+  gshard_t *s = &g->shards[g->n_shards++];
+  memset(s, 0, sizeof *s);
+  memcpy(s->id, id, 16);
+  return s;
+}
+
+static bool listed(const mw_shard_manifest_t *m, const char *dir) {
+  for (size_t i = 0; i < m->n_sstables; i++)
+    if (strcmp(m->sstables[i].path, dir) == 0) return true;
+  return false;
+}
+
+static int add_dir(gshard_t *gs, const char *name, uint64_t gen, uint64_t now) {
+  for (size_t i = 0; i < gs->n_dirs; i++)
+    if (strcmp(gs->dirs[i].name, name) == 0) return 0;
+  if (gs->n_dirs >= MW_GC_MAX_PENDING_DIRS) return -ENOSPC;
+  gdir_t *p = realloc(gs->dirs, (gs->n_dirs + 1) * sizeof *p);
+  if (p == NULL) return -ENOMEM;
+  gs->dirs = p;
+  if ((p[gs->n_dirs].name = strdup(name)) == NULL) return -ENOMEM;
+  p[gs->n_dirs].gen = gen;
+  p[gs->n_dirs].since_ms = now;
+  gs->n_dirs++;
+  return 0;
+}
+
+static void drop_dir(gshard_t *gs, size_t i) {
+  free(gs->dirs[i].name);
+  gs->dirs[i] = gs->dirs[--gs->n_dirs];
+}
+
+/* "<8hex>_gen_<G>" -> G, or 0 for any other name. */
+static uint64_t dir_gen(const char *name, size_t n) {
+  const char *p = memmem(name, n, "_gen_", 5);
+  if (p == NULL || p + 5 >= name + n) return 0;
+  uint64_t g = 0;
+  for (const char *q = p + 5; q < name + n; q++) {
+    if (*q < '0' || *q > '9' || g > UINT64_MAX / 10 - 9) return 0;
+    g = g * 10 + (uint64_t)(*q - '0');
+  }
+  return g;
+}
+
+/* ------------------------------------------------------------ job ending */
+
+static void on_timer(uv_timer_t *h);
+
+static void rearm(mw_gc_t *g, uint64_t delay_ms) {
+  if (!g->timer_open || g->stopping) return;
+  uv_timer_start(&g->timer, on_timer, delay_ms, 0);
+}
+
+static void job_end(mw_gc_t *g, int status, const char *what) {
+  gshard_t *gs = g->cur;
+  g->job = J_NONE;
+  g->cur = NULL;
+  g->cur_shard = NULL;
+  if (status < 0 && gs != NULL) {
+    g->stats.failures++;
+    snprintf(g->stats.last_error, sizeof g->stats.last_error, "%s: %s", what, mw_strerror(status));
+    gs->failures++;
+    uint32_t sh = gs->failures - 1 < 6 ? gs->failures - 1 : 6;
+    uint64_t d = (uint64_t)BACKOFF_BASE_MS << sh;
+    gs->next_try_ms = uv_now(g->t->loop) + (d > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : d);
+    mw_log_warn("table %s: GC %s failed: %s (retrying later)", g->t->path, what, mw_strerror(status));
+  } else if (gs != NULL) {
+    gs->failures = 0;
+  }
+  if (g->stopping) {
+    if (g->stop_cb && !g->timer_open) {
+      void (*cb)(void *) = g->stop_cb;
+      g->stop_cb = NULL;
+      cb(g->stop_arg);
+    }
+    return;
+  }
+  rearm(g, status < 0 ? g->cfg.interval_ms : 0);
+}
+
+/* ------------------------------------------------------------------- scan */
+
+static void on_scanned(mw_storage_req_t *req, int status) {
+  mw_gc_t *g = req->data;
+  gshard_t *gs = g->cur;
+  mw_shard_t *s = g->cur_shard;
+  if (status < 0 && status != -ENOENT) {
+    job_end(g, status, "scan");
+    return;
+  }
+  size_t pl = strlen(s->ms.shard_dir);
+  uint64_t low = 0, now = uv_now(g->t->loop);
+  for (size_t i = 0; status == 0 && i < req->nkeys; i++) {
+    const char *rest = req->keys[i] + pl;
+    if (strncmp(rest, "wal/", 4) == 0) {
+      uint64_t pos;
+      if (mw_bitrev_parse(rest + 4, &pos) == 0 && (low == 0 || pos < low)) low = pos;
+      continue;
+    }
+    const char *slash = strchr(rest, '/');
+    if (slash == NULL) continue;
+    size_t n = (size_t)(slash - rest);
+    uint64_t gen = dir_gen(rest, n);
+    if (gen == 0 || n >= KEY_BYTES) continue;
+    char name[KEY_BYTES];
+    memcpy(name, rest, n);
+    name[n] = '\0';
+    if (!listed(&s->ms.cached, name)) add_dir(gs, name, gen, now);
+  }
+  if (low > gs->wal_next) gs->wal_next = low;
+  if (gs->wal_next == 0) gs->wal_next = 1;
+  gs->scanned = true;
+  mw_storage_req_cleanup(&g->list_req);
+  mw_storage_req_init(&g->list_req);
+  mw_log_info("table %s: shard %s: GC scan: WAL from position %" PRIu64 ", %zu unlisted SSTable "
+              "directories", g->t->path, s->id_str, gs->wal_next, gs->n_dirs);
+  job_end(g, 0, "scan");
+}
+
+static int start_scan(mw_gc_t *g) {
+  g->job = J_SCAN;
+  g->list_req.data = g;
+  return mw_storage_list(g->t->st, &g->list_req, g->cur_shard->ms.shard_dir, on_scanned);
+}
+
+/* ------------------------------------------------------------------- trim */
+
+static void trimmed_free(mw_gc_t *g) {
+  for (size_t i = 0; i < g->n_trimmed; i++) free(g->trimmed[i].name);
+  free(g->trimmed);
+  g->trimmed = NULL;
+  g->n_trimmed = 0;
+}
+
+/* next = cur minus every SSTable of generation <= trim_gen. */
+static int trim_fn(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifest_t *next, mw_err_t *err) {
+  mw_gc_t *g = arg;
+  if (cur->status != MW_SHARD_ACTIVE)
+    return mw_err_set(err, -EROFS, "shard is SEALED: no trim");
+  trimmed_free(g); /* a retried commit calls this again */
+  g->trimmed = calloc(next->n_sstables + 1, sizeof *g->trimmed);
+  if (g->trimmed == NULL) return -ENOMEM;
+  size_t k = 0;
+  for (size_t i = 0; i < next->n_sstables; i++) {
+    mw_sstable_ref_t *r = &next->sstables[i];
+    if (r->generation <= g->trim_gen) {
+      g->trimmed[g->n_trimmed].name = r->path; /* moved */
+      g->trimmed[g->n_trimmed++].gen = r->generation;
+      continue;
+    }
+    next->sstables[k++] = *r;
+  }
+  next->n_sstables = k;
+  return 0;
+}
+
+static void on_trimmed(mw_mstore_op_t *op, int status) {
+  mw_gc_t *g = op->data;
+  gshard_t *gs = g->cur;
+  if (status < 0) {
+    trimmed_free(g);
+    job_end(g, status, "trim");
+    return;
+  }
+  uint64_t now = uv_now(g->t->loop);
+  for (size_t i = 0; i < g->n_trimmed; i++) add_dir(gs, g->trimmed[i].name, g->trimmed[i].gen, now);
+  g->stats.trims++;
+  g->stats.sstables_trimmed += g->n_trimmed;
+  count(gm.trims, g->n_trimmed);
+  gs->trimmed_gen = g->trim_gen;
+  mw_log_info("table %s: shard %s: %zu compacted SSTables (generation <= %" PRIu64 ") unlisted in "
+              "manifest v%" PRIu64 "; deleted after %" PRIu64 " ms", g->t->path, g->cur_shard->id_str,
+              g->n_trimmed, g->trim_gen, op->m.version, g->cfg.grace_ms);
+  trimmed_free(g);
+  job_end(g, 0, "trim");
+}
+
+static int start_trim(mw_gc_t *g, uint64_t gen) {
+  g->job = J_TRIM;
+  g->trim_gen = gen;
+  g->op.data = g;
+  mw_shard_t *s = g->cur_shard;
+  return mw_mstore_commit_update(&s->ms, &g->op, s->epoch, trim_fn, g, on_trimmed);
+}
+
+/* ----------------------------------------------------------------- delete */
+
+static void on_io(mw_storage_req_t *req, int status);
+
+static int start_delete(mw_gc_t *g, uint64_t compacted, uint64_t now) {
+  gshard_t *gs = g->cur;
+  mw_shard_t *s = g->cur_shard;
+  g->job = J_DELETE;
+  g->n_ios = g->pending = 0;
+  for (size_t i = 0; i < gs->n_dirs && g->n_ios < MW_GC_MAX_BATCH; i++) {
+    gdir_t *d = &gs->dirs[i];
+    if (d->gen > compacted || now - d->since_ms < g->cfg.grace_ms) continue;
+    if (listed(&s->ms.cached, d->name)) continue; /* a flush committed it after the scan */
+    gio_t *io = &g->ios[g->n_ios++];
+    io->dir = i;
+    io->status = 0;
+    snprintf(io->key, sizeof io->key, "%s%s/", s->ms.shard_dir, d->name);
+    io->req.data = io;
+    int rc = mw_storage_delete_prefix(g->t->st, &io->req, io->key, on_io);
+    if (rc < 0) io->status = rc;
+    else g->pending++;
+  }
+  if (g->n_ios == 0) return -EAGAIN; /* nothing due */
+  if (g->pending == 0) return g->ios[0].status;
+  return 0;
+}
+
+static void delete_done(mw_gc_t *g) {
+  gshard_t *gs = g->cur;
+  int first = 0;
+  /* drop from the highest index down, so earlier indexes stay valid */
+  for (size_t k = g->n_ios; k-- > 0;) {
+    gio_t *io = &g->ios[k];
+    if (io->status < 0) {
+      if (first == 0) first = io->status;
+      continue;
+    }
+    g->stats.dirs_deleted++;
+    count(gm.dirs, 1);
+    drop_dir(gs, io->dir);
+  }
+  for (size_t k = 0; k < g->n_ios; k++) mw_storage_req_cleanup(&g->ios[k].req);
+  job_end(g, first, "SSTable delete");
+}
+
+/* -------------------------------------------------------------------- WAL */
+
+static int start_wal(mw_gc_t *g, uint64_t horizon) {
+  gshard_t *gs = g->cur;
+  mw_shard_t *s = g->cur_shard;
+  g->job = J_WAL_GET;
+  g->n_ios = g->pending = 0;
+  for (uint64_t p = gs->wal_next; p < horizon && g->n_ios < MW_GC_MAX_BATCH; p++) {
+    gio_t *io = &g->ios[g->n_ios++];
+    char name[MW_BITREV_NAME_BYTES];
+    mw_wal_entry_name(p, name, sizeof name);
+    snprintf(io->key, sizeof io->key, "%swal/%s", s->ms.shard_dir, name);
+    io->pos = p;
+    io->status = 0;
+    io->drop = false;
+    io->req.data = io;
+    int rc = mw_storage_get(g->t->st, &io->req, io->key, 0, MW_GC_SNIFF_BYTES, on_io);
+    if (rc < 0) {
+      io->status = rc;
+      break;
+    }
+    g->pending++;
+  }
+  if (g->pending == 0) return g->n_ios ? g->ios[0].status : -EAGAIN;
+  return 0;
+}
+
+/* A data entry has record batches; a sentinel has none. Anything we cannot
+ * read as an entry with rows is kept: only a certain data entry goes. */
+static bool holds_rows(mw_gc_t *g, const mw_storage_req_t *req) {
+  if (req->size > MW_GC_SNIFF_BYTES) return true; /* sentinels are ~200 bytes */
+  if (mw_ipc_reader_decode(&g->rd, req->buf.data, req->buf.len, NULL, NULL) < 0) return false;
+  return g->rd.stream.n_batches > 0;
+}
+
+static void wal_done(mw_gc_t *g);
+
+static void wal_sniffed(mw_gc_t *g) {
+  mw_shard_t *s = g->cur_shard;
+  g->job = J_WAL_DELETE;
+  g->pending = 0;
+  for (size_t k = 0; k < g->n_ios; k++) {
+    gio_t *io = &g->ios[k];
+    if (io->status == -ENOENT) { /* a hole, or gone already */
+      io->status = 0;
+      continue;
+    }
+    if (io->status < 0) break; /* this and later positions wait for the next round */
+    io->drop = holds_rows(g, &io->req);
+    if (!io->drop) {
+      g->stats.sentinels_kept++;
+      count(gm.sentinels, 1);
+      mw_log_info("table %s: shard %s: GC keeps WAL position %" PRIu64 " (a fence sentinel)", g->t->path,
+                  s->id_str, io->pos);
+      continue;
+    }
+    g->stats.wal_bytes_deleted += io->req.size;
+    count(gm.wal_bytes, io->req.size);
+    mw_buf_reset(&io->req.buf);
+    int rc = mw_storage_delete(g->t->st, &io->req, io->key, on_io);
+    if (rc < 0) {
+      io->status = rc;
+      break;
+    }
+    g->pending++;
+  }
+  if (g->pending == 0) wal_done(g); /* nothing to delete (sentinels, holes) */
+}
+
+static void wal_done(mw_gc_t *g) {
+  gshard_t *gs = g->cur;
+  int first = 0;
+  for (size_t k = 0; k < g->n_ios; k++) {
+    gio_t *io = &g->ios[k];
+    if (io->status < 0) {
+      first = io->status;
+      break;
+    }
+    if (io->drop) {
+      g->stats.wal_deleted++;
+      count(gm.wal_deleted, 1);
+    }
+    gs->wal_next = io->pos + 1;
+  }
+  for (size_t k = 0; k < g->n_ios; k++) mw_storage_req_cleanup(&g->ios[k].req);
+  job_end(g, first, "WAL delete");
+}
+
+static void batch_complete(mw_gc_t *g);
+
+static void on_io(mw_storage_req_t *req, int status) {
+  gio_t *io = req->data;
+  mw_gc_t *g = io->g;
+  if (io->status == 0) io->status = status;
+  assert(g->pending > 0);
+  if (--g->pending == 0) batch_complete(g);
+}
+
+/* ------------------------------------------------------------------ ticks */
+
+static bool trim_due(const mw_gc_t *g, const gshard_t *gs, const mw_shard_t *s,
+                     const mw_compact_shard_t *cs, uint64_t now) {
+  if (cs->compacted_gen == 0 || cs->committed_ms == 0 || now - cs->committed_ms < g->cfg.grace_ms) return false;
+  for (size_t i = 0; i < s->ms.cached.n_sstables; i++)
+    if (s->ms.cached.sstables[i].generation <= cs->compacted_gen) return true;
+  (void)gs;
+  return false;
+}
+
+/* Start the next job for shard s; -EAGAIN when it has none. */
+static int shard_job(mw_gc_t *g, gshard_t *gs, mw_shard_t *s, uint64_t now) {
+  g->cur = gs;
+  g->cur_shard = s;
+  if (!gs->scanned) return start_scan(g);
+  mw_compact_shard_t cs = {0};
+  if (g->t->compact) mw_compact_shard_state(g->t->compact, gs->id, &cs);
+  if (trim_due(g, gs, s, &cs, now)) return start_trim(g, cs.compacted_gen);
+  int rc = start_delete(g, cs.compacted_gen, now);
+  if (rc != -EAGAIN) return rc;
+  const mw_shard_manifest_t *m = &s->ms.cached;
+  uint64_t r = m->replay_after_wal_entry_position, l = m->wal_entry_position_last_seen;
+  uint64_t horizon = r < l ? r : l;
+  if (gs->wal_next > 0 && gs->wal_next < horizon) return start_wal(g, horizon);
+  return -EAGAIN;
+}
+
+static void on_timer(uv_timer_t *h) {
+  mw_gc_t *g = h->data;
+  if (g->stopping || g->job != J_NONE) return;
+  uint64_t now = uv_now(g->t->loop);
+  size_t n = g->t->n_shards;
+  if (g->cfg.enabled && (g->t->drop == NULL || g->t->drop->phase == 0)) {
+    for (size_t k = 0; k < n; k++) {
+      mw_table_shard_t *ts = g->t->shards[(g->rr + k) % n];
+      mw_shard_t *s = &ts->shard;
+      if (mw_shard_state(s) != MW_SS_ACTIVE || !s->ms.has_cached || s->ctl != 0) continue;
+      gshard_t *gs = gshard_get(g, ts->id);
+      if (gs == NULL || gs->next_try_ms > now) continue;
+      int rc = shard_job(g, gs, s, now);
+      if (rc == -EAGAIN) {
+        g->job = J_NONE;
+        continue;
+      }
+      g->rr = (g->rr + k + 1) % (n ? n : 1);
+      if (rc < 0) job_end(g, rc, "submit");
+      return;
+    }
+  }
+  g->cur = NULL;
+  g->cur_shard = NULL;
+  rearm(g, g->cfg.interval_ms);
+}
+
+/* Completion of a batch job (delete / WAL): storage callbacks only. */
+static void batch_complete(mw_gc_t *g) {
+  if (g->job == J_DELETE) delete_done(g);
+  else if (g->job == J_WAL_GET) wal_sniffed(g);
+  else if (g->job == J_WAL_DELETE) wal_done(g);
+}
+
+/* --------------------------------------------------------------- lifecycle */
+
+int mw_gc_new(mw_table_t *t, const mw_gc_config_t *cfg, mw_gc_t **out) {
+  assert(t != NULL && out != NULL);
+  metrics_init();
+  mw_gc_t *g = calloc(1, sizeof *g);
+  if (g == NULL) return -ENOMEM;
+  g->t = t;
+  if (cfg) g->cfg = *cfg;
+  else mw_gc_config_defaults(&g->cfg);
+  mw_storage_req_init(&g->list_req);
+  mw_mstore_op_init(&g->op);
+  mw_ipc_reader_init(&g->rd);
+  for (size_t i = 0; i < MW_GC_MAX_BATCH; i++) {
+    mw_storage_req_init(&g->ios[i].req);
+    g->ios[i].g = g;
+  }
+  *out = g;
+  return 0;
+}
+
+void mw_gc_start(mw_gc_t *g) {
+  assert(g != NULL && !g->timer_open);
+  int rc = uv_timer_init(g->t->loop, &g->timer);
+  assert(rc == 0); /* cannot fail on an initialised loop */
+  (void)rc;
+  g->timer.data = g;
+  g->timer_open = true;
+  rearm(g, g->cfg.interval_ms);
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+  mw_gc_t *g = h->data;
+  g->timer_open = false;
+  if (g->job == J_NONE && g->stop_cb) {
+    void (*cb)(void *) = g->stop_cb;
+    g->stop_cb = NULL;
+    cb(g->stop_arg);
+  }
+}
+
+void mw_gc_stop(mw_gc_t *g, void (*cb)(void *arg), void *arg) {
+  assert(g != NULL && cb != NULL && !g->stopping);
+  assert(g->timer_open); /* started, stopped once */
+  g->stopping = true;
+  g->stop_cb = cb;
+  g->stop_arg = arg;
+  if (g->timer_open) {
+    uv_timer_stop(&g->timer);
+    uv_close((uv_handle_t *)&g->timer, on_timer_closed);
+  }
+}
+
+void mw_gc_free(mw_gc_t *g) {
+  if (g == NULL) return;
+  assert(g->job == J_NONE && !g->timer_open);
+  for (size_t i = 0; i < g->n_shards; i++) {
+    for (size_t k = 0; k < g->shards[i].n_dirs; k++) free(g->shards[i].dirs[k].name);
+    free(g->shards[i].dirs);
+  }
+  free(g->shards);
+  trimmed_free(g);
+  for (size_t i = 0; i < MW_GC_MAX_BATCH; i++) mw_storage_req_cleanup(&g->ios[i].req);
+  mw_storage_req_cleanup(&g->list_req);
+  mw_mstore_op_free(&g->op);
+  mw_ipc_reader_free(&g->rd);
+  free(g);
+}
+
+void mw_gc_stats(const mw_gc_t *g, mw_gc_stats_t *out) {
+  assert(g != NULL && out != NULL);
+  *out = g->stats;
+}
+
+bool mw_gc_shard_stats(const mw_gc_t *g, const uint8_t id[16], mw_gc_shard_stats_t *out) {
+  assert(g != NULL && id != NULL && out != NULL);
+  for (size_t i = 0; i < g->n_shards; i++) {
+    if (memcmp(g->shards[i].id, id, 16) != 0) continue;
+    out->wal_first = g->shards[i].wal_next;
+    out->trimmed_gen = g->shards[i].trimmed_gen;
+    out->dirs_waiting = (uint32_t)g->shards[i].n_dirs;
+    return true;
+  }
+  return false;
+}
+
+void mw_gc_kick(mw_gc_t *g) {
+  assert(g != NULL);
+  if (g->job == J_NONE) rearm(g, 0);
+}
