@@ -65,13 +65,14 @@ typedef struct mw_compact_config {
   uint64_t max_rows;           /* per run (physical rows read) */
   uint64_t interval_ms;        /* policy check period */
   uint64_t keyindex_cache_bytes; /* memory for cached key indexes */
+  uint64_t fragment_rows;      /* fragments below this many live rows are folded together */
 } mw_compact_config_t;
 
 void mw_compact_config_defaults(mw_compact_config_t *c);
 /* Set `compaction`, `compaction_min_sstables`, `compaction_min_bytes`,
  * `compaction_max_age_ms`, `compaction_max_sstables`,
  * `compaction_max_rows`, `compaction_interval_ms`,
- * `compaction_keyindex_cache_bytes`. -ENOENT for another key, -EINVAL for a
+ * `compaction_keyindex_cache_bytes`, `compaction_fragment_rows`. -ENOENT for another key, -EINVAL for a
  * bad value (reason in err). */
 int mw_compact_config_set(mw_compact_config_t *c, const char *key, const char *value, mw_err_t *err);
 
@@ -84,6 +85,7 @@ typedef struct mw_compact_stats {
   uint64_t rows_written;       /* rows written to new fragments */
   uint64_t rows_masked;        /* base rows newly deleted */
   uint64_t keyindex_built;     /* key indexes built from data files */
+  uint64_t folded;             /* small fragments folded into new ones */
   uint64_t base_version;       /* newest base version seen */
   uint64_t last_run_ms;        /* duration of the last committed run */
   bool running;
