@@ -622,6 +622,12 @@ bool mw_gc_shard_stats(const mw_gc_t *g, const uint8_t id[16], mw_gc_shard_stats
   for (size_t i = 0; i < g->n_shards; i++) {
     if (memcmp(g->shards[i].id, id, 16) != 0) continue;
     out->wal_first = g->shards[i].wal_next;
+    mw_shard_t *s = mw_table_shard(g->t, id, false);
+    out->horizon = 0;
+    if (s != NULL && s->ms.has_cached) {
+      uint64_t r = s->ms.cached.replay_after_wal_entry_position, l = s->ms.cached.wal_entry_position_last_seen;
+      out->horizon = r < l ? r : l;
+    }
     out->trimmed_gen = g->shards[i].trimmed_gen;
     out->dirs_waiting = (uint32_t)g->shards[i].n_dirs;
     return true;

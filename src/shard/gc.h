@@ -71,7 +71,8 @@ typedef struct mw_gc_stats {
 } mw_gc_stats_t;
 
 typedef struct mw_gc_shard_stats {
-  uint64_t wal_first;           /* lowest WAL position that may still exist */
+  uint64_t wal_first;           /* lowest WAL position that may still exist (or a sentinel) */
+  uint64_t horizon;             /* min(replay_after, last_seen): GC deletes below it */
   uint64_t trimmed_gen;         /* SSTables up to this generation are unlisted */
   uint32_t dirs_waiting;        /* SSTable directories in their grace period */
 } mw_gc_shard_stats_t;
