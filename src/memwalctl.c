@@ -46,6 +46,8 @@ static const char USAGE[] =
     "                         position, replay_after, MemTable rows/bytes, frozen\n"
     "                         MemTables, SSTables, ACTIVE/SEALED; connections, uptime\n"
     "  flush [TABLE [SHARD]]  flush MemTables; replies once committed\n"
+    "  compact [TABLE]        flush, then compact every ACTIVE shard's SSTables into\n"
+    "                         the base table; replies once committed\n"
     "  seal TABLE SHARD       stop the shard and commit SEALED\n"
     "  unseal TABLE SHARD     commit ACTIVE and claim it again\n"
     "  drop TABLE SHARD       delete a sealed shard's MemWAL directory\n"

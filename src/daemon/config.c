@@ -109,6 +109,14 @@ static const cfg_key_t keys[] = {
     {SC_TABLE, "allow_unmaintained_indexes", T_BOOL, TB(allow_unmaintained_indexes), 0, 1, false},
     {SC_TABLE, "zone_write_seeds", T_BOOL, TB(zone_write_seeds), 0, 1, false},
     {SC_TABLE, "zone_seed_rows_per_zone", T_INT, TB(zone_seed_rows_per_zone), 1, 1073741824, false},
+    {SC_TABLE, "compaction", T_TRIBOOL, TB(compaction), 0, 1, false},
+    {SC_TABLE, "compaction_min_sstables", T_INT, TB(compaction_min_sstables), 1, 100000, false},
+    {SC_TABLE, "compaction_min_bytes", T_INT, TB(compaction_min_bytes), 1, 1024 * GiB, false},
+    {SC_TABLE, "compaction_max_age_ms", T_INT, TB(compaction_max_age_ms), 0, 86400000, false},
+    {SC_TABLE, "compaction_max_sstables", T_INT, TB(compaction_max_sstables), 1, 65536, false},
+    {SC_TABLE, "compaction_max_rows", T_INT, TB(compaction_max_rows), 1, 1000000000, false},
+    {SC_TABLE, "gc", T_TRIBOOL, TB(gc), 0, 1, false},
+    {SC_TABLE, "gc_grace_ms", T_INT, TB(gc_grace_ms), 0, 86400000, false},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -160,6 +168,14 @@ static void table_defaults(mw_table_config_t *t, const char *name) {
   t->backpressure_log_interval_ms = -1;
   t->stats_log_interval_ms = -1;
   t->wal_compression = MW_WAL_COMPRESSION_NONE;
+  t->compaction = -1;
+  t->compaction_min_sstables = -1;
+  t->compaction_min_bytes = -1;
+  t->compaction_max_age_ms = -1;
+  t->compaction_max_sstables = -1;
+  t->compaction_max_rows = -1;
+  t->gc = -1;
+  t->gc_grace_ms = -1;
 }
 
 void mw_config_defaults(mw_config_t *cfg) {

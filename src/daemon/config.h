@@ -35,7 +35,7 @@
 #define MW_CONFIG_MAX_LISTEN 16
 #define MW_CONFIG_MAX_VALUE_BYTES 4096
 #define MW_CONFIG_MAX_SETS 256
-#define MW_CONFIG_TABLE_KEY_SLOTS 32 /* >= the number of [table] keys */
+#define MW_CONFIG_TABLE_KEY_SLOTS 64 /* >= the number of [table] keys */
 
 typedef enum { MW_WAL_COMPRESSION_NONE = 0, MW_WAL_COMPRESSION_ZSTD } mw_wal_compression_t;
 typedef enum { MW_CLAIM_LAZY = 0, MW_CLAIM_EAGER } mw_claim_mode_t;
@@ -81,6 +81,15 @@ typedef struct mw_table_config {
    * > 0 the file's line, MW_CONFIG_FROM_SET a --set, 0 the default. */
   int section_line;
   int key_lines[MW_CONFIG_TABLE_KEY_SLOTS];
+  /* compaction into the base table and GC (docs/engine.md); -1 = default */
+  int compaction;                      /* -1, 0, 1 */
+  int64_t compaction_min_sstables;
+  int64_t compaction_min_bytes;
+  int64_t compaction_max_age_ms;
+  int64_t compaction_max_sstables;
+  int64_t compaction_max_rows;
+  int gc;                              /* -1, 0, 1 */
+  int64_t gc_grace_ms;
 } mw_table_config_t;
 
 #define MW_CONFIG_FROM_SET (-1)

@@ -157,8 +157,8 @@ static int set_owned(mw_table_t *t, const mw_table_config_t *tc, mw_err_t *err) 
 }
 
 /* Our writer settings, highest layer over the table's writer_config_defaults:
- * at most MW_DAEMON_WRITER_KEYS of them. */
-#define MW_DAEMON_WRITER_KEYS 16
+ * at most MW_DAEMON_WRITER_KEYS of them (17 numbers, 5 words today). */
+#define MW_DAEMON_WRITER_KEYS 32
 
 static size_t writer_settings(const mw_table_config_t *tc, const char **k, const char **v,
                               char (*buf)[32]) {
@@ -174,6 +174,12 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
       {"max_unflushed_memtable_bytes", tc->max_unflushed_memtable_bytes},
       {"backpressure_log_interval_ms", tc->backpressure_log_interval_ms},
       {"stats_log_interval_ms", tc->stats_log_interval_ms},
+      {"compaction_min_sstables", tc->compaction_min_sstables},
+      {"compaction_min_bytes", tc->compaction_min_bytes},
+      {"compaction_max_age_ms", tc->compaction_max_age_ms},
+      {"compaction_max_sstables", tc->compaction_max_sstables},
+      {"compaction_max_rows", tc->compaction_max_rows},
+      {"gc_grace_ms", tc->gc_grace_ms},
   };
   size_t n = 0;
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
@@ -186,6 +192,14 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
   if (tc->durable_write >= 0) {
     k[n] = "durable_write";
     v[n++] = tc->durable_write ? "true" : "false";
+  }
+  if (tc->compaction >= 0) {
+    k[n] = "compaction";
+    v[n++] = tc->compaction ? "on" : "off";
+  }
+  if (tc->gc >= 0) {
+    k[n] = "gc";
+    v[n++] = tc->gc ? "on" : "off";
   }
   k[n] = "wal_compression";
   v[n++] = tc->wal_compression == MW_WAL_COMPRESSION_ZSTD ? "zstd" : "none";

@@ -54,7 +54,7 @@ static const struct {
     {"flush", 0, 2, "flush [TABLE [SHARD]]"}, {"seal", 2, 2, "seal TABLE SHARD"},
     {"unseal", 2, 2, "unseal TABLE SHARD"}, {"drop", 2, 2, "drop TABLE SHARD"},
     {"drop-table", 1, 1, "drop-table TABLE"}, {"claim", 2, 2, "claim TABLE SHARD"},
-    {"release", 2, 2, "release TABLE SHARD"},
+    {"release", 2, 2, "release TABLE SHARD"}, {"compact", 0, 1, "compact [TABLE]"},
     /* tests only: refused unless memwald runs with MEMWALD_TEST_FAULTS=1 */
     {"fault", 2, 4, "fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear"},
 };
@@ -180,14 +180,14 @@ static void dispatch(mw_admin_req_t *r) {
   }
   argv[argc] = NULL;
   if (argc == 0) {
-    reply_error(r, "empty request; commands: status, metrics, flush, seal, unseal, drop, drop-table, claim, release");
+    reply_error(r, "empty request; commands: status, metrics, flush, compact, seal, unseal, drop, drop-table, claim, release");
     return;
   }
   size_t k = 0;
   while (k < N_COMMANDS && strcmp(COMMANDS[k].name, argv[0]) != 0) k++;
   char msg[MW_ADMIN_MAX_REQUEST_BYTES + 128];
   if (k == N_COMMANDS) {
-    snprintf(msg, sizeof msg, "unknown command \"%.200s\"; commands: status, metrics, flush, seal, unseal, drop, drop-table, claim, release", argv[0]);
+    snprintf(msg, sizeof msg, "unknown command \"%.200s\"; commands: status, metrics, flush, compact, seal, unseal, drop, drop-table, claim, release", argv[0]);
     reply_error(r, msg);
     return;
   }

@@ -32,6 +32,8 @@ typedef struct op {
   mw_table_t *t;
   mw_shard_t *s;
   mw_fe_admin_t *a;
+  bool compacting;   /* compact: the flushes are done, the compactions run */
+  mw_compact_stats_t before; /* compact on one table: its stats at the start */
 } op_t;
 
 /* ------------------------------------------------------------------ shards */
@@ -145,6 +147,32 @@ static int storage_json(const mw_fe_admin_t *a, mw_buf_t *out) {
   return rc;
 }
 
+/* ,"compaction":{...},"gc":{...} of one table. */
+static int compaction_json(const mw_table_t *t, mw_buf_t *out) {
+  if (t->compact == NULL || t->gc == NULL) return 0;
+  mw_compact_stats_t c;
+  mw_gc_stats_t g;
+  mw_compact_stats(t->compact, &c);
+  mw_gc_stats(t->gc, &g);
+  int rc = put(out, ",\"compaction\":{\"enabled\":%s,\"running\":%s,\"runs\":%" PRIu64
+               ",\"failures\":%" PRIu64 ",\"conflicts\":%" PRIu64 ",\"sstables\":%" PRIu64
+               ",\"rows_merged\":%" PRIu64 ",\"rows_written\":%" PRIu64 ",\"rows_masked\":%" PRIu64
+               ",\"base_version\":%" PRIu64 ",\"last_run_ms\":%" PRIu64 ",\"last_error\":",
+               t->compact_cfg.enabled ? "true" : "false", c.running ? "true" : "false", c.runs,
+               c.failures, c.conflicts, c.sstables, c.rows_in, c.rows_written, c.rows_masked,
+               c.base_version, c.last_run_ms);
+  if (rc == 0) rc = mw_admin_json_str(out, c.last_error);
+  if (rc == 0)
+    rc = put(out, "},\"gc\":{\"enabled\":%s,\"grace_ms\":%" PRIu64 ",\"wal_deleted\":%" PRIu64
+             ",\"wal_bytes_deleted\":%" PRIu64 ",\"sentinels_kept\":%" PRIu64 ",\"sstables_trimmed\":%" PRIu64
+             ",\"dirs_deleted\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"last_error\":",
+             t->gc_cfg.enabled ? "true" : "false", t->gc_cfg.grace_ms, g.wal_deleted, g.wal_bytes_deleted,
+             g.sentinels_kept, g.sstables_trimmed, g.dirs_deleted, g.failures);
+  if (rc == 0) rc = mw_admin_json_str(out, g.last_error);
+  if (rc == 0) rc = mw_buf_append(out, "}", 1);
+  return rc;
+}
+
 int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
   assert(a && out);
   uint64_t up = a->loop ? (uv_now(a->loop) - a->start_ms) / 1000 : 0;
@@ -185,6 +213,15 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
                st.replay_after, st.memtable_rows, st.memtable_bytes, st.frozen, st.sstables,
                st.rows_acked, st.wal_entries, st.flushes, st.backpressured ? "true" : "false");
       if (rc == 0) rc = put(out, ",\"recoveries\":%" PRIu64, st.recoveries);
+      mw_compact_shard_t cs;
+      if (rc == 0 && t->compact && mw_compact_shard_state(t->compact, ts->id, &cs))
+        rc = put(out, ",\"compacted_generation\":%" PRIu64 ",\"uncompacted_sstables\":%" PRIu64
+                 ",\"uncompacted_bytes\":%" PRIu64 ",\"compaction_failures\":%" PRIu32,
+                 cs.compacted_gen, cs.uncompacted, cs.uncompacted_bytes, cs.failures);
+      mw_gc_shard_stats_t gs;
+      if (rc == 0 && t->gc && mw_gc_shard_stats(t->gc, ts->id, &gs))
+        rc = put(out, ",\"wal_first\":%" PRIu64 ",\"wal_gc_horizon\":%" PRIu64
+                 ",\"sstable_dirs_waiting\":%" PRIu32, gs.wal_first, gs.horizon, gs.dirs_waiting);
       if (rc == 0 && mw_shard_reason(&ts->shard)[0]) {
         rc = mw_buf_append(out, ",\"reason\":", 10);
         if (rc == 0) rc = mw_admin_json_str(out, mw_shard_reason(&ts->shard));
@@ -192,7 +229,9 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
       if (rc == 0) rc = fault_json(a, &ts->shard, out);
       if (rc == 0) rc = mw_buf_append(out, "}", 1);
     }
-    if (rc == 0) rc = mw_buf_append(out, "]}", 2);
+    if (rc == 0) rc = mw_buf_append(out, "]", 1);
+    if (rc == 0) rc = compaction_json(t, out);
+    if (rc == 0) rc = mw_buf_append(out, "}", 1);
   }
   if (rc == 0) rc = mw_buf_append(out, "]", 1);
   if (rc == 0) rc = storage_json(a, out);
@@ -203,7 +242,13 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
 
 /* ------------------------------------------------------------------ commands */
 
+static void start_compactions(op_t *o);
+
 static void op_finish(op_t *o) {
+  if (o->status == 0 && strcmp(o->cmd, "compact") == 0 && !o->compacting) {
+    start_compactions(o); /* the flushes committed: now compact */
+    return;
+  }
   if (o->status < 0) {
     char msg[MW_ERR_MSG_BYTES + 300];
     snprintf(msg, sizeof msg, "table %s: %s", o->table, o->reason[0] ? o->reason : mw_strerror(o->status));
@@ -211,6 +256,19 @@ static void op_finish(op_t *o) {
   } else if (strcmp(o->cmd, "flush") == 0) {
     char j[64];
     snprintf(j, sizeof j, "{\"flushed\":%d}", o->n);
+    mw_admin_reply(o->r, 0, j);
+  } else if (strcmp(o->cmd, "compact") == 0) {
+    char j[400];
+    if (o->t) {
+      mw_compact_stats_t st;
+      mw_compact_stats(o->t->compact, &st);
+      snprintf(j, sizeof j, "{\"compacted\":%d,\"runs\":%" PRIu64 ",\"sstables\":%" PRIu64
+               ",\"rows_written\":%" PRIu64 ",\"base_version\":%" PRIu64 "}", o->n,
+               st.runs - o->before.runs, st.sstables - o->before.sstables,
+               st.rows_written - o->before.rows_written, st.base_version);
+    } else {
+      snprintf(j, sizeof j, "{\"compacted\":%d}", o->n);
+    }
     mw_admin_reply(o->r, 0, j);
   } else if (strcmp(o->cmd, "drop-table") == 0) {
     mw_buf_t b = MW_BUF_INIT;
@@ -250,6 +308,27 @@ static void on_drop_done(mw_table_t *t, int status, const char *reason, void *ar
   op_t *o = arg;
   if (status == 0) mw_fe_tables_drop(o->a->tables, t); /* committed: gone for clients */
   op_done(o, status, reason);
+}
+
+static void on_compacted(void *arg, int status, const char *reason) {
+  op_done(arg, status, reason);
+}
+
+/* compact, second step: every table's compaction, one reply for all. */
+static void start_compactions(op_t *o) {
+  mw_fe_admin_t *a = o->a;
+  o->compacting = true;
+  o->left = 1;
+  o->n = 0;
+  for (size_t i = 0; i < a->tables->n; i++) {
+    mw_table_t *t = a->tables->tables[i];
+    if (a->tables->dropped[i] || (o->t && t != o->t)) continue;
+    o->left++;
+    int rc = mw_table_compact(t, on_compacted, o);
+    if (rc < 0) op_done(o, rc, "compaction is stopped (the table is closing or dropped)");
+    else o->n++;
+  }
+  op_done(o, 0, NULL);
 }
 
 static mw_table_t *find_table(const mw_fe_admin_t *a, const char *name) {
@@ -453,6 +532,12 @@ static void command(void *data, int argc, const char *const *argv, mw_admin_req_
     return;
   }
   if (strcmp(argv[0], "flush") == 0) {
+    start_flush(a, o, argc, argv);
+    op_done(o, 0, NULL);
+    return;
+  }
+  if (strcmp(argv[0], "compact") == 0) { /* flush every shard, then compact */
+    if (o->t) mw_compact_stats(o->t->compact, &o->before);
     start_flush(a, o, argc, argv);
     op_done(o, 0, NULL);
     return;
