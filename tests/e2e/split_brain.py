@@ -64,6 +64,16 @@ Then:
 Counts are printed as "# counts: …" lines (bench/split-brain-long.sh reads
 them). TAP output.
 
+--gc: the same campaign with garbage collection and compaction running in
+both daemons (gc_grace_ms = 100, compaction after 2 SSTables or 200 ms).
+GC deletes WAL entries below min(replay_after, last_seen), so checks 2 and 3
+change: positions must be without holes only from the final horizon up;
+below it nothing may remain but fence sentinels (GC keeps them, and a data
+entry there after GC has passed is a write into a freed slot: the failure
+Lance's spec warns about); an acked write is in at most one entry. A waits
+until its GC has reached the horizon of every shard before stopping. Check 1
+(LanceDB reads exactly the acked state) is unchanged and decides.
+
 usage: split_brain.py MEMWALD MEMWALCTL [--seed S] [--claims N] [--rounds R]
                       [--variant daemons|lancedb|both] [--memtable-rows N] [--keep]
 """
@@ -95,6 +105,7 @@ ap.add_argument("--variant", default="both", choices=["daemons", "lancedb", "bot
 ap.add_argument("--memtable-rows", type=int, default=100,
                 help="max_memtable_rows (small: flushes run during the claims); 0 = no flush before the end")
 ap.add_argument("--keep", action="store_true", help="keep the scratch directories")
+ap.add_argument("--gc", action="store_true", help="run with WAL/SSTable GC and compaction active")
 ARGS = ap.parse_args()
 e2e_util.MEMWALD, e2e_util.MEMWALCTL = ARGS.memwald, ARGS.memwalctl
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -364,8 +375,16 @@ spec = bucket(id,4)
 shards = 0, 1, 2, 3
 claim = eager
 {memtable_keys()}
+{gc_keys()}
 """)
     return conf, f"{tmp}/{name}.sock"
+
+
+def gc_keys():
+    if ARGS.gc:
+        return ("gc = true\ngc_grace_ms = 100\ncompaction = true\ncompaction_min_sstables = 2\n"
+                "compaction_max_age_ms = 200")
+    return "gc = false\ncompaction = false"
 
 
 def memtable_keys():
@@ -458,6 +477,14 @@ def take_all(tmp, model, sock, port, letter, stats):
     _, r, _ = ctl_json(sock, "flush", "t")
     if not r.get("ok"):
         problems.append(f"flush: {r}")
+    if ARGS.gc:  # let GC reach every shard's horizon: then only sentinels are left below it
+        def caught_up():
+            st = shard_status(sock)
+            return len(st) == NBUCKETS and all(x.get("wal_first", 0) >= x.get("wal_gc_horizon", 1 << 62)
+                                               for x in st.values())
+        if not poll(caught_up, 60):
+            problems.append(f"GC did not reach the horizon within 60 s: "
+                            f"{[(x.get('wal_first'), x.get('wal_gc_horizon')) for x in shard_status(sock).values()]}")
     return problems
 
 
@@ -530,9 +557,22 @@ def check_wal(label, model, shards, owners, uuids, third_party):
             P(x)
         wal, man = s["wal"], s["manifests"]
         counts["entries"] += len(wal)
-        if [e["pos"] for e in wal] != list(range(1, len(wal) + 1)):
+        if not ARGS.gc and [e["pos"] for e in wal] != list(range(1, len(wal) + 1)):
             P(f"WAL positions are not 1..{len(wal)}: holes at "
               f"{sorted(set(range(1, wal[-1]['pos'] + 1)) - {e['pos'] for e in wal})[:10] if wal else []}")
+        if ARGS.gc and man:
+            last = max(man, key=lambda m: m["version"])
+            horizon = min(last["replay_after"], last["last_seen"])
+            counts["gc_horizon_sum"] = counts.get("gc_horizon_sum", 0) + horizon
+            above = [e["pos"] for e in wal if e["pos"] >= horizon]
+            if wal and above != list(range(horizon, wal[-1]["pos"] + 1)) and above:
+                P(f"WAL positions from the horizon {horizon} up are not contiguous: {above[:10]}...")
+            for e in wal:
+                if e["pos"] < horizon and not e["sentinel"]:
+                    P(f"entry {e['pos']} (epoch {e['epoch']}) with rows sits below the GC horizon {horizon} "
+                      f"after GC passed it: a write into a freed slot")
+                if e["pos"] < horizon and e["sentinel"]:
+                    counts["sentinels_below_horizon"] = counts.get("sentinels_below_horizon", 0) + 1
         epochs_m = [m["epoch"] for m in man]
         counts["manifest_versions"] += len(man)
         counts["epochs"] += len(set(epochs_m))
@@ -597,13 +637,14 @@ def check_wal(label, model, shards, owners, uuids, third_party):
     for w in model.writes:
         at = where.get((w.id, w.name), [])
         n = len(at)
-        if w.state == "acked" and n != 1:
+        if w.state == "acked" and (n > 1 or (n == 0 and not ARGS.gc)):
             (lost if n == 0 else twice).append(f"{w.name} (id {w.id}) acked, in {n} entries {at}")
         elif w.state == "refused" and n != 0:
             resurrected.append(f"{w.name} (id {w.id}) refused ({w.why}), in {at}")
         elif w.state == "unknown" and n > 1:
             twice.append(f"{w.name} (id {w.id}) unknown, in {at}")
-    check(f"[{label}] every acked write is in exactly one WAL entry, no refused write in any",
+    check(f"[{label}] every acked write is in " + ("at most one WAL entry (GC deleted the others' entries)"
+          if ARGS.gc else "exactly one WAL entry") + ", no refused write in any",
           not lost and not resurrected and not twice, "\n".join((lost + resurrected + twice)[:30]))
     bad_entries = {a for w in model.writes if w.state == "refused" for a in where.get((w.id, w.name), [])}
     counts.update(wal_problems=len(problems), acked_not_in_wal=len(lost), refused_in_wal=len(resurrected),
@@ -883,12 +924,12 @@ def main():
         print("not ok 1 - tests/interop/node_modules is missing: run npm install --no-audit --no-fund there")
         print("1..1")
         return 1
-    note(f"seed {ARGS.seed}, claims {ARGS.claims}, rounds {ARGS.rounds}")
+    note(f"seed {ARGS.seed}, claims {ARGS.claims}, rounds {ARGS.rounds}, gc {'on' if ARGS.gc else 'off'}")
     t0 = time.monotonic()
     for name, fn in (("daemons", variant_daemons), ("lancedb", variant_lancedb)):
         if ARGS.variant not in (name, "both"):
             continue
-        tmp = tempfile.mkdtemp(prefix=f"memwald-split-{name}-")
+        tmp = tempfile.mkdtemp(prefix=f"memwald-split-{name}{'-gc' if ARGS.gc else ''}-")
         before = len(results)
         try:
             fn(tmp, ARGS.seed)
