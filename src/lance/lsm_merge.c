@@ -24,18 +24,10 @@
 void mw_merge_free(mw_merge_t *m) {
   if (m == NULL) return;
   if (m->rows.cols) mw_batch_free(&m->rows);
-  mw_buf_free(&m->keys.validity);
-  mw_buf_free(&m->keys.values);
-  mw_buf_free(&m->keys.offsets);
-  mw_buf_free(&m->keys.item_validity);
+  mw_column_free(&m->keys);
   free(m->hashes);
   memset(m, 0, sizeof *m);
 }
-
-/* Key columns are built with batch.c's column helpers (children too). */
-static void column_free(mw_column_t *c) { mw_column_free(c); }
-
-static int column_init(mw_column_t *c, const mw_field_t *f) { return mw_column_init(c, f); }
 
 static int check_schemas(const mw_schema_t *table, const mw_schema_t *base, int *pk, mw_err_t *err) {
   if (table->n_fields != base->n_fields + 1 || base->n_fields == 0)
@@ -147,8 +139,8 @@ int mw_merge_runs(const mw_schema_t *table, const mw_schema_t *base, const mw_me
   if ((rc = mw_batch_init(&out->rows, base)) < 0) return rc;
   const mw_field_t *pkf = &base->fields[out->pk];
   mw_column_t all;
-  if ((rc = column_init(&all, pkf)) < 0 || (rc = column_init(&out->keys, pkf)) < 0) {
-    column_free(&all);
+  if ((rc = mw_column_init(&all, pkf)) < 0 || (rc = mw_column_init(&out->keys, pkf)) < 0) {
+    mw_column_free(&all);
     return rc;
   }
   src_t *srcs = malloc((size_t)(live + 1) * sizeof *srcs);
@@ -166,7 +158,7 @@ int mw_merge_runs(const mw_schema_t *table, const mw_schema_t *base, const mw_me
   if (rc == 0 && out->n_keys > 0) rc = mw_pk_hash_columns(&pkf, &kp, 1, out->n_keys, out->hashes, err);
   if (rc < 0) mw_err_set(err, rc, "merge: %s", mw_strerror(rc));
   assert(rc < 0 || out->rows.n_rows + out->tombstones == out->n_keys);
-  column_free(&all);
+  mw_column_free(&all);
   free(srcs);
   free(order);
   return rc;

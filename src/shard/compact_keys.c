@@ -247,8 +247,10 @@ void mw_compact__work_keys(mw_compact_t *c) {
       continue;
     }
     mw_datafile_t df;
-    mw_column_t col = {0};
-    int rc = mw_datafile_open(&df, f->req.buf.data, f->req.buf.len, NULL, &f->work_err);
+    mw_column_t col;
+    int rc = mw_column_init(&col, pk);
+    if (rc == 0) rc = mw_datafile_open(&df, f->req.buf.data, f->req.buf.len, NULL, &f->work_err);
+    else memset(&col, 0, sizeof col);
     if (rc == 0) {
       size_t j = 0;
       while (j < df.schema.n_fields && df.schema.fields[j].id != pk->id) j++;
@@ -264,10 +266,7 @@ void mw_compact__work_keys(mw_compact_t *c) {
       f->has_decoded = true;
       mw_datafile_close(&df);
     }
-    mw_buf_free(&col.validity);
-    mw_buf_free(&col.values);
-    mw_buf_free(&col.offsets);
-    mw_buf_free(&col.item_validity);
+    mw_column_free(&col);
     mw_buf_free(&f->req.buf);
     f->work_rc = rc;
   }
@@ -482,15 +481,13 @@ static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
   const mw_schema_t *bs = &t->meta.schema;
   const mw_field_t *pk = &bs->fields[c->pk_base];
   const mw_batch_t **parts = calloc(r->n_groups + 2, sizeof *parts);
-  mw_column_t keys = {0};
-  int rc = parts ? 0 : -ENOMEM;
+  mw_column_t keys;
+  int rc = parts ? mw_column_init(&keys, pk) : -ENOMEM;
   size_t n = 0;
   r->new_rows = 0;
   for (size_t k = 0; k < r->n_groups; k++)
     if (r->groups[k].merge.rows.n_rows > 0) parts[n++] = &r->groups[k].merge.rows;
   if (folded->n_rows > 0) parts[n++] = folded;
-  if (rc == 0 && (pk->type == MW_T_UTF8 || pk->type == MW_T_BINARY))
-    rc = mw_buf_append(&keys.offsets, &(int32_t){0}, 4);
   for (size_t i = 0; rc == 0 && i < n; i++) {
     rc = mw_column_append_range(&keys, &parts[i]->cols[c->pk_base], pk, 0, parts[i]->n_rows);
     r->new_rows += (uint64_t)parts[i]->n_rows;
@@ -504,10 +501,7 @@ static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
     rc = mw_sstable_data_file(bs, parts, n, &o, &r->data_file, err);
     if (rc == 0) rc = mw_keyindex_build(pk, &keys, r->data_name, &r->data_keys, err);
   }
-  mw_buf_free(&keys.validity);
-  mw_buf_free(&keys.values);
-  mw_buf_free(&keys.offsets);
-  mw_buf_free(&keys.item_validity);
+  if (parts) mw_column_free(&keys);
   free(parts);
   return rc;
 }

@@ -239,8 +239,7 @@ void mw_compact__work_merge(mw_compact_t *c) {
     rc = merge_group(t, &r->groups[k], err);
     if (rc == 0) n += r->groups[k].merge.n_keys;
   }
-  if (rc == 0 && (pk->type == MW_T_UTF8 || pk->type == MW_T_BINARY))
-    rc = mw_buf_append(&r->keys.offsets, &(int32_t){0}, 4);
+  if (rc == 0) rc = mw_column_init(&r->keys, pk);
   if (rc == 0 && (r->hashes = malloc((size_t)(n + 1) * sizeof *r->hashes)) == NULL) rc = -ENOMEM;
   for (size_t k = 0; k < r->n_groups && rc == 0; k++) {
     const mw_merge_t *m = &r->groups[k].merge;

@@ -26,6 +26,10 @@
  *                a v1 seed per column matching its values, the commit sets
  *                FLAG_ZONE_WRITE_SEEDS in both flags, the next commit keeps
  *                it, and the table then opens only with seeds on.
+ *   strpk        a table with a utf8 primary key made by our bootstrap:
+ *                three rounds of upserts and deletes, each compacted, the
+ *                base read back after each equals the model (key indexes and
+ *                merge over string keys, superseded rows masked by key).
  *   fold         30 small compactions in a row: small fragments are folded
  *                into the new ones, so the base never holds more than
  *                MW_COMPACT_FOLD_TRIGGER + 1 fragments, and still == model.
@@ -50,7 +54,9 @@
 #include "lance/deletion.h"
 #include "lance/keyindex.h"
 #include "lance/route.h"
+#include "lance/schema_text.h"
 #include "lance/sstable.h"
+#include "lance/table_create.h"
 #include "lance/zone_seed.h"
 #include "rows.h"
 #include "shard/table.h"
@@ -707,6 +713,149 @@ static void test_zone_seeds(void **state) {
   env_free(&e);
 }
 
+/* --- a utf8 primary key ------------------------------------------------- */
+
+#define SKEYS 200
+
+static void create_table(const char *dir, const char *schema, const char *pk, const char *spec) {
+  mw_schema_t s;
+  mw_shard_spec_t sp;
+  mw_table_files_t files;
+  mw_err_t err = {0};
+  mw_schema_init(&s);
+  if (mw_schema_text_parse(schema, &s, &err) < 0 || mw_schema_pk_text_apply(&s, pk, &err) < 0 ||
+      mw_shard_spec_text_parse(spec, &s, &sp, &err) < 0)
+    fail_msg("schema: %s", err.msg);
+  mw_table_create_params_t p = {.schema = &s, .spec = &sp};
+  if (mw_table_create_encode(&p, &files, &err) < 0) fail_msg("create: %s", err.msg);
+  for (size_t i = 0; i < files.n; i++) {
+    char *path = tu_strf("%s/%s", dir, files.files[i].path);
+    char *cmd = tu_strf("mkdir -p \"$(dirname '%s')\"", path);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tu_write_file(path, files.files[i].bytes.data, files.files[i].bytes.len), 0);
+    free(cmd);
+    free(path);
+  }
+  mw_table_files_free(&files);
+  mw_schema_free(&s);
+}
+
+/* live rows of the newest base version: key k -> value, or absent */
+static void strpk_base(const env_t *e, bool *present, int64_t *value) {
+  base_view_t *v = calloc(1, sizeof *v);
+  char *vdir = tu_strf("%s/_versions", e->dir);
+  char **names;
+  size_t n = tu_list_dir(vdir, ".manifest", &names);
+  assert_int_equal(mw_dmanifest_latest(names, n, &v->version, NULL, NULL), 0);
+  char name[MW_DMANIFEST_NAME_BYTES], key[300];
+  mw_dmanifest_name(v->version, name, sizeof name);
+  snprintf(key, sizeof key, "_versions/%s", name);
+  size_t len;
+  uint8_t *b = read_key(e, key, &len);
+  assert_int_equal(mw_table_meta_read(b, len, &v->meta, NULL), 0);
+  free(b);
+  memset(present, 0, SKEYS * sizeof *present);
+  const Lance__Table__Manifest *pb = v->meta.manifest.pb;
+  for (size_t i = 0; i < pb->n_fragments; i++) {
+    const Lance__Table__DataFragment *f = pb->fragments[i];
+    snprintf(key, sizeof key, "data/%s", f->files[0]->path);
+    uint8_t *data = read_key(e, key, &len);
+    mw_datafile_t df;
+    mw_batch_t batch;
+    assert_int_equal(mw_datafile_open(&df, data, len, NULL, NULL), 0);
+    assert_int_equal(mw_datafile_read_batch(&df, &batch, NULL), 0);
+    uint8_t *dead = calloc((size_t)batch.n_rows + 1, 1);
+    if (f->deletion_file) {
+      const Lance__Table__DeletionFile *d = f->deletion_file;
+      snprintf(key, sizeof key, "_deletions/%" PRIu64 "-%" PRIu64 "-%" PRIu64 ".bin", f->id, d->read_version, d->id);
+      size_t dl;
+      uint8_t *db = read_key(e, key, &dl);
+      uint32_t *offs;
+      size_t k;
+      assert_int_equal(mw_deletion_decode(db, dl, f->physical_rows, &offs, &k, NULL), 0);
+      for (size_t j = 0; j < k; j++) dead[offs[j]] = 1;
+      free(offs);
+      free(db);
+    }
+    for (int64_t r = 0; r < batch.n_rows; r++) {
+      if (dead[r]) continue;
+      size_t kn;
+      const uint8_t *kp = mw_column_bytes(&batch.cols[0], r, &kn);
+      char ks[32];
+      assert_true(kn < sizeof ks);
+      memcpy(ks, kp, kn);
+      ks[kn] = 0;
+      int k = atoi(ks + 1);
+      assert_true(k >= 0 && k < SKEYS);
+      if (present[k]) fail_msg("key %s is live twice", ks);
+      present[k] = true;
+      memcpy(&value[k], batch.cols[1].values.data + 8 * r, 8);
+    }
+    free(dead);
+    mw_batch_free(&batch);
+    mw_datafile_close(&df);
+    free(data);
+  }
+  tu_free_names(names, n);
+  free(vdir);
+  mw_table_meta_free(&v->meta);
+  free(v);
+}
+
+static void test_strpk(void **state) {
+  (void)state;
+  env_t e;
+  memset(&e, 0, sizeof e);
+  assert_int_equal(uv_loop_init(&e.loop), 0);
+  e.scratch = tu_mkdtemp("compact-str");
+  e.dir = tu_strf("%s/s.lance", e.scratch);
+  create_table(e.dir, "id:string not null, v:int64", "id", "unsharded");
+  mw_table_t *t = open_table(&e, NULL, 0, NULL);
+  bool want[SKEYS] = {0}, got[SKEYS];
+  int64_t wv[SKEYS], gv[SKEYS];
+  uint64_t rnd = 99;
+  for (int round = 0; round < 3; round++) {
+    for (int w = 0; w < 10; w++) {
+      mw_batch_t b;
+      assert_int_equal(mw_batch_init(&b, &t->schema), 0);
+      for (int i = 0; i < 40; i++) {
+        rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+        int k = (int)((rnd >> 33) % SKEYS);
+        bool tomb = (rnd >> 20) % 5 == 0;
+        int64_t v = (int64_t)(rnd >> 40) + round;
+        char ks[16];
+        int n = snprintf(ks, sizeof ks, "k%05d", k);
+        assert_int_equal(mw_column_append_bytes(&b.cols[0], ks, (size_t)n), 0);
+        if (tomb) assert_int_equal(mw_column_append_null(&b.cols[1], &t->schema.fields[1]), 0);
+        else assert_int_equal(mw_column_append_fixed(&b.cols[1], &v, 8), 0);
+        assert_int_equal(mw_column_append_bool(&b.cols[2], tomb), 0);
+        b.n_rows++;
+        want[k] = !tomb;
+        wv[k] = v;
+      }
+      mw_table_write_t *tw = calloc(1, sizeof *tw);
+      mw_err_t err = {0};
+      if (mw_table_write(t, tw, &b, on_write, &err) < 0) fail_msg("write: %s", err.msg);
+      writes_left++;
+    }
+    while (writes_left > 0) assert_true(uv_run(&e.loop, UV_RUN_ONCE) || writes_left == 0);
+    assert_int_equal(writes_failed, 0);
+    flush_all(&e, t);
+    compact(&e, t);
+    strpk_base(&e, got, gv);
+    for (int k = 0; k < SKEYS; k++) {
+      if (want[k] != got[k]) fail_msg("round %d key k%05d: %s in the base", round, k, got[k] ? "live" : "absent");
+      if (want[k] && wv[k] != gv[k]) fail_msg("round %d key k%05d: value differs", round, k);
+    }
+  }
+  mw_compact_stats_t cs;
+  mw_compact_stats(t->compact, &cs);
+  assert_int_equal(cs.runs, 3);
+  assert_true(cs.rows_masked > 0); /* rounds 2 and 3 superseded rows of earlier ones */
+  close_table(&e, t);
+  env_free(&e);
+}
+
 /* --- folding small fragments ------------------------------------------ */
 
 static void test_fold(void **state) {
@@ -754,6 +903,7 @@ int main(void) {
       cmocka_unit_test(test_bad_keyindex),
       cmocka_unit_test(test_zone_seeds),
       cmocka_unit_test(test_fold),
+      cmocka_unit_test(test_strpk),
   };
   return cmocka_run_group_tests_name("compact", tests, NULL, NULL);
 }
