@@ -370,6 +370,10 @@ static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) 
   assert(dt->n == dt->fe.n);
   if (tc->claim == MW_CLAIM_EAGER && (rc = mw_table_claim_owned(t)) < 0)
     return mw_err_set(err, rc, "[table %s] eager claim failed", tc->name);
+  /* whatever `claim` says: owned shards with unflushed WAL entries nobody
+   * writes are claimed and flushed (shard/recover.h) */
+  if ((rc = mw_table_recover_owned(t)) < 0)
+    mw_log_err("table %s: recovery at start: %s (writes still claim the shards)", tc->name, mw_strerror(rc));
   mw_log_notice("table %s: open at %s, %s, shards %s, claim %s", tc->name, tc->uri,
                 t->kind == MW_SHARDING_BUCKET ? "bucket" : t->kind == MW_SHARDING_IDENTITY ? "identity" : "unsharded",
                 tc->shards, tc->claim == MW_CLAIM_EAGER ? "eager" : "lazy");

@@ -359,6 +359,7 @@ static void on_storage_closed(void *arg) {
   void (*cb)(mw_table_t *) = t->close_cb;
   mw_compact_free(t->compact);
   mw_gc_free(t->gc);
+  mw_recover_free(t->recover);
   for (size_t i = 0; i < t->n_shards; i++) free(t->shards[i]);
   free(t->shards);
   drop_free(t);
@@ -388,9 +389,10 @@ static void stop_housekeeping(mw_table_t *t, void (*cb)(void *arg)) {
   assert(!t->compact_stopped);
   t->compact_stopped = true;
   t->housekeeping_cb = cb;
-  t->housekeeping_left = 2;
+  t->housekeeping_left = t->recover ? 3 : 2;
   mw_compact_stop(t->compact, housekeeping_stopped, t);
   mw_gc_stop(t->gc, housekeeping_stopped, t);
+  if (t->recover) mw_recover_stop(t->recover, housekeeping_stopped, t);
 }
 
 /* After compaction stopped: the shards, then the storage. */
@@ -564,6 +566,12 @@ void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *val
   snprintf(ts->key, sizeof ts->key, "identity-%.*s", (int)n, value);
   ts->key_truncated = cut;
   assert(strlen(ts->key) < sizeof ts->key);
+}
+
+int mw_table_recover_owned(mw_table_t *t) {
+  assert(t != NULL && t->recover == NULL);
+  if (t->compact_stopped) return -ESHUTDOWN;
+  return mw_recover_start(t, 0, &t->recover);
 }
 
 int mw_table_claim_owned(mw_table_t *t) {

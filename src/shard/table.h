@@ -45,6 +45,7 @@
 #include "shard/compact.h"
 #include "shard/gc.h"
 #include "shard/owners.h"
+#include "shard/recover.h"
 #include "shard/shard.h"
 #include "storage/storage.h"
 
@@ -149,6 +150,7 @@ typedef struct mw_table {
   /* garbage collection of WAL entries and compacted SSTables (gc.h) */
   mw_gc_config_t gc_cfg;
   mw_gc_t *gc;
+  mw_recover_t *recover;            /* NULL until mw_table_recover_owned */
   bool compact_stopped;             /* compaction and GC stopped (or stopping) */
   void (*housekeeping_cb)(void *arg);
   size_t housekeeping_left;
@@ -216,6 +218,12 @@ int mw_table_disown(mw_table_t *t, const uint8_t id[16]);
  * bucket: every owned bucket; identity: the listed ones). Returns how many
  * claims were started. */
 int mw_table_claim_owned(mw_table_t *t);
+
+/* Recovery at start (recover.h): claim and flush every owned shard still
+ * NEW whose WAL holds rows past replay_after and that nobody is writing.
+ * Call once, after the ownership is final (and after an eager claim). The
+ * daemon does; tests that drive claims themselves do not. */
+int mw_table_recover_owned(mw_table_t *t);
 
 /* Route `batch` (table schema, `_tombstone` included; consumed on success)
  * to its shards and write each part. Immediate error (nothing written), or

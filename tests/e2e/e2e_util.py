@@ -346,3 +346,24 @@ def rss_kb(pid):
 def port_of(listening_line):
     """The port N of a "listening on ... (port N)" log line."""
     return int(listening_line.rsplit("port ", 1)[1].rstrip(")"))
+
+
+# ------------------------------------------------------------------ routing
+def _rotl(x, r):
+    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+
+def bucket_of(i, k=4):
+    """Iceberg bucket of an int64: murmur3_x86_32(LE bytes, seed 0) (memwal.md §8.3)."""
+    u, h = i & 0xFFFFFFFFFFFFFFFF, 0
+    for w in (u & 0xFFFFFFFF, u >> 32):
+        w = _rotl((w * 0xCC9E2D51) & 0xFFFFFFFF, 15)
+        h ^= (w * 0x1B873593) & 0xFFFFFFFF
+        h = (_rotl(h, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h ^= 8
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return (h & 0x7FFFFFFF) % k

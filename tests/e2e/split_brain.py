@@ -121,24 +121,7 @@ def note(text):
 
 
 # ------------------------------------------------------------------ routing
-def _rotl(x, r):
-    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
-
-
-def bucket_of(i, k=NBUCKETS):
-    """Iceberg bucket of an int64: murmur3_x86_32(LE bytes, seed 0) (memwal.md §8.3)."""
-    u, h = i & 0xFFFFFFFFFFFFFFFF, 0
-    for w in (u & 0xFFFFFFFF, u >> 32):
-        w = _rotl((w * 0xCC9E2D51) & 0xFFFFFFFF, 15)
-        h ^= (w * 0x1B873593) & 0xFFFFFFFF
-        h = (_rotl(h, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
-    h ^= 8
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
-    h ^= h >> 16
-    return (h & 0x7FFFFFFF) % k
+bucket_of = e2e_util.bucket_of
 
 
 class Ids:
