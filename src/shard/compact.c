@@ -212,15 +212,18 @@ int mw_compact__put(mw_compact_t *c, mw_storage_req_t *req, io_owner_t *o, const
 
 /* ---------------------------------------------------------- shard state */
 
+/* A shard's compaction state, made on first use. Each lives in its own
+ * allocation: a run's groups point at them while later calls add more. */
 static cshard_t *cshard_get(mw_compact_t *c, const uint8_t id[16]) {
   for (size_t i = 0; i < c->n_shards; i++)
-    if (memcmp(c->shards[i].id, id, 16) == 0) return &c->shards[i];
-  cshard_t *p = realloc(c->shards, (c->n_shards + 1) * sizeof *p);
+    if (memcmp(c->shards[i]->id, id, 16) == 0) return c->shards[i];
+  cshard_t **p = realloc(c->shards, (c->n_shards + 1) * sizeof *p);
   if (p == NULL) return NULL;
   c->shards = p;
-  cshard_t *s = &c->shards[c->n_shards++];
-  memset(s, 0, sizeof *s);
+  cshard_t *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
   memcpy(s->id, id, 16);
+  c->shards[c->n_shards++] = s;
   return s;
 }
 
@@ -669,7 +672,7 @@ static void on_timer(uv_timer_t *h) {
   if (c->run.phase != R_IDLE) return;
   /* nothing due: requests whose shards have nothing left, or are gone */
   for (size_t i = 0; i < c->n_shards; i++) {
-    cshard_t *cs = &c->shards[i];
+    cshard_t *cs = c->shards[i];
     if (!cs->requested) continue;
     mw_shard_t *s = mw_table_shard(c->t, cs->id, false);
     if (s == NULL || mw_shard_state(s) != MW_SS_ACTIVE) {
@@ -699,7 +702,7 @@ static void waiters_check(mw_compact_t *c, int status, const char *reason) {
       snprintf(c->waiters[i].reason, sizeof c->waiters[i].reason, "%s", reason ? reason : "");
     }
   for (size_t i = 0; i < c->n_shards; i++)
-    if (c->shards[i].requested) return;
+    if (c->shards[i]->requested) return;
   size_t n = c->n_waiters;
   waiter_t w[MW_COMPACT_MAX_WAITERS];
   memcpy(w, c->waiters, n * sizeof *w);
@@ -775,7 +778,7 @@ void mw_compact_stop(mw_compact_t *c, void (*cb)(void *arg), void *arg) {
   c->stopping = true;
   c->stop_cb = cb;
   c->stop_arg = arg;
-  for (size_t i = 0; i < c->n_shards; i++) c->shards[i].requested = false;
+  for (size_t i = 0; i < c->n_shards; i++) c->shards[i]->requested = false;
   waiters_check(c, -ECANCELED, "the table is closing");
   uv_timer_stop(&c->timer);
   /* the close callback, or the running phase's completion, calls back */
@@ -786,6 +789,7 @@ void mw_compact_free(mw_compact_t *c) {
   if (c == NULL) return;
   assert(c->run.phase == R_IDLE && !c->work_busy && !c->timer_open);
   mw_compact__cache_free(&c->cache);
+  for (size_t i = 0; i < c->n_shards; i++) free(c->shards[i]);
   free(c->shards);
   free(c);
 }
@@ -798,8 +802,8 @@ void mw_compact_stats(const mw_compact_t *c, mw_compact_stats_t *out) {
 bool mw_compact_shard_state(const mw_compact_t *c, const uint8_t id[16], mw_compact_shard_t *out) {
   assert(c != NULL && id != NULL && out != NULL);
   for (size_t i = 0; i < c->n_shards; i++)
-    if (memcmp(c->shards[i].id, id, 16) == 0) {
-      *out = c->shards[i].st;
+    if (memcmp(c->shards[i]->id, id, 16) == 0) {
+      *out = c->shards[i]->st;
       return true;
     }
   return false;

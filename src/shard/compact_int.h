@@ -161,7 +161,7 @@ struct mw_compact {
   run_t run;
   uint64_t tick;
   size_t rr;                  /* round robin over the table's shards */
-  cshard_t *shards;
+  cshard_t **shards;          /* each its own allocation (groups point at them) */
   size_t n_shards;
   kcache_t cache;
   waiter_t waiters[MW_COMPACT_MAX_WAITERS];

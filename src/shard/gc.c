@@ -72,7 +72,7 @@ struct mw_gc {
   bool timer_open, stopping;
   void (*stop_cb)(void *);
   void *stop_arg;
-  gshard_t *shards;
+  gshard_t **shards;        /* each its own allocation (g->cur points at one) */
   size_t n_shards;
   size_t rr;
   int job;
@@ -150,13 +150,14 @@ int mw_gc_config_set(mw_gc_config_t *c, const char *key, const char *value, mw_e
 
 static gshard_t *gshard_get(mw_gc_t *g, const uint8_t id[16]) {
   for (size_t i = 0; i < g->n_shards; i++)
-    if (memcmp(g->shards[i].id, id, 16) == 0) return &g->shards[i];
-  gshard_t *p = realloc(g->shards, (g->n_shards + 1) * sizeof *p);
+    if (memcmp(g->shards[i]->id, id, 16) == 0) return g->shards[i];
+  gshard_t **p = realloc(g->shards, (g->n_shards + 1) * sizeof *p);
   if (p == NULL) return NULL;
   g->shards = p;
-  gshard_t *s = &g->shards[g->n_shards++];
-  memset(s, 0, sizeof *s);
+  gshard_t *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
   memcpy(s->id, id, 16);
+  g->shards[g->n_shards++] = s;
   return s;
 }
 
@@ -600,8 +601,9 @@ void mw_gc_free(mw_gc_t *g) {
   if (g == NULL) return;
   assert(g->job == J_NONE && !g->timer_open);
   for (size_t i = 0; i < g->n_shards; i++) {
-    for (size_t k = 0; k < g->shards[i].n_dirs; k++) free(g->shards[i].dirs[k].name);
-    free(g->shards[i].dirs);
+    for (size_t k = 0; k < g->shards[i]->n_dirs; k++) free(g->shards[i]->dirs[k].name);
+    free(g->shards[i]->dirs);
+    free(g->shards[i]);
   }
   free(g->shards);
   trimmed_free(g);
@@ -620,16 +622,16 @@ void mw_gc_stats(const mw_gc_t *g, mw_gc_stats_t *out) {
 bool mw_gc_shard_stats(const mw_gc_t *g, const uint8_t id[16], mw_gc_shard_stats_t *out) {
   assert(g != NULL && id != NULL && out != NULL);
   for (size_t i = 0; i < g->n_shards; i++) {
-    if (memcmp(g->shards[i].id, id, 16) != 0) continue;
-    out->wal_first = g->shards[i].wal_next;
+    if (memcmp(g->shards[i]->id, id, 16) != 0) continue;
+    out->wal_first = g->shards[i]->wal_next;
     mw_shard_t *s = mw_table_shard(g->t, id, false);
     out->horizon = 0;
     if (s != NULL && s->ms.has_cached) {
       uint64_t r = s->ms.cached.replay_after_wal_entry_position, l = s->ms.cached.wal_entry_position_last_seen;
       out->horizon = r < l ? r : l;
     }
-    out->trimmed_gen = g->shards[i].trimmed_gen;
-    out->dirs_waiting = (uint32_t)g->shards[i].n_dirs;
+    out->trimmed_gen = g->shards[i]->trimmed_gen;
+    out->dirs_waiting = (uint32_t)g->shards[i]->n_dirs;
     return true;
   }
   return false;

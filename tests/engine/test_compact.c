@@ -33,6 +33,9 @@
  *   fold         30 small compactions in a row: small fragments are folded
  *                into the new ones, so the base never holds more than
  *                MW_COMPACT_FOLD_TRIGGER + 1 fragments, and still == model.
+ *   new_shards   a run that meets three shards for the first time after it
+ *                took a fourth: under ASan, no write into per-shard state
+ *                that moved (it once did); then base == model.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -105,16 +108,18 @@ static void env_free(env_t *e) {
 }
 
 static bool open_zone_seeds; /* test_zone_seeds: the next open_table writes seeds */
+static const char *open_interval; /* test_new_shards: compaction_interval_ms of the next open */
 
 static mw_table_t *open_table(env_t *e, const uint8_t (*owned)[16], size_t n_owned,
                               const mw_storage_fault_t *fault) {
-  static const char *keys[] = {"max_memtable_rows", "compaction"};
-  static const char *values[] = {"300", "off"}; /* runs only on request */
+  static const char *keys[] = {"max_memtable_rows", "compaction", "compaction_min_sstables",
+                                "compaction_interval_ms"};
+  const char *values[] = {"300", "off", "1", open_interval ? open_interval : "1000"}; /* only on request */
   mw_storage_config_t sc;
   mw_storage_config_init(&sc, NULL);
   sc.durable = false;
   sc.fault = fault;
-  mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = 2, .storage = &sc,
+  mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = 4, .storage = &sc,
                        .owned = owned, .n_owned = n_owned, .zone_write_seeds = open_zone_seeds,
                        .zone_seed_rows_per_zone = open_zone_seeds ? 100 : 0};
   mw_table_t *t = NULL;
@@ -856,6 +861,54 @@ static void test_strpk(void **state) {
   env_free(&e);
 }
 
+/* --- shards a run meets for the first time --------------------------- */
+
+/* A request finds only shards[0] with SSTables; the run it starts then meets
+ * the other three ACTIVE shards for the first time and makes their
+ * per-shard state while shards[0]'s group already points at its own (a
+ * regression: that state once moved under the run's feet, and the commit
+ * wrote into freed memory: ASan reports it, plain builds crashed in split
+ * brain). Then the rest is compacted; base == model. */
+static void test_new_shards(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, "bucket4-small");
+  base_view_t *prior = calloc(1, sizeof *prior), *now = calloc(1, sizeof *now);
+  base_read(&e, prior);
+  open_interval = "86400000"; /* the policy's timer never fires by itself here */
+  mw_table_t *t = open_table(&e, NULL, 0, NULL);
+  open_interval = NULL;
+  er_model_t m;
+  er_model_init(&m, 23, KEYS);
+  write_rows(&e, t, &m, 800, 0);
+  assert_int_equal(t->n_shards, 4);
+  for (size_t i = 0; i < t->n_shards; i++) assert_int_equal(mw_shard_state(&t->shards[i]->shard), MW_SS_ACTIVE);
+  done_t f = {0};
+  assert_int_equal(mw_shard_flush(&t->shards[0]->shard, on_shard_done, &f), 0);
+  run_until(&e.loop, &f.fired);
+  assert_int_equal(f.status, 0);
+  for (size_t i = 1; i < t->n_shards; i++) assert_int_equal(top_generation(t, i), 0);
+  compact(&e, t);
+  mw_compact_shard_t st;
+  assert_true(mw_compact_shard_state(t->compact, t->shards[0]->id, &st));
+  assert_int_equal(st.compacted_gen, top_generation(t, 0));
+  for (size_t i = 1; i < t->n_shards; i++) /* the run met them */
+    assert_true(mw_compact_shard_state(t->compact, t->shards[i]->id, &st));
+  flush_all(&e, t);
+  compact(&e, t);
+  base_read(&e, now);
+  expect_model(prior, &m, now, NULL, NULL);
+  for (size_t i = 0; i < t->n_shards; i++)
+    assert_int_equal(mw_memwal_compacted(&now->meta.memwal, t->shards[i]->id), top_generation(t, i));
+  close_table(&e, t);
+  er_model_free(&m);
+  mw_table_meta_free(&prior->meta);
+  mw_table_meta_free(&now->meta);
+  free(prior);
+  free(now);
+  env_free(&e);
+}
+
 /* --- folding small fragments ------------------------------------------ */
 
 static void test_fold(void **state) {
@@ -904,6 +957,7 @@ int main(void) {
       cmocka_unit_test(test_zone_seeds),
       cmocka_unit_test(test_fold),
       cmocka_unit_test(test_strpk),
+      cmocka_unit_test(test_new_shards),
   };
   return cmocka_run_group_tests_name("compact", tests, NULL, NULL);
 }
