@@ -113,6 +113,7 @@ HERE = os.path.join(SRC, "tests", "e2e")
 CHECK = os.path.join(SRC, "tests", "interop", "check.mjs")
 NBUCKETS = 4
 CHILDREN = []  # processes to kill if a scenario dies half-way
+DAEMONS = []  # the Daemon objects of the running scenario (their logs on failure)
 
 
 def note(text):
@@ -171,6 +172,7 @@ class Daemon(e2e_util.Daemon):
         super().__init__(["-c", conf])
         self.name, self.conf = name, conf
         CHILDREN.append(self.p)
+        DAEMONS.append(self)
 
     def claimed_epochs(self):
         """(shard uuid, epoch) of every claim this process won."""
@@ -919,12 +921,17 @@ def main():
         except Exception as e:  # a broken scenario fails, never skips
             import traceback
             check(f"[{name}] scenario ran to the end", False, traceback.format_exc() + repr(e))
+            for d in DAEMONS:  # a daemon that died or closed connections says why
+                note(f"{d.name}: exit code {d.p.poll()}; last log lines:")
+                for l in d.lines[-25:]:
+                    note(f"  {l}")
         finally:
             for p in CHILDREN:
                 if p.poll() is None:
                     p.kill()
                     p.wait()
             CHILDREN.clear()
+            DAEMONS.clear()
             e2e_util.inspect_under(tmp)
             if all(results[before:]) and not ARGS.keep:
                 shutil.rmtree(tmp, ignore_errors=True)
