@@ -33,13 +33,13 @@
 
 #include "common/log.h"
 
-enum { CLASS_ANY = 0, CLASS_WAL, CLASS_MANIFEST, CLASS_FLUSH, CLASS_DATASET, CLASS_COUNT_ };
+enum { CLASS_ANY = 0, CLASS_WAL, CLASS_MANIFEST, CLASS_FLUSH, CLASS_DATASET, CLASS_COMPACT, CLASS_COUNT_ };
 #define SPEC_BYTES 96
 #define EXIT_CUT 137
 #define EXIT_CUT_FAILED 3
 
 static const char *const class_names[CLASS_COUNT_] = {"any", "wal", "manifest", "flush",
-                                                       "dataset"};
+                                                       "dataset", "compact"};
 
 typedef struct hooked {
   char *root;
@@ -74,6 +74,9 @@ static bool class_match(int cls, const char *key) {
     case CLASS_WAL: return strstr(key, "/wal/") != NULL;
     case CLASS_MANIFEST: return strstr(key, "/manifest/") != NULL;
     case CLASS_DATASET: return strncmp(key, "_versions/", 10) == 0; /* not an SSTable's own */
+    case CLASS_COMPACT: /* the base-table files compaction writes and reads (besides _versions/) */
+      return strncmp(key, "data/", 5) == 0 || strncmp(key, "_deletions/", 11) == 0 ||
+             strncmp(key, "_transactions/", 14) == 0 || strncmp(key, "_memwald/", 9) == 0;
     case CLASS_FLUSH: {
       if (strncmp(key, "_mem_wal/", 9) != 0) return false;
       const char *shard_end = strchr(key + 9, '/');
@@ -115,7 +118,7 @@ static int parse_crash(const char *v, mw_err_t *err) {
 bad:
   return mw_err_set(err, -EINVAL,
                     "MEMWALD_CRASH_AT=%.*s: expected <class>:<step>:<n> with class "
-                    "wal|manifest|flush|dataset|any, a storage step name or any, n >= 1",
+                    "wal|manifest|flush|dataset|compact|any, a storage step name or any, n >= 1",
                     SPEC_BYTES, v);
 }
 

@@ -12,7 +12,11 @@
  *         manifest  the key contains "/manifest/"       (shard manifest commits, hints)
  *         flush     "_mem_wal/<shard>/<x>_gen_<g>/..."  (SSTable files of a flush)
  *         dataset   the key starts with "_versions/" (the table's own versions;
-                   an SSTable's "<x>_gen_<g>/_versions/" is flush)
+                   an SSTable's "<x>_gen_<g>/_versions/" is flush): compaction's
+                   base-table reads and commits
+ *         compact   the key starts with "data/", "_deletions/", "_transactions/"
+                   or "_memwald/" (compaction's new fragments, deletion files,
+                   transaction files, key indexes)
  *         any       every key
  *       <step> is a step name of the table's storage backend
  *       (docs/storage.md; local disk: open mkdir write fsync close link
