@@ -76,7 +76,7 @@ static bool class_match(int cls, const char *key) {
     case CLASS_DATASET: return strncmp(key, "_versions/", 10) == 0; /* not an SSTable's own */
     case CLASS_COMPACT: /* the base-table files compaction writes and reads (besides _versions/) */
       return strncmp(key, "data/", 5) == 0 || strncmp(key, "_deletions/", 11) == 0 ||
-             strncmp(key, "_transactions/", 14) == 0 || strncmp(key, "_memwald/", 9) == 0;
+             strncmp(key, "_transactions/", 14) == 0 || strncmp(key, "_memwald/keys/", 14) == 0;
     case CLASS_FLUSH: {
       if (strncmp(key, "_mem_wal/", 9) != 0) return false;
       const char *shard_end = strchr(key + 9, '/');

@@ -15,7 +15,7 @@
                    an SSTable's "<x>_gen_<g>/_versions/" is flush): compaction's
                    base-table reads and commits
  *         compact   the key starts with "data/", "_deletions/", "_transactions/"
-                   or "_memwald/" (compaction's new fragments, deletion files,
+                   or "_memwald/keys/" (compaction's new fragments, deletion files,
                    transaction files, key indexes)
  *         any       every key
  *       <step> is a step name of the table's storage backend
