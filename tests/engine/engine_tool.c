@@ -21,6 +21,12 @@
  *           countRows()
  *   compact-bg   like freeze with background compaction after every 2
  *           SSTables, racing the flushes, then a final compaction
+ *   compact-gc   like compact-bg with GC at once (gc_grace_ms = 0, a tick
+ *           every 50 ms); after the final compaction the tool waits until
+ *           GC has unlisted every compacted SSTable, deleted their
+ *           directories and every WAL entry below each shard's horizon, and
+ *           fails unless it deleted some of each: LanceDB then reads a table
+ *           GC has been through
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -48,10 +54,11 @@ typedef struct scen {
   const char *name;
   int64_t rows, batch;
   double tomb;
-  const char *keys[3], *values[3];
+  const char *keys[4], *values[4];
   size_t n_cfg;
   bool abort;   /* leave the rows in the WAL: no flush at the end */
   bool compact; /* flush and compact everything before the release */
+  bool gc_wait; /* then wait for GC to collect everything compaction freed */
 } scen_t;
 
 static const scen_t scens[] = {
@@ -68,7 +75,31 @@ static const scen_t scens[] = {
     {"compact-freeze", 3000, 30, 0.05, {"max_memtable_rows", "compaction"}, {"400", "off"}, 2, false, true},
     {"compact-bg", 3000, 30, 0.05, {"max_memtable_rows", "compaction_min_sstables"}, {"400", "2"}, 2, false,
      true},
+    {"compact-gc", 3000, 30, 0.05, {"max_memtable_rows", "compaction_min_sstables", "gc_grace_ms", "gc_interval_ms"},
+     {"400", "2", "0", "50"}, 4, false, true, true},
 };
+
+/* GC has collected everything compaction freed, in every shard. */
+static bool gc_caught_up(mw_table_t *t) {
+  for (size_t i = 0; i < t->n_shards; i++) {
+    mw_table_shard_t *ts = t->shards[i];
+    mw_compact_shard_t cs = {0};
+    mw_gc_shard_stats_t gs = {0};
+    if (!mw_compact_shard_state(t->compact, ts->id, &cs) || !mw_gc_shard_stats(t->gc, ts->id, &gs)) return false;
+    const mw_shard_manifest_t *m = &ts->shard.ms.cached;
+    for (size_t k = 0; k < m->n_sstables; k++)
+      if (m->sstables[k].generation <= cs.compacted_gen) return false;
+    if (gs.dirs_waiting > 0 || gs.wal_first < gs.horizon) return false;
+  }
+  return true;
+}
+
+static bool gc_done;
+static void on_gc_poll(uv_timer_t *tm) {
+  if (!gc_caught_up(tm->data)) return;
+  gc_done = true;
+  uv_timer_stop(tm);
+}
 
 static int pending, failures;
 static void on_write(mw_table_write_t *w, int status, const char *reason) {
@@ -159,6 +190,21 @@ int main(int argc, char **argv) {
             " rows in, %" PRIu64 " written, %" PRIu64 " base rows masked, base version %" PRIu64 "\n",
             cs.runs, cs.sstables, cs.rows_in, cs.rows_written, cs.rows_masked, cs.base_version);
     if (cs.runs == 0) die("no compaction run committed");
+  }
+  if (sc->gc_wait) { /* polls GC's own state (it works on its timer): not a sleep */
+    uv_timer_t tm;
+    uv_timer_init(&loop, &tm);
+    tm.data = t;
+    uv_timer_start(&tm, on_gc_poll, 20, 20);
+    while (!gc_done) uv_run(&loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&tm, NULL);
+    mw_gc_stats_t gs;
+    mw_gc_stats(t->gc, &gs);
+    fprintf(stderr, "engine_tool: gc: %" PRIu64 " WAL entries deleted (%" PRIu64 " bytes), %" PRIu64
+            " sentinels kept, %" PRIu64 " SSTables unlisted, %" PRIu64 " directories deleted\n",
+            gs.wal_deleted, gs.wal_bytes_deleted, gs.sentinels_kept, gs.sstables_trimmed, gs.dirs_deleted);
+    if (gs.wal_deleted == 0 || gs.sstables_trimmed == 0 || gs.dirs_deleted == 0)
+      die("GC collected nothing of some kind");
   }
   for (size_t i = 0; i < t->n_shards; i++) {
     mw_shard_t *s = &t->shards[i]->shard;
