@@ -353,6 +353,7 @@ static int cmp_str(const void *a, const void *b) {
 
 /* fsync every directory in dirs (n paths, sorted here, duplicates once). */
 static int sync_changed(mw_storage_req_t *req, char **dirs, size_t n) {
+  if (n == 0) return 0; /* nothing removed (dirs is NULL): qsort must not see it */
   qsort(dirs, n, sizeof *dirs, cmp_str);
   for (size_t i = 0; i < n; i++) {
     if (i > 0 && strcmp(dirs[i], dirs[i - 1]) == 0) continue;
