@@ -191,8 +191,8 @@ int main(int argc, char **argv) {
             cs.runs, cs.sstables, cs.rows_in, cs.rows_written, cs.rows_masked, cs.base_version);
     if (cs.runs == 0) die("no compaction run committed");
   }
+  uv_timer_t tm; /* outlives its close: the loop finishes closing it later */
   if (sc->gc_wait) { /* polls GC's own state (it works on its timer): not a sleep */
-    uv_timer_t tm;
     uv_timer_init(&loop, &tm);
     tm.data = t;
     uv_timer_start(&tm, on_gc_poll, 20, 20);
