@@ -274,6 +274,28 @@ def main():
         shutil.copy(os.path.join(wal, bitrev(6) + ".arrow"), os.path.join(wal, bitrev(9) + ".arrow"))
         expect_problem("a second fence sentinel", t, bitrev(9) + ".arrow", "a second fence sentinel for epoch 3")
 
+        t = fresh()  # epochs 1 1 2s 2 2 3s 3 3 (s = sentinel): epoch 3's data now comes before its sentinel
+        wal = os.path.join(shard_dir(t), "wal")
+        shutil.copy(os.path.join(wal, bitrev(7) + ".arrow"), os.path.join(wal, bitrev(5) + ".arrow"))
+        expect_problem("data of an epoch before its fence sentinel", t, bitrev(5) + ".arrow",
+                       "data of epoch 3 before that epoch's fence sentinel (position 6)")
+
+        t = fresh("unsharded-unflushed")  # replay point 0, epoch 1 at 1..3; epoch 3's data at 4, no sentinel
+        src = os.path.join(shard_dir(os.path.join(VECTORS, "unsharded-epochs", "t.lance")), "wal", bitrev(7) + ".arrow")
+        shutil.copy(src, os.path.join(shard_dir(t), "wal", bitrev(4) + ".arrow"))
+        expect_problem("an epoch taking over without a fence sentinel", t, bitrev(4) + ".arrow",
+                       "epoch 3 took over the shard without a fence sentinel")
+        expect_problem("a WAL entry of an epoch no manifest claimed", t, bitrev(4) + ".arrow",
+                       "above every epoch claimed in the manifests (1)")
+
+        t = fresh()  # the first base version again under the next version's name
+        vd = os.path.join(t, "_versions")
+        vers = sorted(2**64 - 1 - int(n.split(".")[0]) for n in os.listdir(vd) if n.endswith(".manifest"))
+        bad_name = f"{2**64 - 1 - (vers[-1] + 1)}.manifest"
+        shutil.copy(os.path.join(vd, f"{2**64 - 1 - vers[0]}.manifest"), os.path.join(vd, bad_name))
+        expect_problem("a base manifest under another version's name", t, "_versions/" + bad_name,
+                       f"holds version {vers[0]}, its name says {vers[-1] + 1}")
+
         t = fresh()
         os.remove(os.path.join(shard_dir(t), "manifest", bitrev(4) + ".binpb"))
         expect_problem("a missing shard manifest version", t, bitrev(5) + ".binpb", "versions jump from 3 to 5")
