@@ -650,6 +650,19 @@ typedef struct dec {
   size_t zstd_budget;   /* bytes we may still decompress */
   size_t str_budget;    /* bytes of names and metadata we may still copy */
   mw_ipc_reader_t *rd;  /* zstd context and scratch buffers */
+  /* dictionary-encoded top-level fields of this stream (materialised) */
+  struct dict {
+    int64_t id;
+    size_t field;          /* top-level field index */
+    uint8_t index_width;   /* bytes: 1, 2, 4, 8 */
+    bool index_signed;
+    bool have;             /* a dictionary batch arrived */
+    mw_schema_t vs;        /* one field "values" of the field's type */
+    mw_column_t values;
+  } dicts[MW_IPC_MAX_DICTS];
+  size_t n_dicts;
+  struct dict *pending;    /* set by read_type for the field being read */
+  size_t dict_budget;      /* bytes materialising dictionaries may still add */
 } dec_t;
 
 static int bad_at(dec_t *d, size_t pos, const char *what, const char *why) {
@@ -729,6 +742,40 @@ static int read_children(dec_t *d, const mw_fbr_t *r, size_t start, size_t count
   return 0;
 }
 
+/* Field.dictionary (DictionaryEncoding {id: long, indexType: Int, isOrdered,
+ * dictionaryKind}) of a top-level field: the field keeps its value type and
+ * its record batch columns hold indices, materialised by read_dict_column
+ * (apache-arrow's tableFromArrays writes every string column this way). */
+static int read_dictionary_encoding(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *de,
+                                    mw_field_t *f, int depth) {
+  int64_t id;
+  mw_fbt_t it;
+  int32_t bits;
+  uint8_t sgn;
+  int16_t kind;
+  int rc = mw_fbr_i64(r, de, 0, 0, &id, f->name);
+  if (rc < 0 || (rc = mw_fbr_table(r, de, 1, &it, f->name)) < 0) return rc;
+  if (rc == 0) return bad_at(d, r->base + de->pos, f->name, "dictionary without an index type");
+  if ((rc = mw_fbr_i32(r, &it, 0, 0, &bits, f->name)) < 0 || (rc = mw_fbr_u8(r, &it, 1, 0, &sgn, f->name)) < 0 ||
+      (rc = mw_fbr_i16(r, de, 3, 0, &kind, f->name)) < 0)
+    return rc;
+  if (depth > 0) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: a dictionary inside a nested field", f->name);
+  if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
+    return bad_at(d, r->base + it.pos, f->name, "dictionary index of a bad width");
+  if (kind != 0) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: dictionary kind %d", f->name, kind);
+  for (size_t i = 0; i < d->n_dicts; i++)
+    if (d->dicts[i].id == id) return bad_at(d, r->base + de->pos, f->name, "dictionary id used twice");
+  if (d->n_dicts >= MW_IPC_MAX_DICTS)
+    return mw_err_set(d->err, -EFBIG, "ipc: more than %d dictionary-encoded fields", MW_IPC_MAX_DICTS);
+  struct dict *x = &d->dicts[d->n_dicts++];
+  memset(x, 0, sizeof *x);
+  x->id = id;
+  x->index_width = (uint8_t)(bits / 8);
+  x->index_signed = sgn != 0;
+  d->pending = x;
+  return 0;
+}
+
 /* Read one Field table's type into f (type, parameters, children). */
 static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth) {
   uint8_t tt;
@@ -739,8 +786,8 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
   if (rc < 0) return rc;
   if (depth > MW_MAX_NESTING)
     return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: nested deeper than %d levels", w, MW_MAX_NESTING);
-  if ((rc = mw_fbr_table(r, ft, 4, &ty, w)) != 0)
-    return rc < 0 ? rc : mw_err_set(d->err, -ENOTSUP, "ipc: field %s: dictionary encoding", w);
+  if ((rc = mw_fbr_table(r, ft, 4, &ty, w)) < 0) return rc;
+  if (rc == 1 && (rc = read_dictionary_encoding(d, r, &ty, f, depth)) < 0) return rc;
   if ((rc = mw_fbr_vector(r, ft, 5, 4, MW_MAX_STRUCT_FIELDS, &cstart, &ccount, w)) < 0) return rc;
   if ((rc = mw_fbr_table(r, ft, 3, &ty, w)) < 0) return rc;
   if (rc == 0) return bad_at(d, r->base + ft->pos, w, "field without a type table");
@@ -883,7 +930,16 @@ static int read_schema(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *st, mw_schem
     free(nm);
     if (rc < 0) return rc;
     mw_field_t *f = &s->fields[rc];
+    size_t fi = (size_t)rc;
+    d->pending = NULL;
     if ((rc = read_field(d, r, &ft, f, 0)) < 0) return rc;
+    if (d->pending) {
+      mw_layout_t l = mw_field_layout(f);
+      if (l != MW_LAYOUT_VAR && l != MW_LAYOUT_FIXED)
+        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: a dictionary of %s values", f->name, mw_type_name(f->type));
+      d->pending->field = fi;
+      d->pending = NULL;
+    }
     char why[160];
     if (mw_field_check(f, why, sizeof why) < 0)
       return bad_at(d, r->base + ft.pos, f->name, why);
@@ -1166,12 +1222,80 @@ static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, b
   }
 }
 
+static struct dict *dict_of(dec_t *d, size_t field) {
+  for (size_t i = 0; i < d->n_dicts; i++)
+    if (d->dicts[i].field == field) return &d->dicts[i];
+  return NULL;
+}
+
+static void dicts_free(dec_t *d) {
+  for (size_t i = 0; i < d->n_dicts; i++) {
+    mw_column_free(&d->dicts[i].values);
+    mw_schema_free(&d->dicts[i].vs);
+  }
+  d->n_dicts = 0;
+}
+
+/* A dictionary-encoded column: its node, validity and indices, each index
+ * replaced by its dictionary value (bounded by dict_budget). */
+static int read_dict_column(dec_t *d, body_t *b, struct dict *x, const mw_field_t *f, int64_t rows,
+                            mw_column_t *c) {
+  int64_t len, nulls;
+  const char *w = f->name;
+  mw_buf_t bits = MW_BUF_INIT;
+  const uint8_t *p;
+  size_t n;
+  int rc = next_node(d, b, &len, &nulls, w);
+  if (rc < 0) return rc;
+  if (len != rows) return bad_at(d, b->r->base, w, "field node length differs from the batch length");
+  if ((rc = take_validity(d, b, len, nulls, f->nullable, &bits, w)) < 0) goto done;
+  if ((rc = next_buf(d, b, 1, &p, &n, w)) < 0) goto done;
+  if (n / x->index_width < (size_t)len) {
+    rc = bad_at(d, b->pos, w, "dictionary indices buffer too short");
+    goto done;
+  }
+  if (!x->have && len > nulls) {
+    rc = bad_at(d, b->pos, w, "indices before their dictionary batch");
+    goto done;
+  }
+  for (int64_t i = 0; i < len && rc == 0; i++) {
+    if (bits.len && !mw_bit_get(bits.data, i)) {
+      rc = mw_column_append_null(c, f);
+      continue;
+    }
+    uint64_t u = 0;
+    for (unsigned k = 0; k < x->index_width; k++) u |= (uint64_t)p[(size_t)i * x->index_width + k] << (8 * k);
+    int64_t idx = (int64_t)u;
+    if (x->index_signed && x->index_width < 8 && (u >> (8 * x->index_width - 1)) & 1)
+      idx = (int64_t)(u | ~((UINT64_C(1) << (8 * x->index_width)) - 1));
+    if (idx < 0 || idx >= x->values.length) {
+      rc = bad_at(d, b->pos, w, "dictionary index out of range");
+      break;
+    }
+    size_t vb = mw_field_layout(f) == MW_LAYOUT_VAR ? 0 : mw_type_width(f);
+    if (vb == 0) mw_column_bytes(&x->values, idx, &vb);
+    if (vb + 4 > d->dict_budget) {
+      rc = mw_err_set(d->err, -EFBIG, "ipc: field %s: dictionary values exceed %zu bytes", w,
+                      d->lim.max_decompressed_bytes);
+      break;
+    }
+    d->dict_budget -= vb + 4;
+    rc = mw_column_append_range(c, &x->values, &x->vs.fields[0], idx, 1);
+  }
+done:
+  mw_buf_free(&bits);
+  return rc;
+}
+
 static int read_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *bt, body_t *b,
                       const mw_schema_t *s, mw_batch_t *out, bool reuse) {
   int64_t rows;
   mw_fbt_t comp;
   size_t want_nodes = 0, want_bufs = 0;
-  for (size_t i = 0; i < s->n_fields; i++) count_field(&s->fields[i], &want_nodes, &want_bufs);
+  for (size_t i = 0; i < s->n_fields; i++) {
+    if (s == &d->rd->stream.schema && dict_of(d, i)) want_nodes += 1, want_bufs += 2; /* indices */
+    else count_field(&s->fields[i], &want_nodes, &want_bufs);
+  }
   int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
   if (rc < 0) return rc;
   if (rows < 0) return bad_at(d, r->base + bt->pos, "record batch", "negative length");
@@ -1200,8 +1324,12 @@ static int read_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *bt, body_t *b
   if (reuse) mw_batch_reset(out);
   else if ((rc = mw_batch_init(out, s)) < 0) return rc;
   out->n_rows = rows;
-  for (size_t i = 0; i < s->n_fields; i++)
-    if ((rc = read_column(d, b, &s->fields[i], rows, true, &out->cols[i], 0)) < 0) goto fail;
+  for (size_t i = 0; i < s->n_fields; i++) {
+    struct dict *x = s == &d->rd->stream.schema ? dict_of(d, i) : NULL;
+    rc = x ? read_dict_column(d, b, x, &s->fields[i], rows, &out->cols[i])
+           : read_column(d, b, &s->fields[i], rows, true, &out->cols[i], 0);
+    if (rc < 0) goto fail;
+  }
   assert(b->next_node == b->n_nodes && b->next_buf == b->n_bufs);
   return 0;
 fail:
@@ -1248,6 +1376,39 @@ static int frame(dec_t *d, size_t *pos, mw_fbr_t *r, mw_fbt_t *msg, uint8_t *ht,
   b->pos = body_at;
   *pos = body_at + (size_t)body_len;
   return 1;
+}
+
+/* A DictionaryBatch {id, data: RecordBatch of one column, isDelta}: the
+ * values of a dictionary, replaced or (delta) extended. */
+static int read_dict_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *hdr, body_t *b, size_t at) {
+  int64_t id;
+  uint8_t delta;
+  mw_fbt_t data;
+  int rc = mw_fbr_i64(r, hdr, 0, 0, &id, "dictionary batch");
+  if (rc < 0 || (rc = mw_fbr_u8(r, hdr, 2, 0, &delta, "dictionary batch")) < 0 ||
+      (rc = mw_fbr_table(r, hdr, 1, &data, "dictionary batch")) < 0)
+    return rc;
+  if (rc == 0) return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: dictionary batch without data", at);
+  struct dict *x = NULL;
+  for (size_t i = 0; i < d->n_dicts; i++)
+    if (d->dicts[i].id == id) x = &d->dicts[i];
+  if (x == NULL) return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: dictionary batch for unknown id %" PRId64, at, id);
+  const mw_field_t *f = &d->rd->stream.schema.fields[x->field];
+  if (x->vs.n_fields == 0) {
+    int k = mw_schema_add(&x->vs, "values", f->type, true);
+    if (k < 0) return k;
+    mw_field_t *v = &x->vs.fields[0];
+    v->byte_width = f->byte_width, v->unit = f->unit, v->precision = f->precision, v->scale = f->scale;
+    if (f->tz && (v->tz = strdup(f->tz)) == NULL) return -ENOMEM;
+    if ((rc = mw_column_init(&x->values, v)) < 0) return rc;
+  }
+  mw_batch_t vb;
+  if ((rc = read_batch(d, r, &data, b, &x->vs, &vb, false)) < 0) return rc;
+  if (!delta) mw_column_reset(&x->values);
+  rc = mw_column_append_range(&x->values, &vb.cols[0], &x->vs.fields[0], 0, vb.n_rows);
+  mw_batch_free(&vb);
+  x->have = true;
+  return rc;
 }
 
 /* Decode the next batch into slot n_batches, reusing an initialised slot's
@@ -1311,7 +1472,7 @@ int mw_ipc_reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
   else mw_ipc_limits_default(&d.lim);
   if (d.lim.max_fields > MW_MAX_FIELDS) d.lim.max_fields = MW_MAX_FIELDS;
   if (d.lim.max_batch_rows > MW_MAX_BATCH_ROWS) d.lim.max_batch_rows = MW_MAX_BATCH_ROWS;
-  d.zstd_budget = d.lim.max_decompressed_bytes;
+  d.zstd_budget = d.dict_budget = d.lim.max_decompressed_bytes;
   size_t pos = 0;
   mw_schema_t ns;
   mw_fbr_t r;
@@ -1334,8 +1495,8 @@ int mw_ipc_reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
     if ((rc = frame(&d, &pos, &r, &msg, &ht, &hdr, &b)) < 0) goto fail;
     if (rc == 0) break;
     if (ht == HDR_DICT) {
-      rc = mw_err_set(err, -ENOTSUP, "ipc: byte %zu: dictionary batches", at);
-      goto fail;
+      if ((rc = read_dict_batch(&d, &r, &hdr, &b, at)) < 0) goto fail;
+      continue;
     }
     if (ht != HDR_BATCH) {
       rc = mw_err_set(err, -EBADMSG, "ipc: byte %zu: unexpected message type %u", at, ht);
@@ -1347,9 +1508,11 @@ int mw_ipc_reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
     rc = mw_err_set(err, -EBADMSG, "ipc: byte %zu: %zu bytes after the EOS marker", pos, n - pos);
     goto fail;
   }
+  dicts_free(&d);
   return 0;
 fail:
   if (rc == -ENOMEM) mw_err_set(err, rc, "ipc: out of memory");
+  dicts_free(&d);
   mw_schema_free(&ns);
   reader_drop_batches(rd);
   mw_schema_free(&rd->stream.schema);

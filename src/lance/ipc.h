@@ -7,9 +7,18 @@
  * all-ones validity bitmaps for columns without nulls, flatbuffers laid out
  * as flatbuffers-rs lays them out). Optional Arrow BodyCompression ZSTD.
  *
- * Types: Int32/Int64/UInt32/UInt64, Float32/Float64, Bool, Utf8, Binary and
- * FixedSizeList<Float32, D> — the mw_type_t set. Anything else decodes to
+ * Types: every mw_type_t (types.h): Int 8..64 signed and unsigned, Float
+ * 16/32/64, Bool, Utf8/Binary and Large*, FixedSizeBinary, Date, Time,
+ * Timestamp (unit, zone), Decimal128, FixedSizeList of numbers, List,
+ * LargeList, Struct_, nested to MW_MAX_NESTING. Large types carry 64-bit
+ * offsets on the wire and 32-bit ones in memory. Anything else decodes to
  * -ENOTSUP.
+ *
+ * Dictionaries (decode only): a top-level field with a DictionaryEncoding
+ * (what apache-arrow's tableFromArrays writes for strings) decodes to its
+ * value type, every index replaced by its value from the stream's
+ * DictionaryBatch messages (replacement or delta), the materialised bytes
+ * bounded by max_decompressed_bytes. Re-encoding writes plain columns.
  *
  * Metadata: field and schema metadata are kept in order. On decode,
  * field.pk_position is parsed from `lance-schema:unenforced-primary-key:position`
@@ -38,6 +47,7 @@
 #define MW_IPC_PK_POSITION_KEY "lance-schema:unenforced-primary-key:position"
 #define MW_IPC_ALIGN_BYTES 64
 #define MW_IPC_MAX_DECOMPRESSED_BYTES ((size_t)1 << 30)
+#define MW_IPC_MAX_DICTS 64
 
 typedef struct mw_ipc_limits {
   size_t max_fields;              /* <= MW_MAX_FIELDS */

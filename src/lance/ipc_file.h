@@ -16,7 +16,8 @@
  * section may end with or without the EOS marker; the footer's schema must
  * equal the stream's (fields, types, nullability and every metadata entry),
  * and its blocks must name exactly the stream's record batch messages, in
- * order. Dictionaries are refused (-ENOTSUP), as in the stream codec.
+ * order. Dictionaries are refused (-ENOTSUP); the stream codec (ipc.h)
+ * materialises them.
  *
  * Errors: negative errno; -EBADMSG with a reason naming the byte offset (in
  * the file) for malformed input, -ENOTSUP for valid Arrow we do not decode,

@@ -365,6 +365,71 @@ static void test_frames(void **state) {
   mw_schema_free(&g);
 }
 
+
+/* Dictionary-encoded columns as apache-arrow writes them (tools/
+ * gen-dict-fixtures.mjs): decoded to their value type, every index replaced
+ * by its value, through initial, delta and replacement dictionary batches;
+ * the same frames go into a table's batch as ARROW frames, and re-encode as
+ * plain columns. An index past its dictionary is refused naming the field. */
+static void check_dict(const char *kind, const char *table_text, int64_t rows) {
+  expect_t e;
+  load_expect(kind, &e);
+  size_t n;
+  uint8_t *d = read_data(kind, "arrow", &n);
+  mw_err_t err = {0};
+  mw_ipc_stream_t s;
+  if (mw_ipc_decode(d, n, NULL, &s, &err) != 0) fail_msg("%s: %s", kind, err.msg);
+  assert_int_equal(s.schema.fields[1].type, MW_T_UTF8);
+  int64_t got = 0;
+  for (size_t i = 0; i < s.n_batches; i++) got += check_rows(&s.batches[i], &e, kind);
+  assert_int_equal(got, rows);
+  /* re-encoded: plain columns, same rows */
+  mw_buf_t again = MW_BUF_INIT;
+  const mw_batch_t *bp[4];
+  assert_true(s.n_batches <= 4);
+  for (size_t i = 0; i < s.n_batches; i++) bp[i] = &s.batches[i];
+  assert_int_equal(mw_ipc_encode(&s.schema, bp, s.n_batches, NULL, &again, &err), 0);
+  mw_ipc_stream_t s2;
+  assert_int_equal(mw_ipc_decode(again.data, again.len, NULL, &s2, &err), 0);
+  got = 0;
+  for (size_t i = 0; i < s2.n_batches; i++) got += check_rows(&s2.batches[i], &e, "re-encoded");
+  assert_int_equal(got, rows);
+  /* as an ARROW frame into a table */
+  mw_schema_t table;
+  assert_int_equal(mw_schema_text_parse(table_text, &table, &err), 0);
+  assert_true(mw_schema_tombstone_append(&table) > 0);
+  mw_batch_t b;
+  mw_lp_code_t code;
+  assert_int_equal(mw_batch_init(&b, &table), 0);
+  if (mw_arrowframe_decode(d, n, &table, NULL, &b, &code, &err) != 0) fail_msg("%s frame: %s", kind, err.msg);
+  assert_int_equal(check_rows(&b, &e, "dictionary frame"), rows);
+  mw_batch_free(&b);
+  mw_schema_free(&table);
+  mw_ipc_stream_free(&s2);
+  mw_ipc_stream_free(&s);
+  mw_buf_free(&again);
+  free(d);
+  free_expect(&e);
+}
+
+static void test_dictionary_frames(void **state) {
+  (void)state;
+  check_dict("dict_table", "id:int64 not null, s:string, n:int32 not null", 5);
+  check_dict("dict_stream", "id:int64 not null, s:string, b:binary", 10);
+  size_t n;
+  uint8_t *d = read_data("dict_bad", "arrow", &n);
+  mw_err_t err = {0};
+  mw_ipc_stream_t s;
+  assert_int_equal(mw_ipc_decode(d, n, NULL, &s, &err), -EBADMSG);
+  assert_non_null(strstr(err.msg, "s: dictionary index out of range"));
+  /* a frame cut inside its dictionary batch is refused, not read */
+  for (size_t cut = 8; cut < n; cut += 24) {
+    mw_err_clear(&err);
+    assert_true(mw_ipc_decode(d, cut, NULL, &s, &err) < 0);
+  }
+  free(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wal_flat),
@@ -373,6 +438,7 @@ int main(void) {
       cmocka_unit_test(test_sstable_flat),
       cmocka_unit_test(test_sstable_nested),
       cmocka_unit_test(test_frames),
+      cmocka_unit_test(test_dictionary_frames),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
