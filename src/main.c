@@ -364,6 +364,7 @@ static int start_front(mw_daemon_t *d) {
       .auth_token = d->cfg.auth_token[0] ? d->cfg.auth_token : NULL,
       .default_table = def,
       .ignore_unknown_fields = d->cfg.ignore_unknown_fields,
+      .json_objects_as_text = d->cfg.json_objects_as_text,
       .metrics = mw_metrics_default(),
   };
   if (d->cfg.n_listen > 0 && mw_server_start(d->loop, &so, &d->engine, &d->server, &err) < 0) {

@@ -70,6 +70,7 @@ static const cfg_key_t keys[] = {
     {SC_DAEMON, "max_batch_rows", T_INT, D(max_batch_rows), 1, 1048576, false},
     {SC_DAEMON, "idle_timeout_ms", T_INT, D(idle_timeout_ms), 0, 86400000, false},
     {SC_DAEMON, "ignore_unknown_fields", T_BOOL, D(ignore_unknown_fields), 0, 1, false},
+    {SC_DAEMON, "json_objects_as_text", T_BOOL, D(json_objects_as_text), 0, 1, false},
     {SC_DAEMON, "metrics_listen", T_STR, D(metrics_listen), 0, 0, false},
     {SC_DAEMON, "shutdown_timeout_ms", T_INT, D(shutdown_timeout_ms), 0, 3600000, false},
     {SC_DAEMON, "memory_trim_interval_ms", T_INT, D(memory_trim_interval_ms), 0, 3600000, false},

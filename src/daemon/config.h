@@ -113,6 +113,7 @@ typedef struct mw_config {
   int64_t max_batch_rows;
   int64_t idle_timeout_ms;
   bool ignore_unknown_fields;
+  bool json_objects_as_text; /* a JSON object/array for a string column is stored as its text */
   char metrics_listen[256];
   int64_t shutdown_timeout_ms;
   int64_t memory_trim_interval_ms;

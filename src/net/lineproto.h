@@ -68,7 +68,7 @@
 #define MW_LP_DEFAULT_MAX_LINE_BYTES ((size_t)1 << 20)
 #define MW_LP_DEFAULT_MAX_FRAME_BYTES ((size_t)64 << 20)
 #define MW_LP_MAX_FRAME_BYTES ((size_t)1 << 30)
-#define MW_LP_MSG_BYTES 320
+#define MW_LP_MSG_BYTES 768 /* an ERR reason: table name + byte + column + why */
 #define MW_LP_KEEP_BYTES ((size_t)256 << 10) /* input buffer kept between lines */
 #define MW_LP_TABLE_NAME_BYTES 256
 #define MW_LP_TOKEN_BYTES 256

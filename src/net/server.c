@@ -522,6 +522,7 @@ static bool use_table(conn_t *c, const char *name, size_t len) {
   if (c->parser_ok) mw_jsonrow_free(&c->parser);
   c->parser_ok = false;
   mw_jsonrow_opts_t o = {.ignore_unknown_fields = s->opts.ignore_unknown_fields,
+                         .objects_as_text = s->opts.json_objects_as_text,
                          .max_line_bytes = c->lp.lim.max_line_bytes,
                          .delete_keep = s->eng.delete_keep ? s->eng.delete_keep(s->eng.data, t) : NULL};
   if (mw_jsonrow_init(&c->parser, schema, &o) < 0) return false;
@@ -552,8 +553,8 @@ static void on_row(conn_t *c, const mw_lp_request_t *r) {
         [MW_JSONROW_E_PK] = MW_LP_E_PK,       [MW_JSONROW_E_INTERNAL] = MW_LP_E_INTERNAL};
     mw_lp_code_t code = rc == -EBADMSG && (unsigned)je.cls <= MW_JSONROW_E_INTERNAL ? map[je.cls]
                                                                                     : MW_LP_E_INTERNAL;
-    char msg[MW_LP_MSG_BYTES];
-    snprintf(msg, sizeof msg, "byte %zu: %s", je.offset, je.msg);
+    char msg[MW_LP_MSG_BYTES]; /* table, byte, column (jsonrow names it), reason */
+    snprintf(msg, sizeof msg, "table \"%.127s\": byte %zu: %.255s", c->table_name, je.offset, je.msg);
     reply_err(c, r, code, msg);
     return;
   }
@@ -591,7 +592,9 @@ static void on_arrow(conn_t *c, const mw_lp_request_t *r) {
     c->open = NULL;
     mw_batch_free(&b->batch);
     free(b);
-    reply_err(c, r, code, err.msg);
+    char msg[MW_LP_MSG_BYTES];
+    snprintf(msg, sizeof msg, "table \"%.127s\": %.511s", c->table_name, err.msg);
+    reply_err(c, r, code, msg);
     return;
   }
   b->rows = (uint32_t)b->batch.n_rows;

@@ -125,6 +125,7 @@ typedef struct mw_server_opts {
   const char *auth_token;               /* NULL or "" = no AUTH */
   const char *default_table;            /* rows before USE; NULL = USE required */
   bool ignore_unknown_fields;
+  bool json_objects_as_text;            /* mw_jsonrow_opts_t.objects_as_text */
   mw_metrics_t *metrics;                /* NULL = none */
 } mw_server_opts_t;
 
