@@ -106,6 +106,18 @@ out:
  * others, or cannot flush them. */
 static bool pk_type_hashable(mw_type_t t) { return mw_type_info(t)->pk; }
 
+/* Highest field id in f's tree: a nested field's children are numbered
+ * after it (pre-order), so the last top-level field is not the highest. */
+static int32_t tree_max_id(const mw_field_t *f, int depth) {
+  assert(depth <= MW_MAX_NESTING);
+  int32_t m = f->id;
+  for (uint32_t i = 0; i < f->n_children; i++) {
+    int32_t c = tree_max_id(&f->children[i], depth + 1);
+    if (c > m) m = c;
+  }
+  return m;
+}
+
 static int build_schema(mw_table_t *t, mw_err_t *err) {
   const mw_schema_t *base = &t->meta.schema;
   int rc = mw_schema_copy(&t->schema, base);
@@ -123,7 +135,8 @@ static int build_schema(mw_table_t *t, mw_err_t *err) {
   bool has_pk = false;
   for (size_t i = 0; i < t->schema.n_fields; i++) {
     const mw_field_t *f = &t->schema.fields[i];
-    if (f->id > max_id) max_id = f->id;
+    int32_t m = tree_max_id(f, 0);
+    if (m > max_id) max_id = m;
     if (f->pk_position == 0) continue;
     has_pk = true;
     if (!pk_type_hashable(f->type))
@@ -138,7 +151,8 @@ static int build_schema(mw_table_t *t, mw_err_t *err) {
     return mw_err_prefix(err, rc, "table %s: ", t->path);
   int k = mw_schema_add(&t->schema, "_tombstone", MW_T_BOOL, false);
   if (k < 0) return k;
-  t->schema.fields[k].id = max_id + 1;
+  t->schema.fields[k].id = max_id + 1; /* unique: after every field and child */
+  assert(t->schema.fields[k].id > tree_max_id(&t->schema.fields[k - 1], 0));
   return 0;
 }
 
