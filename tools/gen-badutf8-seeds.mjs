@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // gen-badutf8-seeds.mjs — ARROW frames with one invalid UTF-8 value where
 // the frame reader must find it, as seeds for fuzz_arrowframe (its tables
-// `flat` and `nested`: see fuzz/fuzz_arrowframe.c).
+// `flat`, `nested` and `vectors`: see fuzz/fuzz_arrowframe.c).
 //
 //   node tools/gen-badutf8-seeds.mjs [OUTDIR] [--node-modules DIR]
 //
@@ -10,8 +10,10 @@
 //   large.arrow      id, u16, ls large_utf8 (row 2 is ed a0 80, a surrogate)
 //   list.arrow       id, ls_str list<utf8> (row 1's second item is ff)
 //   list-struct.arrow id, l_st list<struct<k: utf8, v: int64>> (a bad k)
+//   dict.arrow       id, name Dictionary<Int32, Utf8> (row 1's dictionary
+//                    value is invalid; for the `vectors` table)
 // Each must be refused ("invalid UTF-8"; tests/formats/test_arrowframe.c
-// test_bad_utf8_seeds); before 2026-12-02 all were accepted (the first was
+// test_bad_utf8_seeds); before 2026-12-02 the first three were accepted (the first was
 // fuzz_arrowframe's crash in CI). The files are deterministic.
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -70,3 +72,9 @@ const st = arrow.makeData({ type: stType, length: 3, nullCount: 0, children: [
   arrow.makeData({ type: new arrow.Int64(), length: 3, nullCount: 0, data: BigInt64Array.from([1n, 2n, 3n]) }),
 ] });
 write("list-struct", { id: ids(2), l_st: list(stType, st, [0, 1, 3]) });
+const dictType = new arrow.Dictionary(new arrow.Utf8(), new arrow.Int32());
+const dict = arrow.makeVector(strings(new arrow.Utf8(), ["ok", SURROGATE]));
+write("dict", {
+  id: ids(3),
+  name: arrow.makeData({ type: dictType, length: 3, nullCount: 0, data: Int32Array.from([0, 1, 0]), dictionary: dict }),
+});

@@ -402,7 +402,8 @@ static void test_bad_utf8_seeds(void **state) {
   mw_schema_free(&f->table);
   mw_err_t err = {0};
   assert_int_equal(mw_schema_text_parse("id:int64 not null, u16:uint16, ls:large_string, "
-                                        "ls_str:list<string>, l_st:list<struct<k: string, v: int64>>",
+                                        "ls_str:list<string>, l_st:list<struct<k: string, v: int64>>, "
+                                        "name:string",
                                         &f->table, &err), 0);
   assert_int_equal(mw_batch_init(&f->out, &f->table), 0);
   static const struct {
@@ -411,6 +412,7 @@ static void test_bad_utf8_seeds(void **state) {
       {"large", "ARROW frame: column \"ls\" row 2: invalid UTF-8"},
       {"list", "ARROW frame: column \"ls_str\" row 1: invalid UTF-8 in ls_str[]"},
       {"list-struct", "ARROW frame: column \"l_st\" row 1: invalid UTF-8 in l_st[].k"},
+      {"dict", "ARROW frame: column \"name\" row 1: invalid UTF-8"}, /* a dictionary value */
   };
   const char *root = getenv("MW_SOURCE_ROOT");
   assert_non_null(root);
