@@ -9,7 +9,8 @@
 //     array of byte values; timestamp, date32, date64, time32, time64 -> the
 //     raw integer in the column's unit as a decimal string; decimal128 -> the
 //     unscaled integer as a decimal string; fixed_size_list, list -> array of
-//     exact items; struct -> object of exact members in field order.
+//     exact items (large_list too, where the apache-arrow version has it:
+//     21, not 18); struct -> object of exact members in field order.
 //
 // The same format is what the type fixtures' expected rows and the
 // memwald-side models print, so rows compare as strings.
@@ -17,6 +18,7 @@
 const T = {
   Int: 2, Float: 3, Binary: 4, Utf8: 5, Bool: 6, Decimal: 7, Date: 8, Time: 9, Timestamp: 10,
   List: 12, Struct: 13, FixedSizeBinary: 15, FixedSizeList: 16, LargeBinary: 19, LargeUtf8: 20,
+  LargeList: 21, // apache-arrow >= 21 only
 };
 
 // The Data chunk holding row i of a (possibly chunked) vector, and the index
@@ -65,7 +67,7 @@ export function exactCell(vector, i) {
       const { d, j } = locate(vector, i);
       return int128(new Uint32Array(d.values.buffer, d.values.byteOffset, d.values.byteLength / 4), j);
     }
-    case T.FixedSizeList: case T.List: {
+    case T.FixedSizeList: case T.List: case T.LargeList: {
       const items = vector.get(i);
       const out = [];
       for (let k = 0; k < items.length; k++) out.push(exactCell(items, k));

@@ -10,9 +10,13 @@
 // integer, binaries as byte arrays, lists as arrays, structs as objects. So
 // the expected read-back of a row is JSON.stringify of it in field order.
 //
-// large_list is not here: apache-arrow 18.1.0 (pinned by LanceDB 0.39.0) has
-// no LargeList type, so the node client can neither write nor read such a
-// column (its own error: `Unrecognized type: "LargeList" (21)`).
+// large_list columns come only with opts.large: apache-arrow 18.1.0 (pinned
+// by LanceDB 0.39.0) has no LargeList type, so the node client can neither
+// write nor read such a column (its own error: `Unrecognized type:
+// "LargeList" (21)`). The acceptance test (tests/e2e/daemon_types.py) has
+// LanceDB add them with `arrow_cast(..., 'LargeList(...)')`, decodes
+// LanceDB's own result batches (nativeExecute) with apache-arrow 21, which
+// has LargeList, and writes its frames with it too.
 
 // One entry per column: name, arrow type maker, memwald type text, and the
 // value of row k (null where the row has none).
@@ -77,6 +81,17 @@ export function catalogue(arrow, opts = {}) {
       ["l_st", () => new arrow.List(F("item", new arrow.Struct([F("k", new arrow.Utf8()), F("v", new arrow.Int64())]))),
         "list<struct<k: string, v: int64>>",
         (k) => (k % 6 === 0 ? null : Array.from({ length: k % 3 }, (_, i) => (i === 1 && k % 2 ? null : { k: `k${i}`, v: big(k * 10 + i) })))],
+    );
+  }
+  if (opts.large) {
+    // a plain string column (dictionary-encoded frames, objects stored as
+    // their JSON text) and large lists of int64 and of strings
+    cols.push(
+      ["s", () => new arrow.Utf8(), "string", (k) => (k % 7 === 6 ? null : k % 5 === 3 ? `{"k":${k},"tags":["a",null],"ok":true}` : `s${k}`)],
+      ["ll", () => new arrow.LargeList(F("item", new arrow.Int64())), "large_list<int64>",
+        (k) => (k % 6 === 5 ? null : k % 6 === 4 ? [] : [big(k), k % 2 ? null : big(-k * 1000000007), big(2n ** 62n + BigInt(k))])],
+      ["ll_s", () => new arrow.LargeList(F("item", new arrow.Utf8())), "large_list<string>",
+        (k) => (k % 5 === 1 ? null : [`x${k}`, null, "\u00e9"].slice(0, k % 4))],
     );
   }
   return cols.map(([name, type, text, value, nullable]) => ({ name, type, text, value, nullable: nullable ?? true }));
@@ -163,9 +178,10 @@ export function buildData(arrow, type, vals) {
     const child = buildData(arrow, type.children[0].type, items);
     return arrow.makeData({ ...base, child });
   }
-  if (id === T.List) {
-    const off = new Int32Array(n + 1), items = [];
-    vals.forEach((v, i) => { if (v !== null) items.push(...v); off[i + 1] = items.length; });
+  if (id === T.List || (T.LargeList !== undefined && id === T.LargeList)) {
+    const large = id !== T.List;
+    const off = large ? new BigInt64Array(n + 1) : new Int32Array(n + 1), items = [];
+    vals.forEach((v, i) => { if (v !== null) items.push(...v); off[i + 1] = large ? BigInt(items.length) : items.length; });
     const child = buildData(arrow, type.children[0].type, items);
     return arrow.makeData({ ...base, valueOffsets: off, child });
   }
