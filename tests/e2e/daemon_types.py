@@ -10,7 +10,9 @@ and integer timestamps, dates, decimal strings, base64, objects kept as
 their text in a string column) and over ARROW (apache-arrow 21 frames with
 every column, one in another column order; apache-arrow 18's
 tableFromArrays, whose strings are dictionary-encoded), and read back by
-LanceDB exactly (exact.mjs: every value at full precision).
+LanceDB exactly (exact.mjs: every value at full precision). The same runs
+on a second table, bootstrapped by memwald from the configured schema
+(create = true), which LanceDB must read the same way.
 
   phase 1  JSON + ARROW upserts and deletes of LanceDB's own rows, SYNC,
            `memwalctl flush` (SSTables): LanceDB reads base + phase 1.
@@ -91,14 +93,62 @@ def merged(state, model_file):
             state[r["id"]] = l.rstrip("\n")
 
 
-def lancedb_reads(tmp, state, what):
-    out = os.path.join(tmp, "read.jsonl")
-    r = node("read", os.path.join(tmp, "db", "t.lance"), out)
+def lancedb_reads(table_dir, state, what):
+    out = table_dir + ".read.jsonl"
+    r = node("read", table_dir, out)
     got = open(out).read().splitlines() if r.returncode == 0 else []
     want = [state[k] for k in sorted(state, key=int)]
     diff = [(a, b) for a, b in zip(got, want) if a != b][:2]
-    check(f"LanceDB reads exactly the {len(want)} rows {what}", r.returncode == 0 and got == want,
+    check(f"{what}: LanceDB reads exactly the {len(want)} rows", r.returncode == 0 and got == want,
           r.stderr[-2000:] + f"\ngot {len(got)} rows, want {len(want)}; first differences {diff}")
+
+
+def run(tmp, tag, table_dir, table_keys, pdir, state):
+    """Both phases against one table (config [table t] = table_keys)."""
+    top = os.path.join(tmp, tag)
+    os.makedirs(top)
+    conf, sock = os.path.join(top, "memwald.conf"), os.path.join(top, "admin.sock")
+    with open(conf, "w") as f:
+        f.write(f"""[daemon]
+data_dir = {top}/data
+admin_socket = {sock}
+listen = 127.0.0.1:0
+json_objects_as_text = true
+[table t]
+uri = {table_dir}
+{table_keys}primary_key = id
+claim = eager
+""")
+    d, port = start(conf)
+    check(f"[{tag}] the daemon opens the table", port is not None, "\n".join(d.lines[-20:]))
+    if port is None:
+        d.stop(signal.SIGKILL)
+        return
+
+    got, rows = send_phase(port, pdir, "p1")
+    check(f"[{tag}] phase 1: every request is taken (no ERR), SYNC {rows}", got == [f"SYNC {rows}"], got[:5])
+    rc, out, err = ctl(sock, "flush", timeout=120)
+    check(f"[{tag}] phase 1: memwalctl flush", rc == 0, out + err)
+    merged(state, os.path.join(pdir, "p1.model.jsonl"))
+    lancedb_reads(table_dir, state, f"[{tag}] after phase 1 (flushed: SSTables)")
+
+    got, rows = send_phase(port, pdir, "p2")
+    check(f"[{tag}] phase 2: every request is taken (no ERR), SYNC {rows}", got == [f"SYNC {rows}"], got[:5])
+    d.stop(signal.SIGKILL)
+    check(f"[{tag}] phase 2: the daemon is killed before any flush",
+          d.killed or d.p.returncode == -signal.SIGKILL, str(d.p.returncode))
+    d, port = start(conf)
+    ok = port is not None and poll(lambda: active(sock), 60, interval=0.05)
+    check(f"[{tag}] the daemon restarts, claims the shard and replays the WAL", ok, "\n".join(d.lines[-20:]))
+    if not ok:
+        d.stop(signal.SIGKILL)
+        return
+    rc, out, err = ctl(sock, "flush", timeout=120)
+    check(f"[{tag}] phase 2: memwalctl flush after the replay", rc == 0, out + err)
+    merged(state, os.path.join(pdir, "p2.model.jsonl"))
+    lancedb_reads(table_dir, state, f"[{tag}] after phase 2 (unflushed, then replayed from the WAL)")
+    rc = d.stop()
+    check(f"[{tag}] daemon exits 0 on SIGTERM", rc == 0, "\n".join(d.lines[-20:]))
 
 
 def main():
@@ -106,65 +156,26 @@ def main():
         print("Bail out! tests/interop/node_modules is missing or old (npm install in tests/interop)")
         return 1
     tmp = tempfile.mkdtemp(prefix="memwald-e2e-types-")
-    r = node("create", os.path.join(tmp, "db"))
+    lance_dir = os.path.join(tmp, "db", "t.lance")
+    r = node("create", os.path.dirname(lance_dir))
     check("LanceDB creates the table with every type", r.returncode == 0, r.stderr[-2000:])
     if r.returncode != 0:
         return plan()
     schema = r.stdout.strip()
+    fields = "\n  ".join(top_level_fields(schema))  # one per line: the key continues
     pdir = os.path.join(tmp, "plan")
     r = node("plan", pdir)
     check("the requests and the model are written", r.returncode == 0, r.stderr[-2000:])
     base = os.path.join(tmp, "base.jsonl")
-    r = node("read", os.path.join(tmp, "db", "t.lance"), base)
+    r = node("read", lance_dir, base)
     check("LanceDB reads its 20 base rows", r.returncode == 0 and len(open(base).read().splitlines()) == 20,
           r.stderr[-2000:])
     state = {json.loads(l)["id"]: l.rstrip("\n") for l in open(base)}
-    conf, sock = os.path.join(tmp, "memwald.conf"), os.path.join(tmp, "admin.sock")
-    fields = "\n  ".join(top_level_fields(schema))  # one per line: the key continues
-    with open(conf, "w") as f:
-        f.write(f"""[daemon]
-data_dir = {tmp}/data
-admin_socket = {sock}
-listen = 127.0.0.1:0
-json_objects_as_text = true
-[table t]
-uri = {tmp}/db/t.lance
-schema = {fields}
-primary_key = id
-claim = eager
-""")
-    d, port = start(conf)
-    check("the daemon opens LanceDB's table (the configured schema matches it)", port is not None,
-          "\n".join(d.lines[-20:]))
-    if port is None:
-        d.stop(signal.SIGKILL)
-        return plan()
-
-    got, rows = send_phase(port, pdir, "p1")
-    check(f"phase 1: every request is taken (no ERR), SYNC {rows}", got == [f"SYNC {rows}"], got[:5])
-    rc, out, err = ctl(sock, "flush", timeout=120)
-    check("phase 1: memwalctl flush", rc == 0, out + err)
-    merged(state, os.path.join(pdir, "p1.model.jsonl"))
-    lancedb_reads(tmp, state, "after phase 1 (flushed: SSTables)")
-
-    got, rows = send_phase(port, pdir, "p2")
-    check(f"phase 2: every request is taken (no ERR), SYNC {rows}", got == [f"SYNC {rows}"], got[:5])
-    d.stop(signal.SIGKILL)
-    check("phase 2: the daemon is killed before any flush", d.killed or d.p.returncode == -signal.SIGKILL,
-          str(d.p.returncode))
-    d, port = start(conf)
-    ok = port is not None and poll(lambda: active(sock), 60, interval=0.05)
-    check("the daemon restarts, claims the shard and replays the WAL", ok, "\n".join(d.lines[-20:]))
-    if not ok:
-        d.stop(signal.SIGKILL)
-        return plan()
-    rc, out, err = ctl(sock, "flush", timeout=120)
-    check("phase 2: memwalctl flush after the replay", rc == 0, out + err)
-    merged(state, os.path.join(pdir, "p2.model.jsonl"))
-    lancedb_reads(tmp, state, "after phase 2 (unflushed, then replayed from the WAL)")
-
-    rc = d.stop()
-    check("daemon exits 0 on SIGTERM", rc == 0, "\n".join(d.lines[-20:]))
+    # LanceDB's table, with the configured schema that must match it
+    run(tmp, "lancedb-made", lance_dir, f"schema = {fields}\n", pdir, state)
+    # a table memwald bootstraps from the same schema
+    run(tmp, "memwald-made", os.path.join(tmp, "boot", "t.lance"),
+        f"create = true\nspec = unsharded\nschema = {fields}\n", pdir, {})
     tidy(tmp)
     return plan()
 
