@@ -1,0 +1,266 @@
+/*
+ * bench_compaction — a long ingest with small MemTables through the engine,
+ * with or without compaction and GC, for bench/compaction.py (which also
+ * has LanceDB 0.39.0 read the tables and write the same rows once).
+ *
+ *   bench_compaction --dir DIR --flushes N [--rows-per-flush R] [--keys K]
+ *                    [--compaction on|off] [--create] [--seed S]
+ *
+ * DIR/t.lance: {id int64 pk, name utf8, v float64}, unsharded (created with
+ * --create by our bootstrap). Each MemTable holds R rows (max_memtable_rows),
+ * written in 25-row writes of upserts over K keys (10 % deletes), so N
+ * flushes make N SSTables. With compaction on: the defaults, except
+ * gc_grace_ms = 1000 so the run's end shows what GC leaves; after the last
+ * flush the tool waits for the policy to catch up (no run in progress, fewer
+ * than 4 uncompacted SSTables; at most 20 s) before releasing. Storage
+ * without fsync (this measures file counts, bytes and LanceDB's reads, not
+ * durability). Prints one line per 500 flushes and, at the end:
+ *
+ *   result flushes=N rows=W seconds=T runs=C compacted_sstables=S
+ *          live_sstables=L wal_files_deleted=D sentinels=X base_version=V
+ *
+ * Running again on the same DIR (without --create) continues the table:
+ * bench/compaction.py measures LanceDB after 10 flushes, then continues.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "lance/route.h"
+#include "lance/schema_text.h"
+#include "lance/table_create.h"
+#include "shard/table.h"
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("bench_compaction: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+static int mkdir_p(const char *path) {
+  char buf[8192];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    mkdir(buf, 0755);
+    *p = '/';
+  }
+  return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+static void create(const char *table) {
+  mw_schema_t s;
+  mw_shard_spec_t sp;
+  mw_table_files_t files;
+  mw_err_t err = {0};
+  mw_schema_init(&s);
+  if (mw_schema_text_parse("id:int64 not null, name:string, v:double", &s, &err) < 0 ||
+      mw_schema_pk_text_apply(&s, "id", &err) < 0 || mw_shard_spec_text_parse("unsharded", &s, &sp, &err) < 0)
+    die("schema: %s", err.msg);
+  mw_table_create_params_t p = {.schema = &s, .spec = &sp};
+  if (mw_table_create_encode(&p, &files, &err) < 0) die("create: %s", err.msg);
+  for (size_t i = 0; i < files.n; i++) {
+    char path[8192], dir[8192];
+    snprintf(path, sizeof path, "%s/%s", table, files.files[i].path);
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = 0;
+    if (mkdir_p(dir) < 0) die("mkdir %s", dir);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(files.files[i].bytes.data, 1, files.files[i].bytes.len, f) != files.files[i].bytes.len ||
+        fclose(f) != 0)
+      die("write %s", path);
+  }
+  mw_table_files_free(&files);
+  mw_schema_free(&s);
+}
+
+static int pending, failures;
+static void on_write(mw_table_write_t *w, int status, const char *reason) {
+  if (status != 0) {
+    fprintf(stderr, "bench_compaction: write failed: %s\n", reason ? reason : "?");
+    failures++;
+  }
+  free(w);
+  pending--;
+}
+
+static bool ctl_done;
+static void on_ctl(mw_shard_t *s, int status, const char *reason, void *arg) {
+  (void)s;
+  (void)arg;
+  if (status != 0) die("control: %s", reason ? reason : "?");
+  ctl_done = true;
+}
+
+/* With compaction on, the state a reader meets once the daemon has been
+ * idle for a few grace periods: no run in progress, fewer uncompacted
+ * SSTables than would make one due (compaction_min_sstables, 4), and GC
+ * caught up (every compacted SSTable unlisted and its directory deleted,
+ * no WAL entry below the horizon but sentinels); or 30 s. */
+static bool settled;
+static mw_table_t *settle_t;
+static uint64_t settle_t0, settle_ms;
+static void on_settle(uv_timer_t *tm) {
+  mw_compact_stats_t cs;
+  mw_compact_shard_t css = {0};
+  mw_gc_shard_stats_t gs = {0};
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  mw_compact_stats(settle_t->compact, &cs);
+  mw_compact_shard_state(settle_t->compact, id, &css);
+  bool gc_known = mw_gc_shard_stats(settle_t->gc, id, &gs);
+  mw_shard_t *s = mw_table_shard(settle_t, id, false);
+  bool listed_compacted = false;
+  for (size_t k = 0; s != NULL && k < s->ms.cached.n_sstables; k++)
+    if (s->ms.cached.sstables[k].generation <= css.compacted_gen) listed_compacted = true;
+  bool gc_done = gc_known && !listed_compacted && gs.dirs_waiting == 0 && gs.wal_first >= gs.horizon;
+  settle_ms = uv_now(tm->loop) - settle_t0;
+  if ((!cs.running && css.uncompacted < 4 && gc_done) || settle_ms > 30000) {
+    settled = true;
+    uv_timer_stop(tm);
+  }
+}
+
+static bool closed;
+static void on_closed(mw_table_t *t) {
+  (void)t;
+  closed = true;
+}
+
+static uint64_t rnd_state = 1;
+static uint64_t rnd(void) {
+  uint64_t z = (rnd_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int main(int argc, char **argv) {
+  const char *dir = NULL, *compaction = "on";
+  uint64_t flushes = 0, rows_per_flush = 100, keys = 50000;
+  bool do_create = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--create") == 0) do_create = true;
+    else if (i + 1 >= argc) die("%s needs a value", argv[i]);
+    else if (strcmp(argv[i], "--dir") == 0) dir = argv[++i];
+    else if (strcmp(argv[i], "--flushes") == 0) flushes = strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--rows-per-flush") == 0) rows_per_flush = strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--keys") == 0) keys = strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--compaction") == 0) compaction = argv[++i];
+    else if (strcmp(argv[i], "--seed") == 0) rnd_state = strtoull(argv[++i], NULL, 10);
+    else die("unknown option %s", argv[i]);
+  }
+  if (dir == NULL || flushes == 0 || rows_per_flush < 25 || keys == 0)
+    die("usage: bench_compaction --dir DIR --flushes N [--rows-per-flush R>=25] [--keys K] "
+        "[--compaction on|off] [--create] [--seed S]");
+  bool on = strcmp(compaction, "on") == 0;
+  char table[4096], rows_s[32];
+  snprintf(table, sizeof table, "%s/t.lance", dir);
+  if (do_create) create(table);
+  mw_log_init();
+  mw_log_set_level(MW_LOG_WARN);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  snprintf(rows_s, sizeof rows_s, "%" PRIu64, rows_per_flush);
+  const char *k[] = {"max_memtable_rows", "compaction", "gc", "gc_grace_ms"};
+  const char *v[] = {rows_s, on ? "on" : "off", on ? "on" : "off", "1000"};
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = false;
+  mw_table_opts_t o = {.config_keys = k, .config_values = v, .n_config = 4, .storage = &sc};
+  mw_table_t *t;
+  mw_err_t err = {0};
+  if (mw_table_open(&loop, table, &o, &t, &err) < 0) die("open: %s", err.msg);
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  uint64_t t0 = uv_hrtime(), written = 0, next_report = 500, target = flushes * rows_per_flush;
+  mw_shard_t *s = NULL;
+  while (written < target) {
+    if (s == NULL) s = mw_table_shard(t, id, false);
+    if (s != NULL) {
+      mw_shard_stats_t st;
+      mw_shard_stats(s, &st);
+      if (st.frozen > 0) { /* one MemTable of R rows per SSTable: wait for its flush */
+        uv_run(&loop, UV_RUN_ONCE);
+        continue;
+      }
+      if (st.flushes >= next_report) {
+        mw_compact_stats_t cs;
+        mw_compact_stats(t->compact, &cs);
+        fprintf(stderr, "bench_compaction: %" PRIu64 " flushes, %" PRIu64 " rows, %.1f s, %" PRIu64
+                " compaction runs, %" PRIu64 " SSTables listed\n", st.flushes, written,
+                (double)(uv_hrtime() - t0) / 1e9, cs.runs, st.sstables);
+        next_report += 500;
+      }
+    }
+    mw_batch_t b;
+    if (mw_batch_init(&b, &t->schema) < 0) die("batch");
+    for (int r = 0; r < 25; r++) {
+      int64_t key = (int64_t)(rnd() % keys);
+      bool tomb = rnd() % 10 == 0;
+      double val = (double)(rnd() >> 11) / 9007199254740992.0;
+      char name[32];
+      int n = snprintf(name, sizeof name, "n%" PRId64 "_%" PRIu64, key, written);
+      mw_column_append_fixed(&b.cols[0], &key, 8);
+      if (tomb) {
+        mw_column_append_null(&b.cols[1], &t->schema.fields[1]);
+        mw_column_append_null(&b.cols[2], &t->schema.fields[2]);
+      } else {
+        mw_column_append_bytes(&b.cols[1], name, (size_t)n);
+        mw_column_append_fixed(&b.cols[2], &val, 8);
+      }
+      mw_column_append_bool(&b.cols[3], tomb);
+      b.n_rows++;
+      written++;
+    }
+    mw_table_write_t *w = calloc(1, sizeof *w);
+    err = (mw_err_t){0};
+    if (mw_table_write(t, w, &b, on_write, &err) < 0) die("write: %s", err.msg);
+    pending++;
+    while (pending > 4) uv_run(&loop, UV_RUN_ONCE);
+  }
+  while (pending > 0) uv_run(&loop, UV_RUN_ONCE);
+  if (failures) die("%d writes failed", failures);
+  double secs = (double)(uv_hrtime() - t0) / 1e9;
+  uv_timer_t tm; /* outlives its close: the loop finishes closing it later */
+  if (on) { /* let the policy settle (GC runs meanwhile): the state a reader meets */
+    uv_timer_init(&loop, &tm);
+    settle_t = t;
+    settle_t0 = uv_now(&loop);
+    uv_timer_start(&tm, on_settle, 50, 50);
+    while (!settled) uv_run(&loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&tm, NULL);
+  }
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  mw_compact_stats_t cs;
+  mw_gc_stats_t gs;
+  mw_compact_stats(t->compact, &cs);
+  mw_gc_stats(t->gc, &gs);
+  mw_compact_shard_t css = {0};
+  mw_compact_shard_state(t->compact, id, &css);
+  ctl_done = false;
+  if (mw_shard_release(s, on_ctl, NULL) < 0) die("release");
+  while (!ctl_done) uv_run(&loop, UV_RUN_ONCE);
+  if (mw_table_close(t, on_closed) < 0) die("close");
+  while (!closed) uv_run(&loop, UV_RUN_ONCE);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  printf("result flushes=%" PRIu64 " rows=%" PRIu64 " seconds=%.1f settle_ms=%" PRIu64 " runs=%" PRIu64 " compacted_sstables=%" PRIu64
+         " listed_sstables=%" PRIu64 " uncompacted_sstables=%" PRIu64 " wal_files_deleted=%" PRIu64
+         " sentinels=%" PRIu64 " folded=%" PRIu64 " base_version=%" PRIu64 "\n",
+         st.flushes, written, secs, settle_ms, cs.runs, cs.sstables, st.sstables, on ? css.uncompacted : st.sstables,
+         gs.wal_deleted, gs.sentinels_kept, cs.folded, cs.base_version);
+  return 0;
+}
