@@ -2222,16 +2222,8 @@ static int page_buffers(rctx_t *x, const Lance__File__V2__ColumnMetadata__Page *
 
 static int read_page(rctx_t *x, const Lance__File__V2__ColumnMetadata__Page *pg) {
   const mw_datafile_t *f = x->f;
-  if (pg->n_buffer_offsets != pg->n_buffer_sizes || pg->n_buffer_offsets > MW_DATAFILE_MAX_PAGE_BUFFERS)
-    return BAD(x, "%zu buffer offsets, %zu sizes", x->col, x->page, pg->n_buffer_offsets, pg->n_buffer_sizes);
-  x->n_bufs = pg->n_buffer_offsets;
-  for (size_t i = 0; i < x->n_bufs; i++) {
-    uint64_t o = pg->buffer_offsets[i], s = pg->buffer_sizes[i];
-    if (o > f->len || s > f->len - o)
-      return BAD(x, "buffer %zu at %llu+%llu beyond the %zu-byte file", x->col, x->page, i, (unsigned long long)o, (unsigned long long)s, f->len);
-    x->buf[i] = f->data + o;
-    x->buf_len[i] = s;
-  }
+  int brc = page_buffers(x, pg);
+  if (brc != 0) return brc;
   if (pg->encoding == NULL || pg->encoding->location_case != LANCE__FILE__V2__ENCODING__LOCATION_DIRECT)
     return UNSUP(x, "page encoding not direct", x->col, x->page);
   ProtobufCBinaryData *e = &pg->encoding->direct->encoding;
