@@ -18,15 +18,19 @@ passed=0
 failed=0
 skipped=0
 skips=""
+fails=""
 
 count() { # add a meson testlog.json to the totals; skipped tests and checks are named
   local log=$1/meson-logs/testlog.json
   [ -f "$log" ] || return
   local out
-  out=$(python3 - "$log" "$1" <<'PY'
+  local failfile
+  failfile=$(mktemp)
+  out=$(python3 - "$log" "$1" "$failfile" <<'PY'
 import json, re, sys
 p = f = k = 0
 names = []
+failed = []
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r["result"] == "SKIP":
@@ -34,18 +38,28 @@ for line in open(sys.argv[1]):
         names.append(f"{sys.argv[2]}: {r['name']} (the whole test)")
         continue
     if r["result"] in ("OK", "EXPECTEDFAIL"): p += 1
-    else: f += 1
+    else:
+        f += 1
+        # the failing TAP checks (or the last lines) so CI's tail names the cause
+        out = (r.get("stdout") or "") + (r.get("stderr") or "")
+        bad = re.findall(r"^not ok .*$", out, re.M)[:5] or out.strip().splitlines()[-5:]
+        failed.append(f"FAILED {sys.argv[2]}: {r['name']} ({r['result']})")
+        failed += ["    " + b[:300] for b in bad]
     for t in re.findall(r"^ok \d+ (.*?)\s*# SKIP\b.*$", r.get("stdout") or "", re.M):
         k += 1
         names.append(f"{sys.argv[2]}: {r['name']}: {t.lstrip('- ')}")
 print(p, f, k)
 for n in names: print(n)
+with open(sys.argv[3], "a") as fh:
+    for n in failed: print(n, file=fh)
 PY
 )
   local p f k
   read -r p f k <<<"$(head -1 <<<"$out")"
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + k))
   if [ "$k" -gt 0 ]; then skips="$skips$(tail -n +2 <<<"$out")"$'\n'; fi
+  if [ -s "$failfile" ]; then fails="$fails$(cat "$failfile")"$'\n'; fi
+  rm -f "$failfile"
 }
 
 step() { echo; echo "=== $*"; }
@@ -136,6 +150,10 @@ echo
 if [ "$skipped" -gt 0 ]; then
   echo "skipped:"
   printf '%s' "$skips" | sed 's/^/  /'
+fi
+if [ -n "$fails" ]; then
+  echo "failed:"
+  printf '%s' "$fails"
 fi
 echo "memwald tests: $passed passed, $failed failed, $skipped skipped"
 exit $fail
