@@ -40,9 +40,10 @@ void mw_local__close_done(mw_storage_t *st, void (*done)(mw_storage_t *st));
  * power-loss trip and the snapshot before an fsync. */
 int mw_local__step(mw_storage_req_t *req, mw_local_step_t step);
 /* After the syscall of OPEN (rc = the fd), MKDIR (path in local.scratch),
- * FSYNC and DIRSYNC (local.fd / local.dirfd still open): metrics and the
- * power-loss journal. Returns rc, or -EIO for an fsync that completed after
- * a simulated power cut. */
+ * FSYNC and DIRSYNC (local.fd / local.dirfd still open): metrics, and for
+ * the fsyncs the power-loss journal (which learns of new inodes by itself,
+ * not from OPEN/MKDIR). Returns rc, or -EIO for an fsync that completed
+ * after a simulated power cut. */
 int mw_local__step_end(mw_storage_req_t *req, mw_local_step_t step, int rc);
 /* The fsync metric of the step about to run starts now (io_uring's linked
  * tail, whose steps are all prepared before the first runs). */

@@ -19,19 +19,24 @@
  * Identity: the journal tracks inodes ("nodes"), not names, because a
  * rename or link moves an inode between names and a rename-over frees the
  * old inode whose durable content must come back if the rename is not
- * durable. A node is (st_ino, gen): the storage reports every inode it
- * creates (temp open, mkdir) and the journal bumps that number's generation,
- * so a reused inode number never inherits an older file's durable content.
- * A directory snapshot records, per entry, the name and the (ino, gen) the
- * name pointed to; a file node keeps the bytes its last fsync saw (read
- * back from the file, not taken from the caller's buffer).
+ * durable. A node is named by the inode's file handle (name_to_handle_at:
+ * on ext4, xfs, btrfs and tmpfs the inode number *and* its generation, the
+ * pair NFS relies on), so a reused inode number is a different node with no
+ * durable content, and the identity is read from the file system wherever
+ * an inode is seen: no hook has to announce a new inode. (An earlier model
+ * bumped a per-number generation in the after-hook of each create; a
+ * directory listing on another pool thread between the mkdir syscall and
+ * that hook recorded the new directory under the old generation, and the
+ * cut dropped it with everything acknowledged in it.)
+ * A directory snapshot records, per entry, the name and the inode the name
+ * pointed to; a file node keeps the bytes its last fsync saw (read back
+ * from the file, not taken from the caller's buffer).
  *
  * Hooks (called by backend_fault.c with the request's fd open):
  *   before FSYNC/DIRSYNC  read the file / list the directory into a pending
  *                         record (keyed by the request);
  *   after  FSYNC/DIRSYNC  success and power still on: commit it (a directory
- *                         keeps the newest-started snapshot);
- *   after  OPEN/MKDIR     a new inode: bump its generation.
+ *                         keeps the newest-started snapshot).
  * After mw_powerloss_trip() nothing commits any more, and the fault layer
  * fails every later step with -EIO, so no operation can be acknowledged
  * whose durability point lies after the cut.
@@ -58,16 +63,27 @@
 
 #include "storage/local_int.h"
 
+#ifndef AT_HANDLE_FID
+#define AT_HANDLE_FID 0x200 /* Linux 6.5: a unique id even without NFS export */
+#endif
+
+/* An inode's identity: its file handle, type and bytes (8 on ext4, 12 on
+ * tmpfs, 20-40 on btrfs/xfs). Compared whole; a longer handle overflows. */
+enum { IID_BYTES = 40 };
+typedef struct iid {
+  int32_t type;
+  uint32_t len;
+  uint8_t b[IID_BYTES];
+} iid_t;
+
 typedef struct ent {
   char *name;
-  uint64_t ino;
-  uint32_t gen;
+  iid_t id;
   bool dir;
 } ent_t;
 
 typedef struct node {
-  uint64_t ino;
-  uint32_t gen;
+  iid_t id;
   bool dir;
   bool has;       /* a durable snapshot was committed (or baseline) */
   uint64_t seq;   /* directories: start sequence of the committed snapshot */
@@ -82,7 +98,7 @@ typedef struct pend {
   const void *req;
   bool dir;
   uint64_t seq;
-  uint64_t ino;
+  iid_t id;
   uint8_t *data;
   size_t len;
   ent_t *ents;
@@ -92,7 +108,7 @@ typedef struct pend {
 struct mw_powerloss {
   pthread_mutex_t mu;
   char *root;
-  uint64_t root_ino;
+  iid_t root_id;
   atomic_bool tripped;
   bool overflow;
   int users;
@@ -122,20 +138,42 @@ static void node_clear(node_t *n) {
   n->len = n->nents = 0;
 }
 
-/* The newest generation of an inode number (births are appended). */
-static node_t *node_cur(mw_powerloss_t *pl, uint64_t ino) {
+static bool iid_equal(const iid_t *a, const iid_t *b) {
+  assert(a->len <= IID_BYTES);
+  assert(b->len <= IID_BYTES);
+  return a->type == b->type && a->len == b->len && memcmp(a->b, b->b, a->len) == 0;
+}
+
+/* The identity of name in dirfd ("" with AT_EMPTY_PATH: dirfd itself).
+ * Never follows a symlink. -EOVERFLOW: a handle longer than IID_BYTES. */
+static int iid_get(int dirfd, const char *name, int flags, iid_t *out) {
+  union {
+    struct file_handle fh;
+    uint8_t space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+  } u;
+  int mnt = 0;
+  memset(out, 0, sizeof *out);
+  u.fh.handle_bytes = MAX_HANDLE_SZ;
+  int rc = name_to_handle_at(dirfd, name, &u.fh, &mnt, flags);
+  if (rc != 0 && errno == EOPNOTSUPP) { /* no export ops: ask for a plain id */
+    u.fh.handle_bytes = MAX_HANDLE_SZ;
+    rc = name_to_handle_at(dirfd, name, &u.fh, &mnt, flags | AT_HANDLE_FID);
+  }
+  if (rc != 0) return -errno;
+  if (u.fh.handle_bytes > IID_BYTES) return -EOVERFLOW;
+  out->type = u.fh.handle_type;
+  out->len = u.fh.handle_bytes;
+  memcpy(out->b, u.fh.f_handle, u.fh.handle_bytes);
+  return 0;
+}
+
+static node_t *node_find(mw_powerloss_t *pl, const iid_t *id) {
   for (size_t i = pl->nnodes; i-- > 0;)
-    if (pl->nodes[i].ino == ino) return &pl->nodes[i];
+    if (iid_equal(&pl->nodes[i].id, id)) return &pl->nodes[i];
   return NULL;
 }
 
-static node_t *node_find(mw_powerloss_t *pl, uint64_t ino, uint32_t gen) {
-  for (size_t i = pl->nnodes; i-- > 0;)
-    if (pl->nodes[i].ino == ino && pl->nodes[i].gen == gen) return &pl->nodes[i];
-  return NULL;
-}
-
-static node_t *node_add(mw_powerloss_t *pl, uint64_t ino, bool dir) {
+static node_t *node_add(mw_powerloss_t *pl, const iid_t *id, bool dir) {
   assert(pl->nnodes <= pl->cap);
   if (pl->nnodes >= MW_POWERLOSS_MAX_NODES) {
     pl->overflow = true;
@@ -151,19 +189,18 @@ static node_t *node_add(mw_powerloss_t *pl, uint64_t ino, bool dir) {
     pl->nodes = n;
     pl->cap = cap;
   }
-  node_t *cur = node_cur(pl, ino);
+  assert(node_find(pl, id) == NULL);
   node_t *n = &pl->nodes[pl->nnodes++];
   memset(n, 0, sizeof *n);
-  n->ino = ino;
-  n->gen = cur ? cur->gen + 1 : 0;
+  n->id = *id;
   n->dir = dir;
   return n;
 }
 
-/* The current node of an inode, created (never fsynced) if unknown. */
-static node_t *node_get(mw_powerloss_t *pl, uint64_t ino, bool dir) {
-  node_t *n = node_cur(pl, ino);
-  return n != NULL ? n : node_add(pl, ino, dir);
+/* The node of an inode, created (never fsynced) if unknown. */
+static node_t *node_get(mw_powerloss_t *pl, const iid_t *id, bool dir) {
+  node_t *n = node_find(pl, id);
+  return n != NULL ? n : node_add(pl, id, dir);
 }
 
 static int read_all(int fd, const struct stat *stp, uint8_t **out, size_t *len);
@@ -208,7 +245,10 @@ static int read_all(int fd, const struct stat *stp, uint8_t **out, size_t *len) 
 }
 
 /* List the directory open as dirfd: regular files and directories with
- * their inode numbers (from fstatat: d_ino is not st_ino on overlayfs). */
+ * their inodes' identities (file handles, looked up by name; the type from
+ * fstatat). A name replaced between the two calls is recorded with the
+ * inode it names at the second: a listing is not atomic, and either inode
+ * is one the name held while the snapshot was taken. */
 static int list_dir(mw_powerloss_t *pl, int dirfd, ent_t **out, size_t *nout) {
   *out = NULL;
   *nout = 0;
@@ -228,6 +268,13 @@ static int list_dir(mw_powerloss_t *pl, int dirfd, ent_t **out, size_t *nout) {
     struct stat sb;
     if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* vanished */
     if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) continue;
+    iid_t id;
+    int r = iid_get(fd, e->d_name, 0, &id);
+    if (r == -ENOENT) continue; /* vanished */
+    if (r < 0) {
+      rc = r;
+      break;
+    }
     if (n >= MW_POWERLOSS_MAX_ENTRIES) {
       pl->overflow = true;
       break;
@@ -241,14 +288,14 @@ static int list_dir(mw_powerloss_t *pl, int dirfd, ent_t **out, size_t *nout) {
       }
       v = nv;
     }
-    node_t *nd = node_get(pl, (uint64_t)sb.st_ino, S_ISDIR(sb.st_mode));
+    node_t *nd = node_get(pl, &id, S_ISDIR(sb.st_mode));
     char *name = strdup(e->d_name);
     if (nd == NULL || name == NULL) {
       free(name);
       rc = -ENOMEM;
       break;
     }
-    v[n++] = (ent_t){name, nd->ino, nd->gen, S_ISDIR(sb.st_mode)};
+    v[n++] = (ent_t){name, id, S_ISDIR(sb.st_mode)};
   }
   closedir(d);
   if (rc < 0) {
@@ -273,7 +320,7 @@ static int scan(mw_powerloss_t *pl, int dirfd, size_t si, unsigned depth) {
     pl->nodes[si].has = true;
   }
   for (size_t i = 0; rc == 0 && i < nents; i++) {
-    node_t *c = node_find(pl, ents[i].ino, ents[i].gen);
+    node_t *c = node_find(pl, &ents[i].id);
     if (c == NULL || c->has) continue; /* hard link seen before */
     int fd = openat(dirfd, ents[i].name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
                                              (ents[i].dir ? O_DIRECTORY : 0));
@@ -311,14 +358,12 @@ static void reset(mw_powerloss_t *pl) {
 static int baseline(mw_powerloss_t *pl) {
   int fd = open(pl->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int rc = -errno;
+  int rc = iid_get(fd, "", AT_EMPTY_PATH, &pl->root_id);
+  if (rc < 0) {
     close(fd);
     return rc;
   }
-  pl->root_ino = (uint64_t)sb.st_ino;
-  if (node_add(pl, pl->root_ino, true) == NULL) {
+  if (node_add(pl, &pl->root_id, true) == NULL) {
     close(fd);
     return -ENOMEM;
   }
@@ -372,10 +417,11 @@ void mw_powerloss_stats(const mw_powerloss_t *pl, mw_powerloss_stats_t *out) {
 /* ---- hooks from the storage ---- */
 
 int mw_powerloss__attach(mw_powerloss_t *pl, int rootfd) {
-  struct stat sb;
-  if (fstat(rootfd, &sb) != 0) return -errno;
+  iid_t id;
+  int rc = iid_get(rootfd, "", AT_EMPTY_PATH, &id);
+  if (rc < 0) return rc;
   pthread_mutex_lock(&pl->mu);
-  int rc = (uint64_t)sb.st_ino == pl->root_ino ? 0 : -EINVAL;
+  rc = iid_equal(&id, &pl->root_id) ? 0 : -EINVAL;
   if (rc == 0) pl->users++;
   pthread_mutex_unlock(&pl->mu);
   return rc;
@@ -405,17 +451,21 @@ void mw_powerloss__before(mw_powerloss_t *pl, mw_storage_req_t *req, mw_local_st
   mw_storage_req_local_t *l = &req->be.local;
   int fd = step == MW_STEP_FSYNC ? l->fd : l->dirfd;
   assert(step == MW_STEP_FSYNC || step == MW_STEP_DIRSYNC);
-  struct stat sb;
-  if (fd < 0 || fstat(fd, &sb) != 0) return;
+  iid_t id;
+  if (fd < 0) return;
+  int irc = iid_get(fd, "", AT_EMPTY_PATH, &id);
   pthread_mutex_lock(&pl->mu);
+  if (irc < 0) {
+    pl->overflow = true; /* cannot name the inode: refuse to cut later */
+    goto out;
+  }
   pend_t *old = pend_take(pl, req);
   if (old != NULL) pend_drop(pl, old);
   if (pl->npend >= MW_POWERLOSS_MAX_PENDING) {
     pl->overflow = true;
     goto out;
   }
-  pend_t pe = {.req = req, .dir = step == MW_STEP_DIRSYNC, .seq = ++pl->seq,
-               .ino = (uint64_t)sb.st_ino};
+  pend_t pe = {.req = req, .dir = step == MW_STEP_DIRSYNC, .seq = ++pl->seq, .id = id};
   int rc = pe.dir ? list_dir(pl, fd, &pe.ents, &pe.nents) : read_fd(fd, &pe.data, &pe.len);
   if (rc < 0) pl->overflow = true; /* cannot model it: refuse to cut later */
   else pl->pend[pl->npend++] = pe;
@@ -425,7 +475,7 @@ out:
 
 static void commit(mw_powerloss_t *pl, pend_t *pe) {
   assert(pe != NULL && pe->req != NULL);
-  node_t *n = node_get(pl, pe->ino, pe->dir);
+  node_t *n = node_get(pl, &pe->id, pe->dir);
   if (n == NULL) return;
   if (pe->dir) {
     if (n->has && n->seq > pe->seq) return; /* a newer snapshot already counts */
@@ -451,23 +501,13 @@ static void commit(mw_powerloss_t *pl, pend_t *pe) {
 
 int mw_powerloss__after(mw_powerloss_t *pl, mw_storage_req_t *req, mw_local_step_t step,
                         int rc) {
-  mw_storage_req_front_t *p = &req->priv;
-  mw_storage_req_local_t *l = &req->be.local;
+  if (step != MW_STEP_FSYNC && step != MW_STEP_DIRSYNC) return rc; /* creates: nothing */
   bool tripped = atomic_load(&pl->tripped);
   pthread_mutex_lock(&pl->mu);
-  if (step == MW_STEP_FSYNC || step == MW_STEP_DIRSYNC) {
-    pend_t *pe = pend_take(pl, req);
-    if (tripped && rc == 0) rc = -EIO; /* completed after the cut: not durable */
-    if (pe != NULL && rc == 0) commit(pl, pe);
-    if (pe != NULL) pend_drop(pl, pe);
-  } else if ((step == MW_STEP_OPEN || step == MW_STEP_MKDIR) && rc >= 0 && !tripped) {
-    /* A new inode: its number may be an old one's; start a new generation. */
-    struct stat sb;
-    int r = step == MW_STEP_OPEN ? fstat(rc, &sb)
-                                 : fstatat(mw_local(p->st)->rootfd, l->scratch, &sb,
-                                           AT_SYMLINK_NOFOLLOW);
-    if (r == 0) node_add(pl, (uint64_t)sb.st_ino, step == MW_STEP_MKDIR);
-  }
+  pend_t *pe = pend_take(pl, req);
+  if (tripped && rc == 0) rc = -EIO; /* completed after the cut: not durable */
+  if (pe != NULL && rc == 0) commit(pl, pe);
+  if (pe != NULL) pend_drop(pl, pe);
   pthread_mutex_unlock(&pl->mu);
   return rc;
 }
@@ -526,7 +566,7 @@ static int build(mw_powerloss_t *pl, int dirfd, const char *path, size_t dn, uns
   char sub[MW_STORAGE_LOCAL_PATH_BYTES + 256];
   for (size_t i = 0; i < pl->nodes[dn].nents; i++) {
     const ent_t *e = &pl->nodes[dn].ents[i];
-    node_t *c = node_find(pl, e->ino, e->gen);
+    node_t *c = node_find(pl, &e->id);
     size_t ci = c ? (size_t)(c - pl->nodes) : SIZE_MAX;
     int n = snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "/" : "", e->name);
     if (n < 0 || (size_t)n >= sizeof sub) return -ENAMETOOLONG;
@@ -574,7 +614,7 @@ int mw_storage_power_cut(mw_powerloss_t *pl, mw_err_t *err) {
                     pl->root);
     goto out;
   }
-  node_t *root = node_find(pl, pl->root_ino, 0);
+  node_t *root = node_find(pl, &pl->root_id);
   assert(root != NULL && root->has);
   size_t ri = (size_t)(root - pl->nodes);
   fd = open(pl->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
