@@ -39,14 +39,21 @@
  *                  cut off at the headers
  *   head           HEAD            delete   DELETE (404 = success)
  *   list           ListObjectsV2 pages (continuation-token)
- *   delete_prefix  list, then DELETE each key
+ *   delete_prefix  list, then DeleteObjects (POST ?delete, up to 1 000
+ *                  keys a request, Content-MD5 as S3 requires, <Quiet>):
+ *                  per-key errors in the answer are read — NoSuchKey is a
+ *                  deletion, InternalError/SlowDown/ServiceUnavailable/
+ *                  RequestTimeout keys go out again alone after a backoff,
+ *                  any other code fails the operation naming the key. A
+ *                  store that does not implement it (501, 405, 400
+ *                  NotImplemented) gets one DELETE per key from then on.
  *   sweep_tmp      ListMultipartUploads pages, abort each upload initiated
  *                  at least min_age_s ago (the crashed writers' leftovers)
  *   delete_root    abort every upload, then list one key: -ENOTEMPTY if any
  *
  * Retries: a transport error (connect, send, receive, timeout, a connection
- * dropped mid-body), HTTP 5xx, 429 and 408 are retried with exponential
- * backoff (MW_S3_BACKOFF_MS doubling to MW_S3_BACKOFF_MAX_MS, jittered)
+ * dropped mid-body), HTTP 5xx (501 excepted), 429 and 408 are retried with
+ * exponential backoff (MW_S3_BACKOFF_MS doubling to MW_S3_BACKOFF_MAX_MS, jittered)
  * until the operation's retry deadline; then the operation fails with the
  * last reason. Other answers are final. Errors name the bucket, key,
  * method, HTTP status, S3 error code and request id.
@@ -69,6 +76,8 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
+#include "storage/md5.h"
 #include "storage/storage_int.h"
 
 #define MW_S3_BACKOFF_MS 25
@@ -83,6 +92,7 @@
 #define MW_S3_DEFAULT_PART_BYTES ((size_t)16 << 20)
 #define MW_S3_MAX_PARTS 10000
 #define MW_S3_PIA_RECHECKS 3
+#define MW_S3_DELETE_BATCH 1000 /* S3's most keys per DeleteObjects */
 
 enum step { S3_REQUEST = 0, S3_BODY, S3_RESPONSE, S3_RETRY, S3_STEPS_ };
 const char *const mw_s3_step_names[MW_S3_STEP_COUNT] = {"request", "body", "response", "retry"};
@@ -91,7 +101,8 @@ _Static_assert(S3_STEPS_ == MW_S3_STEP_COUNT, "step names");
 /* The exchange a request runs now. */
 enum phase {
   P_PUT = 1, P_PIA_CHECK, P_MP_INIT, P_MP_PART, P_MP_DONE, P_MP_ABORT,
-  P_GET, P_GET_SIZE, P_HEAD, P_DELETE, P_LIST, P_DEL_EACH, P_UPLOADS, P_ABORT_EACH, P_PROBE,
+  P_GET, P_GET_SIZE, P_HEAD, P_DELETE, P_LIST, P_DEL_EACH, P_DEL_BATCH, P_UPLOADS, P_ABORT_EACH,
+  P_PROBE,
   P_FAIL, /* report a_fail (set at submission) from the loop, never inline */
 };
 
@@ -116,6 +127,7 @@ typedef struct s3 {
   uint32_t timeout_ms, deadline_ms;
   size_t part_bytes;        /* multipart part size; puts of 2 parts or more use it */
   uint64_t seed;            /* backoff jitter */
+  bool no_batch_delete;     /* the store refused DeleteObjects: DELETE each key */
 } s3_t;
 
 typedef struct sock {
@@ -133,6 +145,13 @@ typedef struct task {
   size_t i;              /* next key / upload to delete or abort */
   size_t off;            /* its byte offset in req->buf / uploads */
   size_t removed;
+  /* DeleteObjects: the keys of the batch in flight ("k\0k\0", relative),
+   * its request body, its Content-MD5, and where in req->buf it began */
+  mw_buf_t batch;
+  size_t nbatch;
+  mw_buf_t batch_xml;
+  char batch_md5[MW_MD5_B64_BYTES];
+  size_t batch_i, batch_off;
   mw_buf_t uploads;      /* "key\0uploadid\0" pairs to abort */
   size_t nuploads;
   bool root_check;       /* delete_root: list one key after the aborts */
@@ -146,6 +165,44 @@ typedef struct task {
 static void attempt_start(s3_t *s, mw_storage_req_t *req);
 static void next_exchange(s3_t *s, mw_storage_req_t *req, int phase);
 static void finish(s3_t *s, mw_storage_req_t *req, int status);
+
+/* ------------------------------------------------------------ metrics */
+
+/* memwald_storage_s3_deleted_objects_total{via="batch"|"single"}: objects
+ * a delete_prefix removed (DeleteObjects or DELETE);
+ * memwald_storage_s3_delete_batches_total: DeleteObjects requests answered;
+ * memwald_storage_s3_delete_key_errors_total{kind="retried"|"final"}: keys
+ * an answer reported failed (retried alone, or failing the operation). */
+static struct {
+  bool ok;
+  mw_metric_t *by_batch, *by_single, *batches, *key_retried, *key_final;
+} dm;
+
+static void delete_metrics_register(void) {
+  mw_metrics_t *reg = mw_metrics_default();
+  static const char *const via[] = {"via"}, *const kind[] = {"kind"};
+  mw_metric_family_t *del = mw_metrics_register(
+      reg, MW_METRIC_COUNTER, "memwald_storage_s3_deleted_objects_total",
+      "Objects removed by S3 prefix deletions, by request kind.", via, 1, NULL, 0);
+  mw_metric_family_t *bat = mw_metrics_register(
+      reg, MW_METRIC_COUNTER, "memwald_storage_s3_delete_batches_total",
+      "S3 DeleteObjects requests answered.", NULL, 0, NULL, 0);
+  mw_metric_family_t *ke = mw_metrics_register(
+      reg, MW_METRIC_COUNTER, "memwald_storage_s3_delete_key_errors_total",
+      "Keys a DeleteObjects answer reported failed: retried alone, or final.", kind, 1, NULL, 0);
+  if (del == NULL || bat == NULL || ke == NULL) return; /* logged by metrics */
+  const char *b[] = {"batch"}, *o[] = {"single"}, *r[] = {"retried"}, *f[] = {"final"};
+  dm.by_batch = mw_metric_series(del, b);
+  dm.by_single = mw_metric_series(del, o);
+  dm.batches = mw_metric_series(bat, NULL);
+  dm.key_retried = mw_metric_series(ke, r);
+  dm.key_final = mw_metric_series(ke, f);
+  dm.ok = dm.by_batch && dm.by_single && dm.batches && dm.key_retried && dm.key_final;
+}
+
+static void dm_add(mw_metric_t *m, uint64_t n) {
+  if (dm.ok && n > 0) mw_counter_add(m, n);
+}
 
 /* ------------------------------------------------------------ helpers */
 
@@ -262,7 +319,7 @@ static int64_t iso8601(const char *v) {
 static const char *method_of(const mw_storage_req_t *req) {
   switch (req->be.s3.phase) {
     case P_PUT: case P_MP_PART: return "PUT";
-    case P_MP_INIT: case P_MP_DONE: return "POST";
+    case P_MP_INIT: case P_MP_DONE: case P_DEL_BATCH: return "POST";
     case P_GET: case P_PIA_CHECK: case P_LIST: case P_UPLOADS: case P_PROBE: return "GET";
     case P_GET_SIZE: case P_HEAD: return "HEAD";
     default: return "DELETE";
@@ -287,6 +344,8 @@ static void error_code(const mw_storage_req_s3_t *a, char *code, size_t ccap, ch
 static const char *exchange_key(const mw_storage_req_t *req) {
   const task_t *t = req->be.s3.task;
   if (t != NULL && req->be.s3.phase == P_DEL_EACH) return (const char *)req->buf.data + t->off;
+  if (t != NULL && req->be.s3.phase == P_DEL_BATCH && t->nbatch > 0)
+    return (const char *)t->batch.data; /* the batch's first key */
   if (t != NULL && req->be.s3.phase == P_ABORT_EACH) return (const char *)t->uploads.data + t->off;
   return req->priv.key;
 }
@@ -494,6 +553,7 @@ typedef struct spec {
   bool if_none_match;
   char range[64];           /* "bytes=a-b" or "" */
   bool xml_body;
+  const char *content_md5;  /* base64, or NULL */
   bool into_buf;            /* response body into req->buf (get) */
 } spec_t;
 
@@ -647,6 +707,16 @@ static int build(s3_t *s, mw_storage_req_t *req, spec_t *sp) {
       assert(t->off < req->buf.len);
       sp->key = (const char *)req->buf.data + t->off;
       break;
+    case P_DEL_BATCH:
+      sp->method = "POST";
+      sp->key = NULL;
+      assert(t->nbatch > 0 && t->nbatch <= MW_S3_DELETE_BATCH);
+      sp->body = t->batch_xml.data;
+      sp->body_len = t->batch_xml.len;
+      sp->xml_body = true;
+      sp->content_md5 = t->batch_md5;
+      snprintf(sp->query, sizeof sp->query, "delete=");
+      break;
     case P_LIST: case P_PROBE: {
       sp->method = "GET";
       sp->key = NULL;
@@ -785,6 +855,11 @@ static void attempt_start(s3_t *s, mw_storage_req_t *req) {
     h = curl_slist_append(h, rh);
   }
   if (sp.xml_body) h = curl_slist_append(h, "Content-Type: application/xml");
+  if (sp.content_md5 != NULL) {
+    char mh[64];
+    snprintf(mh, sizeof mh, "Content-MD5: %s", sp.content_md5);
+    h = curl_slist_append(h, mh);
+  }
   if (strcmp(sp.method, "PUT") == 0) h = curl_slist_append(h, "Content-Type: application/octet-stream");
   a->easy = e;
   a->headers = h;
@@ -1013,6 +1088,137 @@ static int uploads_page(mw_storage_req_t *req, bool *more) {
   return 0;
 }
 
+/* XML text of s onto b (&, <, >, " and ' as entities). */
+static int xml_escape(mw_buf_t *b, const char *s) {
+  int rc = 0;
+  for (; rc == 0 && *s; s++) {
+    const char *e = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;"
+                  : *s == '"' ? "&quot;" : *s == '\'' ? "&apos;" : NULL;
+    rc = e != NULL ? append_str(b, e) : mw_buf_append(b, s, 1);
+  }
+  return rc;
+}
+
+/* The DeleteObjects body of t->batch, and its Content-MD5. */
+static int batch_body(s3_t *s, task_t *t) {
+  assert(t->nbatch > 0 && t->nbatch <= MW_S3_DELETE_BATCH);
+  mw_buf_reset(&t->batch_xml);
+  int rc = append_str(&t->batch_xml, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+                                     "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                                     "<Quiet>true</Quiet>");
+  const char *k = (const char *)t->batch.data;
+  for (size_t i = 0; rc == 0 && i < t->nbatch; i++) {
+    mw_buf_t name = MW_BUF_INIT;
+    rc = object_name(s, k, &name);
+    if (rc == 0) rc = mw_buf_append(&name, "", 1);
+    if (rc == 0) rc = append_str(&t->batch_xml, "<Object><Key>");
+    if (rc == 0) rc = xml_escape(&t->batch_xml, (const char *)name.data);
+    if (rc == 0) rc = append_str(&t->batch_xml, "</Key></Object>");
+    mw_buf_free(&name);
+    k += strlen(k) + 1;
+  }
+  if (rc == 0) rc = append_str(&t->batch_xml, "</Delete>");
+  if (rc == 0) mw_md5_base64(t->batch_xml.data, t->batch_xml.len, t->batch_md5);
+  return rc;
+}
+
+/* The next (up to) MW_S3_DELETE_BATCH listed keys into t->batch. */
+static int batch_fill(s3_t *s, mw_storage_req_t *req) {
+  task_t *t = area(req)->task;
+  assert(t->i < t->nkeys);
+  mw_buf_reset(&t->batch);
+  t->nbatch = 0;
+  t->batch_i = t->i;
+  t->batch_off = t->off;
+  int rc = 0;
+  while (rc == 0 && t->i < t->nkeys && t->nbatch < MW_S3_DELETE_BATCH) {
+    const char *k = (const char *)req->buf.data + t->off;
+    size_t n = strlen(k) + 1;
+    rc = mw_buf_append(&t->batch, k, n);
+    t->off += n;
+    t->i++;
+    t->nbatch++;
+  }
+  return rc == 0 ? batch_body(s, t) : rc;
+}
+
+static bool transient_key_code(const char *code) {
+  return strcmp(code, "InternalError") == 0 || strcmp(code, "SlowDown") == 0 ||
+         strcmp(code, "ServiceUnavailable") == 0 || strcmp(code, "RequestTimeout") == 0;
+}
+
+/* A DeleteObjects answer (2xx): every <Error> in it. Keys with a transient
+ * code become the next batch (*retry = how many); the first other failure
+ * is *final (-errno, reason set). NoSuchKey counts as deleted. */
+static int batch_answer(s3_t *s, mw_storage_req_t *req, size_t *retry, int *final) {
+  mw_storage_req_s3_t *a = area(req);
+  task_t *t = a->task;
+  const char *p = (const char *)a->resp.data, *end = p + a->resp.len, *v;
+  size_t n, plen = s->prefix[0] ? strlen(s->prefix) + 1 : 0, failed = 0;
+  *retry = 0;
+  *final = 0;
+  if (p == NULL || memmem(p, a->resp.len, "DeleteResult", 12) == NULL) return -EBADMSG;
+  mw_buf_t again = MW_BUF_INIT;
+  int rc = 0;
+  const char *q = p;
+  while (rc == 0 && xml_next(&q, end, "Error", &v, &n)) {
+    char key[MW_STORAGE_KEY_MAX_BYTES * 2 + 8], code[64] = "", msg[160] = "";
+    const char *c = v, *f;
+    size_t fn;
+    if (!xml_next(&c, v + n, "Key", &f, &fn) || xml_text(f, fn, key, sizeof key) <= 0 ||
+        strlen(key) < plen) {
+      rc = -EBADMSG;
+      break;
+    }
+    c = v;
+    if (xml_next(&c, v + n, "Code", &f, &fn) && xml_text(f, fn, code, sizeof code) < 0) code[0] = 0;
+    c = v;
+    if (xml_next(&c, v + n, "Message", &f, &fn) && xml_text(f, fn, msg, sizeof msg) < 0) msg[0] = 0;
+    if (strcmp(code, "NoSuchKey") == 0) continue; /* gone already: deleted */
+    failed++;
+    if (transient_key_code(code)) {
+      rc = mw_buf_append(&again, key + plen, strlen(key + plen) + 1);
+      (*retry)++;
+      continue;
+    }
+    if (*final == 0) {
+      *final = strcmp(code, "AccessDenied") == 0 ? -EACCES : -EIO;
+      mw_storage__set_error(req, "s3://%s/%s: DeleteObjects: %s%s%s (key %zu of %zu in the "
+                            "request; %u attempt%s)", s->bucket, key, code[0] ? code : "error",
+                            msg[0] ? ": " : "", msg, failed, t->nbatch, a->attempts,
+                            a->attempts == 1 ? "" : "s");
+    }
+  }
+  if (rc == 0 && failed > t->nbatch) rc = -EBADMSG;
+  if (rc == 0) {
+    t->removed += t->nbatch - failed;
+    dm_add(dm.by_batch, t->nbatch - failed);
+    dm_add(dm.key_retried, *retry);
+    dm_add(dm.key_final, failed - *retry);
+  }
+  if (rc == 0 && *retry > 0 && *final == 0) { /* the failed keys are the next batch */
+    mw_buf_free(&t->batch);
+    t->batch = again;
+    t->nbatch = *retry;
+    return batch_body(s, t);
+  }
+  mw_buf_free(&again);
+  return rc;
+}
+
+/* After the listing, or a batch done: the next batch, or the end. */
+static void delete_next(s3_t *s, mw_storage_req_t *req) {
+  task_t *t = area(req)->task;
+  if (t->i >= t->nkeys) return finish(s, req, 0);
+  if (s->no_batch_delete) return next_exchange(s, req, P_DEL_EACH);
+  int rc = batch_fill(s, req);
+  if (rc < 0) {
+    set_reason(s, req, strerror(-rc));
+    return finish(s, req, rc);
+  }
+  next_exchange(s, req, P_DEL_BATCH);
+}
+
 static void multipart_next(s3_t *s, mw_storage_req_t *req) {
   task_t *t = area(req)->task;
   if (t->part < t->nparts) {
@@ -1144,15 +1350,40 @@ static void phase_answer(s3_t *s, mw_storage_req_t *req) {
         if (more) return next_exchange(s, req, P_LIST);
         if (p->op == MW_OP_DELETE_PREFIX) {
           t->i = t->off = 0;
-          if (t->nkeys == 0) return finish(s, req, 0);
-          return next_exchange(s, req, P_DEL_EACH);
+          return delete_next(s, req);
         }
         rc = index_keys(req, t->nkeys);
         return finish(s, req, rc);
       }
       break;
+    case P_DEL_BATCH:
+      if (ok) {
+        dm_add(dm.batches, 1);
+        size_t retry = 0;
+        int final = 0;
+        if ((rc = batch_answer(s, req, &retry, &final)) < 0) break;
+        if (final < 0) return finish(s, req, final);
+        if (retry > 0) {
+          char what[96];
+          snprintf(what, sizeof what, "%zu key%s answered with a transient error", retry,
+                   retry == 1 ? "" : "s");
+          return retry_or_fail(s, req, -EAGAIN, what);
+        }
+        return delete_next(s, req);
+      }
+      if (http == 501 || http == 405 || (http == 400 && strcmp(code, "NotImplemented") == 0)) {
+        /* no DeleteObjects here: the rest one key at a time, from this batch on */
+        mw_log_notice("storage: s3://%s: the store refused DeleteObjects (HTTP %d%s%s); deleting "
+                      "one key per request", s->bucket, http, code[0] ? " " : "", code);
+        s->no_batch_delete = true;
+        t->i = t->batch_i;
+        t->off = t->batch_off;
+        return next_exchange(s, req, P_DEL_EACH);
+      }
+      break;
     case P_DEL_EACH:
       if (ok || (http == 404 && strcmp(code, "NoSuchBucket") != 0)) {
+        dm_add(dm.by_single, 1);
         t->removed++;
         t->off += strlen((const char *)req->buf.data + t->off) + 1;
         if (++t->i < t->nkeys) return next_exchange(s, req, P_DEL_EACH);
@@ -1246,7 +1477,7 @@ static void attempt_done(s3_t *s, mw_storage_req_t *req, int cc) {
     return finish(s, req, err);
   }
   int http = a->http_status;
-  if (http >= 500 || http == 429 || http == 408) {
+  if ((http >= 500 && http != 501) || http == 429 || http == 408) { /* 501: never will */
     if (is_create(req)) a->ambiguous = 1; /* a 5xx does not say the write did not happen */
     char what[32];
     snprintf(what, sizeof what, "HTTP %d", http);
@@ -1276,6 +1507,8 @@ static void finish(s3_t *s, mw_storage_req_t *req, int status) {
     }
     mw_buf_free(&t->uploads);
     mw_buf_free(&t->parts_xml);
+    mw_buf_free(&t->batch);
+    mw_buf_free(&t->batch_xml);
     free(t);
     a->task = NULL;
   }
@@ -1424,8 +1657,9 @@ static int resolve(s3_t *s, const mw_storage_config_t *cfg, const char *uri, mw_
 }
 
 int mw_storage__s3_open(mw_storage_t *st, mw_err_t *err) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  static pthread_once_t once = PTHREAD_ONCE_INIT, monce = PTHREAD_ONCE_INIT;
   pthread_once(&once, once_init);
+  pthread_once(&monce, delete_metrics_register);
   s3_t *s = calloc(1, sizeof *s);
   if (s == NULL) return mw_err_set(err, -ENOMEM, "storage: out of memory");
   s->st = st;

@@ -20,6 +20,16 @@ comes back unchanged — unless a rule matches the request:
   "hold"         hold the request (its body read) until release() is
                  called, then forward it as usual: a slow server under the
                  test's control, with no clock involved
+  "501"          answer 501 NotImplemented without forwarding (a store
+                 without that call, e.g. DeleteObjects)
+  "key_errors"   DeleteObjects: forward it (the keys are deleted), then
+                 answer that the first `nkeys` keys of the request failed
+                 with InternalError (a partial failure the client retries)
+  "key_denied"   DeleteObjects: answer, without forwarding, that every key
+                 of the request failed with AccessDenied
+
+The bodies of the DeleteObjects requests seen (POST ?delete) are kept in
+order (delete_bodies()), so a test can check what a retry sent.
 
 A rule is (action, method, path regex, count): the next `count` matching
 requests get the action. Hits are counted per action.
@@ -31,8 +41,9 @@ import time
 
 
 class Rule:
-    def __init__(self, action, method=None, path=None, count=1, stall_s=5.0):
+    def __init__(self, action, method=None, path=None, count=1, stall_s=5.0, nkeys=1):
         self.action, self.method, self.count, self.stall_s = action, method, count, stall_s
+        self.nkeys = nkeys
         self.path = re.compile(path) if path else None
 
     def matches(self, method, path):
@@ -57,6 +68,22 @@ def _read_n(sock, buf, n):
             return None, buf
         buf += chunk
     return buf[:n], buf[n:]
+
+
+def delete_keys(body):
+    """The object names of a DeleteObjects request body (XML-unescaped)."""
+    from xml.sax.saxutils import unescape
+    return [unescape(k, {"&quot;": '"', "&apos;": "'"}) for k in re.findall(r"<Key>([^<]*)</Key>", body)]
+
+
+def _delete_result(body, n, code):
+    """A DeleteResult naming the first n keys of body (all: None) as failed."""
+    from xml.sax.saxutils import escape
+    keys = delete_keys(body)
+    errs = "".join(f"<Error><Key>{escape(k)}</Key><Code>{code}</Code><Message>injected by the "
+                   f"fault proxy</Message></Error>" for k in (keys if n is None else keys[:n]))
+    return ('<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/'
+            'doc/2006-03-01/">' + errs + "</DeleteResult>").encode()
 
 
 def _header(head, name):
@@ -107,11 +134,18 @@ class FaultProxy:
         self.stop = threading.Event()
         self.released = threading.Event()
         self.held_paths = []
+        self.bodies = []
+        self.methods = {}
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def add(self, action, method=None, path=None, count=1, stall_s=5.0):
+    def add(self, action, method=None, path=None, count=1, stall_s=5.0, nkeys=1):
         with self.lock:
-            self.rules.append(Rule(action, method, path, count, stall_s))
+            self.rules.append(Rule(action, method, path, count, stall_s, nkeys))
+
+    def delete_bodies(self):
+        """The bodies of the DeleteObjects requests seen so far, in order."""
+        with self.lock:
+            return list(self.bodies)
 
     def release(self):
         """Let every held request (and every later "hold") through."""
@@ -141,6 +175,7 @@ class FaultProxy:
     def _take(self, method, path):
         with self.lock:
             self.requests += 1
+            self.methods[method] = self.methods.get(method, 0) + 1
             for r in self.rules:
                 if r.matches(method, path):
                     r.count -= 1
@@ -177,6 +212,19 @@ class FaultProxy:
                 body, buf = _read_n(c, buf, n)
                 if body is None:
                     return
+                if method == "POST" and "?delete" in path:
+                    with self.lock:
+                        self.bodies.append(body.decode())
+                if act in ("501", "key_denied"):
+                    if act == "501":
+                        code, x = b"501 Not Implemented", (
+                            b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
+                            b'<Message>not here (fault proxy)</Message></Error>')
+                    else:
+                        code, x = b"200 OK", _delete_result(body.decode(), None, "AccessDenied")
+                    c.sendall(b"HTTP/1.1 " + code + b"\r\nContent-Type: application/xml\r\n"
+                              b"Content-Length: " + str(len(x)).encode() + b"\r\n\r\n" + x)
+                    continue
                 if act == "503":
                     x = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
                          b'<Message>Please reduce your request rate (fault proxy).</Message></Error>')
@@ -204,6 +252,10 @@ class FaultProxy:
                 if act == "stall":
                     time.sleep(rule.stall_s)
                     return
+                if act == "key_errors":
+                    x = _delete_result(body.decode(), rule.nkeys, "InternalError")
+                    resp = (b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: "
+                            + str(len(x)).encode() + b"\r\n\r\n" + x)
                 c.sendall(resp)
         except (OSError, ValueError, IndexError):
             return

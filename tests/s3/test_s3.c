@@ -8,7 +8,8 @@
  *   - the storage semantics on S3: put_if_absent (412 = -EEXIST, the first
  *     writer's bytes stay), put (replace), get (whole, ranges clipped at the
  *     end, an offset at/past the end), head, list (sorted, prefix-exact,
- *     across ListObjectsV2 pages), delete (idempotent), delete_prefix,
+ *     across ListObjectsV2 pages), delete (idempotent), delete_prefix
+ *     (DeleteObjects batches of 1 000, an XML-escaped key, counted),
  *     delete_root (-ENOTEMPTY, then 0), the blocking calls;
  *   - races: 24 concurrent put_if_absent of one key from two storages:
  *     exactly one winner, its bytes;
@@ -39,6 +40,7 @@
 
 #include <cmocka.h>
 
+#include "common/metrics.h"
 #include "storage/fault.h"
 #include "storage/storage.h"
 
@@ -218,6 +220,23 @@ static void expect_body(env_t *e, const char *key, const char *want) {
   free(b);
 }
 
+/* The value of one series in the default registry ("name{labels}" exactly
+ * as rendered), 0 when absent. */
+static uint64_t metric(const char *series) {
+  mw_buf_t b = MW_BUF_INIT;
+  assert_int_equal(mw_metrics_render(mw_metrics_default(), &b), 0);
+  assert_int_equal(mw_buf_append(&b, "", 1), 0);
+  uint64_t v = 0;
+  size_t n = strlen(series);
+  for (const char *l = (const char *)b.data; l != NULL && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+    if (strncmp(l, series, n) == 0 && l[n] == ' ') v = strtoull(l + n + 1, NULL, 10);
+  mw_buf_free(&b);
+  return v;
+}
+#define M_BATCH "memwald_storage_s3_deleted_objects_total{via=\"batch\"}"
+#define M_SINGLE "memwald_storage_s3_deleted_objects_total{via=\"single\"}"
+#define M_BATCHES "memwald_storage_s3_delete_batches_total"
+
 /* ---- semantics ---- */
 
 static void test_semantics(void **state) {
@@ -280,8 +299,14 @@ static void test_semantics(void **state) {
   assert_int_equal(OP(&e, req, r, mw_storage_delete_root(e.st, &req, on_done)), -ENOTEMPTY);
   assert_non_null(strstr(mw_storage_req_error(&req), "not empty"));
   mw_storage_req_cleanup(&req);
+  /* a key that must be escaped in DeleteObjects' XML body */
+  assert_int_equal(s_put(&e, "a/x&y<'z>\"", "q", 1, true), 0);
+  uint64_t b0 = metric(M_BATCH), n0 = metric(M_BATCHES), s0 = metric(M_SINGLE);
   assert_int_equal(OP(&e, req, r, mw_storage_delete_prefix(e.st, &req, "a", on_done)), 0);
-  assert_int_equal(req.nkeys, 4);
+  assert_int_equal(req.nkeys, 5);
+  assert_int_equal(metric(M_BATCH) - b0, 5); /* one DeleteObjects, no single DELETE */
+  assert_int_equal(metric(M_BATCHES) - n0, 1);
+  assert_int_equal(metric(M_SINGLE) - s0, 0);
   mw_storage_req_cleanup(&req);
   assert_int_equal(s_list(&e, "", keys, sizeof keys, &nk), 0);
   assert_int_equal(nk, 0);
@@ -336,8 +361,11 @@ static void test_list_pages(void **state) {
     assert_string_equal(req.keys[i], want);
   }
   mw_storage_req_cleanup(&req);
+  uint64_t b0 = metric(M_BATCH), n0 = metric(M_BATCHES);
   assert_int_equal(OP(&e, req, r, mw_storage_delete_prefix(e.st, &req, "k/", on_done)), 0);
   assert_int_equal(req.nkeys, N);
+  assert_int_equal(metric(M_BATCH) - b0, N);
+  assert_int_equal(metric(M_BATCHES) - n0, 2); /* 1 000 keys, then 105 */
   mw_storage_req_cleanup(&req);
   char out[64];
   size_t nk = 9;

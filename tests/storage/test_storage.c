@@ -40,6 +40,7 @@
 
 #include "common/metrics.h"
 #include "storage/local.h"
+#include "storage/md5.h"
 #include "storage/storage.h"
 #include "testutil.h"
 
@@ -1744,6 +1745,40 @@ static const char *pia_key(int i, char *buf, size_t cap) {
   return buf;
 }
 
+/* MD5 (S3's Content-MD5): RFC 1321's vectors, and lengths around the
+ * padding boundaries (55, 56, 64, 119 bytes), against Python's hashlib. */
+static void test_md5(void **state) {
+  (void)state;
+  static const struct { size_t n; char c; const char *text, *hex, *b64; } v[] = {
+      {0, 0, "", "d41d8cd98f00b204e9800998ecf8427e", "1B2M2Y8AsgTpgAmY7PhCfg=="},
+      {0, 0, "a", "0cc175b9c0f1b6a831c399e269772661", "DMF1ucDxtqgxw5niaXcmYQ=="},
+      {0, 0, "abc", "900150983cd24fb0d6963f7d28e17f72", "kAFQmDzST7DWlj99KOF/cg=="},
+      {0, 0, "message digest", "f96b697d7cb7938d525a2f31aaf161d0", "+WtpfXy3k41SWi8xqvFh0A=="},
+      {55, 'x', NULL, "04364420e25c512fd958a70738aa8f72", "BDZEIOJcUS/ZWKcHOKqPcg=="},
+      {56, 'x', NULL, "668a72d5ba17f08e62dabcafad6db14b", "Zopy1boX8I5i2ryvrW2xSw=="},
+      {64, 'x', NULL, "c1bb4f81d892b2d57947682aeb252456", "wbtPgdiSstV5R2gq6yUkVg=="},
+      {119, 'x', NULL, "ab347a5f68c8a443cfcddc633f12c24f", "qzR6X2jIpEPPzdxjPxLCTw=="},
+      {1000, 'x', NULL, "398533d48111e9f664b1f64cb10c4b63", "OYUz1IER6fZksfZMsQxLYw=="},
+  };
+  char buf[1000];
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    const char *m = v[i].text;
+    size_t n = m != NULL ? strlen(m) : v[i].n;
+    if (m == NULL) {
+      memset(buf, v[i].c, n);
+      m = buf;
+    }
+    uint8_t d[MW_MD5_BYTES];
+    mw_md5(m, n, d);
+    char hex[2 * MW_MD5_BYTES + 1];
+    for (int k = 0; k < MW_MD5_BYTES; k++) snprintf(hex + 2 * k, 3, "%02x", d[k]);
+    assert_string_equal(hex, v[i].hex);
+    char b64[MW_MD5_B64_BYTES];
+    mw_md5_base64(m, n, b64);
+    assert_string_equal(b64, v[i].b64);
+  }
+}
+
 /* (a) fsync on: every acknowledged put / put_if_absent survives a power cut
  * at a random step, and nothing partial ever appears. The seed fixes each
  * round's cut step; which request reaches that step first is up to the
@@ -2132,6 +2167,7 @@ int main(void) {
   if (only != NULL && *only != '\0') cmocka_set_test_filter(only);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_roundtrip),
+      cmocka_unit_test(test_md5),
       cmocka_unit_test(test_list_delete),
       cmocka_unit_test(test_req_reuse),
       cmocka_unit_test(test_key_validation),
