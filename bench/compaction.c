@@ -10,7 +10,9 @@
  * --create by our bootstrap). Each MemTable holds R rows (max_memtable_rows),
  * written in 25-row writes of upserts over K keys (10 % deletes), so N
  * flushes make N SSTables. With compaction on: the defaults, except
- * gc_grace_ms = 1000 so the run's end shows what GC leaves; after the last
+ * gc_grace_ms, gc_manifest_grace_ms, gc_history_retention_ms and
+ * gc_history_interval_ms = 1000 so the run's end shows what GC leaves
+ * (the history included); after the last
  * flush the tool waits for the policy to catch up (no run in progress, fewer
  * than 4 uncompacted SSTables; at most 20 s) before releasing. Storage
  * without fsync (this measures file counts, bytes and LanceDB's reads, not
@@ -107,7 +109,8 @@ static void on_ctl(mw_shard_t *s, int status, const char *reason, void *arg) {
  * idle for a few grace periods: no run in progress, fewer uncompacted
  * SSTables than would make one due (compaction_min_sstables, 4), and GC
  * caught up (every compacted SSTable unlisted and its directory deleted,
- * no WAL entry below the horizon but sentinels); or 30 s. */
+ * no WAL entry below the horizon but sentinels, shard manifests down to the
+ * kept ones, base history down to 3 versions); or 30 s. */
 static bool settled;
 static mw_table_t *settle_t;
 static uint64_t settle_t0, settle_ms;
@@ -125,6 +128,11 @@ static void on_settle(uv_timer_t *tm) {
   for (size_t k = 0; s != NULL && k < s->ms.cached.n_sstables; k++)
     if (s->ms.cached.sstables[k].generation <= css.compacted_gen) listed_compacted = true;
   bool gc_done = gc_known && !listed_compacted && gs.dirs_waiting == 0 && gs.wal_first >= gs.horizon;
+  mw_gc_stats_t g;
+  mw_gc_stats(settle_t->gc, &g);
+  uint64_t latest = s != NULL ? s->ms.cached.version : 0;
+  gc_done = gc_done && gs.manifest_floor == 0 && latest < gs.manifest_first + 16 + MW_GC_MANIFEST_MIN_BATCH &&
+            g.base_runs > 0 && g.base_versions_retained <= 3;
   settle_ms = uv_now(tm->loop) - settle_t0;
   if ((!cs.running && css.uncompacted < 4 && gc_done) || settle_ms > 30000) {
     settled = true;
@@ -173,12 +181,13 @@ int main(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   snprintf(rows_s, sizeof rows_s, "%" PRIu64, rows_per_flush);
-  const char *k[] = {"max_memtable_rows", "compaction", "gc", "gc_grace_ms"};
-  const char *v[] = {rows_s, on ? "on" : "off", on ? "on" : "off", "1000"};
+  const char *k[] = {"max_memtable_rows", "compaction", "gc", "gc_grace_ms", "gc_manifest_grace_ms",
+                     "gc_history_retention_ms", "gc_history_interval_ms"};
+  const char *v[] = {rows_s, on ? "on" : "off", on ? "on" : "off", "1000", "1000", "1000", "1000"};
   mw_storage_config_t sc;
   mw_storage_config_init(&sc, NULL);
   sc.durable = false;
-  mw_table_opts_t o = {.config_keys = k, .config_values = v, .n_config = 4, .storage = &sc};
+  mw_table_opts_t o = {.config_keys = k, .config_values = v, .n_config = 7, .storage = &sc};
   mw_table_t *t;
   mw_err_t err = {0};
   if (mw_table_open(&loop, table, &o, &t, &err) < 0) die("open: %s", err.msg);
@@ -259,8 +268,10 @@ int main(int argc, char **argv) {
   uv_loop_close(&loop);
   printf("result flushes=%" PRIu64 " rows=%" PRIu64 " seconds=%.1f settle_ms=%" PRIu64 " runs=%" PRIu64 " compacted_sstables=%" PRIu64
          " listed_sstables=%" PRIu64 " uncompacted_sstables=%" PRIu64 " wal_files_deleted=%" PRIu64
-         " sentinels=%" PRIu64 " folded=%" PRIu64 " base_version=%" PRIu64 "\n",
+         " sentinels=%" PRIu64 " folded=%" PRIu64 " base_version=%" PRIu64 " manifests_deleted=%" PRIu64
+         " base_versions_deleted=%" PRIu64 " base_files_deleted=%" PRIu64 " base_bytes_deleted=%" PRIu64 "\n",
          st.flushes, written, secs, settle_ms, cs.runs, cs.sstables, st.sstables, on ? css.uncompacted : st.sstables,
-         gs.wal_deleted, gs.sentinels_kept, cs.folded, cs.base_version);
+         gs.wal_deleted, gs.sentinels_kept, cs.folded, cs.base_version, gs.manifests_deleted,
+         gs.base_versions_deleted, gs.base_files_deleted, gs.base_bytes_deleted);
   return 0;
 }

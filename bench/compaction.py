@@ -31,7 +31,13 @@ SRC = os.path.dirname(HERE)
 PEER = os.path.join(HERE, "compaction-peer.mjs")
 
 
-def run(cmd, **kw):
+def run(cmd, progress=False, **kw):
+    """progress: the tool's stderr (one line per 500 flushes) goes to ours as it comes."""
+    if progress:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, **kw)
+        if r.returncode != 0:
+            sys.exit(f"compaction.py: {' '.join(cmd)} failed:\n{r.stdout[-1000:]}")
+        return r.stdout
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if r.returncode != 0:
         sys.exit(f"compaction.py: {' '.join(cmd)} failed:\n{r.stderr[-3000:]}{r.stdout[-1000:]}")
@@ -83,7 +89,10 @@ def one_mode(a, mode):
     t0 = time.monotonic()
     run([tool, "--flushes", "10", "--create", "--seed", "1"] + common)
     m10 = measure(os.path.join(work, "t.lance"))
-    res = result_line(run([tool, "--flushes", str(a.flushes - 10), "--seed", "2"] + common))
+    print(f"# mode {mode}: 10 flushes done, LanceDB scan {m10['scan_ms']:.0f} ms; writing {a.flushes - 10} more",
+          file=sys.stderr, flush=True)
+    res = result_line(run([tool, "--flushes", str(a.flushes - 10), "--seed", "2"] + common, progress=True))
+    print(f"# mode {mode}: {res}", file=sys.stderr, flush=True)
     ingest_s = time.monotonic() - t0
     # without compaction a scan reads every SSTable (minutes at 5 000): fewer repeats
     mN = measure(os.path.join(work, "t.lance"), *((3, 20) if mode == "on" else (1, 5)))

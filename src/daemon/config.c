@@ -118,6 +118,10 @@ static const cfg_key_t keys[] = {
     {SC_TABLE, "compaction_max_rows", T_INT, TB(compaction_max_rows), 1, 1000000000, false},
     {SC_TABLE, "gc", T_TRIBOOL, TB(gc), 0, 1, false},
     {SC_TABLE, "gc_grace_ms", T_INT, TB(gc_grace_ms), 0, 86400000, false},
+    {SC_TABLE, "gc_manifest_keep_versions", T_INT, TB(gc_manifest_keep_versions), 2, 1000000, false},
+    {SC_TABLE, "gc_manifest_grace_ms", T_INT, TB(gc_manifest_grace_ms), 0, 86400000, false},
+    {SC_TABLE, "gc_history_retention_ms", T_INT, TB(gc_history_retention_ms), 0, 31536000000, false},
+    {SC_TABLE, "gc_history_interval_ms", T_INT, TB(gc_history_interval_ms), 10, 86400000, false},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -177,6 +181,10 @@ static void table_defaults(mw_table_config_t *t, const char *name) {
   t->compaction_max_rows = -1;
   t->gc = -1;
   t->gc_grace_ms = -1;
+  t->gc_manifest_keep_versions = -1;
+  t->gc_manifest_grace_ms = -1;
+  t->gc_history_retention_ms = -1;
+  t->gc_history_interval_ms = -1;
 }
 
 void mw_config_defaults(mw_config_t *cfg) {

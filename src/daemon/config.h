@@ -90,6 +90,10 @@ typedef struct mw_table_config {
   int64_t compaction_max_rows;
   int gc;                              /* -1, 0, 1 */
   int64_t gc_grace_ms;
+  int64_t gc_manifest_keep_versions;
+  int64_t gc_manifest_grace_ms;
+  int64_t gc_history_retention_ms;
+  int64_t gc_history_interval_ms;
 } mw_table_config_t;
 
 #define MW_CONFIG_FROM_SET (-1)

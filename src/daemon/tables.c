@@ -180,6 +180,10 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
       {"compaction_max_sstables", tc->compaction_max_sstables},
       {"compaction_max_rows", tc->compaction_max_rows},
       {"gc_grace_ms", tc->gc_grace_ms},
+      {"gc_manifest_keep_versions", tc->gc_manifest_keep_versions},
+      {"gc_manifest_grace_ms", tc->gc_manifest_grace_ms},
+      {"gc_history_retention_ms", tc->gc_history_retention_ms},
+      {"gc_history_interval_ms", tc->gc_history_interval_ms},
   };
   size_t n = 0;
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {

@@ -535,6 +535,7 @@ int mw_latest_search_feed(mw_latest_search_t *s, uint64_t version, bool exists) 
   if (s->fed_mask != all) return 0;
   switch (s->state) {
     case LS_HINT:
+      s->hint_missed = !s->found;
       if (s->found) {
         s->latest = s->hint;
         start_scan(s);
@@ -564,6 +565,11 @@ int mw_latest_search_feed(mw_latest_search_t *s, uint64_t version, bool exists) 
 }
 
 bool mw_latest_search_done(const mw_latest_search_t *s) { return s->state == LS_DONE; }
+
+bool mw_latest_search_hint_missed(const mw_latest_search_t *s) {
+  assert(s != NULL);
+  return s->hint_missed;
+}
 
 uint64_t mw_latest_search_result(const mw_latest_search_t *s) {
   assert(s->state == LS_DONE);

@@ -130,7 +130,11 @@ int mw_version_hint_parse(const uint8_t *p, size_t n, uint64_t *version, mw_err_
  *   latest = mw_latest_search_result(&s);   // 0 = no manifest
  *
  * Steps: probe the hint (0/unreadable counts as 1); if missing and hint > 1,
- * probe 1; then probe latest+1..latest+B until a whole batch is missing. */
+ * probe 1; then probe latest+1..latest+B until a whole batch is missing.
+ * mw_latest_search_hint_missed() says the hinted version was absent: Lance's
+ * reader then trusts version 1 and the probes after it, which is wrong once
+ * old versions are collected (docs/engine.md "Shard manifest history"), so
+ * memwald's own readers LIST the folder in that case. */
 #define MW_LATEST_DEFAULT_BATCH 2
 #define MW_LATEST_MAX_BATCH 64
 
@@ -144,6 +148,7 @@ typedef struct mw_latest_search {
   uint64_t fed_mask;    /* bit i: probe base+1+i answered */
   uint64_t found_max;   /* largest existing version seen in this step */
   bool found;
+  bool hint_missed;     /* the hinted version (or 1) did not exist */
 } mw_latest_search_t;
 
 /* batch 0 -> MW_LATEST_DEFAULT_BATCH; clamped to MW_LATEST_MAX_BATCH. */
@@ -155,6 +160,7 @@ size_t mw_latest_search_next(const mw_latest_search_t *s, uint64_t *versions, si
 int mw_latest_search_feed(mw_latest_search_t *s, uint64_t version, bool exists);
 bool mw_latest_search_done(const mw_latest_search_t *s);
 uint64_t mw_latest_search_result(const mw_latest_search_t *s);
+bool mw_latest_search_hint_missed(const mw_latest_search_t *s);
 
 /* --- protobuf wire walker (shared by both manifest codecs) --- */
 typedef struct mw_pb_field {

@@ -165,9 +165,14 @@ static int compaction_json(const mw_table_t *t, mw_buf_t *out) {
   if (rc == 0)
     rc = put(out, "},\"gc\":{\"enabled\":%s,\"grace_ms\":%" PRIu64 ",\"wal_deleted\":%" PRIu64
              ",\"wal_bytes_deleted\":%" PRIu64 ",\"sentinels_kept\":%" PRIu64 ",\"sstables_trimmed\":%" PRIu64
-             ",\"dirs_deleted\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"last_error\":",
+             ",\"dirs_deleted\":%" PRIu64 ",\"manifests_deleted\":%" PRIu64 ",\"hints_rewritten\":%" PRIu64
+             ",\"history_retention_ms\":%" PRIu64 ",\"base_versions_deleted\":%" PRIu64
+             ",\"base_files_deleted\":%" PRIu64 ",\"base_bytes_deleted\":%" PRIu64
+             ",\"base_versions_retained\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"last_error\":",
              t->gc_cfg.enabled ? "true" : "false", t->gc_cfg.grace_ms, g.wal_deleted, g.wal_bytes_deleted,
-             g.sentinels_kept, g.sstables_trimmed, g.dirs_deleted, g.failures);
+             g.sentinels_kept, g.sstables_trimmed, g.dirs_deleted, g.manifests_deleted, g.hints_rewritten,
+             t->gc_cfg.history_retention_ms, g.base_versions_deleted, g.base_files_deleted, g.base_bytes_deleted,
+             g.base_versions_retained, g.failures);
   if (rc == 0) rc = mw_admin_json_str(out, g.last_error);
   if (rc == 0) rc = mw_buf_append(out, "}", 1);
   return rc;
@@ -221,7 +226,8 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
       mw_gc_shard_stats_t gs;
       if (rc == 0 && t->gc && mw_gc_shard_stats(t->gc, ts->id, &gs))
         rc = put(out, ",\"wal_first\":%" PRIu64 ",\"wal_gc_horizon\":%" PRIu64
-                 ",\"sstable_dirs_waiting\":%" PRIu32, gs.wal_first, gs.horizon, gs.dirs_waiting);
+                 ",\"sstable_dirs_waiting\":%" PRIu32 ",\"manifest_first\":%" PRIu64 ",\"manifest_floor\":%" PRIu64,
+                 gs.wal_first, gs.horizon, gs.dirs_waiting, gs.manifest_first, gs.manifest_floor);
       if (rc == 0 && mw_shard_reason(&ts->shard)[0]) {
         rc = mw_buf_append(out, ",\"reason\":", 10);
         if (rc == 0) rc = mw_admin_json_str(out, mw_shard_reason(&ts->shard));

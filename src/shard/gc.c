@@ -30,13 +30,15 @@
 #include "common/metrics.h"
 #include "lance/ipc.h"
 #include "lance/shard_manifest.h"
+#include "shard/gc_base.h"
 #include "shard/table.h"
 
 #define BACKOFF_BASE_MS 1000
 #define BACKOFF_MAX_MS 60000
 #define KEY_BYTES 256
 
-enum { J_NONE = 0, J_SCAN, J_TRIM, J_DELETE, J_WAL_GET, J_WAL_DELETE };
+enum { J_NONE = 0, J_SCAN, J_TRIM, J_DELETE, J_WAL_GET, J_WAL_DELETE, J_MF_HINT, J_MF_HINT_PUT, J_MF_DELETE,
+       J_BASE };
 
 typedef struct gdir {
   char *name;
@@ -53,6 +55,11 @@ typedef struct gshard {
   size_t n_dirs;
   uint32_t failures;
   uint64_t next_try_ms;
+  /* shard-manifest history */
+  uint64_t mf_low;          /* lowest version that may exist (0: unknown) */
+  uint64_t mf_target;       /* the floor being proposed */
+  uint64_t mf_floor;        /* proposed floor: versions below go after the grace */
+  uint64_t mf_floor_ms;     /* when the hint was last seen (or made) >= mf_floor */
 } gshard_t;
 
 typedef struct gio {
@@ -87,11 +94,16 @@ struct mw_gc {
   size_t n_trimmed;
   mw_ipc_reader_t rd;
   mw_gc_stats_t stats;
+  mw_gc_base_t *base;
+  uint64_t next_base_ms;
+  uint32_t base_failures;
+  char hint[32];
 };
 
 static struct {
   bool ready;
   mw_metric_t *wal_deleted, *wal_bytes, *sentinels, *trims, *dirs;
+  mw_metric_t *manifests, *base_versions, *base_files, *base_bytes;
 } gm;
 
 static mw_metric_t *one(mw_metric_family_t *f) { return f ? mw_metric_series(f, NULL) : NULL; }
@@ -109,6 +121,15 @@ static void metrics_init(void) {
                                      "Compacted SSTables removed from shard manifests.", NULL, 0, NULL, 0));
   gm.dirs = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sstable_dirs_deleted_total",
                                     "SSTable directories deleted after their grace period.", NULL, 0, NULL, 0));
+  gm.manifests = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_shard_manifests_deleted_total",
+                                         "Old shard-manifest versions deleted by GC.", NULL, 0, NULL, 0));
+  gm.base_versions = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_base_versions_deleted_total",
+                                             "Old base-table versions (manifests) deleted by GC.", NULL, 0, NULL, 0));
+  gm.base_files = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_base_files_deleted_total",
+                                          "Base-table data, deletion, transaction and key-index files deleted by GC.",
+                                          NULL, 0, NULL, 0));
+  gm.base_bytes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_base_bytes_deleted_total",
+                                          "Bytes of base-table history deleted by GC.", NULL, 0, NULL, 0));
   gm.ready = true;
 }
 
@@ -123,6 +144,10 @@ void mw_gc_config_defaults(mw_gc_config_t *c) {
   c->enabled = true;
   c->grace_ms = 60000;
   c->interval_ms = 1000;
+  c->manifest_keep = 16;
+  c->manifest_grace_ms = 600000;
+  c->history_retention_ms = 3600000;
+  c->history_interval_ms = 60000;
 }
 
 int mw_gc_config_set(mw_gc_config_t *c, const char *key, const char *value, mw_err_t *err) {
@@ -140,6 +165,21 @@ int mw_gc_config_set(mw_gc_config_t *c, const char *key, const char *value, mw_e
   } else if (strcmp(key, "gc_interval_ms") == 0) {
     if (!num || v < 10 || v > 86400000) return mw_err_set(err, -EINVAL, "config: gc_interval_ms: bad value '%s'", value);
     c->interval_ms = v;
+  } else if (strcmp(key, "gc_manifest_keep_versions") == 0) {
+    if (!num || v < 2 || v > 1000000)
+      return mw_err_set(err, -EINVAL, "config: gc_manifest_keep_versions: expected 2..1000000, got '%s'", value);
+    c->manifest_keep = v;
+  } else if (strcmp(key, "gc_manifest_grace_ms") == 0) {
+    if (!num || v > 86400000ull * 30) return mw_err_set(err, -EINVAL, "config: gc_manifest_grace_ms: bad value '%s'", value);
+    c->manifest_grace_ms = v;
+  } else if (strcmp(key, "gc_history_retention_ms") == 0) {
+    if (!num || v > 86400000ull * 365)
+      return mw_err_set(err, -EINVAL, "config: gc_history_retention_ms: bad value '%s'", value);
+    c->history_retention_ms = v;
+  } else if (strcmp(key, "gc_history_interval_ms") == 0) {
+    if (!num || v < 10 || v > 86400000)
+      return mw_err_set(err, -EINVAL, "config: gc_history_interval_ms: bad value '%s'", value);
+    c->history_interval_ms = v;
   } else {
     return -ENOENT;
   }
@@ -245,12 +285,17 @@ static void on_scanned(mw_storage_req_t *req, int status) {
     return;
   }
   size_t pl = strlen(s->ms.shard_dir);
-  uint64_t low = 0, now = uv_now(g->t->loop);
+  uint64_t low = 0, mf_low = 0, now = uv_now(g->t->loop);
   for (size_t i = 0; status == 0 && i < req->nkeys; i++) {
     const char *rest = req->keys[i] + pl;
     if (strncmp(rest, "wal/", 4) == 0) {
       uint64_t pos;
       if (mw_bitrev_parse(rest + 4, &pos) == 0 && (low == 0 || pos < low)) low = pos;
+      continue;
+    }
+    if (strncmp(rest, "manifest/", 9) == 0) {
+      uint64_t v;
+      if (mw_shard_manifest_name_parse(rest + 9, &v) == 0 && v > 0 && (mf_low == 0 || v < mf_low)) mf_low = v;
       continue;
     }
     const char *slash = strchr(rest, '/');
@@ -265,11 +310,12 @@ static void on_scanned(mw_storage_req_t *req, int status) {
   }
   if (low > gs->wal_next) gs->wal_next = low;
   if (gs->wal_next == 0) gs->wal_next = 1;
+  gs->mf_low = mf_low;
   gs->scanned = true;
   mw_storage_req_cleanup(&g->list_req);
   mw_storage_req_init(&g->list_req);
-  mw_log_info("table %s: shard %s: GC scan: WAL from position %" PRIu64 ", %zu unlisted SSTable "
-              "directories", g->t->path, s->id_str, gs->wal_next, gs->n_dirs);
+  mw_log_info("table %s: shard %s: GC scan: WAL from position %" PRIu64 ", manifests from v%" PRIu64
+              ", %zu unlisted SSTable directories", g->t->path, s->id_str, gs->wal_next, gs->mf_low, gs->n_dirs);
   job_end(g, 0, "scan");
 }
 
@@ -342,6 +388,7 @@ static int start_trim(mw_gc_t *g, uint64_t gen) {
 /* ----------------------------------------------------------------- delete */
 
 static void on_io(mw_storage_req_t *req, int status);
+static void batch_complete(mw_gc_t *g);
 
 static int start_delete(mw_gc_t *g, uint64_t compacted, uint64_t now) {
   gshard_t *gs = g->cur;
@@ -482,6 +529,216 @@ static void on_io(mw_storage_req_t *req, int status) {
   if (--g->pending == 0) batch_complete(g);
 }
 
+/* ------------------------------------------------------ manifest history */
+
+/* Lance's readers find the newest shard manifest from version_hint.json:
+ * if the hinted version is missing they fall back to version 1 and probe
+ * forward, which finds a stale latest (or none) once old versions are gone.
+ * So versions below F are deleted only while the hint names F or later,
+ * checked (and rewritten to our newest if not) when F is proposed, again
+ * gc_manifest_grace_ms later, and before every batch; the grace covers a
+ * reader that read an older hint just before. docs/engine.md has the whole
+ * argument, with what it assumes of a stalled hint writer. */
+
+static void hint_key(const mw_shard_t *s, char *out, size_t n) {
+  snprintf(out, n, "%smanifest/version_hint.json", s->ms.shard_dir);
+}
+
+static int start_mf_hint(mw_gc_t *g, uint64_t target) {
+  g->job = J_MF_HINT;
+  g->cur->mf_target = target;
+  g->n_ios = 1;
+  g->pending = 0;
+  gio_t *io = &g->ios[0];
+  mw_storage_req_cleanup(&io->req);
+  mw_storage_req_init(&io->req);
+  io->status = 0;
+  io->req.data = io;
+  hint_key(g->cur_shard, io->key, sizeof io->key);
+  int rc = mw_storage_get(g->t->st, &io->req, io->key, 0, MW_VERSION_HINT_MAX_BYTES, on_io);
+  if (rc < 0) return rc;
+  g->pending = 1;
+  return 0;
+}
+
+static void mf_hint_put(mw_gc_t *g, uint64_t hint) {
+  mw_shard_t *s = g->cur_shard;
+  gio_t *io = &g->ios[0];
+  uint64_t latest = s->ms.cached.version;
+  mw_log_info("table %s: shard %s: version_hint.json names v%" PRIu64 ", below the GC floor v%" PRIu64
+              ": rewriting it to v%" PRIu64 " (old versions wait another %" PRIu64 " ms)", g->t->path,
+              s->id_str, hint, g->cur->mf_target, latest, g->cfg.manifest_grace_ms);
+  int n = mw_version_hint_encode(latest, g->hint, sizeof g->hint);
+  g->job = J_MF_HINT_PUT;
+  mw_storage_req_cleanup(&io->req);
+  mw_storage_req_init(&io->req);
+  io->req.data = io;
+  io->status = 0;
+  int rc = n < 0 ? n : mw_storage_put(g->t->st, &io->req, io->key, g->hint, (size_t)n, on_io);
+  if (rc < 0) {
+    mw_storage_req_cleanup(&io->req);
+    job_end(g, rc, "version hint rewrite");
+    return;
+  }
+  g->pending = 1;
+}
+
+static void mf_delete(mw_gc_t *g) {
+  gshard_t *gs = g->cur;
+  mw_shard_t *s = g->cur_shard;
+  g->job = J_MF_DELETE;
+  g->n_ios = g->pending = 0;
+  for (uint64_t v = gs->mf_low; v < gs->mf_floor && g->n_ios < MW_GC_MAX_BATCH; v++) {
+    gio_t *io = &g->ios[g->n_ios++];
+    mw_storage_req_cleanup(&io->req);
+    mw_storage_req_init(&io->req);
+    io->req.data = io;
+    io->pos = v;
+    io->status = 0;
+    int rc = mw_mstore_manifest_key(&s->ms, v, io->key, sizeof io->key);
+    if (rc == 0) rc = mw_storage_delete(g->t->st, &io->req, io->key, on_io);
+    if (rc < 0) {
+      io->status = rc;
+      break;
+    }
+    g->pending++;
+  }
+  if (g->pending == 0) {
+    int rc = g->n_ios ? g->ios[g->n_ios - 1].status : 0;
+    for (size_t k = 0; k < g->n_ios; k++) mw_storage_req_cleanup(&g->ios[k].req);
+    job_end(g, rc, "manifest delete");
+  }
+}
+
+static void mf_hint_read(mw_gc_t *g) {
+  gshard_t *gs = g->cur;
+  gio_t *io = &g->ios[0];
+  uint64_t hint = 0;
+  if (io->status < 0 && io->status != -ENOENT) {
+    int st = io->status;
+    mw_storage_req_cleanup(&io->req);
+    job_end(g, st, "version hint read");
+    return;
+  }
+  if (io->status == 0 && mw_version_hint_parse(io->req.buf.data, io->req.buf.len, &hint, NULL) < 0) hint = 0;
+  uint64_t now = uv_now(g->t->loop);
+  if (hint < gs->mf_target) {
+    g->stats.hints_rewritten++;
+    mf_hint_put(g, hint);
+    return;
+  }
+  mw_storage_req_cleanup(&io->req);
+  if (gs->mf_floor == 0) { /* proposal: the grace starts now */
+    gs->mf_floor = gs->mf_target;
+    gs->mf_floor_ms = now;
+    mw_log_info("table %s: shard %s: shard-manifest versions v%" PRIu64 "..v%" PRIu64 " are deleted after "
+                "%" PRIu64 " ms (the hint names v%" PRIu64 ")", g->t->path, g->cur_shard->id_str, gs->mf_low,
+                gs->mf_floor - 1, g->cfg.manifest_grace_ms, hint);
+    job_end(g, 0, "manifest floor");
+    return;
+  }
+  mf_delete(g);
+}
+
+static void mf_hint_written(mw_gc_t *g) {
+  gshard_t *gs = g->cur;
+  gio_t *io = &g->ios[0];
+  int st = io->status;
+  mw_storage_req_cleanup(&io->req);
+  if (st < 0) {
+    job_end(g, st, "version hint rewrite");
+    return;
+  }
+  /* a floor (proposed or in progress) waits one more grace from now */
+  gs->mf_floor = gs->mf_target;
+  gs->mf_floor_ms = uv_now(g->t->loop);
+  job_end(g, 0, "version hint rewrite");
+}
+
+static void mf_deleted(mw_gc_t *g) {
+  gshard_t *gs = g->cur;
+  int first = 0;
+  uint64_t n = 0;
+  for (size_t k = 0; k < g->n_ios; k++) {
+    gio_t *io = &g->ios[k];
+    if (io->status < 0) {
+      first = io->status;
+      break;
+    }
+    gs->mf_low = io->pos + 1;
+    n++;
+  }
+  for (size_t k = 0; k < g->n_ios; k++) mw_storage_req_cleanup(&g->ios[k].req);
+  g->stats.manifests_deleted += n;
+  count(gm.manifests, n);
+  if (gs->mf_low >= gs->mf_floor) {
+    mw_log_info("table %s: shard %s: shard-manifest versions below v%" PRIu64 " deleted", g->t->path,
+                g->cur_shard->id_str, gs->mf_floor);
+    gs->mf_floor = 0;
+  }
+  job_end(g, first, "manifest delete");
+}
+
+/* Next manifest job of the shard, or -EAGAIN. */
+static int manifest_job(mw_gc_t *g, gshard_t *gs, const mw_shard_t *s, uint64_t now) {
+  uint64_t latest = s->ms.cached.version, keep = g->cfg.manifest_keep;
+  if (gs->mf_low == 0 || latest <= keep) return -EAGAIN;
+  uint64_t floor = latest - keep + 1; /* versions floor..latest stay */
+  if (gs->mf_floor == 0) {
+    if (floor < gs->mf_low + MW_GC_MANIFEST_MIN_BATCH) return -EAGAIN;
+    return start_mf_hint(g, floor);
+  }
+  if (gs->mf_low >= gs->mf_floor || now - gs->mf_floor_ms < g->cfg.manifest_grace_ms) return -EAGAIN;
+  return start_mf_hint(g, gs->mf_floor);
+}
+
+/* ------------------------------------------------------------ base history */
+
+static void on_base(void *arg, int status, const char *what) {
+  mw_gc_t *g = arg;
+  assert(g->job == J_BASE);
+  mw_gc_base_stats_t b;
+  mw_gc_base_stats(g->base, &b);
+  count(gm.base_versions, b.versions_deleted - g->stats.base_versions_deleted);
+  count(gm.base_files, b.files_deleted - g->stats.base_files_deleted);
+  count(gm.base_bytes, b.bytes_deleted - g->stats.base_bytes_deleted);
+  g->stats.base_runs = b.runs;
+  g->stats.base_versions_deleted = b.versions_deleted;
+  g->stats.base_files_deleted = b.files_deleted;
+  g->stats.base_bytes_deleted = b.bytes_deleted;
+  g->stats.base_versions_retained = b.versions_retained;
+  uint64_t now = uv_now(g->t->loop), delay = g->cfg.history_interval_ms;
+  if (status < 0 && status != -ENOENT) {
+    g->stats.failures++;
+    snprintf(g->stats.last_error, sizeof g->stats.last_error, "base history %s: %s", what, mw_strerror(status));
+    mw_log_warn("table %s: base history GC: %s failed: %s (retrying later)", g->t->path, what,
+                mw_strerror(status));
+    uint32_t sh = g->base_failures < 6 ? g->base_failures : 6;
+    g->base_failures++;
+    uint64_t d = (uint64_t)BACKOFF_BASE_MS << sh;
+    if (d < delay) delay = d;
+  } else {
+    g->base_failures = 0;
+  }
+  g->next_base_ms = now + delay;
+  job_end(g, 0, "base history");
+}
+
+static bool start_base(mw_gc_t *g, uint64_t now) {
+  if (g->base == NULL || now < g->next_base_ms) return false;
+  g->job = J_BASE;
+  g->cur = NULL;
+  g->cur_shard = NULL;
+  int rc = mw_gc_base_run(g->base, g->cfg.history_retention_ms, on_base, g);
+  if (rc < 0) {
+    g->job = J_NONE;
+    g->next_base_ms = now + g->cfg.history_interval_ms;
+    mw_log_warn("table %s: base history GC not started: %s", g->t->path, mw_strerror(rc));
+    return false;
+  }
+  return true;
+}
+
 /* ------------------------------------------------------------------ ticks */
 
 static bool trim_due(const mw_gc_t *g, const gshard_t *gs, const mw_shard_t *s,
@@ -507,7 +764,7 @@ static int shard_job(mw_gc_t *g, gshard_t *gs, mw_shard_t *s, uint64_t now) {
   uint64_t r = m->replay_after_wal_entry_position, l = m->wal_entry_position_last_seen;
   uint64_t horizon = r < l ? r : l;
   if (gs->wal_next > 0 && gs->wal_next < horizon) return start_wal(g, horizon);
-  return -EAGAIN;
+  return manifest_job(g, gs, s, now);
 }
 
 static void on_timer(uv_timer_t *h) {
@@ -531,6 +788,7 @@ static void on_timer(uv_timer_t *h) {
       if (rc < 0) job_end(g, rc, "submit");
       return;
     }
+    if (start_base(g, now)) return;
   }
   g->cur = NULL;
   g->cur_shard = NULL;
@@ -542,6 +800,9 @@ static void batch_complete(mw_gc_t *g) {
   if (g->job == J_DELETE) delete_done(g);
   else if (g->job == J_WAL_GET) wal_sniffed(g);
   else if (g->job == J_WAL_DELETE) wal_done(g);
+  else if (g->job == J_MF_HINT) mf_hint_read(g);
+  else if (g->job == J_MF_HINT_PUT) mf_hint_written(g);
+  else if (g->job == J_MF_DELETE) mf_deleted(g);
 }
 
 /* --------------------------------------------------------------- lifecycle */
@@ -557,6 +818,13 @@ int mw_gc_new(mw_table_t *t, const mw_gc_config_t *cfg, mw_gc_t **out) {
   mw_storage_req_init(&g->list_req);
   mw_mstore_op_init(&g->op);
   mw_ipc_reader_init(&g->rd);
+  int rc = mw_gc_base_new(t->st, t->path, &g->base);
+  if (rc < 0) {
+    mw_ipc_reader_free(&g->rd);
+    mw_mstore_op_free(&g->op);
+    free(g);
+    return rc;
+  }
   for (size_t i = 0; i < MW_GC_MAX_BATCH; i++) {
     mw_storage_req_init(&g->ios[i].req);
     g->ios[i].g = g;
@@ -611,6 +879,7 @@ void mw_gc_free(mw_gc_t *g) {
   mw_storage_req_cleanup(&g->list_req);
   mw_mstore_op_free(&g->op);
   mw_ipc_reader_free(&g->rd);
+  mw_gc_base_free(g->base);
   free(g);
 }
 
@@ -632,6 +901,8 @@ bool mw_gc_shard_stats(const mw_gc_t *g, const uint8_t id[16], mw_gc_shard_stats
     }
     out->trimmed_gen = g->shards[i]->trimmed_gen;
     out->dirs_waiting = (uint32_t)g->shards[i]->n_dirs;
+    out->manifest_first = g->shards[i]->mf_low;
+    out->manifest_floor = g->shards[i]->mf_floor;
     return true;
   }
   return false;

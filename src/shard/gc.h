@@ -23,6 +23,14 @@
  *   wal     entries below min(replay_after, last_seen) of the newest
  *           manifest: each is read (its first 4 KiB) and deleted unless it
  *           is a fence sentinel (no record batch), which is kept forever.
+ *   mf      shard-manifest versions below the newest
+ *           gc_manifest_keep_versions: a floor F is proposed once
+ *           version_hint.json names F or later (we rewrite it if not); after
+ *           gc_manifest_grace_ms, and with the hint checked again before each
+ *           batch, versions below F are deleted, oldest first
+ *           (docs/engine.md "Shard manifest history").
+ * And per table, every gc_history_interval_ms: the base table's old versions
+ * and the files only they reference (gc_base.h, gc_history_retention_ms).
  *
  * Why that keeps fencing sound (docs/engine.md has the whole argument): a
  * fenced writer only ever writes at its own next position, which is the
@@ -45,6 +53,7 @@
 #define MW_GC_MAX_BATCH 64          /* storage requests per step */
 #define MW_GC_SNIFF_BYTES 4096      /* a sentinel is ~200 bytes */
 #define MW_GC_MAX_PENDING_DIRS 65536
+#define MW_GC_MANIFEST_MIN_BATCH 8 /* propose a floor once this many versions can go */
 
 struct mw_table;
 typedef struct mw_gc mw_gc_t;
@@ -53,10 +62,16 @@ typedef struct mw_gc_config {
   bool enabled;                 /* gc = on (default) */
   uint64_t grace_ms;            /* gc_grace_ms, default 60 000 */
   uint64_t interval_ms;         /* gc_interval_ms, default 1 000 */
+  uint64_t manifest_keep;       /* gc_manifest_keep_versions, default 16 */
+  uint64_t manifest_grace_ms;   /* gc_manifest_grace_ms, default 600 000 */
+  uint64_t history_retention_ms; /* gc_history_retention_ms, default 3 600 000 */
+  uint64_t history_interval_ms; /* gc_history_interval_ms, default 60 000 */
 } mw_gc_config_t;
 
 void mw_gc_config_defaults(mw_gc_config_t *c);
-/* `gc`, `gc_grace_ms`, `gc_interval_ms`; -ENOENT for another key. */
+/* `gc`, `gc_grace_ms`, `gc_interval_ms`, `gc_manifest_keep_versions`,
+ * `gc_manifest_grace_ms`, `gc_history_retention_ms`,
+ * `gc_history_interval_ms`; -ENOENT for another key. */
 int mw_gc_config_set(mw_gc_config_t *c, const char *key, const char *value, mw_err_t *err);
 
 typedef struct mw_gc_stats {
@@ -66,6 +81,13 @@ typedef struct mw_gc_stats {
   uint64_t trims;               /* shard-manifest commits that dropped SSTables */
   uint64_t sstables_trimmed;
   uint64_t dirs_deleted;        /* SSTable directories deleted */
+  uint64_t manifests_deleted;   /* shard-manifest versions deleted */
+  uint64_t hints_rewritten;     /* version_hint.json rewritten before collecting */
+  uint64_t base_runs;           /* base-table history runs finished */
+  uint64_t base_versions_deleted;
+  uint64_t base_files_deleted;
+  uint64_t base_bytes_deleted;
+  uint64_t base_versions_retained;
   uint64_t failures;
   char last_error[MW_ERR_MSG_BYTES];
 } mw_gc_stats_t;
@@ -75,6 +97,8 @@ typedef struct mw_gc_shard_stats {
   uint64_t horizon;             /* min(replay_after, last_seen): GC deletes below it */
   uint64_t trimmed_gen;         /* SSTables up to this generation are unlisted */
   uint32_t dirs_waiting;        /* SSTable directories in their grace period */
+  uint64_t manifest_first;      /* lowest shard-manifest version that may still exist */
+  uint64_t manifest_floor;      /* proposed floor (0: none) */
 } mw_gc_shard_stats_t;
 
 /* No I/O, no handle: free with mw_gc_free if never started. */

@@ -7,6 +7,9 @@
  *   HINT  GET version_hint.json (missing or unparsable -> hint 1)
  *   PROBE HEAD the versions mw_latest_search_next() asks for, all at once,
  *         feed each answer; repeat until the search is done
+ *   LIST  only when the hinted version was missing: LIST manifest/ and take
+ *         the newest name (GC collects old versions, and Lance's fallback
+ *         to version 1 would then find a stale latest, or none)
  *   GET   GET the latest version and decode it (latest 0: no manifest)
  *
  * and then the kind-specific step:
@@ -33,7 +36,7 @@
 #include "common/log.h"
 
 enum { K_READ = 1, K_CLAIM, K_CHECK, K_COMMIT };
-enum { P_IDLE = 0, P_HINT, P_PROBE, P_GET, P_PUT, P_HINT_PUT };
+enum { P_IDLE = 0, P_HINT, P_PROBE, P_LIST, P_GET, P_PUT, P_HINT_PUT };
 
 void mw_mstore_init(mw_mstore_t *ms, mw_storage_t *st, const uint8_t shard_id[16],
                     uint32_t spec_id, uint32_t scan_batch) {
@@ -112,9 +115,42 @@ static int read_start(mw_mstore_op_t *op);
 static void after_read(mw_mstore_op_t *op, uint64_t latest);
 static void on_probe(mw_storage_req_t *req, int status);
 
+static void on_list(mw_storage_req_t *req, int status) {
+  mw_mstore_op_t *op = req->data;
+  if (status < 0 && status != -ENOENT) {
+    finish(op, status);
+    return;
+  }
+  uint64_t latest = mw_latest_search_result(&op->search);
+  size_t pl = strlen(op->ms->shard_dir) + strlen("manifest/");
+  for (size_t i = 0; status == 0 && i < req->nkeys; i++) {
+    uint64_t v;
+    if (strlen(req->keys[i]) <= pl) continue;
+    if (mw_shard_manifest_name_parse(req->keys[i] + pl, &v) == 0 && v > latest) latest = v;
+  }
+  if (latest != mw_latest_search_result(&op->search))
+    mw_log_info("shard %s: version hint named a missing manifest; the listing's newest is v%" PRIu64,
+                op->ms->shard_str, latest);
+  mw_storage_req_cleanup(req);
+  mw_storage_req_init(req);
+  req->data = op;
+  after_read(op, latest);
+}
+
 static void probe_step(mw_mstore_op_t *op) {
   if (mw_latest_search_done(&op->search)) {
-    after_read(op, mw_latest_search_result(&op->search));
+    /* No hint at all is a new shard (GC never collects below a hint it has
+     * not checked, and never deletes the hint): no LIST then. */
+    if (!op->hint_read || !mw_latest_search_hint_missed(&op->search)) {
+      after_read(op, mw_latest_search_result(&op->search));
+      return;
+    }
+    char key[MW_MSTORE_KEY_BYTES];
+    snprintf(key, sizeof key, "%smanifest/", op->ms->shard_dir);
+    op->phase = P_LIST;
+    op->req.data = op;
+    int rc = mw_storage_list(op->ms->st, &op->req, key, on_list);
+    if (rc < 0) finish(op, rc);
     return;
   }
   size_t k = mw_latest_search_next(&op->search, op->probe_v, op->ms->scan_batch);
@@ -154,6 +190,7 @@ static void on_hint(mw_storage_req_t *req, int status) {
   mw_mstore_op_t *op = req->data;
   uint64_t hint = 0;
   if (status == 0 && mw_version_hint_parse(req->buf.data, req->buf.len, &hint, NULL) < 0) hint = 0;
+  op->hint_read = hint > 0;
   mw_latest_search_start(&op->search, hint, op->ms->scan_batch);
   probe_step(op);
 }

@@ -6,7 +6,8 @@
  * manifest this process has read or written, and four asynchronous
  * operations, each run by a caller-embedded mw_mstore_op_t:
  *
- *   read_latest    version_hint.json, then HEAD probes (§3.3), then GET
+ *   read_latest    version_hint.json, then HEAD probes (§3.3), a LIST when
+ *                  the hinted version is missing (GC), then GET
  *   claim_epoch    ≤16 attempts: read, refuse SEALED, put_if_absent(v+1,
  *                  epoch+1); lost with stored epoch ≥ target = fenced (§3.4)
  *   check_fenced   read; stored epoch > local = fenced (§3.5)
@@ -87,6 +88,7 @@ struct mw_mstore_op {
   mw_buf_t enc;
   char key[MW_MSTORE_KEY_BYTES];
   char hint[32];
+  bool hint_read;            /* version_hint.json was there and parsed */
   bool busy;
 };
 

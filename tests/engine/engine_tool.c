@@ -27,6 +27,17 @@
  *           directories and every WAL entry below each shard's horizon, and
  *           fails unless it deleted some of each: LanceDB then reads a table
  *           GC has been through
+ *   compact-history   unsharded, 15 flushes, compaction after every 2
+ *           SSTables, GC with history retention 0 and 4 shard-manifest
+ *           versions kept: waits until GC has also deleted old base versions
+ *           (with the files only they reference) and old shard manifests;
+ *           then reopens the table with the default retention (1 h) and
+ *           writes, flushes and compacts once more, so that two versions
+ *           are retained: run.sh has LanceDB check out and read each
+ *   compact-history-lancedb   the same with a 1 s retention while a LanceDB
+ *           writer appends to the base table (run.sh starts
+ *           append_base.mjs beside the tool): every append commits, and
+ *           LanceDB reads the model plus the appended rows
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -54,11 +65,12 @@ typedef struct scen {
   const char *name;
   int64_t rows, batch;
   double tomb;
-  const char *keys[4], *values[4];
+  const char *keys[8], *values[8];
   size_t n_cfg;
   bool abort;   /* leave the rows in the WAL: no flush at the end */
   bool compact; /* flush and compact everything before the release */
   bool gc_wait; /* then wait for GC to collect everything compaction freed */
+  int history;  /* and old base versions and shard manifests (1: all but the newest); then one more round */
 } scen_t;
 
 static const scen_t scens[] = {
@@ -77,6 +89,14 @@ static const scen_t scens[] = {
      true},
     {"compact-gc", 3000, 30, 0.05, {"max_memtable_rows", "compaction_min_sstables", "gc_grace_ms", "gc_interval_ms"},
      {"400", "2", "0", "50"}, 4, false, true, true},
+    {"compact-history", 3000, 30, 0.05,
+     {"max_memtable_rows", "compaction_min_sstables", "gc_grace_ms", "gc_interval_ms", "gc_manifest_keep_versions",
+      "gc_manifest_grace_ms", "gc_history_retention_ms", "gc_history_interval_ms"},
+     {"200", "2", "0", "20", "4", "0", "0", "50"}, 8, false, true, true, 1},
+    {"compact-history-lancedb", 3000, 30, 0.05,
+     {"max_memtable_rows", "compaction_min_sstables", "gc_grace_ms", "gc_interval_ms", "gc_manifest_keep_versions",
+      "gc_manifest_grace_ms", "gc_history_retention_ms", "gc_history_interval_ms"},
+     {"200", "2", "0", "20", "4", "0", "1000", "50"}, 8, false, true, true, 2},
 };
 
 /* GC has collected everything compaction freed, in every shard. */
@@ -94,9 +114,26 @@ static bool gc_caught_up(mw_table_t *t) {
   return true;
 }
 
+static int history_wait;
+/* ... and the history: old base versions and shard manifests are gone. */
+static bool history_caught_up(mw_table_t *t) {
+  mw_gc_stats_t g;
+  mw_gc_stats(t->gc, &g);
+  if (g.base_versions_deleted == 0 || g.manifests_deleted == 0) return false;
+  if (history_wait == 1 && g.base_versions_retained != 1) return false;
+  /* with a LanceDB appender: until GC has deleted versions its appends made
+   * (the vector brings 3, our compactions a few) */
+  if (history_wait == 2 && g.base_versions_deleted < 12) return false;
+  for (size_t i = 0; i < t->n_shards; i++) {
+    mw_gc_shard_stats_t gs = {0};
+    if (!mw_gc_shard_stats(t->gc, t->shards[i]->id, &gs) || gs.manifest_floor != 0) return false;
+  }
+  return true;
+}
+
 static bool gc_done;
 static void on_gc_poll(uv_timer_t *tm) {
-  if (!gc_caught_up(tm->data)) return;
+  if (!gc_caught_up(tm->data) || (history_wait && !history_caught_up(tm->data))) return;
   gc_done = true;
   uv_timer_stop(tm);
 }
@@ -192,6 +229,7 @@ int main(int argc, char **argv) {
     if (cs.runs == 0) die("no compaction run committed");
   }
   uv_timer_t tm; /* outlives its close: the loop finishes closing it later */
+  history_wait = sc->history;
   if (sc->gc_wait) { /* polls GC's own state (it works on its timer): not a sleep */
     uv_timer_init(&loop, &tm);
     tm.data = t;
@@ -205,6 +243,10 @@ int main(int argc, char **argv) {
             gs.wal_deleted, gs.wal_bytes_deleted, gs.sentinels_kept, gs.sstables_trimmed, gs.dirs_deleted);
     if (gs.wal_deleted == 0 || gs.sstables_trimmed == 0 || gs.dirs_deleted == 0)
       die("GC collected nothing of some kind");
+    if (sc->history)
+      fprintf(stderr, "engine_tool: gc history: %" PRIu64 " shard manifests, %" PRIu64 " base versions, %" PRIu64
+              " base files (%" PRIu64 " bytes) deleted, %" PRIu64 " versions retained\n", gs.manifests_deleted,
+              gs.base_versions_deleted, gs.base_files_deleted, gs.base_bytes_deleted, gs.base_versions_retained);
   }
   for (size_t i = 0; i < t->n_shards; i++) {
     mw_shard_t *s = &t->shards[i]->shard;
@@ -220,6 +262,34 @@ int main(int argc, char **argv) {
   while (ctl_left > 0) uv_run(&loop, UV_RUN_ONCE);
   if (mw_table_close(t, on_closed) < 0) die("close");
   while (!closed) uv_run(&loop, UV_RUN_ONCE);
+  if (sc->history) { /* default retention: this round's version and the one before stay */
+    const char *k2[] = {"compaction"}, *v2[] = {"off"};
+    mw_table_opts_t o2 = {.config_keys = k2, .config_values = v2, .n_config = 1, .storage = &stc};
+    if (mw_table_open(&loop, table, &o2, &t, &err) < 0) die("reopen: %s", err.msg);
+    mw_batch_t b;
+    if (er_batch(&m, &t->schema, 100, 0.1, &b) < 0) die("batch");
+    mw_table_write_t *w = calloc(1, sizeof *w);
+    if (mw_table_write(t, w, &b, on_write, &err) < 0) die("write: %s", err.msg);
+    pending++;
+    while (pending > 0) uv_run(&loop, UV_RUN_ONCE);
+    if (failures) die("the last write failed");
+    for (size_t i = 0; i < t->n_shards; i++) {
+      ctl_left++;
+      if (mw_shard_flush(&t->shards[i]->shard, on_ctl, NULL) < 0) die("flush");
+    }
+    while (ctl_left > 0) uv_run(&loop, UV_RUN_ONCE);
+    compacted = 1;
+    if (mw_table_compact(t, on_compacted, NULL) < 0) die("compact refused");
+    while (compacted) uv_run(&loop, UV_RUN_ONCE);
+    for (size_t i = 0; i < t->n_shards; i++) {
+      ctl_left++;
+      if (mw_shard_release(&t->shards[i]->shard, on_ctl, NULL) < 0) die("release");
+    }
+    while (ctl_left > 0) uv_run(&loop, UV_RUN_ONCE);
+    closed = false;
+    if (mw_table_close(t, on_closed) < 0) die("close");
+    while (!closed) uv_run(&loop, UV_RUN_ONCE);
+  }
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
 

@@ -13,6 +13,17 @@
  *   sstables      compaction, then GC unlists the compacted SSTables and
  *                 deletes their directories (grace 0 here); an unlisted
  *                 directory left by a crash is found by the scan and goes too.
+ *   history       the base table's old versions and the files only they
+ *                 reference, and shard-manifest versions below the newest
+ *                 gc_manifest_keep_versions: rounds of writes + flush +
+ *                 compaction with a 1 h retention (nothing of the base
+ *                 goes), then a handle with retention 0: every version but
+ *                 the newest goes, with exactly the files only they named
+ *                 (files no manifest ever named stay); every file the newest
+ *                 names is there; the shard's manifests left are contiguous
+ *                 up to the newest and the hint names one of them; a stale
+ *                 hint naming a deleted version still leads our claim to the
+ *                 newest (LIST fallback), not to a version GC freed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +40,8 @@
 #include <sys/stat.h>
 
 #include "common/log.h"
+#include "lance/base_files.h"
+#include "lance/dataset_manifest.h"
 #include "lance/route.h"
 #include "lance/shard_manifest.h"
 #include "rows.h"
@@ -335,13 +348,247 @@ static void test_sstables(void **state) {
   env_free(&e);
 }
 
+
+/* ---------------------------------------------------------------- history */
+
+static mw_table_t *open_history(env_t *e, const char *retention) {
+  const char *keys[] = {"max_memtable_rows", "compaction", "gc", "gc_grace_ms", "gc_interval_ms",
+                        "gc_manifest_keep_versions", "gc_manifest_grace_ms", "gc_history_retention_ms",
+                        "gc_history_interval_ms"};
+  const char *values[] = {"300", "off", "on", "0", "10", "4", "0", retention, "20"};
+  mw_storage_config_t sc;
+  mw_storage_config_init(&sc, NULL);
+  sc.durable = false;
+  mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = 9, .storage = &sc};
+  mw_table_t *t = NULL;
+  mw_err_t err = {0};
+  if (mw_table_open(&e->loop, e->dir, &o, &t, &err) < 0) fail_msg("open: %s", err.msg);
+  return t;
+}
+
+/* Names in dir (not . and ..), each "<prefix><name>", into a NULL-ended array. */
+static char **list_dir(const char *dir, const char *prefix, size_t *n) {
+  DIR *d = opendir(dir);
+  char **out = calloc(1, sizeof *out);
+  *n = 0;
+  if (d == NULL) return out;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    out = realloc(out, (*n + 2) * sizeof *out);
+    out[(*n)++] = tu_strf("%s%s", prefix, de->d_name);
+    out[*n] = NULL;
+  }
+  closedir(d);
+  return out;
+}
+
+static void free_list(char **l, size_t n) {
+  for (size_t i = 0; i < n; i++) free(l[i]);
+  free(l);
+}
+
+typedef struct keyset {
+  char **k;
+  size_t n;
+} keyset_t;
+
+static bool ks_has(const keyset_t *s, const char *key) {
+  for (size_t i = 0; i < s->n; i++)
+    if (strcmp(s->k[i], key) == 0) return true;
+  return false;
+}
+
+static int ks_add(void *arg, const char *key) {
+  keyset_t *s = arg;
+  if (ks_has(s, key)) return 0;
+  s->k = realloc(s->k, (s->n + 1) * sizeof *s->k);
+  s->k[s->n++] = strdup(key);
+  return 0;
+}
+
+static void ks_free(keyset_t *s) {
+  free_list(s->k, s->n);
+  memset(s, 0, sizeof *s);
+}
+
+/* Every key the table's manifests reference now; *versions = how many. */
+static void referenced(const env_t *e, keyset_t *out, size_t *versions) {
+  char *vd = tu_strf("%s/_versions", e->dir);
+  size_t n;
+  char **names = list_dir(vd, "", &n);
+  *versions = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v;
+    if (mw_dmanifest_name_parse(names[i], &v, NULL) < 0) continue;
+    char *path = tu_strf("%s/%s", vd, names[i]);
+    size_t len;
+    uint8_t *bytes = tu_read_file(path, &len);
+    assert_non_null(bytes);
+    int64_t ts;
+    mw_err_t err = {0};
+    if (mw_base_manifest_files(bytes, len, v, &ts, ks_add, out, &err) < 0) fail_msg("%s: %s", path, err.msg);
+    free(bytes);
+    free(path);
+    (*versions)++;
+  }
+  free_list(names, n);
+  free(vd);
+}
+
+static bool exists_rel(const env_t *e, const char *key) {
+  char *p = tu_strf("%s/%s", e->dir, key);
+  struct stat sb;
+  bool ok = stat(p, &sb) == 0;
+  free(p);
+  return ok;
+}
+
+static size_t count_versions(const env_t *e) {
+  keyset_t ks = {0};
+  size_t v;
+  referenced(e, &ks, &v);
+  ks_free(&ks);
+  return v;
+}
+
+typedef struct hist_wait {
+  const env_t *e;
+  mw_table_t *t;
+} hist_wait_t;
+
+static bool history_collected(void *arg) {
+  hist_wait_t *w = arg;
+  mw_gc_stats_t gs;
+  mw_gc_stats(w->t->gc, &gs);
+  mw_gc_shard_stats_t ss;
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  if (!mw_gc_shard_stats(w->t->gc, id, &ss) || ss.manifest_floor != 0 || ss.manifest_first <= 1) return false;
+  return gs.base_versions_deleted > 0 && count_versions(w->e) == 1;
+}
+
+static void rounds(env_t *e, mw_table_t *t, er_model_t *m, int n) {
+  mw_shard_t *s = unsharded(t);
+  for (int r = 0; r < n; r++) {
+    for (int i = 0; i < 3; i++) assert_int_equal(write_one(e, s, t, m, 60), 0);
+    ctl(e, mw_shard_flush, s);
+    done_t d = {0};
+    assert_int_equal(mw_table_compact(t, on_compacted, &d), 0);
+    run_until(&e->loop, flag_set, &d.fired);
+    if (d.status != 0) fail_msg("compaction: %s", d.reason);
+  }
+}
+
+static void test_history(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e);
+  er_model_t m;
+  er_model_init(&m, 31, 500);
+  /* 1 h retention: the base keeps every version made now (the vector's
+   * own, made long ago, may go) */
+  mw_table_t *t = open_history(&e, "3600000");
+  rounds(&e, t, &m, 12);
+  ctl(&e, mw_shard_release, unsharded(t));
+  close_table(&e, t);
+  keyset_t all = {0};
+  size_t before;
+  referenced(&e, &all, &before);
+  if (before < 12) fail_msg("only %zu base versions after 12 compactions", before);
+  /* files no manifest names: an uncommitted (or crashed) writer's */
+  char *cmd = tu_strf("echo x > '%s/data/orphan.lance' && echo x > '%s/_transactions/9-orphan.txn'", e.dir, e.dir);
+  assert_int_equal(system(cmd), 0);
+  free(cmd);
+
+  /* retention 0: everything but the newest version goes */
+  t = open_history(&e, "0");
+  rounds(&e, t, &m, 1);
+  hist_wait_t w = {&e, t};
+  run_until(&e.loop, history_collected, &w);
+  mw_shard_t *s = unsharded(t);
+  uint64_t epoch = s->epoch;
+  ctl(&e, mw_shard_release, s);
+  uint64_t latest = s->ms.cached.version;
+  close_table(&e, t);
+  keyset_t now = {0};
+  size_t after;
+  referenced(&e, &now, &after);
+  assert_int_equal(after, 1);
+  for (size_t i = 0; i < now.n; i++)
+    if (!exists_rel(&e, now.k[i]) && strncmp(now.k[i], "_memwald/", 9) != 0)
+      fail_msg("%s is referenced by the newest version but gone", now.k[i]);
+  size_t gone = 0;
+  for (size_t i = 0; i < all.n; i++) {
+    if (ks_has(&now, all.k[i])) continue;
+    if (exists_rel(&e, all.k[i])) fail_msg("%s is referenced only by deleted versions but still there", all.k[i]);
+    gone++;
+  }
+  assert_true(gone > 0);
+  assert_true(exists_rel(&e, "data/orphan.lance"));
+  assert_true(exists_rel(&e, "_transactions/9-orphan.txn"));
+
+  /* the shard's manifests: contiguous up to the newest, hint among them */
+  char *md = tu_strf("%s/_mem_wal/" UNSHARDED "/manifest", e.dir);
+  size_t n;
+  char **names = list_dir(md, "", &n);
+  uint64_t lo = UINT64_MAX, hi = 0, count = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v;
+    if (mw_shard_manifest_name_parse(names[i], &v) < 0) continue;
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    count++;
+  }
+  free_list(names, n);
+  assert_int_equal(hi, latest);
+  assert_true(lo > 1);
+  assert_int_equal(count, hi - lo + 1);
+  assert_true(count >= 4);
+  char *hint_path = tu_strf("%s/version_hint.json", md);
+  size_t hl;
+  uint8_t *hb = tu_read_file(hint_path, &hl);
+  uint64_t hint = 0;
+  assert_int_equal(mw_version_hint_parse(hb, hl, &hint, NULL), 0);
+  free(hb);
+  assert_true(hint >= lo && hint <= hi);
+
+  /* a stale hint naming a deleted version: our claim still finds the newest */
+  FILE *f = fopen(hint_path, "w");
+  assert_non_null(f);
+  fputs("{\"version\":1}", f);
+  fclose(f);
+  t = open_table(&e, "off");
+  s = unsharded(t);
+  ctl(&e, mw_shard_claim, s);
+  assert_int_equal(s->ms.cached.version, latest + 1);
+  assert_int_equal(s->epoch, epoch + 1);
+  ctl(&e, mw_shard_release, s);
+  close_table(&e, t);
+
+  /* retention 1 h again: young versions stay */
+  t = open_history(&e, "3600000");
+  rounds(&e, t, &m, 2);
+  ctl(&e, mw_shard_release, unsharded(t));
+  close_table(&e, t);
+  assert_true(count_versions(&e) >= 3);
+
+  free(hint_path);
+  free(md);
+  ks_free(&all);
+  ks_free(&now);
+  er_model_free(&m);
+  env_free(&e);
+}
+
 int main(void) {
   mw_log_init();
-  mw_log_set_level(MW_LOG_WARN);
+  mw_log_set_level(getenv("MW_TEST_LOG") ? MW_LOG_INFO : MW_LOG_WARN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wal),
       cmocka_unit_test(test_fenced_writer),
       cmocka_unit_test(test_sstables),
+      cmocka_unit_test(test_history),
   };
   return cmocka_run_group_tests_name("gc", tests, NULL, NULL);
 }

@@ -18,6 +18,9 @@
 //   [--compacted yes]  everything was compacted into the base table: a plain
 //       query (useLsm(false): the base table only) must return the same
 //       rows, and countRows() (the base's live rows) their number.
+//   [--versions N]  history GC ran: LanceDB lists at least N versions, and
+//       each one checks out and reads (plain query rows = countRows()), so
+//       nothing a retained version references was deleted.
 //
 // Output: one line "ok rows=N sha256=…" (exit 0), or the first differing
 // lines and the counts (exit 1). Rows print with keys in schema order, bigint
@@ -124,6 +127,25 @@ async function readRows(query) {
 const got = await readRows(table.query());
 const plain = opt.compacted ? await readRows(table.query().useLsm(false)) : null;
 const counted = opt.compacted ? await table.countRows() : null;
+let versionsNote = "";
+if (opt.versions) {
+  const vs = await table.listVersions();
+  if (vs.length < Number(opt.versions)) {
+    console.error(`MISMATCH: ${vs.length} versions retained, expected at least ${opt.versions}`);
+    process.exit(1);
+  }
+  for (const v of vs) {
+    await table.checkout(v.version);
+    const n = await table.countRows();
+    const rows = await readRows(table.query().useLsm(false));
+    if (rows.length !== n) {
+      console.error(`MISMATCH: version ${v.version}: plain query ${rows.length} rows, countRows() ${n}`);
+      process.exit(1);
+    }
+  }
+  await table.checkoutLatest();
+  versionsNote = `, ${vs.length} retained versions checked out and read (${vs.map((v) => v.version).join(" ")})`;
+}
 table.close();
 if (opt.out) fs.writeFileSync(opt.out, got.join("\n") + (got.length ? "\n" : ""));
 if (!opt.expected && !opt.model) {
@@ -166,7 +188,7 @@ if (opt.compacted && hg === hw) {
     console.error(`MISMATCH: countRows() = ${counted}, expected ${want.length}`);
     process.exit(1);
   }
-  console.log(`ok rows=${got.length} sha256=${hg} (plain query and countRows() agree: all compacted)`);
+  console.log(`ok rows=${got.length} sha256=${hg} (plain query and countRows() agree: all compacted${versionsNote})`);
   process.exit(0);
 }
 if (hg === hw && got.length === want.length) {

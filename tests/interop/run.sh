@@ -56,9 +56,19 @@ case $kind in
     node "$here/check.mjs" "$t" --expected "$vectors/$name/expected.jsonl" --out "$scratch/got.jsonl"
     ;;
   model)
+    appender=""
+    if [ "$what" = compact-history-lancedb ]; then # a LanceDB writer appends to the base meanwhile
+      node "$here/append_base.mjs" "$t" --rows-out "$scratch/appended.jsonl" --appends 40 &
+      appender=$!
+    fi
     "$tool" model "$t" --scenario "$what" --model-out "$scratch/model.jsonl" "$@"
+    if [ -n "$appender" ]; then
+      wait "$appender" || { echo "interop: the LanceDB appender failed" >&2; exit 1; }
+      cat "$scratch/appended.jsonl" >> "$scratch/model.jsonl"
+    fi
     compacted=""
     case $what in compact*) compacted="--compacted yes" ;; esac
+    case $what in compact-history*) compacted="$compacted --versions 2" ;; esac
     # shellcheck disable=SC2086
     node "$here/check.mjs" "$t" --prior "$vectors/$name/expected.jsonl" \
       --model "$scratch/model.jsonl" --out "$scratch/got.jsonl" $compacted
