@@ -19,6 +19,10 @@
  * one data file) are kept to MW_COMPACT_FOLD_TRIGGER: past that, the
  * smallest are read, their live rows (minus what the merge supersedes) are
  * written into the new fragment, and they are removed in the same commit.
+ * A fragment with more than MW_COMPACT_DEAD_PERCENT of its rows deleted is
+ * folded the same way at the next run (Lance's compaction materialises
+ * deletions past 10 %; we wait for half, so each row is rewritten at most
+ * about once per halving: the rewrite cost stays within ~2x the writes).
  */
 #include <assert.h>
 #include <errno.h>
@@ -337,17 +341,33 @@ static int cmp_live(const void *a, const void *b) {
   return lx < ly ? -1 : lx > ly;
 }
 
-/* Fold the smallest small fragments when a commit would leave too many. */
+/* Mostly dead: more than MW_COMPACT_DEAD_PERCENT of its rows deleted. */
+static bool mostly_dead(const Lance__Table__DataFragment *f) {
+  uint64_t dead = f->physical_rows - live_rows(f);
+  return f->n_files == 1 && dead * 100 > f->physical_rows * MW_COMPACT_DEAD_PERCENT;
+}
+
+/* Fold (rewrite into the new fragment) every mostly-dead fragment, so that
+ * superseded rows never take more than about as much room as live ones,
+ * and the smallest small fragments when a commit would leave too many;
+ * both within compaction_max_rows of physical rows read. */
 static int choose_folds(mw_compact_t *c) {
   run_t *r = &c->run;
   fwork_t **small = calloc(r->n_frags + 1, sizeof *small);
   if (small == NULL) return -ENOMEM;
+  uint64_t budget = c->cfg.max_rows;
+  for (size_t i = 0; i < r->n_frags; i++) {
+    fwork_t *f = &r->frags[i];
+    if (!mostly_dead(f->f) || f->f->physical_rows > budget) continue;
+    budget -= f->f->physical_rows;
+    f->fold = true;
+  }
   size_t n = 0;
   for (size_t i = 0; i < r->n_frags; i++)
-    if (r->frags[i].f->n_files == 1 && live_rows(r->frags[i].f) < c->cfg.fragment_rows) small[n++] = &r->frags[i];
+    if (!r->frags[i].fold && r->frags[i].f->n_files == 1 && live_rows(r->frags[i].f) < c->cfg.fragment_rows)
+      small[n++] = &r->frags[i];
   if (n + 1 > MW_COMPACT_FOLD_TRIGGER) {
     qsort(small, n, sizeof *small, cmp_live);
-    uint64_t budget = c->cfg.max_rows;
     for (size_t k = 0; k + MW_COMPACT_FOLD_KEEP < n + 1 && k < n; k++) {
       if (small[k]->f->physical_rows > budget) break;
       budget -= small[k]->f->physical_rows;
