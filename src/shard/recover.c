@@ -30,7 +30,7 @@
 #include "lance/shard_manifest.h"
 #include "shard/table.h"
 
-enum { P_READ = 1, P_TIP, P_WAIT, P_CLAIM, P_FLUSH, P_DONE };
+enum { P_READ = 1, P_TIP, P_OWNER, P_WAIT, P_CLAIM, P_FLUSH, P_DONE };
 
 typedef struct probe {
   mw_recover_t *r;
@@ -44,6 +44,7 @@ typedef struct probe {
   int first_err;
   uint64_t base, tip_now;
   uint64_t version[2], tip[2], replay_after;
+  uint64_t epoch;            /* the manifest's writer_epoch at the first look */
   uint64_t due_ms;
   char key[MW_RECOVER_MAX_PROBES][256];
 } probe_t;
@@ -161,6 +162,7 @@ static void on_read(mw_mstore_op_t *op, int status) {
     return;
   }
   p->version[p->look - 1] = op->m.version;
+  if (p->look == 1) p->epoch = op->m.writer_epoch;
   p->replay_after = op->m.replay_after_wal_entry_position;
   p->base = p->replay_after;
   p->steps = 0;
@@ -224,6 +226,9 @@ static void on_claimed(mw_shard_t *s, int status, const char *reason, void *arg)
   p->busy = true;
 }
 
+static void claim_now(probe_t *p);
+static bool owner_lookup(probe_t *p);
+
 static void look_done(probe_t *p) {
   int k = p->look - 1;
   p->tip[k] = p->tip_now;
@@ -232,21 +237,12 @@ static void look_done(probe_t *p) {
     done(p, NULL);
     return;
   }
+  if (p->look == 1 && owner_lookup(p)) return; /* the shortcut, if the record says us */
   if (p->look == 2 && p->version[0] == p->version[1] && p->tip[0] == p->tip[1]) {
     mw_log_notice("recovery: shard %s: WAL positions %" PRIu64 "..%" PRIu64 " past replay_after %" PRIu64
                   ", nobody writing for %" PRIu64 " ms: claiming it", p->s->id_str, p->replay_after + 1,
                   p->tip_now - 1, p->replay_after, p->r->quiet_ms);
-    p->phase = P_CLAIM;
-    int rc = mw_shard_claim(p->s, on_claimed, p);
-    if (rc == -EALREADY || rc == -EROFS) {
-      done(p, rc == -EROFS ? "SEALED: left to the drop" : "claimed meanwhile");
-      return;
-    }
-    if (rc < 0) {
-      retry_later(p, "claim", rc);
-      return;
-    }
-    p->busy = true;
+    claim_now(p);
     return;
   }
   if (p->look == 2) {
@@ -260,6 +256,68 @@ static void look_done(probe_t *p) {
   }
   p->phase = P_WAIT;
   p->due_ms = uv_now(p->r->t->loop) + p->r->quiet_ms;
+}
+
+/* The shortcut (docs/engine.md "Recovery at start"): the owner record names
+ * this node at exactly the manifest's writer epoch, so the last claim was
+ * ours, by a process of this node that is gone (we are it, restarted), and
+ * nobody claimed since (a LanceDB claim raises the manifest's epoch; another
+ * daemon's raises it and replaces the record). No writer can hold the shard
+ * at that epoch: claim without waiting the quiet period. */
+static void on_owner(mw_storage_req_t *req, int status) {
+  probe_t *p = req->data;
+  p->busy = false;
+  if (p->r->stopping) {
+    finish_stop(p->r);
+    return;
+  }
+  mw_owner_rec_t rec = {0};
+  const mw_owner_self_t *self = p->r->t->owners.self;
+  bool ours = status == 0 && self != NULL && mw_owner_parse((const char *)req->buf.data, req->buf.len, &rec) == 0 &&
+              strcmp(rec.node, self->node) == 0 && rec.epoch == p->epoch && p->epoch > 0;
+  mw_storage_req_cleanup(req);
+  mw_storage_req_init(req);
+  if (ours) {
+    p->r->stats.shortcuts++;
+    mw_log_notice("recovery: shard %s: WAL positions %" PRIu64 "..%" PRIu64 " past replay_after %" PRIu64
+                  "; last claimed by this node at epoch %" PRIu64 " and by nobody since (owner record): "
+                  "claiming it without the quiet period", p->s->id_str, p->replay_after + 1, p->tip_now - 1,
+                  p->replay_after, p->epoch);
+    claim_now(p);
+    return;
+  }
+  p->phase = P_WAIT;
+  p->due_ms = uv_now(p->r->t->loop) + p->r->quiet_ms;
+}
+
+/* Start the owner-record read; false when there is none to read. */
+static bool owner_lookup(probe_t *p) {
+  const mw_owner_self_t *self = p->r->t->owners.self;
+  if (self == NULL || self->node[0] == '\0') return false;
+  char key[256];
+  mw_owner_key(p->id, key, sizeof key);
+  mw_storage_req_t *req = &p->reqs[0];
+  mw_storage_req_cleanup(req);
+  mw_storage_req_init(req);
+  req->data = p;
+  p->phase = P_OWNER;
+  if (mw_storage_get(p->r->t->st, req, key, 0, MW_OWNER_RECORD_BYTES, on_owner) < 0) return false;
+  p->busy = true;
+  return true;
+}
+
+static void claim_now(probe_t *p) {
+  p->phase = P_CLAIM;
+  int rc = mw_shard_claim(p->s, on_claimed, p);
+  if (rc == -EALREADY || rc == -EROFS) {
+    done(p, rc == -EROFS ? "SEALED: left to the drop" : "claimed meanwhile");
+    return;
+  }
+  if (rc < 0) {
+    retry_later(p, "claim", rc);
+    return;
+  }
+  p->busy = true;
 }
 
 /* ---------------------------------------------------------------- timer */

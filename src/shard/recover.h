@@ -22,6 +22,11 @@
  *            itself, so it is not fenced; look again after quiet_ms (until
  *            it goes quiet, or a write or an operator claims it here).
  *
+ * Shortcut: after the first look, the owner record (owners.h) is read; if it
+ * names this node at exactly the manifest's writer epoch, the last claim was
+ * this node's own (a process now gone) and nobody claimed since, so nobody
+ * can be writing: claim at once, without the quiet period and second look.
+ *
  * A shard that stops being NEW meanwhile (a producer's lazy claim, an
  * operator's claim, `claim = eager`) ends its probe: the claim replays.
  * Total time for a dead writer's shard: two looks, quiet_ms, a claim, a
@@ -48,6 +53,7 @@ typedef struct mw_recover_stats {
   uint32_t clean;            /* nothing past replay_after */
   uint32_t recovered;        /* claimed, replayed and flushed here */
   uint32_t busy_peers;       /* left alone: someone was writing them */
+  uint32_t shortcuts;        /* claimed without the quiet period (owner record: us, no claim since) */
   uint32_t pending;          /* still looking */
   uint64_t rows;             /* rows replayed by recoveries */
 } mw_recover_stats_t;
