@@ -38,7 +38,8 @@ mergeInsert, bench/ingest-peer.mjs) in the same run. Builds nothing.
 GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432).
 
 --perf records the daemon with `perf record -g` during the 16-connection
-NDJSON run and prints the top symbols (self time) after the table.
+NDJSON run and the small one-write-of-10 000-at-a-time run, and prints the
+top symbols and threads (self time) of each after the table.
 
 Exit status: 0 when every run completed without errors (targets missed are
 reported, not failures), 1 otherwise.
@@ -202,6 +203,7 @@ def main():
 
     R = {}
     perf_data = os.path.join(scratch, "perf.data") if a.perf else None
+    perf_one = os.path.join(scratch, "perf-one10k.data") if a.perf else None
     R["small1"] = gen_run("small", ["-c", "1", "-b", "1000", "-p", "8"])
     R["small16"] = gen_run("small", ["-c", "16", "-b", "1000", "-p", "8"], perf_data)
     R["wide16"] = gen_run("wide", ["--shape", "wide", "-c", "16", "-b", "100", "-p", "8"])
@@ -213,7 +215,8 @@ def main():
     R["open100"] = gen_run("small", ["-c", "16", "-b", "100", "-p", "256", "--rate", f"{half:.0f}"])
     for shape in ("small", "wide"):
         for b in (1, 100, 10000):
-            R[f"one_{shape}_{b}"] = gen_run(shape, ["--shape", shape, "-c", "1", "-b", str(b), "-p", "1"])
+            R[f"one_{shape}_{b}"] = gen_run(shape, ["--shape", shape, "-c", "1", "-b", str(b), "-p", "1"],
+                                            perf_one if (shape, b) == ("small", 10000) else None)
     rc = d.stop()
     if rc != 0:
         failed = True
@@ -336,14 +339,17 @@ def main():
     best_p99 = min(r.get("ack_p99_ms", 1e9) for r in (o1, o2) if r.get("ok")) if (o1.get("ok") or o2.get("ok")) else 1e9
     tgt("p99 ack <= 2 ms at 50% of peak (open loop, best batch)", best_p99 <= 2.0, f"{best_p99:.3f} ms")
 
-    if a.perf and os.path.exists(perf_data):
-        rep = subprocess.run(["perf", "report", "-i", perf_data, "--no-children", "--sort", "symbol",
-                              "--stdio", "-g", "none", "--percent-limit", "1.5"],
-                             capture_output=True, text=True)
-        print("perf (daemon, 16-conn NDJSON run, self time):")
-        for line in rep.stdout.splitlines():
-            if line.strip() and not line.startswith("#"):
-                print("  " + line.strip())
+    for data, what in ((perf_data, "16-conn NDJSON run"), (perf_one, "small, one write of 10000 at a time")):
+        if not (a.perf and os.path.exists(data)):
+            continue
+        for sort in ("symbol", "pid"):  # where the time goes, and on which thread
+            rep = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", sort,
+                                  "--stdio", "-g", "none", "--percent-limit", "1.5"],
+                                 capture_output=True, text=True)
+            print(f"perf (daemon, {what}, self time by {sort}):")
+            for line in rep.stdout.splitlines():
+                if line.strip() and not line.startswith("#"):
+                    print("  " + line.strip())
     print("commands: " + "; ".join(f"bench_ingest {R[k]['cmd']}" for k in ("small16", "arrow_wide", "open100")))
     if not a.dir:
         shutil.rmtree(scratch, ignore_errors=True)
