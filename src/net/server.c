@@ -39,8 +39,32 @@
 #include "net/arrowframe.h"
 #include "net/jsonrow.h"
 #include "net/lineproto.h"
+#include "net/rowjob.h"
+#include "net/workpool.h"
+
+/* Parse jobs per connection: dispatched (in flight or parsed, not yet
+ * applied) plus the one collecting lines. A connection with every slot in
+ * flight stops reading (backpressure), so at most this many chunks of one
+ * connection wait for a worker. */
+#define PARSE_JOBS 4
+/* A run of at most this many lines, while no other parse is in flight on
+ * the whole server, is parsed on the loop thread at once: a lone write's ack
+ * would wait for a worker's wake-up and gain nothing (~256 rows parse in
+ * about the time of two thread wake-ups on a loaded machine). */
+#define PARSE_INLINE_ROWS 256
+_Static_assert(PARSE_JOBS >= 2, "one job collecting while one is parsed");
+_Static_assert(PARSE_INLINE_ROWS < MW_SERVER_DEFAULT_MAX_BATCH_ROWS, "large runs go to workers");
 
 typedef struct conn conn_t;
+
+/* One parse of a run of row lines (rowjob.h) on the server's workers. */
+typedef struct pjob {
+  mw_work_t work;
+  conn_t *c;
+  mw_server_t *s;
+  mw_rowjob_t rj;
+  bool done; /* parsed, not applied yet */
+} pjob_t;
 
 typedef struct sub {
   conn_t *c;
@@ -75,9 +99,18 @@ struct conn {
   void *table;
   const mw_schema_t *schema;
   char table_name[MW_LP_TABLE_NAME_BYTES];
-  mw_jsonrow_parser_t parser;
-  bool parser_ok;
-  sub_t *open;
+  mw_jsonrow_opts_t jopts;   /* the table's parser options (use_table) */
+  /* Row lines are parsed by jobs, applied in line order: jobs[job_head ..
+   * job_head + job_count) are dispatched, `fill` (the slot after them)
+   * collects lines. A request that must wait for them is kept in `stash`
+   * (its data stays in lp's buffer: nothing is fed while it waits). */
+  pjob_t jobs[PARSE_JOBS];
+  uint32_t job_head, job_count;
+  pjob_t *fill;
+  size_t parse_bytes;        /* input bytes of dispatched jobs not applied */
+  mw_lp_request_t stash;
+  bool stashed, in_process;
+  sub_t *open;               /* an ARROW frame's submission */
   size_t write_queue_bytes;
   int writes;
 };
@@ -103,6 +136,8 @@ struct mw_server {
   size_t n_conns;
   bool stopping;
   int closing_handles;
+  size_t jobs;               /* parse jobs in flight, closed connections' too */
+  mw_workpool_t *pool;       /* parse workers; NULL: every parse on the loop */
   void (*stop_cb)(void *);
   void *stop_arg;
   mw_metric_family_t *m_conn, *m_conn_total, *m_rows, *m_bytes, *m_errors, *m_rejected, *m_lat;
@@ -193,15 +228,24 @@ static void conn_maybe_free(conn_t *c) {
     mw_batch_free(&c->open->batch);
     free(c->open);
   }
-  if (c->parser_ok) mw_jsonrow_free(&c->parser);
+  for (int i = 0; i < PARSE_JOBS; i++) mw_rowjob_free(&c->jobs[i].rj);
   mw_lp_free(&c->lp);
   free(c);
 }
 
 static void on_drain_timer_closed(uv_handle_t *h);
+static void on_pool_closed(void *arg);
 
 static void server_maybe_done(mw_server_t *s) {
   if (!s->stopping || s->n_conns > 0) return;
+  if (s->jobs > 0) return; /* a worker still reads a table's schema */
+  if (s->pool) { /* no job in flight: the workers go */
+    assert(mw_workpool_in_flight(s->pool) == 0);
+    mw_workpool_t *p = s->pool;
+    s->pool = NULL;
+    s->closing_handles++;
+    mw_workpool_close(p, on_pool_closed, s);
+  }
   if (s->drain_timer_on) { /* every connection drained: the timer goes too */
     s->drain_timer_on = false;
     s->closing_handles++;
@@ -260,6 +304,16 @@ static void conn_close(conn_t *c, const char *why) {
            c->peer, why, c->lp.acked_rows, c->rows_rejected, unread, undelivered, c->refs);
   }
   c->closing = true;
+  /* parsed jobs waiting for an earlier one are dropped now; those still
+   * on a worker drop their refs when they come back (parse_after) */
+  for (uint32_t k = 0; k < c->job_count; k++) {
+    pjob_t *j = &c->jobs[(c->job_head + k) % PARSE_JOBS];
+    if (!j->done) continue;
+    j->done = false;
+    c->refs--;
+    s->jobs--;
+  }
+  c->job_count = 0;
   if (c->prev) c->prev->next = c->next;
   else s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -392,9 +446,11 @@ static void finish(conn_t *c, const char *why) {
   }
 }
 
-/* Nothing in flight, every reply written (after QUIT: up to the QUIT). */
+/* Nothing in flight (parse jobs are refs too), every reply written (after
+ * QUIT: up to the QUIT). */
 static bool answered(const conn_t *c) {
   bool replies_left = mw_lp_pending(&c->lp) > 0 && !c->lp.quit;
+  assert(!c->stashed || c->job_count > 0); /* a kept request waits for a job */
   return c->refs == 0 && c->writes == 0 && !replies_left;
 }
 
@@ -402,14 +458,18 @@ static void flow(conn_t *c) {
   if (c->closing || c->shutting || c->discarding) return;
   mw_server_t *s = c->srv;
   assert(s && c->handles_open == 2);
+  assert(c->fill == NULL && !c->in_process); /* between requests */
   if (s->stopping || c->lp.quit || c->eof) {
     /* no new requests; end once everything due is answered */
     set_reading(c, false);
     if (answered(c)) finish(c, s->stopping ? "stop" : c->lp.quit ? "quit" : "eof");
     return;
   }
-  bool want = c->lp.unacked_bytes <= s->opts.max_unacked_bytes_per_connection &&
-              c->write_queue_bytes <= s->opts.max_reply_bytes_per_connection;
+  /* input being parsed counts as unacknowledged; a kept request or every
+   * job slot in flight (backpressure from the workers) stops reading too */
+  bool want = c->lp.unacked_bytes + c->parse_bytes <= s->opts.max_unacked_bytes_per_connection &&
+              c->write_queue_bytes <= s->opts.max_reply_bytes_per_connection && !c->stashed &&
+              c->job_count < PARSE_JOBS;
   set_reading(c, want);
 }
 
@@ -458,17 +518,10 @@ static void on_sub_done(void *arg, int status, uint32_t rows_written, const char
   if (c->closing) conn_maybe_free(c);
 }
 
-/* Hand the open submission to the engine (if it holds rows). */
-static void cut(conn_t *c) {
-  sub_t *b = c->open;
-  if (!b) return;
+/* Hand submission b (rows > 0) to the engine, its reply queued now. */
+static void submit_sub(conn_t *c, sub_t *b) {
   assert(b->c == c && b->batch.n_rows == (int64_t)b->rows);
-  c->open = NULL;
-  if (b->rows == 0) {
-    mw_batch_free(&b->batch);
-    free(b);
-    return;
-  }
+  assert(b->rows > 0 && !c->closing);
   mw_server_t *s = c->srv;
   int rc = mw_lp_push_rows(&c->lp, b->rows, b->first_line, b->last_line, b->bytes, &b->ticket);
   if (rc < 0) { /* out of memory: the rows cannot even be answered */
@@ -489,6 +542,20 @@ static void cut(conn_t *c) {
   }
 }
 
+/* Hand the open (ARROW) submission to the engine, if it holds rows. */
+static void cut(conn_t *c) {
+  sub_t *b = c->open;
+  if (!b) return;
+  assert(b->c == c && b->batch.n_rows == (int64_t)b->rows);
+  c->open = NULL;
+  if (b->rows == 0) {
+    mw_batch_free(&b->batch);
+    free(b);
+    return;
+  }
+  submit_sub(c, b);
+}
+
 static sub_t *open_sub(conn_t *c) {
   if (c->open) return c->open;
   sub_t *b = calloc(1, sizeof *b);
@@ -504,65 +571,191 @@ static sub_t *open_sub(conn_t *c) {
   return b;
 }
 
-/* Refuse request r: one ERR, one rejected line, counted and logged with a
- * prefix of the line. */
-static void reply_err(conn_t *c, const mw_lp_request_t *r, mw_lp_code_t code, const char *msg) {
-  cut(c);
+/* Refuse one line: one ERR, one rejected line, counted and logged with a
+ * prefix of the line (data may be NULL: never logged). */
+static void refuse_line(conn_t *c, uint64_t line, mw_lp_code_t code, const char *msg,
+                        const char *data, size_t len, size_t bytes) {
+  assert(code != MW_LP_OK && msg != NULL);
+  assert(!c->closing);
   count_error(c->srv, c->table_name, code, 1);
   c->rows_rejected++;
-  log_reject(c, r->line, code, msg, r->data, r->len);
-  if (mw_lp_push_err(&c->lp, r->line, code, msg, r->bytes) < 0) conn_close(c, "out of memory");
+  log_reject(c, line, code, msg, data, len);
+  if (mw_lp_push_err(&c->lp, line, code, msg, bytes) < 0) conn_close(c, "out of memory");
+}
+
+/* Refuse request r, after the rows before it. */
+static void reply_err(conn_t *c, const mw_lp_request_t *r, mw_lp_code_t code, const char *msg) {
+  cut(c);
+  if (c->closing) return;
+  refuse_line(c, r->line, code, msg, r->data, r->len, r->bytes);
 }
 
 static bool use_table(conn_t *c, const char *name, size_t len) {
   mw_server_t *s = c->srv;
   const mw_schema_t *schema = NULL;
+  /* a barrier: no row of the previous table is still being parsed */
+  assert(c->job_count == 0 && c->fill == NULL);
   void *t = s->eng.table_find(s->eng.data, name, len, &schema);
   if (!t || !schema) return false;
-  if (c->parser_ok) mw_jsonrow_free(&c->parser);
-  c->parser_ok = false;
   mw_jsonrow_opts_t o = {.ignore_unknown_fields = s->opts.ignore_unknown_fields,
                          .objects_as_text = s->opts.json_objects_as_text,
                          .max_line_bytes = c->lp.lim.max_line_bytes,
                          .delete_keep = s->eng.delete_keep ? s->eng.delete_keep(s->eng.data, t) : NULL};
-  if (mw_jsonrow_init(&c->parser, schema, &o) < 0) return false;
-  c->parser_ok = true;
+  /* a schema the parser cannot take is refused here, not on every row */
+  mw_jsonrow_parser_t probe;
+  if (mw_jsonrow_init(&probe, schema, &o) < 0) return false;
+  mw_jsonrow_free(&probe);
+  c->jopts = o;
   c->table = t;
   c->schema = schema;
   snprintf(c->table_name, sizeof c->table_name, "%.*s", (int)len, name);
   return true;
 }
 
+/* A row the parse jobs cannot take: no table selected (process() gives the
+ * others to the jobs). */
 static void on_row(conn_t *c, const mw_lp_request_t *r) {
   assert(r->kind == MW_LP_ROW || r->kind == MW_LP_DEL);
-  if (!c->table) {
-    reply_err(c, r, MW_LP_E_TABLE, "no table selected: send USE <table> first");
+  assert(c->table == NULL);
+  reply_err(c, r, MW_LP_E_TABLE, "no table selected: send USE <table> first");
+}
+
+/* ------------------------------------------------------------------ parse jobs
+ *
+ * The loop thread splits lines (lineproto) and copies each row line into the
+ * collecting job; at the end of each received chunk, at max_batch_rows, or
+ * before any other request, the job is dispatched to the libuv pool (or, a
+ * short run with nothing else in flight, parsed at once). Completions are
+ * applied strictly in dispatch order: each group of good rows becomes one
+ * submission, each refused line one ERR, so replies keep request order. A
+ * request that is not a row waits (stash) until every job before it has
+ * been applied, as does a row when every slot is in flight; reading stops
+ * meanwhile. Each dispatched job holds one ref of its connection.
+ */
+
+static void process(conn_t *c);
+
+/* A row line the jobs take: authenticated, a table selected. */
+static bool row_now(const conn_t *c, const mw_lp_request_t *r) {
+  return (r->kind == MW_LP_ROW || r->kind == MW_LP_DEL) && c->authed && c->table != NULL;
+}
+
+/* The kept request may go on: a row once a slot is free, anything else once
+ * every job before it is applied. */
+static bool stash_ready(const conn_t *c) {
+  if (!c->stashed) return false;
+  return row_now(c, &c->stash) ? c->job_count < PARSE_JOBS : c->job_count == 0;
+}
+
+static pjob_t *job_at(conn_t *c, uint32_t k) {
+  assert(k < PARSE_JOBS);
+  return &c->jobs[(c->job_head + k) % PARSE_JOBS];
+}
+
+/* The job collecting lines: the open one or the next free slot. NULL when
+ * every slot is dispatched (or the connection closed: out of memory). */
+static pjob_t *fill_job(conn_t *c) {
+  if (c->fill) return c->fill;
+  if (c->job_count == PARSE_JOBS) return NULL;
+  pjob_t *j = job_at(c, c->job_count);
+  assert(!j->done && j->c == c);
+  if (mw_rowjob_begin(&j->rj, c->table, c->schema, c->table_name, &c->jopts,
+                      (uint32_t)c->srv->opts.max_batch_rows) < 0) {
+    conn_close(c, "out of memory");
+    return NULL;
+  }
+  c->fill = j;
+  return j;
+}
+
+static void parse_work(mw_work_t *w) {
+  pjob_t *j = (pjob_t *)((char *)w - offsetof(pjob_t, work));
+  mw_rowjob_run(&j->rj);
+}
+
+/* Job j's output, in line order: submissions and refused lines. */
+static void apply(conn_t *c, pjob_t *j) {
+  mw_rowjob_t *rj = &j->rj;
+  assert(rj->ran && rj->table == c->table);
+  for (size_t i = 0; i < rj->n_out && !c->closing; i++) {
+    const mw_rowjob_out_t *o = &rj->out[i];
+    if (o->is_err) {
+      refuse_line(c, o->line, o->code, o->msg, mw_rowjob_err_data(rj, o), o->len, o->bytes);
+      continue;
+    }
+    sub_t *b = malloc(sizeof *b);
+    if (!b) {
+      conn_close(c, "out of memory");
+      break;
+    }
+    *b = (sub_t){.c = c, .table = c->table, .rows = o->rows, .first_line = o->first_line,
+                 .last_line = o->last_line, .bytes = o->bytes};
+    memcpy(b->table_name, c->table_name, sizeof b->table_name);
+    b->batch = mw_rowjob_take(rj, i);
+    submit_sub(c, b);
+  }
+  if (!c->closing && rj->status < 0) conn_close(c, "out of memory (parsing rows)");
+}
+
+/* Apply the parsed prefix of the dispatched jobs. */
+static void apply_ready(conn_t *c) {
+  mw_server_t *s = c->srv;
+  while (c->job_count > 0 && !c->closing) {
+    pjob_t *j = job_at(c, 0);
+    if (!j->done) break;
+    j->done = false;
+    c->job_head = (c->job_head + 1) % PARSE_JOBS;
+    c->job_count--;
+    assert(c->parse_bytes >= j->rj.bytes && c->refs > 0);
+    c->parse_bytes -= j->rj.bytes;
+    c->refs--;
+    s->jobs--;
+    apply(c, j);
+  }
+}
+
+static void parse_after(mw_work_t *w) {
+  pjob_t *j = (pjob_t *)((char *)w - offsetof(pjob_t, work));
+  conn_t *c = j->c;
+  mw_server_t *s = j->s;
+  assert(j->rj.ran);
+  assert(c->refs > 0 && s->jobs > 0);
+  if (c->closing) { /* nobody to answer */
+    c->refs--;
+    s->jobs--;
+    conn_maybe_free(c);
+    server_maybe_done(s);
     return;
   }
-  sub_t *b = open_sub(c);
-  if (!b) {
-    reply_err(c, r, MW_LP_E_INTERNAL, "out of memory");
+  j->done = true;
+  apply_ready(c);
+  if (c->in_process || c->closing) return; /* a parse run at once: process() goes on */
+  if (stash_ready(c)) process(c); /* the kept request's turn */
+  if (c->closing) return;
+  send_ready(c);
+  flow(c);
+}
+
+/* Dispatch the collecting job (if it holds lines). */
+static void dispatch(conn_t *c) {
+  pjob_t *j = c->fill;
+  if (!j) return;
+  c->fill = NULL;
+  if (j->rj.n_lines == 0) return; /* the slot stays free */
+  mw_server_t *s = c->srv;
+  assert(j == job_at(c, c->job_count));
+  c->job_count++;
+  c->refs++;
+  s->jobs++;
+  c->parse_bytes += j->rj.bytes;
+  assert(c->job_count <= PARSE_JOBS);
+  if (!s->pool || (s->jobs == 1 && j->rj.n_lines <= PARSE_INLINE_ROWS)) {
+    assert(c->job_count == 1); /* it is the head: applied at once */
+    parse_work(&j->work);
+    parse_after(&j->work);
     return;
   }
-  mw_jsonrow_error_t je;
-  int rc = mw_jsonrow_parse(&c->parser, r->data, r->len, r->kind == MW_LP_DEL, &b->batch, &je);
-  if (rc < 0) {
-    static const mw_lp_code_t map[] = {
-        [MW_JSONROW_OK] = MW_LP_E_INTERNAL,   [MW_JSONROW_E_PARSE] = MW_LP_E_PARSE,
-        [MW_JSONROW_E_SCHEMA] = MW_LP_E_SCHEMA, [MW_JSONROW_E_TYPE] = MW_LP_E_TYPE,
-        [MW_JSONROW_E_PK] = MW_LP_E_PK,       [MW_JSONROW_E_INTERNAL] = MW_LP_E_INTERNAL};
-    mw_lp_code_t code = rc == -EBADMSG && (unsigned)je.cls <= MW_JSONROW_E_INTERNAL ? map[je.cls]
-                                                                                    : MW_LP_E_INTERNAL;
-    char msg[MW_LP_MSG_BYTES]; /* table, byte, column (jsonrow names it), reason */
-    snprintf(msg, sizeof msg, "table \"%.127s\": byte %zu: %.255s", c->table_name, je.offset, je.msg);
-    reply_err(c, r, code, msg);
-    return;
-  }
-  if (b->rows == 0) b->first_line = r->line;
-  b->rows++;
-  b->last_line = r->line;
-  b->bytes += r->bytes;
-  if (b->rows >= c->srv->opts.max_batch_rows) cut(c);
+  mw_workpool_submit(s->pool, &j->work);
 }
 
 /* An Arrow frame: a stream whose columns are the table's (net/arrowframe.h:
@@ -717,6 +910,44 @@ static bool handle(conn_t *c, const mw_lp_request_t *r) {
   return !c->closing;
 }
 
+/* Take the buffered requests in order (see "parse jobs"): rows into the
+ * collecting job, anything else once the jobs before it are applied. Stops
+ * with the request kept (stash) when it must wait. */
+static void process(conn_t *c) {
+  assert(!c->closing && !c->in_process);
+  assert(!c->stashed || stash_ready(c));
+  mw_server_t *s = c->srv;
+  c->in_process = true;
+  while (!c->closing) {
+    if (!c->stashed) {
+      if (mw_lp_next(&c->lp, &c->stash) != 1) break;
+      c->stashed = true;
+    }
+    const mw_lp_request_t *r = &c->stash;
+    if (row_now(c, r)) {
+      pjob_t *j = fill_job(c);
+      if (!j) break; /* every slot in flight (or closed) */
+      if (mw_rowjob_add(&j->rj, r->data, r->len, r->line, r->bytes, r->kind == MW_LP_DEL) < 0) {
+        conn_close(c, "out of memory");
+        break;
+      }
+      c->stashed = false;
+      if (j->rj.n_lines >= s->opts.max_batch_rows) dispatch(c);
+      continue;
+    }
+    dispatch(c); /* the rows before it go first */
+    if (c->job_count > 0) break; /* its reply comes after theirs: wait */
+    c->stashed = false;
+    if (!handle(c, r)) { /* QUIT or failed AUTH: ignore the rest */
+      c->eof = true;
+      break;
+    }
+  }
+  if (!c->closing) dispatch(c);
+  c->in_process = false;
+  assert(c->closing || c->fill == NULL);
+}
+
 /* ------------------------------------------------------------------ reading */
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -736,11 +967,13 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     if (n < 0) conn_close(c, c->why);
     return;
   }
+  assert(!c->stashed && c->fill == NULL); /* reading stops while a request waits */
   if (n < 0) {
     /* EOF or error: a half line is dropped; answer what is complete */
     c->eof = true;
     c->peer_eof = true;
     cut(c);
+    if (c->closing) return;
     send_ready(c);
     if (n != UV_EOF) conn_close(c, uv_strerror((int)n));
     else flow(c);
@@ -752,14 +985,10 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     if (!c->lp.quit) conn_close(c, "out of memory");
     return;
   }
-  mw_lp_request_t r;
-  bool go = true;
-  while (go && !c->closing && mw_lp_next(&c->lp, &r) == 1) go = handle(c, &r);
+  process(c);
   if (c->closing) return;
-  if (!go) { /* QUIT or failed AUTH: ignore the rest */
-    c->eof = true;
-  }
   cut(c);
+  if (c->closing) return;
   send_ready(c);
   flow(c);
 }
@@ -850,6 +1079,14 @@ static void on_connection(uv_stream_t *server, int status) {
     return;
   }
   c->srv = s;
+  for (int i = 0; i < PARSE_JOBS; i++) {
+    pjob_t *j = &c->jobs[i];
+    mw_rowjob_init(&j->rj);
+    j->c = c;
+    j->s = s;
+    j->work.work = parse_work;
+    j->work.after = parse_after;
+  }
   uv_tcp_init(s->loop, &c->tcp);
   uv_timer_init(s->loop, &c->idle);
   c->tcp.data = c->idle.data = c;
@@ -967,7 +1204,12 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
   }
   s->opts.listen = NULL;
   metrics_init(s);
-  int rc = 0;
+  int rc = mw_workpool_start(loop, 0, &s->pool);
+  if (rc < 0) { /* degraded, not refused: rows are parsed on the loop thread */
+    mw_log_warn("server: no parse threads (%s): parsing rows on the loop thread", mw_strerror(rc));
+    s->pool = NULL;
+    rc = 0;
+  }
   for (size_t i = 0; i < opts->n_listen && rc == 0; i++) {
     struct sockaddr_storage sa;
     rc = mw_server_addr_parse(opts->listen[i], &sa, err);
@@ -989,6 +1231,13 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
 }
 
 static void on_drain_timer_closed(uv_handle_t *h) { on_listener_closed(h); }
+
+static void on_pool_closed(void *arg) {
+  mw_server_t *s = arg;
+  assert(s->closing_handles > 0);
+  s->closing_handles--;
+  server_maybe_done(s);
+}
 
 static void on_drain_timeout(uv_timer_t *t) {
   mw_server_t *s = t->data;
@@ -1012,6 +1261,9 @@ void mw_server_stop(mw_server_t *s, void (*cb)(void *arg), void *arg) {
     s->drain_timer_on = true;
     uv_timer_start(&s->drain_timer, on_drain_timeout, s->opts.drain_timeout_ms, 0);
   }
+  if (s->n_conns > 0)
+    mw_log_info("stop: draining %zu connection%s (%zu row parses in flight)", s->n_conns,
+                s->n_conns == 1 ? "" : "s", s->jobs);
   /* each connection drains on its own from here (flow -> drain) */
   conn_t *next;
   for (conn_t *c = s->conns; c; c = next) {

@@ -3,16 +3,22 @@
  *
  * Owns: the listening sockets (several `listen` addresses, IPv4 and IPv6),
  * every producer connection, and the path from bytes to engine submissions:
- * rows of one connection are parsed (jsonrow.h) into one batch per table
- * until a non-row request, the end of the received chunk, or max_batch_rows
- * cuts it; the batch goes to the engine through mw_fe_engine_t, and the
+ * the loop thread splits lines (lineproto.h); rows of one connection are
+ * collected into a parse job (rowjob.h) until a non-row request, the end of
+ * the received chunk, or max_batch_rows cuts it, and parsed (jsonrow.h) on
+ * the server's worker threads (workpool.h; a short run with nothing else in
+ * flight at once on the loop). Jobs are applied on the loop in line order:
+ * each group of good rows goes to the engine through mw_fe_engine_t (always
+ * called on the loop thread), each refused line becomes its ERR, and the
  * engine's completion releases `OK <n>` (lineproto.h keeps replies in
  * request order). ARROW frames are decoded (ipc.h) and submitted whole.
  *
  * Flow control, per connection:
- *   - unacknowledged input (rows submitted, replies queued) over
+ *   - unacknowledged input (rows being parsed or submitted, replies queued) over
  *     max_unacked_bytes_per_connection: stop reading the socket; resume when
  *     acknowledgements drain it;
+ *   - every parse job slot (4) in flight, or a request waiting for the
+ *     parses before it: stop reading until a job is applied;
  *   - replies written but not yet taken by the peer (libuv write queue) over
  *     max_reply_bytes_per_connection: stop reading, so a client that never
  *     reads cannot grow the daemon's memory;

@@ -477,6 +477,134 @@ def test_drain_timeout(h):
     check("the harness exits 0 after the late completion", rc == 0, f"exit status {rc}")
 
 
+def test_parse_order(h):
+    """Rows parsed on the server's worker threads (runs over 64 lines go
+    there): 60 groups of 500 rows sent at once, each with a bad line
+    somewhere in the middle, a DEL after it and a PING after the group, and
+    a USE switch half-way. Replies must come in request order: the OKs
+    between two other replies count exactly the good rows between them, and
+    each bad line's ERR names its line, the table and the field."""
+    c = Client(h.ports[0], timeout=60)
+    parts, expect = ["USE events\n"], []  # ("rows", table) | ("err", line, table) | ("pong",)
+    line, nid, table = 1, 10_000_000, "events"
+    for g in range(60):
+        if g == 30:
+            parts.append("USE other\n")
+            line += 1
+            table = "other"
+        k = 37 + (g * 53) % 400  # where the bad line goes in this group
+        for i in range(500):
+            line += 1
+            if i == k:
+                parts.append('{"id":%d,"v":"x"}\n' % nid)
+                expect.append(("err", line, table))
+            elif i == k + 1:
+                parts.append('DEL {"id":%d}\n' % (nid - 1))
+                expect.append(("rows", table))
+            else:
+                parts.append(ROW % (nid, nid))
+                expect.append(("rows", table))
+            nid += 1
+        parts.append("PING\n")
+        line += 1
+        expect.append(("pong",))
+    parts.append("SYNC\n")
+    data = "".join(parts).encode()
+    sender = threading.Thread(target=lambda: c.s.sendall(data), daemon=True)  # the server pauses reads
+    sender.start()
+    got = c.lines_until(lambda l: l.startswith("SYNC") or l.startswith("ERR 0"), timeout=60)
+    sender.join(30)
+    # walk the replies against the requests
+    want_rows = {"events": 0, "other": 0}
+    problems, e, pending, n_ok = [], 0, 0, 0
+    for l in got:
+        if l is None or l.startswith("SYNC"):
+            break
+        if l.startswith("OK "):
+            pending -= int(l.split()[1])
+            n_ok += 1
+            continue
+        while e < len(expect) and expect[e][0] == "rows":  # the good rows before this reply
+            pending += 1
+            want_rows[expect[e][1]] += 1
+            e += 1
+        if pending != 0:
+            problems.append(f"{-pending if pending < 0 else pending} rows {'too many' if pending < 0 else 'missing'} before {l!r}")
+            pending = 0
+        x = expect[e] if e < len(expect) else ("none",)
+        e += 1
+        if x[0] == "pong" and l != "PONG":
+            problems.append(f"wanted PONG, got {l!r}")
+        elif x[0] == "err" and not (l.startswith(f"ERR {x[1]} type table \"{x[2]}\": byte ")
+                                    and 'field "v"' in l):
+            problems.append(f"wanted ERR {x[1]} type naming table {x[2]} and field v, got {l!r}")
+        if len(problems) > 5:
+            break
+    total = 60 * 499
+    check("60 pipelined groups parsed off the loop: replies in request order, every OK count right, "
+          "each bad line's ERR names its line, table and field",
+          not problems and e == len(expect) and got[-1] == f"SYNC {total}" and n_ok >= 60,
+          (problems, e, len(expect), got[-1:]))
+    print(f"# parse order: {len(got)} replies ({n_ok} OK lines) for {len(expect)} requests")
+    c.close()
+    return want_rows
+
+
+def test_parse_backpressure(h):
+    """A connection whose rows wait on the engine (table `stuck`, 5 s) with
+    max_unacked 64 KiB: reading stops instead of the server parsing and
+    submitting everything the socket holds. The rows in parse jobs count as
+    unacknowledged, so what reached the engine stays within about two such
+    budgets (the budget plus the last chunk read), however much was sent."""
+    c = Client(h.ports[0], timeout=60)
+    c.send("USE stuck\n")
+    one = ('{"id":7,"name":"nnnn","v":1.5,"vec":[1,2,3,4,5,6,7,8]}\n').encode()
+    sent, stalled = fill_until_stalled(c.s, one * 2000, 8)
+    submitted = sum(int(m.group(1)) for l in list(h.log) for m in [re.search(r"submitted (\d+) rows to stuck", l)] if m)
+    bound = 2 * (65536 + 65536) // len(one)
+    check("rows waiting on the engine: the server stops reading the connection", stalled, f"sent {sent}")
+    check(f"rows submitted while stalled stay within the unacknowledged budget (<= {bound})",
+          0 < submitted <= bound, f"{submitted} rows submitted of {sent // len(one)} sent")
+    print(f"# parse backpressure: stalled after {sent} bytes ({sent // len(one)} rows), {submitted} rows submitted")
+    c.close()
+    return submitted
+
+
+def test_parse_stop(h):
+    """SIGTERM while a client streams large runs of rows (parsed on the
+    workers): every row the engine stored has its OK delivered, then EOF;
+    the harness exits 0 (ASan: no job outlives the server)."""
+    c = Client(h.ports[0], timeout=30)
+    c.send("USE events\n")
+    batch = "".join(ROW % (i, i) for i in range(5000)).encode()
+    done = threading.Event()
+
+    def stream():
+        try:
+            while not done.is_set():
+                c.s.sendall(batch)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=stream, daemon=True)
+    t.start()
+    first = c.line(timeout=30)
+    h.p.send_signal(signal.SIGTERM)
+    got = c.lines_until(lambda l: False, timeout=20)  # to EOF (a None)
+    done.set()
+    c.s.shutdown(socket.SHUT_WR)
+    t.join(10)
+    rc, rows, out = h.stop(signalled=True)
+    inflight = re.search(r"stop: draining \d+ connections? \((\d+) row parses in flight\)", out)
+    check("stop while rows are parsed: every stored row's OK arrives, then EOF; clean exit",
+          rc == 0 and first and first.startswith("OK ") and acked([first] + got) == rows.get("events")
+          and got[-1] is None and not [l for l in got if l and not l.startswith("OK ")],
+          (rc, acked([first] + got), rows, got[-3:]))
+    print(f"# parse stop: {rows.get('events')} rows stored and acknowledged; "
+          f"{inflight.group(1) if inflight else '?'} parses in flight at SIGTERM")
+    c.close()
+
+
 def main():
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -519,6 +647,17 @@ def main():
     rc = test_drain(d)
     check("harness stops cleanly after the drain", rc == 0, f"exit status {rc}")
     test_drain_timeout(Harness("--drain-ms", "100"))
+    p = Harness()
+    want = test_parse_order(p)
+    rc, rows, _ = p.stop()
+    check("after the pipelined groups the engine holds exactly their good rows",
+          rc == 0 and rows.get("events") == want["events"] and rows.get("other") == want["other"], (rows, want))
+    b = Harness("--max-unacked", "65536")
+    n = test_parse_backpressure(b)
+    rc, rows, _ = b.stop()
+    check("the stuck table stored exactly the rows submitted (the drain waits for them)",
+          rc == 0 and rows.get("stuck") == n, (rc, rows, n))
+    test_parse_stop(Harness())
     u = Harness("--max-unacked", "4096")
     test_unacked_backpressure(u.ports[0])
     rc, rows, _ = u.stop()
