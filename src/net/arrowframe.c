@@ -8,7 +8,8 @@
  *                  name, type and FSL dimension; then every frame column must
  *                  be known (unless ignore_unknown_fields) and named once
  *   3. append      no nulls where the table has a not-null column; then each
- *                  record batch, column by column, into `out`; absent
+ *                  record batch, column by column, into `out` (the first
+ *                  one's columns are moved, not copied); absent
  *                  columns get nulls (`_tombstone`: false); then the result
  *                  is validated (nulls in not-null columns) and every utf8
  *                  and large_utf8 value, nested ones too, is checked to be
@@ -81,17 +82,37 @@ static int check_nulls(const mw_schema_t *ts, const mw_ipc_stream_t *st, const i
   return 0;
 }
 
-/* Pass 3, one record batch. */
-static int append_batch(const mw_schema_t *ts, const mw_batch_t *in, const int *map,
-                        mw_batch_t *out) {
+/* Pass 3, one record batch. The first one (out has no rows yet) gives its
+ * decoded columns to `out` (a swap: the decoder's buffers become the
+ * batch's, which the MemTable then keeps), so a frame of one record batch
+ * costs one copy of its values, the decode's; later batches are appended.
+ * The decoder's columns are in the model's canonical form (the WAL replay
+ * hands them to the MemTable the same way), so both paths hold the same. */
+static int append_batch(const mw_schema_t *ts, mw_batch_t *in, const int *map, mw_batch_t *out) {
   assert(in->n_rows >= 0);
   int rc = 0;
+  bool first = out->n_rows == 0;
   for (size_t i = 0; i < ts->n_fields && rc == 0; i++) {
     const mw_field_t *f = &ts->fields[i];
     mw_column_t *dst = &out->cols[i];
     if (map[i] >= 0) {
-      assert(in->cols[map[i]].length == in->n_rows);
-      rc = mw_column_append_range(dst, &in->cols[map[i]], f, 0, in->n_rows);
+      mw_column_t *src = &in->cols[map[i]];
+      assert(src->length == in->n_rows);
+      if (first) {
+        assert(dst->length == 0 && dst->n_children == src->n_children);
+        mw_column_t tmp = *dst;
+        *dst = *src;
+        *src = tmp;
+        continue;
+      }
+      rc = mw_column_append_range(dst, src, f, 0, in->n_rows);
+      continue;
+    }
+    if (first && f->type == MW_T_BOOL && !f->nullable) { /* _tombstone: all false */
+      assert(dst->length == 0);
+      if (in->n_rows > 0 && mw_buf_extend(&dst->values, (size_t)(in->n_rows + 7) / 8) == NULL)
+        return -ENOMEM;
+      dst->length = in->n_rows;
       continue;
     }
     for (int64_t r = 0; r < in->n_rows && rc == 0; r++)

@@ -221,6 +221,36 @@ static void test_good_frame_golden(void **state) {
   free(p);
 }
 
+/* The first record batch's columns move into the output (no copy): a
+ * reused decoder keeps working after giving them away, and the output owns
+ * what it got (ASan: no double free once both are freed). */
+static void test_moved_columns_reader(void **state) {
+  fixture_t *f = *state;
+  size_t len;
+  uint8_t *p = read_wal("unsharded-small", POS1, &len);
+  mw_ipc_reader_t rd;
+  mw_ipc_reader_init(&rd);
+  mw_arrowframe_opts_t o = {.reader = &rd};
+  mw_batch_t first;
+  assert_int_equal(mw_batch_init(&first, &f->table), 0);
+  assert_int_equal(mw_arrowframe_decode(p, len, &f->table, &o, &first, &f->code, &f->err), 0);
+  for (int round = 0; round < 2; round++) {
+    mw_batch_reset(&f->out);
+    assert_int_equal(mw_arrowframe_decode(p, len, &f->table, &o, &f->out, &f->code, &f->err), 0);
+    assert_int_equal(f->out.n_rows, 100);
+    for (size_t i = 0; i < f->table.n_fields; i++) {
+      const mw_column_t *a = &f->out.cols[i], *b = &first.cols[i];
+      assert_int_equal(a->length, b->length);
+      assert_int_equal(a->values.len, b->values.len);
+      assert_true(a->values.len == 0 || a->values.data != b->values.data);
+      assert_memory_equal(a->values.data, b->values.data, a->values.len);
+    }
+  }
+  mw_batch_free(&first);
+  mw_ipc_reader_free(&rd);
+  free(p);
+}
+
 /* {v, id} in that order: name and vec null, _tombstone false; two batches
  * appended in order. */
 static void test_subset_schema(void **state) {
@@ -455,6 +485,7 @@ static void test_truncated(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_good_frame_golden, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_moved_columns_reader, setup, teardown),
       cmocka_unit_test_setup_teardown(test_subset_schema, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wrong_type, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_not_null, setup, teardown),
