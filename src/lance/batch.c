@@ -437,6 +437,7 @@ int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema) {
   assert(b != NULL && schema != NULL);
   b->schema = schema;
   b->n_rows = 0;
+  mw_buf_init(&b->wal_ipc);
   b->cols = calloc(schema->n_fields ? schema->n_fields : 1, sizeof *b->cols);
   if (b->cols == NULL) return -ENOMEM;
   for (size_t i = 0; i < schema->n_fields; i++) {
@@ -450,6 +451,7 @@ int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema) {
 
 void mw_batch_free(mw_batch_t *b) {
   if (b == NULL || b->cols == NULL) return;
+  mw_buf_free(&b->wal_ipc);
   for (size_t i = 0; i < b->schema->n_fields; i++) mw_column_free(&b->cols[i]);
   free(b->cols);
   b->cols = NULL;
@@ -457,6 +459,7 @@ void mw_batch_free(mw_batch_t *b) {
 }
 
 void mw_batch_reset(mw_batch_t *b) {
+  mw_buf_reset(&b->wal_ipc);
   for (size_t i = 0; i < b->schema->n_fields; i++) mw_column_reset(&b->cols[i]);
   b->n_rows = 0;
 }

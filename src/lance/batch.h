@@ -118,6 +118,12 @@ typedef struct mw_batch {
   const mw_schema_t *schema; /* borrowed */
   int64_t n_rows;
   mw_column_t *cols;         /* schema->n_fields columns, in schema order */
+  /* Optional: Arrow IPC record batch messages holding exactly these rows
+   * for the table's WAL stream schema (lance/ipc.h mw_ipc_rebatch; an ARROW
+   * frame that can go to the WAL as it is). Empty = the WAL encodes the
+   * columns. Whoever changes the rows or builds a new batch from them
+   * leaves it empty; mw_batch_free frees it. */
+  mw_buf_t wal_ipc;
 } mw_batch_t;
 
 /* --- fields --- */

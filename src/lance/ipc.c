@@ -51,6 +51,7 @@ enum { CODEC_LZ4 = 0, CODEC_ZSTD = 1 };
 #define MAX_BATCHES_DEFAULT ((size_t)1 << 20)
 
 static size_t pad64(size_t n) { return (n + 63) & ~(size_t)63; }
+static size_t pad_to(size_t n, size_t align) { return (n + align - 1) & ~(align - 1); }
 static size_t bitmap_bytes(int64_t bits) { return (size_t)((bits + 7) / 8); }
 
 void mw_ipc_limits_default(mw_ipc_limits_t *lim) {
@@ -513,6 +514,8 @@ static int encode_batch(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch
   int rc = collect(w, s, bt, &e, err);
   if (rc < 0) goto done;
   bool z = opts && opts->zstd;
+  size_t align = opts && opts->body_align_bytes ? opts->body_align_bytes : MW_IPC_ALIGN_BYTES;
+  assert(align == 8 || align == 16 || align == 32 || align == 64);
   if (z) {
     if ((rc = compress_body(w, &e, opts->zstd_level)) < 0) goto done;
     body_len = w->body.len;
@@ -521,7 +524,7 @@ static int encode_batch(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch
       int64_t *bd = buf_at(w, &e, i);
       bd[0] = (int64_t)body_len;
       bd[1] = (int64_t)src_at(w, &e, i)->n;
-      body_len += pad64(src_at(w, &e, i)->n);
+      body_len += pad_to(src_at(w, &e, i)->n, align);
     }
   }
   mw_fbb_t *b = &w->fbb;
@@ -548,7 +551,7 @@ static int encode_batch(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch
   }
   for (size_t i = 0; i < e.n_bufs; i++) {
     src_buf_t sb = *src_at(w, &e, i);
-    size_t padded = pad64(sb.n);
+    size_t padded = pad_to(sb.n, align);
     if ((rc = mw_buf_reserve(out, padded)) < 0) goto done; /* reserved already: no-op */
     uint8_t *dst = out->data + out->len;
     src_emit(&sb, dst);
@@ -560,10 +563,14 @@ done:
   return rc;
 }
 
-int mw_ipc_writer_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
-                         const mw_batch_t *const *batches, size_t n_batches,
+/* One stream: the schema message, then per item either `batches[i]`
+ * encoded or `parts[i]` (its messages as they are, or its batch encoded),
+ * then EOS. Exactly one of batches and parts is given. */
+static int encode_stream(mw_ipc_writer_t *w, const mw_schema_t *schema,
+                         const mw_batch_t *const *batches, const mw_ipc_part_t *parts, size_t n,
                          const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
   assert(w != NULL && schema != NULL && out != NULL);
+  assert((batches == NULL) != (parts == NULL) || n == 0);
   size_t start = out->len;
   int rc = 0;
   mw_buf_reset(&w->scratch);
@@ -571,15 +578,27 @@ int mw_ipc_writer_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
     rc = mw_err_set(err, -EFBIG, "ipc encode: %zu fields", schema->n_fields);
     goto fail;
   }
-  for (size_t i = 0; i < n_batches; i++) {
-    if (batches[i]->schema == NULL || batches[i]->schema->n_fields != schema->n_fields) {
+  for (size_t i = 0; i < n; i++) {
+    const mw_batch_t *b = batches ? batches[i] : parts[i].msgs ? NULL : parts[i].batch;
+    if (parts && parts[i].msgs && parts[i].msgs_len % 8 != 0) {
+      rc = mw_err_set(err, -EINVAL, "ipc encode: part %zu: messages not 8-byte aligned", i);
+      goto fail;
+    }
+    if (b != NULL && (b->schema == NULL || b->schema->n_fields != schema->n_fields)) {
       rc = mw_err_set(err, -EINVAL, "ipc encode: batch %zu does not match the schema", i);
+      goto fail;
+    }
+    if (b == NULL && (parts == NULL || parts[i].msgs == NULL)) {
+      rc = mw_err_set(err, -EINVAL, "ipc encode: part %zu has neither a batch nor messages", i);
       goto fail;
     }
   }
   if ((rc = encode_schema(w, schema, out)) < 0) goto fail;
-  for (size_t i = 0; i < n_batches; i++)
-    if ((rc = encode_batch(w, schema, batches[i], opts, out, err)) < 0) goto fail;
+  for (size_t i = 0; i < n; i++) {
+    if (parts && parts[i].msgs) rc = mw_buf_append(out, parts[i].msgs, parts[i].msgs_len);
+    else rc = encode_batch(w, schema, batches ? batches[i] : parts[i].batch, opts, out, err);
+    if (rc < 0) goto fail;
+  }
   if ((rc = mw_buf_put_u64le(out, 0x00000000FFFFFFFFull)) < 0) goto fail;
   assert((out->len - start) % 8 == 0);
   return 0;
@@ -587,6 +606,22 @@ fail:
   out->len = start;
   if (rc == -ENOMEM) mw_err_set(err, rc, "ipc encode: out of memory");
   return mw_err_set(err, rc, "ipc encode failed");
+}
+
+int mw_ipc_writer_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
+                         const mw_batch_t *const *batches, size_t n_batches,
+                         const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
+  assert(batches != NULL || n_batches == 0);
+  static const mw_batch_t *const none[1] = {NULL};
+  return encode_stream(w, schema, n_batches ? batches : none, NULL, n_batches, opts, out, err);
+}
+
+int mw_ipc_writer_encode_parts(mw_ipc_writer_t *w, const mw_schema_t *schema,
+                               const mw_ipc_part_t *parts, size_t n_parts,
+                               const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
+  assert(parts != NULL || n_parts == 0);
+  static const mw_ipc_part_t none[1];
+  return encode_stream(w, schema, NULL, n_parts ? parts : none, n_parts, opts, out, err);
 }
 
 int mw_ipc_encode(const mw_schema_t *schema, const mw_batch_t *const *batches,
@@ -1508,6 +1543,7 @@ int mw_ipc_reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
     rc = mw_err_set(err, -EBADMSG, "ipc: byte %zu: %zu bytes after the EOS marker", pos, n - pos);
     goto fail;
   }
+  rd->stream.n_dict_fields = d.n_dicts;
   dicts_free(&d);
   return 0;
 fail:
@@ -1544,4 +1580,162 @@ void mw_ipc_stream_free(mw_ipc_stream_t *s) {
   free(s->batches);
   mw_schema_free(&s->schema);
   memset(s, 0, sizeof *s);
+}
+
+/* ============================================================ pass-through */
+
+/* Where one top-level field's nodes and buffers sit in a record batch. */
+typedef struct rb_span {
+  size_t node0, n_nodes, buf0, n_bufs;
+} rb_span_t;
+
+/* Every fixed_size_list in f's tree has a child of exactly len * dim
+ * items (the decoder pads a short one; passing it through would not). */
+static bool spans_full(const mw_fbr_t *r, size_t nodes, const mw_field_t *f, size_t *k) {
+  int64_t len = (int64_t)mw_load_u64le(r->p + nodes + 16 * (*k)++);
+  switch (mw_field_layout(f)) {
+    case MW_LAYOUT_FSL: {
+      int64_t clen = (int64_t)mw_load_u64le(r->p + nodes + 16 * (*k)++);
+      return clen == len * (int64_t)f->fsl_dim;
+    }
+    case MW_LAYOUT_LIST:
+    case MW_LAYOUT_STRUCT:
+      for (uint32_t i = 0; i < f->n_children; i++)
+        if (!spans_full(r, nodes, &f->children[i], k)) return false;
+      return true;
+    default: return true;
+  }
+}
+
+/* One record batch message re-framed for target (see ipc.h). */
+static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b,
+                       const mw_ipc_stream_t *st, const mw_schema_t *target, const int *map,
+                       mw_buf_t *out, mw_err_t *err) {
+  const mw_schema_t *fs = &st->schema;
+  int64_t rows;
+  mw_fbt_t comp;
+  int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
+  if (rc < 0) return rc;
+  if (rows == 0) return 0;
+  if ((rc = mw_fbr_table(r, bt, 3, &comp, "compression")) < 0) return rc;
+  if (rc == 1) return -ENOTSUP;
+  rb_span_t span[MW_MAX_FIELDS];
+  size_t want_nodes = 0, want_bufs = 0, nodes, bufs, n_nodes, n_bufs;
+  for (size_t j = 0; j < fs->n_fields; j++) {
+    span[j].node0 = want_nodes, span[j].buf0 = want_bufs;
+    count_field(&fs->fields[j], &want_nodes, &want_bufs);
+    span[j].n_nodes = want_nodes - span[j].node0, span[j].n_bufs = want_bufs - span[j].buf0;
+  }
+  if ((rc = mw_fbr_vector(r, bt, 1, 16, want_nodes, &nodes, &n_nodes, "nodes")) < 0 ||
+      (rc = mw_fbr_vector(r, bt, 2, 16, want_bufs, &bufs, &n_bufs, "buffers")) < 0)
+    return rc;
+  if (n_nodes != want_nodes || n_bufs != want_bufs) return -ENOTSUP;
+  for (size_t j = 0, k = 0; j < fs->n_fields; j++)
+    if (!spans_full(r, nodes, &fs->fields[j], &k)) return -ENOTSUP;
+  size_t body_len = (b->len + 7) & ~(size_t)7, extra = 0;
+  for (size_t i = 0; i < n_bufs; i++) {
+    uint64_t off = mw_load_u64le(r->p + bufs + 16 * i), len = mw_load_u64le(r->p + bufs + 16 * i + 8);
+    if (off % 8 != 0 || off > b->len || len > b->len - off) return -ENOTSUP;
+  }
+  /* the target's nodes and buffers: the stream's, reordered, plus a
+   * false bitmap (no validity buffer) for each absent bool */
+  size_t tn = 0, tb = 0;
+  for (size_t i = 0; i < target->n_fields; i++) {
+    if (map[i] >= 0) {
+      tn += span[map[i]].n_nodes, tb += span[map[i]].n_bufs;
+      continue;
+    }
+    if (target->fields[i].type != MW_T_BOOL || target->fields[i].nullable) return -ENOTSUP;
+    tn += 1, tb += 2;
+    extra += ((size_t)(rows + 7) / 8 + 7) & ~(size_t)7;
+  }
+  int64_t *tnode = malloc((tn ? tn : 1) * 16), *tbuf = malloc((tb ? tb : 1) * 16);
+  if (tnode == NULL || tbuf == NULL) {
+    rc = -ENOMEM;
+    goto done;
+  }
+  size_t an = 0, ab = 0, at = body_len;
+  for (size_t i = 0; i < target->n_fields; i++) {
+    if (map[i] < 0) {
+      size_t bits = ((size_t)(rows + 7) / 8 + 7) & ~(size_t)7;
+      tnode[2 * an] = rows, tnode[2 * an + 1] = 0, an++;
+      tbuf[2 * ab] = (int64_t)at, tbuf[2 * ab + 1] = 0, ab++;
+      tbuf[2 * ab] = (int64_t)at, tbuf[2 * ab + 1] = (rows + 7) / 8, ab++;
+      at += bits;
+      continue;
+    }
+    const rb_span_t *sp = &span[map[i]];
+    for (size_t k = 0; k < sp->n_nodes; k++, an++) {
+      tnode[2 * an] = (int64_t)mw_load_u64le(r->p + nodes + 16 * (sp->node0 + k));
+      tnode[2 * an + 1] = (int64_t)mw_load_u64le(r->p + nodes + 16 * (sp->node0 + k) + 8);
+    }
+    for (size_t k = 0; k < sp->n_bufs; k++, ab++) {
+      tbuf[2 * ab] = (int64_t)mw_load_u64le(r->p + bufs + 16 * (sp->buf0 + k));
+      tbuf[2 * ab + 1] = (int64_t)mw_load_u64le(r->p + bufs + 16 * (sp->buf0 + k) + 8);
+    }
+  }
+  assert(an == tn && ab == tb && at == body_len + extra);
+  mw_fbb_reset(fb);
+  uint32_t vb = mw_fbb_vec_structs(fb, tbuf, tb, 16, 8);
+  uint32_t vn = mw_fbb_vec_structs(fb, tnode, tn, 16, 8);
+  mw_fbb_table_start(fb);
+  mw_fbb_slot_i64(fb, 0, rows, 0);
+  mw_fbb_slot_off(fb, 1, vn);
+  mw_fbb_slot_off(fb, 2, vb);
+  uint32_t rbt = mw_fbb_table_end(fb);
+  const uint8_t *mp;
+  size_t mn;
+  if ((rc = mw_fbb_finish(fb, fb_message(fb, HDR_BATCH, rbt, (int64_t)(body_len + extra)), &mp, &mn)) < 0)
+    goto done;
+  size_t meta = pad64(mn + 8);
+  if ((rc = mw_buf_reserve(out, meta + body_len + extra)) < 0) goto done;
+  mw_buf_put_u32le(out, 0xFFFFFFFFu);
+  mw_buf_put_u32le(out, (uint32_t)(meta - 8));
+  mw_buf_append(out, mp, mn);
+  mw_buf_fill(out, 0, meta - 8 - mn);
+  mw_buf_append(out, b->p, b->len);
+  mw_buf_fill(out, 0, body_len - b->len + extra); /* padding, then the false bitmaps */
+done:
+  free(tnode);
+  free(tbuf);
+  (void)err;
+  return rc;
+}
+
+int mw_ipc_rebatch(const uint8_t *p, size_t n, const mw_ipc_stream_t *st,
+                   const mw_schema_t *target, const int *map, mw_buf_t *out, mw_err_t *err) {
+  assert(p != NULL && st != NULL && target != NULL && map != NULL && out != NULL);
+  assert(target->n_fields <= MW_MAX_FIELDS && st->schema.n_fields <= MW_MAX_FIELDS);
+  if (st->n_dict_fields > 0) return -ENOTSUP;
+  bool used[MW_MAX_FIELDS] = {false};
+  for (size_t i = 0; i < target->n_fields; i++) {
+    if (map[i] < 0) continue;
+    assert((size_t)map[i] < st->schema.n_fields);
+    if (used[map[i]]) return -ENOTSUP;
+    used[map[i]] = true;
+  }
+  for (size_t j = 0; j < st->schema.n_fields; j++)
+    if (!used[j]) return -ENOTSUP;
+  size_t start = out->len, pos = 0;
+  dec_t d = {.p = p, .n = n, .err = err};
+  mw_ipc_limits_default(&d.lim);
+  mw_fbr_t r;
+  mw_fbt_t msg, hdr;
+  uint8_t ht;
+  body_t b;
+  mw_fbb_t fb;
+  mw_fbb_init(&fb);
+  int rc;
+  while ((rc = frame(&d, &pos, &r, &msg, &ht, &hdr, &b)) == 1) {
+    if (ht == HDR_SCHEMA) continue;
+    if (ht != HDR_BATCH) {
+      rc = -ENOTSUP;
+      break;
+    }
+    if ((rc = rebatch_one(&fb, &r, &hdr, &b, st, target, map, out, err)) < 0) break;
+  }
+  mw_fbb_free(&fb);
+  if (rc < 0) out->len = start;
+  assert(rc < 0 || (out->len - start) % 8 == 0);
+  return rc < 0 ? rc : 0;
 }

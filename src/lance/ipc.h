@@ -63,6 +63,7 @@ typedef struct mw_ipc_stream {
   mw_schema_t schema;
   mw_batch_t *batches;  /* each borrows &schema: do not move the struct after decode */
   size_t n_batches;
+  size_t n_dict_fields; /* fields that came dictionary-encoded (decoded to values) */
 } mw_ipc_stream_t;
 
 /* Reusable decoder: the decoded stream lives in `stream` until the next
@@ -91,6 +92,8 @@ void mw_ipc_stream_free(mw_ipc_stream_t *s);
 typedef struct mw_ipc_opts {
   bool zstd;          /* Arrow BodyCompression ZSTD (BUFFER) */
   int zstd_level;     /* 0 = zstd default */
+  uint32_t body_align_bytes; /* uncompressed body buffers: 0 = 64 (arrow-rs);
+                              * 8 = Arrow's minimum (pyarrow, apache-arrow) */
 } mw_ipc_opts_t;
 
 /* Reusable encoder state: once warm, encoding allocates nothing but growth of
@@ -113,6 +116,35 @@ int mw_ipc_writer_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
 /* Same with a temporary writer (allocates; for tools and tests). */
 int mw_ipc_encode(const mw_schema_t *schema, const mw_batch_t *const *batches,
                   size_t n_batches, const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err);
+
+/* A stream built from parts, in order: a part with `msgs` contributes those
+ * bytes (complete record batch messages for `schema`, from mw_ipc_rebatch)
+ * as they are; a part without contributes its `batch`, encoded. */
+typedef struct mw_ipc_part {
+  const mw_batch_t *batch;
+  const uint8_t *msgs;
+  size_t msgs_len;
+} mw_ipc_part_t;
+int mw_ipc_writer_encode_parts(mw_ipc_writer_t *w, const mw_schema_t *schema,
+                               const mw_ipc_part_t *parts, size_t n_parts,
+                               const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err);
+
+/* --- pass-through (an ARROW frame into the WAL without re-encoding) ---
+ * Append to `out` the record batch messages of stream p[0, n) -- which
+ * mw_ipc_decode (or a reader) accepted as `st` -- re-framed for `target`:
+ * target field i is stream field map[i] (same type), or, when map[i] < 0,
+ * a not-null bool column of false values (`_tombstone`). Each body is
+ * copied as it is, then the false bitmap appended to it when one is added;
+ * only the message metadata is written anew (V5; nodes and buffers in
+ * target order; the stream's custom metadata is not carried). Record
+ * batches without rows are left out. The result holds exactly st's rows.
+ * -ENOTSUP (out unchanged; encode the decoded batch instead) when the
+ * stream cannot go as it is: dictionary-encoded fields, body compression,
+ * a stream field target has no use for, any other absent target field, a
+ * buffer not 8-byte aligned, a fixed_size_list child shorter than its
+ * slots (apache-arrow JS with trailing null slots). */
+int mw_ipc_rebatch(const uint8_t *p, size_t n, const mw_ipc_stream_t *st,
+                   const mw_schema_t *target, const int *map, mw_buf_t *out, mw_err_t *err);
 
 /* --- building blocks for the IPC file format (ipc_file.c) --- */
 /* Build the Schema flatbuffer table of `s` into w->fbb (the caller starts

@@ -15,6 +15,10 @@
  *                  and large_utf8 value, nested ones too, is checked to be
  *                  UTF-8 (Lance readers refuse anything else, so one bad
  *                  frame must not reach the table)
+ *   4. pass-through the frame's record batches, re-framed for the table's
+ *                  WAL stream with their bodies as they are (mw_ipc_rebatch),
+ *                  go into out->wal_ipc when the frame allows it, so the WAL
+ *                  writes them instead of encoding the rows again
  * Example: table {id int64 not null, v utf8, _tombstone bool not null} and a
  * frame {v utf8, id int64} of 3 rows -> map = {1, 0, -1}, 3 rows with
  * _tombstone = false.
@@ -140,6 +144,16 @@ static int check_utf8(const mw_batch_t *b, mw_lp_code_t *code, mw_err_t *err) {
   return 0;
 }
 
+/* After every check passed: the frame's record batches re-framed for the
+ * table's WAL stream (bodies as they are) into out->wal_ipc, when the frame
+ * allows it; else out->wal_ipc stays empty and the WAL encodes the rows. */
+static void pass_through(const uint8_t *p, size_t n, const mw_schema_t *table,
+                         const mw_ipc_stream_t *st, const int *map, mw_batch_t *out) {
+  mw_buf_reset(&out->wal_ipc);
+  if (mw_ipc_rebatch(p, n, st, table, map, &out->wal_ipc, NULL) < 0) mw_buf_reset(&out->wal_ipc);
+  assert(out->wal_ipc.len % 8 == 0);
+}
+
 int mw_arrowframe_decode(const uint8_t *p, size_t n, const mw_schema_t *table,
                          const mw_arrowframe_opts_t *opts, mw_batch_t *out, mw_lp_code_t *code,
                          mw_err_t *err) {
@@ -166,6 +180,7 @@ int mw_arrowframe_decode(const uint8_t *p, size_t n, const mw_schema_t *table,
   if (rc == 0 && (out->n_rows > UINT32_MAX || mw_batch_validate(out) < 0))
     rc = REFUSE(MW_LP_E_TYPE, -EBADMSG, "ARROW frame: invalid values (the rows do not validate)");
   if (rc == 0) rc = check_utf8(out, code, err);
+  if (rc == 0 && !(opts && opts->no_pass_through)) pass_through(p, n, table, st, map, out);
   if (!rd) mw_ipc_stream_free(&one);
   if (rc < 0) mw_batch_reset(out);
   assert(rc < 0 ? *code != MW_LP_OK && out->n_rows == 0 : *code == MW_LP_OK && out->n_rows > 0);

@@ -15,6 +15,14 @@
  *   - every record batch is appended, in order; a frame without rows is
  *     refused.
  *
+ * Pass-through (docs/protocol.md 1.5): on success out->wal_ipc holds the
+ * frame's record batch messages re-framed for the table's WAL stream (its
+ * bodies as they are, a false `_tombstone` bitmap appended when the frame
+ * has none) whenever mw_ipc_rebatch allows it: no dictionaries, no body
+ * compression, no column the table lacks, no absent column but
+ * `_tombstone`, aligned buffers, full fixed_size_list children. Otherwise
+ * it stays empty and the WAL encodes the decoded rows.
+ *
  * Errors: 0 on success (out->n_rows rows appended), else a negative errno,
  * *code set to the reply class and err to the reply message, which starts
  * with "ARROW frame: ":
@@ -45,6 +53,7 @@ typedef struct mw_arrowframe_opts {
   const mw_ipc_limits_t *lim; /* NULL = mw_ipc_limits_default */
   mw_ipc_reader_t *reader;    /* reused decoder (no allocation once warm);
                                * NULL = a one-shot mw_ipc_decode */
+  bool no_pass_through;       /* leave out->wal_ipc empty (see below) */
 } mw_arrowframe_opts_t;
 
 /* Decode frame p[0, n) into `out`, a batch initialised for `table`

@@ -671,10 +671,14 @@ static void insert(mw_shard_t *s, mw_shard_write_t *w) {
   mw_err_t err = {0};
   mw_memtable_t *m = &s->active->m;
   int64_t before = m->in_memory_bytes;
+  /* an ARROW frame's record batch messages go to the WAL, not the MemTable */
+  mw_buf_t ipc = w->batch.wal_ipc;
+  mw_buf_init(&w->batch.wal_ipc);
   int rc = mw_memtable_append(m, &w->batch, 0, &err);
   if (rc == 0) mt_bytes_add((double)(m->in_memory_bytes - before));
   if (rc < 0) {
     mw_log_warn("shard %s: write refused: %s", s->id_str, err.msg);
+    mw_buf_free(&ipc);
     mw_batch_free(&w->batch);
     complete(s, w, rc);
     return;
@@ -692,7 +696,8 @@ static void insert(mw_shard_t *s, mw_shard_write_t *w) {
     s->ack_tail = w;
     s->n_waiting++;
   }
-  rc = mw_wal_add(&s->wal, &m->batches[m->n_batches - 1], w->seq, m->generation);
+  rc = mw_wal_add_ipc(&s->wal, &m->batches[m->n_batches - 1], w->seq, m->generation, &ipc);
+  mw_buf_free(&ipc); /* when refused */
   if (rc < 0) {
     if (s->state < MW_SS_FENCED) park(s, MW_SS_FAILED, rc, "WAL refused a batch");
     return;

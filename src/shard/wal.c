@@ -78,12 +78,18 @@ int mw_wal_init(mw_wal_t *w, uv_loop_t *loop, mw_storage_t *st, mw_mstore_t *ms,
   return 0;
 }
 
+/* Forget every pending batch (their pass-through bytes are the log's). */
+static void drop_pending(mw_wal_t *w) {
+  for (size_t i = 0; i < w->n_pend; i++) mw_buf_free(&w->pend[i].ipc);
+  w->n_pend = 0;
+  w->pend_bytes = 0;
+}
+
 int mw_wal_begin(mw_wal_t *w, uint64_t epoch, mw_err_t *err) {
   assert(w != NULL && !mw_wal_busy(w));
   w->epoch = epoch;
   w->next_position = 0;
-  w->n_pend = 0;
-  w->pend_bytes = 0;
+  drop_pending(w);
   w->failed = 0;
   w->stalled = false;
   w->stalled_entry = NULL;
@@ -111,6 +117,7 @@ static void on_retry_close(uv_handle_t *h) {
   mw_storage_req_cleanup(&w->disc.req);
   mw_storage_req_cleanup(&w->sreq);
   mw_buf_free(&w->sbytes);
+  drop_pending(w);
   free(w->pend);
   w->pend = NULL;
   if (w->close_cb) w->close_cb(w);
@@ -146,8 +153,7 @@ static void fail(mw_wal_t *w, int status, const char *reason) {
   if (w->failed) return;
   w->failed = status;
   w->late_status = 0;
-  w->n_pend = 0;
-  w->pend_bytes = 0;
+  drop_pending(w);
   if (w->timer_armed) uv_timer_stop(&w->timer);
   w->timer_armed = false;
   uv_timer_stop(&w->retry_timer);
@@ -219,24 +225,32 @@ static void cut_one(mw_wal_t *w) {
   while (k < w->n_pend && w->pend[k].tag == w->pend[0].tag &&
          (w->cfg.buffer_bytes == 0 || sum + w->pend[k].bytes <= w->cfg.buffer_bytes))
     sum += w->pend[k++].bytes;
-  const mw_batch_t *stack[64];
-  const mw_batch_t **ptrs = k <= 64 ? stack : malloc(k * sizeof *ptrs);
-  if (ptrs == NULL) {
+  mw_ipc_part_t stack[64];
+  mw_ipc_part_t *parts = k <= 64 ? stack : malloc(k * sizeof *parts);
+  if (parts == NULL) {
     fail(w, -ENOMEM, "out of memory cutting a WAL entry");
     return;
   }
+  /* A batch that came with its record batch messages (an ARROW frame that
+   * could go as it is, see mw_wal_add_ipc) is written as they are; the
+   * others are encoded. A zstd log encodes everything (the messages are
+   * uncompressed). */
   uint64_t bytes = 0;
   for (size_t i = 0; i < k; i++) {
-    ptrs[i] = &w->pend[i].b;
-    bytes += w->pend[i].bytes;
+    const mw_wal_pending_t *pd = &w->pend[i];
+    bool raw = pd->ipc.len > 0 && !w->cfg.zstd;
+    parts[i] = (mw_ipc_part_t){&pd->b, raw ? pd->ipc.data : NULL, raw ? pd->ipc.len : 0};
+    w->passed_through += raw;
+    bytes += pd->bytes;
   }
   mw_wal_entry_t *e = &w->ents[(w->head + w->count) % MW_WAL_MAX_INFLIGHT];
   assert(e->state == E_FREE);
   mw_buf_reset(&e->bytes);
   mw_ipc_opts_t opts = {.zstd = w->cfg.zstd};
   mw_err_t err = {0};
-  int rc = mw_ipc_writer_encode(&w->ipc, &w->schema, ptrs, k, &opts, &e->bytes, &err);
-  if (ptrs != stack) free(ptrs);
+  int rc = mw_ipc_writer_encode_parts(&w->ipc, &w->schema, parts, k, &opts, &e->bytes, &err);
+  if (parts != stack) free(parts);
+  for (size_t i = 0; i < k; i++) mw_buf_free(&w->pend[i].ipc);
   if (rc < 0) {
     fail(w, rc, err.msg[0] ? err.msg : "WAL entry encoding failed");
     return;
@@ -306,7 +320,12 @@ void mw_wal_start(mw_wal_t *w, uint64_t position) {
 }
 
 int mw_wal_add(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag) {
+  return mw_wal_add_ipc(w, b, seq, tag, NULL);
+}
+
+int mw_wal_add_ipc(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag, mw_buf_t *ipc) {
   assert(w != NULL && b != NULL);
+  assert(ipc == NULL || ipc->len % 8 == 0);
   if (w->failed) return w->failed;
   if (w->closing) return -ESHUTDOWN;
   if (w->n_pend >= MW_WAL_MAX_PENDING_BATCHES) return -ENOBUFS;
@@ -319,6 +338,12 @@ int mw_wal_add(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag) {
   }
   mw_wal_pending_t *p = &w->pend[w->n_pend++];
   p->b = *b;
+  mw_buf_init(&p->b.wal_ipc); /* the MemTable's batch: never its bytes */
+  mw_buf_init(&p->ipc);
+  if (ipc != NULL) {
+    p->ipc = *ipc; /* taken */
+    mw_buf_init(ipc);
+  }
   p->seq = seq;
   p->tag = tag;
   p->bytes = (uint64_t)mw_batch_lance_bytes(b);

@@ -8,7 +8,9 @@
  * MW_WAL_MAX_INFLIGHT entries being written.
  *
  * Group commit: mw_wal_add() queues a batch (a shallow copy: the column
- * buffers stay owned by the MemTable and must outlive the cut). An entry is
+ * buffers stay owned by the MemTable and must outlive the cut);
+ * mw_wal_add_ipc() also hands over the batch's record batch messages (an
+ * ARROW frame's, re-framed), which the entry then carries as they are. An entry is
  * cut — the pending batches of one MemTable generation, in order, up to
  * buffer_bytes (at least one batch) — at the end of the loop turn that
  * added the first pending batch when nothing is in flight (an idle log
@@ -80,6 +82,7 @@ typedef void (*mw_wal_late_cb)(mw_wal_t *w, uint64_t position, uint64_t seq_last
 
 typedef struct mw_wal_pending {
   mw_batch_t b;     /* shallow copy */
+  mw_buf_t ipc;     /* owned: b's record batch messages as they go (empty: encode b) */
   uint64_t seq;
   uint64_t tag;     /* MemTable generation: an entry never spans two */
   uint64_t bytes;
@@ -147,6 +150,7 @@ struct mw_wal {
   mw_wal_done_cb s_cb;
   /* stats */
   uint64_t entries_written, bytes_written, last_durable_position;
+  uint64_t passed_through;    /* batches written as their record batch messages came */
   bool closing;
   void (*close_cb)(mw_wal_t *w);
 };
@@ -171,6 +175,11 @@ void mw_wal_start(mw_wal_t *w, uint64_t position);
 /* Queue a batch (shallow copy). -ESTALE/-EIO after failure, -ENOBUFS when
  * MW_WAL_MAX_PENDING_BATCHES are pending. */
 int mw_wal_add(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag);
+/* The same, with the batch's record batch messages for the stream schema
+ * (lance/ipc.h mw_ipc_rebatch: exactly b's rows): the log takes *ipc (it
+ * is left empty) and writes those bytes instead of encoding b, unless the
+ * log compresses (zstd). ipc may be NULL or empty. */
+int mw_wal_add_ipc(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag, mw_buf_t *ipc);
 /* Cut every pending batch now (as far as free slots allow; the rest follows
  * as entries complete). */
 void mw_wal_flush(mw_wal_t *w);

@@ -14,6 +14,12 @@
  *   abort, abort-freeze, abort-zstd   like small / freeze / zstd, but the shards are aborted
  *           (no final flush): the last rows stay in the WAL only, for
  *           lance_replay.sh (LanceDB itself replays them)
+ *   abort-arrow   like abort, each batch sent as an ARROW frame (columns in
+ *           another order and body buffers 8-byte aligned as pyarrow and
+ *           apache-arrow write them every other write, _tombstone left out when the
+ *           batch deletes nothing) decoded by mw_arrowframe_decode, so the
+ *           WAL entries carry the frames' record batches as they came; the
+ *           tool fails unless every write went through that way
  *   compact, compact-freeze   like small / freeze, then every shard is
  *           flushed and compacted into the base table (`memwalctl compact`:
  *           mw_table_compact), Lance's own SSTables of the vector included;
@@ -48,6 +54,8 @@
 
 #include "common/log.h"
 #include "rows.h"
+#include "lance/ipc.h"
+#include "net/arrowframe.h"
 #include "shard/table.h"
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -71,6 +79,7 @@ typedef struct scen {
   bool compact; /* flush and compact everything before the release */
   bool gc_wait; /* then wait for GC to collect everything compaction freed */
   int history;  /* and old base versions and shard manifests (1: all but the newest); then one more round */
+  bool arrow;   /* every batch travels as an ARROW frame (mw_arrowframe_decode) */
 } scen_t;
 
 static const scen_t scens[] = {
@@ -82,6 +91,9 @@ static const scen_t scens[] = {
     {"abort-freeze", 3000, 30, 0.05, {"max_memtable_rows"}, {"400"}, 1, true},
     /* LanceDB must replay zstd-compressed WAL entries (Arrow BodyCompression) */
     {"abort-zstd", 1000, 50, 0.10, {"wal_compression"}, {"zstd"}, 1, true},
+    /* every write an ARROW frame whose record batches go into the WAL as
+     * they came (pass-through): LanceDB must replay those entries */
+    {"abort-arrow", 1000, 50, 0.10, {NULL}, {NULL}, 0, true, .arrow = true},
     /* compaction into the base table (a request, as memwalctl compact) */
     /* (a week of base history kept: inspect's verify-compacted needs the
      * vector's own versions, made long ago, beside the compaction's) */
@@ -138,6 +150,48 @@ static void on_gc_poll(uv_timer_t *tm) {
   if (!gc_caught_up(tm->data) || (history_wait && !history_caught_up(tm->data))) return;
   gc_done = true;
   uv_timer_stop(tm);
+}
+
+/* The batch as an ARROW frame (fields reversed when `reverse`, _tombstone
+ * left out when no row is a delete), decoded the way the daemon does:
+ * *b becomes the decoded batch, with its pass-through messages. */
+static void via_arrow(const mw_schema_t *ts, mw_batch_t *b, bool reverse) {
+  mw_schema_t fs;
+  mw_schema_init(&fs);
+  if (mw_schema_copy(&fs, ts) < 0) die("schema copy");
+  int tomb = mw_schema_find(ts, "_tombstone");
+  bool deletes = false;
+  for (int64_t r = 0; tomb >= 0 && r < b->n_rows; r++)
+    deletes |= mw_bit_get(b->cols[tomb].values.data, r);
+  /* a permutation of the fields: the frame's first, a left-out _tombstone last */
+  size_t n = ts->n_fields, k = 0, order[MW_MAX_FIELDS];
+  for (size_t i = 0; i < n; i++) {
+    size_t j = reverse ? n - 1 - i : i;
+    if ((int)j != tomb || deletes) order[k++] = j;
+  }
+  size_t sent = k;
+  if (sent < n) order[k++] = (size_t)tomb;
+  mw_field_t tmp[MW_MAX_FIELDS];
+  mw_column_t cols[MW_MAX_FIELDS];
+  for (size_t i = 0; i < n; i++) tmp[i] = fs.fields[order[i]], cols[i] = b->cols[order[i]];
+  memcpy(fs.fields, tmp, n * sizeof *tmp);
+  mw_schema_t view = {.fields = fs.fields, .n_fields = sent};
+  mw_batch_t fb = {.schema = &view, .n_rows = b->n_rows, .cols = cols};
+  const mw_batch_t *fbp = &fb;
+  mw_buf_t frame = MW_BUF_INIT;
+  mw_err_t err = {0};
+  mw_ipc_opts_t eo = {.body_align_bytes = reverse ? 8 : 64}; /* pyarrow's, arrow-rs's */
+  if (mw_ipc_encode(&view, &fbp, 1, &eo, &frame, &err) < 0) die("frame: %s", err.msg);
+  mw_schema_free(&fs);
+  mw_batch_t out;
+  if (mw_batch_init(&out, ts) < 0) die("batch");
+  mw_lp_code_t code;
+  if (mw_arrowframe_decode(frame.data, frame.len, ts, NULL, &out, &code, &err) < 0)
+    die("arrow frame refused: %s", err.msg);
+  if (out.wal_ipc.len == 0) die("a frame of the table's columns did not pass through");
+  mw_buf_free(&frame);
+  mw_batch_free(b);
+  *b = out;
 }
 
 static int pending, failures;
@@ -205,6 +259,7 @@ int main(int argc, char **argv) {
   for (int64_t done = 0; done < sc->rows; done += sc->batch) {
     mw_batch_t b;
     if (er_batch(&m, &t->schema, sc->batch, sc->tomb, &b) < 0) die("batch");
+    if (sc->arrow) via_arrow(&t->schema, &b, (done / sc->batch) % 2 == 1);
     mw_table_write_t *w = calloc(1, sizeof *w);
     err = (mw_err_t){0};
     if (mw_table_write(t, w, &b, on_write, &err) < 0) die("write: %s", err.msg);
@@ -255,8 +310,12 @@ int main(int argc, char **argv) {
     mw_shard_stats_t st;
     mw_shard_stats(s, &st);
     fprintf(stderr, "engine_tool: shard %s epoch %" PRIu64 " rows %" PRIu64 " wal entries %" PRIu64
-            " sstables %" PRIu64 " frozen %u\n",
-            s->id_str, st.epoch, st.rows_acked, st.wal_entries, st.sstables, st.frozen);
+            " sstables %" PRIu64 " frozen %u, batches passed through %" PRIu64 "\n",
+            s->id_str, st.epoch, st.rows_acked, st.wal_entries, st.sstables, st.frozen,
+            s->wal.passed_through);
+    if (sc->arrow && s->wal.passed_through != (uint64_t)(sc->rows / sc->batch))
+      die("shard %s: %" PRIu64 " of %" PRId64 " batches passed through", s->id_str, s->wal.passed_through,
+          sc->rows / sc->batch);
     ctl_left++;
     if ((sc->abort ? mw_shard_abort(s, on_ctl, NULL) : mw_shard_release(s, on_ctl, NULL)) < 0)
       die("release %s", s->id_str);

@@ -251,6 +251,198 @@ static void test_moved_columns_reader(void **state) {
   free(p);
 }
 
+/* ------------------------------------------------------- pass-through */
+
+/* The WAL entry built from f->out (its wal_ipc when it has one, else its
+ * columns) decodes to exactly f->out's rows: both sides encoded from the
+ * model (each copied row by row) give the same bytes. Returns the entry (caller frees). */
+static mw_buf_t wal_roundtrip(fixture_t *f) {
+  mw_schema_t ws;
+  mw_schema_init(&ws);
+  assert_int_equal(mw_schema_copy(&ws, &f->table), 0);
+  assert_int_equal(mw_kvs_set(&ws.meta, MW_IPC_WRITER_EPOCH_KEY, "7", 1), 0);
+  const mw_buf_t *ipc = &f->out.wal_ipc;
+  mw_ipc_part_t part = {&f->out, ipc->len ? ipc->data : NULL, ipc->len};
+  mw_ipc_writer_t w;
+  mw_ipc_writer_init(&w);
+  mw_buf_t entry = MW_BUF_INIT, a = MW_BUF_INIT, b = MW_BUF_INIT;
+  mw_err_t err = {0};
+  assert_int_equal(mw_ipc_writer_encode_parts(&w, &ws, &part, 1, NULL, &entry, &err), 0);
+  mw_ipc_stream_t st;
+  assert_int_equal(mw_ipc_decode(entry.data, entry.len, NULL, &st, &err), 0);
+  uint64_t epoch = 0;
+  assert_int_equal(mw_ipc_writer_epoch(&st.schema, &epoch, &err), 0);
+  assert_int_equal(epoch, 7);
+  assert_int_equal(st.schema.n_fields, f->table.n_fields);
+  mw_batch_t cat;
+  assert_int_equal(mw_batch_init(&cat, &f->table), 0);
+  for (size_t k = 0; k < st.n_batches; k++) {
+    assert_true(st.batches[k].n_rows > 0); /* empty record batches are left out */
+    for (size_t i = 0; i < f->table.n_fields; i++)
+      assert_int_equal(mw_column_append_range(&cat.cols[i], &st.batches[k].cols[i], &f->table.fields[i], 0,
+                                              st.batches[k].n_rows), 0);
+    cat.n_rows += st.batches[k].n_rows;
+  }
+  assert_int_equal(cat.n_rows, f->out.n_rows);
+  assert_int_equal(mw_batch_validate(&cat), 0);
+  /* both copied row by row (bits past a bitmap's length are not data) */
+  mw_batch_t mine;
+  assert_int_equal(mw_batch_init(&mine, &f->table), 0);
+  for (size_t i = 0; i < f->table.n_fields; i++)
+    assert_int_equal(mw_column_append_range(&mine.cols[i], &f->out.cols[i], &f->table.fields[i], 0,
+                                            f->out.n_rows), 0);
+  mine.n_rows = f->out.n_rows;
+  const mw_batch_t *pa = &cat, *pb = &mine;
+  assert_int_equal(mw_ipc_encode(&ws, &pa, 1, NULL, &a, &err), 0);
+  assert_int_equal(mw_ipc_encode(&ws, &pb, 1, NULL, &b, &err), 0);
+  assert_int_equal(a.len, b.len);
+  assert_memory_equal(a.data, b.data, a.len);
+  mw_batch_free(&cat);
+  mw_batch_free(&mine);
+  mw_ipc_stream_free(&st);
+  mw_buf_free(&a);
+  mw_buf_free(&b);
+  mw_ipc_writer_free(&w);
+  mw_schema_free(&ws);
+  return entry;
+}
+
+/* The body of the only record batch of a frame (its bytes after the
+ * batch's metadata, up to the EOS marker). */
+static const uint8_t *only_body(const mw_buf_t *frame, size_t *n) {
+  size_t at = 8 + mw_load_u32le(frame->data + 4); /* past the schema message */
+  at += 8 + mw_load_u32le(frame->data + at + 4);  /* past the batch's metadata */
+  *n = frame->len - 8 - at;
+  return frame->data + at;
+}
+
+/* A frame of the table's columns in the table's order, without
+ * _tombstone, one batch: its body goes into the WAL entry as it is (a
+ * false bitmap appended), and the entry holds the frame's rows. */
+static void test_pass_through_same_order(void **state) {
+  fixture_t *f = *state;
+  const col_t cols[] = {{"id", MW_T_INT64, false, 0, 0, NULL}, {"name", MW_T_UTF8, true, 0, 3, NULL},
+                        {"v", MW_T_FLOAT64, true, 0, 0, NULL}, {"vec", MW_T_FSL, true, 8, 4, NULL}};
+  frame(cols, 4, 37, 1, &f->frame);
+  assert_int_equal(decode(f, f->frame.data, f->frame.len, false), 0);
+  assert_true(f->out.wal_ipc.len > 0);
+  mw_buf_t entry = wal_roundtrip(f);
+  size_t bn;
+  const uint8_t *body = only_body(&f->frame, &bn);
+  assert_non_null(memmem(entry.data, entry.len, body, bn));
+  for (int64_t r = 0; r < 37; r++) assert_false(mw_bit_get(f->out.cols[4].values.data, r));
+  mw_buf_free(&entry);
+}
+
+/* Every column, _tombstone included, in another order, two batches: the
+ * messages are re-framed in the table's order over the same bodies. */
+static void test_pass_through_reordered(void **state) {
+  fixture_t *f = *state;
+  const col_t cols[] = {{"vec", MW_T_FSL, true, 8, 0, NULL}, {"_tombstone", MW_T_BOOL, false, 0, 0, NULL},
+                        {"id", MW_T_INT64, false, 0, 0, NULL}, {"v", MW_T_FLOAT64, true, 0, 5, NULL},
+                        {"name", MW_T_UTF8, true, 0, 0, NULL}};
+  frame(cols, 5, 20, 2, &f->frame);
+  assert_int_equal(decode(f, f->frame.data, f->frame.len, false), 0);
+  assert_int_equal(f->out.n_rows, 40);
+  assert_true(f->out.wal_ipc.len > 0);
+  mw_buf_t entry = wal_roundtrip(f);
+  mw_buf_free(&entry);
+  for (int64_t r = 0; r < 40; r++) assert_int_equal(mw_bit_get(f->out.cols[4].values.data, r), (r % 20) % 2);
+}
+
+/* Lance's own WAL entry is a frame that goes through as it is. */
+static void test_pass_through_golden(void **state) {
+  fixture_t *f = *state;
+  size_t len;
+  uint8_t *p = read_wal("unsharded-small", POS1, &len);
+  assert_int_equal(decode(f, p, len, false), 0);
+  assert_true(f->out.wal_ipc.len > 0);
+  mw_buf_t entry = wal_roundtrip(f);
+  mw_buf_free(&entry);
+  free(p);
+}
+
+/* Frames that cannot go as they are: the rows are still right, encoded
+ * from the decoded columns (wal_ipc empty). */
+static void test_no_pass_through(void **state) {
+  fixture_t *f = *state;
+  /* a nullable column absent (name, vec): only _tombstone may be added */
+  const col_t sub[] = {{"v", MW_T_FLOAT64, true, 0, 3, NULL}, {"id", MW_T_INT64, false, 0, 0, NULL}};
+  frame(sub, 2, 5, 2, &f->frame);
+  assert_int_equal(decode(f, f->frame.data, f->frame.len, false), 0);
+  assert_int_equal(f->out.wal_ipc.len, 0);
+  mw_buf_t entry = wal_roundtrip(f);
+  mw_buf_free(&entry);
+  /* a column the table lacks (ignore_unknown_fields) */
+  const col_t extra[] = {{"id", MW_T_INT64, false, 0, 0, NULL}, {"name", MW_T_UTF8, true, 0, 0, NULL},
+                         {"v", MW_T_FLOAT64, true, 0, 0, NULL}, {"vec", MW_T_FSL, true, 8, 0, NULL},
+                         {"zz", MW_T_INT64, true, 0, 0, NULL}};
+  frame(extra, 5, 9, 1, &f->frame);
+  mw_batch_reset(&f->out);
+  assert_int_equal(decode(f, f->frame.data, f->frame.len, true), 0);
+  assert_int_equal(f->out.wal_ipc.len, 0);
+  entry = wal_roundtrip(f);
+  mw_buf_free(&entry);
+  /* asked not to */
+  frame(extra, 4, 9, 1, &f->frame);
+  mw_batch_reset(&f->out);
+  mw_arrowframe_opts_t o = {.no_pass_through = true};
+  assert_int_equal(mw_arrowframe_decode(f->frame.data, f->frame.len, &f->table, &o, &f->out, &f->code, &f->err), 0);
+  assert_int_equal(f->out.wal_ipc.len, 0);
+  /* zstd body compression */
+  mw_batch_reset(&f->out);
+  assert_int_equal(decode(f, f->frame.data, f->frame.len, false), 0);
+  assert_true(f->out.wal_ipc.len > 0);
+  const mw_batch_t *pb = &f->out;
+  mw_buf_t z = MW_BUF_INIT;
+  mw_ipc_opts_t zo = {.zstd = true};
+  assert_int_equal(mw_ipc_encode(&f->table, &pb, 1, &zo, &z, &f->err), 0);
+  mw_batch_reset(&f->out);
+  assert_int_equal(decode(f, z.data, z.len, false), 0);
+  assert_int_equal(f->out.n_rows, 9);
+  assert_int_equal(f->out.wal_ipc.len, 0);
+  entry = wal_roundtrip(f);
+  mw_buf_free(&entry);
+  mw_buf_free(&z);
+}
+
+/* mw_ipc_rebatch itself on apache-arrow's frames: dictionary-encoded
+ * columns and a short fixed_size_list child are refused (-ENOTSUP, out
+ * unchanged); a plain frame of the same library goes through. */
+static void rebatch_file(const char *rel, int want) {
+  const char *root = getenv("MW_SOURCE_ROOT");
+  assert_non_null(root);
+  char *path = tu_strf("%s/%s", root, rel);
+  size_t len;
+  uint8_t *p = tu_read_file(path, &len);
+  if (p == NULL) fail_msg("cannot read %s", path);
+  mw_ipc_stream_t st;
+  mw_err_t err = {0};
+  assert_int_equal(mw_ipc_decode(p, len, NULL, &st, &err), 0);
+  int map[MW_MAX_FIELDS];
+  for (size_t i = 0; i < st.schema.n_fields; i++) map[i] = (int)i;
+  mw_buf_t out = MW_BUF_INIT;
+  assert_int_equal(mw_buf_append(&out, "12345678", 8), 0);
+  int rc = mw_ipc_rebatch(p, len, &st, &st.schema, map, &out, NULL);
+  if (rc != want) fail_msg("%s: mw_ipc_rebatch %d, expected %d", rel, rc, want);
+  if (want < 0) assert_int_equal(out.len, 8);
+  else assert_true(out.len > 8);
+  mw_buf_free(&out);
+  mw_ipc_stream_free(&st);
+  free(p);
+  free(path);
+}
+
+static void test_rebatch_refusals(void **state) {
+  (void)state;
+  rebatch_file("fuzz/corpus/arrowframe/apache-arrow-dict_table.arrow", -ENOTSUP);
+  rebatch_file("fuzz/corpus/arrowframe/apache-arrow-dict_stream.arrow", -ENOTSUP);
+  rebatch_file("tests/formats/data/arrowjs/short_fsl.arrow", -ENOTSUP);
+  rebatch_file("fuzz/corpus/arrowframe/all-types-zstd.arrow", -ENOTSUP);
+  rebatch_file("fuzz/corpus/arrowframe/lancedb-types-nested.arrow", 0);
+  rebatch_file("fuzz/corpus/arrowframe/all-types-2batches.arrow", 0);
+}
+
 /* {v, id} in that order: name and vec null, _tombstone false; two batches
  * appended in order. */
 static void test_subset_schema(void **state) {
@@ -486,6 +678,11 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_good_frame_golden, setup, teardown),
       cmocka_unit_test_setup_teardown(test_moved_columns_reader, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pass_through_same_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pass_through_reordered, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pass_through_golden, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_pass_through, setup, teardown),
+      cmocka_unit_test(test_rebatch_refusals),
       cmocka_unit_test_setup_teardown(test_subset_schema, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wrong_type, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_not_null, setup, teardown),
