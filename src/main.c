@@ -229,6 +229,10 @@ static void on_table_added(void *arg, const char *name, int status, const char *
     mw_log_notice("reload: [table %s] added: open at %s", name, tc ? tc->uri : "?");
     return;
   }
+  if (status == -ECANCELED) { /* its section was removed while it opened: as asked */
+    mw_log_notice("reload: [table %s] not served: %s", name, reason ? reason : mw_strerror(status));
+    return; /* the removal forgot the section already */
+  }
   mw_log_err("reload: [table %s] not opened: %s", name, reason ? reason : mw_strerror(status));
   forget_section(d, name); /* a later SIGHUP tries again */
 }

@@ -428,16 +428,19 @@ int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tab
  * loop serves everyone else; the thread wakes the loop (uv_async_send, the
  * one libuv call legal from another thread) for the loop half. The
  * configuration is copied: the reload's is gone by then. */
-typedef struct adding {
+typedef struct mw_daemon_adding {
   opening_t op;
   mw_daemon_tables_t *dt;
   mw_config_t cfg;                  /* op.cfg, op.tc point in here */
   uv_async_t wake;
   mw_daemon_added_cb cb;
   void *arg;
+  struct mw_daemon_adding *next;    /* dt->adds */
+  bool cancelled;                   /* a removal came first: never served */
 } adding_t;
 
 static void close_start(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg);
+static void release_done(mw_daemon_tables_t *dt);
 
 static void adding_run(void *arg) {
   adding_t *a = arg;
@@ -453,17 +456,29 @@ static void on_added(uv_async_t *h) {
   opening_join(&a->op); /* the thread has ended, or is ending */
   mw_err_t err = {0};
   int rc;
-  if (dt->stopping) { /* loaded while the stop waited: never served */
+  if (a->cancelled || dt->stopping) { /* loaded while removed or stopped: never served */
     mw_table_unload(a->op.t);
     a->op.t = NULL;
-    rc = mw_err_set(&err, -ESHUTDOWN, "[table %s] memwald is stopping", a->op.tc->name);
+    rc = a->cancelled ? mw_err_set(&err, -ECANCELED, "[table %s] removed by a reload while it "
+                                   "was opening; not served", a->op.tc->name)
+                      : mw_err_set(&err, -ESHUTDOWN, "[table %s] memwald is stopping", a->op.tc->name);
   } else {
     rc = opening_finish(dt, &a->op, &err);
   }
   assert(a->op.t == NULL && dt->adding > 0);
   dt->adding--;
+  adding_t **pp = &dt->adds;
+  while (*pp != a) pp = &(*pp)->next;
+  *pp = a->next;
   a->cb(a->arg, a->op.tc->name, rc, rc < 0 ? err.msg : NULL);
   uv_close((uv_handle_t *)&a->wake, adding_free);
+  if (a->cancelled) { /* the removal that cancelled it may have waited for this */
+    assert(dt->cancelling > 0);
+    if (--dt->cancelling == 0 && dt->rel_parked) {
+      dt->rel_parked = false;
+      release_done(dt);
+    }
+  }
   if (dt->adding == 0 && dt->add_stop_cb != NULL) { /* the stop waited for the additions */
     void (*cb)(void *, int) = dt->add_stop_cb;
     dt->add_stop_cb = NULL;
@@ -493,6 +508,9 @@ int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const m
     return mw_err_set(err, rc, "[table %s] %s", tc->name, uv_strerror(rc));
   }
   a->wake.data = a;
+  a->cancelled = false;
+  a->next = dt->adds;
+  dt->adds = a;
   dt->adding++;
   a->op.threaded = uv_thread_create(&a->op.thread, adding_run, a) == 0;
   if (!a->op.threaded) adding_run(a); /* no thread: inline, the wake still comes */
@@ -514,11 +532,17 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, void (*cb)(
 
 static void release_done(mw_daemon_tables_t *dt) {
   assert(dt->releasing && dt->pending == 0);
-  dt->releasing = false;
   closing = NULL;
+  if (dt->cancelling > 0) { /* openings this removal cancelled: their end first */
+    dt->rel_parked = true;
+    return;
+  }
+  dt->releasing = false;
   void (*cb)(void *, int) = dt->rel_cb;
   void *arg = dt->rel_arg;
-  bool final = dt->stopping && !dt->stop_waiting;
+  /* the last release of a stop; not a removal a stop waits behind (for
+   * it, or for additions in flight: their stop starts a release after) */
+  bool final = dt->stopping && !dt->stop_waiting && dt->add_stop_cb == NULL;
   if (final) uv_close((uv_handle_t *)&dt->retry, NULL);
   cb(arg, dt->failures);
   if (dt->stop_waiting) { /* the removal is done: now the stop */
@@ -669,15 +693,31 @@ int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, si
   if (dt->releasing) return mw_err_set(err, -EBUSY, "tables removed by an earlier reload are still "
                                                      "being released");
   bool which[MW_CONFIG_MAX_TABLES] = {false};
+  adding_t *cancel[MW_CONFIG_MAX_TABLES];
+  size_t nc = 0;
   for (size_t k = 0; k < n; k++) {
     size_t i = 0;
     while (i < dt->n && (dt->tables[i] == NULL || dt->fe.dropped[i] || strcmp(dt->fe.names[i], names[k]) != 0))
       i++;
-    if (i == dt->n) return mw_err_set(err, -ENOENT, "[table %s] is not open", names[k]);
-    which[i] = true;
+    if (i < dt->n) {
+      which[i] = true;
+      continue;
+    }
+    adding_t *a = dt->adds;
+    while (a != NULL && (a->cancelled || strcmp(a->op.tc->name, names[k]) != 0)) a = a->next;
+    if (a == NULL) return mw_err_set(err, -ENOENT, "[table %s] is not open", names[k]);
+    assert(nc < MW_CONFIG_MAX_TABLES);
+    cancel[nc++] = a; /* still opening: cancelled below, once every name is known */
   }
   for (size_t i = 0; i < dt->n; i++)
     if (which[i]) dt->fe.dropped[i] = true; /* gone for clients from now: writes in flight finish */
+  for (size_t k = 0; k < nc; k++) {
+    mw_log_notice("table %s: removed while opening; the open is thrown away when it ends",
+                  cancel[k]->op.tc->name);
+    cancel[k]->cancelled = true;
+    dt->cancelling++;
+  }
+  assert(dt->cancelling <= dt->adding);
   release_start(dt, which, cb, arg);
   return 0;
 }

@@ -53,6 +53,9 @@ typedef struct mw_daemon_tables {
   void *stop_arg;
   /* a reload's additions in flight (their blocking halves on threads) */
   size_t adding;
+  struct mw_daemon_adding *adds;  /* those additions (tables.c) */
+  size_t cancelling;              /* of them, ones a removal cancelled */
+  bool rel_parked;                /* a release done but for those */
   void (*add_stop_cb)(void *arg, int failures); /* a stop waiting for them */
   void *add_stop_arg;
 } mw_daemon_tables_t;
@@ -73,8 +76,12 @@ int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const m
                          mw_daemon_added_cb cb, void *arg, mw_err_t *err);
 /* Remove tables (sections a reload removed): gone for clients at once
  * (their writes in flight finish), every shard released (flushed), each
- * table closed, then cb(arg, failures). -EBUSY while an earlier removal
- * runs, -ESHUTDOWN once stopping, -ENOENT for a name not open. */
+ * table closed, then cb(arg, failures). A name still opening (an addition
+ * in flight) is cancelled: its opening runs to its end and is then thrown
+ * away, never registered or served (its added callback gets -ECANCELED),
+ * and cb waits for that end, so the name is free again when cb runs.
+ * -EBUSY while an earlier removal runs, -ESHUTDOWN once stopping, -ENOENT
+ * for a name neither open nor opening. */
 int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, size_t n,
                             void (*cb)(void *arg, int failures), void *arg, mw_err_t *err);
 /* Release (flush) every shard, close every table, then cb(arg, failures);

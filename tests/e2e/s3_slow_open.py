@@ -19,6 +19,15 @@ blocking half on a thread of its own per table (daemon/tables.c), so:
              would answer nobody until c's open ended, and then c would have
              failed on its held requests); released, c opens and serves.
 
+  removal   a fourth table, d, added by a reload (its requests held), then
+             removed by the next reload while it is still opening: the
+             removal waits for the open (it is not reported done while d's
+             requests are held; b keeps acknowledging), and once released
+             the open is thrown away — d is never served (status does not
+             list it, a producer's USE d is refused) — and the removal
+             completes. d added back afterwards opens and serves: nothing
+             half-registered was left under its name.
+
 The hold is the proxy's: a request waits until the test releases it — no
 clock stands in for the slowness. TAP output.
 """
@@ -72,6 +81,20 @@ def write_rows(port, table, ids):
             raise RuntimeError(f"{table}: unexpected reply {r}")
     c.close()
     return acked
+
+
+def use_refused(port, table):
+    """USE table on a new connection: the daemon's reply to it."""
+    c = Client(port, timeout=60)
+    c.send(f"USE {table}\n" + json.dumps({"id": 1, "v": 7}) + "\nSYNC\n")
+    replies = []
+    while True:
+        r = c.reply()
+        replies.append(r)
+        if r.startswith("SYNC") or len(replies) > 4:
+            break
+    c.close()
+    return replies
 
 
 def main():
@@ -131,19 +154,63 @@ listen = 127.0.0.1:0
         check("released: c opens and is added", added is not None, "\n".join(d.lines[-10:]))
         acked["c"] = write_rows(port, "c", range(2000, 2200))
         check("rows written to c are acknowledged", acked["c"] == 200, str(acked))
+        # SIGHUP: d added, its open held; the next SIGHUP removes d while it opens
+        without_d = open(conf).read()
+        with open(conf, "a") as f:
+            f.write(table_section("d", bucket, proxy.port))
+        proxy.clear()
+        proxy.rearm()
+        proxy.add("hold", path=r"d\.lance", count=1_000_000)
+        os.kill(d.p.pid, signal.SIGHUP)
+        held_d = poll(lambda: any("d.lance" in p for p in proxy.held()), 60)
+        check("SIGHUP: the reload opens [table d], whose requests the slow server holds", held_d,
+              "\n".join(d.lines[-10:]))
+        with open(conf, "w") as f:
+            f.write(without_d)
+        os.kill(d.p.pid, signal.SIGHUP)
+        cancelled = d.wait_line("table d: removed while opening", 60)
+        check("SIGHUP: [table d] removed while it opens: the open is cancelled", cancelled is not None,
+              "\n".join(d.lines[-10:]))
+        acked_b = write_rows(port, "b", range(6000, 6100))
+        early = [ln for ln in d.lines if "released and closed [table d]" in ln or "[table d] added" in ln]
+        check("the removal waits for the held open (not reported done meanwhile); b acknowledges",
+              acked_b == 100 and not early, f"acked {acked_b}, {early}")
+        proxy.release()
+        not_served = d.wait_line("reload: [table d] not served", 60)
+        closed = d.wait_line("released and closed [table d]", 60)
+        check("released: d's open is thrown away ('not served'), then the removal completes",
+              not_served is not None and closed is not None, "\n".join(d.lines[-10:]))
+        rc, st, out = ctl_json(sock, "status")
+        res = st.get("result", {}) if isinstance(st, dict) else {}
+        names = [t.get("name") for t in res.get("tables", [])]
+        check("status lists a, b and c, not d", rc == 0 and sorted(names) == ["a", "b", "c"], f"{names} {out}")
+        replies = use_refused(port, "d")
+        check("a producer's USE d is refused: unknown table", any("unknown table" in r for r in replies),
+              str(replies))
+        # d back: the name was left free
+        with open(conf, "a") as f:
+            f.write(table_section("d", bucket, proxy.port))
+        proxy.clear()
+        os.kill(d.p.pid, signal.SIGHUP)
+        re_added = d.wait_line("reload: [table d] added", 60)
+        acked["d"] = write_rows(port, "d", range(3000, 3100)) if re_added else 0
+        check("d added back opens, and rows written to it are acknowledged", acked["d"] == 100,
+              "\n".join(d.lines[-10:]))
         rc, _, out = ctl_json(sock, "flush", "a")
         check("flush a", rc == 0, out)
         stop_rc = d.stop()
         check("memwald stops cleanly (exit 0)", stop_rc == 0, "\n".join(d.lines[-20:]))
         got, errs = {}, ""
-        for t in ("a", "b", "c"):
+        for t in ("a", "b", "c", "d"):
             r = subprocess.run(["node", READ_ROWS, f"s3://{bucket}/db", t], capture_output=True, text=True,
                                timeout=180)
             errs += r.stderr[-800:] if r.returncode != 0 else ""
             got[t] = {int(o["id"]): int(o["v"]) for o in map(json.loads, r.stdout.splitlines())}
         want = {t: {i: i * 7 for i in range(k * 1000, k * 1000 + 200)} for k, t in enumerate(("a", "b", "c"))}
         want["a"].update({i: i * 7 for i in range(5000, 5200)})
-        check("LanceDB 0.39.0 reads every acknowledged row of the three tables from S3", not errs and got == want,
+        want["b"].update({i: i * 7 for i in range(6000, 6100)})
+        want["d"] = {i: i * 7 for i in range(3000, 3100)}
+        check("LanceDB 0.39.0 reads every acknowledged row of the four tables from S3", not errs and got == want,
               errs + f" got {[(t, len(v)) for t, v in got.items()]}")
     finally:
         proxy.release()
