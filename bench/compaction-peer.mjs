@@ -10,6 +10,10 @@
 //       read the table's rows (LSM scan) and write them once into a fresh
 //       LanceDB table at OUT_DIR (createTable): the disk a single write of
 //       the same rows takes. One JSON line with the row count.
+//   node compaction-peer.mjs merge OUT_DIR --rows N --upserts U [--merges M]
+//       a plain LanceDB table of N rows {id int64, name, v} (ids 0..N-1),
+//       then M times mergeInsert("id") of U rows with random existing ids
+//       (update all, insert the rest): median ms. bench/compaction_scale.py.
 import * as path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
@@ -69,7 +73,36 @@ if (mode === "measure") {
   const n = await w.countRows();
   w.close();
   console.log(JSON.stringify({ rows: n }));
+} else if (mode === "merge") {
+  const arrow = require("apache-arrow");
+  const n = opt("--rows", 100000), u = opt("--upserts", 400), m = opt("--merges", 5);
+  const out = path.resolve(dir);
+  const db = await lancedb.connect(out);
+  const schema = new arrow.Schema([new arrow.Field("id", new arrow.Int64(), false),
+                                   new arrow.Field("name", new arrow.Utf8(), true),
+                                   new arrow.Field("v", new arrow.Float64(), true)]);
+  const batch = (ids) => arrow.tableFromArrays({
+    id: BigInt64Array.from(ids, (x) => BigInt(x)), name: ids.map((x) => `n${x}`),
+    v: Float64Array.from(ids, (x) => x * 0.5)});
+  let t = null;
+  for (let lo = 0; lo < n; lo += 500000) { // written in parts: Arrow builds of millions stay small
+    const ids = Array.from({ length: Math.min(500000, n - lo) }, (_, k) => lo + k);
+    const part = batch(ids);
+    if (t === null) t = await db.createTable("base", part, { mode: "overwrite", schema });
+    else await t.add(part);
+  }
+  const times = [];
+  let seed = 12345;
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648);
+  for (let i = 0; i < m; i++) {
+    const ids = [...new Set(Array.from({ length: u }, () => rnd() % n))]; // distinct: mergeInsert refuses repeats
+    const t0 = performance.now();
+    await t.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(batch(ids));
+    times.push(performance.now() - t0);
+  }
+  t.close();
+  console.log(JSON.stringify({ rows: n, merge_ms: median(times), merges: times }));
 } else {
-  console.error("usage: compaction-peer.mjs measure TABLE_DIR | write-once TABLE_DIR OUT_DIR");
+  console.error("usage: compaction-peer.mjs measure TABLE_DIR | write-once TABLE_DIR OUT_DIR | merge OUT_DIR ...");
   process.exit(2);
 }

@@ -5,6 +5,7 @@
  *
  *   bench_compaction --dir DIR --flushes N [--rows-per-flush R] [--keys K]
  *                    [--compaction on|off] [--create] [--seed S]
+ *                    [--sequential FIRST] [--runs]
  *
  * DIR/t.lance: {id int64 pk, name utf8, v float64}, unsharded (created with
  * --create by our bootstrap). Each MemTable holds R rows (max_memtable_rows),
@@ -23,6 +24,13 @@
  *
  * Running again on the same DIR (without --create) continues the table:
  * bench/compaction.py measures LanceDB after 10 flushes, then continues.
+ *
+ * --sequential FIRST: keys FIRST, FIRST+1, ... in order, no deletes (grows
+ * the base by every row: bench/compaction_scale.py builds big bases so).
+ * --runs: one line per committed compaction run (its duration, the base
+ * fragments it started from, SSTables and rows), for the scaling figures.
+ * --compact-every N: after every N flushes, and at the end, a requested
+ * compaction (as `memwalctl compact`), waited for: runs of N SSTables.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -140,6 +148,32 @@ static void on_settle(uv_timer_t *tm) {
   }
 }
 
+static bool compact_done;
+static void on_compacted(void *arg, int status, const char *reason) {
+  (void)arg;
+  if (status != 0) die("compaction: %s", reason ? reason : "?");
+  compact_done = true;
+}
+
+static void request_compaction(uv_loop_t *loop, mw_table_t *t) {
+  compact_done = false;
+  if (mw_table_compact(t, on_compacted, NULL) < 0) die("compaction refused");
+  while (!compact_done) uv_run(loop, UV_RUN_ONCE);
+}
+
+/* --runs: a line for each run committed since the last call. */
+static uint64_t runs_seen;
+static void report_runs(mw_table_t *t) {
+  mw_compact_stats_t cs;
+  mw_compact_stats(t->compact, &cs);
+  if (cs.runs == runs_seen) return;
+  printf("run n=%" PRIu64 " ms=%" PRIu64 " base_fragments=%" PRIu64 " base_version=%" PRIu64 " sstables_total=%" PRIu64
+         " rows_in_total=%" PRIu64 " keyindex_built=%" PRIu64 " folded_total=%" PRIu64 "\n", cs.runs, cs.last_run_ms,
+         cs.base_fragments, cs.base_version, cs.sstables, cs.rows_in, cs.keyindex_built, cs.folded);
+  fflush(stdout);
+  runs_seen = cs.runs;
+}
+
 static bool closed;
 static void on_closed(mw_table_t *t) {
   (void)t;
@@ -157,9 +191,14 @@ static uint64_t rnd(void) {
 int main(int argc, char **argv) {
   const char *dir = NULL, *compaction = "on";
   uint64_t flushes = 0, rows_per_flush = 100, keys = 50000;
-  bool do_create = false;
+  bool do_create = false, print_runs = false;
+  int64_t seq = -1;
+  uint64_t compact_every = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--create") == 0) do_create = true;
+    else if (strcmp(argv[i], "--runs") == 0) print_runs = true;
+    else if (i + 1 < argc && strcmp(argv[i], "--sequential") == 0) seq = strtoll(argv[++i], NULL, 10);
+    else if (i + 1 < argc && strcmp(argv[i], "--compact-every") == 0) compact_every = strtoull(argv[++i], NULL, 10);
     else if (i + 1 >= argc) die("%s needs a value", argv[i]);
     else if (strcmp(argv[i], "--dir") == 0) dir = argv[++i];
     else if (strcmp(argv[i], "--flushes") == 0) flushes = strtoull(argv[++i], NULL, 10);
@@ -194,6 +233,7 @@ int main(int argc, char **argv) {
   uint8_t id[16];
   mw_shard_uuid_unsharded(id);
   uint64_t t0 = uv_hrtime(), written = 0, next_report = 500, target = flushes * rows_per_flush;
+  uint64_t next_compact = compact_every;
   mw_shard_t *s = NULL;
   while (written < target) {
     if (s == NULL) s = mw_table_shard(t, id, false);
@@ -203,6 +243,11 @@ int main(int argc, char **argv) {
       if (st.frozen > 0) { /* one MemTable of R rows per SSTable: wait for its flush */
         uv_run(&loop, UV_RUN_ONCE);
         continue;
+      }
+      if (compact_every > 0 && st.flushes >= next_compact) {
+        request_compaction(&loop, t);
+        next_compact = st.flushes + compact_every;
+        if (print_runs) report_runs(t);
       }
       if (st.flushes >= next_report) {
         mw_compact_stats_t cs;
@@ -216,8 +261,8 @@ int main(int argc, char **argv) {
     mw_batch_t b;
     if (mw_batch_init(&b, &t->schema) < 0) die("batch");
     for (int r = 0; r < 25; r++) {
-      int64_t key = (int64_t)(rnd() % keys);
-      bool tomb = rnd() % 10 == 0;
+      int64_t key = seq >= 0 ? seq + (int64_t)written : (int64_t)(rnd() % keys);
+      bool tomb = seq < 0 && rnd() % 10 == 0;
       double val = (double)(rnd() >> 11) / 9007199254740992.0;
       char name[32];
       int n = snprintf(name, sizeof name, "n%" PRId64 "_%" PRIu64, key, written);
@@ -238,9 +283,17 @@ int main(int argc, char **argv) {
     if (mw_table_write(t, w, &b, on_write, &err) < 0) die("write: %s", err.msg);
     pending++;
     while (pending > 4) uv_run(&loop, UV_RUN_ONCE);
+    if (print_runs) report_runs(t);
   }
   while (pending > 0) uv_run(&loop, UV_RUN_ONCE);
   if (failures) die("%d writes failed", failures);
+  if (compact_every > 0) { /* the rest: flush what the MemTable holds, then compact it */
+    ctl_done = false;
+    if (mw_shard_flush(s, on_ctl, NULL) < 0) die("flush");
+    while (!ctl_done) uv_run(&loop, UV_RUN_ONCE);
+    request_compaction(&loop, t);
+    if (print_runs) report_runs(t);
+  }
   double secs = (double)(uv_hrtime() - t0) / 1e9;
   uv_timer_t tm; /* outlives its close: the loop finishes closing it later */
   if (on) { /* let the policy settle (GC runs meanwhile): the state a reader meets */
@@ -248,7 +301,10 @@ int main(int argc, char **argv) {
     settle_t = t;
     settle_t0 = uv_now(&loop);
     uv_timer_start(&tm, on_settle, 50, 50);
-    while (!settled) uv_run(&loop, UV_RUN_ONCE);
+    while (!settled) {
+      uv_run(&loop, UV_RUN_ONCE);
+      if (print_runs) report_runs(t);
+    }
     uv_close((uv_handle_t *)&tm, NULL);
   }
   mw_shard_stats_t st;
@@ -269,9 +325,10 @@ int main(int argc, char **argv) {
   printf("result flushes=%" PRIu64 " rows=%" PRIu64 " seconds=%.1f settle_ms=%" PRIu64 " runs=%" PRIu64 " compacted_sstables=%" PRIu64
          " listed_sstables=%" PRIu64 " uncompacted_sstables=%" PRIu64 " wal_files_deleted=%" PRIu64
          " sentinels=%" PRIu64 " folded=%" PRIu64 " base_version=%" PRIu64 " manifests_deleted=%" PRIu64
-         " base_versions_deleted=%" PRIu64 " base_files_deleted=%" PRIu64 " base_bytes_deleted=%" PRIu64 "\n",
+         " base_versions_deleted=%" PRIu64 " base_files_deleted=%" PRIu64 " base_bytes_deleted=%" PRIu64
+         " run_ms_total=%" PRIu64 " keyindex_built=%" PRIu64 "\n",
          st.flushes, written, secs, settle_ms, cs.runs, cs.sstables, st.sstables, on ? css.uncompacted : st.sstables,
          gs.wal_deleted, gs.sentinels_kept, cs.folded, cs.base_version, gs.manifests_deleted,
-         gs.base_versions_deleted, gs.base_files_deleted, gs.base_bytes_deleted);
+         gs.base_versions_deleted, gs.base_files_deleted, gs.base_bytes_deleted, cs.total_run_ms, cs.keyindex_built);
   return 0;
 }

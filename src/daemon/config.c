@@ -116,6 +116,7 @@ static const cfg_key_t keys[] = {
     {SC_TABLE, "compaction_max_age_ms", T_INT, TB(compaction_max_age_ms), 0, 86400000, false},
     {SC_TABLE, "compaction_max_sstables", T_INT, TB(compaction_max_sstables), 1, 65536, false},
     {SC_TABLE, "compaction_max_rows", T_INT, TB(compaction_max_rows), 1, 1000000000, false},
+    {SC_TABLE, "compaction_zstd", T_TRIBOOL, TB(compaction_zstd), 0, 1, false},
     {SC_TABLE, "gc", T_TRIBOOL, TB(gc), 0, 1, false},
     {SC_TABLE, "gc_grace_ms", T_INT, TB(gc_grace_ms), 0, 86400000, false},
     {SC_TABLE, "gc_manifest_keep_versions", T_INT, TB(gc_manifest_keep_versions), 2, 1000000, false},
@@ -174,6 +175,7 @@ static void table_defaults(mw_table_config_t *t, const char *name) {
   t->stats_log_interval_ms = -1;
   t->wal_compression = MW_WAL_COMPRESSION_NONE;
   t->compaction = -1;
+  t->compaction_zstd = -1;
   t->compaction_min_sstables = -1;
   t->compaction_min_bytes = -1;
   t->compaction_max_age_ms = -1;

@@ -83,6 +83,7 @@ typedef struct mw_table_config {
   int key_lines[MW_CONFIG_TABLE_KEY_SLOTS];
   /* compaction into the base table and GC (docs/engine.md); -1 = default */
   int compaction;                      /* -1, 0, 1 */
+  int compaction_zstd;                 /* -1, 0, 1 */
   int64_t compaction_min_sstables;
   int64_t compaction_min_bytes;
   int64_t compaction_max_age_ms;

@@ -201,6 +201,10 @@ static size_t writer_settings(const mw_table_config_t *tc, const char **k, const
     k[n] = "compaction";
     v[n++] = tc->compaction ? "on" : "off";
   }
+  if (tc->compaction_zstd >= 0) {
+    k[n] = "compaction_zstd";
+    v[n++] = tc->compaction_zstd ? "true" : "false";
+  }
   if (tc->gc >= 0) {
     k[n] = "gc";
     v[n++] = tc->gc ? "on" : "off";

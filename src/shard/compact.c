@@ -62,6 +62,8 @@ void mw_compact_config_defaults(mw_compact_config_t *c) {
   c->interval_ms = 1000;
   c->keyindex_cache_bytes = (uint64_t)256 << 20;
   c->fragment_rows = 1000000;
+  c->zstd = true;
+  c->keyindex_store_rows = 65536;
 }
 
 static int parse_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
@@ -95,6 +97,12 @@ int mw_compact_config_set(mw_compact_config_t *c, const char *key, const char *v
     if ((rc = parse_u64(value, 10, 86400000, &v)) == 0) c->interval_ms = v;
   } else if (strcmp(key, "compaction_keyindex_cache_bytes") == 0) {
     if ((rc = parse_u64(value, 0, UINT64_MAX / 2, &v)) == 0) c->keyindex_cache_bytes = v;
+  } else if (strcmp(key, "compaction_keyindex_store_rows") == 0) {
+    if ((rc = parse_u64(value, 0, UINT64_MAX / 2, &v)) == 0) c->keyindex_store_rows = v;
+  } else if (strcmp(key, "compaction_zstd") == 0) {
+    if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) c->zstd = true;
+    else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) c->zstd = false;
+    else rc = -EINVAL;
   } else if (strcmp(key, "compaction_fragment_rows") == 0) {
     if ((rc = parse_u64(value, 1, (uint64_t)MW_MERGE_MAX_ROWS, &v)) == 0) c->fragment_rows = v;
   } else {
@@ -327,6 +335,8 @@ static void run_committed(mw_compact_t *c) {
   c->stats.folded += r->folded;
   c->stats.base_version = r->commit.version;
   c->stats.last_run_ms = ms;
+  c->stats.total_run_ms += ms;
+  c->stats.base_fragments = r->n_frags;
   count(cm.runs_ok, 1);
   count(cm.sstables, ssts);
   count(cm.rows_in, rows_in);
@@ -483,7 +493,8 @@ static void phase_commit(mw_compact_t *c) {
     snprintf(r->data_key, sizeof r->data_key, "data/%s", r->data_name);
     mw_keyindex_name(r->data_name, r->keys_key, sizeof r->keys_key);
     r->files[n++] = (mw_bstore_file_t){r->data_key, r->data_file.data, r->data_file.len};
-    r->files[n++] = (mw_bstore_file_t){r->keys_key, r->data_keys.data, r->data_keys.len};
+    if (r->new_rows >= c->cfg.keyindex_store_rows)
+      r->files[n++] = (mw_bstore_file_t){r->keys_key, r->data_keys.data, r->data_keys.len};
   }
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];

@@ -66,13 +66,21 @@ typedef struct mw_compact_config {
   uint64_t interval_ms;        /* policy check period */
   uint64_t keyindex_cache_bytes; /* memory for cached key indexes */
   uint64_t fragment_rows;      /* fragments below this many live rows are folded together */
+  bool zstd;                   /* compaction_zstd: the base's new data files zstd-compressed (default) */
+  /* compaction_keyindex_store_rows (65 536): key indexes of data files with
+   * fewer rows are not stored in _memwald/keys/: rebuilding one from the
+   * data file's key column (once per process, then cached) costs less than
+   * the room it takes beside a small file (~12 bytes a row, against
+   * LanceDB's ~20 for a narrow table) */
+  uint64_t keyindex_store_rows;
 } mw_compact_config_t;
 
 void mw_compact_config_defaults(mw_compact_config_t *c);
 /* Set `compaction`, `compaction_min_sstables`, `compaction_min_bytes`,
  * `compaction_max_age_ms`, `compaction_max_sstables`,
  * `compaction_max_rows`, `compaction_interval_ms`,
- * `compaction_keyindex_cache_bytes`, `compaction_fragment_rows`. -ENOENT for another key, -EINVAL for a
+ * `compaction_keyindex_cache_bytes`, `compaction_fragment_rows`, `compaction_zstd`,
+ * `compaction_keyindex_store_rows`. -ENOENT for another key, -EINVAL for a
  * bad value (reason in err). */
 int mw_compact_config_set(mw_compact_config_t *c, const char *key, const char *value, mw_err_t *err);
 
@@ -88,6 +96,8 @@ typedef struct mw_compact_stats {
   uint64_t folded;             /* small fragments folded into new ones */
   uint64_t base_version;       /* newest base version seen */
   uint64_t last_run_ms;        /* duration of the last committed run */
+  uint64_t total_run_ms;       /* of every committed run */
+  uint64_t base_fragments;     /* fragments of the base the last committed run started from */
   bool running;
   char last_error[MW_COMPACT_REASON_BYTES];
 } mw_compact_stats_t;

@@ -33,6 +33,7 @@
 /* A one-file fragment with more than this share of its rows deleted is
  * rewritten (folded) by the next run: dead rows stay below ~half the data. */
 #define MW_COMPACT_DEAD_PERCENT 50
+
 _Static_assert(MW_COMPACT_DEAD_PERCENT > 0 && MW_COMPACT_DEAD_PERCENT < 100, "a share of rows");
 #define MW_COMPACT_SST_MANIFEST "_versions/18446744073709551614.manifest"
 

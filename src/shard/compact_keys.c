@@ -6,7 +6,9 @@
  * by data-file name (open addressing, LRU eviction past
  * compaction_keyindex_cache_bytes among entries the current run does not
  * use). A missing one is read from `_memwald/keys/<stem>.keys`; a missing
- * or damaged file is rebuilt from the data file's PK column and stored.
+ * or damaged file is rebuilt from the data file's PK column and stored
+ * (only for files of compaction_keyindex_store_rows rows or more: a small
+ * file's index is rebuilt once per process instead).
  *
  * Cost per run, for K merged keys and F base fragments: F·K bloom probes
  * and a binary search per probe that passes (about F·K·0.001 false ones),
@@ -317,6 +319,10 @@ void mw_compact__keys_put(mw_compact_t *c) {
     if (f->built.len == 0) continue;
     c->stats.keyindex_built++;
     mw_compact__count("keyindex_built", 1);
+    if (f->f->physical_rows < c->cfg.keyindex_store_rows) { /* cached only */
+      mw_buf_free(&f->built);
+      continue;
+    }
     mw_keyindex_name(f->pk_file, f->built_key, sizeof f->built_key);
     mw_compact__put(c, &f->req, &f->io, f->built_key, &f->built);
   }
@@ -516,7 +522,8 @@ static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
     uint8_t u[16];
     mw_compact__random(u, sizeof u);
     mw_data_file_name(u, r->data_name);
-    mw_sstable_opts_t o = {.zstd = t->cfg.sstable_zstd, .zone_seeds = t->cfg.zone_write_seeds,
+    /* base fragments live long and are read often: zstd by default (compaction_zstd) */
+    mw_sstable_opts_t o = {.zstd = c->cfg.zstd, .zone_seeds = t->cfg.zone_write_seeds,
                            .seed_rows_per_zone = t->cfg.zone_seed_rows_per_zone};
     rc = mw_sstable_data_file(bs, parts, n, &o, &r->data_file, err);
     if (rc == 0) rc = mw_keyindex_build(pk, &keys, r->data_name, &r->data_keys, err);

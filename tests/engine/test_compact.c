@@ -112,14 +112,16 @@ static const char *open_interval; /* test_new_shards: compaction_interval_ms of 
 
 static mw_table_t *open_table(env_t *e, const uint8_t (*owned)[16], size_t n_owned,
                               const mw_storage_fault_t *fault) {
+  /* key indexes stored for every data file, however small (the cases below
+   * check them on disk) */
   static const char *keys[] = {"max_memtable_rows", "compaction", "compaction_min_sstables",
-                                "compaction_interval_ms"};
-  const char *values[] = {"300", "off", "1", open_interval ? open_interval : "1000"}; /* only on request */
+                                "compaction_interval_ms", "compaction_keyindex_store_rows"};
+  const char *values[] = {"300", "off", "1", open_interval ? open_interval : "1000", "0"}; /* only on request */
   mw_storage_config_t sc;
   mw_storage_config_init(&sc, NULL);
   sc.durable = false;
   sc.fault = fault;
-  mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = 4, .storage = &sc,
+  mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = 5, .storage = &sc,
                        .owned = owned, .n_owned = n_owned, .zone_write_seeds = open_zone_seeds,
                        .zone_seed_rows_per_zone = open_zone_seeds ? 100 : 0};
   mw_table_t *t = NULL;
