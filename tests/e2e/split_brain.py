@@ -65,12 +65,17 @@ Counts are printed as "# counts: …" lines (bench/split-brain-long.sh reads
 them). TAP output.
 
 --gc: the same campaign with garbage collection and compaction running in
-both daemons (gc_grace_ms = 100, compaction after 2 SSTables or 200 ms).
+both daemons (gc_grace_ms = 100, compaction after 2 SSTables or 200 ms,
+history GC: 4 shard-manifest versions kept with a 100 ms grace, base
+versions older than 500 ms collected every 300 ms).
 GC deletes WAL entries below min(replay_after, last_seen), so checks 2 and 3
 change: positions must be without holes only from the final horizon up;
 below it nothing may remain but fence sentinels (GC keeps them, and a data
 entry there after GC has passed is a write into a freed slot: the failure
-Lance's spec warns about); an acked write is in at most one entry. A waits
+Lance's spec warns about); an acked write is in at most one entry; the
+shard manifests left must be versions L..M without gaps (history GC deleted
+those below L), and WAL epochs below the oldest version left need not appear
+in them. A waits
 until its GC has reached the horizon of every shard before stopping. Check 1
 (LanceDB reads exactly the acked state) is unchanged and decides.
 
@@ -367,8 +372,11 @@ claim = eager
 
 def gc_keys():
     if ARGS.gc:
+        # history GC too: shard manifests below the newest 4 (hint checked), base
+        # versions older than 500 ms with the files only they reference
         return ("gc = true\ngc_grace_ms = 100\ncompaction = true\ncompaction_min_sstables = 2\n"
-                "compaction_max_age_ms = 200")
+                "compaction_max_age_ms = 200\ngc_manifest_keep_versions = 4\ngc_manifest_grace_ms = 100\n"
+                "gc_history_retention_ms = 500\ngc_history_interval_ms = 300")
     return "gc = false\ncompaction = false"
 
 
@@ -561,8 +569,11 @@ def check_wal(label, model, shards, owners, uuids, third_party):
         epochs_m = [m["epoch"] for m in man]
         counts["manifest_versions"] += len(man)
         counts["epochs"] += len(set(epochs_m))
-        if [m["version"] for m in man] != list(range(1, len(man) + 1)):
-            P(f"manifest versions are not 1..{len(man)}")
+        # with --gc, history GC deletes the oldest shard-manifest versions: what is
+        # left must be one run without holes up to the newest
+        lo = min((m["version"] for m in man), default=1) if ARGS.gc else 1
+        if [m["version"] for m in man] != list(range(lo, lo + len(man))):
+            P(f"manifest versions are not {lo}..{lo + len(man) - 1}")
         if epochs_m != sorted(epochs_m):
             P(f"manifest epochs decrease over versions: {epochs_m}")
         ra = [m["replay_after"] for m in man]
@@ -586,7 +597,8 @@ def check_wal(label, model, shards, owners, uuids, third_party):
             if prev is not None and e["epoch"] < prev["epoch"]:
                 P(f"entry {e['pos']} epoch {e['epoch']} sits above entry {prev['pos']} of epoch {prev['epoch']}")
             prev = e
-            if e["epoch"] not in epochs_m:
+            # (--gc: the manifests of epochs below the oldest version left are collected)
+            if e["epoch"] not in epochs_m and not (ARGS.gc and epochs_m and e["epoch"] < min(epochs_m)):
                 P(f"entry {e['pos']}: epoch {e['epoch']} was never claimed in the manifest history")
         for ep, p in sentinel_at.items():
             if any(e["epoch"] is not None and e["epoch"] < ep for e in wal if e["pos"] > p):
