@@ -197,6 +197,7 @@ int mw_compact__get(mw_compact_t *c, mw_storage_req_t *req, io_owner_t *o, const
   req->data = o;
   o->c = c;
   c->run.pending++;
+  req->background = true; /* compaction yields to the data path (storage.h) */
   int rc = mw_storage_get(c->t->st, req, key, 0, UINT64_MAX, on_io);
   if (rc < 0) {
     c->run.pending--;
@@ -210,6 +211,7 @@ int mw_compact__put(mw_compact_t *c, mw_storage_req_t *req, io_owner_t *o, const
   req->data = o;
   o->c = c;
   c->run.pending++;
+  req->background = true; /* compaction yields to the data path (storage.h) */
   int rc = mw_storage_put(c->t->st, req, key, b->data, b->len, on_io);
   if (rc < 0) {
     c->run.pending--;

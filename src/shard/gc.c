@@ -322,6 +322,7 @@ static void on_scanned(mw_storage_req_t *req, int status) {
 static int start_scan(mw_gc_t *g) {
   g->job = J_SCAN;
   g->list_req.data = g;
+  g->list_req.background = true; /* GC yields to the data path (storage.h) */
   return mw_storage_list(g->t->st, &g->list_req, g->cur_shard->ms.shard_dir, on_scanned);
 }
 
@@ -404,6 +405,7 @@ static int start_delete(mw_gc_t *g, uint64_t compacted, uint64_t now) {
     io->status = 0;
     snprintf(io->key, sizeof io->key, "%s%s/", s->ms.shard_dir, d->name);
     io->req.data = io;
+    io->req.background = true; /* GC yields to the data path (storage.h) */
     int rc = mw_storage_delete_prefix(g->t->st, &io->req, io->key, on_io);
     if (rc < 0) io->status = rc;
     else g->pending++;
@@ -447,6 +449,7 @@ static int start_wal(mw_gc_t *g, uint64_t horizon) {
     io->status = 0;
     io->drop = false;
     io->req.data = io;
+    io->req.background = true; /* GC yields to the data path (storage.h) */
     int rc = mw_storage_get(g->t->st, &io->req, io->key, 0, MW_GC_SNIFF_BYTES, on_io);
     if (rc < 0) {
       io->status = rc;
@@ -490,6 +493,7 @@ static void wal_sniffed(mw_gc_t *g) {
     g->stats.wal_bytes_deleted += io->req.size;
     count(gm.wal_bytes, io->req.size);
     mw_buf_reset(&io->req.buf);
+    io->req.background = true; /* GC yields to the data path (storage.h) */
     int rc = mw_storage_delete(g->t->st, &io->req, io->key, on_io);
     if (rc < 0) {
       io->status = rc;
@@ -555,6 +559,7 @@ static int start_mf_hint(mw_gc_t *g, uint64_t target) {
   io->status = 0;
   io->req.data = io;
   hint_key(g->cur_shard, io->key, sizeof io->key);
+  io->req.background = true; /* GC yields to the data path (storage.h) */
   int rc = mw_storage_get(g->t->st, &io->req, io->key, 0, MW_VERSION_HINT_MAX_BYTES, on_io);
   if (rc < 0) return rc;
   g->pending = 1;
@@ -574,6 +579,7 @@ static void mf_hint_put(mw_gc_t *g, uint64_t hint) {
   mw_storage_req_init(&io->req);
   io->req.data = io;
   io->status = 0;
+  io->req.background = true; /* GC yields to the data path (storage.h) */
   int rc = n < 0 ? n : mw_storage_put(g->t->st, &io->req, io->key, g->hint, (size_t)n, on_io);
   if (rc < 0) {
     mw_storage_req_cleanup(&io->req);
@@ -596,6 +602,7 @@ static void mf_delete(mw_gc_t *g) {
     io->pos = v;
     io->status = 0;
     int rc = mw_mstore_manifest_key(&s->ms, v, io->key, sizeof io->key);
+    io->req.background = true; /* GC yields to the data path (storage.h) */
     if (rc == 0) rc = mw_storage_delete(g->t->st, &io->req, io->key, on_io);
     if (rc < 0) {
       io->status = rc;

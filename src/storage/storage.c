@@ -268,6 +268,7 @@ int mw_storage_open(uv_loop_t *loop, const mw_storage_config_t *cfg, mw_storage_
   st->cfg = *cfg;
   if (st->cfg.max_inflight == 0) st->cfg.max_inflight = MW_STORAGE_DEFAULT_MAX_INFLIGHT;
   if (st->cfg.max_inflight > MW_STORAGE_MAX_INFLIGHT) st->cfg.max_inflight = MW_STORAGE_MAX_INFLIGHT;
+  st->bg_max = st->cfg.max_inflight - st->cfg.max_inflight / 4; /* a quarter kept for the data path */
   if (st->cfg.max_object_bytes == 0) st->cfg.max_object_bytes = MW_STORAGE_DEFAULT_MAX_OBJECT_BYTES;
   if (st->cfg.max_object_bytes > MW_BUF_MAX_BYTES) st->cfg.max_object_bytes = MW_BUF_MAX_BYTES;
   int rc = (st->uri = strdup(cfg->uri)) != NULL ? 0 : -ENOMEM;
@@ -293,7 +294,7 @@ fail:
 }
 
 static void finish_close(mw_storage_t *st) {
-  assert(st->inflight == 0 && st->qhead == NULL);
+  assert(st->inflight == 0 && st->qhead == NULL && st->bghead == NULL);
   mw_storage__fault_close(st);
   mw_storage_close_cb cb = st->close_cb;
   void *arg = st->close_arg;
@@ -308,7 +309,9 @@ static void timer_closed(uv_handle_t *h) {
 }
 
 static void maybe_finish_close(mw_storage_t *st) {
-  if (!st->closing || st->inflight != 0 || st->qhead != NULL || st->closed_timer) return;
+  if (!st->closing || st->inflight != 0 || st->qhead != NULL || st->bghead != NULL ||
+      st->closed_timer)
+    return;
   st->closed_timer = true;
   uv_close((uv_handle_t *)&st->delay_timer, timer_closed);
 }
@@ -332,6 +335,8 @@ uint32_t mw_storage_inflight(const mw_storage_t *st) { return st->inflight; }
 uint32_t mw_storage_max_inflight(const mw_storage_t *st) { return st->cfg.max_inflight; }
 size_t mw_storage_max_object_bytes(const mw_storage_t *st) { return st->cfg.max_object_bytes; }
 uint32_t mw_storage_queued(const mw_storage_t *st) { return st->queued; }
+uint32_t mw_storage_background_inflight(const mw_storage_t *st) { return st->bg_inflight; }
+uint32_t mw_storage_background_queued(const mw_storage_t *st) { return st->bg_queued; }
 
 /* ---- requests ---- */
 
@@ -372,20 +377,40 @@ void mw_storage_req_cleanup(mw_storage_req_t *req) {
   req->nkeys = 0;
 }
 
+/* Two FIFO queues: foreground first; a background request starts only
+ * when no foreground one waits and fewer than bg_max background ones run
+ * (bg_max < max_inflight, so the data path always finds a free slot). */
 static void start(mw_storage_t *st, mw_storage_req_t *req) {
   st->inflight++;
+  st->bg_inflight += req->priv.bg;
   assert(st->inflight <= st->cfg.max_inflight);
+  assert(st->bg_inflight <= st->bg_max);
   mw_storage__fault_start(st, req);
 }
 
+static bool can_start(const mw_storage_t *st, bool bg) {
+  if (st->inflight >= st->cfg.max_inflight) return false;
+  if (!bg) return true;
+  return st->qhead == NULL && st->bg_inflight < st->bg_max;
+}
+
+static mw_storage_req_t *dequeue(mw_storage_t *st, mw_storage_req_t **head, mw_storage_req_t **tail) {
+  mw_storage_req_t *req = *head;
+  assert(req != NULL && st->queued > 0);
+  *head = req->priv.next;
+  if (*head == NULL) *tail = NULL;
+  req->priv.next = NULL;
+  st->queued--;
+  assert(st->bg_queued >= req->priv.bg);
+  st->bg_queued -= req->priv.bg;
+  return req;
+}
+
 static void pump(mw_storage_t *st) {
-  while (st->qhead != NULL && st->inflight < st->cfg.max_inflight) {
-    mw_storage_req_t *req = st->qhead;
-    st->qhead = req->priv.next;
-    if (st->qhead == NULL) st->qtail = NULL;
-    req->priv.next = NULL;
-    st->queued--;
-    start(st, req);
+  for (;;) {
+    if (st->qhead != NULL && can_start(st, false)) start(st, dequeue(st, &st->qhead, &st->qtail));
+    else if (st->bghead != NULL && can_start(st, true)) start(st, dequeue(st, &st->bghead, &st->bgtail));
+    else break;
   }
 }
 
@@ -395,6 +420,8 @@ void mw_storage__done(mw_storage_req_t *req, int status) {
   assert(st != NULL && st->inflight > 0);
   assert(status <= 0);
   st->inflight--;
+  assert(st->bg_inflight >= p->bg);
+  st->bg_inflight -= p->bg;
   count_op(p, status);
   if (status == 0 || status == -EEXIST || status == -ENOENT) {
     st->health.ops_ok++;
@@ -452,15 +479,18 @@ static int submit(mw_storage_t *st, mw_storage_req_t *req, mw_storage_op_t op, c
     req->keys = NULL;
     req->nkeys = 0;
   }
+  p->bg = req->background ? 1 : 0;
   st->nsubmitted++;
   mw_storage__fault_arm(st, req);
-  if (st->qhead == NULL && st->inflight < st->cfg.max_inflight) {
+  mw_storage_req_t **head = p->bg ? &st->bghead : &st->qhead, **tail = p->bg ? &st->bgtail : &st->qtail;
+  if (*head == NULL && can_start(st, p->bg)) {
     start(st, req);
   } else {
-    if (st->qtail) st->qtail->priv.next = req;
-    else st->qhead = req;
-    st->qtail = req;
+    if (*tail) (*tail)->priv.next = req;
+    else *head = req;
+    *tail = req;
     st->queued++;
+    st->bg_queued += p->bg;
   }
   return 0;
 }

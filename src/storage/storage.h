@@ -132,6 +132,12 @@ typedef enum mw_storage_op {
 
 struct mw_storage_req {
   void *data;             /* the caller's */
+  /* Set by the caller before submitting (mw_storage_req_init clears it):
+   * maintenance work (GC, compaction) that must not hold up the data path.
+   * Background requests run in at most max_inflight - max_inflight / 4
+   * slots and start only when no foreground request waits, so a WAL put
+   * never queues behind a GC batch. */
+  bool background;
   mw_buf_t buf;           /* get: the bytes; list: the key text */
   uint64_t size;          /* head/get: the object's total size */
   const char **keys;      /* list: nkeys sorted keys pointing into buf */
@@ -165,6 +171,9 @@ size_t mw_storage_max_object_bytes(const mw_storage_t *st);
 /* Operations currently running / waiting for a slot. */
 uint32_t mw_storage_inflight(const mw_storage_t *st);
 uint32_t mw_storage_queued(const mw_storage_t *st);
+/* Of those, the background requests (mw_storage_req_t.background). */
+uint32_t mw_storage_background_inflight(const mw_storage_t *st);
+uint32_t mw_storage_background_queued(const mw_storage_t *st);
 /* True when key is acceptable (see storage.c for the rules). */
 bool mw_storage_key_valid(const char *key);
 

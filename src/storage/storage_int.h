@@ -41,8 +41,12 @@ struct mw_storage {
   const mw_storage_backend_ops_t *be;
   void *be_state;
   uint32_t inflight;
-  uint32_t queued;
-  mw_storage_req_t *qhead, *qtail;
+  uint32_t queued;              /* both queues */
+  mw_storage_req_t *qhead, *qtail;   /* foreground requests waiting */
+  uint32_t bg_inflight;         /* of inflight, background requests */
+  uint32_t bg_queued;           /* of queued, background requests */
+  uint32_t bg_max;              /* max_inflight - max_inflight / 4 */
+  mw_storage_req_t *bghead, *bgtail; /* background requests waiting */
   bool closing;
   bool closed_timer;
   mw_storage_close_cb close_cb;

@@ -26,6 +26,7 @@ typedef struct mw_storage_req_front {
   mw_storage_cb cb;
   uint8_t op;                   /* mw_storage_op_t */
   uint8_t armed;                /* fault injection armed for this request */
+  uint8_t bg;                   /* req->background at submission */
   uint8_t step;                 /* last step started (the backend's numbering) */
   uint8_t maybe_written;        /* see mw_storage_req_maybe_written */
   int32_t result;               /* error saved while a backend cleans up */

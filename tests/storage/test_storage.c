@@ -1215,6 +1215,70 @@ static void test_fault_delay(void **state) {
 }
 
 
+/* Background requests (GC, compaction) yield to the data path: with
+ * max_inflight 4 they hold at most 3 slots, a foreground request starts at
+ * once beside them, and a queued foreground request goes before every
+ * queued background one. The fault layer's delay keeps requests in flight
+ * (FIFO, the same delay each), so the order of completions is the order of
+ * starts. */
+typedef struct lane {
+  mw_storage_t *st;
+  int done;
+  uint32_t first_fg_queued, first_bg_queued; /* seen by the first completion */
+} lane_t;
+
+static void lane_cb(mw_storage_req_t *req, int status) {
+  lane_t *l = req->data;
+  assert_int_equal(status, 0);
+  if (l->done++ == 0) { /* the queue was pumped before this callback */
+    l->first_bg_queued = mw_storage_background_queued(l->st);
+    l->first_fg_queued = mw_storage_queued(l->st) - l->first_bg_queued;
+  }
+}
+
+static void test_background_lane(void **state) {
+  (void)state;
+  mw_storage_fault_t f = {.delay_ms = 30};
+  char *root = tu_mkdtemp("lane");
+  mw_storage_config_t cfg = base_cfg(root);
+  cfg.fault = &f;
+  cfg.max_inflight = 4;
+  env_t *e = env_new("lane", &cfg);
+  tu_rmtree(root);
+  free(root);
+  static mw_storage_req_t reqs[10];
+  static lane_t l;
+  memset(&l, 0, sizeof l);
+  l.st = e->st;
+  char key[32];
+  for (int i = 0; i < 10; i++) {
+    mw_storage_req_init(&reqs[i]);
+    reqs[i].data = &l;
+  }
+  for (int i = 0; i < 8; i++) { /* background: 3 start, 5 wait */
+    reqs[i].background = true;
+    snprintf(key, sizeof key, "bg/%d", i);
+    assert_int_equal(mw_storage_put(e->st, &reqs[i], key, "b", 1, lane_cb), 0);
+  }
+  assert_int_equal(mw_storage_inflight(e->st), 3);
+  assert_int_equal(mw_storage_background_inflight(e->st), 3);
+  assert_int_equal(mw_storage_queued(e->st), 5);
+  assert_int_equal(mw_storage_put(e->st, &reqs[8], "fg/0", "f", 1, lane_cb), 0);
+  assert_int_equal(mw_storage_inflight(e->st), 4); /* the slot kept for the data path */
+  assert_int_equal(mw_storage_background_inflight(e->st), 3);
+  assert_int_equal(mw_storage_put(e->st, &reqs[9], "fg/1", "f", 1, lane_cb), 0);
+  assert_int_equal(mw_storage_queued(e->st), 6);
+  assert_int_equal(mw_storage_background_queued(e->st), 5);
+  while (l.done < 10) uv_run(&e->loop, UV_RUN_ONCE);
+  /* the first slot freed went to fg/1, ahead of the 5 background waiting */
+  assert_int_equal(l.first_fg_queued, 0);
+  assert_int_equal(l.first_bg_queued, 5);
+  assert_int_equal(mw_storage_queued(e->st), 0);
+  assert_int_equal(mw_storage_background_inflight(e->st), 0);
+  for (int i = 0; i < 10; i++) mw_storage_req_cleanup(&reqs[i]);
+  env_free(e);
+}
+
 static void test_sweep_tmp(void **state) {
   (void)state;
   env_t *e = env_new("sweep", NULL);
@@ -2185,6 +2249,7 @@ int main(void) {
       cmocka_unit_test(test_fault_each_step),
       cmocka_unit_test(test_step_sequence),
       cmocka_unit_test(test_fault_delay),
+      cmocka_unit_test(test_background_lane),
       cmocka_unit_test(test_sweep_tmp),
       cmocka_unit_test(test_delete_root),
       cmocka_unit_test(test_sync_calls),
