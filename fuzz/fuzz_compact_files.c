@@ -2,9 +2,12 @@
  * fuzz_compact_files.c — libFuzzer target for the files compaction reads
  * back from storage: its own key index (src/lance/keyindex.c, int64 and
  * utf8 keys) and Lance deletion files of both kinds (src/lance/deletion.c:
- * the roaring .bin and LanceDB's Arrow-file .arrow). The first byte picks
- * the decoder; any input must give an error or a value that passes the
- * decoder's own invariants, never a crash or a leak.
+ * the roaring .bin and LanceDB's Arrow-file .arrow), and the list of files
+ * a base manifest references that history GC keeps or deletes
+ * (src/lance/base_files.c: every key under data/, _memwald/keys/,
+ * _deletions/ or _transactions/, never climbing out). The first byte picks
+ * the decoder (modulo 5); any input must give an error or a value that
+ * passes the decoder's own invariants, never a crash or a leak.
  * Seeds: fuzz/corpus/compact_files/ (key indexes from our writer, the two
  * .arrow files LanceDB wrote in tests/formats/data/compact, a .bin).
  */
@@ -12,6 +15,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <string.h>
+
+#include "lance/base_files.h"
 #include "lance/deletion.h"
 #include "lance/keyindex.h"
 
@@ -34,13 +40,29 @@ static void deletions(bool arrow, const uint8_t *d, size_t n) {
   free(offs);
 }
 
+static int base_key(void *arg, const char *key) {
+  (void)arg;
+  static const char *const dirs[] = {"data/", "_memwald/keys/", "_deletions/", "_transactions/"};
+  bool ok = false;
+  for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
+    if (strncmp(key, dirs[i], strlen(dirs[i])) == 0 && key[strlen(dirs[i])] != '\0') ok = true;
+  if (!ok || strstr(key, "..") != NULL) __builtin_trap();
+  return 0;
+}
+
+static void base_files(const uint8_t *d, size_t n) {
+  int64_t ts = 0;
+  (void)mw_base_manifest_files(d, n, 1, &ts, base_key, NULL, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   if (n == 0) return 0;
-  switch (d[0] & 3) {
+  switch (d[0] % 5) {
     case 0: keyindex(MW_T_INT64, d + 1, n - 1); break;
     case 1: keyindex(MW_T_UTF8, d + 1, n - 1); break;
     case 2: deletions(true, d + 1, n - 1); break;
-    default: deletions(false, d + 1, n - 1); break;
+    case 3: deletions(false, d + 1, n - 1); break;
+    default: base_files(d + 1, n - 1); break;
   }
   return 0;
 }
