@@ -7,8 +7,10 @@
  * n:int32, _tombstone:bool not null, then parses them all into batches of 65536 rows
  * (reset between batches, as the MemTable would hand them off) on one core.
  * Prints rows/s and MB/s (best of 5 passes). Target: >= 1.5M rows/s.
+ * `wide` (float32) or `wide64` (float64) parses bench/ingest.c's wide rows
+ * instead: {"id":N,"vec":[0.dddd, ... 128 values]} (~900 bytes).
  *
- *   ./build/bench/bench_jsonrow [rows]
+ *   ./build/bench/bench_jsonrow [rows] [wide|wide64]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,26 +27,41 @@ static double now_s(void) {
 
 int main(int argc, char **argv) {
   size_t rows = argc > 1 ? strtoul(argv[1], NULL, 10) : 2000000;
-  if (rows == 0 || rows > 100000000) {
-    fprintf(stderr, "usage: bench_jsonrow [rows]\n");
+  int wide = argc > 2 ? (strcmp(argv[2], "wide") == 0 ? 32 : strcmp(argv[2], "wide64") == 0 ? 64 : -1) : 0;
+  if (rows == 0 || rows > 100000000 || wide < 0) {
+    fprintf(stderr, "usage: bench_jsonrow [rows] [wide|wide64]\n");
     return 2;
   }
   mw_schema_t s;
   mw_schema_init(&s);
   int id = mw_schema_add(&s, "id", MW_T_INT64, false);
-  mw_schema_add(&s, "name", MW_T_UTF8, true);
-  mw_schema_add(&s, "v", MW_T_FLOAT64, true);
-  mw_schema_add(&s, "ok", MW_T_BOOL, true);
-  mw_schema_add(&s, "n", MW_T_INT32, true);
+  if (wide) {
+    int vc = mw_schema_add(&s, "vec", MW_T_FSL, true);
+    s.fields[vc].fsl_dim = 128;
+    s.fields[vc].item_type = wide == 32 ? MW_T_FLOAT32 : MW_T_FLOAT64;
+    s.fields[vc].item_nullable = true;
+  } else {
+    mw_schema_add(&s, "name", MW_T_UTF8, true);
+    mw_schema_add(&s, "v", MW_T_FLOAT64, true);
+    mw_schema_add(&s, "ok", MW_T_BOOL, true);
+    mw_schema_add(&s, "n", MW_T_INT32, true);
+  }
   mw_schema_add(&s, "_tombstone", MW_T_BOOL, false);
   s.fields[id].pk_position = 1;
 
-  char *text = malloc(rows * 96); /* lines are < 80 bytes */
+  char *text = malloc(rows * (wide ? 1000 : 96)); /* lines are < 920 / 80 bytes */
   size_t *off = malloc((rows + 1) * sizeof *off);
   if (text == NULL || off == NULL) return 1;
   size_t pos = 0;
   for (size_t i = 0; i < rows; i++) {
     off[i] = pos;
+    if (wide) { /* bench/ingest.c's values: 0.dddd */
+      pos += (size_t)sprintf(text + pos, "{\"id\":%zu,\"vec\":[", 1000000 + i);
+      for (size_t d = 0; d < 128; d++)
+        pos += (size_t)sprintf(text + pos, "%s0.%04zu", d ? "," : "", (i * 7 + d * 13) % 10000);
+      pos += (size_t)sprintf(text + pos, "]}");
+      continue;
+    }
     pos += (size_t)sprintf(text + pos, "{\"id\":%zu,\"name\":\"user-%05zu\",\"v\":%zu.%zu,"
                            "\"ok\":%s,\"n\":%zu}", 1000000 + i, i % 100000, i % 1000, i % 10,
                            i & 1 ? "true" : "false", i % 100);

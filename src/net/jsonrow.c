@@ -320,12 +320,71 @@ static int decode_string(const uint8_t *raw, size_t n, mw_buf_t *out) {
   return 0;
 }
 
-/* Scan a JSON number at c->pos (grammar-checked; parse error if malformed). */
-static int scan_number(ctx_t *c, num_t *n) {
+/* The value of the up to 8 digits at p (8 bytes readable), their count in
+ * *k: SWAR, one 8-byte load. Bytes '0'..'9' xor 0x30 are exactly the bytes
+ * 0..9 (high nibble 0, low nibble + 6 < 0x10), so the first byte failing
+ * that ends the run; the run is shifted to the top (zeros below it are
+ * leading zero digits) and converted with three multiplies (the 8-digit
+ * reduction simdjson uses: pairs, then quads, then the 8). */
+#define MW_ALWAYS_INLINE inline __attribute__((always_inline))
+static MW_ALWAYS_INLINE uint64_t digits8(const uint8_t *p, unsigned *k) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
+  v ^= UINT64_C(0x3030303030303030);
+  uint64_t bad = (v & UINT64_C(0xF0F0F0F0F0F0F0F0)) |
+                 (((v & UINT64_C(0x0F0F0F0F0F0F0F0F)) + UINT64_C(0x0606060606060606)) &
+                  UINT64_C(0x1010101010101010));
+  unsigned n = bad ? (unsigned)__builtin_ctzll(bad) / 8 : 8;
+  *k = n;
+  if (n == 0) return 0;
+  v <<= 8 * (8 - n);
+  v = v * 10 + (v >> 8);
+  v = (((v & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x000F424000000064)) +
+       (((v >> 16) & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x0000271000000001))) >> 32;
+  return v;
+}
+
+static const uint64_t pow10_u64[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
+                                      100000000};
+
+/* Digits from p on into *m (*nd digits so far; *ovf once they pass 2^64-1):
+ * 8 at a time while at least 8 bytes remain and *m stays below 10^19 (no
+ * check needed), else one by one with the overflow check. Returns the end. */
+static MW_ALWAYS_INLINE const uint8_t *scan_digits(const uint8_t *p, const uint8_t *e, uint64_t *m,
+                                         int32_t *nd, bool *ovf) {
+  for (;;) {
+    if (e - p >= 8) {
+      unsigned k;
+      uint64_t v = digits8(p, &k);
+      if (*nd + (int32_t)k <= 19) {
+        *m = *m * pow10_u64[k] + v, *nd += (int32_t)k, p += k;
+        if (k < 8) return p;
+        continue;
+      }
+    }
+    if (p >= e || !is_digit(*p)) return p;
+    uint64_t d = (uint64_t)(*p - '0');
+    if (*nd < 19 || (!*ovf && *m <= (UINT64_MAX - d) / 10)) *m = *m * 10 + d, ++*nd;
+    else *ovf = true;
+    p++;
+  }
+}
+
+/* Scan a JSON number at c->pos (grammar-checked; parse error if malformed),
+ * in one pass: the digits (integer and fraction) accumulate into n->mant as
+ * they are checked, so converting it needs no second look at the text unless
+ * it leaves the exact fast paths below. Kept in locals, not *n, while
+ * scanning: the text is bytes, which may alias *n, so stores to *n per digit
+ * would be real stores. */
+static MW_ALWAYS_INLINE int scan_number(ctx_t *c, num_t *n) {
   const uint8_t *p = c->pos, *e = c->e;
-  memset(n, 0, sizeof *n);
-  n->start = p;
-  if (p < e && *p == '-') n->neg = true, p++;
+  uint64_t m = 0;
+  int32_t nd = 0, fd = 0, ex = 0; /* digits in m, of them after '.', exponent */
+  bool neg = false, ovf = false, fe = false;
+  if (p < e && *p == '-') neg = true, p++;
   if (p >= e || !is_digit(*p)) goto bad;
   if (*p == '0') {
     p++;
@@ -333,33 +392,32 @@ static int scan_number(ctx_t *c, num_t *n) {
       return FAIL(c, MW_JSONROW_E_PARSE, p, "at byte %zu: leading zero in a number",
                   (size_t)(c->pos - c->s));
   } else {
-    for (; p < e && is_digit(*p); p++) {
-      uint64_t d = (uint64_t)(*p - '0');
-      if (n->mant > (UINT64_MAX - d) / 10) n->ovf = true;
-      else n->mant = n->mant * 10 + d;
-    }
+    p = scan_digits(p, e, &m, &nd, &ovf);
   }
   if (p < e && *p == '.') {
     p++;
-    n->frac_exp = true;
+    fe = true;
     if (p >= e || !is_digit(*p)) goto bad;
-    for (; p < e && is_digit(*p); p++) {
-      uint64_t d = (uint64_t)(*p - '0');
-      if (n->mant > (UINT64_MAX - d) / 10) n->ovf = true;
-      else n->mant = n->mant * 10 + d, n->frac_digits++;
-    }
+    int32_t nd0 = nd;
+    p = scan_digits(p, e, &m, &nd, &ovf);
+    fd = nd - nd0; /* digits past the 2^64 overflow are not in m, nor counted */
   }
   if (p < e && (*p == 'e' || *p == 'E')) {
     p++;
-    n->frac_exp = true;
+    fe = true;
     bool eneg = false;
     if (p < e && (*p == '+' || *p == '-')) eneg = *p == '-', p++;
     if (p >= e || !is_digit(*p)) goto bad;
     for (; p < e && is_digit(*p); p++)
-      if (n->exp < 100000) n->exp = n->exp * 10 + (*p - '0');
-    if (eneg) n->exp = -n->exp;
+      if (ex < 100000) ex = ex * 10 + (*p - '0');
+    if (eneg) ex = -ex;
   }
-  n->len = (size_t)(p - n->start);
+  n->start = c->pos;
+  n->len = (size_t)(p - c->pos);
+  n->mant = m;
+  n->frac_digits = fd;
+  n->exp = ex;
+  n->neg = neg, n->ovf = ovf, n->frac_exp = fe;
   c->pos = p;
   return 0;
 bad:
@@ -444,8 +502,6 @@ static int skip_value(ctx_t *c, uint32_t depth) {
 static const double pow10_d[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                    1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                    1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-static const float pow10_f[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
-                                  1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
 
 /* NUL-terminated copy of the number's text in scratch, for strtod_l. */
 static const char *num_text(ctx_t *c, const num_t *n) {
@@ -463,14 +519,9 @@ static int fail_range(ctx_t *c, const mw_field_t *f, const num_t *n) {
               shown(n->start, n->len, v, sizeof v), type_desc(f, t, sizeof t));
 }
 
-static int num_to_double(ctx_t *c, const mw_field_t *f, const num_t *n, double *out) {
-  int64_t e10 = (int64_t)n->exp - n->frac_digits;
-  if (FAST_PATH_OK && !n->ovf && n->mant <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
-    double d = (double)n->mant;
-    d = e10 < 0 ? d / pow10_d[-e10] : d * pow10_d[e10];
-    *out = n->neg ? -d : d;
-    return 0;
-  }
+/* The text of a number outside the fast paths, through strtod_l/strtof_l. */
+static __attribute__((noinline)) int num_to_double_slow(ctx_t *c, const mw_field_t *f,
+                                                        const num_t *n, double *out) {
   const char *t = num_text(c, n);
   if (t == NULL) return NOMEM(c);
   double d = strtod_l(t, NULL, (locale_t)c->p->c_locale);
@@ -479,20 +530,65 @@ static int num_to_double(ctx_t *c, const mw_field_t *f, const num_t *n, double *
   return 0;
 }
 
-static int num_to_float(ctx_t *c, const mw_field_t *f, const num_t *n, float *out) {
-  int64_t e10 = (int64_t)n->exp - n->frac_digits;
-  if (FAST_PATH_OK && !n->ovf && n->mant <= (UINT64_C(1) << 24) && e10 >= -10 && e10 <= 10) {
-    float x = (float)n->mant;
-    x = e10 < 0 ? x / pow10_f[-e10] : x * pow10_f[e10];
-    *out = n->neg ? -x : x;
-    return 0;
-  }
+static __attribute__((noinline)) int num_to_float_slow(ctx_t *c, const mw_field_t *f,
+                                                       const num_t *n, float *out) {
   const char *t = num_text(c, n);
   if (t == NULL) return NOMEM(c);
   float x = strtof_l(t, NULL, (locale_t)c->p->c_locale);
   if (isinf(x)) return fail_range(c, f, n);
   *out = x;
   return 0;
+}
+
+/* Clinger's fast path: m <= 2^53 and 10^|e| <= 10^22 are exact doubles, so
+ * their product or quotient, rounded once, is the double nearest m*10^e. */
+static MW_ALWAYS_INLINE bool num_fast_double(const num_t *n, double *out) {
+  int64_t e10 = (int64_t)n->exp - n->frac_digits;
+  if (!FAST_PATH_OK || n->ovf || n->mant > (UINT64_C(1) << 53) || e10 < -22 || e10 > 22)
+    return false;
+  double d = (double)n->mant;
+  d = e10 < 0 ? d / pow10_d[-e10] : d * pow10_d[e10];
+  *out = n->neg ? -d : d;
+  return true;
+}
+
+static inline int num_to_double(ctx_t *c, const mw_field_t *f, const num_t *n, double *out) {
+  if (num_fast_double(n, out)) return 0;
+  return num_to_double_slow(c, f, n, out);
+}
+
+/* A float32 from the double fast path, rounded once. When d is the double
+ * nearest the exact value x (Clinger's fast path above), (float)d is the
+ * float nearest x unless d is exactly halfway between two floats: every
+ * float and every midpoint between two floats (of the normal range) is a
+ * double, and rounding to double is monotonic, so x and d lie on the same
+ * side of every midpoint other than d itself (and when d is a float, x is
+ * within half a double ulp of it, far from any midpoint). So: fast when d is
+ * in the normal float range (or zero) and not a midpoint (the 29 low
+ * mantissa bits a float drops are not exactly 1000...0); otherwise strtof.
+ * This takes up to 16 significant digits (m <= 2^53) and |e| <= 22, where a
+ * float-only fast path takes 7 digits (m <= 2^24) and |e| <= 10. */
+static MW_ALWAYS_INLINE bool double_to_float_once(double d, float *out) {
+  uint64_t b;
+  memcpy(&b, &d, 8);
+  unsigned be = (unsigned)(b >> 52) & 0x7ff;
+  if ((b << 1) == 0) { /* +-0 */
+    *out = (float)d;
+    return true;
+  }
+  /* float normals: 2^-126 <= |d| < 2^128, biased double exponents 897..1150 */
+  if (be < 1023 - 126 || be > 1023 + 127) return false;
+  if ((b & ((UINT64_C(1) << 29) - 1)) == (UINT64_C(1) << 28)) return false; /* a midpoint */
+  float x = (float)d;
+  if (isinf(x)) return false;
+  *out = x;
+  return true;
+}
+
+static inline int num_to_float(ctx_t *c, const mw_field_t *f, const num_t *n, float *out) {
+  double d;
+  if (num_fast_double(n, &d) && double_to_float_once(d, out)) return 0;
+  return num_to_float_slow(c, f, n, out);
 }
 
 /* An integer value of type t (width 1, 2, 4, 8; signed or not) as two's
