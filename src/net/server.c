@@ -1204,12 +1204,20 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
   }
   s->opts.listen = NULL;
   metrics_init(s);
-  int rc = mw_workpool_start(loop, 0, &s->pool);
-  if (rc < 0) { /* degraded, not refused: rows are parsed on the loop thread */
-    mw_log_warn("server: no parse threads (%s): parsing rows on the loop thread", mw_strerror(rc));
-    s->pool = NULL;
-    rc = 0;
+  /* MEMWALD_PARSE_THREADS=N (benchmarks' A/B runs): N workers, 0 = every
+   * parse on the loop thread as before; unset = one per CPU */
+  const char *pt = getenv("MEMWALD_PARSE_THREADS");
+  long n_threads = pt && *pt ? strtol(pt, NULL, 10) : 0;
+  int rc = 0;
+  if (!(pt && *pt && n_threads <= 0)) {
+    rc = mw_workpool_start(loop, n_threads > 0 ? (size_t)n_threads : 0, &s->pool);
+    if (rc < 0) { /* degraded, not refused: rows are parsed on the loop thread */
+      mw_log_warn("server: no parse threads (%s): parsing rows on the loop thread", mw_strerror(rc));
+      s->pool = NULL;
+      rc = 0;
+    }
   }
+  mw_log_info("server: %zu parse threads", s->pool ? mw_workpool_threads(s->pool) : (size_t)0);
   for (size_t i = 0; i < opts->n_listen && rc == 0; i++) {
     struct sockaddr_storage sa;
     rc = mw_server_addr_parse(opts->listen[i], &sa, err);

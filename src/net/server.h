@@ -12,6 +12,8 @@
  * called on the loop thread), each refused line becomes its ERR, and the
  * engine's completion releases `OK <n>` (lineproto.h keeps replies in
  * request order). ARROW frames are decoded (ipc.h) and submitted whole.
+ * Workers: one per CPU; the environment variable MEMWALD_PARSE_THREADS=N
+ * sets N (0: every parse on the loop thread, for A/B benchmarks).
  *
  * Flow control, per connection:
  *   - unacknowledged input (rows being parsed or submitted, replies queued) over
