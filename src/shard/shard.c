@@ -1186,6 +1186,15 @@ int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
   if (rc < 0) return rc;
   fail_writes(s, -ESHUTDOWN);
   rc = start_claim(s);
+  if (rc == -EBUSY && s->state >= MW_SS_FENCED) {
+    /* Parked with the old epoch's WAL put, flush or manifest commit still
+     * in flight (each ends on the fence by itself): wait for it, as the
+     * claim of a stale ACTIVE shard does, rather than refuse. */
+    s->claim_retry_until_ms = uv_now(s->loop) + CLAIM_WAIT_MAX_MS;
+    s->claim_retry_at_ms = uv_now(s->loop) + CLAIM_WAIT_STEP_MS;
+    arm_timer(s);
+    return 0;
+  }
   if (rc < 0) s->ctl = CTL_NONE;
   return rc;
 }

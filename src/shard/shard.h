@@ -271,8 +271,9 @@ int mw_shard_sync(mw_shard_t *s, mw_shard_write_t *w, mw_shard_write_cb cb);
  * "… already ACTIVE here at epoch N …"). Fenced (found by the read, or by a
  * WAL put meanwhile): the shard parks FENCED and is claimed back once the old
  * epoch's put or flush in flight has finished (cb as above; cb(-EBUSY, "…
- * claim again") if that takes over 30 s). -EROFS if SEALED; -EALREADY at once
- * while claiming or replaying; -EBUSY while another control runs. */
+ * claim again") if that takes over 30 s). FENCED/FAILED/CLOSED with the old
+ * epoch's I/O still in flight: the same wait. -EROFS if SEALED; -EALREADY
+ * at once while claiming or replaying; -EBUSY while another control runs. */
 int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
 /* Freeze the active MemTable; cb when every frozen MemTable is committed. */
 int mw_shard_flush(mw_shard_t *s, mw_shard_done_cb cb, void *arg);

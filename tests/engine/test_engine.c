@@ -565,6 +565,51 @@ static void test_claim_of_active_shard_checks_manifest(void **state) {
   env_close(&a);
 }
 
+/* A claim of a shard parked FENCED while its old epoch's flush is still in
+ * flight waits for that flush to end on the fence (as the claim of a stale
+ * ACTIVE shard does) instead of refusing with -EBUSY: an operator's claim
+ * right after a fence must win. The flush is held by a storage delay of
+ * 2 s on A's requests (submitted while it is set); A's WAL put, submitted
+ * with no delay, meets B's sentinel at once and parks the shard. */
+static void test_claim_of_fenced_shard_waits_for_flush(void **state) {
+  (void)state;
+  env_t a, b;
+  er_model_t mod;
+  wreq_t r[2] = {0};
+  mw_shard_t *sa = open_two_writers(&a, &b, &mod, 37, &r[0]);
+  mw_shard_t *sb = unsharded(&b);
+  claim_ok(&a, sb); /* epoch 2; A, idle, still believes it is ACTIVE */
+  mw_storage_fault_t f = {.delay_ms = 2000};
+  assert_int_equal(mw_storage_fault_set(a.t->st, &f), 0);
+  done_t df = {0};
+  assert_int_equal(mw_shard_flush(sa, on_done, &df), 0); /* its first read waits 2 s */
+  assert_int_equal(mw_storage_fault_set(a.t->st, NULL), 0);
+  wctx_t c = {.expect = 1};
+  assert_int_equal(write_rows(&a, sa, &mod, &r[1], &c, 1, 5), 0);
+  run_until(&a.loop, &c.stop_flag);
+  assert_int_equal(c.last_status, -ESTALE);
+  assert_int_equal(mw_shard_state(sa), MW_SS_FENCED);
+  assert_true(df.fired); /* the park answered the flush */
+  assert_int_equal(df.status, -ESTALE);
+  assert_true(sa->flush.busy); /* the precondition: the old epoch's flush is in flight */
+  done_t d = {0};
+  assert_int_equal(mw_shard_claim(sa, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  if (d.status != 0) fail_msg("claim of a FENCED shard with a flush in flight: %d %s", d.status, d.reason);
+  mw_shard_stats_t st;
+  mw_shard_stats(sa, &st);
+  assert_int_equal(st.state, MW_SS_ACTIVE);
+  assert_int_equal(st.epoch, 3);
+  assert_int_equal(st.memtable_rows, 10); /* A's acked entry, replayed; the refused 5 are not there */
+  d = (done_t){0}; /* B, stale now: its release-flush meets A's fence */
+  assert_int_equal(mw_shard_release(sb, on_done, &d), 0);
+  run_until(&a.loop, &d.fired);
+  assert_int_equal(d.status, -ESTALE);
+  env_close_second(&a, &b);
+  er_model_free(&mod);
+  env_close(&a);
+}
+
 /* An entry of an older epoch ABOVE a newer claim's sentinel was written by a
  * fenced writer and never acknowledged (a pipelined writer can leave such
  * entries): replay skips it. Entries below the sentinel are replayed. */
@@ -1840,6 +1885,7 @@ int main(void) {
       cmocka_unit_test(test_sealed_refuses_claim_then_unseal),
       cmocka_unit_test(test_two_writers_fence),
       cmocka_unit_test(test_claim_of_active_shard_checks_manifest),
+      cmocka_unit_test(test_claim_of_fenced_shard_waits_for_flush),
       cmocka_unit_test(test_replay_unflushed_then_flush),
       cmocka_unit_test(test_replay_skips_stale_entries_above_sentinel),
       cmocka_unit_test(test_replay_flushes_full_memtable),
