@@ -314,7 +314,10 @@ class Client:
 def fill_until_stalled(s, chunk, limit_s, stall_s=1.0):
     """Send chunk over socket s (made non-blocking) again and again for at
     most limit_s seconds, until s has taken nothing for stall_s seconds (the
-    peer stopped reading): (bytes sent, whether s was stalled at the end)."""
+    peer stopped reading): (bytes sent, whether s was stalled at the end).
+    What went out is always a prefix of chunk repeated: a send the kernel
+    took in part goes on from where it stopped (starting the chunk over
+    would cut a line in two)."""
     s.setblocking(False)
     sent, stalled_since = 0, None
     deadline = time.monotonic() + limit_s
@@ -328,7 +331,7 @@ def fill_until_stalled(s, chunk, limit_s, stall_s=1.0):
             continue
         stalled_since = None
         try:
-            sent += s.send(chunk)
+            sent += s.send(chunk[sent % len(chunk):])
         except BlockingIOError:
             pass
     return sent, stalled_since is not None
