@@ -55,6 +55,7 @@ static int mkdirs(mw_storage_req_t *req) {
       rc = mw_local__step_end(req, MW_STEP_MKDIR, rc);
     }
     if (rc < 0 && rc != -EEXIST) return rc;
+    if (rc == 0) mw_local__made_dir(l, i); /* its entry in the parent is new */
   }
   return 0;
 }
@@ -79,6 +80,7 @@ static int open_tmp(mw_storage_req_t *req) {
     if ((rc != -ENOENT && rc != -EEXIST) || l->mkdir_tries >= MW_LOCAL_MKDIR_TRIES) return rc;
     l->mkdir_tries++;
     if (rc == -ENOENT) {
+      if (!l->sync_parents) l->sync_low = 0; /* the cache had the directory: wrong */
       l->sync_parents = 1; /* new directories: their entries need fsync too */
       rc = mkdirs(req);
       if (rc < 0) return rc;
@@ -130,12 +132,13 @@ static int sync_dir(mw_storage_req_t *req, const char *dir) {
   return rc < 0 ? rc : rc2;
 }
 
-/* fsync the key's directory, and every ancestor up to the root when asked. */
+/* fsync the key's directory, and its ancestors up to sync_low when asked. */
 static int sync_dirs(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
   unsigned depth = mw_local__depth(p->key);
-  unsigned low = l->sync_parents ? 0 : depth;
+  unsigned low = l->sync_parents ? l->sync_low : depth;
+  assert(low <= depth);
   char d[MW_STORAGE_LOCAL_PATH_BYTES];
   for (unsigned i = depth + 1; i-- > low;) {
     mw_local__parent_prefix(p->key, i, d, sizeof d);

@@ -553,6 +553,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
         if (res == -EEXIST || depth == 0) {
           open_tmp(u, req);
         } else {
+          if (!l->sync_parents) l->sync_low = 0; /* the cache had the directory: wrong */
           l->sync_parents = 1;
           l->walk = 1;
           mw_local__parent_prefix(p->key, 1, l->scratch, sizeof l->scratch);
@@ -565,6 +566,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
     case S_MKDIR:
       res = mw_local__step_end(req, MW_STEP_MKDIR, res);
       if (res < 0 && res != -EEXIST) return put_fail(u, req, res);
+      if (res == 0) mw_local__made_dir(l, l->walk); /* its entry in the parent is new */
       if (++l->walk > depth) return open_tmp(u, req);
       mw_local__parent_prefix(p->key, l->walk, l->scratch, sizeof l->scratch);
       return issue(u, req, S_MKDIR, MW_STEP_MKDIR);
@@ -606,7 +608,7 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
     case S_DIRCLOSE:
       if (l->injected == 0) l->dirfd = -1;
       if (res < 0) return put_fail(u, req, res);
-      if (l->sync_parents && l->walk > 0) {
+      if (l->sync_parents && l->walk > l->sync_low) {
         l->walk--;
         return dir_next(u, req);
       }

@@ -17,8 +17,12 @@
  * linked, and its directory fsynced — *and* that directory's own entry is
  * durable all the way up to the root. A small direct-mapped cache holds
  * hashes of directories whose ancestry this instance has fsynced; the first
- * write into a directory (or any write that had to mkdir) asks the engine to
- * fsync every ancestor too (local.sync_parents). delete_prefix and
+ * write into a directory asks the engine to fsync its ancestors too
+ * (local.sync_parents), up to the deepest one the cache knows durable
+ * (local.sync_low: that one is fsynced again, since the entry of the child
+ * below it may be new), and every directory so fsynced joins the cache. A
+ * write that had to mkdir a directory at or above sync_low found the cache
+ * wrong (someone removed it) and walks to the root. delete_prefix and
  * delete_root remove directories, so they clear the cache.
  */
 #include "storage/local_int.h"
@@ -179,6 +183,24 @@ static void dircache_add(mw_local_t *lo, const char *dir) {
   lo->dircache[h % MW_LOCAL_DIRCACHE_SLOTS] = h;
 }
 
+/* The component index of the deepest proper ancestor of `key`'s directory
+ * (at index `depth`) that the cache knows durable; 0 (the root) if none. */
+static uint16_t dircache_low(const mw_local_t *lo, const char *key, unsigned depth) {
+  char d[MW_STORAGE_LOCAL_PATH_BYTES];
+  for (unsigned i = depth; i-- > 1;) {
+    bool ok = mw_local__parent_prefix(key, i, d, sizeof d);
+    assert(ok);
+    if (ok && dircache_has(lo, d)) return (uint16_t)i;
+  }
+  return 0;
+}
+
+void mw_local__made_dir(mw_storage_req_local_t *l, unsigned level) {
+  assert(level >= 1);
+  l->sync_parents = 1;
+  if (level <= l->sync_low) l->sync_low = 0; /* the cache was wrong above it */
+}
+
 /* ---- requests ---- */
 
 static bool is_write(const mw_storage_req_t *req) {
@@ -202,6 +224,8 @@ void mw_local__prepare(mw_storage_t *st, mw_storage_req_t *req) {
     l->dir[slash - key] = '\0';
   }
   l->sync_parents = is_write(req) && lo->durable && !dircache_has(lo, l->dir);
+  l->sync_low = l->sync_parents ? dircache_low(lo, key, mw_local__depth(key)) : 0;
+  assert(l->sync_low <= mw_local__depth(key));
 }
 
 void mw_local__error(mw_storage_req_t *req, int status) {
@@ -219,7 +243,14 @@ void mw_local__done(mw_storage_req_t *req, int status) {
   mw_storage_req_local_t *l = &req->be.local;
   mw_local_t *lo = mw_local(req->priv.st);
   assert(l->fd < 0 && l->dirfd < 0);
-  if (status == 0 && is_write(req) && lo->durable) dircache_add(lo, l->dir);
+  if (status == 0 && is_write(req) && lo->durable) {
+    dircache_add(lo, l->dir);
+    /* every directory the walk fsynced is durable with its ancestry now */
+    unsigned depth = mw_local__depth(req->priv.key);
+    char d[MW_STORAGE_LOCAL_PATH_BYTES];
+    for (unsigned i = l->sync_parents ? l->sync_low : depth; i < depth; i++)
+      if (mw_local__parent_prefix(req->priv.key, i, d, sizeof d)) dircache_add(lo, d);
+  }
   if (req->priv.op == MW_OP_DELETE_PREFIX || req->priv.op == MW_OP_DELETE_ROOT)
     memset(lo->dircache, 0, sizeof lo->dircache);
   if (status < 0 && status != -EEXIST && status != -ENOENT) mw_local__error(req, status);

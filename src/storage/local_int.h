@@ -14,7 +14,10 @@
 #include "storage/local.h"
 #include "storage/storage_int.h"
 
-#define MW_LOCAL_DIRCACHE_SLOTS 256
+/* Direct-mapped: a table's hot directories (two per shard: wal/ and
+ * manifest/, 2 048 for 1 024 buckets) must fit, or nearly every put
+ * fsyncs its whole ancestry again (128 KiB per table storage). */
+#define MW_LOCAL_DIRCACHE_SLOTS 16384
 #define MW_LOCAL_MKDIR_TRIES 4
 
 typedef struct mw_local {
@@ -53,6 +56,10 @@ void mw_local__sync_began(mw_storage_req_t *req);
 void mw_local__prepare(mw_storage_t *st, mw_storage_req_t *req);
 /* Complete a request (loop thread): directory cache, then the front. */
 void mw_local__done(mw_storage_req_t *req, int status);
+/* An engine's mkdir created the directory at component index `level` (>= 1):
+ * its entry in the parent must be made durable too (sync_parents); one at or
+ * above sync_low means the cache was wrong, so the walk goes to the root. */
+void mw_local__made_dir(mw_storage_req_local_t *l, unsigned level);
 /* Record the failure reason ("<root>/<path>: <step>: <strerror>"). */
 void mw_local__error(mw_storage_req_t *req, int status);
 

@@ -48,7 +48,8 @@ typedef struct mw_storage_req_front {
 /* Local disk (backend_uring.c, backend_threads.c, local.c, powerloss.c). */
 typedef struct mw_storage_req_local {
   uint8_t state;                /* io_uring state machine */
-  uint8_t sync_parents;         /* make every ancestor directory durable too */
+  uint8_t sync_parents;         /* make ancestor directories durable too ... */
+  uint16_t sync_low;            /* ... up to this component index (0 = the root) */
   uint8_t mkdir_tries;
   uint8_t tmp_made;             /* the temp file exists */
   uint16_t walk;                /* component index for mkdir / dir fsync */
