@@ -44,7 +44,7 @@
 #include "lance/route.h"
 #include "lance/schema_text.h"
 #include "lance/table_create.h"
-#include "shard/table.h"
+#include "shard/table_int.h" /* white-box: reads compaction and GC state */
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {

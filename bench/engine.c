@@ -275,7 +275,7 @@ static void open_loop(uv_loop_t *loop, bool no_fsync, double seconds) {
   lat = calloc(writes, sizeof *lat);
   lat_flush = calloc(writes, sizeof *lat_flush);
   for (size_t i = 0; i < writes; i++)
-    if (er_batch(&m, &t->schema, rows, 0.0, &bs[i]) < 0) exit(1);
+    if (er_batch(&m, mw_table_schema(t), rows, 0.0, &bs[i]) < 0) exit(1);
   n_lat = n_lat_flush = failed = outstanding = 0;
   split_by_flush = true;
   size_t refused = 0, next = 0;
@@ -369,7 +369,7 @@ static void replay(uv_loop_t *loop, uint64_t mb) {
   for (size_t i = 0; i < writes; i++) {
     while (outstanding >= 4) uv_run(loop, UV_RUN_ONCE);
     mw_batch_t b;
-    if (er_batch(&m, &t->schema, 10000, 0.0, &b) < 0) exit(1);
+    if (er_batch(&m, mw_table_schema(t), 10000, 0.0, &b) < 0) exit(1);
     breq_t *r = &rq[i % 4];
     r->w.data = r;
     r->t0 = uv_hrtime();
@@ -473,11 +473,11 @@ int main(int argc, char **argv) {
   if (strchr(parts, '1')) {
     t = open_fresh(&loop, path, sizeof path, no_fsync, NULL, NULL, 0, &s);
     printf("1. memwald engine, pipelined ingest (%s, storage %s, group commit %u ms, %u entries in flight)\n",
-           no_fsync ? "NO fsync" : "fsync", mw_storage_backend_name(t->st), t->cfg.max_wal_flush_interval_ms,
-           t->cfg.max_wal_inflight);
-    run_case(&loop, s, &t->schema, 1, 20000, 256 * window_scale, 1e9, true);
-    run_case(&loop, s, &t->schema, 100, 3000, 64 * window_scale, 1e9, true);
-    run_case(&loop, s, &t->schema, 10000, 60, 8 * window_scale, 1e9, true);
+           no_fsync ? "NO fsync" : "fsync", mw_storage_backend_name(mw_table_storage(t)), mw_table_config(t)->max_wal_flush_interval_ms,
+           mw_table_config(t)->max_wal_inflight);
+    run_case(&loop, s, mw_table_schema(t), 1, 20000, 256 * window_scale, 1e9, true);
+    run_case(&loop, s, mw_table_schema(t), 100, 3000, 64 * window_scale, 1e9, true);
+    run_case(&loop, s, mw_table_schema(t), 10000, 60, 8 * window_scale, 1e9, true);
     finish(&loop, t, s, false, path);
   }
 
@@ -489,7 +489,7 @@ int main(int argc, char **argv) {
       t = open_fresh(&loop, path, sizeof path, f == 1, NULL, NULL, 0, &s);
       printf("  memwald, %s:\n", f ? "no fsync" : "fsync");
       for (int k = 0; k < 3; k++)
-        ours[f][k] = run_case(&loop, s, &t->schema, batch[k], (size_t)(200000 / batch[k]), 1, seconds, true);
+        ours[f][k] = run_case(&loop, s, mw_table_schema(t), batch[k], (size_t)(200000 / batch[k]), 1, seconds, true);
       finish(&loop, t, s, false, path);
     }
     if (peer && peer_setup()) {

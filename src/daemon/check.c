@@ -198,23 +198,16 @@ int mw_daemon_check_table_schema(const mw_config_t *cfg, const mw_table_config_t
 
 /* ------------------------------------------------------------ existing tables */
 
-/* `shards` against the table's own spec, as start-up derives shard ids. */
-static int check_shards(const mw_config_t *cfg, const mw_table_config_t *tc, const mw_table_t *t,
+/* `shards` against the table's own spec, as start-up derives shard ids
+ * (on the table --check opened for this, which it closes after). */
+static int check_shards(const mw_config_t *cfg, const mw_table_config_t *tc, mw_table_t *t,
                         mw_err_t *err) {
-  if (strcmp(tc->shards, "all") == 0) return 0;
+  mw_err_t e = {0};
+  int rc = mw_table_own_list(t, tc->shards, &e);
+  if (rc == 0) return 0;
   char where[1400];
   mw_config_key_where(cfg, tc, "shards", where, sizeof where);
-  if (t->kind != MW_SHARDING_BUCKET && t->kind != MW_SHARDING_IDENTITY)
-    return mw_err_set(err, -EINVAL, "%s: the table at %s is not sharded by bucket or identity: only "
-                      "`shards = all` fits it", where, tc->uri);
-  mw_shard_spec_t spec = {.kind = t->kind == MW_SHARDING_BUCKET ? MW_SHARD_BUCKET : MW_SHARD_IDENTITY,
-                          .column = t->route_field, .num_buckets = t->num_buckets};
-  mw_shard_list_t list;
-  memset(&list, 0, sizeof list);
-  mw_err_t e = {0};
-  int rc = mw_shard_list_text_parse(tc->shards, &t->schema, &spec, &list, &e);
-  mw_shard_list_free(&list);
-  return rc < 0 ? mw_err_set(err, rc, "%s: %s (the table at %s)", where, e.msg, tc->uri) : 0;
+  return mw_err_set(err, rc, "%s: %s (the table at %s)", where, e.msg, tc->uri);
 }
 
 static void table_closed(mw_table_t *t) { (void)t; }
@@ -248,7 +241,7 @@ int mw_daemon_check_tables(const mw_config_t *cfg, mw_err_t *err) {
       rc = mw_err_set(err, orc, "[table %s] %s", tc->name, e.msg);
       break;
     }
-    rc = mw_daemon_check_table_schema(cfg, tc, &t->schema, err);
+    rc = mw_daemon_check_table_schema(cfg, tc, mw_table_schema(t), err);
     if (rc == 0) rc = check_shards(cfg, tc, t, err);
     if (mw_table_close(t, table_closed) == 0) uv_run(&loop, UV_RUN_DEFAULT);
   }

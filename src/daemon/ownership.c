@@ -126,29 +126,13 @@ static uint64_t remembered(mw_storage_sync_t *ss, const char *name, const uint8_
 
 /* ---- the takeover check ---- */
 
-/* The ids of the shards t owns that the spec can name. */
-static size_t owned_ids(const mw_table_t *t, uint8_t (*ids)[16], size_t cap) {
-  size_t n = 0;
-  if (t->kind == MW_SHARDING_UNSHARDED) {
-    mw_shard_uuid_unsharded(ids[n++]);
-  } else if (t->kind == MW_SHARDING_BUCKET) {
-    for (uint32_t b = 0; b < t->num_buckets && n < cap; b++) {
-      mw_shard_uuid_bucket(b, ids[n]);
-      if (mw_table_owns(t, ids[n])) n++;
-    }
-  } else {
-    for (size_t i = 0; i < t->n_owned && n < cap; i++) memcpy(ids[n++], t->owned[i], 16);
-  }
-  return n;
-}
-
 int mw_daemon_owner_scan(const mw_daemon_owner_t *o, const char *name, mw_table_t *t,
                          const mw_storage_config_t *sc, mw_err_t *err) {
   assert(o != NULL && name != NULL && t != NULL && sc != NULL);
-  assert(t->n_shards == 0); /* before any claim */
+  assert(mw_table_shard_count(t) == 0); /* before any claim */
   uint8_t(*ids)[16] = calloc(MW_TABLE_MAX_SHARDS, 16);
   if (ids == NULL) return mw_err_set(err, -ENOMEM, "out of memory");
-  size_t n = owned_ids(t, ids, MW_TABLE_MAX_SHARDS);
+  size_t n = mw_table_spec_ids(t, true, ids, MW_TABLE_MAX_SHARDS);
   mw_storage_sync_t *local = NULL, *shared = NULL;
   int rc = mw_storage_sync_open(&o->local_cfg, &local, err);
   mw_storage_config_t c = *sc;
@@ -182,20 +166,19 @@ int mw_daemon_owner_scan(const mw_daemon_owner_t *o, const char *name, mw_table_
 
 int mw_daemon_owner_hook(mw_daemon_owner_t *o, size_t i, const char *name, mw_table_t *t) {
   assert(o != NULL && i < MW_CONFIG_MAX_TABLES && t != NULL);
-  assert(t->st != NULL); /* started: its owner records live on the loop */
+  assert(mw_table_storage(t) != NULL); /* started: its owner records live on the loop */
   mw_daemon_owner_table_t *ot = &o->tables[i];
   ot->o = o;
   snprintf(ot->name, sizeof ot->name, "%s", name);
-  t->owners.on_held = on_held;
-  t->owners.on_held_arg = ot;
+  mw_owners_t *owners = mw_table_owners(t);
+  owners->on_held = on_held;
+  owners->on_held_arg = ot;
   /* peers' records of the shards we do not own, for not_owner replies */
-  if (t->kind != MW_SHARDING_BUCKET) return 0;
+  if (mw_table_sharding(t) != MW_SHARDING_BUCKET) return 0;
   uint8_t(*ids)[16] = calloc(MW_OWNERS_MAX_FETCHES, 16);
   if (ids == NULL) return -ENOMEM;
-  size_t m = 0;
-  for (uint32_t b = 0; b < t->num_buckets && m < MW_OWNERS_MAX_FETCHES; b++)
-    if (!mw_table_owns(t, t->route_ids[b])) memcpy(ids[m++], t->route_ids[b], 16);
-  mw_owners_prefetch(&t->owners, (const uint8_t(*)[16])ids, m);
+  size_t m = mw_table_spec_ids(t, false, ids, MW_OWNERS_MAX_FETCHES);
+  mw_owners_prefetch(owners, (const uint8_t(*)[16])ids, m);
   free(ids);
   return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * stats.c — see stats.h. One tick a second looks at every table: the
- * intervals come from each table's merged writer configuration (t->cfg),
+ * intervals come from each table's merged writer configuration (mw_table_config),
  * so a table's writer_config_defaults and the config file both apply.
  */
 #include "daemon/stats.h"
@@ -94,9 +94,12 @@ static void report(const char *name, mw_table_t *t, mw_daemon_stats_table_t *p, 
   uint64_t frozen = 0, sstables = 0, acked = 0, wal = 0, flushes = 0;
   char waiting[512] = "";
   size_t w = 0, n_waiting = 0;
-  for (size_t k = 0; k < t->n_shards; k++) {
+  size_t n_shards = mw_table_shard_count(t);
+  for (size_t k = 0; k < n_shards; k++) {
+    mw_table_shard_info_t ts;
+    mw_table_shard_at(t, k, &ts);
     mw_shard_stats_t st;
-    mw_shard_stats(&t->shards[k]->shard, &st);
+    mw_shard_stats(ts.shard, &st);
     if ((unsigned)st.state <= MW_SS_FAILED) by_state[st.state]++;
     mt_rows += st.memtable_rows;
     mt_bytes += st.memtable_bytes;
@@ -106,16 +109,14 @@ static void report(const char *name, mw_table_t *t, mw_daemon_stats_table_t *p, 
     wal += st.wal_entries;
     flushes += st.flushes;
     if (st.backpressured && w < sizeof waiting) {
-      char key[MW_TABLE_SHARD_KEY_BYTES];
-      mw_table_shard_name(t, t->shards[k]->id, key, sizeof key);
       w += (size_t)snprintf(waiting + w, sizeof waiting - w, "%s%s (%" PRId64 " MiB in MemTables)",
-                            n_waiting ? ", " : "", key, (st.memtable_bytes >> 20));
+                            n_waiting ? ", " : "", ts.key, (st.memtable_bytes >> 20));
       n_waiting++;
     }
   }
   if (bp_due && n_waiting > 0) {
     mw_log_warn("table %s: writes of %zu shard(s) wait on backpressure (max_unflushed_memtable_bytes "
-                "= %" PRIu64 "): %s", name, n_waiting, t->cfg.max_unflushed_memtable_bytes, waiting);
+                "= %" PRIu64 "): %s", name, n_waiting, mw_table_config(t)->max_unflushed_memtable_bytes, waiting);
     p->last_bp_ms = now;
   }
   if (!stats_due) return;
@@ -127,7 +128,7 @@ static void report(const char *name, mw_table_t *t, mw_daemon_stats_table_t *p, 
                              mw_shard_state_name((mw_shard_state_t)st));
   mw_log_info("table %s: %zu shards (%s), memtable %" PRId64 " rows %.1f MiB, %" PRIu64 " frozen, %" PRIu64
               " SSTables, %" PRIu64 " rows acked (+%" PRIu64 "), %" PRIu64 " WAL entries, %" PRIu64 " flushes",
-              name, t->n_shards, sw ? states : "none open", mt_rows, (double)mt_bytes / (1 << 20), frozen,
+              name, n_shards, sw ? states : "none open", mt_rows, (double)mt_bytes / (1 << 20), frozen,
               sstables, acked, acked - (acked >= p->rows_acked_then ? p->rows_acked_then : acked), wal, flushes);
   p->rows_acked_then = acked;
   p->last_stats_ms = now;
@@ -142,14 +143,15 @@ static void on_tick(uv_timer_t *h) {
     mw_table_t *t = fe->tables[i];
     if (fe->dropped[i] || t == NULL) continue;
     mw_daemon_stats_table_t *p = &s->per[i];
-    uint64_t si = t->cfg.stats_log_interval_ms, bi = t->cfg.backpressure_log_interval_ms;
+    const mw_shard_config_t *cfg = mw_table_config(t);
+    uint64_t si = cfg->stats_log_interval_ms, bi = cfg->backpressure_log_interval_ms;
     bool stats_due = si > 0 && now - p->last_stats_ms >= si;
     bool bp_due = bi > 0 && now - p->last_bp_ms >= bi;
     if (stats_due || bp_due) report(fe->names[i], t, p, now, stats_due, bp_due);
     uint64_t di = si > 0 && si < MW_STATS_DISK_MS ? si : MW_STATS_DISK_MS;
     if (now - p->last_disk_ms >= di && !s->walking) {
       p->last_disk_ms = now;
-      start_walk(s, fe->names[i], t->path);
+      start_walk(s, fe->names[i], mw_table_path(t));
     }
   }
 }

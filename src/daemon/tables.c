@@ -104,56 +104,13 @@ fail:
 
 /* ------------------------------------------------------------- ownership */
 
-/* Turn the section's `shards` list into shard UUIDs, now that the table's
- * spec and schema are known. "all" leaves the table owning everything. */
+/* Turn the section's `shards` list into the owned shard set, now that the
+ * table's spec and schema are known. "all" leaves the table owning
+ * everything. */
 static int set_owned(mw_table_t *t, const mw_table_config_t *tc, mw_err_t *err) {
-  if (strcmp(tc->shards, "all") == 0) return 0;
-  if (t->kind != MW_SHARDING_BUCKET && t->kind != MW_SHARDING_IDENTITY)
-    return mw_err_set(err, -EINVAL, "[table %s] shards: only bucket and identity tables have a list",
-                      tc->name);
-  mw_shard_spec_t spec = {.kind = t->kind == MW_SHARDING_BUCKET ? MW_SHARD_BUCKET : MW_SHARD_IDENTITY,
-                          .column = t->route_field, .num_buckets = t->num_buckets};
-  mw_shard_list_t list;
-  memset(&list, 0, sizeof list);
-  int rc = mw_shard_list_text_parse(tc->shards, &t->schema, &spec, &list, err);
-  if (rc < 0) return rc;
-  uint8_t(*ids)[16] = calloc(list.n ? list.n : 1, 16);
-  if (ids == NULL) rc = -ENOMEM;
-  for (size_t i = 0; rc == 0 && i < list.n; i++) {
-    if (spec.kind == MW_SHARD_BUCKET) {
-      mw_shard_uuid_bucket(list.buckets[i], ids[i]);
-      continue;
-    }
-    /* identity: the raw scalar bytes of the value at the column's width */
-    const mw_field_t *f = &t->schema.fields[t->route_field];
-    const char *v = list.values[i];
-    uint8_t raw[8];
-    size_t n = 0;
-    if (f->type == MW_T_UTF8 || f->type == MW_T_BINARY) {
-      rc = mw_shard_uuid_identity_raw(v, strlen(v), ids[i]);
-      continue;
-    }
-    if (f->type == MW_T_BOOL) {
-      raw[0] = strcmp(v, "true") == 0;
-      n = 1;
-    } else {
-      long long x = strtoll(v, NULL, 10);
-      n = f->type == MW_T_INT32 || f->type == MW_T_UINT32 ? 4 : 8;
-      for (size_t k = 0; k < n; k++) raw[k] = (uint8_t)((unsigned long long)x >> (8 * k));
-    }
-    rc = mw_shard_uuid_identity_raw(raw, n, ids[i]);
-  }
-  if (rc == 0) {
-    free(t->owned);
-    t->owned = ids;
-    t->n_owned = list.n;
-    t->own_all = false;
-  } else {
-    free(ids);
-    mw_err_set(err, rc, "[table %s] shards: cannot derive shard ids", tc->name);
-  }
-  mw_shard_list_free(&list);
-  return rc;
+  mw_err_t e = {0};
+  int rc = mw_table_own_list(t, tc->shards, &e);
+  return rc < 0 ? mw_err_set(err, rc, "[table %s] shards: %s", tc->name, e.msg) : 0;
 }
 
 /* Our writer settings, highest layer over the table's writer_config_defaults:
@@ -324,7 +281,7 @@ static int opening_load(opening_t *op) {
     }
   }
   if ((rc = load_table(tc, o, raced, &op->t, err)) < 0) return rc;
-  if ((rc = mw_daemon_check_table_schema(op->cfg, tc, &op->t->schema, err)) < 0) return rc;
+  if ((rc = mw_daemon_check_table_schema(op->cfg, tc, mw_table_schema(op->t), err)) < 0) return rc;
   if ((rc = set_owned(op->t, tc, err)) < 0) return rc;
   /* shards taken over by a peer while we were down are given up here */
   if ((rc = mw_daemon_owner_scan(op->owner, tc->name, op->t, &op->sc, err)) < 0)
@@ -373,7 +330,7 @@ static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) 
     return rc;
   }
   assert((size_t)rc == dt->n);
-  mw_testhook_attach(tc->uri, t->st);
+  mw_testhook_attach(tc->uri, mw_table_storage(t));
   dt->tables[dt->n++] = t;
   assert(dt->n == dt->fe.n);
   if (tc->claim == MW_CLAIM_EAGER && (rc = mw_table_claim_owned(t)) < 0)
@@ -383,7 +340,9 @@ static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) 
   if ((rc = mw_table_recover_owned(t)) < 0)
     mw_log_err("table %s: recovery at start: %s (writes still claim the shards)", tc->name, mw_strerror(rc));
   mw_log_notice("table %s: open at %s, %s, shards %s, claim %s", tc->name, tc->uri,
-                t->kind == MW_SHARDING_BUCKET ? "bucket" : t->kind == MW_SHARDING_IDENTITY ? "identity" : "unsharded",
+                mw_table_sharding(t) == MW_SHARDING_BUCKET     ? "bucket"
+                : mw_table_sharding(t) == MW_SHARDING_IDENTITY ? "identity"
+                                                               : "unsharded",
                 tc->shards, tc->claim == MW_CLAIM_EAGER ? "eager" : "lazy");
   return 0;
 }
@@ -591,9 +550,9 @@ static void shard_released(mw_shard_t *s, int status, const char *reason, void *
   mw_daemon_tables_t *dt = arg;
   if (status == -ESTALE && s != NULL) {
     mw_log_notice("shard %s: a newer owner took it before the release flushed; it replays our WAL",
-                  s->id_str);
+                  mw_shard_id_str(s));
   } else if (status < 0 && s != NULL) {
-    mw_log_err("shard %s: release: %s", s->id_str, reason ? reason : mw_strerror(status));
+    mw_log_err("shard %s: release: %s", mw_shard_id_str(s), reason ? reason : mw_strerror(status));
     dt->failures++;
   }
   assert(dt->pending > 0);
@@ -614,9 +573,12 @@ static void release_pass(mw_daemon_tables_t *dt) {
   for (size_t i = 0; i < dt->n; i++) {
     mw_table_t *t = dt->tables[i];
     if (!dt->which[i] || t == NULL) continue;
-    for (size_t k = 0; k < t->n_shards && dt->asked[i]; k++) {
+    size_t n_shards = mw_table_shard_count(t);
+    for (size_t k = 0; k < n_shards && dt->asked[i]; k++) {
       if (dt->asked[i][k]) continue;
-      mw_shard_t *s = &t->shards[k]->shard;
+      mw_table_shard_info_t ts;
+      mw_table_shard_at(t, k, &ts);
+      mw_shard_t *s = ts.shard;
       mw_shard_state_t st = mw_shard_state(s);
       dt->pending++;
       int rc = mw_shard_release(s, shard_released, dt);
@@ -656,7 +618,7 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, void (*cb)(
   for (size_t i = 0; i < dt->n; i++) {
     dt->which[i] = which[i] && dt->tables[i] != NULL;
     if (!dt->which[i]) continue;
-    dt->asked[i] = calloc(dt->tables[i]->n_shards + 1, sizeof *dt->asked[i]);
+    dt->asked[i] = calloc(mw_table_shard_count(dt->tables[i]) + 1, sizeof *dt->asked[i]);
     if (!dt->asked[i]) { /* its shards stay unreleased; their rows stay in the WAL */
       mw_log_err("table %s: out of memory, its shards are not released", dt->fe.names[i]);
       dt->failures++;

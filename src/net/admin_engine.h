@@ -44,7 +44,5 @@ typedef struct mw_fe_admin {
 void mw_fe_admin_engine(mw_fe_admin_t *a, mw_admin_engine_t *out);
 /* The `status` result object. */
 int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out);
-/* SHARD text -> shard UUID for table t. -EINVAL with a reason. */
-int mw_fe_shard_resolve(const mw_table_t *t, const char *text, uint8_t id[16], mw_err_t *err);
 
 #endif

@@ -27,7 +27,7 @@ int mw_fe_tables_add(mw_fe_tables_t *ts, const char *name, mw_table_t *t) {
   mw_schema_t *copy = malloc(sizeof *copy);
   if (copy == NULL) return -ENOMEM;
   mw_schema_init(copy);
-  if (mw_schema_copy(copy, &t->schema) < 0) {
+  if (mw_schema_copy(copy, mw_table_schema(t)) < 0) {
     mw_schema_free(copy);
     free(copy);
     return -ENOMEM;
@@ -137,8 +137,9 @@ static int sync_all(void *data, mw_fe_done_cb done, void *arg, mw_err_t *err) {
  * delete must carry it, or it cannot be routed to its shard. */
 static const char *delete_keep(void *data, void *table) {
   const mw_table_t *t = live(data, table);
-  if (t == NULL || t->kind != MW_SHARDING_IDENTITY || t->route_field < 0) return NULL;
-  return t->schema.fields[t->route_field].name;
+  if (t == NULL || mw_table_sharding(t) != MW_SHARDING_IDENTITY) return NULL;
+  const mw_field_t *f = mw_table_route_field(t);
+  return f != NULL ? f->name : NULL;
 }
 
 void mw_fe_tables_engine(mw_fe_tables_t *ts, mw_fe_engine_t *out) {

@@ -22,7 +22,7 @@
 #include "lance/lsm_merge.h"
 #include "shard/base_store.h"
 #include "shard/compact.h"
-#include "shard/table.h"
+#include "shard/table_int.h"
 
 #define MW_COMPACT_KEY_BYTES 512
 /* Small fragments (fewer live rows than compaction_fragment_rows) are kept

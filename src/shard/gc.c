@@ -31,7 +31,7 @@
 #include "lance/ipc.h"
 #include "lance/shard_manifest.h"
 #include "shard/gc_base.h"
-#include "shard/table.h"
+#include "shard/table_int.h"
 
 #define BACKOFF_BASE_MS 1000
 #define BACKOFF_MAX_MS 60000

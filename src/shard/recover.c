@@ -28,7 +28,7 @@
 #include "common/log.h"
 #include "lance/route.h"
 #include "lance/shard_manifest.h"
-#include "shard/table.h"
+#include "shard/table_int.h"
 
 enum { P_READ = 1, P_TIP, P_OWNER, P_WAIT, P_CLAIM, P_FLUSH, P_DONE };
 

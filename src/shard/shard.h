@@ -296,6 +296,8 @@ static inline bool mw_shard_backpressured(const mw_shard_t *s) { return s->backp
 static inline mw_shard_state_t mw_shard_state(const mw_shard_t *s) { return s->state; }
 /* Why the shard is parked ("" when it is not). */
 static inline const char *mw_shard_reason(const mw_shard_t *s) { return s->reason; }
+/* The shard's UUID as text, for logs and replies. */
+static inline const char *mw_shard_id_str(const mw_shard_t *s) { return s->id_str; }
 /* The current fault episode, or NULL when the shard is healthy. */
 static inline const mw_shard_fault_t *mw_shard_fault(const mw_shard_t *s) {
   return s->fault.status != 0 ? &s->fault : NULL;

@@ -11,7 +11,7 @@
  * ROLLBACK (unseal every SEALED shard) → RELEASE (flush the shards that were
  * not ACTIVE here before). docs/engine.md has the crash argument.
  */
-#include "shard/table.h"
+#include "shard/table_int.h"
 
 /* Written (durably) when the commit starts and removed just before the
  * table directory: a table that has it is being dropped, so a crash at any

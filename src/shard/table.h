@@ -86,75 +86,11 @@ typedef struct mw_table_opts {
 #define MW_TABLE_SHARD_KEY_VALUE_BYTES 64
 #define MW_TABLE_SHARD_KEY_BYTES (MW_TABLE_SHARD_KEY_VALUE_BYTES + 16)
 
-typedef struct mw_table_shard {
-  uint8_t id[16];
-  /* "unsharded", "bucket-N" (set when the shard is made), or for identity
-   * tables "identity-<value>" once the daemon knows the value (the router
-   * sent rows of it here, or an admin command named the shard so); "" until
-   * then. A longer value is cut (at a UTF-8 boundary) and key_truncated is
-   * set. */
-  char key[MW_TABLE_SHARD_KEY_BYTES];
-  bool key_truncated;
-  mw_shard_t shard;
-} mw_table_shard_t;
-
-struct mw_table;
-typedef void (*mw_table_drop_cb)(struct mw_table *t, int status, const char *reason, void *arg);
-
-/* drop_table's two-phase commit (mw_table_drop); private. */
-typedef struct mw_table_drop {
-  int phase, sub;
-  size_t i, n;
-  uint8_t (*ids)[16];
-  bool *was_active;     /* ACTIVE in this table before the drop */
-  int status;
-  char reason[MW_TABLE_REASON_BYTES];
-  mw_table_drop_cb cb;
-  void *arg;
-  mw_storage_req_t req;
-  char **tops;          /* commit: top-level folders to delete */
-  size_t n_tops;
-} mw_table_drop_t;
-
-typedef struct mw_table {
-  uv_loop_t *loop;
-  mw_storage_t *st;
-  char *path;
-  mw_table_meta_t meta;
-  mw_schema_t schema;
-  mw_shard_config_t cfg;
-  mw_sharding_kind_t kind;
-  int route_field;                  /* schema index of the sharding column, -1 */
-  uint32_t num_buckets;
-  /* shard ids by bucket (unsharded: [0]), made once at open: a UUID v5 is a
-   * SHA-1, a quarter of the ingest CPU when it was made per row */
-  uint8_t (*route_ids)[16];
-  bool own_all;
-  uint8_t (*owned)[16];
-  size_t n_owned;
-  mw_table_shard_t **shards;
-  size_t n_shards, cap_shards;
-  void *data;
-  void (*on_backpressure)(mw_shard_t *s, bool on);
-  size_t closing_left;
-  void (*close_cb)(struct mw_table *t);
-  mw_table_drop_t *drop;
-  mw_storage_req_t sweep_req;       /* the sweep at open */
-  bool sweep_done;
-  mw_owners_t owners;               /* owner records (shard/owners.h) */
-  size_t swept;                     /* leftovers it removed */
-  /* compaction into the base table (compact.h); stopped before a drop or
-   * a close */
-  mw_compact_config_t compact_cfg;
-  mw_compact_t *compact;
-  /* garbage collection of WAL entries and compacted SSTables (gc.h) */
-  mw_gc_config_t gc_cfg;
-  mw_gc_t *gc;
-  mw_recover_t *recover;            /* NULL until mw_table_recover_owned */
-  bool compact_stopped;             /* compaction and GC stopped (or stopping) */
-  void (*housekeeping_cb)(void *arg);
-  size_t housekeeping_left;
-} mw_table_t;
+/* The table is opaque outside shard/: its fields are in shard/table_int.h
+ * (for shard/'s own files and white-box tests); everyone else goes through
+ * the functions below. */
+typedef struct mw_table mw_table_t;
+typedef void (*mw_table_drop_cb)(mw_table_t *t, int status, const char *reason, void *arg);
 
 typedef struct mw_table_write mw_table_write_t;
 typedef void (*mw_table_write_cb)(mw_table_write_t *w, int status, const char *reason);
@@ -218,6 +154,58 @@ int mw_table_disown(mw_table_t *t, const uint8_t id[16]);
  * bucket: every owned bucket; identity: the listed ones). Returns how many
  * claims were started. */
 int mw_table_claim_owned(mw_table_t *t);
+
+/* ---- reading a table from outside shard/ (table_info.c) ---- */
+
+/* The table's URI as opened, its storage (NULL before mw_table_start), its
+ * schema (`_tombstone` last), the merged shard configuration, its sharding. */
+const char *mw_table_path(const mw_table_t *t);
+mw_storage_t *mw_table_storage(const mw_table_t *t);
+const mw_schema_t *mw_table_schema(const mw_table_t *t);
+const mw_shard_config_t *mw_table_config(const mw_table_t *t);
+mw_sharding_kind_t mw_table_sharding(const mw_table_t *t);
+/* The column a bucket or identity table routes by; NULL otherwise. */
+const mw_field_t *mw_table_route_field(const mw_table_t *t);
+/* The owner records (owners.h) of a started table, for the daemon's hooks. */
+mw_owners_t *mw_table_owners(mw_table_t *t);
+
+/* Compaction and GC of the table (NULL before mw_table_start) and whether
+ * each is enabled: what status and `memwalctl compact` report. */
+typedef struct mw_table_housekeeping {
+  const mw_compact_t *compact;
+  const mw_gc_t *gc;
+  bool compact_enabled, gc_enabled;
+  uint64_t gc_grace_ms, gc_history_retention_ms;
+} mw_table_housekeeping_t;
+void mw_table_housekeeping(const mw_table_t *t, mw_table_housekeeping_t *out);
+
+/* One shard record as status, the stats log and a stop read it. */
+typedef struct mw_table_shard_info {
+  uint8_t id[16];
+  char key[MW_TABLE_SHARD_KEY_BYTES]; /* mw_table_shard_name's; O(1) once the key is known */
+  bool key_truncated;                 /* an identity value cut for the key */
+  mw_shard_t *shard;                  /* to read (stats) or drive (release, flush) */
+} mw_table_shard_info_t;
+/* Shards made so far (by a write, a claim or the eager start), in order;
+ * the count only grows while the table is open. */
+size_t mw_table_shard_count(const mw_table_t *t);
+/* The i-th of them, i < mw_table_shard_count(t). */
+void mw_table_shard_at(const mw_table_t *t, size_t i, mw_table_shard_info_t *out);
+
+/* A shard as people name it (a UUID, "unsharded", "bucket-<b>" or "<b>",
+ * "identity-<value>") -> its id: the inverse of mw_table_shard_name.
+ * -EINVAL naming the text when it fits none of the table's spec. */
+int mw_table_shard_parse(const mw_table_t *t, const char *text, uint8_t id[16], mw_err_t *err);
+/* A config `shards` list (bucket numbers or identity values, checked
+ * against the table's spec and schema): from now on the table owns only
+ * those; "all" changes nothing. Before any claim. -EINVAL (or -ENOMEM) with
+ * the reason, and ownership unchanged. */
+int mw_table_own_list(mw_table_t *t, const char *list_text, mw_err_t *err);
+/* The ids the spec can name that this daemon owns (owned = true:
+ * unsharded's one shard, the owned buckets, the listed identity values) or
+ * does not own (owned = false: bucket tables' other buckets; none
+ * otherwise). At most cap; returns how many. */
+size_t mw_table_spec_ids(const mw_table_t *t, bool owned, uint8_t (*ids)[16], size_t cap);
 
 /* Recovery at start (recover.h): claim and flush every owned shard still
  * NEW whose WAL holds rows past replay_after and that nobody is writing.

@@ -14,7 +14,7 @@
  * number of shards, up to MW_TABLE_MAX_PARTS. A batch whose rows all go to
  * one shard (always, unsharded) is moved, not copied.
  */
-#include "shard/table.h"
+#include "shard/table_int.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -46,17 +46,21 @@ static void on_ctl(mw_shard_t *s, int status, const char *reason, void *arg) {
 
 static void on_stopped(void *arg) {
   (void)arg;
-  printf("BYE %zu\n", T->n_shards);
+  size_t n = mw_table_shard_count(T);
+  printf("BYE %zu\n", n);
   fflush(stdout);
-  ctl_left = (int)T->n_shards + 1;
-  for (size_t i = 0; i < T->n_shards; i++)
-    if (mw_shard_state(&T->shards[i]->shard) >= MW_SS_FENCED) { /* parked (dropped): nothing to release */
+  ctl_left = (int)n + 1;
+  for (size_t i = 0; i < n; i++) {
+    mw_table_shard_info_t ts;
+    mw_table_shard_at(T, i, &ts);
+    if (mw_shard_state(ts.shard) >= MW_SS_FENCED) { /* parked (dropped): nothing to release */
       ctl_left--;
-    } else if (mw_shard_release(&T->shards[i]->shard, on_ctl, NULL) < 0) {
+    } else if (mw_shard_release(ts.shard, on_ctl, NULL) < 0) {
       fprintf(stderr, "release %zu refused\n", i);
       failures++;
       ctl_left--;
     }
+  }
   on_ctl(NULL, 0, NULL, NULL); /* the +1 hold */
 }
 
