@@ -517,10 +517,15 @@ static void phase_commit(mw_compact_t *c) {
 
 /* ---------------------------------------------------------- pool plumbing */
 
+void (*mw_compact_merge_hook_for_tests)(void);
+
 static void work_cb(uv_work_t *w) {
   mw_compact_t *c = w->data;
   switch (c->run.phase) {
-    case R_MERGE: mw_compact__work_merge(c); break;
+    case R_MERGE:
+      if (mw_compact_merge_hook_for_tests != NULL) mw_compact_merge_hook_for_tests();
+      mw_compact__work_merge(c);
+      break;
     case R_KEYS_WORK: mw_compact__work_keys(c); break;
     case R_BUILD: mw_compact__work_build(c); break;
     default: assert(0 && "compact: pool job in a storage phase");

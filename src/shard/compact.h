@@ -129,5 +129,8 @@ int mw_compact_request(mw_compact_t *c, mw_compact_cb cb, void *arg);
 void mw_compact_stats(const mw_compact_t *c, mw_compact_stats_t *out);
 /* The state of shard `id`; false when the compactor has not seen it. */
 bool mw_compact_shard_state(const mw_compact_t *c, const uint8_t id[16], mw_compact_shard_t *out);
+/* Tests only (NULL otherwise): called on the pool thread at the start of
+ * every merge job, before any work; it may block to hold a run mid-merge. */
+extern void (*mw_compact_merge_hook_for_tests)(void);
 
 #endif

@@ -948,6 +948,57 @@ static void test_fold(void **state) {
   env_free(&e);
 }
 
+/* --- a flush while a compaction is held mid-merge (issue 12) -------- */
+
+/* The merge job blocks in the hook (on a pool thread) until the test posts
+ * `hold_release`; `hold_async` wakes the loop when it has entered. */
+static uv_sem_t hold_release;
+static uv_async_t hold_async;
+static bool hold_entered;
+static void on_hold_async(uv_async_t *a) {
+  (void)a;
+  hold_entered = true;
+}
+static void hold_merge(void) {
+  uv_async_send(&hold_async);
+  uv_sem_wait(&hold_release);
+}
+
+static void test_flush_during_merge(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, "unsharded-small");
+  mw_table_t *t = open_table(&e, NULL, 0, NULL);
+  er_model_t m;
+  er_model_init(&m, 7, KEYS);
+  write_rows(&e, t, &m, 1200, 0);
+  flush_all(&e, t);
+  assert_int_equal(uv_sem_init(&hold_release, 0), 0);
+  assert_int_equal(uv_async_init(&e.loop, &hold_async, on_hold_async), 0);
+  hold_entered = false;
+  mw_compact_merge_hook_for_tests = hold_merge;
+  done_t c = {0};
+  assert_int_equal(mw_table_compact(t, on_compacted, &c), 0);
+  run_until(&e.loop, &hold_entered); /* the run is now inside its merge job */
+  mw_shard_t *s = &t->shards[0]->shard;
+  uint64_t gen0 = top_generation(t, 0);
+  write_rows(&e, t, &m, 400, 0); /* > max_memtable_rows: a MemTable freezes */
+  flush_all(&e, t);              /* and every flush commits, merge still held */
+  assert_true(top_generation(t, 0) > gen0);
+  assert_int_equal(mw_shard_state(s), MW_SS_ACTIVE);
+  assert_false(c.fired);
+  mw_compact_merge_hook_for_tests = NULL;
+  uv_sem_post(&hold_release);
+  run_until(&e.loop, &c.fired);
+  if (c.status != 0) fail_msg("compaction: %s", c.reason);
+  uv_close((uv_handle_t *)&hold_async, NULL);
+  uv_sem_destroy(&hold_release);
+  compact(&e, t); /* the SSTables flushed meanwhile too */
+  close_table(&e, t);
+  er_model_free(&m);
+  env_free(&e);
+}
+
 int main(void) {
   mw_log_init();
   mw_log_set_level(MW_LOG_WARN);
@@ -960,6 +1011,7 @@ int main(void) {
       cmocka_unit_test(test_fold),
       cmocka_unit_test(test_strpk),
       cmocka_unit_test(test_new_shards),
+      cmocka_unit_test(test_flush_during_merge),
   };
   return cmocka_run_group_tests_name("compact", tests, NULL, NULL);
 }
