@@ -1850,7 +1850,7 @@ static void test_md5(void **state) {
 static void powerloss_cuts(unsigned seed) {
   enum { ROUNDS = 40 };
   srand(seed);
-  print_message("powerloss cuts: seed %u (MW_PL_SEED=%u repeats these cut steps)\n", seed, seed);
+  print_message("# powerloss cuts: seed %u (MW_PL_SEED=%u repeats these cut steps)\n", seed, seed);
   int acked_total = 0, unacked_total = 0, cut_mid = 0;
   for (int round = 0; round < ROUNDS; round++) {
     char *root = tu_mkdtemp("plcut");
