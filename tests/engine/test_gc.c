@@ -424,6 +424,10 @@ static void referenced(const env_t *e, keyset_t *out, size_t *versions) {
     char *path = tu_strf("%s/%s", vd, names[i]);
     size_t len;
     uint8_t *bytes = tu_read_file(path, &len);
+    if (bytes == NULL && errno == ENOENT) {  /* GC deleted it after the listing: no longer a version */
+      free(path);
+      continue;
+    }
     assert_non_null(bytes);
     int64_t ts;
     mw_err_t err = {0};
