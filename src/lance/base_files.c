@@ -1,6 +1,7 @@
 /*
  * base_files.c — see base_files.h.
  */
+#include <stdint.h>
 #include "lance/base_files.h"
 
 #include <assert.h>
@@ -65,7 +66,11 @@ int mw_base_manifest_files(const uint8_t *file, size_t n, uint64_t version, int6
     rc = mw_err_set(err, -ENOTSUP, "version %" PRIu64 " has base paths", version);
     goto out;
   }
-  *ts_ms = pb->timestamp ? (int64_t)pb->timestamp->seconds * 1000 + pb->timestamp->nanos / 1000000 : -1;
+  /* -1 (no timestamp: never old) also for a time no clock gives, which
+   * seconds * 1000 could not even hold without signed overflow */
+  *ts_ms = -1;
+  if (pb->timestamp != NULL && pb->timestamp->seconds >= 0 && pb->timestamp->seconds < INT64_MAX / 1000 - 1)
+    *ts_ms = (int64_t)pb->timestamp->seconds * 1000 + pb->timestamp->nanos / 1000000;
   for (size_t i = 0; rc == 0 && i < pb->n_fragments; i++) rc = fragment_files(pb->fragments[i], version, cb, arg, err);
   if (rc == 0 && pb->transaction_file != NULL && pb->transaction_file[0] != '\0') {
     if (!plain_name(pb->transaction_file) || strchr(pb->transaction_file, '/') != NULL)
