@@ -90,6 +90,7 @@ struct mw_gc {
   gio_t ios[MW_GC_MAX_BATCH];
   size_t n_ios, pending;
   uint64_t trim_gen;
+  uint64_t trim_start_ms;   /* uv_now() when the trim started */
   gdir_t *trimmed;          /* the directories the trim's commit removed */
   size_t n_trimmed;
   mw_ipc_reader_t rd;
@@ -207,9 +208,14 @@ static bool listed(const mw_shard_manifest_t *m, const char *dir) {
   return false;
 }
 
-static int add_dir(gshard_t *gs, const char *name, uint64_t gen, uint64_t now) {
+/* Records `name` as a candidate (grace from `now`); a known one keeps its
+ * time unless `restart`, which restarts its grace at `now`. */
+static int add_dir_at(gshard_t *gs, const char *name, uint64_t gen, uint64_t now, bool restart) {
   for (size_t i = 0; i < gs->n_dirs; i++)
-    if (strcmp(gs->dirs[i].name, name) == 0) return 0;
+    if (strcmp(gs->dirs[i].name, name) == 0) {
+      if (restart) gs->dirs[i].since_ms = now;
+      return 0;
+    }
   if (gs->n_dirs >= MW_GC_MAX_PENDING_DIRS) return -ENOSPC;
   gdir_t *p = realloc(gs->dirs, (gs->n_dirs + 1) * sizeof *p);
   if (p == NULL) return -ENOMEM;
@@ -219,6 +225,10 @@ static int add_dir(gshard_t *gs, const char *name, uint64_t gen, uint64_t now) {
   p[gs->n_dirs].since_ms = now;
   gs->n_dirs++;
   return 0;
+}
+
+static int add_dir(gshard_t *gs, const char *name, uint64_t gen, uint64_t now) {
+  return add_dir_at(gs, name, gen, now, false);
 }
 
 static void drop_dir(gshard_t *gs, size_t i) {
@@ -357,16 +367,24 @@ static int trim_fn(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifest_
   return 0;
 }
 
+/* The trim's candidates (recorded at its start) wait a whole grace from now:
+ * the commit may have landed at any moment until its answer. */
+static void trim_regrace(mw_gc_t *g, gshard_t *gs, uint64_t now) {
+  for (size_t i = 0; i < gs->n_dirs; i++)
+    if (gs->dirs[i].gen <= g->trim_gen && gs->dirs[i].since_ms >= g->trim_start_ms) gs->dirs[i].since_ms = now;
+}
+
 static void on_trimmed(mw_mstore_op_t *op, int status) {
   mw_gc_t *g = op->data;
   gshard_t *gs = g->cur;
-  if (status < 0) {
+  uint64_t now = uv_now(g->t->loop);
+  trim_regrace(g, gs, now);
+  if (status < 0) { /* the candidates stay: one still listed is never deleted (start_delete) */
     trimmed_free(g);
     job_end(g, status, "trim");
     return;
   }
-  uint64_t now = uv_now(g->t->loop);
-  for (size_t i = 0; i < g->n_trimmed; i++) add_dir(gs, g->trimmed[i].name, g->trimmed[i].gen, now);
+  for (size_t i = 0; i < g->n_trimmed; i++) add_dir_at(gs, g->trimmed[i].name, g->trimmed[i].gen, now, true);
   g->stats.trims++;
   g->stats.sstables_trimmed += g->n_trimmed;
   count(gm.trims, g->n_trimmed);
@@ -378,11 +396,26 @@ static void on_trimmed(mw_mstore_op_t *op, int status) {
   job_end(g, 0, "trim");
 }
 
-static int start_trim(mw_gc_t *g, uint64_t gen) {
+/* The SSTables the trim unlists become candidates BEFORE its commit: the
+ * commit caches its manifest when the put lands, and calls back only after
+ * the version-hint PUT, so GC's account must not wait for the callback (a
+ * status between the two would show the SSTables neither listed nor
+ * waiting). And a commit whose put landed but whose answer was lost (an
+ * error) is retried against the manifest it made itself, which lists none
+ * of them: its trim_fn then removes nothing, and without this record the
+ * directories would stay until a restart's scan. A candidate the newest
+ * manifest still lists is never deleted (start_delete), so a trim that
+ * really failed leaves them safe. */
+static int start_trim(mw_gc_t *g, uint64_t gen, uint64_t now) {
+  mw_shard_t *s = g->cur_shard;
+  const mw_shard_manifest_t *m = &s->ms.cached;
   g->job = J_TRIM;
   g->trim_gen = gen;
+  g->trim_start_ms = now;
+  for (size_t i = 0; i < m->n_sstables; i++)
+    if (m->sstables[i].generation <= gen)
+      add_dir_at(g->cur, m->sstables[i].path, m->sstables[i].generation, now, true);
   g->op.data = g;
-  mw_shard_t *s = g->cur_shard;
   return mw_mstore_commit_update(&s->ms, &g->op, s->epoch, trim_fn, g, on_trimmed);
 }
 
@@ -764,7 +797,7 @@ static int shard_job(mw_gc_t *g, gshard_t *gs, mw_shard_t *s, uint64_t now) {
   if (!gs->scanned) return start_scan(g);
   mw_compact_shard_t cs = {0};
   if (g->t->compact) mw_compact_shard_state(g->t->compact, gs->id, &cs);
-  if (trim_due(g, gs, s, &cs, now)) return start_trim(g, cs.compacted_gen);
+  if (trim_due(g, gs, s, &cs, now)) return start_trim(g, cs.compacted_gen, now);
   int rc = start_delete(g, cs.compacted_gen, now);
   if (rc != -EAGAIN) return rc;
   const mw_shard_manifest_t *m = &s->ms.cached;

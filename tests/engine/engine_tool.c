@@ -113,13 +113,20 @@ static const scen_t scens[] = {
      {"200", "2", "0", "20", "4", "0", "1000", "50"}, 8, false, true, true, 2},
 };
 
-/* GC has collected everything compaction freed, in every shard. */
+/* GC has collected everything compaction freed, in every shard, by GC's own
+ * account: its trim of every compacted generation has answered (the cached
+ * manifest alone says little: a trim's manifest is cached when its put
+ * lands, before the version-hint PUT and the answer; gc.c records the
+ * directories before the commit so they count as waiting meanwhile, but the
+ * wait asks for the answer too), those directories are deleted, and so is
+ * the WAL below the horizon. */
 static bool gc_caught_up(mw_table_t *t) {
   for (size_t i = 0; i < t->n_shards; i++) {
     mw_table_shard_t *ts = t->shards[i];
     mw_compact_shard_t cs = {0};
     mw_gc_shard_stats_t gs = {0};
     if (!mw_compact_shard_state(t->compact, ts->id, &cs) || !mw_gc_shard_stats(t->gc, ts->id, &gs)) return false;
+    if (gs.trimmed_gen < cs.compacted_gen) return false;
     const mw_shard_manifest_t *m = &ts->shard.ms.cached;
     for (size_t k = 0; k < m->n_sstables; k++)
       if (m->sstables[k].generation <= cs.compacted_gen) return false;
@@ -129,10 +136,15 @@ static bool gc_caught_up(mw_table_t *t) {
 }
 
 static int history_wait;
-/* ... and the history: old base versions and shard manifests are gone. */
+static uint64_t history_runs_before; /* base history runs finished when the last compaction committed */
+/* ... and the history: old base versions and shard manifests are gone. The
+ * base counts are those of a history run that started after the last
+ * compaction's commit (the second run finished since then), not of one that
+ * listed the versions before it. */
 static bool history_caught_up(mw_table_t *t) {
   mw_gc_stats_t g;
   mw_gc_stats(t->gc, &g);
+  if (g.base_runs < history_runs_before + 2) return false;
   if (g.base_versions_deleted == 0 || g.manifests_deleted == 0) return false;
   if (history_wait == 1 && g.base_versions_retained != 1) return false;
   /* with a LanceDB appender: until GC has deleted versions its appends made
@@ -284,6 +296,9 @@ int main(int argc, char **argv) {
             " rows in, %" PRIu64 " written, %" PRIu64 " base rows masked, base version %" PRIu64 "\n",
             cs.runs, cs.sstables, cs.rows_in, cs.rows_written, cs.rows_masked, cs.base_version);
     if (cs.runs == 0) die("no compaction run committed");
+    mw_gc_stats_t gs;
+    mw_gc_stats(t->gc, &gs);
+    history_runs_before = gs.base_runs;
   }
   uv_timer_t tm; /* outlives its close: the loop finishes closing it later */
   history_wait = sc->history;

@@ -13,6 +13,10 @@
  *   sstables      compaction, then GC unlists the compacted SSTables and
  *                 deletes their directories (grace 0 here); an unlisted
  *                 directory left by a crash is found by the scan and goes too.
+ *   trim_answer_lost  the trim's manifest put lands but answers an error:
+ *                 the retried trim finds nothing left to unlist, and the
+ *                 directories still go in this process; GC's account never
+ *                 shows compacted SSTables unlisted and not waiting.
  *   history       the base table's old versions and the files only they
  *                 reference, and shard-manifest versions below the newest
  *                 gc_manifest_keep_versions: rounds of writes + flush +
@@ -46,6 +50,7 @@
 #include "lance/shard_manifest.h"
 #include "rows.h"
 #include "shard/table_int.h" /* white-box: the tests read the table's fields */
+#include "storage/fault.h"
 #include "testutil.h"
 
 #define UNSHARDED "aa48498d-ac91-59e2-8452-69f46010ace2"
@@ -86,18 +91,20 @@ static void env_free(env_t *e) {
   free(e->dir);
 }
 
-static mw_table_t *open_table(env_t *e, const char *gc) {
+static mw_table_t *open_table_durable(env_t *e, const char *gc, bool durable) {
   const char *keys[] = {"max_memtable_rows", "compaction", "gc", "gc_grace_ms", "gc_interval_ms"};
   const char *values[] = {"300", "off", gc, "0", "10"};
   mw_storage_config_t sc;
   mw_storage_config_init(&sc, NULL);
-  sc.durable = false;
+  sc.durable = durable;
   mw_table_opts_t o = {.config_keys = keys, .config_values = values, .n_config = 5, .storage = &sc};
   mw_table_t *t = NULL;
   mw_err_t err = {0};
   if (mw_table_open(&e->loop, e->dir, &o, &t, &err) < 0) fail_msg("open: %s", err.msg);
   return t;
 }
+
+static mw_table_t *open_table(env_t *e, const char *gc) { return open_table_durable(e, gc, false); }
 
 static mw_shard_t *unsharded(mw_table_t *t) {
   uint8_t id[16];
@@ -348,6 +355,89 @@ static void test_sstables(void **state) {
   env_free(&e);
 }
 
+/* GC's own account of a trim, read at any moment: the SSTables the newest
+ * manifest no longer lists but whose directories are still there are
+ * counted as waiting, so "trimmed up to the compacted generation and none
+ * waiting" means their directories are gone. */
+typedef struct account_wait {
+  mw_table_t *t;
+  mw_shard_t *s;
+  uint64_t compacted;
+  bool lagged; /* a sample had the SSTables unlisted and none waiting */
+  bool done;
+} account_wait_t;
+
+static bool trim_accounted(void *arg) {
+  account_wait_t *w = arg;
+  mw_gc_shard_stats_t st;
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  if (!mw_gc_shard_stats(w->t->gc, id, &st)) return false;
+  bool listed = false;
+  for (size_t i = 0; i < w->s->ms.cached.n_sstables; i++)
+    listed |= w->s->ms.cached.sstables[i].generation <= w->compacted;
+  if (!listed && st.dirs_waiting == 0 && st.trimmed_gen < w->compacted) w->lagged = true;
+  return st.trimmed_gen >= w->compacted && st.dirs_waiting == 0;
+}
+
+static void on_account_tick(uv_check_t *h) { /* after every loop iteration: every state GC passes */
+  account_wait_t *w = h->data;
+  if (trim_accounted(w)) w->done = true;
+}
+
+/* The trim's manifest put lands but its answer is an error (here: the
+ * directory fsync after the link fails; on S3 a lost answer after the
+ * create's retries run out): GC retries the trim against the manifest its
+ * lost put made, which lists none of the compacted SSTables. Their
+ * directories must still be deleted, by this process, not left until a
+ * restart's scan; and GC's account never shows them unlisted and not
+ * waiting (sampled after every loop iteration). */
+static void test_trim_answer_lost(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e);
+  mw_table_t *t = open_table_durable(&e, "on", true);
+  mw_shard_t *s = unsharded(t);
+  er_model_t m;
+  er_model_init(&m, 9, 500);
+  for (int i = 0; i < 12; i++) assert_int_equal(write_one(&e, s, t, &m, 60), 0);
+  ctl(&e, mw_shard_flush, s);
+  size_t before = count_gen_dirs(&e);
+  assert_true(before >= 2);
+  /* the trim is the next commit: manifest version cached + 1 */
+  char key[MW_MSTORE_KEY_BYTES];
+  assert_int_equal(mw_mstore_manifest_key(&s->ms, s->ms.cached.version + 1, key, sizeof key), 0);
+  int dirsync = mw_storage_step_parse(t->st, "dirsync");
+  assert_true(dirsync >= 0);
+  mw_storage_fault_t f = {.fail_prefix = key, .fail_errno = EIO, .fail_steps = MW_STEP_BIT((unsigned)dirsync)};
+  assert_int_equal(mw_storage_fault_set(t->st, &f), 0);
+  uint64_t top = 0;
+  for (size_t i = 0; i < s->ms.cached.n_sstables; i++)
+    if (s->ms.cached.sstables[i].generation > top) top = s->ms.cached.sstables[i].generation;
+  account_wait_t w = {.t = t, .s = s, .compacted = top};
+  uv_check_t chk;
+  assert_int_equal(uv_check_init(&e.loop, &chk), 0);
+  chk.data = &w;
+  assert_int_equal(uv_check_start(&chk, on_account_tick), 0);
+  done_t d = {0};
+  assert_int_equal(mw_table_compact(t, on_compacted, &d), 0);
+  run_until(&e.loop, flag_set, &d.fired);
+  assert_int_equal(d.status, 0);
+  run_until(&e.loop, flag_set, &w.done);
+  uv_close((uv_handle_t *)&chk, NULL);
+  mw_gc_stats_t gs;
+  mw_gc_stats(t->gc, &gs);
+  assert_true(gs.failures >= 1); /* the lost answer happened */
+  assert_int_equal(s->ms.cached.n_sstables, 0);
+  assert_int_equal(count_gen_dirs(&e), 0);
+  assert_int_equal(gs.dirs_deleted, before);
+  assert_false(w.lagged);
+  assert_int_equal(mw_storage_fault_set(t->st, NULL), 0);
+  ctl(&e, mw_shard_release, s);
+  close_table(&e, t);
+  er_model_free(&m);
+  env_free(&e);
+}
 
 /* ---------------------------------------------------------------- history */
 
@@ -592,6 +682,7 @@ int main(void) {
       cmocka_unit_test(test_wal),
       cmocka_unit_test(test_fenced_writer),
       cmocka_unit_test(test_sstables),
+      cmocka_unit_test(test_trim_answer_lost),
       cmocka_unit_test(test_history),
   };
   return cmocka_run_group_tests_name("gc", tests, NULL, NULL);
