@@ -10,8 +10,13 @@
  *           -> those directories become candidates, since now
  *   DELETE  delete_prefix of candidates with gen <= compacted whose grace
  *           is over and that the newest manifest does not list
- *   WAL     GET bytes [0, 4 KiB) of positions [wal_next, horizon) -> DELETE
- *           each that holds a record batch (not a sentinel) -> wal_next
+ *   WAL     for positions [wal_next, horizon): an entry this process wrote
+ *           in its epoch (mw_wal_landed_size) holds rows; any other the
+ *           latest listing of wal/ shows is read (bytes [0, 4 KiB)); one
+ *           the listing does not show is gone (a hole, or deleted before
+ *           a restart) and costs no request. DELETE each that holds a
+ *           record batch (not a sentinel) -> wal_next. Past the listing,
+ *           a new LIST of wal/ first (WAL_LIST).
  *
  * A sample of what stays in a long-running shard's wal/ (positions):
  *   3 (a sentinel: claim of epoch 2), 41 (a sentinel: epoch 3), 990..1003
@@ -37,8 +42,8 @@
 #define BACKOFF_MAX_MS 60000
 #define KEY_BYTES 256
 
-enum { J_NONE = 0, J_SCAN, J_TRIM, J_DELETE, J_WAL_GET, J_WAL_DELETE, J_MF_HINT, J_MF_HINT_PUT, J_MF_DELETE,
-       J_BASE };
+enum { J_NONE = 0, J_SCAN, J_TRIM, J_DELETE, J_WAL_LIST, J_WAL_GET, J_WAL_DELETE, J_MF_HINT, J_MF_HINT_PUT,
+       J_MF_DELETE, J_BASE };
 
 typedef struct gdir {
   char *name;
@@ -50,6 +55,13 @@ typedef struct gshard {
   uint8_t id[16];
   bool scanned;
   uint64_t wal_next;
+  /* The latest listing of wal/: the positions it showed at or above
+   * wal_next, sorted (wal_pos[wal_pos_i..n_wal_pos)), and wal_listed_to,
+   * the horizon when it was taken: every entry below that had been written
+   * by then, so one below it that the listing lacks is gone. */
+  uint64_t *wal_pos;
+  size_t n_wal_pos, wal_pos_i;
+  uint64_t wal_listed_to;
   uint64_t trimmed_gen;
   gdir_t *dirs;
   size_t n_dirs;
@@ -69,6 +81,7 @@ typedef struct gio {
   size_t dir;
   int status;
   bool drop;      /* WAL: the entry holds rows, delete it */
+  uint64_t known; /* WAL: the size of an entry this process wrote (no read), else 0 */
   char key[KEY_BYTES];
 } gio_t;
 
@@ -91,6 +104,8 @@ struct mw_gc {
   size_t n_ios, pending;
   uint64_t trim_gen;
   uint64_t trim_start_ms;   /* uv_now() when the trim started */
+  uint64_t list_horizon;    /* scan / WAL_LIST: the horizon when the LIST was sent */
+  uint64_t wal_end;         /* WAL: where this batch's walk stopped */
   gdir_t *trimmed;          /* the directories the trim's commit removed */
   size_t n_trimmed;
   mw_ipc_reader_t rd;
@@ -286,6 +301,47 @@ static void job_end(mw_gc_t *g, int status, const char *what) {
 
 /* ------------------------------------------------------------------- scan */
 
+static uint64_t shard_horizon(const mw_shard_t *s) {
+  uint64_t r = s->ms.cached.replay_after_wal_entry_position, l = s->ms.cached.wal_entry_position_last_seen;
+  return r < l ? r : l;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void wal_listing_free(gshard_t *gs) {
+  free(gs->wal_pos);
+  gs->wal_pos = NULL;
+  gs->n_wal_pos = gs->wal_pos_i = 0;
+}
+
+/* Keep the WAL positions of a listing of the shard (keys "<shard_dir>wal/
+ * <bitrev>.arrow", others ignored), sorted; it covers positions below
+ * listed_to. *low = the lowest position, or 0 when none. -ENOMEM leaves a
+ * listing that covers nothing (listed_to 0): the next WAL step lists again. */
+static int wal_listing_take(gshard_t *gs, const mw_storage_req_t *req, size_t pl, uint64_t listed_to,
+                            uint64_t *low) {
+  wal_listing_free(gs);
+  gs->wal_listed_to = 0;
+  *low = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < req->nkeys; i++) n += strncmp(req->keys[i] + pl, "wal/", 4) == 0;
+  if (n > 0 && (gs->wal_pos = malloc(n * sizeof *gs->wal_pos)) == NULL) return -ENOMEM;
+  for (size_t i = 0; i < req->nkeys; i++) {
+    const char *rest = req->keys[i] + pl;
+    uint64_t pos;
+    if (strncmp(rest, "wal/", 4) == 0 && mw_bitrev_parse(rest + 4, &pos) == 0 && pos > 0)
+      gs->wal_pos[gs->n_wal_pos++] = pos;
+  }
+  assert(gs->n_wal_pos <= n);
+  if (gs->n_wal_pos > 1) qsort(gs->wal_pos, gs->n_wal_pos, sizeof *gs->wal_pos, cmp_u64);
+  gs->wal_listed_to = listed_to;
+  *low = gs->n_wal_pos ? gs->wal_pos[0] : 0;
+  return 0;
+}
+
 static void on_scanned(mw_storage_req_t *req, int status) {
   mw_gc_t *g = req->data;
   gshard_t *gs = g->cur;
@@ -296,13 +352,15 @@ static void on_scanned(mw_storage_req_t *req, int status) {
   }
   size_t pl = strlen(s->ms.shard_dir);
   uint64_t low = 0, mf_low = 0, now = uv_now(g->t->loop);
+  if (status == 0 && wal_listing_take(gs, req, pl, g->list_horizon, &low) < 0) {
+    mw_storage_req_cleanup(&g->list_req);
+    mw_storage_req_init(&g->list_req);
+    job_end(g, -ENOMEM, "scan");
+    return;
+  }
   for (size_t i = 0; status == 0 && i < req->nkeys; i++) {
     const char *rest = req->keys[i] + pl;
-    if (strncmp(rest, "wal/", 4) == 0) {
-      uint64_t pos;
-      if (mw_bitrev_parse(rest + 4, &pos) == 0 && (low == 0 || pos < low)) low = pos;
-      continue;
-    }
+    if (strncmp(rest, "wal/", 4) == 0) continue; /* wal_listing_take */
     if (strncmp(rest, "manifest/", 9) == 0) {
       uint64_t v;
       if (mw_shard_manifest_name_parse(rest + 9, &v) == 0 && v > 0 && (mf_low == 0 || v < mf_low)) mf_low = v;
@@ -331,6 +389,7 @@ static void on_scanned(mw_storage_req_t *req, int status) {
 
 static int start_scan(mw_gc_t *g) {
   g->job = J_SCAN;
+  g->list_horizon = shard_horizon(g->cur_shard);
   g->list_req.data = g;
   g->list_req.background = true; /* GC yields to the data path (storage.h) */
   return mw_storage_list(g->t->st, &g->list_req, g->cur_shard->ms.shard_dir, on_scanned);
@@ -468,12 +527,63 @@ static void delete_done(mw_gc_t *g) {
 
 /* -------------------------------------------------------------------- WAL */
 
+static void on_wal_listed(mw_storage_req_t *req, int status) {
+  mw_gc_t *g = req->data;
+  gshard_t *gs = g->cur;
+  if (status < 0 && status != -ENOENT) {
+    job_end(g, status, "WAL list");
+    return;
+  }
+  g->stats.wal_lists++;
+  /* (-ENOENT: nothing there at all; the listing is empty) */
+  uint64_t low;
+  int rc = wal_listing_take(gs, req, strlen(g->cur_shard->ms.shard_dir), g->list_horizon, &low);
+  mw_storage_req_cleanup(&g->list_req);
+  mw_storage_req_init(&g->list_req);
+  job_end(g, rc, "WAL list");
+}
+
+static int start_wal_list(mw_gc_t *g, uint64_t horizon) {
+  mw_shard_t *s = g->cur_shard;
+  g->job = J_WAL_LIST;
+  g->list_horizon = horizon;
+  snprintf(g->ios[0].key, sizeof g->ios[0].key, "%swal/", s->ms.shard_dir);
+  g->list_req.data = g;
+  g->list_req.background = true; /* GC yields to the data path (storage.h) */
+  return mw_storage_list(g->t->st, &g->list_req, g->ios[0].key, on_wal_listed);
+}
+
+static void wal_sniffed(mw_gc_t *g);
+
+/* One batch of positions from wal_next: entries this process wrote go
+ * straight to deletion, entries the listing shows are read first, and
+ * positions the listing lacks are passed over. -EAGAIN when nothing below
+ * the horizon is left. */
 static int start_wal(mw_gc_t *g, uint64_t horizon) {
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
   g->job = J_WAL_GET;
   g->n_ios = g->pending = 0;
-  for (uint64_t p = gs->wal_next; p < horizon && g->n_ios < MW_GC_MAX_BATCH; p++) {
+  while (gs->wal_pos_i < gs->n_wal_pos && gs->wal_pos[gs->wal_pos_i] < gs->wal_next) gs->wal_pos_i++;
+  uint64_t p = gs->wal_next;
+  bool relist = false;
+  while (p < horizon && g->n_ios < MW_GC_MAX_BATCH) {
+    uint64_t known = mw_wal_landed_size(&s->wal, p);
+    bool listed_here = gs->wal_pos_i < gs->n_wal_pos && gs->wal_pos[gs->wal_pos_i] == p;
+    if (listed_here) gs->wal_pos_i++;
+    if (known == 0 && !listed_here) {
+      if (p >= gs->wal_listed_to) { /* written after the listing: list again */
+        relist = true;
+        break;
+      }
+      /* gone before the listing: on to the next listed (or written) one */
+      /* (an entry this process wrote below wal_listed_to was there to be
+       * listed, so nothing known lies between) */
+      uint64_t next = gs->wal_pos_i < gs->n_wal_pos ? gs->wal_pos[gs->wal_pos_i] : gs->wal_listed_to;
+      assert(next > p);
+      p = next < horizon ? next : horizon;
+      continue;
+    }
     gio_t *io = &g->ios[g->n_ios++];
     char name[MW_BITREV_NAME_BYTES];
     mw_wal_entry_name(p, name, sizeof name);
@@ -481,16 +591,36 @@ static int start_wal(mw_gc_t *g, uint64_t horizon) {
     io->pos = p;
     io->status = 0;
     io->drop = false;
+    io->known = known;
     io->req.data = io;
+    p++;
+  }
+  assert(p <= horizon);
+  g->wal_end = p;
+  if (g->n_ios == 0) {
+    if (relist) return start_wal_list(g, horizon);
+    gs->wal_next = p; /* only positions gone already */
+    if (gs->wal_pos_i >= gs->n_wal_pos) wal_listing_free(gs);
+    g->job = J_NONE;
+    return -EAGAIN;
+  }
+  for (size_t k = 0; k < g->n_ios; k++) {
+    gio_t *io = &g->ios[k];
+    if (io->known) continue;
     io->req.background = true; /* GC yields to the data path (storage.h) */
     int rc = mw_storage_get(g->t->st, &io->req, io->key, 0, MW_GC_SNIFF_BYTES, on_io);
     if (rc < 0) {
       io->status = rc;
       break;
     }
+    g->stats.wal_reads++;
     g->pending++;
   }
-  if (g->pending == 0) return g->n_ios ? g->ios[0].status : -EAGAIN;
+  if (g->pending == 0) {
+    for (size_t k = 0; k < g->n_ios; k++)
+      if (g->ios[k].status < 0) return g->ios[k].status;
+    wal_sniffed(g); /* every entry known: straight to deletion */
+  }
   return 0;
 }
 
@@ -512,10 +642,11 @@ static void wal_sniffed(mw_gc_t *g) {
     gio_t *io = &g->ios[k];
     if (io->status == -ENOENT) { /* a hole, or gone already */
       io->status = 0;
+      g->stats.wal_reads_absent++;
       continue;
     }
     if (io->status < 0) break; /* this and later positions wait for the next round */
-    io->drop = holds_rows(g, &io->req);
+    io->drop = io->known > 0 || holds_rows(g, &io->req);
     if (!io->drop) {
       g->stats.sentinels_kept++;
       count(gm.sentinels, 1);
@@ -523,8 +654,9 @@ static void wal_sniffed(mw_gc_t *g) {
                   s->id_str, io->pos);
       continue;
     }
-    g->stats.wal_bytes_deleted += io->req.size;
-    count(gm.wal_bytes, io->req.size);
+    uint64_t size = io->known > 0 ? io->known : io->req.size;
+    g->stats.wal_bytes_deleted += size;
+    count(gm.wal_bytes, size);
     mw_buf_reset(&io->req.buf);
     io->req.background = true; /* GC yields to the data path (storage.h) */
     int rc = mw_storage_delete(g->t->st, &io->req, io->key, on_io);
@@ -552,6 +684,9 @@ static void wal_done(mw_gc_t *g) {
     }
     gs->wal_next = io->pos + 1;
   }
+  if (first == 0 && g->wal_end > gs->wal_next) gs->wal_next = g->wal_end; /* and the gone ones after */
+  if (gs->wal_pos_i >= gs->n_wal_pos) wal_listing_free(gs);
+  mw_wal_landed_forget(&g->cur_shard->wal, gs->wal_next);
   for (size_t k = 0; k < g->n_ios; k++) mw_storage_req_cleanup(&g->ios[k].req);
   job_end(g, first, "WAL delete");
 }
@@ -803,7 +938,10 @@ static int shard_job(mw_gc_t *g, gshard_t *gs, mw_shard_t *s, uint64_t now) {
   const mw_shard_manifest_t *m = &s->ms.cached;
   uint64_t r = m->replay_after_wal_entry_position, l = m->wal_entry_position_last_seen;
   uint64_t horizon = r < l ? r : l;
-  if (gs->wal_next > 0 && gs->wal_next < horizon) return start_wal(g, horizon);
+  if (gs->wal_next > 0 && gs->wal_next < horizon) {
+    rc = start_wal(g, horizon);
+    if (rc != -EAGAIN) return rc;
+  }
   return manifest_job(g, gs, s, now);
 }
 
@@ -911,6 +1049,7 @@ void mw_gc_free(mw_gc_t *g) {
   for (size_t i = 0; i < g->n_shards; i++) {
     for (size_t k = 0; k < g->shards[i]->n_dirs; k++) free(g->shards[i]->dirs[k].name);
     free(g->shards[i]->dirs);
+    wal_listing_free(g->shards[i]);
     free(g->shards[i]);
   }
   free(g->shards);

@@ -21,8 +21,13 @@
  *           directories wait one more grace period.
  *   delete  directories whose grace period is over: delete_prefix.
  *   wal     entries below min(replay_after, last_seen) of the newest
- *           manifest: each is read (its first 4 KiB) and deleted unless it
- *           is a fence sentinel (no record batch), which is kept forever.
+ *           manifest: each is deleted unless it is a fence sentinel (no
+ *           record batch), which is kept forever. An entry this process
+ *           wrote in its epoch is known to hold rows; any other is read
+ *           (its first 4 KiB) to tell. Only positions a listing of wal/
+ *           shows are read (the scan's, then a new one for positions
+ *           written after it), so deleted ones cost nothing after a
+ *           restart.
  *   mf      shard-manifest versions below the newest
  *           gc_manifest_keep_versions: a floor F is proposed once
  *           version_hint.json names F or later (we rewrite it if not); after
@@ -78,6 +83,9 @@ typedef struct mw_gc_stats {
   uint64_t wal_deleted;         /* WAL entries deleted */
   uint64_t wal_bytes_deleted;
   uint64_t sentinels_kept;      /* fence sentinels passed over (kept) */
+  uint64_t wal_reads;           /* WAL entries read to tell a sentinel from data */
+  uint64_t wal_reads_absent;    /* of those, found gone (the listing was older) */
+  uint64_t wal_lists;           /* listings of wal/ after the scan's */
   uint64_t trims;               /* shard-manifest commits that dropped SSTables */
   uint64_t sstables_trimmed;
   uint64_t dirs_deleted;        /* SSTable directories deleted */

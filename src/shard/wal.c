@@ -94,6 +94,7 @@ int mw_wal_begin(mw_wal_t *w, uint64_t epoch, mw_err_t *err) {
   w->stalled = false;
   w->stalled_entry = NULL;
   w->head = w->count = 0;
+  w->landed_lo = w->landed_hi = 0; /* a new epoch: nothing of it landed yet */
   for (size_t i = 0; i < MW_WAL_MAX_INFLIGHT; i++) w->ents[i].state = E_FREE;
   mw_schema_free(&w->schema);
   mw_schema_init(&w->schema);
@@ -120,6 +121,8 @@ static void on_retry_close(uv_handle_t *h) {
   drop_pending(w);
   free(w->pend);
   w->pend = NULL;
+  free(w->landed);
+  w->landed = NULL;
   if (w->close_cb) w->close_cb(w);
 }
 
@@ -140,6 +143,37 @@ bool mw_wal_idle(const mw_wal_t *w) { return w->n_pend == 0 && w->count == 0; }
 
 bool mw_wal_busy(const mw_wal_t *w) {
   return w->count > 0 || w->fop.busy || w->disc.busy || w->s_cb != NULL;
+}
+
+/* ---------------------------------------------------------------- landed */
+
+/* Entries are reported in position order, so a landing is at or above
+ * landed_hi; positions skipped in between (an entry that did not land
+ * after a failure) stay 0. One that would not fit in the ring, or a
+ * failed allocation, is simply not remembered: GC reads that entry. */
+static void note_landed(mw_wal_t *w, uint64_t pos, size_t bytes) {
+  _Static_assert(MW_WAL_LANDED_SLOTS > 0 && MW_WAL_LANDED_SLOTS <= 65536, "ring size");
+  if (bytes == 0 || bytes > UINT32_MAX) return;
+  if (w->landed == NULL && (w->landed = calloc(MW_WAL_LANDED_SLOTS, sizeof *w->landed)) == NULL) return;
+  if (w->landed_lo == w->landed_hi) w->landed_lo = w->landed_hi = pos;
+  if (pos < w->landed_hi || pos - w->landed_lo >= MW_WAL_LANDED_SLOTS) return;
+  for (uint64_t p = w->landed_hi; p < pos; p++) w->landed[p % MW_WAL_LANDED_SLOTS] = 0;
+  w->landed[pos % MW_WAL_LANDED_SLOTS] = (uint32_t)bytes;
+  w->landed_hi = pos + 1;
+  assert(w->landed_hi - w->landed_lo <= MW_WAL_LANDED_SLOTS);
+}
+
+uint64_t mw_wal_landed_size(const mw_wal_t *w, uint64_t position) {
+  assert(w != NULL);
+  if (w->landed == NULL || position < w->landed_lo || position >= w->landed_hi) return 0;
+  return w->landed[position % MW_WAL_LANDED_SLOTS];
+}
+
+void mw_wal_landed_forget(mw_wal_t *w, uint64_t position) {
+  assert(w != NULL);
+  if (position <= w->landed_lo) return;
+  w->landed_lo = position < w->landed_hi ? position : w->landed_hi;
+  assert(w->landed_lo <= w->landed_hi);
 }
 
 /* ----------------------------------------------------------------- failure */
@@ -182,6 +216,7 @@ static void report_late(mw_wal_t *w) {
       w->entries_written++;
       w->bytes_written += e->bytes.len;
       w->last_durable_position = pos;
+      note_landed(w, pos, e->bytes.len);
     }
     w->on_late(w, pos, seq, st);
   }
@@ -371,6 +406,7 @@ static void report(mw_wal_t *w) {
     w->entries_written++;
     w->bytes_written += e->bytes.len;
     w->last_durable_position = pos;
+    note_landed(w, pos, e->bytes.len);
     if (!w->failed) w->on_durable(w, pos, seq);
   }
 }

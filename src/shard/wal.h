@@ -65,6 +65,8 @@
 #define MW_WAL_RETRY_MAX_MS 5000
 #define MW_WAL_MAX_PENDING_BATCHES 1000000
 #define MW_WAL_KEY_BYTES 192
+/* Landed entries remembered for GC (mw_wal_landed_size): 4 bytes each. */
+#define MW_WAL_LANDED_SLOTS 4096
 
 typedef struct mw_wal mw_wal_t;
 
@@ -148,6 +150,12 @@ struct mw_wal {
   uint32_t s_collisions;
   uint64_t s_position;
   mw_wal_done_cb s_cb;
+  /* Entries of this epoch whose put succeeded, by position: sizes of
+   * [landed_lo, landed_hi) in landed[pos % MW_WAL_LANDED_SLOTS] (0 = not
+   * known to have landed). Allocated at the first landing; GC forgets what
+   * it has deleted; a landing that does not fit is not remembered. */
+  uint32_t *landed;
+  uint64_t landed_lo, landed_hi;
   /* stats */
   uint64_t entries_written, bytes_written, last_durable_position;
   uint64_t passed_through;    /* batches written as their record batch messages came */
@@ -187,6 +195,13 @@ void mw_wal_flush(mw_wal_t *w);
 bool mw_wal_idle(const mw_wal_t *w);
 /* Any storage request of the log still outstanding. */
 bool mw_wal_busy(const mw_wal_t *w);
+
+/* GC: the size of the entry at `position` when this log wrote it in the
+ * current epoch and its put succeeded, so it certainly holds rows and is
+ * no fence sentinel; 0 when not known (read it to tell). */
+uint64_t mw_wal_landed_size(const mw_wal_t *w, uint64_t position);
+/* GC: positions below `position` need no answer any more. */
+void mw_wal_landed_forget(mw_wal_t *w, uint64_t position);
 
 /* Find the tip from `hint` (manifest wal_entry_position_last_seen) and write
  * the fence sentinel there, re-discovering on every collision (≤1024).

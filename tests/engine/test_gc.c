@@ -10,6 +10,11 @@
  *                 B's GC runs. The sentinel survives, A's next write collides
  *                 with it and is refused -ESTALE, nothing of A's is
  *                 acknowledged after the fence.
+ *   restart_listing  what restarts leave (a fence sentinel kept low, every
+ *                 entry above it deleted): a new owner's GC reads no
+ *                 deleted position (only what its listing shows), reads
+ *                 none of the entries it wrote itself, and still deletes
+ *                 everything below the horizon but the sentinels.
  *   sstables      compaction, then GC unlists the compacted SSTables and
  *                 deletes their directories (grace 0 here); an unlisted
  *                 directory left by a crash is found by the scan and goes too.
@@ -232,6 +237,7 @@ static void test_wal(void **state) {
   mw_gc_stats(t->gc, &gs);
   assert_int_equal(gs.wal_deleted, h - 1);
   assert_int_equal(gs.sentinels_kept, 0); /* epoch 1: no sentinel */
+  assert_int_equal(gs.wal_reads, 0);      /* every entry is its own: none read */
   for (uint64_t p = 1; p < h; p++)
     if (wal_exists(&e, p)) fail_msg("WAL position %" PRIu64 " below the horizon %" PRIu64 " survived", p, h);
   for (uint64_t p = h; p < tip; p++)
@@ -274,6 +280,10 @@ static void test_fenced_writer(void **state) {
   mw_gc_stats(b->gc, &gs);
   assert_int_equal(gs.sentinels_kept, 1);
   assert_int_equal(gs.wal_deleted, h - 2); /* all but the sentinel */
+  /* read: A's entries and B's own sentinel (positions 1..slot); B's own
+   * entries above it are known to hold rows */
+  assert_int_equal(gs.wal_reads, slot);
+  assert_int_equal(gs.wal_reads_absent, 0);
   assert_true(wal_exists(&e, slot));
   for (uint64_t p = 1; p < h; p++)
     if (p != slot && wal_exists(&e, p)) fail_msg("position %" PRIu64 " survived GC", p);
@@ -285,6 +295,70 @@ static void test_fenced_writer(void **state) {
   ctl(&e, mw_shard_release, sb);
   close_table(&e, a);
   close_table(&e, b);
+  er_model_free(&m);
+  env_free(&e);
+}
+
+static void test_restart_listing(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e);
+  er_model_t m;
+  er_model_init(&m, 9, 500);
+  mw_table_t *a = open_table(&e, "off");
+  mw_shard_t *sa = unsharded(a);
+  for (int i = 0; i < 5; i++) assert_int_equal(write_one(&e, sa, a, &m, 20), 0);
+  ctl(&e, mw_shard_release, sa);
+  close_table(&e, a);
+  /* B: epoch 2, sentinel s1; GC deletes everything below its horizon but s1 */
+  mw_table_t *b = open_table(&e, "on");
+  mw_shard_t *sb = unsharded(b);
+  ctl(&e, mw_shard_claim, sb);
+  uint64_t s1 = sb->wal.s_position;
+  for (int i = 0; i < 40; i++) assert_int_equal(write_one(&e, sb, b, &m, 20), 0);
+  ctl(&e, mw_shard_flush, sb);
+  uint64_t h = horizon(sb);
+  assert_true(s1 > 1 && h > s1 + 30);
+  gc_wait_t w = {b, h};
+  run_until(&e.loop, gc_reached, &w);
+  ctl(&e, mw_shard_release, sb);
+  close_table(&e, b);
+  uint64_t existing = 0, tip = 0;
+  for (uint64_t p = 1; p < h + 100; p++)
+    if (wal_exists(&e, p)) {
+      existing++;
+      tip = p;
+    }
+  assert_true(wal_exists(&e, s1));
+  assert_true(existing < tip - s1); /* B's GC left holes above s1 */
+  /* C: epoch 3, sentinel s2 above everything; its GC starts at s1 */
+  mw_table_t *c = open_table(&e, "on");
+  mw_shard_t *sc = unsharded(c);
+  ctl(&e, mw_shard_claim, sc);
+  uint64_t s2 = sc->wal.s_position;
+  assert_true(s2 > tip);
+  for (int i = 0; i < 30; i++) assert_int_equal(write_one(&e, sc, c, &m, 20), 0);
+  ctl(&e, mw_shard_flush, sc);
+  uint64_t h2 = horizon(sc);
+  assert_true(h2 > s2 + 20);
+  w = (gc_wait_t){c, h2};
+  run_until(&e.loop, gc_reached, &w);
+  mw_gc_stats_t gs;
+  mw_gc_stats(c->gc, &gs);
+  /* every entry below s2 that was left, and s2: read once; no deleted
+   * position was asked for; C's own entries went unread */
+  assert_int_equal(gs.wal_reads, existing + 1);
+  assert_int_equal(gs.wal_reads_absent, 0);
+  assert_int_equal(gs.sentinels_kept, 2);
+  assert_int_equal(gs.wal_deleted, existing - 1 + (h2 - s2 - 1));
+  for (uint64_t p = 1; p < h2; p++)
+    if (p != s1 && p != s2 && wal_exists(&e, p)) fail_msg("position %" PRIu64 " survived GC", p);
+  assert_true(wal_exists(&e, s1));
+  assert_true(wal_exists(&e, s2));
+  for (uint64_t p = h2; p < sc->wal.next_position; p++)
+    if (!wal_exists(&e, p)) fail_msg("position %" PRIu64 " at/above the horizon is gone", p);
+  ctl(&e, mw_shard_release, sc);
+  close_table(&e, c);
   er_model_free(&m);
   env_free(&e);
 }
@@ -681,6 +755,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wal),
       cmocka_unit_test(test_fenced_writer),
+      cmocka_unit_test(test_restart_listing),
       cmocka_unit_test(test_sstables),
       cmocka_unit_test(test_trim_answer_lost),
       cmocka_unit_test(test_history),
