@@ -360,6 +360,7 @@ static int start_front(mw_daemon_t *d) {
       .max_frame_bytes = (size_t)d->cfg.max_frame_bytes,
       .max_reply_bytes_per_connection = (size_t)d->cfg.max_reply_bytes_per_connection,
       .max_batch_rows = (size_t)d->cfg.max_batch_rows,
+      .write_gather_ms = (uint64_t)d->cfg.write_gather_ms,
       .idle_timeout_ms = (uint64_t)d->cfg.idle_timeout_ms,
       /* the drain's share of the stop; flushing gets the rest */
       .drain_timeout_ms = d->cfg.shutdown_timeout_ms > 0 ? (uint64_t)d->cfg.shutdown_timeout_ms / 2 : 0,

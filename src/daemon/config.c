@@ -68,6 +68,7 @@ static const cfg_key_t keys[] = {
     {SC_DAEMON, "max_reply_bytes_per_connection", T_INT, D(max_reply_bytes_per_connection), 4 * KiB,
      1 * GiB, false},
     {SC_DAEMON, "max_batch_rows", T_INT, D(max_batch_rows), 1, 1048576, false},
+    {SC_DAEMON, "write_gather_ms", T_INT, D(write_gather_ms), 0, 1000, false},
     {SC_DAEMON, "idle_timeout_ms", T_INT, D(idle_timeout_ms), 0, 86400000, false},
     {SC_DAEMON, "ignore_unknown_fields", T_BOOL, D(ignore_unknown_fields), 0, 1, false},
     {SC_DAEMON, "json_objects_as_text", T_BOOL, D(json_objects_as_text), 0, 1, false},
@@ -204,6 +205,7 @@ void mw_config_defaults(mw_config_t *cfg) {
   cfg->max_frame_bytes = 64 * MiB;
   cfg->max_reply_bytes_per_connection = 256 * KiB;
   cfg->max_batch_rows = 8192;
+  cfg->write_gather_ms = 10;
   cfg->idle_timeout_ms = 300000;
   cfg->shutdown_timeout_ms = 30000;
   cfg->memory_trim_interval_ms = 10000;

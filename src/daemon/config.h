@@ -116,6 +116,7 @@ typedef struct mw_config {
   int64_t max_frame_bytes;
   int64_t max_reply_bytes_per_connection;
   int64_t max_batch_rows;
+  int64_t write_gather_ms; /* a connection's parsed rows wait this long at most for the rest of its write; 0 = off */
   int64_t idle_timeout_ms;
   bool ignore_unknown_fields;
   bool json_objects_as_text; /* a JSON object/array for a string column is stored as its text */

@@ -464,6 +464,24 @@ void mw_batch_reset(mw_batch_t *b) {
   b->n_rows = 0;
 }
 
+int mw_batch_append(mw_batch_t *dst, const mw_batch_t *src) {
+  assert(dst != NULL && src != NULL);
+  assert(dst->schema->n_fields == src->schema->n_fields);
+  const int64_t before = dst->n_rows;
+  mw_buf_reset(&dst->wal_ipc);
+  int rc = 0;
+  size_t i = 0;
+  for (; i < dst->schema->n_fields && rc == 0; i++)
+    rc = mw_column_append_range(&dst->cols[i], &src->cols[i], &dst->schema->fields[i], 0, src->n_rows);
+  if (rc < 0) { /* every column back to `before` rows, the failed one too */
+    for (size_t k = 0; k < i; k++) mw_column_truncate(&dst->cols[k], &dst->schema->fields[k], before);
+    return rc;
+  }
+  dst->n_rows = before + src->n_rows;
+  assert(dst->schema->n_fields == 0 || dst->cols[0].length == dst->n_rows);
+  return 0;
+}
+
 static int bitmap_len_ok(const mw_buf_t *bm, int64_t bits) {
   return bm->len == 0 || bm->len == (size_t)((bits + 7) / 8);
 }

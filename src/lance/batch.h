@@ -178,6 +178,10 @@ int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema);
 void mw_batch_free(mw_batch_t *b);
 /* Drop every row but keep the buffers' memory for reuse. */
 void mw_batch_reset(mw_batch_t *b);
+/* Append every row of src (same schema, or an equal one) to dst, in order.
+ * dst's wal_ipc is dropped (its rows changed). On failure (-ENOMEM) dst is
+ * rolled back to its rows before the call. */
+int mw_batch_append(mw_batch_t *dst, const mw_batch_t *src);
 /* Check every invariant above (lengths, offsets monotone and in range,
  * null counts, children lengths, nulls only where nullable; utf8 left
  * unchecked). Returns 0 or -EINVAL. */

@@ -3,8 +3,10 @@
  *
  * Design: one conn_t per socket with its lineproto state, the table chosen by
  * USE, a jsonrow parser for that table and one open submission (sub_t) that
- * collects rows. Everything that produces a reply first cuts the open
- * submission, so reply items stay in request order. A conn_t lives while its
+ * collects rows: an ARROW frame's, or the gather of parsed groups (server.h;
+ * flow() cuts it once nothing more of the write is on its way, its timer
+ * after write_gather_ms). Everything that produces a reply first cuts the
+ * open submission, so reply items stay in request order. A conn_t lives while its
  * handles are open or any engine completion is outstanding (refs); a
  * completion that arrives after the socket closed only drops its ref.
  *
@@ -66,6 +68,8 @@ typedef struct pjob {
   bool done; /* parsed, not applied yet */
 } pjob_t;
 
+/* A submission: an ARROW frame's rows, or (the gather) the parsed rows of
+ * consecutive groups of one connection and table. */
 typedef struct sub {
   conn_t *c;
   mw_batch_t batch;
@@ -79,10 +83,12 @@ typedef struct sub {
 } sub_t;
 
 #define PEER_BYTES 64
+#define CONN_HANDLES 3 /* tcp, idle, gather_timer */
 
 struct conn {
   uv_tcp_t tcp;
   uv_timer_t idle;
+  uv_timer_t gather_timer;   /* runs while `open` gathers parsed rows */
   uv_shutdown_t shutdown_req;
   mw_server_t *srv;
   conn_t *prev, *next;
@@ -110,7 +116,8 @@ struct conn {
   size_t parse_bytes;        /* input bytes of dispatched jobs not applied */
   mw_lp_request_t stash;
   bool stashed, in_process;
-  sub_t *open;               /* an ARROW frame's submission */
+  bool read_full;            /* the last read filled the read buffer */
+  sub_t *open;               /* an ARROW frame's submission, or the gather */
   size_t write_queue_bytes;
   int writes;
 };
@@ -274,14 +281,17 @@ static void on_conn_handle_closed(uv_handle_t *h) {
   }
 }
 
-/* Bytes the peer sent that no request consumed: the kernel's receive queue
- * and a partial line or frame. */
-static size_t unread_bytes(conn_t *c) {
+/* Bytes received and not read yet: the kernel's receive queue. */
+static size_t kernel_queued_bytes(conn_t *c) {
   uv_os_fd_t fd;
   int queued = 0;
   if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, FIONREAD, &queued) != 0) queued = 0;
-  return (size_t)(queued > 0 ? queued : 0) + mw_lp_buffered(&c->lp);
+  return (size_t)(queued > 0 ? queued : 0);
 }
+
+/* Bytes the peer sent that no request consumed: the kernel's receive queue
+ * and a partial line or frame. */
+static size_t unread_bytes(conn_t *c) { return kernel_queued_bytes(c) + mw_lp_buffered(&c->lp); }
 
 /* Close now, saying why. What the close loses (input not read, replies not
  * written, submissions whose answer will not be sent) makes it a warning. */
@@ -319,11 +329,13 @@ static void conn_close(conn_t *c, const char *why) {
   if (c->next) c->next->prev = c->prev;
   uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
   uv_close((uv_handle_t *)&c->idle, on_conn_handle_closed);
+  uv_close((uv_handle_t *)&c->gather_timer, on_conn_handle_closed);
 }
 
 /* ------------------------------------------------------------------ writing */
 
 static void flow(conn_t *c);
+static void cut(conn_t *c);
 
 static void on_write(uv_write_t *req, int status) {
   wreq_t *w = req->data;
@@ -454,22 +466,50 @@ static bool answered(const conn_t *c) {
   return c->refs == 0 && c->writes == 0 && !replies_left;
 }
 
+/* Whether to read more: input being parsed or gathered counts as
+ * unacknowledged; a kept request or every job slot in flight (backpressure
+ * from the workers) stops reading too. */
+static bool wants_input(const conn_t *c) {
+  const mw_server_t *s = c->srv;
+  size_t gathered = c->open ? c->open->bytes : 0;
+  return c->lp.unacked_bytes + c->parse_bytes + gathered <= s->opts.max_unacked_bytes_per_connection &&
+         c->write_queue_bytes <= s->opts.max_reply_bytes_per_connection && !c->stashed &&
+         c->job_count < PARSE_JOBS;
+}
+
+/* The gather waits only for rows already on their way: parse jobs not yet
+ * applied or, while the socket is read, a partial line in the buffer, or
+ * bytes in the kernel's receive queue after a read that filled the buffer
+ * (a chunk that ended on a line's end in the middle of a write). */
+static bool gather_more_coming(conn_t *c, bool reading) {
+  if (c->job_count > 0) return true;
+  if (!reading) return false;
+  return mw_lp_buffered(&c->lp) > 0 || (c->read_full && kernel_queued_bytes(c) > 0);
+}
+
 static void flow(conn_t *c) {
   if (c->closing || c->shutting || c->discarding) return;
   mw_server_t *s = c->srv;
-  assert(s && c->handles_open == 2);
+  assert(s && c->handles_open == CONN_HANDLES);
   assert(c->fill == NULL && !c->in_process); /* between requests */
   if (s->stopping || c->lp.quit || c->eof) {
-    /* no new requests; end once everything due is answered */
+    /* no new requests: gathered rows go now; end once everything due is answered */
+    cut(c);
+    if (c->closing) return;
+    send_ready(c);
+    if (c->closing) return;
     set_reading(c, false);
     if (answered(c)) finish(c, s->stopping ? "stop" : c->lp.quit ? "quit" : "eof");
     return;
   }
-  /* input being parsed counts as unacknowledged; a kept request or every
-   * job slot in flight (backpressure from the workers) stops reading too */
-  bool want = c->lp.unacked_bytes + c->parse_bytes <= s->opts.max_unacked_bytes_per_connection &&
-              c->write_queue_bytes <= s->opts.max_reply_bytes_per_connection && !c->stashed &&
-              c->job_count < PARSE_JOBS;
+  bool want = wants_input(c);
+  if (c->open && !gather_more_coming(c, want)) { /* nothing more is coming: never wait */
+    cut(c);
+    if (c->closing) return;
+    send_ready(c);
+    if (c->closing) return;
+    want = wants_input(c);
+  }
   set_reading(c, want);
 }
 
@@ -530,7 +570,7 @@ static void submit_sub(conn_t *c, sub_t *b) {
     conn_close(c, "out of memory");
     return;
   }
-  b->t0_ns = now_ns();
+  if (b->t0_ns == 0) b->t0_ns = now_ns(); /* a gather's: when its first rows came */
   mw_err_t err = {0};
   c->refs++;
   rc = s->eng.submit(s->eng.data, b->table, &b->batch, on_sub_done, b, &err);
@@ -542,12 +582,14 @@ static void submit_sub(conn_t *c, sub_t *b) {
   }
 }
 
-/* Hand the open (ARROW) submission to the engine, if it holds rows. */
+/* Hand the open submission (an ARROW frame, or the gather) to the engine,
+ * if it holds rows. */
 static void cut(conn_t *c) {
   sub_t *b = c->open;
   if (!b) return;
   assert(b->c == c && b->batch.n_rows == (int64_t)b->rows);
   c->open = NULL;
+  uv_timer_stop(&c->gather_timer);
   if (b->rows == 0) {
     mw_batch_free(&b->batch);
     free(b);
@@ -627,7 +669,7 @@ static void on_row(conn_t *c, const mw_lp_request_t *r) {
  * before any other request, the job is dispatched to the libuv pool (or, a
  * short run with nothing else in flight, parsed at once). Completions are
  * applied strictly in dispatch order: each group of good rows becomes one
- * submission, each refused line one ERR, so replies keep request order. A
+ * submission (or joins the gather), each refused line one ERR, so replies keep request order. A
  * request that is not a row waits (stash) until every job before it has
  * been applied, as does a row when every slot is in flight; reading stops
  * meanwhile. Each dispatched job holds one ref of its connection.
@@ -673,14 +715,76 @@ static void parse_work(mw_work_t *w) {
   mw_rowjob_run(&j->rj);
 }
 
-/* Job j's output, in line order: submissions and refused lines. */
+static void on_gather_timer(uv_timer_t *t) {
+  conn_t *c = t->data;
+  if (c->closing) return;
+  assert(c->open != NULL && !c->in_process);
+  cut(c);
+  if (c->closing) return;
+  send_ready(c);
+  flow(c);
+}
+
+/* The gather is full: its request bytes at a quarter of the connection's
+ * unacknowledged bytes (so it never holds up reading by itself), or its rows
+ * or Lance bytes at the server's limits. */
+static bool gather_full(const mw_server_t *s, const sub_t *b) {
+  return b->bytes >= s->opts.max_unacked_bytes_per_connection / 4 ||
+         b->rows >= MW_SERVER_MAX_GATHER_ROWS ||
+         mw_batch_lance_bytes(&b->batch) >= (int64_t)MW_SERVER_MAX_GATHER_LANCE_BYTES;
+}
+
+/* Group i of rj joins the gather (opened with it, its timer started); the
+ * gather is cut when full, else by flow() once nothing more is coming, by
+ * anything that replies, or by its timer (write_gather_ms). */
+static void gather(conn_t *c, mw_rowjob_t *rj, size_t i) {
+  mw_server_t *s = c->srv;
+  const mw_rowjob_out_t *o = &rj->out[i];
+  assert(!o->is_err && o->rows > 0);
+  assert(s->opts.write_gather_ms > 0);
+  sub_t *b = c->open;
+  if (b == NULL) {
+    if ((b = malloc(sizeof *b)) == NULL) {
+      conn_close(c, "out of memory");
+      return;
+    }
+    *b = (sub_t){.c = c, .table = c->table, .rows = o->rows, .first_line = o->first_line,
+                 .last_line = o->last_line, .bytes = o->bytes, .t0_ns = now_ns()};
+    memcpy(b->table_name, c->table_name, sizeof b->table_name);
+    b->batch = mw_rowjob_take(rj, i);
+    c->open = b;
+    uv_timer_start(&c->gather_timer, on_gather_timer, s->opts.write_gather_ms, 0);
+  } else {
+    assert(b->table == c->table && o->first_line > b->last_line);
+    mw_batch_t more = mw_rowjob_take(rj, i);
+    int rc = mw_batch_append(&b->batch, &more);
+    mw_batch_free(&more);
+    if (rc < 0) {
+      conn_close(c, "out of memory");
+      return;
+    }
+    b->rows += o->rows;
+    b->last_line = o->last_line;
+    b->bytes += o->bytes;
+  }
+  if (gather_full(s, b)) cut(c);
+}
+
+/* Job j's output, in line order: submissions (or the gather) and refused
+ * lines. */
 static void apply(conn_t *c, pjob_t *j) {
   mw_rowjob_t *rj = &j->rj;
   assert(rj->ran && rj->table == c->table);
   for (size_t i = 0; i < rj->n_out && !c->closing; i++) {
     const mw_rowjob_out_t *o = &rj->out[i];
     if (o->is_err) {
+      cut(c); /* the rows gathered before the line are answered first */
+      if (c->closing) break;
       refuse_line(c, o->line, o->code, o->msg, mw_rowjob_err_data(rj, o), o->len, o->bytes);
+      continue;
+    }
+    if (c->srv->opts.write_gather_ms > 0) {
+      gather(c, rj, i);
       continue;
     }
     sub_t *b = malloc(sizeof *b);
@@ -980,6 +1084,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     return;
   }
   if (n == 0) return;
+  c->read_full = (size_t)n == MW_SERVER_READ_CHUNK_BYTES;
   if (c->srv->opts.idle_timeout_ms > 0) uv_timer_again(&c->idle);
   if (c->lp.quit || mw_lp_feed(&c->lp, buf->base, (size_t)n) < 0) {
     if (!c->lp.quit) conn_close(c, "out of memory");
@@ -987,9 +1092,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   }
   process(c);
   if (c->closing) return;
-  cut(c);
-  if (c->closing) return;
-  send_ready(c);
+  send_ready(c); /* the gather, if any, is flow's to cut or keep */
   flow(c);
 }
 
@@ -1010,7 +1113,8 @@ static void on_idle(uv_timer_t *t) {
   if (c->closing) return;
   assert(c->reading);
   if (c->discarding) conn_close(c, c->why);
-  else if (c->refs == 0 && c->writes == 0 && unsent_bytes(c) == 0) conn_close(c, "idle");
+  else if (c->refs == 0 && c->writes == 0 && c->open == NULL && unsent_bytes(c) == 0)
+    conn_close(c, "idle");
 }
 
 /* ------------------------------------------------------------------ accept */
@@ -1089,8 +1193,9 @@ static void on_connection(uv_stream_t *server, int status) {
   }
   uv_tcp_init(s->loop, &c->tcp);
   uv_timer_init(s->loop, &c->idle);
-  c->tcp.data = c->idle.data = c;
-  c->handles_open = 2;
+  uv_timer_init(s->loop, &c->gather_timer);
+  c->tcp.data = c->idle.data = c->gather_timer.data = c;
+  c->handles_open = CONN_HANDLES;
   c->next = s->conns;
   if (s->conns) s->conns->prev = c;
   s->conns = c;

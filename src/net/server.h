@@ -12,6 +12,16 @@
  * called on the loop thread), each refused line becomes its ERR, and the
  * engine's completion releases `OK <n>` (lineproto.h keeps replies in
  * request order). ARROW frames are decoded (ipc.h) and submitted whole.
+ *
+ * The gather (opts.write_gather_ms > 0): consecutive groups of one
+ * connection are appended into one submission while more of the write is
+ * on its way (a job not yet applied; while reading, a partial line
+ * buffered or, after a full read, bytes in the kernel's queue), and handed
+ * over at once when nothing is: no wait for a lone write. Anything that
+ * replies cuts it first (reply order); it is bounded by write_gather_ms
+ * (a timer from its first rows), by max_unacked_bytes_per_connection / 4
+ * request bytes (gathered bytes count as unacknowledged),
+ * MW_SERVER_MAX_GATHER_ROWS and MW_SERVER_MAX_GATHER_LANCE_BYTES.
  * Workers: one per CPU; the environment variable MEMWALD_PARSE_THREADS=N
  * sets N (0: every parse on the loop thread, for A/B benchmarks).
  *
@@ -55,7 +65,8 @@
  * (ERR replies due, sent or not by the reply mode),
  * memwald_rows_rejected_total{table,code} (rows not written: lines
  * refused, rows of refused groups), memwald_ack_latency_seconds{table}
- * (submission -> acknowledgement). `table` is "" before a table is known.
+ * (submission -> acknowledgement; gathered rows from their parse). `table`
+ * is "" before a table is known.
  *
  * Errors: negative errno; mw_server_start names the listen address that
  * failed in *err.
@@ -78,6 +89,8 @@
 #define MW_SERVER_DEFAULT_MAX_UNACKED_BYTES ((size_t)16 << 20)
 #define MW_SERVER_DEFAULT_MAX_REPLY_BYTES ((size_t)256 << 10)
 #define MW_SERVER_DEFAULT_MAX_BATCH_ROWS 8192
+#define MW_SERVER_MAX_GATHER_ROWS ((uint32_t)1 << 20)       /* rows of one gathered write */
+#define MW_SERVER_MAX_GATHER_LANCE_BYTES ((size_t)16 << 20) /* its Lance bytes (shard: 64 MiB) */
 #define MW_SERVER_READ_CHUNK_BYTES ((size_t)64 << 10)
 #define MW_SERVER_DEFAULT_DRAIN_TIMEOUT_MS 10000
 #define MW_SERVER_KEEPALIVE_S 60
@@ -125,7 +138,8 @@ typedef struct mw_server_opts {
   size_t max_frame_bytes;               /* 0 = lineproto default */
   size_t max_unacked_bytes_per_connection; /* 0 = default */
   size_t max_reply_bytes_per_connection;   /* 0 = default */
-  size_t max_batch_rows;                /* rows per submission; 0 = default */
+  size_t max_batch_rows;                /* rows per parse group; 0 = default */
+  uint64_t write_gather_ms;             /* gather bound (below); 0 = off */
   uint64_t idle_timeout_ms;             /* 0 = never */
   uint64_t drain_timeout_ms;            /* graceful stop; 0 = default */
   mw_lp_replies_t replies;              /* every listener's default reply mode */
