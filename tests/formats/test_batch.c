@@ -179,6 +179,51 @@ static void test_schema(void **state) {
   mw_schema_free(&s);
 }
 
+/* mw_batch_append: rows after rows, nulls and strings kept, the batch's
+ * WAL encoding dropped (its rows changed), the result valid. */
+static void test_batch_append(void **state) {
+  (void)state;
+  mw_schema_t s;
+  mw_schema_init(&s);
+  assert_int_equal(mw_schema_add(&s, "id", MW_T_INT64, false), 0);
+  assert_int_equal(mw_schema_add(&s, "name", MW_T_UTF8, true), 1);
+  mw_batch_t a, b;
+  assert_int_equal(mw_batch_init(&a, &s), 0);
+  assert_int_equal(mw_batch_init(&b, &s), 0);
+  for (int64_t i = 0; i < 5; i++) {
+    mw_batch_t *x = i < 2 ? &a : &b;
+    assert_int_equal(mw_column_append_fixed(&x->cols[0], &i, 8), 0);
+    char name[8];
+    snprintf(name, sizeof name, "n%d", (int)i);
+    if (i == 1 || i == 3) assert_int_equal(mw_column_append_null(&x->cols[1], &s.fields[1]), 0);
+    else assert_int_equal(mw_column_append_bytes(&x->cols[1], name, strlen(name)), 0);
+    x->n_rows++;
+  }
+  assert_int_equal(mw_buf_append(&a.wal_ipc, "ipc", 3), 0);
+  assert_int_equal(mw_batch_append(&a, &b), 0);
+  assert_int_equal(a.n_rows, 5);
+  assert_int_equal(a.wal_ipc.len, 0);
+  assert_int_equal(mw_batch_validate(&a), 0);
+  assert_int_equal(a.cols[1].null_count, 2);
+  for (int64_t i = 0; i < 5; i++) {
+    int64_t id;
+    memcpy(&id, a.cols[0].values.data + i * 8, 8);
+    assert_int_equal(id, i);
+    assert_int_equal(mw_column_valid(&a.cols[1], i), i != 1 && i != 3);
+  }
+  size_t n;
+  const uint8_t *p = mw_column_bytes(&a.cols[1], 4, &n);
+  assert_int_equal(n, 2);
+  assert_memory_equal(p, "n4", 2);
+  /* an empty source changes nothing */
+  mw_batch_reset(&b);
+  assert_int_equal(mw_batch_append(&a, &b), 0);
+  assert_int_equal(a.n_rows, 5);
+  mw_batch_free(&a);
+  mw_batch_free(&b);
+  mw_schema_free(&s);
+}
+
 /* The validity bitmap appears at the first null, back-filled with ones. */
 static void test_validity_backfill(void **state) {
   (void)state;
@@ -408,6 +453,7 @@ int main(void) {
       cmocka_unit_test(test_builders),
       cmocka_unit_test(test_fsl_items),
       cmocka_unit_test(test_append_range),
+      cmocka_unit_test(test_batch_append),
       cmocka_unit_test(test_validate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
