@@ -6,9 +6,10 @@
  * collects rows: an ARROW frame's, or the gather of parsed groups (server.h;
  * flow() cuts it once nothing more of the write is on its way, its timer
  * after write_gather_ms). Everything that produces a reply first cuts the
- * open submission, so reply items stay in request order. A conn_t lives while its
- * handles are open or any engine completion is outstanding (refs); a
- * completion that arrives after the socket closed only drops its ref.
+ * open submission, so reply items stay in request order. A conn_t lives
+ * while its handles are open or any engine completion is outstanding
+ * (refs); a completion that arrives after the socket closed only drops its
+ * ref.
  *
  * Reads: libuv allocates from one 64 KiB buffer shared by every connection
  * (alloc and read run back to back on the loop thread); each chunk is fed
@@ -669,10 +670,10 @@ static void on_row(conn_t *c, const mw_lp_request_t *r) {
  * before any other request, the job is dispatched to the libuv pool (or, a
  * short run with nothing else in flight, parsed at once). Completions are
  * applied strictly in dispatch order: each group of good rows becomes one
- * submission (or joins the gather), each refused line one ERR, so replies keep request order. A
- * request that is not a row waits (stash) until every job before it has
- * been applied, as does a row when every slot is in flight; reading stops
- * meanwhile. Each dispatched job holds one ref of its connection.
+ * submission (or joins the gather), each refused line one ERR, so replies
+ * keep request order. A request that is not a row waits (stash) until every
+ * job before it has been applied, as does a row when every slot is in
+ * flight; reading stops meanwhile. Each dispatched job holds one ref of its connection.
  */
 
 static void process(conn_t *c);

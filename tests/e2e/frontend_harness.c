@@ -6,7 +6,7 @@
  *                    [--max-line-bytes N] [--max-unacked N] [--max-reply N]
  *                    [--idle-ms N] [--default-table T] [--admin PATH]
  *                    [--metrics-listen ADDR] [--replies all|errors|none]
- *                    [--drain-ms N]
+ *                    [--drain-ms N] [--gather-ms N (write_gather_ms; default 10)]
  *
  * Prints "READY <port of listener 0> [<port of listener 1> ...]" once
  * listening; on SIGTERM/SIGINT stops and prints "ROWS <table>=<acked rows>
@@ -328,14 +328,14 @@ static int harness_admin_start(const char *path, const char *metrics_listen, mw_
 
 int main(int argc, char **argv) {
   const char *listen[MW_SERVER_MAX_LISTEN];
-  mw_server_opts_t o = {.listen = listen};
+  mw_server_opts_t o = {.listen = listen, .write_gather_ms = 10}; /* the daemon's default */
   const char *admin_path = NULL, *metrics_listen = NULL;
   static const struct option lo[] = {
       {"listen", 1, 0, 'l'},      {"token", 1, 0, 't'},        {"max-connections", 1, 0, 'c'},
       {"max-line-bytes", 1, 0, 'L'}, {"max-unacked", 1, 0, 'u'}, {"max-reply", 1, 0, 'r'},
       {"idle-ms", 1, 0, 'i'},     {"default-table", 1, 0, 'd'}, {"admin", 1, 0, 'a'},
       {"metrics-listen", 1, 0, 'm'}, {"replies", 1, 0, 'R'}, {"drain-ms", 1, 0, 'D'},
-      {0, 0, 0, 0}};
+      {"gather-ms", 1, 0, 'g'},   {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (ch) {
@@ -352,6 +352,7 @@ int main(int argc, char **argv) {
     case 'a': admin_path = optarg; break;
     case 'm': metrics_listen = optarg; break;
     case 'D': o.drain_timeout_ms = strtoull(optarg, NULL, 10); break;
+    case 'g': o.write_gather_ms = strtoull(optarg, NULL, 10); break;
     case 'R':
       o.replies = strcmp(optarg, "none") == 0     ? MW_LP_REPLIES_NONE
                   : strcmp(optarg, "errors") == 0 ? MW_LP_REPLIES_ERRORS

@@ -95,7 +95,8 @@ int main(int argc, char **argv) {
   mw_fe_engine_t eng;
   mw_fe_tables_engine(&ts, &eng);
   const char *listen[1] = {"127.0.0.1:0"};
-  mw_server_opts_t so = {.listen = listen, .n_listen = 1, .metrics = mw_metrics_default()};
+  mw_server_opts_t so = {.listen = listen, .n_listen = 1, .metrics = mw_metrics_default(),
+                         .write_gather_ms = 10}; /* the daemon's default */
   if (mw_server_start(L, &so, &eng, &S, &err) < 0) {
     fprintf(stderr, "server: %s\n", err.msg);
     return 1;
