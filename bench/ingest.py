@@ -37,6 +37,13 @@ mergeInsert, bench/ingest-peer.mjs) in the same run. Builds nothing.
 --daemon-env sets an environment variable for the daemon (A/B runs, e.g.
 GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432).
 
+--pairs N (N > 0): on a loaded machine, after the runs above and before the
+daemon stops, each one-write-at-a-time case again N times as interleaved
+pairs: memwald's run, then LanceDB's at the 1 ms interval for the same shape
+and batch (ingest-peer.mjs for that case alone), so both sides of each pair
+see about the same load; each pair's ratio, the load average then, and the
+median ratio are printed after the targets.
+
 --perf records the daemon with `perf record -g` during the 16-connection
 NDJSON run and the small one-write-of-10 000-at-a-time run, and prints the
 top symbols and threads (self time) of each after the table.
@@ -176,6 +183,7 @@ def main():
     ap.add_argument("--dir")
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--perf", action="store_true")
+    ap.add_argument("--pairs", type=int, default=0)
     ap.add_argument("--daemon-env", action="append", default=[], metavar="K=V")
     a = ap.parse_args()
     memwald = os.path.join(a.build, "src", "memwald")
@@ -223,6 +231,20 @@ def main():
         for b in (1, 100, 10000):
             R[f"one_{shape}_{b}"] = gen_run(shape, ["--shape", shape, "-c", "1", "-b", str(b), "-p", "1"],
                                             perf_one if (shape, b) == ("small", 10000) else None)
+    pairs = []  # (shape, batch, memwald rows/s, peer rows/s, load average)
+    for shape in ("small", "wide"):
+        for b in (1, 100, 10000):
+            for k in range(a.pairs if not a.no_peer else 0):
+                m = gen_run(shape, ["--shape", shape, "-c", "1", "-b", str(b), "-p", "1"])
+                pr = subprocess.run(["node", os.path.join(SRC, "bench", "ingest-peer.mjs"), "--seconds",
+                                     str(a.peer_seconds), "--shapes", shape, "--batches", str(b), "--configs",
+                                     "max_wal_flush_interval_ms=1",
+                                     "--dir", os.path.join(scratch, f"pair-{shape}-{b}-{k}")],
+                                    capture_output=True, text=True, timeout=600)
+                o = next((json.loads(l) for l in pr.stdout.splitlines() if l.startswith("{")), None)
+                pairs.append((shape, b, m.get("rows_per_s", 0) if m.get("ok") else 0,
+                              o["rows_per_s"] if o else 0, os.getloadavg()[0]))
+                failed |= not m.get("ok") or o is None
     rc = d.stop()
     if rc != 0:
         failed = True
@@ -349,6 +371,17 @@ def main():
     best_p99 = min(r.get("ack_p99_ms", 1e9) for r in (o1, o2) if r.get("ok")) if (o1.get("ok") or o2.get("ok")) else 1e9
     tgt("p99 ack <= 2 ms at 50% of peak (open loop, best batch)", best_p99 <= 2.0, f"{best_p99:.3f} ms")
 
+    if pairs:
+        print(f"one write at a time, {a.pairs} interleaved pairs per case (memwald, then LanceDB 0.39.0 at the 1 ms "
+              "interval, same shape and batch):")
+        for shape in ("small", "wide"):
+            for b in (1, 100, 10000):
+                ps = [p for p in pairs if p[0] == shape and p[1] == b]
+                rats = sorted(p[2] / p[3] for p in ps if p[3] > 0)
+                each = "  ".join(f"{p[2]:,.0f}/{p[3]:,.0f}={p[2] / p[3]:.2f}x (load {p[4]:.1f})" if p[3] else "failed"
+                                 for p in ps)
+                med = f"median {rats[len(rats) // 2]:.2f}x" if rats else "no ratio"
+                print(f"  {shape} {b:>5}: {med}; rows/s memwald/LanceDB: {each}")
     for data, what in ((perf_data, "16-conn NDJSON run"), (perf_one, "small, one write of 10000 at a time")):
         if not (a.perf and os.path.exists(data)):
             continue
