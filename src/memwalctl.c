@@ -264,8 +264,11 @@ static const char *const COL_KEY[N_COLS] = {NULL, "id", "key", "state", "status"
                                             "memtable_rows", "memtable_bytes", "frozen", "sstables"};
 
 static void print_status(const jv_t *r) {
-  printf("memwald %s, up %ss, %s connection(s)\n", jtext(jget(r, "version")), jtext(jget(r, "uptime_s")),
+  printf("memwald %s, up %ss, %s connection(s)", jtext(jget(r, "version")), jtext(jget(r, "uptime_s")),
          jtext(jget(r, "connections")));
+  const jv_t *heap = jget(r, "heap_live_bytes"); /* absent from older daemons */
+  if (heap && heap->t == J_NUM) printf(", heap %.1f MiB live", strtod(heap->s, NULL) / 1048576.0);
+  printf("\n");
   const jv_t *tables = jget(r, "tables");
   size_t w[N_COLS];
   for (int c = 0; c < N_COLS; c++) w[c] = strlen(COL_HEAD[c]);

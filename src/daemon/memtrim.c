@@ -12,6 +12,7 @@
 #include <malloc.h>
 #endif
 
+#include "common/heap.h"
 #include "common/log.h"
 
 /* Resident set size from /proc/self/statm (field 2, in pages); 0 if unknown. */
@@ -35,10 +36,11 @@ static void do_trim(uv_work_t *w) {
   t->rss_before_bytes = rss_bytes();
 #ifdef __GLIBC__
   if (t->interval_ms > 0) malloc_trim(0);
-  struct mallinfo2 mi = mallinfo2();
-  t->heap_inuse_bytes = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
-  t->heap_free_bytes = (uint64_t)mi.fordblks;
 #endif
+  mw_heap_usage_t h;
+  mw_heap_usage(&h);
+  t->heap_inuse_bytes = h.live_bytes;
+  t->heap_free_bytes = h.free_bytes;
   t->rss_after_bytes = rss_bytes();
 }
 
@@ -78,7 +80,7 @@ int mw_memtrim_start(mw_memtrim_t *t, uv_loop_t *loop, uint64_t interval_ms, mw_
   if (m) {
     t->m_rss = gauge(m, "process_resident_memory_bytes", "Resident memory size in bytes.");
     t->m_inuse = gauge(m, "memwald_heap_inuse_bytes",
-                       "Heap memory allocated and not freed (glibc mallinfo2).");
+                       "Heap memory allocated and not freed (glibc mallinfo2, or ASan's allocator).");
     t->m_free = gauge(m, "memwald_heap_free_bytes",
                       "Heap memory freed but still held by the allocator.");
     mw_metric_family_t *f = mw_metrics_register(

@@ -14,7 +14,7 @@
  * Owns: one uv_timer (unref'd: it never keeps the loop alive) and one
  * uv_work_t. Every `interval_ms` the work runs on libuv's thread pool (never
  * on the loop: a trim walks every arena under its lock): RSS before, trim,
- * RSS and mallinfo2 after. The loop then sets the gauges
+ * RSS and the heap usage (mw_heap_usage) after. The loop then sets the gauges
  *   process_resident_memory_bytes   RSS (/proc/self/statm)
  *   memwald_heap_inuse_bytes        malloc'd and not freed (incl. mmapped)
  *   memwald_heap_free_bytes         free but still held by malloc
@@ -22,8 +22,10 @@
  * interval_ms = 0 the timer still samples (every 10 s) but never trims.
  * At most one work item is in flight; a tick that finds one running skips.
  *
- * glibc only (malloc_trim, mallinfo2); elsewhere the gauges show RSS alone.
- * Under ASan/valgrind the heap gauges describe glibc's unused arenas.
+ * The heap gauges come from common/heap.h: glibc's mallinfo2, or under ASan
+ * its allocator's own counts (glibc's arenas are unused there); the trim is
+ * glibc only. Elsewhere the gauges show RSS alone. The admin `status`
+ * reads the same figures at the moment it is asked (heap_live_bytes).
  *
  * Errors: mw_memtrim_start returns 0 or a negative errno from libuv.
  */
