@@ -438,6 +438,7 @@ int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema) {
   b->schema = schema;
   b->n_rows = 0;
   mw_buf_init(&b->wal_ipc);
+  b->wal_ipc_head = 0;
   b->cols = calloc(schema->n_fields ? schema->n_fields : 1, sizeof *b->cols);
   if (b->cols == NULL) return -ENOMEM;
   for (size_t i = 0; i < schema->n_fields; i++) {
@@ -452,6 +453,7 @@ int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema) {
 void mw_batch_free(mw_batch_t *b) {
   if (b == NULL || b->cols == NULL) return;
   mw_buf_free(&b->wal_ipc);
+  b->wal_ipc_head = 0;
   for (size_t i = 0; i < b->schema->n_fields; i++) mw_column_free(&b->cols[i]);
   free(b->cols);
   b->cols = NULL;
@@ -460,6 +462,7 @@ void mw_batch_free(mw_batch_t *b) {
 
 void mw_batch_reset(mw_batch_t *b) {
   mw_buf_reset(&b->wal_ipc);
+  b->wal_ipc_head = 0;
   for (size_t i = 0; i < b->schema->n_fields; i++) mw_column_reset(&b->cols[i]);
   b->n_rows = 0;
 }

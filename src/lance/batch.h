@@ -120,10 +120,14 @@ typedef struct mw_batch {
   mw_column_t *cols;         /* schema->n_fields columns, in schema order */
   /* Optional: Arrow IPC record batch messages holding exactly these rows
    * for the table's WAL stream schema (lance/ipc.h mw_ipc_rebatch; an ARROW
-   * frame that can go to the WAL as it is). Empty = the WAL encodes the
-   * columns. Whoever changes the rows or builds a new batch from them
-   * leaves it empty; mw_batch_free frees it. */
+   * frame that can go to the WAL as it is), in wal_ipc.data[wal_ipc_head,
+   * len); the bytes before them are room the WAL may use for its schema
+   * message (shard/wal.h mw_wal_add_ipc: the entry is then written from
+   * this buffer, not copied). Empty = the WAL encodes the columns. Whoever
+   * changes the rows or builds a new batch from them leaves it empty;
+   * mw_batch_free frees it. */
   mw_buf_t wal_ipc;
+  size_t wal_ipc_head;
 } mw_batch_t;
 
 /* --- fields --- */

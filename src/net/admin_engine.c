@@ -200,6 +200,11 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
                st.replay_after, st.memtable_rows, st.memtable_bytes, st.frozen, st.sstables,
                st.rows_acked, st.wal_entries, st.flushes, st.backpressured ? "true" : "false");
       if (rc == 0) rc = put(out, ",\"recoveries\":%" PRIu64, st.recoveries);
+      if (rc == 0)
+        rc = put(out, ",\"wal_batches_passed_through\":%" PRIu64 ",\"wal_bytes_passed_through\":%" PRIu64
+                 ",\"wal_batches_encoded\":%" PRIu64 ",\"wal_bytes_encoded\":%" PRIu64,
+                 st.wal_batches_passed_through, st.wal_bytes_passed_through, st.wal_batches_encoded,
+                 st.wal_bytes_encoded);
       mw_compact_shard_t cs;
       if (rc == 0 && hk.compact && mw_compact_shard_state(hk.compact, ts.id, &cs))
         rc = put(out, ",\"compacted_generation\":%" PRIu64 ",\"uncompacted_sstables\":%" PRIu64

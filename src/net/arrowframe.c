@@ -150,7 +150,17 @@ static int check_utf8(const mw_batch_t *b, mw_lp_code_t *code, mw_err_t *err) {
 static void pass_through(const uint8_t *p, size_t n, const mw_schema_t *table,
                          const mw_ipc_stream_t *st, const int *map, mw_batch_t *out) {
   mw_buf_reset(&out->wal_ipc);
-  if (mw_ipc_rebatch(p, n, st, table, map, &out->wal_ipc, NULL) < 0) mw_buf_reset(&out->wal_ipc);
+  out->wal_ipc_head = 0;
+  /* one allocation: the room, the messages (about the frame's size) and
+   * the WAL's EOS */
+  if (mw_buf_reserve(&out->wal_ipc, MW_ARROWFRAME_WAL_HEAD_BYTES + n + 64) < 0) return;
+  mw_buf_fill(&out->wal_ipc, 0, MW_ARROWFRAME_WAL_HEAD_BYTES);
+  if (mw_ipc_rebatch(p, n, st, table, map, &out->wal_ipc, NULL) < 0 ||
+      out->wal_ipc.len == MW_ARROWFRAME_WAL_HEAD_BYTES) {
+    mw_buf_reset(&out->wal_ipc);
+    return;
+  }
+  out->wal_ipc_head = MW_ARROWFRAME_WAL_HEAD_BYTES;
   assert(out->wal_ipc.len % 8 == 0);
 }
 

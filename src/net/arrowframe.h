@@ -21,7 +21,8 @@
  * has none) whenever mw_ipc_rebatch allows it: no dictionaries, no body
  * compression, no column the table lacks, no absent column but
  * `_tombstone`, aligned buffers, full fixed_size_list children. Otherwise
- * it stays empty and the WAL encodes the decoded rows.
+ * it stays empty and the WAL encodes the decoded rows. The messages start
+ * at out->wal_ipc_head (MW_ARROWFRAME_WAL_HEAD_BYTES of room before them).
  *
  * Errors: 0 on success (out->n_rows rows appended), else a negative errno,
  * *code set to the reply class and err to the reply message, which starts
@@ -47,6 +48,13 @@
 #include "lance/batch.h"
 #include "lance/ipc.h"
 #include "net/lineproto.h"
+
+/* Room left before the pass-through messages (mw_batch_t.wal_ipc_head) for
+ * the WAL stream's schema message, so a frame that makes a WAL entry alone
+ * is written from out->wal_ipc without copying its messages (shard/wal.h
+ * mw_wal_add_ipc). A schema message of ~40 plain columns fits; a larger one
+ * makes the WAL copy the messages instead. */
+#define MW_ARROWFRAME_WAL_HEAD_BYTES 4096
 
 typedef struct mw_arrowframe_opts {
   bool ignore_unknown_fields;

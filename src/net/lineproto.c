@@ -80,7 +80,11 @@ void mw_lp_free(mw_lineproto_t *lp) {
 int mw_lp_feed(mw_lineproto_t *lp, const void *p, size_t n) {
   assert(lp && (p || n == 0));
   assert(lp->pos <= lp->in.len);
-  if (lp->pos == lp->in.len && lp->in.cap > MW_LP_KEEP_BYTES) {
+  /* the next frame, announced, fits the buffer at most twice over: keep
+   * it (its pages are mapped already) */
+  bool frame_fits = lp->state == ST_FRAME && lp->frame_len <= lp->in.cap &&
+                    lp->in.cap / 2 <= lp->frame_len;
+  if (lp->pos == lp->in.len && lp->in.cap > MW_LP_KEEP_BYTES && !frame_fits) {
     mw_buf_free(&lp->in); /* a long line or frame is gone: give its memory back */
     lp->pos = 0;
   }
@@ -90,6 +94,10 @@ int mw_lp_feed(mw_lineproto_t *lp, const void *p, size_t n) {
     lp->in.len = rest;
     lp->pos = 0;
   }
+  /* a frame's buffer grows once, to the whole frame, not by doubling */
+  if (lp->state == ST_FRAME && lp->in.len < lp->frame_len &&
+      mw_buf_reserve(&lp->in, (size_t)lp->frame_len - lp->in.len) < 0)
+    return -ENOMEM;
   return mw_buf_append(&lp->in, p, n);
 }
 

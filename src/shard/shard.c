@@ -147,6 +147,7 @@ out:
  * shard's init; recording is lock-free). */
 static struct {
   bool ready;
+  mw_metric_t *wal_path[4]; /* passed_through batches, bytes; encoded batches, bytes */
   mw_metric_t *wal_entries, *wal_bytes, *mt_bytes, *flushes, *flush_failures, *fences;
   mw_metric_t *flush_s;
   mw_metric_family_t *flush_fam;
@@ -163,6 +164,18 @@ static void metrics_init(void) {
                                            "WAL entries made durable.", NULL, 0, NULL, 0));
   em.wal_bytes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_wal_bytes_total",
                                          "Bytes of WAL entries made durable.", NULL, 0, NULL, 0));
+  static const char *const path[] = {"path"};
+  mw_metric_family_t *wb = mw_metrics_register(
+      m, MW_METRIC_COUNTER, "memwald_wal_batches_total",
+      "Record batches in WAL entries: path=passed_through (an ARROW frame's messages as they "
+      "came), path=encoded (encoded from the rows).", path, 1, NULL, 0);
+  mw_metric_family_t *wy = mw_metrics_register(
+      m, MW_METRIC_COUNTER, "memwald_wal_batch_bytes_total",
+      "Bytes of record batch messages in WAL entries, by path (as memwald_wal_batches_total).",
+      path, 1, NULL, 0);
+  const char *pt[] = {"passed_through"}, *enc[] = {"encoded"};
+  if (wb) em.wal_path[0] = mw_metric_series(wb, pt), em.wal_path[2] = mw_metric_series(wb, enc);
+  if (wy) em.wal_path[1] = mw_metric_series(wy, pt), em.wal_path[3] = mw_metric_series(wy, enc);
   em.mt_bytes = one(mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_memtable_bytes",
                                         "Unflushed MemTable bytes (Lance's estimate), all shards.",
                                         NULL, 0, NULL, 0));
@@ -673,7 +686,9 @@ static void insert(mw_shard_t *s, mw_shard_write_t *w) {
   int64_t before = m->in_memory_bytes;
   /* an ARROW frame's record batch messages go to the WAL, not the MemTable */
   mw_buf_t ipc = w->batch.wal_ipc;
+  size_t ipc_head = w->batch.wal_ipc_head;
   mw_buf_init(&w->batch.wal_ipc);
+  w->batch.wal_ipc_head = 0;
   int rc = mw_memtable_append(m, &w->batch, 0, &err);
   if (rc == 0) mt_bytes_add((double)(m->in_memory_bytes - before));
   if (rc < 0) {
@@ -696,7 +711,8 @@ static void insert(mw_shard_t *s, mw_shard_write_t *w) {
     s->ack_tail = w;
     s->n_waiting++;
   }
-  rc = mw_wal_add_ipc(&s->wal, &m->batches[m->n_batches - 1], w->seq, m->generation, &ipc);
+  rc = mw_wal_add_ipc(&s->wal, &m->batches[m->n_batches - 1], w->seq, m->generation, &ipc,
+                      ipc_head);
   mw_buf_free(&ipc); /* when refused */
   if (rc < 0) {
     if (s->state < MW_SS_FENCED) park(s, MW_SS_FAILED, rc, "WAL refused a batch");
@@ -801,6 +817,12 @@ static void on_durable(mw_wal_t *wal, uint64_t position, uint64_t seq_last) {
   count(em.wal_entries, 1);
   count(em.wal_bytes, wal->bytes_written - s->wal_bytes_counted);
   s->wal_bytes_counted = wal->bytes_written;
+  const uint64_t path[4] = {wal->passed_through, wal->passed_bytes, wal->encoded, wal->encoded_bytes};
+  for (size_t i = 0; i < 4; i++) {
+    assert(path[i] >= s->wal_path_counted[i]);
+    count(em.wal_path[i], path[i] - s->wal_path_counted[i]);
+    s->wal_path_counted[i] = path[i];
+  }
   mw_shard_mt_t *mt = s->active;
   for (uint32_t i = 0; i < s->n_frozen; i++)
     if (s->frozen[i]->seq_last >= seq_last) {
@@ -1428,6 +1450,10 @@ void mw_shard_stats(const mw_shard_t *s, mw_shard_stats_t *o) {
   o->writes_acked = s->writes_acked;
   o->rows_acked = s->rows_acked;
   o->wal_entries = s->wal.entries_written;
+  o->wal_batches_passed_through = s->wal.passed_through;
+  o->wal_bytes_passed_through = s->wal.passed_bytes;
+  o->wal_batches_encoded = s->wal.encoded;
+  o->wal_bytes_encoded = s->wal.encoded_bytes;
   o->flushes = s->flushes;
   o->queued_writes = s->n_queued;
   o->waiting_acks = s->n_waiting;

@@ -173,6 +173,10 @@ typedef struct mw_shard_stats {
   bool sealed;                 /* manifest status */
   bool backpressured;
   uint64_t writes_acked, rows_acked, wal_entries, flushes;
+  /* record batches (and their message bytes) the WAL wrote as an ARROW
+   * frame's messages came, against those it encoded (shard/wal.h) */
+  uint64_t wal_batches_passed_through, wal_bytes_passed_through;
+  uint64_t wal_batches_encoded, wal_bytes_encoded;
   uint32_t queued_writes, waiting_acks;
   uint64_t recoveries;         /* fault episodes ended by the engine itself */
 } mw_shard_stats_t;
@@ -222,6 +226,7 @@ struct mw_shard {
   uint32_t flush_failures;    /* consecutive failed flush attempts */
   uint64_t flush_started_ms;  /* for memwald_flush_seconds */
   uint64_t wal_bytes_counted; /* WAL bytes already added to the metrics */
+  uint64_t wal_path_counted[4]; /* wal passed_through, passed_bytes, encoded, encoded_bytes: ditto */
   bool backpressured;
   uint64_t bp_logged_ms;
   /* the one control operation */

@@ -95,9 +95,13 @@ int mw_wal_begin(mw_wal_t *w, uint64_t epoch, mw_err_t *err) {
   w->stalled_entry = NULL;
   w->head = w->count = 0;
   w->landed_lo = w->landed_hi = 0; /* a new epoch: nothing of it landed yet */
-  for (size_t i = 0; i < MW_WAL_MAX_INFLIGHT; i++) w->ents[i].state = E_FREE;
+  for (size_t i = 0; i < MW_WAL_MAX_INFLIGHT; i++) {
+    w->ents[i].state = E_FREE;
+    mw_buf_free(&w->ents[i].taken);
+  }
   mw_schema_free(&w->schema);
   mw_schema_init(&w->schema);
+  mw_buf_reset(&w->schema_msg); /* its writer_epoch changes */
   int rc = mw_schema_copy(&w->schema, w->table_schema);
   char text[24];
   snprintf(text, sizeof text, "%" PRIu64, epoch);
@@ -113,7 +117,9 @@ static void on_retry_close(uv_handle_t *h) {
   for (size_t i = 0; i < MW_WAL_MAX_INFLIGHT; i++) {
     mw_storage_req_cleanup(&w->ents[i].req);
     mw_buf_free(&w->ents[i].bytes);
+    mw_buf_free(&w->ents[i].taken);
   }
+  mw_buf_free(&w->schema_msg);
   mw_mstore_op_free(&w->fop);
   mw_storage_req_cleanup(&w->disc.req);
   mw_storage_req_cleanup(&w->sreq);
@@ -214,10 +220,11 @@ static void report_late(mw_wal_t *w) {
     w->count--;
     if (st == 0) {
       w->entries_written++;
-      w->bytes_written += e->bytes.len;
+      w->bytes_written += e->put_n;
       w->last_durable_position = pos;
-      note_landed(w, pos, e->bytes.len);
+      note_landed(w, pos, e->put_n);
     }
+    mw_buf_free(&e->taken);
     w->on_late(w, pos, seq, st);
   }
 }
@@ -241,13 +248,82 @@ static int submit_entry(mw_wal_entry_t *e) {
   int rc = mw_wal_entry_key(e->w, e->position, e->key, sizeof e->key);
   if (rc < 0) return rc;
   e->state = E_WRITING;
-  return mw_storage_put_if_absent(e->w->st, &e->req, e->key, e->bytes.data, e->bytes.len,
-                                  on_entry_put);
+  return mw_storage_put_if_absent(e->w->st, &e->req, e->key, e->put_p, e->put_n, on_entry_put);
 }
 
 static bool can_cut(const mw_wal_t *w) {
   return !w->failed && !w->stalled && !w->closing && w->next_position > 0 && w->n_pend > 0 &&
          w->count < w->cfg.max_inflight;
+}
+
+/* The stream's schema message (encoded once per epoch): an empty stream's
+ * bytes without the EOS. */
+static int schema_msg(mw_wal_t *w, mw_err_t *err) {
+  if (w->schema_msg.len > 0) return 0;
+  int rc = mw_ipc_writer_encode(&w->ipc, &w->schema, NULL, 0, NULL, &w->schema_msg, err);
+  if (rc < 0) return rc;
+  assert(w->schema_msg.len > 8 && w->schema_msg.len % 8 == 0);
+  w->schema_msg.len -= 8;
+  return 0;
+}
+
+/* A lone pass-through batch whose buffer has room for the schema message
+ * before its messages: the entry is that buffer (schema message copied
+ * into the room, EOS appended), taken from the pending batch, so its
+ * messages are never copied. 1 when done, 0 when the batch does not allow
+ * it (cut_encoded builds the entry), -errno. */
+static int cut_in_place(mw_wal_t *w, mw_wal_entry_t *e) {
+  mw_wal_pending_t *pd = &w->pend[0];
+  if (pd->ipc.len <= pd->ipc_head || w->cfg.zstd) return 0;
+  int rc = schema_msg(w, NULL);
+  if (rc < 0) return rc;
+  size_t slen = w->schema_msg.len, head = pd->ipc_head, msgs = pd->ipc.len - head;
+  if (slen > head) return 0;
+  if ((rc = mw_buf_put_u64le(&pd->ipc, 0x00000000FFFFFFFFull)) < 0) return rc;
+  memcpy(pd->ipc.data + head - slen, w->schema_msg.data, slen);
+  e->taken = pd->ipc;
+  mw_buf_init(&pd->ipc);
+  e->put_p = e->taken.data + head - slen;
+  e->put_n = e->taken.len - (head - slen);
+  w->passed_through++;
+  w->passed_bytes += msgs;
+  w->in_place++;
+  assert(e->put_n == slen + msgs + 8);
+  return 1;
+}
+
+/* The entry encoded into the slot's buffer: a batch that came with its
+ * record batch messages (an ARROW frame that could go as it is, see
+ * mw_wal_add_ipc) is copied as they are; the others are encoded. A zstd
+ * log encodes everything (the messages are uncompressed). rc 1 = already
+ * cut in place. */
+static int cut_encoded(mw_wal_t *w, mw_wal_entry_t *e, size_t k, mw_err_t *err) {
+  mw_ipc_part_t stack[64];
+  mw_ipc_part_t *parts = k <= 64 ? stack : malloc(k * sizeof *parts);
+  if (parts == NULL) return mw_err_set(err, -ENOMEM, "out of memory cutting a WAL entry");
+  uint64_t raw_batches = 0, raw_bytes = 0;
+  for (size_t i = 0; i < k; i++) {
+    const mw_wal_pending_t *pd = &w->pend[i];
+    bool raw = pd->ipc.len > pd->ipc_head && !w->cfg.zstd;
+    size_t n = raw ? pd->ipc.len - pd->ipc_head : 0;
+    parts[i] = (mw_ipc_part_t){&pd->b, raw ? pd->ipc.data + pd->ipc_head : NULL, n};
+    raw_batches += raw;
+    raw_bytes += n;
+  }
+  mw_buf_reset(&e->bytes);
+  mw_ipc_opts_t opts = {.zstd = w->cfg.zstd};
+  int rc = schema_msg(w, err);
+  if (rc == 0) rc = mw_ipc_writer_encode_parts(&w->ipc, &w->schema, parts, k, &opts, &e->bytes, err);
+  if (parts != stack) free(parts);
+  if (rc < 0) return rc;
+  assert(e->bytes.len >= w->schema_msg.len + 8 + raw_bytes);
+  e->put_p = e->bytes.data;
+  e->put_n = e->bytes.len;
+  w->passed_through += raw_batches;
+  w->passed_bytes += raw_bytes;
+  w->encoded += k - raw_batches;
+  w->encoded_bytes += e->bytes.len - w->schema_msg.len - 8 - raw_bytes;
+  return 0;
 }
 
 /* Cut one entry from the pending prefix of one tag. */
@@ -260,32 +336,16 @@ static void cut_one(mw_wal_t *w) {
   while (k < w->n_pend && w->pend[k].tag == w->pend[0].tag &&
          (w->cfg.buffer_bytes == 0 || sum + w->pend[k].bytes <= w->cfg.buffer_bytes))
     sum += w->pend[k++].bytes;
-  mw_ipc_part_t stack[64];
-  mw_ipc_part_t *parts = k <= 64 ? stack : malloc(k * sizeof *parts);
-  if (parts == NULL) {
-    fail(w, -ENOMEM, "out of memory cutting a WAL entry");
-    return;
-  }
-  /* A batch that came with its record batch messages (an ARROW frame that
-   * could go as it is, see mw_wal_add_ipc) is written as they are; the
-   * others are encoded. A zstd log encodes everything (the messages are
-   * uncompressed). */
+  mw_wal_entry_t *e = &w->ents[(w->head + w->count) % MW_WAL_MAX_INFLIGHT];
+  assert(e->state == E_FREE && e->taken.data == NULL);
+  mw_err_t err = {0};
+  int rc = k == 1 ? cut_in_place(w, e) : 0;
+  if (rc == 0) rc = cut_encoded(w, e, k, &err);
   uint64_t bytes = 0;
   for (size_t i = 0; i < k; i++) {
-    const mw_wal_pending_t *pd = &w->pend[i];
-    bool raw = pd->ipc.len > 0 && !w->cfg.zstd;
-    parts[i] = (mw_ipc_part_t){&pd->b, raw ? pd->ipc.data : NULL, raw ? pd->ipc.len : 0};
-    w->passed_through += raw;
-    bytes += pd->bytes;
+    bytes += w->pend[i].bytes;
+    mw_buf_free(&w->pend[i].ipc);
   }
-  mw_wal_entry_t *e = &w->ents[(w->head + w->count) % MW_WAL_MAX_INFLIGHT];
-  assert(e->state == E_FREE);
-  mw_buf_reset(&e->bytes);
-  mw_ipc_opts_t opts = {.zstd = w->cfg.zstd};
-  mw_err_t err = {0};
-  int rc = mw_ipc_writer_encode_parts(&w->ipc, &w->schema, parts, k, &opts, &e->bytes, &err);
-  if (parts != stack) free(parts);
-  for (size_t i = 0; i < k; i++) mw_buf_free(&w->pend[i].ipc);
   if (rc < 0) {
     fail(w, rc, err.msg[0] ? err.msg : "WAL entry encoding failed");
     return;
@@ -303,6 +363,7 @@ static void cut_one(mw_wal_t *w) {
   rc = submit_entry(e);
   if (rc < 0) {
     e->state = E_FREE;
+    mw_buf_free(&e->taken);
     w->count--;
     char msg[160];
     snprintf(msg, sizeof msg, "WAL put of position %" PRIu64 " refused: %s", e->position,
@@ -355,12 +416,13 @@ void mw_wal_start(mw_wal_t *w, uint64_t position) {
 }
 
 int mw_wal_add(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag) {
-  return mw_wal_add_ipc(w, b, seq, tag, NULL);
+  return mw_wal_add_ipc(w, b, seq, tag, NULL, 0);
 }
 
-int mw_wal_add_ipc(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag, mw_buf_t *ipc) {
+int mw_wal_add_ipc(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag, mw_buf_t *ipc,
+                   size_t head) {
   assert(w != NULL && b != NULL);
-  assert(ipc == NULL || ipc->len % 8 == 0);
+  assert(ipc == NULL || ipc->len == 0 || (head <= ipc->len && (ipc->len - head) % 8 == 0));
   if (w->failed) return w->failed;
   if (w->closing) return -ESHUTDOWN;
   if (w->n_pend >= MW_WAL_MAX_PENDING_BATCHES) return -ENOBUFS;
@@ -375,8 +437,10 @@ int mw_wal_add_ipc(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag,
   p->b = *b;
   mw_buf_init(&p->b.wal_ipc); /* the MemTable's batch: never its bytes */
   mw_buf_init(&p->ipc);
-  if (ipc != NULL) {
+  p->ipc_head = 0;
+  if (ipc != NULL && ipc->len > 0) {
     p->ipc = *ipc; /* taken */
+    p->ipc_head = head;
     mw_buf_init(ipc);
   }
   p->seq = seq;
@@ -404,9 +468,10 @@ static void report(mw_wal_t *w) {
     w->head = (w->head + 1) % MW_WAL_MAX_INFLIGHT;
     w->count--;
     w->entries_written++;
-    w->bytes_written += e->bytes.len;
+    w->bytes_written += e->put_n;
     w->last_durable_position = pos;
-    note_landed(w, pos, e->bytes.len);
+    note_landed(w, pos, e->put_n);
+    mw_buf_free(&e->taken);
     if (!w->failed) w->on_durable(w, pos, seq);
   }
 }
@@ -415,6 +480,7 @@ static void report(mw_wal_t *w) {
 static void drain_failed(mw_wal_t *w) {
   while (w->count > 0 && w->ents[w->head].state != E_WRITING) {
     w->ents[w->head].state = E_FREE;
+    mw_buf_free(&w->ents[w->head].taken);
     w->head = (w->head + 1) % MW_WAL_MAX_INFLIGHT;
     w->count--;
   }

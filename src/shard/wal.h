@@ -84,7 +84,8 @@ typedef void (*mw_wal_late_cb)(mw_wal_t *w, uint64_t position, uint64_t seq_last
 
 typedef struct mw_wal_pending {
   mw_batch_t b;     /* shallow copy */
-  mw_buf_t ipc;     /* owned: b's record batch messages as they go (empty: encode b) */
+  mw_buf_t ipc;     /* owned: b's record batch messages from ipc_head on (empty: encode b) */
+  size_t ipc_head;  /* free bytes before them (room for the stream's schema message) */
   uint64_t seq;
   uint64_t tag;     /* MemTable generation: an entry never spans two */
   uint64_t bytes;
@@ -93,7 +94,10 @@ typedef struct mw_wal_pending {
 typedef struct mw_wal_entry {
   mw_wal_t *w;
   mw_storage_req_t req;
-  mw_buf_t bytes;
+  mw_buf_t bytes;             /* the slot's encode buffer (kept warm between entries) */
+  mw_buf_t taken;             /* or: a pass-through batch's buffer, written in place */
+  const uint8_t *put_p;       /* what the put writes: inside bytes or taken */
+  size_t put_n;
   uint64_t position;
   uint64_t seq_last;
   uint32_t collisions, io_retries;
@@ -158,7 +162,15 @@ struct mw_wal {
   uint64_t landed_lo, landed_hi;
   /* stats */
   uint64_t entries_written, bytes_written, last_durable_position;
-  uint64_t passed_through;    /* batches written as their record batch messages came */
+  mw_buf_t schema_msg;        /* the stream's schema message (cached per epoch) */
+  /* Record batches written as their messages came (an ARROW frame's, see
+   * mw_wal_add_ipc) against those encoded from columns, and the bytes of
+   * their messages in the entries (headers and bodies; the schema message
+   * and EOS are counted in neither). In place = entries put straight from
+   * the pass-through buffer (one batch whose room held the schema message:
+   * no copy of the messages at all); the others are copied into the slot's
+   * buffer. Counted when the entry is cut. */
+  uint64_t passed_through, passed_bytes, encoded, encoded_bytes, in_place;
   bool closing;
   void (*close_cb)(mw_wal_t *w);
 };
@@ -184,10 +196,14 @@ void mw_wal_start(mw_wal_t *w, uint64_t position);
  * MW_WAL_MAX_PENDING_BATCHES are pending. */
 int mw_wal_add(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag);
 /* The same, with the batch's record batch messages for the stream schema
- * (lance/ipc.h mw_ipc_rebatch: exactly b's rows): the log takes *ipc (it
- * is left empty) and writes those bytes instead of encoding b, unless the
- * log compresses (zstd). ipc may be NULL or empty. */
-int mw_wal_add_ipc(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag, mw_buf_t *ipc);
+ * (lance/ipc.h mw_ipc_rebatch: exactly b's rows) in ipc->data[head, len):
+ * the log takes *ipc (it is left empty) and writes those bytes instead of
+ * encoding b, unless the log compresses (zstd). When the batch makes an
+ * entry alone and head holds the stream's schema message, the entry is
+ * written from this buffer in place (schema message into the room before
+ * the messages, EOS after them). ipc may be NULL or empty. */
+int mw_wal_add_ipc(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag, mw_buf_t *ipc,
+                   size_t head);
 /* Cut every pending batch now (as far as free slots allow; the rest follows
  * as entries complete). */
 void mw_wal_flush(mw_wal_t *w);

@@ -5,9 +5,11 @@
 //   arrow_frames.mjs make OUTDIR   write OUTDIR/<name>.arrow (IPC streams) and
 //                                  OUTDIR/expected.json (the rows LanceDB must
 //                                  read once every good frame is written)
-//   arrow_frames.mjs read DB_DIR   print DB_DIR/t.lance as LanceDB 0.39.0 reads
-//                                  it: one JSON object per line, sorted by id,
-//                                  vectors as arrays, int64 as numbers
+//   arrow_frames.mjs read DB_DIR [TABLE]
+//                                  print DB_DIR/TABLE.lance (default t) as
+//                                  LanceDB 0.39.0 reads it: one JSON object
+//                                  per line, sorted by id, vectors as
+//                                  arrays, int64 as numbers
 //
 // The table: id:int64 not null, name:string, v:double,
 // vec:fixed_size_list<float32,8>. Frames (in send order):
@@ -17,6 +19,10 @@
 //   reordered ids 400..409, columns (v, name, id) in another order
 //   wrongtype ids 500..501 with v as utf8 -> ERR type, nothing written
 //   nokey     (name, v) only -> ERR (no primary key), nothing written
+// and, for the unsharded table u (same columns), u-all.arrow: ids
+// 1000..1099, every column in table order, nulls in name, v and vec but
+// never in the last vec slot, so its record batch can go to the WAL as it
+// came (docs/protocol.md 1.5); expected_u.json = full's rows and u-all's.
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { createRequire } from "node:module";
@@ -78,12 +84,23 @@ function make(out) {
   fs.writeFileSync(path.join(out, "5-nokey.arrow"), frame([F.name, F.v], [["a"], [1.5]]));
   const expected = [...rows.values()].sort((a, b) => a.id - b.id);
   fs.writeFileSync(path.join(out, "expected.json"), JSON.stringify(expected));
+  // u: full (re-encoded: its last vec slot is null) and u-all (passed through)
+  const all = [];
+  for (let i = 1000; i < 1100; i++) {
+    all.push({ id: i, name: i % 3 === 0 ? null : `u${i}`, v: i % 4 === 0 ? null : i / 8,
+               vec: i % 5 === 1 ? null : vecOf(i) });
+  }
+  fs.writeFileSync(path.join(out, "u-all.arrow"), frame([F.id, F.name, F.v, F.vec],
+    [all.map((r) => BigInt(r.id)), all.map((r) => r.name), all.map((r) => r.v), all.map((r) => r.vec)]));
+  const u = full.map((r) => ({ id: r.id, name: r.name ?? null, v: r.v ?? null, vec: r.vec ?? null }))
+    .concat(all);
+  fs.writeFileSync(path.join(out, "expected_u.json"), JSON.stringify(u));
 }
 
-async function read(dbdir) {
+async function read(dbdir, table) {
   const lancedb = require("@lancedb/lancedb");
   const db = await lancedb.connect(dbdir);
-  const t = await db.openTable("t");
+  const t = await db.openTable(table || "t");
   const rows = (await t.query().toArray()).map((r) => ({
     id: Number(r.id), name: r.name ?? null, v: r.v ?? null,
     vec: r.vec == null ? null : Array.from(r.vec.toArray ? r.vec.toArray() : r.vec),
@@ -94,8 +111,8 @@ async function read(dbdir) {
 }
 
 if (process.argv[2] === "make") make(process.argv[3]);
-else if (process.argv[2] === "read") await read(process.argv[3]);
+else if (process.argv[2] === "read") await read(process.argv[3], process.argv[4]);
 else {
-  console.error("usage: arrow_frames.mjs make OUTDIR | read DB_DIR");
+  console.error("usage: arrow_frames.mjs make OUTDIR | read DB_DIR [TABLE]");
   process.exit(2);
 }

@@ -325,12 +325,15 @@ int main(int argc, char **argv) {
     mw_shard_stats_t st;
     mw_shard_stats(s, &st);
     fprintf(stderr, "engine_tool: shard %s epoch %" PRIu64 " rows %" PRIu64 " wal entries %" PRIu64
-            " sstables %" PRIu64 " frozen %u, batches passed through %" PRIu64 "\n",
+            " sstables %" PRIu64 " frozen %u, batches passed through %" PRIu64 " (%" PRIu64
+            " entries written in place), encoded %" PRIu64 "\n",
             s->id_str, st.epoch, st.rows_acked, st.wal_entries, st.sstables, st.frozen,
-            s->wal.passed_through);
-    if (sc->arrow && s->wal.passed_through != (uint64_t)(sc->rows / sc->batch))
-      die("shard %s: %" PRIu64 " of %" PRId64 " batches passed through", s->id_str, s->wal.passed_through,
-          sc->rows / sc->batch);
+            st.wal_batches_passed_through, s->wal.in_place, st.wal_batches_encoded);
+    if (sc->arrow && (st.wal_batches_passed_through != (uint64_t)(sc->rows / sc->batch) ||
+                      st.wal_batches_encoded != 0 || st.wal_bytes_passed_through == 0))
+      die("shard %s: %" PRIu64 " of %" PRId64 " batches passed through, %" PRIu64 " encoded", s->id_str,
+          st.wal_batches_passed_through, sc->rows / sc->batch, st.wal_batches_encoded);
+
     ctl_left++;
     if ((sc->abort ? mw_shard_abort(s, on_ctl, NULL) : mw_shard_release(s, on_ctl, NULL)) < 0)
       die("release %s", s->id_str);

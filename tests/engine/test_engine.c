@@ -746,6 +746,107 @@ static void test_replay_unflushed_then_flush(void **state) {
   env_close(&e);
 }
 
+/* An ARROW frame's record batch messages (mw_ipc_rebatch, with room before
+ * them as net/arrowframe.c leaves it) that make a WAL entry alone are
+ * written from their own buffer (wal.h: in place), and the entry is the
+ * stream the copying path builds from the same messages, byte for byte; a
+ * batch without messages is encoded. Status counts both paths, and a new
+ * claim replays both entries' rows. */
+static void test_wal_pass_through_in_place(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-small", true, NULL, NULL, 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 41, 1000);
+  mw_batch_t b, b2;
+  assert_int_equal(er_batch(&mod, &e.t->schema, 50, 0.0, &b), 0);
+  assert_int_equal(er_batch(&mod, &e.t->schema, 30, 0.0, &b2), 0);
+  er_row_t want[80];
+  for (int64_t r = 0; r < 50; r++) er_row_read(&b, r, &want[r]);
+  for (int64_t r = 0; r < 30; r++) er_row_read(&b2, r, &want[50 + r]);
+  /* the frame: the table's columns as a producer's stream */
+  const mw_batch_t *bp = &b;
+  mw_buf_t frame = MW_BUF_INIT;
+  mw_err_t err = {0};
+  assert_int_equal(mw_ipc_encode(&e.t->schema, &bp, 1, NULL, &frame, &err), 0);
+  mw_ipc_stream_t st;
+  assert_int_equal(mw_ipc_decode(frame.data, frame.len, NULL, &st, &err), 0);
+  int map[MW_MAX_FIELDS];
+  for (size_t i = 0; i < e.t->schema.n_fields; i++) map[i] = (int)i;
+  enum { HEAD = 1024 };
+  assert_int_equal(mw_buf_fill(&b.wal_ipc, 0, HEAD), 0);
+  assert_int_equal(mw_ipc_rebatch(frame.data, frame.len, &st, &e.t->schema, map, &b.wal_ipc, &err), 0);
+  b.wal_ipc_head = HEAD;
+  mw_buf_t msgs = MW_BUF_INIT; /* a copy, for the copying path's bytes */
+  assert_int_equal(mw_buf_append(&msgs, b.wal_ipc.data + HEAD, b.wal_ipc.len - HEAD), 0);
+  wctx_t c = {.expect = 1};
+  wreq_t r[2] = {0};
+  r[0].w.data = &r[0], r[0].c = &c, r[0].e = &e;
+  assert_int_equal(mw_shard_write(s, &r[0].w, &b, on_write), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  assert_int_equal(s->wal.in_place, 1);
+  mw_shard_stats_t sst;
+  mw_shard_stats(s, &sst);
+  assert_int_equal(sst.wal_batches_passed_through, 1);
+  assert_int_equal(sst.wal_bytes_passed_through, msgs.len);
+  assert_int_equal(sst.wal_batches_encoded, 0);
+  /* the entry on disk = the stream encode_parts builds from the messages */
+  size_t n;
+  uint8_t *got = read_rel(&e, "wal/1000000000000000000000000000000000000000000000000000000000000000.arrow", &n);
+  assert_non_null(got);
+  mw_ipc_part_t part = {&b, msgs.data, msgs.len};
+  mw_buf_t copied = MW_BUF_INIT;
+  assert_int_equal(mw_ipc_writer_encode_parts(&s->wal.ipc, &s->wal.schema, &part, 1, NULL, &copied, &err), 0);
+  assert_int_equal(n, copied.len);
+  assert_memory_equal(got, copied.data, n);
+  free(got);
+  /* a batch without messages: encoded */
+  c = (wctx_t){.expect = 1};
+  r[1].w.data = &r[1], r[1].c = &c, r[1].e = &e;
+  assert_int_equal(mw_shard_write(s, &r[1].w, &b2, on_write), 0);
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  mw_shard_stats(s, &sst);
+  assert_int_equal(sst.wal_batches_passed_through, 1);
+  assert_int_equal(sst.wal_batches_encoded, 1);
+  assert_true(sst.wal_bytes_encoded > 0);
+  assert_int_equal(s->wal.in_place, 1);
+  /* a second writer's claim replays both entries: the same 80 rows */
+  env_t b_env;
+  env_open_second(&e, &b_env);
+  mw_shard_t *sb = unsharded(&b_env);
+  claim_ok(&e, sb);
+  mw_shard_stats(sb, &sst);
+  assert_int_equal(sst.memtable_rows, 80);
+  const mw_memtable_t *m = &sb->active->m;
+  int64_t k = 0;
+  for (size_t i = 0; i < m->n_batches; i++)
+    for (int64_t row = 0; row < m->batches[i].n_rows; row++, k++) {
+      er_row_t x;
+      er_row_read(&m->batches[i], row, &x);
+      if (!er_row_equal(&x, &want[k])) fail_msg("replayed row %" PRId64 " differs", k);
+    }
+  assert_int_equal(k, 80);
+  done_t d = {0};
+  assert_int_equal(mw_shard_release(sb, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  d = (done_t){0}; /* the first writer, fenced by the claim */
+  assert_int_equal(mw_shard_release(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, -ESTALE);
+  env_close_second(&e, &b_env);
+  mw_buf_free(&copied);
+  mw_buf_free(&msgs);
+  mw_buf_free(&frame);
+  mw_ipc_stream_free(&st);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
 /* The WAL stream schema the engine builds (base schema from the table's
  * manifest + _tombstone + writer_epoch) re-encodes Lance's own WAL entries
  * byte for byte. */
@@ -1890,6 +1991,7 @@ int main(void) {
       cmocka_unit_test(test_replay_skips_stale_entries_above_sentinel),
       cmocka_unit_test(test_replay_flushes_full_memtable),
       cmocka_unit_test(test_wal_entry_bytes_match_lance),
+      cmocka_unit_test(test_wal_pass_through_in_place),
       cmocka_unit_test(test_group_commit_one_entry),
       cmocka_unit_test(test_idle_wal_commits_at_once),
       cmocka_unit_test(test_durable_false_acks_before_put),

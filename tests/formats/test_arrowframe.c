@@ -262,7 +262,9 @@ static mw_buf_t wal_roundtrip(fixture_t *f) {
   assert_int_equal(mw_schema_copy(&ws, &f->table), 0);
   assert_int_equal(mw_kvs_set(&ws.meta, MW_IPC_WRITER_EPOCH_KEY, "7", 1), 0);
   const mw_buf_t *ipc = &f->out.wal_ipc;
-  mw_ipc_part_t part = {&f->out, ipc->len ? ipc->data : NULL, ipc->len};
+  size_t head = f->out.wal_ipc_head;
+  assert_true(ipc->len == 0 || (head == MW_ARROWFRAME_WAL_HEAD_BYTES && ipc->len > head));
+  mw_ipc_part_t part = {&f->out, ipc->len ? ipc->data + head : NULL, ipc->len - (ipc->len ? head : 0)};
   mw_ipc_writer_t w;
   mw_ipc_writer_init(&w);
   mw_buf_t entry = MW_BUF_INIT, a = MW_BUF_INIT, b = MW_BUF_INIT;
