@@ -197,8 +197,10 @@ static void one(int t, const uint8_t *d, size_t n, int ipc_rc) {
   /* a frame that passes through: the WAL entry made of its own record
    * batches (re-framed) holds exactly the rows, and passes through again */
   if (out->wal_ipc.len > 0) {
-    CHECK(out->wal_ipc.len % 8 == 0);
-    mw_ipc_part_t part = {out, out->wal_ipc.data, out->wal_ipc.len};
+    size_t head = out->wal_ipc_head;
+    CHECK(head == MW_ARROWFRAME_WAL_HEAD_BYTES && out->wal_ipc.len > head);
+    CHECK((out->wal_ipc.len - head) % 8 == 0);
+    mw_ipc_part_t part = {out, out->wal_ipc.data + head, out->wal_ipc.len - head};
     mw_buf_reset(&e3);
     CHECK(mw_ipc_writer_encode_parts(&writer, &tables[t], &part, 1, NULL, &e3, &err) == 0);
     mw_batch_reset(&again[t]);
