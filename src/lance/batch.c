@@ -472,6 +472,7 @@ int mw_batch_append(mw_batch_t *dst, const mw_batch_t *src) {
   assert(dst->schema->n_fields == src->schema->n_fields);
   const int64_t before = dst->n_rows;
   mw_buf_reset(&dst->wal_ipc);
+  dst->wal_ipc_head = 0;
   int rc = 0;
   size_t i = 0;
   for (; i < dst->schema->n_fields && rc == 0; i++)
