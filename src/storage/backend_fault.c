@@ -96,17 +96,39 @@ void mw_storage__fault_close(mw_storage_t *st) {
   st->fault_prefix = NULL;
 }
 
-void mw_storage__fault_arm(mw_storage_t *st, mw_storage_req_t *req) {
+static int injected(const mw_storage_t *st, unsigned step, int rc);
+
+static bool prefixed(const mw_storage_fault_t *f, const char *key) {
+  return f->fail_prefix != NULL && strncmp(key, f->fail_prefix, strlen(f->fail_prefix)) == 0;
+}
+
+int mw_storage__fault_arm(mw_storage_t *st, mw_storage_req_t *req) {
   assert(st != NULL && req != NULL);
   const mw_storage_fault_t *f = &st->fault;
-  bool armed = (f->fail_nth != 0 && st->nsubmitted == f->fail_nth) ||
-               (f->fail_prefix != NULL &&
-                strncmp(req->priv.key, f->fail_prefix, strlen(f->fail_prefix)) == 0);
-  req->priv.armed = armed;
+  bool nth = f->fail_nth != 0 && st->nsubmitted == f->fail_nth;
+  req->priv.armed = (nth || prefixed(f, req->priv.key)) && req->priv.op != MW_OP_DELETE_MANY;
   req->priv.fault_steps = f->fail_steps == 0 ? UINT32_MAX : f->fail_steps;
   req->priv.fault_errno = f->fail_errno;
   req->priv.on_step = f->on_step;
   req->priv.on_step_ctx = f->on_step_ctx;
+  req->priv.many_armed = NULL;
+  if (req->priv.op != MW_OP_DELETE_MANY || (!nth && f->fail_prefix == NULL)) return 0;
+  assert(req->priv.nmany > 0 && req->priv.many != NULL);
+  uint8_t *armed = calloc(req->priv.nmany, 1);
+  if (armed == NULL) return -ENOMEM;
+  armed[0] = nth;
+  for (uint32_t i = 0; i < req->priv.nmany; i++) armed[i] |= prefixed(f, req->priv.many[i]);
+  req->priv.many_armed = armed;
+  return 0;
+}
+
+int mw_storage__key_fault(mw_storage_req_t *req, size_t i, unsigned step) {
+  mw_storage_req_front_t *p = &req->priv;
+  assert(p->op == MW_OP_DELETE_MANY && i < p->nmany);
+  assert(step < MW_STORAGE_MAX_STEPS);
+  if (p->many_armed == NULL || !p->many_armed[i] || !(p->fault_steps & MW_STEP_BIT(step))) return 0;
+  p->many_armed[i] = 0;
+  return injected(p->st, step, -p->fault_errno);
 }
 
 static void delay_fire(uv_timer_t *t) {

@@ -47,6 +47,13 @@
  *                  any other code fails the operation naming the key. A
  *                  store that does not implement it (501, 405, 400
  *                  NotImplemented) gets one DELETE per key from then on.
+ *   delete_many    the same DeleteObjects exchange for the given keys (at
+ *                  most 1 000: one request), with a result per key: NoSuchKey
+ *                  is a deletion, a transient code goes out again alone
+ *                  after a backoff (until the retry deadline), any other
+ *                  code is that key's failure, the others still count.
+ *                  Where DeleteObjects is refused: one DELETE per key, a
+ *                  final answer failing only its key.
  *   sweep_tmp      ListMultipartUploads pages, abort each upload initiated
  *                  at least min_age_s ago (the crashed writers' leftovers)
  *   delete_root    abort every upload, then list one key: -ENOTEMPTY if any
@@ -1147,6 +1154,65 @@ static bool transient_key_code(const char *code) {
          strcmp(code, "ServiceUnavailable") == 0 || strcmp(code, "RequestTimeout") == 0;
 }
 
+/* ---- delete_many: a status per key (priv.statuses, by index) ---- */
+
+#define MANY_PENDING (-EINPROGRESS) /* not known deleted yet */
+
+static bool many(const mw_storage_req_t *req) { return req->priv.op == MW_OP_DELETE_MANY; }
+
+/* The index of relative key k among the request's keys (n <= 1 000). */
+static size_t many_index(const mw_storage_req_t *req, const char *k) {
+  const mw_storage_req_front_t *p = &req->priv;
+  for (size_t i = 0; i < p->nmany; i++)
+    if (strcmp(p->many[i], k) == 0) return i;
+  return SIZE_MAX;
+}
+
+static void many_mark(mw_storage_req_t *req, const char *k, int status) {
+  size_t i = many_index(req, k);
+  assert(i != SIZE_MAX); /* every batch key is one of ours */
+  if (i != SIZE_MAX) req->priv.statuses[i] = status;
+}
+
+/* The batch's keys with a test fault armed (storage__key_fault): a transient
+ * errno joins the next batch (*again, *retry), another is the key's status. */
+static int many_faults(s3_t *s, mw_storage_req_t *req, mw_buf_t *again, size_t *retry) {
+  task_t *t = area(req)->task;
+  const char *k = (const char *)t->batch.data;
+  int rc = 0;
+  for (size_t n = 0; rc == 0 && n < t->nbatch; n++, k += strlen(k) + 1) {
+    size_t i = many_index(req, k);
+    if (i == SIZE_MAX || req->priv.statuses[i] != 0) continue;
+    int inj = mw_storage__key_fault(req, i, S3_RESPONSE);
+    if (inj == 0) continue;
+    if (transient_errno(inj)) {
+      req->priv.statuses[i] = MANY_PENDING;
+      rc = mw_buf_append(again, k, strlen(k) + 1);
+      (*retry)++;
+      continue;
+    }
+    req->priv.statuses[i] = inj;
+    mw_storage__set_error(req, "s3://%s/%s%s%s: DeleteObjects: %s (test fault)", s->bucket, s->prefix,
+                          s->prefix[0] ? "/" : "", k, strerror(-inj));
+  }
+  return rc;
+}
+
+/* finish(): every key still pending gets `status`; the operation's status is
+ * then the first key's failure (index order), req->nkeys the deleted ones. */
+static int many_finish(mw_storage_req_t *req, int status) {
+  mw_storage_req_front_t *p = &req->priv;
+  int first = 0;
+  req->nkeys = 0;
+  for (size_t i = 0; i < p->nmany; i++) {
+    if (p->statuses[i] == MANY_PENDING) p->statuses[i] = status < 0 ? status : -EIO;
+    if (p->statuses[i] == 0) req->nkeys++;
+    else if (first == 0) first = p->statuses[i];
+  }
+  assert(status >= 0 || first < 0);
+  return first;
+}
+
 /* A DeleteObjects answer (2xx): every <Error> in it. Keys with a transient
  * code become the next batch (*retry = how many); the first other failure
  * is *final (-errno, reason set). NoSuchKey counts as deleted. */
@@ -1160,6 +1226,10 @@ static int batch_answer(s3_t *s, mw_storage_req_t *req, size_t *retry, int *fina
   if (p == NULL || memmem(p, a->resp.len, "DeleteResult", 12) == NULL) return -EBADMSG;
   mw_buf_t again = MW_BUF_INIT;
   int rc = 0;
+  if (many(req)) { /* each key of the batch is deleted unless the answer says otherwise */
+    const char *k = (const char *)t->batch.data;
+    for (size_t i = 0; i < t->nbatch; i++, k += strlen(k) + 1) many_mark(req, k, 0);
+  }
   const char *q = p;
   while (rc == 0 && xml_next(&q, end, "Error", &v, &n)) {
     char key[MW_STORAGE_KEY_MAX_BYTES * 2 + 8], code[64] = "", msg[160] = "";
@@ -1178,11 +1248,20 @@ static int batch_answer(s3_t *s, mw_storage_req_t *req, size_t *retry, int *fina
     failed++;
     if (transient_key_code(code)) {
       rc = mw_buf_append(&again, key + plen, strlen(key + plen) + 1);
+      if (many(req)) many_mark(req, key + plen, MANY_PENDING);
       (*retry)++;
       continue;
     }
+    int kerr = strcmp(code, "AccessDenied") == 0 ? -EACCES : -EIO;
+    if (many(req)) { /* that key fails; the request goes on */
+      many_mark(req, key + plen, kerr);
+      mw_storage__set_error(req, "s3://%s/%s: DeleteObjects: %s%s%s (%u attempt%s)", s->bucket, key,
+                            code[0] ? code : "error", msg[0] ? ": " : "", msg, a->attempts,
+                            a->attempts == 1 ? "" : "s");
+      continue;
+    }
     if (*final == 0) {
-      *final = strcmp(code, "AccessDenied") == 0 ? -EACCES : -EIO;
+      *final = kerr;
       mw_storage__set_error(req, "s3://%s/%s: DeleteObjects: %s%s%s (key %zu of %zu in the "
                             "request; %u attempt%s)", s->bucket, key, code[0] ? code : "error",
                             msg[0] ? ": " : "", msg, failed, t->nbatch, a->attempts,
@@ -1190,6 +1269,9 @@ static int batch_answer(s3_t *s, mw_storage_req_t *req, size_t *retry, int *fina
     }
   }
   if (rc == 0 && failed > t->nbatch) rc = -EBADMSG;
+  size_t faulted = 0;
+  if (rc == 0 && many(req)) rc = many_faults(s, req, &again, &faulted);
+  *retry += faulted;
   if (rc == 0) {
     t->removed += t->nbatch - failed;
     dm_add(dm.by_batch, t->nbatch - failed);
@@ -1383,6 +1465,14 @@ static void phase_answer(s3_t *s, mw_storage_req_t *req) {
       break;
     case P_DEL_EACH:
       if (ok || (http == 404 && strcmp(code, "NoSuchBucket") != 0)) {
+        if (many(req)) {
+          int inj = mw_storage__key_fault(req, t->i, S3_RESPONSE);
+          if (inj < 0 && transient_errno(inj)) return retry_or_fail(s, req, inj, "answer lost (test fault)");
+          req->priv.statuses[t->i] = inj;
+          if (inj < 0)
+            mw_storage__set_error(req, "s3://%s/%s: DELETE: %s (test fault)", s->bucket,
+                                  (const char *)req->buf.data + t->off, strerror(-inj));
+        }
         dm_add(dm.by_single, 1);
         t->removed++;
         t->off += strlen((const char *)req->buf.data + t->off) + 1;
@@ -1435,6 +1525,12 @@ static void phase_answer(s3_t *s, mw_storage_req_t *req) {
   /* a final HTTP error */
   int err = status_errno(http, code);
   set_reason(s, req, NULL);
+  if (a->phase == P_DEL_EACH && many(req)) { /* that key fails; on to the next */
+    req->priv.statuses[t->i] = err;
+    t->off += strlen((const char *)req->buf.data + t->off) + 1;
+    if (++t->i < t->nkeys) return next_exchange(s, req, P_DEL_EACH);
+    return finish(s, req, 0);
+  }
   if ((a->phase == P_MP_PART || a->phase == P_MP_DONE) && t != NULL) {
     t->saved = err;
     return next_exchange(s, req, P_MP_ABORT);
@@ -1495,8 +1591,11 @@ static void finish(s3_t *s, mw_storage_req_t *req, int status) {
   if (status < 0 && (req->priv.op == MW_OP_PUT || req->priv.op == MW_OP_PUT_IF_ABSENT) &&
       status != -EEXIST && a->ambiguous)
     req->priv.maybe_written = 1;
+  if (many(req)) status = many_finish(req, status);
   if (t != NULL) {
-    if (req->priv.op == MW_OP_DELETE_PREFIX) {
+    if (req->priv.op == MW_OP_DELETE_MANY) {
+      mw_buf_reset(&req->buf);
+    } else if (req->priv.op == MW_OP_DELETE_PREFIX) {
       free(req->keys);
       req->keys = NULL;
       mw_buf_reset(&req->buf);
@@ -1517,6 +1616,25 @@ static void finish(s3_t *s, mw_storage_req_t *req, int status) {
   mw_storage__done(req, status);
 }
 
+/* delete_many: the keys into req->buf ("k\0k\0", as a listing leaves
+ * them), all pending, and the first batch (every key: n <= 1 000). */
+static int many_start(s3_t *s, mw_storage_req_t *req) {
+  mw_storage_req_front_t *p = &req->priv;
+  task_t *t = area(req)->task;
+  assert(t != NULL && p->nmany > 0 && p->nmany <= MW_S3_DELETE_BATCH);
+  _Static_assert(MW_STORAGE_DELETE_MANY_MAX <= MW_S3_DELETE_BATCH, "one DeleteObjects a call");
+  mw_buf_reset(&req->buf);
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < p->nmany; i++) {
+    p->statuses[i] = MANY_PENDING;
+    rc = mw_buf_append(&req->buf, p->many[i], strlen(p->many[i]) + 1);
+  }
+  t->nkeys = p->nmany;
+  t->i = t->off = 0;
+  if (rc == 0 && !s->no_batch_delete) rc = batch_fill(s, req);
+  return rc;
+}
+
 static void s3_submit(mw_storage_t *st, mw_storage_req_t *req) {
   s3_t *s = s3_of(st);
   mw_storage_req_front_t *p = &req->priv;
@@ -1532,13 +1650,14 @@ static void s3_submit(mw_storage_t *st, mw_storage_req_t *req) {
     case MW_OP_DELETE: phase = P_DELETE; break;
     case MW_OP_LIST: case MW_OP_DELETE_PREFIX: phase = P_LIST; break;
     case MW_OP_SWEEP_TMP: case MW_OP_DELETE_ROOT: phase = P_UPLOADS; break;
+    case MW_OP_DELETE_MANY: phase = s->no_batch_delete ? P_DEL_EACH : P_DEL_BATCH; break;
     case MW_OP_COUNT_: assert(!"bad op");
   }
   if (phase == P_MP_INIT && (p->len + s->part_bytes - 1) / s->part_bytes > MW_S3_MAX_PARTS)
     phase = P_PUT; /* more parts than S3 allows: one PUT (S3 refuses past 5 GiB) */
   bool needs_task = phase != P_PUT && phase != P_GET && phase != P_GET_SIZE && phase != P_HEAD &&
                     phase != P_DELETE;
-  if (needs_task && task_of(req) == NULL) {
+  if ((needs_task && task_of(req) == NULL) || (many(req) && many_start(s, req) < 0)) {
     mw_storage__set_error(req, "s3://%s/%s: out of memory", s->bucket, p->key);
     a->phase = P_FAIL;
     a->curl_code = -ENOMEM;

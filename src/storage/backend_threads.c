@@ -14,13 +14,17 @@
  *   list:          scan
  *   delete_prefix: scan unlink* (rmdir of emptied directories) then
  *                  {diropen dirsync dirclose} per directory it changed
+ *   delete_many:   per directory (keys grouped by it): unlink of each key,
+ *                  then {diropen dirsync dirclose} of the directory (also
+ *                  when every key was absent, as delete does)
  *   sweep_tmp:     scan, unlink of every ".tmp-*" at least min_age_s old
  *   delete_root:   scan, unlink of leftover temps and rmdir of empty folders
  *                  (depth first), rmdir of the root, fsync of its parent
  * On failure before the object is visible: close the file, unlink the temp.
  *
- * list, delete_prefix, sweep_tmp and delete_root always run here (also under
- * io_uring, which has no getdents); they walk only the directory the prefix
+ * list, delete_prefix, delete_many, sweep_tmp and delete_root always run
+ * here (also under io_uring, which has no getdents; delete_many is one pool
+ * job for up to 1 000 unlinks and the directories' fsyncs); they walk only the directory the prefix
  * names and below it.
  */
 #include <assert.h>
@@ -424,6 +428,92 @@ out:
   return rc;
 }
 
+/* delete_many: key indexes ordered by parent directory, then name (qsort
+ * has no context argument: the keys of the job this thread runs). */
+static _Thread_local const char *const *tl_keys;
+
+static size_t dir_len(const char *k) {
+  const char *s = strrchr(k, '/');
+  return s == NULL ? 0 : (size_t)(s - k);
+}
+
+static int cmp_by_dir(const void *a, const void *b) {
+  const char *x = tl_keys[*(const uint32_t *)a], *y = tl_keys[*(const uint32_t *)b];
+  size_t dx = dir_len(x), dy = dir_len(y), m = dx < dy ? dx : dy;
+  int c = memcmp(x, y, m);
+  if (c != 0) return c;
+  if (dx != dy) return dx < dy ? -1 : 1;
+  return strcmp(x, y);
+}
+
+/* Keys [lo, hi) of order share one directory: unlink each (its own
+ * status), then make the directory's new state durable; a failed fsync is
+ * the status of every key there that had none. */
+static void delete_group(mw_storage_req_t *req, const uint32_t *order, size_t lo, size_t hi,
+                         uint8_t *steps) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_local_t *lo_ = mw_local(p->st);
+  char dir[MW_STORAGE_KEY_MAX_BYTES + 1];
+  const char *first = p->many[order[lo]];
+  size_t dl = dir_len(first);
+  memcpy(dir, first, dl);
+  dir[dl] = '\0';
+  if (dl == 0) strcpy(dir, ".");
+  int fault_dir = 0;
+  for (size_t k = lo; k < hi; k++) {
+    uint32_t i = order[k];
+    snprintf(p->key, sizeof p->key, "%s", p->many[i]); /* the hook and errors see this key */
+    int rc = mw_storage__key_fault(req, i, MW_STEP_UNLINK);
+    if (rc == 0) rc = STEP(req, MW_STEP_UNLINK);
+    if (rc == 0 && unlinkat(lo_->rootfd, p->many[i], 0) != 0) rc = -errno;
+    if (rc == -ENOENT || rc == -ENOTDIR || rc == -EISDIR) rc = 0; /* absent: idempotent */
+    p->statuses[i] = rc;
+    steps[i] = MW_STEP_UNLINK;
+    /* a key armed for the directory's steps fails the fsync below */
+    for (unsigned s = MW_STEP_DIROPEN; fault_dir == 0 && s <= MW_STEP_DIRSYNC; s++)
+      fault_dir = mw_storage__key_fault(req, i, s);
+  }
+  if (!lo_->durable) return;
+  int rc = fault_dir != 0 ? fault_dir : sync_dir(req, dir);
+  uint8_t step = fault_dir != 0 ? MW_STEP_DIRSYNC : p->step; /* sync_dir's failing step */
+  if (rc == -ENOENT || rc == -ENOTDIR) rc = 0; /* no directory: nothing to sync */
+  for (size_t k = lo; rc < 0 && k < hi; k++)
+    if (p->statuses[order[k]] == 0) {
+      p->statuses[order[k]] = rc;
+      steps[order[k]] = step;
+    }
+}
+
+static int delete_many_sync(mw_storage_req_t *req) {
+  mw_storage_req_front_t *p = &req->priv;
+  assert(p->nmany > 0 && p->nmany <= MW_STORAGE_DELETE_MANY_MAX);
+  uint32_t order[MW_STORAGE_DELETE_MANY_MAX];
+  uint8_t steps[MW_STORAGE_DELETE_MANY_MAX]; /* where each key failed */
+  for (uint32_t i = 0; i < p->nmany; i++) order[i] = i;
+  tl_keys = p->many;
+  qsort(order, p->nmany, sizeof *order, cmp_by_dir);
+  for (size_t lo = 0, hi; lo < p->nmany; lo = hi) {
+    size_t dl = dir_len(p->many[order[lo]]);
+    for (hi = lo + 1; hi < p->nmany; hi++) {
+      const char *k = p->many[order[hi]];
+      if (dir_len(k) != dl || memcmp(k, p->many[order[lo]], dl) != 0) break;
+    }
+    delete_group(req, order, lo, hi, steps);
+  }
+  int first = 0;
+  req->nkeys = 0;
+  for (uint32_t i = 0; i < p->nmany; i++) {
+    if (p->statuses[i] == 0) req->nkeys++;
+    else if (first == 0) {
+      first = p->statuses[i];
+      snprintf(p->key, sizeof p->key, "%s", p->many[i]); /* the error names it ... */
+      p->step = steps[i];                                 /* ... and its step */
+    }
+  }
+  if (first == 0) snprintf(p->key, sizeof p->key, "%s", p->many[0]);
+  return first;
+}
+
 /* Remove ".tmp-*" files older than cutoff under dirfd (closes dirfd). */
 static int sweep_dir(mw_storage_req_t *req, int dirfd, time_t cutoff, unsigned depth) {
   DIR *d = fdopendir(dirfd);
@@ -542,6 +632,7 @@ int mw_local__sync_run(mw_storage_req_t *req) {
     case MW_OP_DELETE_PREFIX: return delete_prefix_sync(req);
     case MW_OP_SWEEP_TMP: return sweep_sync(req);
     case MW_OP_DELETE_ROOT: return delete_root_sync(req);
+    case MW_OP_DELETE_MANY: return delete_many_sync(req);
     case MW_OP_COUNT_: break;
   }
   return -EINVAL;

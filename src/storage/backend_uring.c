@@ -952,8 +952,9 @@ static void uring_submit(mw_storage_t *st, mw_storage_req_t *req) {
   assert(u != NULL && p->st == st);
   mw_local__prepare(st, req);
   if (p->op == MW_OP_LIST || p->op == MW_OP_DELETE_PREFIX || p->op == MW_OP_SWEEP_TMP ||
-      p->op == MW_OP_DELETE_ROOT) {
-    mw_local__queue_work(st, req); /* directory walks: io_uring has no getdents */
+      p->op == MW_OP_DELETE_ROOT || p->op == MW_OP_DELETE_MANY) {
+    /* directory walks (io_uring has no getdents), and delete_many's one job */
+    mw_local__queue_work(st, req);
     return;
   }
   if (u->active++ == 0) uv_ref((uv_handle_t *)&u->poll);

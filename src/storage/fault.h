@@ -34,7 +34,11 @@ typedef struct mw_powerloss mw_powerloss_t; /* storage/local.h */
  * operation submitted (1-based, counting every accepted submission) or its
  * key starts with fail_prefix. An armed operation fails with -fail_errno at
  * the first step whose bit is in fail_steps (0 = any step, i.e. the first
- * one), once; its cleanup steps then run normally. */
+ * one), once; its cleanup steps then run normally. delete_many arms each
+ * key instead (the fail_nth-th submission arms its first key): an armed key
+ * fails alone, with -fail_errno in its status — locally at its unlink or
+ * its directory's fsync steps, on S3 as if the answer had reported that
+ * key failed (ECONNRESET, ETIMEDOUT and EAGAIN as a transient error, retried). */
 struct mw_storage_fault {
   uint64_t fail_nth;
   const char *fail_prefix;   /* copied */

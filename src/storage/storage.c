@@ -46,7 +46,9 @@
 static const char *const op_names[MW_OP_COUNT_] = {
     "?",      "put_if_absent", "put",       "get",         "head",
     "list",   "delete",        "delete_prefix", "sweep_tmp", "delete_root",
+    "delete_many",
 };
+_Static_assert(sizeof op_names / sizeof *op_names == MW_OP_COUNT_, "an operation without a name");
 
 /* Every backend family's step names, for metric labels and name checks. */
 static const struct {
@@ -423,6 +425,8 @@ void mw_storage__done(mw_storage_req_t *req, int status) {
   assert(st->bg_inflight >= p->bg);
   st->bg_inflight -= p->bg;
   count_op(p, status);
+  free(p->many_armed);
+  p->many_armed = NULL;
   if (status == 0 || status == -EEXIST || status == -ENOENT) {
     st->health.ops_ok++;
     st->health.consecutive_failures = 0;
@@ -446,6 +450,9 @@ typedef struct args {
   size_t len;
   uint64_t off, rlen;
   uint64_t min_age_s;
+  const char *const *many;
+  int *statuses;
+  size_t nmany;
 } args_t;
 
 static int submit(mw_storage_t *st, mw_storage_req_t *req, mw_storage_op_t op, const char *key,
@@ -468,6 +475,9 @@ static int submit(mw_storage_t *st, mw_storage_req_t *req, mw_storage_op_t op, c
   p->off = a.off;
   p->rlen = a.rlen;
   p->min_age_s = a.min_age_s;
+  p->many = a.many;
+  p->statuses = a.statuses;
+  p->nmany = (uint32_t)a.nmany;
   strcpy(p->key, key);
   req->size = 0;
   /* every operation that fills buf starts it empty: list, delete_prefix and
@@ -481,7 +491,7 @@ static int submit(mw_storage_t *st, mw_storage_req_t *req, mw_storage_op_t op, c
   }
   p->bg = req->background ? 1 : 0;
   st->nsubmitted++;
-  mw_storage__fault_arm(st, req);
+  if (mw_storage__fault_arm(st, req) < 0) return -ENOMEM;
   mw_storage_req_t **head = p->bg ? &st->bghead : &st->qhead, **tail = p->bg ? &st->bgtail : &st->qtail;
   if (*head == NULL && can_start(st, p->bg)) {
     start(st, req);
@@ -495,21 +505,21 @@ static int submit(mw_storage_t *st, mw_storage_req_t *req, mw_storage_op_t op, c
   return 0;
 }
 
-static const args_t no_args = {NULL, 0, 0, UINT64_MAX, 0};
+static const args_t no_args = {NULL, 0, 0, UINT64_MAX, 0, NULL, NULL, 0};
 
 int mw_storage_put_if_absent(mw_storage_t *st, mw_storage_req_t *req, const char *key,
                              const void *bytes, size_t len, mw_storage_cb cb) {
-  return submit(st, req, MW_OP_PUT_IF_ABSENT, key, cb, (args_t){bytes, len, 0, UINT64_MAX, 0});
+  return submit(st, req, MW_OP_PUT_IF_ABSENT, key, cb, (args_t){bytes, len, 0, UINT64_MAX, 0, NULL, NULL, 0});
 }
 
 int mw_storage_put(mw_storage_t *st, mw_storage_req_t *req, const char *key, const void *bytes,
                    size_t len, mw_storage_cb cb) {
-  return submit(st, req, MW_OP_PUT, key, cb, (args_t){bytes, len, 0, UINT64_MAX, 0});
+  return submit(st, req, MW_OP_PUT, key, cb, (args_t){bytes, len, 0, UINT64_MAX, 0, NULL, NULL, 0});
 }
 
 int mw_storage_get(mw_storage_t *st, mw_storage_req_t *req, const char *key, uint64_t offset,
                    uint64_t len, mw_storage_cb cb) {
-  return submit(st, req, MW_OP_GET, key, cb, (args_t){NULL, 0, offset, len, 0});
+  return submit(st, req, MW_OP_GET, key, cb, (args_t){NULL, 0, offset, len, 0, NULL, NULL, 0});
 }
 
 int mw_storage_head(mw_storage_t *st, mw_storage_req_t *req, const char *key, mw_storage_cb cb) {
@@ -533,9 +543,22 @@ int mw_storage_delete_prefix(mw_storage_t *st, mw_storage_req_t *req, const char
 int mw_storage_sweep_tmp(mw_storage_t *st, mw_storage_req_t *req, const char *prefix,
                          uint64_t min_age_s, mw_storage_cb cb) {
   return submit(st, req, MW_OP_SWEEP_TMP, prefix, cb,
-                (args_t){NULL, 0, 0, UINT64_MAX, min_age_s});
+                (args_t){NULL, 0, 0, UINT64_MAX, min_age_s, NULL, NULL, 0});
 }
 
 int mw_storage_delete_root(mw_storage_t *st, mw_storage_req_t *req, mw_storage_cb cb) {
   return submit(st, req, MW_OP_DELETE_ROOT, "", cb, no_args);
+}
+
+int mw_storage_delete_many(mw_storage_t *st, mw_storage_req_t *req, const char *const *keys,
+                           size_t n, int *statuses, mw_storage_cb cb) {
+  assert(st != NULL && req != NULL);
+  _Static_assert(MW_STORAGE_DELETE_MANY_MAX <= UINT32_MAX, "nmany is 32 bits");
+  if (keys == NULL || statuses == NULL || n == 0 || n > MW_STORAGE_DELETE_MANY_MAX) return -EINVAL;
+  for (size_t i = 0; i < n; i++)
+    if (keys[i] == NULL || !path_ok(keys[i], false)) return -EINVAL;
+  for (size_t i = 0; i < n; i++) statuses[i] = 0;
+  /* the first key names the request (errors, the local directory) */
+  return submit(st, req, MW_OP_DELETE_MANY, keys[0], cb,
+                (args_t){NULL, 0, 0, UINT64_MAX, 0, keys, statuses, n});
 }

@@ -55,6 +55,7 @@
 #define MW_STORAGE_KEY_MAX_SEGMENTS 64
 #define MW_STORAGE_URI_MAX_BYTES 1024
 #define MW_STORAGE_LIST_MAX_KEYS 1000000
+#define MW_STORAGE_DELETE_MANY_MAX 1000 /* keys per delete_many (S3's DeleteObjects limit) */
 #define MW_STORAGE_MAX_INFLIGHT 4096
 #define MW_STORAGE_DEFAULT_MAX_INFLIGHT 64
 #define MW_STORAGE_DEFAULT_MAX_OBJECT_BYTES ((size_t)256 << 20)
@@ -123,6 +124,7 @@ typedef enum mw_storage_op {
   MW_OP_DELETE_PREFIX,
   MW_OP_SWEEP_TMP,
   MW_OP_DELETE_ROOT,
+  MW_OP_DELETE_MANY,
   MW_OP_COUNT_
 } mw_storage_op_t;
 
@@ -226,6 +228,18 @@ int mw_storage_list(mw_storage_t *st, mw_storage_req_t *req, const char *prefix,
 /* Idempotent like an object store: deleting an absent key is success. A
  * reported deletion is durable. */
 int mw_storage_delete(mw_storage_t *st, mw_storage_req_t *req, const char *key, mw_storage_cb cb);
+/* Delete keys[0..n), 1..MW_STORAGE_DELETE_MANY_MAX valid keys (else
+ * -EINVAL at once), each as delete() would: statuses[i] gets key i's own
+ * result (0 = deleted or absent, a durable deletion; -errno). The status is
+ * 0 when every key succeeded, else the first failing key's (in index
+ * order); req->nkeys = keys that succeeded. keys (and their strings) and
+ * statuses are borrowed until the callback. Local disk: unlinks and one
+ * fsync per directory, on the thread pool; S3: DeleteObjects, transient
+ * per-key errors retried alone, one DELETE per key where the store refuses
+ * batches (docs/storage.md). Fault injection arms each key on its own
+ * (fault.h). */
+int mw_storage_delete_many(mw_storage_t *st, mw_storage_req_t *req, const char *const *keys,
+                           size_t n, int *statuses, mw_storage_cb cb);
 /* Delete every key listed by list(prefix). req->nkeys = how many objects
  * were removed. A reported deletion is durable. */
 int mw_storage_delete_prefix(mw_storage_t *st, mw_storage_req_t *req, const char *prefix,

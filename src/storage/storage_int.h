@@ -82,11 +82,15 @@ void mw_storage__set_error(mw_storage_req_t *req, const char *fmt, ...)
 /* Fault layer (backend_fault.c) */
 int mw_storage__fault_open(mw_storage_t *st, mw_err_t *err);
 void mw_storage__fault_close(mw_storage_t *st);
-void mw_storage__fault_arm(mw_storage_t *st, mw_storage_req_t *req);
+/* -ENOMEM when delete_many's per-key arming cannot be kept. */
+int mw_storage__fault_arm(mw_storage_t *st, mw_storage_req_t *req);
 /* Start the request now or after the configured delay. */
 void mw_storage__fault_start(mw_storage_t *st, mw_storage_req_t *req);
 /* Before every step: hook, injected failure (negative errno) or 0. */
 int mw_storage__step(mw_storage_req_t *req, unsigned step);
+/* delete_many: the fault armed for key i, once, at `step` (-errno or 0).
+ * No hook runs: the request's own steps call mw_storage__step. */
+int mw_storage__key_fault(mw_storage_req_t *req, size_t i, unsigned step);
 /* A fault the test hooks injected (metrics). */
 void mw_storage__count_fault(const mw_storage_t *st, unsigned step);
 

@@ -38,6 +38,10 @@ typedef struct mw_storage_req_front {
   uint64_t rlen;                /* UINT64_MAX = to the end */
   uint64_t min_age_s;           /* sweep_tmp */
   uint64_t t_start_ms;          /* fault delay: loop time at start */
+  const char *const *many;      /* delete_many: borrowed keys, their statuses */
+  int *statuses;
+  uint32_t nmany;
+  uint8_t *many_armed;          /* delete_many: per-key fault arming (NULL: none) */
   /* fault hook copied at submission, so pool threads never read st's */
   void (*on_step)(void *ctx, const mw_storage_req_t *req, unsigned step);
   void *on_step_ctx;

@@ -183,6 +183,17 @@ static int s_delete_prefix(env_t *e, const char *prefix, size_t *removed) {
   return rc;
 }
 
+static int s_delete_many(env_t *e, const char *const *keys, size_t n, int *statuses, size_t *deleted) {
+  mw_storage_req_t req;
+  res_t r = {0};
+  mw_storage_req_init(&req);
+  req.data = &r;
+  int rc = wait_req(&e->loop, &req, &r, mw_storage_delete_many(e->st, &req, keys, n, statuses, on_done));
+  if (deleted) *deleted = req.nkeys;
+  mw_storage_req_cleanup(&req);
+  return rc;
+}
+
 /* list as one "\n"-joined string (malloc'd) */
 static char *s_list(env_t *e, const char *prefix, int *status) {
   mw_storage_req_t req;
@@ -1036,6 +1047,68 @@ static env_t *env_fault(const char *tag, const mw_storage_fault_t *f) {
   tu_rmtree(root);
   free(root);
   return e;
+}
+
+/* delete_many: keys in several directories and the root, a missing key
+ * (deleted = success), a per-key fault (that key alone fails, with its own
+ * status; the call's status is the first failure), a fault at a
+ * directory's fsync (every key of that directory fails, no other), and the
+ * argument checks. */
+static void test_delete_many(void **state) {
+  (void)state;
+  env_t *e = env_new("delmany", NULL);
+  const char *put[] = {"a/1", "a/2", "b/c/1", "top", "keep/x"};
+  for (size_t i = 0; i < 5; i++) assert_int_equal(s_pia(e, put[i], "v", 1), 0);
+  const char *keys[] = {"b/c/1", "a/1", "missing/k", "top", "a/2", "a/nope"};
+  int st[6] = {7, 7, 7, 7, 7, 7};
+  size_t deleted = 99;
+  assert_int_equal(s_delete_many(e, keys, 6, st, &deleted), 0);
+  assert_int_equal(deleted, 6);
+  for (int i = 0; i < 6; i++) assert_int_equal(st[i], 0);
+  for (size_t i = 0; i < 4; i++) assert_int_equal(s_head(e, put[i], NULL), -ENOENT);
+  assert_int_equal(s_head(e, "keep/x", NULL), 0);
+  /* a per-key fault at the unlink: only that key fails */
+  const char *k2[] = {"d/1", "d/2", "e/1"};
+  for (size_t i = 0; i < 3; i++) assert_int_equal(s_pia(e, k2[i], "v", 1), 0);
+  mw_storage_fault_t f = {.fail_prefix = "d/2", .fail_errno = EIO, .fail_steps = MW_STEP_BIT(MW_STEP_UNLINK)};
+  assert_int_equal(mw_storage_fault_set(e->st, &f), 0);
+  assert_int_equal(s_delete_many(e, k2, 3, st, &deleted), -EIO);
+  assert_int_equal(deleted, 2);
+  assert_int_equal(st[0], 0);
+  assert_int_equal(st[1], -EIO);
+  assert_int_equal(st[2], 0);
+  assert_int_equal(s_head(e, "d/1", NULL), -ENOENT);
+  assert_int_equal(s_head(e, "d/2", NULL), 0);
+  assert_int_equal(s_head(e, "e/1", NULL), -ENOENT);
+  /* a fault at a directory's fsync: the keys of that directory fail */
+  const char *k3[] = {"f/1", "g/1", "f/2"};
+  for (size_t i = 0; i < 3; i++) assert_int_equal(s_pia(e, k3[i], "v", 1), 0);
+  mw_storage_fault_t g = {.fail_prefix = "f/2", .fail_errno = ENOSPC, .fail_steps = MW_STEP_BIT(MW_STEP_DIRSYNC)};
+  assert_int_equal(mw_storage_fault_set(e->st, &g), 0);
+  assert_int_equal(s_delete_many(e, k3, 3, st, &deleted), -ENOSPC);
+  assert_int_equal(st[0], -ENOSPC);
+  assert_int_equal(st[1], 0);
+  assert_int_equal(st[2], -ENOSPC);
+  assert_int_equal(deleted, 1);
+  assert_int_equal(mw_storage_fault_set(e->st, NULL), 0);
+  /* retried, the same call reports success (the unlinks were done; the
+   * directory is fsynced again) */
+  assert_int_equal(s_delete_many(e, k3, 3, st, &deleted), 0);
+  assert_int_equal(deleted, 3);
+  /* arguments */
+  mw_storage_req_t req;
+  mw_storage_req_init(&req);
+  const char *bad[] = {"ok", "../x"};
+  static const char *many[MW_STORAGE_DELETE_MANY_MAX + 1];
+  static int mst[MW_STORAGE_DELETE_MANY_MAX + 1];
+  for (size_t i = 0; i <= MW_STORAGE_DELETE_MANY_MAX; i++) many[i] = "m";
+  assert_int_equal(mw_storage_delete_many(e->st, &req, bad, 2, st, on_done), -EINVAL);
+  assert_int_equal(mw_storage_delete_many(e->st, &req, bad, 0, st, on_done), -EINVAL);
+  assert_int_equal(mw_storage_delete_many(e->st, &req, many, MW_STORAGE_DELETE_MANY_MAX + 1, mst, on_done), -EINVAL);
+  assert_int_equal(mw_storage_delete_many(e->st, &req, bad, 1, NULL, on_done), -EINVAL);
+  assert_int_equal(s_delete_many(e, many, MW_STORAGE_DELETE_MANY_MAX, mst, &deleted), 0); /* the same key 1 000 times */
+  assert_int_equal(deleted, MW_STORAGE_DELETE_MANY_MAX);
+  env_free(e);
 }
 
 static void test_fault_nth(void **state) {
@@ -2233,6 +2306,7 @@ int main(void) {
       cmocka_unit_test(test_roundtrip),
       cmocka_unit_test(test_md5),
       cmocka_unit_test(test_list_delete),
+      cmocka_unit_test(test_delete_many),
       cmocka_unit_test(test_req_reuse),
       cmocka_unit_test(test_key_validation),
       cmocka_unit_test(test_limits),
