@@ -284,6 +284,9 @@ int mw_storage_sync_list(mw_storage_sync_t *ss, const char *prefix, mw_storage_r
 int mw_storage_sync_put(mw_storage_sync_t *ss, const char *key, const void *bytes, size_t len,
                         bool if_absent, mw_err_t *err);
 int mw_storage_sync_delete(mw_storage_sync_t *ss, const char *key, mw_err_t *err);
+/* delete_many: 0, or the first failing key's status (statuses[] has each). */
+int mw_storage_sync_delete_many(mw_storage_sync_t *ss, const char *const *keys, size_t n,
+                                int *statuses, mw_err_t *err);
 /* Returns the number of objects removed, or -errno. */
 int mw_storage_sync_delete_prefix(mw_storage_sync_t *ss, const char *prefix, mw_err_t *err);
 int mw_storage_sync_delete_root(mw_storage_sync_t *ss, mw_err_t *err);

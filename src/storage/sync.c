@@ -160,6 +160,18 @@ int mw_storage_sync_delete(mw_storage_sync_t *ss, const char *key, mw_err_t *err
   return rc;
 }
 
+int mw_storage_sync_delete_many(mw_storage_sync_t *ss, const char *const *keys, size_t n,
+                                int *statuses, mw_err_t *err) {
+  assert(ss != NULL && keys != NULL && statuses != NULL);
+  mw_storage_req_t req;
+  waiter_t w;
+  req_start(&req, &w);
+  int rc = mw_storage_delete_many(ss->st, &req, keys, n, statuses, on_done);
+  rc = wait_req(ss, &req, n > 0 && keys[0] != NULL ? keys[0] : "", rc, err);
+  mw_storage_req_cleanup(&req);
+  return rc;
+}
+
 int mw_storage_sync_delete_prefix(mw_storage_sync_t *ss, const char *prefix, mw_err_t *err) {
   assert(ss != NULL && prefix != NULL);
   mw_storage_req_t req;

@@ -17,6 +17,16 @@ forwards everything unchanged except what a phase's rule picks:
                removes everything
   501          the store has no DeleteObjects: one DELETE per key instead
 
+and the same exchange for mw_storage_delete_many (`s3_tool rm-keys`, the
+keys given, one missing among them), where each key has its own result:
+
+  many_503        a 503, then the batch whole; the missing key counts as
+                  deleted
+  many_key_errors 5 keys InternalError: those 5 again, alone; all deleted
+  many_key_denied every key AccessDenied: each key named failed, nothing
+                  deleted, the others of a later call fine
+  many_501        no DeleteObjects: one DELETE per key, the missing one too
+
 After each phase the prefix must hold exactly what it should (listed
 straight from the server). TAP output.
 """
@@ -64,6 +74,17 @@ def upload(prefix, n):
         assert r.returncode == 0, r.stderr
 
 
+def keys_of(n):
+    return [("sub/" if i % 2 else "") + f"o{i:05d}" for i in range(n)]
+
+
+def rm_keys(prefix, keys, endpoint):
+    env = dict(os.environ)
+    env["AWS_ENDPOINT_URL"] = endpoint
+    return subprocess.run([TOOL, "rm-keys", f"s3://{BUCKET}/{prefix}"], input="\n".join(keys) + "\n",
+                          capture_output=True, text=True, timeout=180, env=env)
+
+
 def count(prefix):
     r = tool(["count", f"s3://{BUCKET}/{prefix}"])
     return int(r.stdout) if r.returncode == 0 else -1
@@ -77,7 +98,7 @@ def main():
     u = urllib.parse.urlparse(ep)
     proxy = FaultProxy(u.hostname, u.port)
     via = f"http://127.0.0.1:{proxy.port}"
-    print("1..18")
+    print("1..32")
     try:
         batch = r"\?delete="
         # 503 twice on the first batch
@@ -131,6 +152,49 @@ def main():
               "501: one DELETE per key instead", proxy.methods.get("DELETE", 0) - deletes)
         check("one key per request" in r.stderr or "refused DeleteObjects" in r.stderr,
               "501: the switch is logged", r.stderr)
+        # delete_many: a 503, then whole; a missing key is a deletion
+        upload("f", 40)
+        proxy.add("503", "POST", batch, count=1)
+        nb = len(proxy.delete_bodies())
+        r = rm_keys("f", keys_of(40) + ["nothing/here"], via)
+        sizes = [len(delete_keys(b)) for b in proxy.delete_bodies()[nb:]]
+        check(r.returncode == 0 and r.stdout.strip() == "41", "many_503: all 41 keys deleted (one missing)",
+              r.stdout + r.stderr)
+        check(count("f") == 0, "many_503: nothing left", count("f"))
+        check(sizes == [41, 41], "many_503: one DeleteObjects of 41 keys, sent twice", sizes)
+        # delete_many: 5 keys InternalError, retried alone
+        upload("g", 40)
+        proxy.add("key_errors", "POST", batch, count=1, nkeys=5)
+        nb = len(proxy.delete_bodies())
+        r = rm_keys("g", keys_of(40), via)
+        bodies = [delete_keys(b) for b in proxy.delete_bodies()[nb:]]
+        check(r.returncode == 0 and r.stdout.strip() == "40", "many_key_errors: all 40 deleted",
+              r.stdout + r.stderr)
+        check(count("g") == 0, "many_key_errors: nothing left", count("g"))
+        check(len(bodies) == 2 and bodies[1] == bodies[0][:5],
+              "many_key_errors: exactly the 5 failed keys are sent again", [len(b) for b in bodies])
+        # delete_many: every key AccessDenied, each named; nothing deleted
+        upload("h", 10)
+        proxy.add("key_denied", "POST", batch, count=1)
+        r = rm_keys("h", keys_of(10), via)
+        named = sum(1 for k in keys_of(10) if f"s3_tool: {k}: Permission denied" in r.stderr)
+        check(r.returncode == 1 and r.stdout.strip() == "0", "many_key_denied: fails, 0 deleted",
+              r.stdout + r.stderr)
+        check(named == 10, "many_key_denied: each of the 10 keys is named failed", r.stderr)
+        check("AccessDenied" in r.stderr, "many_key_denied: the reason has the S3 code", r.stderr)
+        check(count("h") == 10, "many_key_denied: every object is still there", count("h"))
+        r = rm_keys("h", keys_of(10), via)
+        check(r.returncode == 0 and count("h") == 0, "many_key_denied: a later call removes them", r.stderr)
+        # delete_many without DeleteObjects: one DELETE per key (the missing one too)
+        upload("i", 12)
+        proxy.add("501", "POST", batch, count=1)
+        deletes = proxy.methods.get("DELETE", 0)
+        r = rm_keys("i", keys_of(12) + ["nothing/here"], via)
+        check(r.returncode == 0 and r.stdout.strip() == "13", "many_501: all 13 keys deleted",
+              r.stdout + r.stderr)
+        check(count("i") == 0, "many_501: nothing left", count("i"))
+        check(proxy.methods.get("DELETE", 0) - deletes == 13, "many_501: one DELETE per key",
+              proxy.methods.get("DELETE", 0) - deletes)
         check(proxy.pending() == 0, "every rule was used", proxy.pending())
     finally:
         proxy.close()

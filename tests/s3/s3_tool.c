@@ -69,9 +69,43 @@ static int put_tree(mw_storage_sync_t *ss, const char *dir, const char *rel, siz
   return rc;
 }
 
+/* rm-keys: the keys on stdin (one a line) by delete_many, 1 000 a call;
+ * each key that failed is named with its error on stderr; prints how many
+ * were deleted. 1 when any failed. */
+static int rm_keys(mw_storage_sync_t *ss) {
+  static char *keys[MW_STORAGE_DELETE_MANY_MAX];
+  static int st[MW_STORAGE_DELETE_MANY_MAX];
+  char line[MW_STORAGE_KEY_MAX_BYTES + 2];
+  size_t n = 0, deleted = 0, failed = 0;
+  bool eof = false;
+  while (!eof) {
+    eof = fgets(line, sizeof line, stdin) == NULL;
+    if (!eof) {
+      line[strcspn(line, "\n")] = '\0';
+      if (line[0] == '\0') continue;
+      keys[n++] = strdup(line);
+    }
+    if (n == 0 || (n < MW_STORAGE_DELETE_MANY_MAX && !eof)) continue;
+    mw_err_t err = {0};
+    int rc = mw_storage_sync_delete_many(ss, (const char *const *)keys, n, st, &err);
+    if (rc < 0) fprintf(stderr, "s3_tool: rm-keys: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+    for (size_t i = 0; i < n; i++) {
+      if (st[i] == 0) deleted++;
+      else {
+        failed++;
+        fprintf(stderr, "s3_tool: %s: %s\n", keys[i], strerror(-st[i]));
+      }
+      free(keys[i]);
+    }
+    n = 0;
+  }
+  printf("%zu\n", deleted);
+  return failed > 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: s3_tool put-dir DIR URI | count URI | rm URI\n");
+    fprintf(stderr, "usage: s3_tool put-dir DIR URI | count URI | rm URI | rm-keys URI < KEYS\n");
     return 2;
   }
   const char *cmd = argv[1], *uri = argv[argc - 1];
@@ -98,6 +132,8 @@ int main(int argc, char **argv) {
     rc = mw_storage_sync_delete_prefix(ss, "", &err);
     if (rc >= 0) rc = mw_storage_sync_delete_root(ss, &err);
     if (rc < 0) status = die("rm", &err, rc);
+  } else if (strcmp(cmd, "rm-keys") == 0) {
+    status = rm_keys(ss);
   } else {
     fprintf(stderr, "s3_tool: unknown command %s\n", cmd);
     status = 2;

@@ -10,7 +10,9 @@
  *     end, an offset at/past the end), head, list (sorted, prefix-exact,
  *     across ListObjectsV2 pages), delete (idempotent), delete_prefix
  *     (DeleteObjects batches of 1 000, an XML-escaped key, counted),
- *     delete_root (-ENOTEMPTY, then 0), the blocking calls;
+ *     delete_root (-ENOTEMPTY, then 0), the blocking calls; delete_many
+ *     (one DeleteObjects; a missing key deleted; per-key test faults: a
+ *     transient one retried alone, a final one failing only its key);
  *   - races: 24 concurrent put_if_absent of one key from two storages:
  *     exactly one winner, its bytes;
  *   - multipart: a 12 MiB put in 5 MiB parts reads back whole; a writer
@@ -315,6 +317,66 @@ static void test_semantics(void **state) {
   /* keys are checked as on disk */
   assert_int_equal(s_put(&e, "../x", "x", 1, true), -EINVAL);
   assert_int_equal(s_put(&e, "a/.tmp-x", "x", 1, true), -EINVAL);
+  env_close(&e);
+  drop_bucket(g_bucket);
+}
+
+static int s_delete_many(env_t *e, const char *const *keys, size_t n, int *st, size_t *deleted) {
+  mw_storage_req_t req;
+  res_t r;
+  int rc = OP(e, req, r, mw_storage_delete_many(e->st, &req, keys, n, st, on_done));
+  if (deleted) *deleted = req.nkeys;
+  mw_storage_req_cleanup(&req);
+  return rc;
+}
+
+static void test_delete_many(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "dm");
+  const char *keys[] = {"a/1", "a/2", "b/c/1", "top", "missing/k"};
+  for (size_t i = 0; i < 4; i++) assert_int_equal(s_put(&e, keys[i], "v", 1, true), 0);
+  int st[5] = {7, 7, 7, 7, 7};
+  size_t deleted = 0;
+  uint64_t n0 = metric(M_BATCHES), s0 = metric(M_SINGLE);
+  assert_int_equal(s_delete_many(&e, keys, 5, st, &deleted), 0);
+  assert_int_equal(deleted, 5);
+  for (int i = 0; i < 5; i++) assert_int_equal(st[i], 0);
+  for (size_t i = 0; i < 4; i++) assert_int_equal(s_head(&e, keys[i], NULL), -ENOENT);
+  assert_int_equal(metric(M_BATCHES) - n0, 1); /* one DeleteObjects */
+  assert_int_equal(metric(M_SINGLE) - s0, 0);
+  /* per-key faults: "t/" keys answer a transient error once (retried
+   * alone), "f/1" a final one: only it is reported failed */
+  const char *k2[] = {"t/1", "f/1", "ok/1", "t/2"};
+  for (size_t i = 0; i < 4; i++) assert_int_equal(s_put(&e, k2[i], "v", 1, true), 0);
+  mw_storage_fault_t f = {.fail_prefix = "t/", .fail_errno = ECONNRESET, .fail_steps = MW_STEP_BIT(2)};
+  assert_int_equal(mw_storage_step_parse(e.st, "response"), 2);
+  assert_int_equal(mw_storage_fault_set(e.st, &f), 0);
+  n0 = metric(M_BATCHES);
+  assert_int_equal(s_delete_many(&e, k2, 4, st, &deleted), 0);
+  assert_int_equal(deleted, 4);
+  assert_int_equal(metric(M_BATCHES) - n0, 2); /* the two t/ keys went again */
+  for (size_t i = 0; i < 4; i++) assert_int_equal(s_head(&e, k2[i], NULL), -ENOENT);
+  for (size_t i = 0; i < 4; i++) assert_int_equal(s_put(&e, k2[i], "v", 1, true), 0);
+  mw_storage_fault_t g = {.fail_prefix = "f/1", .fail_errno = EACCES, .fail_steps = MW_STEP_BIT(2)};
+  assert_int_equal(mw_storage_fault_set(e.st, &g), 0);
+  mw_storage_req_t req;
+  res_t r;
+  assert_int_equal(OP(&e, req, r, mw_storage_delete_many(e.st, &req, k2, 4, st, on_done)), -EACCES);
+  assert_int_equal(req.nkeys, 3);
+  assert_non_null(strstr(mw_storage_req_error(&req), "f/1"));
+  mw_storage_req_cleanup(&req);
+  assert_int_equal(st[0], 0);
+  assert_int_equal(st[1], -EACCES);
+  assert_int_equal(st[2], 0);
+  assert_int_equal(st[3], 0);
+  assert_int_equal(mw_storage_fault_set(e.st, NULL), 0);
+  /* (the fault only stood for the server's answer: f/1 is gone too, and a
+   * second call reports it deleted) */
+  assert_int_equal(s_delete_many(&e, k2, 4, st, &deleted), 0);
+  assert_int_equal(deleted, 4);
+  const char *bad[] = {"../x"};
+  assert_int_equal(mw_storage_delete_many(e.st, &req, bad, 1, st, on_done), -EINVAL);
   env_close(&e);
   drop_bucket(g_bucket);
 }
@@ -666,6 +728,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_semantics),
+      cmocka_unit_test(test_delete_many),
       cmocka_unit_test(test_list_pages),
       cmocka_unit_test(test_race),
       cmocka_unit_test(test_multipart_and_sweep),
