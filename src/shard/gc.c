@@ -14,8 +14,9 @@
  *           in its epoch (mw_wal_landed_size) holds rows; any other the
  *           latest listing of wal/ shows is read (bytes [0, 4 KiB)); one
  *           the listing does not show is gone (a hole, or deleted before
- *           a restart) and costs no request. DELETE each that holds a
- *           record batch (not a sentinel) -> wal_next. Past the listing,
+ *           a restart) and costs no request. Delete each that holds a
+ *           record batch (not a sentinel), the batch's in one delete_many
+ *           (S3: one DeleteObjects) -> wal_next. Past the listing,
  *           a new LIST of wal/ first (WAL_LIST).
  *
  * A sample of what stays in a long-running shard's wal/ (positions):
@@ -102,6 +103,12 @@ struct mw_gc {
   mw_mstore_op_t op;
   gio_t ios[MW_GC_MAX_BATCH];
   size_t n_ios, pending;
+  /* one delete_many for a step's deletions: keys of ios[del_io[k]] */
+  mw_storage_req_t del_req;
+  const char *del_keys[MW_GC_MAX_BATCH];
+  int del_st[MW_GC_MAX_BATCH];
+  size_t del_io[MW_GC_MAX_BATCH];
+  size_t n_del;
   uint64_t trim_gen;
   uint64_t trim_start_ms;   /* uv_now() when the trim started */
   uint64_t list_horizon;    /* scan / WAL_LIST: the horizon when the LIST was sent */
@@ -554,6 +561,45 @@ static int start_wal_list(mw_gc_t *g, uint64_t horizon) {
 }
 
 static void wal_sniffed(mw_gc_t *g);
+static void batch_complete(mw_gc_t *g);
+
+/* ------------------------------------------------------ batched deletes */
+
+/* Each key's own status goes to its io (the request's status is the first
+ * of them). */
+static void on_deleted(mw_storage_req_t *req, int status) {
+  mw_gc_t *g = req->data;
+  (void)status;
+  for (size_t k = 0; k < g->n_del; k++) {
+    gio_t *io = &g->ios[g->del_io[k]];
+    if (io->status == 0) io->status = g->del_st[k];
+  }
+  mw_storage_req_cleanup(&g->del_req);
+  assert(g->pending == 1);
+  g->pending = 0;
+  batch_complete(g);
+}
+
+/* Queue ios[k]'s key for this step's delete_many. */
+static void delete_add(mw_gc_t *g, size_t k) {
+  assert(g->n_del < MW_GC_MAX_BATCH && k < g->n_ios);
+  g->del_io[g->n_del] = k;
+  g->del_keys[g->n_del++] = g->ios[k].key;
+}
+
+/* One request for every queued key (at most MW_GC_MAX_BATCH, under
+ * MW_STORAGE_DELETE_MANY_MAX): on S3 one DeleteObjects where there were as
+ * many DELETEs. 0 with one request pending, or -errno (none). */
+static int delete_submit(mw_gc_t *g) {
+  _Static_assert(MW_GC_MAX_BATCH <= MW_STORAGE_DELETE_MANY_MAX, "one delete_many a step");
+  assert(g->n_del > 0 && g->pending == 0);
+  mw_storage_req_init(&g->del_req);
+  g->del_req.data = g;
+  g->del_req.background = true; /* GC yields to the data path (storage.h) */
+  int rc = mw_storage_delete_many(g->t->st, &g->del_req, g->del_keys, g->n_del, g->del_st, on_deleted);
+  if (rc == 0) g->pending = 1;
+  return rc;
+}
 
 /* One batch of positions from wal_next: entries this process wrote go
  * straight to deletion, entries the listing shows are read first, and
@@ -638,6 +684,7 @@ static void wal_sniffed(mw_gc_t *g) {
   mw_shard_t *s = g->cur_shard;
   g->job = J_WAL_DELETE;
   g->pending = 0;
+  g->n_del = 0;
   for (size_t k = 0; k < g->n_ios; k++) {
     gio_t *io = &g->ios[k];
     if (io->status == -ENOENT) { /* a hole, or gone already */
@@ -654,19 +701,12 @@ static void wal_sniffed(mw_gc_t *g) {
                   s->id_str, io->pos);
       continue;
     }
-    uint64_t size = io->known > 0 ? io->known : io->req.size;
-    g->stats.wal_bytes_deleted += size;
-    count(gm.wal_bytes, size);
     mw_buf_reset(&io->req.buf);
-    io->req.background = true; /* GC yields to the data path (storage.h) */
-    int rc = mw_storage_delete(g->t->st, &io->req, io->key, on_io);
-    if (rc < 0) {
-      io->status = rc;
-      break;
-    }
-    g->pending++;
+    delete_add(g, k);
   }
-  if (g->pending == 0) wal_done(g); /* nothing to delete (sentinels, holes) */
+  int rc = g->n_del > 0 ? delete_submit(g) : 0;
+  for (size_t k = 0; rc < 0 && k < g->n_del; k++) g->ios[g->del_io[k]].status = rc;
+  if (g->pending == 0) wal_done(g); /* nothing to delete (sentinels, holes), or refused */
 }
 
 static void wal_done(mw_gc_t *g) {
@@ -679,8 +719,11 @@ static void wal_done(mw_gc_t *g) {
       break;
     }
     if (io->drop) {
+      uint64_t size = io->known > 0 ? io->known : io->req.size;
       g->stats.wal_deleted++;
+      g->stats.wal_bytes_deleted += size;
       count(gm.wal_deleted, 1);
+      count(gm.wal_bytes, size);
     }
     gs->wal_next = io->pos + 1;
   }
@@ -757,11 +800,14 @@ static void mf_hint_put(mw_gc_t *g, uint64_t hint) {
   g->pending = 1;
 }
 
+static void mf_deleted(mw_gc_t *g);
+
 static void mf_delete(mw_gc_t *g) {
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
   g->job = J_MF_DELETE;
-  g->n_ios = g->pending = 0;
+  g->n_ios = g->pending = g->n_del = 0;
+  int rc = 0;
   for (uint64_t v = gs->mf_low; v < gs->mf_floor && g->n_ios < MW_GC_MAX_BATCH; v++) {
     gio_t *io = &g->ios[g->n_ios++];
     mw_storage_req_cleanup(&io->req);
@@ -769,20 +815,15 @@ static void mf_delete(mw_gc_t *g) {
     io->req.data = io;
     io->pos = v;
     io->status = 0;
-    int rc = mw_mstore_manifest_key(&s->ms, v, io->key, sizeof io->key);
-    io->req.background = true; /* GC yields to the data path (storage.h) */
-    if (rc == 0) rc = mw_storage_delete(g->t->st, &io->req, io->key, on_io);
-    if (rc < 0) {
+    if ((rc = mw_mstore_manifest_key(&s->ms, v, io->key, sizeof io->key)) < 0) {
       io->status = rc;
       break;
     }
-    g->pending++;
+    delete_add(g, g->n_ios - 1);
   }
-  if (g->pending == 0) {
-    int rc = g->n_ios ? g->ios[g->n_ios - 1].status : 0;
-    for (size_t k = 0; k < g->n_ios; k++) mw_storage_req_cleanup(&g->ios[k].req);
-    job_end(g, rc, "manifest delete");
-  }
+  if (g->n_del > 0 && (rc = delete_submit(g)) < 0)
+    for (size_t k = 0; k < g->n_del; k++) g->ios[g->del_io[k]].status = rc;
+  if (g->pending == 0) mf_deleted(g); /* the versions before a refused one still count */
 }
 
 static void mf_hint_read(mw_gc_t *g) {
@@ -994,6 +1035,7 @@ int mw_gc_new(mw_table_t *t, const mw_gc_config_t *cfg, mw_gc_t **out) {
   if (cfg) g->cfg = *cfg;
   else mw_gc_config_defaults(&g->cfg);
   mw_storage_req_init(&g->list_req);
+  mw_storage_req_init(&g->del_req);
   mw_mstore_op_init(&g->op);
   mw_ipc_reader_init(&g->rd);
   int rc = mw_gc_base_new(t->st, t->path, &g->base);
@@ -1056,6 +1098,7 @@ void mw_gc_free(mw_gc_t *g) {
   trimmed_free(g);
   for (size_t i = 0; i < MW_GC_MAX_BATCH; i++) mw_storage_req_cleanup(&g->ios[i].req);
   mw_storage_req_cleanup(&g->list_req);
+  mw_storage_req_cleanup(&g->del_req);
   mw_mstore_op_free(&g->op);
   mw_ipc_reader_free(&g->rd);
   mw_gc_base_free(g->base);

@@ -9,8 +9,8 @@
  *   GET   manifests not cached  -> per version: timestamp, referenced keys
  *   plan                        -> old versions, victim keys
  *   HEAD  victims (a wave)      -> sizes; absent ones are done already
- *   DELETE those present
- *   DELETE old manifests, oldest first
+ *   DELETE those present        (one delete_many a wave: S3 DeleteObjects)
+ *   DELETE old manifests, oldest first (one delete_many a wave)
  *
  * A sample of what one old version contributes (keys relative to the table):
  *   _versions/18446744073709551549.manifest          (version 66)
@@ -72,6 +72,13 @@ struct mw_gc_base {
   mw_storage_req_t list_req;
   bio_t ios[MW_GC_BASE_BATCH];
   size_t n_ios, pending;
+  /* a wave's deletions as one delete_many: keys of ios[del_io[k]] */
+  mw_storage_req_t del_req;
+  const char *del_keys[MW_GC_BASE_BATCH];
+  int del_st[MW_GC_BASE_BATCH];
+  size_t del_io[MW_GC_BASE_BATCH];
+  size_t n_del;
+  char mkeys[MW_GC_BASE_BATCH][KEY_BYTES]; /* manifest keys of a wave */
   bver_t **vers;          /* sorted by version, one per listed manifest */
   size_t n_vers;
   size_t cursor;
@@ -243,6 +250,8 @@ static void io_refused(mw_gc_base_t *b, bio_t *io, int rc) {
 }
 
 static void fetch_wave(mw_gc_base_t *b);
+static void del_add(mw_gc_base_t *b, size_t i, const char *key);
+static void del_submit(mw_gc_base_t *b);
 static void plan(mw_gc_base_t *b);
 static void head_wave(mw_gc_base_t *b);
 static void manifest_wave(mw_gc_base_t *b);
@@ -318,7 +327,7 @@ static void wave_done(mw_gc_base_t *b) {
       }
       size_t n = b->n_ios;
       b->phase = B_DELETE;
-      b->pending = 0;
+      b->pending = b->n_del = 0;
       for (size_t i = 0; i < n; i++) {
         bio_t *io = &b->ios[i];
         if (io->status == -ENOENT) continue;
@@ -326,13 +335,9 @@ static void wave_done(mw_gc_base_t *b) {
         b->run_bytes += io->req.size;
         b->stats.bytes_deleted += io->req.size;
         mw_buf_reset(&io->req.buf);
-        int rc = mw_storage_delete(b->st, &io->req, b->victims[io->idx], on_io);
-        if (rc < 0) {
-          io->status = rc;
-          break;
-        }
-        b->pending++;
+        del_add(b, i, b->victims[io->idx]);
       }
+      if (b->n_del > 0) del_submit(b);
       if (b->pending == 0) wave_done(b);
       return;
     }
@@ -365,6 +370,37 @@ static void wave_done(mw_gc_base_t *b) {
     default:
       assert(0);
   }
+}
+
+/* Each key's own status goes to its io. */
+static void on_deleted(mw_storage_req_t *req, int status) {
+  mw_gc_base_t *b = req->data;
+  (void)status;
+  for (size_t k = 0; k < b->n_del; k++) {
+    bio_t *io = &b->ios[b->del_io[k]];
+    if (io->status == 0) io->status = b->del_st[k];
+  }
+  mw_storage_req_cleanup(&b->del_req);
+  assert(b->pending == 1);
+  b->pending = 0;
+  wave_done(b);
+}
+
+static void del_add(mw_gc_base_t *b, size_t i, const char *key) {
+  assert(b->n_del < MW_GC_BASE_BATCH && i < b->n_ios);
+  b->del_io[b->n_del] = i;
+  b->del_keys[b->n_del++] = key;
+}
+
+/* The wave's queued keys in one request; on refusal each gets its status. */
+static void del_submit(mw_gc_base_t *b) {
+  _Static_assert(MW_GC_BASE_BATCH <= MW_STORAGE_DELETE_MANY_MAX, "one delete_many a wave");
+  assert(b->n_del > 0 && b->pending == 0);
+  mw_storage_req_init(&b->del_req);
+  b->del_req.data = b;
+  int rc = mw_storage_delete_many(b->st, &b->del_req, b->del_keys, b->n_del, b->del_st, on_deleted);
+  if (rc == 0) b->pending = 1;
+  for (size_t k = 0; rc < 0 && k < b->n_del; k++) io_refused(b, &b->ios[b->del_io[k]], rc);
 }
 
 static void on_io(mw_storage_req_t *req, int status) {
@@ -493,20 +529,20 @@ static void head_wave(mw_gc_base_t *b) {
 /* Oldest first, one wave at a time: the versions left are always the newest
  * ones, whatever a crash interrupts. */
 static void manifest_wave(mw_gc_base_t *b) {
-  b->n_ios = b->pending = 0;
+  b->n_ios = b->pending = b->n_del = 0;
   while (b->cursor < b->n_old && b->n_ios < MW_GC_BASE_BATCH) {
     size_t o = b->cursor++;
-    char key[KEY_BYTES];
+    char *key = b->mkeys[b->n_ios];
     memcpy(key, "_versions/", 10);
-    int rc = mw_dmanifest_name(b->vers[b->old[o]]->version, key + 10, sizeof key - 10);
+    int rc = mw_dmanifest_name(b->vers[b->old[o]]->version, key + 10, KEY_BYTES - 10);
     bio_t *io = io_next(b, o);
-    if (rc >= 0) rc = mw_storage_delete(b->st, &io->req, key, on_io);
     if (rc < 0) {
       io_refused(b, io, rc);
       break;
     }
-    b->pending++;
+    del_add(b, b->n_ios - 1, key);
   }
+  if (b->n_del > 0) del_submit(b);
   if (b->pending > 0) return;
   if (b->n_ios > 0) {
     finish(b, b->ios[b->n_ios - 1].status, "manifest delete");
@@ -667,6 +703,7 @@ int mw_gc_base_new(mw_storage_t *st, const char *name, mw_gc_base_t **out) {
     return -ENOMEM;
   }
   mw_storage_req_init(&b->list_req);
+  mw_storage_req_init(&b->del_req);
   for (size_t i = 0; i < MW_GC_BASE_BATCH; i++) {
     mw_storage_req_init(&b->ios[i].req);
     b->ios[i].b = b;
@@ -682,6 +719,7 @@ void mw_gc_base_free(mw_gc_base_t *b) {
   free(b->vers);
   for (size_t i = 0; i < MW_GC_BASE_BATCH; i++) mw_storage_req_cleanup(&b->ios[i].req);
   mw_storage_req_cleanup(&b->list_req);
+  mw_storage_req_cleanup(&b->del_req);
   free(b->name);
   free(b);
 }

@@ -10,6 +10,10 @@
  *                 B's GC runs. The sentinel survives, A's next write collides
  *                 with it and is refused -ESTALE, nothing of A's is
  *                 acknowledged after the fence.
+ *   wal_delete_fault  GC deletes a step's WAL entries in one delete_many;
+ *                 one entry whose deletion fails (a per-key fault) stops
+ *                 wal_first there (everything below it is gone, it and the
+ *                 horizon's entries stay); once the fault is gone GC goes on.
  *   restart_listing  what restarts leave (a fence sentinel kept low, every
  *                 entry above it deleted): a new owner's GC reads no
  *                 deleted position (only what its listing shows), reads
@@ -295,6 +299,57 @@ static void test_fenced_writer(void **state) {
   ctl(&e, mw_shard_release, sb);
   close_table(&e, a);
   close_table(&e, b);
+  er_model_free(&m);
+  env_free(&e);
+}
+
+static bool gc_failed(void *arg) {
+  mw_gc_stats_t gs;
+  mw_gc_stats((mw_gc_t *)arg, &gs);
+  return gs.failures > 0;
+}
+
+static void test_wal_delete_fault(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e);
+  mw_table_t *t = open_table(&e, "on");
+  mw_shard_t *s = unsharded(t);
+  er_model_t m;
+  er_model_init(&m, 13, 500);
+  char name[MW_BITREV_NAME_BYTES];
+  mw_wal_entry_name(20, name, sizeof name);
+  char *key = tu_strf("_mem_wal/" UNSHARDED "/wal/%s", name);
+  int unlink_step = mw_storage_step_parse(t->st, "unlink");
+  assert_true(unlink_step >= 0);
+  mw_storage_fault_t f = {.fail_prefix = key, .fail_errno = EIO, .fail_steps = MW_STEP_BIT((unsigned)unlink_step)};
+  assert_int_equal(mw_storage_fault_set(t->st, &f), 0);
+  for (int i = 0; i < 50; i++) assert_int_equal(write_one(&e, s, t, &m, 20), 0);
+  ctl(&e, mw_shard_flush, s);
+  uint64_t h = horizon(s);
+  assert_true(h > 40);
+  run_until(&e.loop, gc_failed, t->gc);
+  mw_gc_shard_stats_t ss;
+  uint8_t id[16];
+  mw_shard_uuid_unsharded(id);
+  assert_true(mw_gc_shard_stats(t->gc, id, &ss));
+  assert_int_equal(ss.wal_first, 20);
+  assert_true(wal_exists(&e, 20));
+  for (uint64_t p = 1; p < 20; p++)
+    if (wal_exists(&e, p)) fail_msg("position %" PRIu64 " below the failed one survived", p);
+  mw_gc_stats_t gs;
+  mw_gc_stats(t->gc, &gs);
+  assert_non_null(strstr(gs.last_error, "WAL delete"));
+  assert_int_equal(mw_storage_fault_set(t->st, NULL), 0);
+  gc_wait_t w = {t, h};
+  run_until(&e.loop, gc_reached, &w);
+  for (uint64_t p = 1; p < h; p++)
+    if (wal_exists(&e, p)) fail_msg("position %" PRIu64 " below the horizon survived", p);
+  mw_gc_stats(t->gc, &gs);
+  assert_int_equal(gs.wal_deleted, h - 1);
+  ctl(&e, mw_shard_release, s);
+  close_table(&e, t);
+  free(key);
   er_model_free(&m);
   env_free(&e);
 }
@@ -755,6 +810,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wal),
       cmocka_unit_test(test_fenced_writer),
+      cmocka_unit_test(test_wal_delete_fault),
       cmocka_unit_test(test_restart_listing),
       cmocka_unit_test(test_sstables),
       cmocka_unit_test(test_trim_answer_lost),
