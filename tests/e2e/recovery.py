@@ -226,6 +226,27 @@ def test_same_node(tmp):
     rows = [(i, f"e{i}") for i in range(200)]
     acked = send(port_e, rows)
     check("[same node] 200 rows acknowledged", acked == 200, f"acked {acked}")
+    # An owner record is a hint the daemon writes after a claim, off the
+    # write path (src/shard/owners.c): an acknowledgement does not wait for
+    # it. Kill only once each bucket's record is on disk, or a slow machine
+    # (the ASan build under load) kills before the last one lands and that
+    # shard rightly waits out the quiet period.
+    node = open(os.path.join(tmp, "data-e", "node_id")).read().strip()
+
+    def owner_records_written():
+        st = status(sock_e)
+        if len(st) != 4:
+            return False
+        for s in st.values():
+            try:
+                rec = json.load(open(os.path.join(tmp, "t.lance", "_memwald", "owners", s["id"] + ".json")))
+            except (OSError, ValueError):
+                return False
+            if rec.get("node") != node or rec.get("epoch") != s["epoch"]:
+                return False
+        return True
+    check("[same node] each bucket's owner record names this node at its epoch before the crash",
+          poll(owner_records_written, 30), str(status(sock_e)))
     e.p.send_signal(signal.SIGKILL)
     e.p.wait()
     e2, sock_e2, port_e2 = start(tmp, "e", create=False)
