@@ -490,8 +490,8 @@ int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const m
  * release it belongs to is found here. */
 static mw_daemon_tables_t *closing;
 
-static void release_start(mw_daemon_tables_t *dt, const bool *which, void (*cb)(void *, int),
-                          void *arg);
+static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t deadline_ms,
+                          void (*cb)(void *, int), void *arg);
 
 static void release_done(mw_daemon_tables_t *dt) {
   assert(dt->releasing && dt->pending == 0);
@@ -512,7 +512,7 @@ static void release_done(mw_daemon_tables_t *dt) {
     dt->stop_waiting = false;
     bool all[MW_CONFIG_MAX_TABLES];
     for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < dt->n && dt->tables[i] != NULL;
-    release_start(dt, all, dt->stop_cb, dt->stop_arg);
+    release_start(dt, all, dt->stop_deadline_ms, dt->stop_cb, dt->stop_arg);
   }
 }
 
@@ -544,59 +544,130 @@ static void close_tables(mw_daemon_tables_t *dt) {
   if (--dt->pending == 0) release_done(dt);
 }
 
-/* A shard fenced while releasing lost nothing: every row it acknowledged is
- * in its WAL, which the newer owner replays. Not a failure of the stop. */
-static void shard_released(mw_shard_t *s, int status, const char *reason, void *arg) {
-  mw_daemon_tables_t *dt = arg;
-  if (status == -ESTALE && s != NULL) {
-    mw_log_notice("shard %s: a newer owner took it before the release flushed; it replays our WAL",
-                  mw_shard_id_str(s));
-  } else if (status < 0 && s != NULL) {
-    mw_log_err("shard %s: release: %s", mw_shard_id_str(s), reason ? reason : mw_strerror(status));
-    dt->failures++;
-  }
+static void release_pass(mw_daemon_tables_t *dt);
+
+/* Drop one count of `pending` (a shard's answer, or a pass's hold). */
+static void release_drop(mw_daemon_tables_t *dt) {
   assert(dt->pending > 0);
   if (--dt->pending == 0) close_tables(dt);
 }
 
-/* Ask every shard not yet asked to release (flush, then stop owning). A
- * shard still claiming or replaying (a start-up claim, an admin claim), or
- * busy with an admin command, cannot be released yet: the release waits
- * for it, looking again every MW_DAEMON_RELEASE_RETRY_MS, and holds
- * `pending` meanwhile. shutdown_timeout_ms bounds a stop (main.c). */
+/* A shard fenced while releasing lost nothing: every row it acknowledged is
+ * in its WAL, which the newer owner replays. Not a failure of the stop. */
+static void shard_done(mw_daemon_tables_t *dt, mw_shard_t *s, int status, const char *reason,
+                       const char *what) {
+  if (status == -ESTALE && s != NULL) {
+    mw_log_notice("shard %s: a newer owner took it before the %s; it replays our WAL",
+                  mw_shard_id_str(s), what);
+  } else if (status < 0 && s != NULL) {
+    mw_log_err("shard %s: %s: %s", mw_shard_id_str(s), what, reason ? reason : mw_strerror(status));
+    dt->failures++;
+  }
+}
+
+/* A release (a flush) ended: its slot goes to the next shard. */
+static void shard_released(mw_shard_t *s, int status, const char *reason, void *arg) {
+  mw_daemon_tables_t *dt = arg;
+  assert(dt->flushing > 0);
+  dt->flushing--;
+  shard_done(dt, s, status, reason, "release");
+  release_pass(dt); /* before the drop: pending must not reach 0 while shards wait */
+  release_drop(dt);
+}
+
+/* An abort past the flush deadline ended (the WAL durable, rows kept). */
+static void shard_aborted(mw_shard_t *s, int status, const char *reason, void *arg) {
+  mw_daemon_tables_t *dt = arg;
+  shard_done(dt, s, status, reason, "abort");
+  release_drop(dt);
+}
+
+/* Ask shards not yet asked to release (flush, then stop owning), at most
+ * MW_DAEMON_RELEASE_PARALLEL at a time: 1 024 flushes started together
+ * queue ~36 000 storage steps (each flush puts ~9 files, and each put
+ * fsyncs its file and directory: 9 file and 26 directory fsyncs a flush,
+ * measured) in FIFO order, so none commits before nearly all are done;
+ * in slots they commit one after another, and at the deadline most are.
+ * Past dt->flush_deadline_ms a shard with rows is aborted instead (its
+ * WAL made durable, its rows left there for the next claim to replay).
+ * A shard still claiming or replaying (a start-up claim, an admin claim),
+ * or busy with an admin command, cannot be released yet: the release
+ * waits for it, looking again every MW_DAEMON_RELEASE_RETRY_MS (and at the
+ * deadline), and holds `pending` meanwhile. shutdown_timeout_ms bounds a
+ * stop (main.c) and sets the deadline inside it. */
 #define MW_DAEMON_RELEASE_RETRY_MS 20
+_Static_assert(MW_DAEMON_RELEASE_PARALLEL >= 1, "a release needs a slot");
 
 static void on_retry(uv_timer_t *h);
 
+/* Start shard s's release, or past the deadline its abort: 0 when asked
+ * (its callback will drop the count of `pending` taken here). */
+static int release_one(mw_daemon_tables_t *dt, mw_shard_t *s, bool hurry) {
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  bool rows = st.memtable_rows > 0 || st.frozen > 0;
+  dt->pending++;
+  int rc;
+  if (hurry && rows && st.state == MW_SS_ACTIVE) {
+    rc = mw_shard_abort(s, shard_aborted, dt);
+    if (rc == 0) dt->unflushed++;
+  } else {
+    rc = mw_shard_release(s, shard_released, dt);
+    if (rc == 0) dt->flushing++;
+  }
+  if (rc < 0) dt->pending--;
+  return rc;
+}
+
 static void release_pass(mw_daemon_tables_t *dt) {
-  size_t waiting = 0;
+  if (!dt->releasing || dt->pending == 0) return; /* done, or its tables closing */
+  uint64_t now = uv_now(dt->loop);
+  bool hurry = dt->flush_deadline_ms != 0 && now >= dt->flush_deadline_ms;
+  size_t waiting = 0, queued = 0;
   for (size_t i = 0; i < dt->n; i++) {
     mw_table_t *t = dt->tables[i];
     if (!dt->which[i] || t == NULL) continue;
     size_t n_shards = mw_table_shard_count(t);
     for (size_t k = 0; k < n_shards && dt->asked[i]; k++) {
       if (dt->asked[i][k]) continue;
+      if (!hurry && dt->flushing >= MW_DAEMON_RELEASE_PARALLEL) {
+        queued++; /* a slot frees when a release ends: shard_released */
+        continue;
+      }
       mw_table_shard_info_t ts;
       mw_table_shard_at(t, k, &ts);
       mw_shard_t *s = ts.shard;
       mw_shard_state_t st = mw_shard_state(s);
-      dt->pending++;
-      int rc = mw_shard_release(s, shard_released, dt);
+      int rc = release_one(dt, s, hurry);
       if (rc == 0) {
         dt->asked[i][k] = true;
         continue;
       }
-      dt->pending--;
       if (rc == -EBUSY || st == MW_SS_CLAIMING || st == MW_SS_REPLAYING) waiting++;
       else dt->asked[i][k] = true; /* parked already: nothing to release */
     }
   }
-  if (waiting == 0) return;
-  dt->pending++; /* on_retry drops it */
-  if (!dt->retry_armed) {
-    dt->retry_armed = true;
-    uv_timer_start(&dt->retry, on_retry, MW_DAEMON_RELEASE_RETRY_MS, 0);
+  uint64_t delay;
+  if (waiting > 0) {
+    delay = MW_DAEMON_RELEASE_RETRY_MS;
+  } else if (queued > 0 && dt->flush_deadline_ms > now) {
+    delay = dt->flush_deadline_ms - now;
+  } else {
+    if (dt->retry_armed) { /* nothing left to look at again: the timer's hold goes */
+      assert(dt->pending > 1); /* every caller holds a count of its own */
+      uv_timer_stop(&dt->retry);
+      dt->retry_armed = false;
+      release_drop(dt);
+    }
+    return;
   }
+  if (dt->retry_armed) { /* one hold for the armed timer: just make it no later */
+    if (uv_timer_get_due_in(&dt->retry) > delay) uv_timer_start(&dt->retry, on_retry, delay, 0);
+    return;
+  }
+  dt->pending++; /* on_retry drops it */
+  dt->retry_armed = true;
+  uv_timer_start(&dt->retry, on_retry, delay, 0);
 }
 
 static void on_retry(uv_timer_t *h) {
@@ -604,20 +675,29 @@ static void on_retry(uv_timer_t *h) {
   assert(dt->retry_armed && dt->pending > 0);
   dt->retry_armed = false;
   release_pass(dt);
-  shard_released(NULL, 0, NULL, dt); /* drop the previous pass's hold */
+  release_drop(dt); /* the armed timer's hold */
 }
 
-static void release_start(mw_daemon_tables_t *dt, const bool *which, void (*cb)(void *, int),
-                          void *arg) {
+static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t deadline_ms,
+                          void (*cb)(void *, int), void *arg) {
   assert(!dt->releasing && cb != NULL);
+  assert(dt->flushing == 0 && !dt->retry_armed);
   dt->releasing = true;
   dt->rel_cb = cb;
   dt->rel_arg = arg;
   dt->failures = 0;
+  dt->flush_deadline_ms = deadline_ms;
+  dt->unflushed = 0;
   dt->pending = 1;
   for (size_t i = 0; i < dt->n; i++) {
     dt->which[i] = which[i] && dt->tables[i] != NULL;
     if (!dt->which[i]) continue;
+    size_t n_shards = mw_table_shard_count(dt->tables[i]);
+    for (size_t k = 0; k < n_shards; k++) { /* waiting for a slot, they start no flush of their own */
+      mw_table_shard_info_t ts;
+      mw_table_shard_at(dt->tables[i], k, &ts);
+      mw_shard_hold_age_flush(ts.shard);
+    }
     dt->asked[i] = calloc(mw_table_shard_count(dt->tables[i]) + 1, sizeof *dt->asked[i]);
     if (!dt->asked[i]) { /* its shards stay unreleased; their rows stay in the WAL */
       mw_log_err("table %s: out of memory, its shards are not released", dt->fe.names[i]);
@@ -625,12 +705,14 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, void (*cb)(
     }
   }
   release_pass(dt);
-  shard_released(NULL, 0, NULL, dt); /* drop the hold */
+  release_drop(dt); /* the hold */
 }
 
-void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg) {
+void mw_daemon_tables_close(mw_daemon_tables_t *dt, uint64_t flush_deadline_ms,
+                            void (*cb)(void *arg, int failures), void *arg) {
   assert(dt->loop != NULL && !dt->stopping);
   dt->stopping = true;
+  dt->stop_deadline_ms = flush_deadline_ms;
   if (dt->adding > 0) { /* a reload's openings first: their threads end, on_added goes on */
     dt->add_stop_cb = cb;
     dt->add_stop_arg = arg;
@@ -649,7 +731,7 @@ static void close_start(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failur
   }
   bool all[MW_CONFIG_MAX_TABLES];
   for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < dt->n && dt->tables[i] != NULL;
-  release_start(dt, all, cb, arg);
+  release_start(dt, all, dt->stop_deadline_ms, cb, arg);
 }
 
 int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, size_t n,
@@ -684,6 +766,6 @@ int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, si
     dt->cancelling++;
   }
   assert(dt->cancelling <= dt->adding);
-  release_start(dt, which, cb, arg);
+  release_start(dt, which, 0, cb, arg); /* a removal: no deadline (nothing waits) */
   return 0;
 }

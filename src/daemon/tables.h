@@ -14,7 +14,9 @@
  * registered, and `claim = eager` claims its shards.
  *
  * Shutdown is asynchronous: every shard is released (its MemTable flushed
- * to an SSTable and the manifest committed), then each table is closed. A
+ * to an SSTable and the manifest committed; up to a deadline, past which
+ * the rest are aborted with their rows in the WAL), then each table is
+ * closed. A
  * reload adds tables the same way start-up opens them and removes tables
  * the way the stop closes them, one table set at a time.
  *
@@ -47,10 +49,15 @@ typedef struct mw_daemon_tables {
   bool *asked[MW_CONFIG_MAX_TABLES]; /* release requested, per shard */
   size_t pending;
   int failures;
+  size_t flushing;            /* releases (flushes) in flight: <= MW_DAEMON_RELEASE_PARALLEL */
+  uint64_t flush_deadline_ms; /* uv_now past which shards are aborted, not flushed; 0: none */
+  size_t unflushed;           /* shards aborted at the deadline with rows in their MemTables
+                               * (readable by main.c after the stop's callback) */
   void (*rel_cb)(void *arg, int failures);
   void *rel_arg;
   void (*stop_cb)(void *arg, int failures); /* a stop waiting for a removal */
   void *stop_arg;
+  uint64_t stop_deadline_ms;      /* the stop's flush deadline (mw_daemon_tables_close) */
   /* a reload's additions in flight (their blocking halves on threads) */
   size_t adding;
   struct mw_daemon_adding *adds;  /* those additions (tables.c) */
@@ -85,8 +92,17 @@ int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const m
 int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, size_t n,
                             void (*cb)(void *arg, int failures), void *arg, mw_err_t *err);
 /* Release (flush) every shard, close every table, then cb(arg, failures);
- * after a removal still running, if one is. */
-void mw_daemon_tables_close(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg);
+ * after a removal still running, if one is. At most
+ * MW_DAEMON_RELEASE_PARALLEL shards flush at once, so flushes finish one
+ * after another rather than all together at the end. Past
+ * flush_deadline_ms (uv_now; 0 = none) the shards not yet asked are
+ * aborted instead (mw_shard_abort: their WAL is made durable, their rows
+ * stay there and the next claim replays them) and counted in
+ * dt->unflushed; the flushes in flight finish. So a stop with thousands
+ * of shards ends inside shutdown_timeout_ms without losing a row. */
+#define MW_DAEMON_RELEASE_PARALLEL 32
+void mw_daemon_tables_close(mw_daemon_tables_t *dt, uint64_t flush_deadline_ms,
+                            void (*cb)(void *arg, int failures), void *arg);
 /* mkdir -p of the directory that holds `file` (the admin socket's). */
 int mw_daemon_mkdir_parent(const char *file);
 /* Create the table at tc->uri from the section's schema/primary_key/spec,

@@ -613,7 +613,8 @@ static void on_timer(uv_timer_t *t) {
   }
   if (s->active_since_ms && s->cfg.max_memtable_age_ms &&
       now >= s->active_since_ms + s->cfg.max_memtable_age_ms) {
-    if (s->state == MW_SS_ACTIVE && !s->stopping && s->n_frozen < MW_SHARD_MAX_FROZEN) {
+    if (s->state == MW_SS_ACTIVE && !s->stopping && !s->hold_age_flush &&
+        s->n_frozen < MW_SHARD_MAX_FROZEN) {
       mw_log_debug("shard %s: MemTable reached max_memtable_age_ms", s->id_str);
       freeze_active(s); /* resets active_since_ms */
     } else {
@@ -1279,6 +1280,12 @@ int mw_shard_release(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
 int mw_shard_abort(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
   assert(s != NULL);
   return stop(s, CTL_ABORT, cb, arg);
+}
+
+void mw_shard_hold_age_flush(mw_shard_t *s) {
+  assert(s != NULL);
+  assert(!s->closing);
+  s->hold_age_flush = true;
 }
 
 static void on_unsealed(mw_mstore_op_t *op, int status) {

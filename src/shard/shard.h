@@ -238,6 +238,7 @@ struct mw_shard {
   char ctl_reason[MW_SHARD_REASON_BYTES];
   bool ctl_pending_done;
   bool stopping;              /* seal/release: refuse writes */
+  bool hold_age_flush;        /* mw_shard_hold_age_flush: the age bound freezes nothing */
   mw_storage_req_t dreq;      /* drop */
   uint64_t writes_acked, rows_acked, flushes;
   /* faults and self-recovery */
@@ -293,6 +294,12 @@ int mw_shard_release(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
  * pending writes durable, finish a running flush, drop the MemTables. The
  * next claim replays the WAL. */
 int mw_shard_abort(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
+/* A stop is coming (daemon/tables.c releases shards a few at a time):
+ * from now max_memtable_age_ms freezes nothing, so the shards waiting for
+ * their release do not all start flushes of their own at once; the
+ * release (which flushes) or abort (which leaves the rows in the WAL)
+ * decides. Writes are not affected. */
+void mw_shard_hold_age_flush(mw_shard_t *s);
 /* SEALED → CLOSED: delete `_mem_wal/<uuid>/`. */
 int mw_shard_drop(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
 
