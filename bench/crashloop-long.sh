@@ -8,16 +8,16 @@
 #
 #   bench/crashloop-long.sh [CYCLES [POWER_CYCLES [SEED]]]   (default 1000 300 1)
 #
-# The power-loss run is shorter by default: its journal keeps every file of
-# the table in memory at each start (MW_POWERLOSS_MAX_NODES = 65536 files and
-# directories), and the table keeps every WAL entry it ever wrote (each
-# cycle adds WAL entries and SSTable files), so a few hundred cycles fit.
-# The SIGKILL run reads the table with LanceDB every 10th cycle (and at each
-# verification, every 100): each scan opens every SSTable the table ever
-# flushed (nothing compacts them; about 3.3 per cycle), so one scan per
-# cycle makes the run quadratic (about 1 s per scan after 80 cycles).
-# Nothing ever removes an SSTable from a shard manifest, so a committed but
-# unreadable SSTable is still seen by the next scan.
+# The power-loss run is shorter by default: the power-loss journal counts
+# every file and directory it has ever seen (MW_POWERLOSS_MAX_NODES = 65536,
+# src/storage/local.h), including those GC has deleted since, and every
+# cycle creates WAL entries, SSTable directories and manifests, so a few
+# hundred cycles fit. The SIGKILL run reads the table with LanceDB every
+# 10th cycle (--read-every 10) and verifies it against the model every
+# 100th (--verify-every 100); the power-loss run verifies every 50th. Both
+# run tools/crashloop's table configuration, which compacts (every 300 ms
+# from 2 SSTables) and collects garbage (200 ms graces), so the crash points
+# include compaction commits and GC deletes.
 # Run from the repository root after `tools/build.sh` and `npm install` in
 # tests/interop. MEMWALD / MEMWALCTL override the binaries.
 set -eu
