@@ -5,6 +5,14 @@
  * and every reader copies out of a borrowed (ptr, len) view, so this is the one
  * place where output memory grows.
  *
+ * Views: a buffer with cap == 0 and data != NULL does not own its bytes
+ * (mw_buf_view: e.g. a column decoded in place from a WAL entry, whose
+ * memory an mw_blob_t keeps alive; lance/batch.h `backing`). Freeing or
+ * resetting a view forgets it; anything that writes (append, reserve,
+ * extend, fill, put) first copies it into a buffer of its own
+ * (copy-on-write), and mw_buf_own does that explicitly before writing into
+ * data[] directly. shrink leaves a view alone, steal returns a copy.
+ *
  * Limit: a buffer never grows past MW_BUF_MAX_BYTES (4 GiB); appends past it
  * fail with -EFBIG instead of wrapping a size_t.
  *
@@ -17,6 +25,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* --- blobs: refcounted bytes that views point into --- */
+/* One heap allocation shared by the buffers viewing it (a WAL entry as read,
+ * an ARROW frame): freed with the last reference. References may be taken
+ * and dropped on any thread (atomic count). */
+typedef struct mw_blob mw_blob_t;
+/* Take ownership of data[0, len) (from malloc; mw_buf_steal). NULL on ENOMEM
+ * (data is then freed). */
+mw_blob_t *mw_blob_new(uint8_t *data, size_t len);
+const uint8_t *mw_blob_data(const mw_blob_t *b);
+size_t mw_blob_len(const mw_blob_t *b);
+mw_blob_t *mw_blob_ref(mw_blob_t *b); /* returns b; NULL-safe */
+void mw_blob_unref(mw_blob_t *b);     /* NULL-safe */
+uint32_t mw_blob_refs(const mw_blob_t *b);
+
 #define MW_BUF_MAX_BYTES ((size_t)4 << 30)
 
 typedef struct mw_buf {
@@ -28,6 +50,11 @@ typedef struct mw_buf {
 #define MW_BUF_INIT {NULL, 0, 0}
 
 void mw_buf_init(mw_buf_t *b);
+/* A view of p[0, n) (not owned; n == 0 gives an empty buffer). */
+void mw_buf_view(mw_buf_t *b, const uint8_t *p, size_t n);
+static inline int mw_buf_is_view(const mw_buf_t *b) { return b->cap == 0 && b->data != NULL; }
+/* Make a view a buffer of its own (a copy); no-op for owned buffers. */
+int mw_buf_own(mw_buf_t *b);
 void mw_buf_free(mw_buf_t *b);
 /* Forget the contents but keep the allocation, for reuse without malloc. */
 void mw_buf_reset(mw_buf_t *b);
@@ -49,7 +76,8 @@ void *mw_buf_extend(mw_buf_t *b, size_t n);
  * that stop growing and are kept, like a MemTable's. Never fails (a refused
  * shrink keeps the buffer as it was); an empty buffer is freed. */
 void mw_buf_shrink(mw_buf_t *b);
-/* Hand the allocation to the caller; the buffer becomes empty. */
+/* Hand the allocation to the caller (a copy for a view, NULL when that
+ * copy fails); the buffer becomes empty. */
 uint8_t *mw_buf_steal(mw_buf_t *b, size_t *len);
 
 /* Little-endian loads from unaligned memory. */

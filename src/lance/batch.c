@@ -420,6 +420,10 @@ void mw_column_reset(mw_column_t *c) {
   mw_buf_reset(&c->validity);
   mw_buf_reset(&c->values);
   mw_buf_reset(&c->item_validity);
+  if (mw_buf_is_view(&c->offsets)) { /* a leading 0 offset of our own */
+    mw_buf_reset(&c->offsets);
+    (void)mw_buf_put_u32le(&c->offsets, 0); /* on ENOMEM an empty buffer, as after free */
+  }
   c->offsets.len = c->offsets.len ? 4 : 0; /* keep the leading 0 offset */
   if (c->offsets.len) memset(c->offsets.data, 0, 4);
   for (uint32_t i = 0; i < c->n_children; i++) mw_column_reset(&c->children[i]);
@@ -437,6 +441,7 @@ int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema) {
   assert(b != NULL && schema != NULL);
   b->schema = schema;
   b->n_rows = 0;
+  b->backing = NULL;
   mw_buf_init(&b->wal_ipc);
   b->wal_ipc_head = 0;
   b->cols = calloc(schema->n_fields ? schema->n_fields : 1, sizeof *b->cols);
@@ -458,6 +463,8 @@ void mw_batch_free(mw_batch_t *b) {
   free(b->cols);
   b->cols = NULL;
   b->n_rows = 0;
+  mw_blob_unref(b->backing); /* after the columns: nothing views it now */
+  b->backing = NULL;
 }
 
 void mw_batch_reset(mw_batch_t *b) {
@@ -465,6 +472,54 @@ void mw_batch_reset(mw_batch_t *b) {
   b->wal_ipc_head = 0;
   for (size_t i = 0; i < b->schema->n_fields; i++) mw_column_reset(&b->cols[i]);
   b->n_rows = 0;
+  mw_blob_unref(b->backing); /* the reset columns view nothing */
+  b->backing = NULL;
+}
+
+int mw_batch_adopt(mw_batch_t *b, mw_blob_t *blob) {
+  assert(b != NULL);
+  if (blob == NULL || b->backing == blob) return 0;
+  if (b->backing != NULL) return -EINVAL;
+  b->backing = mw_blob_ref(blob);
+  assert(mw_blob_refs(blob) >= 2);
+  return 0;
+}
+
+static int column_own(mw_column_t *c) {
+  int rc = 0;
+  if (rc == 0) rc = mw_buf_own(&c->validity);
+  if (rc == 0) rc = mw_buf_own(&c->values);
+  if (rc == 0) rc = mw_buf_own(&c->offsets);
+  if (rc == 0) rc = mw_buf_own(&c->item_validity);
+  for (uint32_t i = 0; i < c->n_children && rc == 0; i++) rc = column_own(&c->children[i]);
+  return rc;
+}
+
+int mw_batch_own(mw_batch_t *b) {
+  assert(b != NULL);
+  if (b->backing == NULL) return 0;
+  for (size_t i = 0; i < b->schema->n_fields; i++) {
+    int rc = column_own(&b->cols[i]);
+    if (rc < 0) return rc; /* some views copied, the rest still backed */
+  }
+  mw_blob_unref(b->backing);
+  b->backing = NULL;
+  assert(mw_batch_view_bytes(b) == 0);
+  return 0;
+}
+
+static uint64_t column_view_bytes(const mw_column_t *c) {
+  const mw_buf_t *bufs[4] = {&c->validity, &c->values, &c->offsets, &c->item_validity};
+  uint64_t n = 0;
+  for (size_t i = 0; i < 4; i++) n += mw_buf_is_view(bufs[i]) ? bufs[i]->len : 0;
+  for (uint32_t i = 0; i < c->n_children; i++) n += column_view_bytes(&c->children[i]);
+  return n;
+}
+
+uint64_t mw_batch_view_bytes(const mw_batch_t *b) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < b->schema->n_fields; i++) n += column_view_bytes(&b->cols[i]);
+  return n;
 }
 
 int mw_batch_append(mw_batch_t *dst, const mw_batch_t *src) {
@@ -617,6 +672,7 @@ bool mw_column_utf8_find(const mw_column_t *c, const mw_field_t *f, const char *
 static int column_push_validity(mw_column_t *c, bool valid) {
   int64_t row = c->length;
   if (valid && c->validity.len == 0) return 0;
+  if (mw_buf_own(&c->validity) < 0) return -ENOMEM; /* written below */
   if (c->validity.len == 0) {
     size_t n = (size_t)(row + 8) / 8;
     if (mw_buf_fill(&c->validity, 0xFF, n) < 0) return -ENOMEM;
@@ -630,6 +686,7 @@ static int column_push_validity(mw_column_t *c, bool valid) {
 }
 
 static int bool_push(mw_buf_t *bits, int64_t row, bool v) {
+  if (mw_buf_own(bits) < 0) return -ENOMEM;
   if ((size_t)(row / 8) >= bits->len && mw_buf_put_u8(bits, 0) < 0) return -ENOMEM;
   mw_bit_set(bits->data, row, v);
   return 0;
@@ -775,6 +832,7 @@ static int items_copy(mw_column_t *dst, const mw_column_t *src, int64_t dim, int
     if (mw_buf_fill(&dst->item_validity, 0xFF, n) < 0) return -ENOMEM;
     if (bits % 8) dst->item_validity.data[n - 1] = (uint8_t)((1u << (bits % 8)) - 1);
   }
+  if (mw_buf_own(&dst->item_validity) < 0) return -ENOMEM;
   for (int64_t k = 0; k < dim; k++) {
     bool v = mw_bit_get(src->item_validity.data, r * dim + k);
     bool old = mw_bit_get(dst->item_validity.data, base + k);
@@ -846,7 +904,8 @@ static int64_t bitmap_truncate(mw_buf_t *bm, int64_t from, int64_t to, int64_t t
   int64_t zeros = 0;
   for (int64_t i = from; i < to; i++) zeros += !mw_bit_get(bm->data, i);
   bm->len = (size_t)((to_keep + 7) / 8);
-  if (to_keep % 8) bm->data[bm->len - 1] &= (uint8_t)((1u << (to_keep % 8)) - 1);
+  /* a view whose copy fails keeps its bits past to_keep (nothing reads them) */
+  if (to_keep % 8 && mw_buf_own(bm) == 0) bm->data[bm->len - 1] &= (uint8_t)((1u << (to_keep % 8)) - 1);
   return zeros;
 }
 

@@ -35,7 +35,13 @@
  *
  * Ownership: a schema owns its fields (names, parameters, children,
  * metadata); a batch owns its column buffers and child columns but only
- * borrows its schema (many batches share one schema).
+ * borrows its schema (many batches share one schema). A column buffer may
+ * be a view (common/buf.h: cap == 0) into bytes the batch's `backing` blob
+ * keeps alive (a WAL entry decoded in place, lance/ipc.h
+ * mw_ipc_decode_view); the builders copy a view before writing into it, so
+ * a batch with views appends and truncates like any other. Whoever moves
+ * a view-holding column into another batch gives that batch a reference
+ * (mw_batch_adopt).
  *
  * Interface note for other modules: code that walks columns generically
  * should use mw_column_append_range / mw_column_truncate and the type table
@@ -118,6 +124,7 @@ typedef struct mw_batch {
   const mw_schema_t *schema; /* borrowed */
   int64_t n_rows;
   mw_column_t *cols;         /* schema->n_fields columns, in schema order */
+  mw_blob_t *backing;        /* one reference, or NULL: what the views point into */
   /* Optional: Arrow IPC record batch messages holding exactly these rows
    * for the table's WAL stream schema (lance/ipc.h mw_ipc_rebatch; an ARROW
    * frame that can go to the WAL as it is), in wal_ipc.data[wal_ipc_head,
@@ -180,12 +187,20 @@ bool mw_schema_equal(const mw_schema_t *a, const mw_schema_t *b);
 /* --- batches --- */
 int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema);
 void mw_batch_free(mw_batch_t *b);
-/* Drop every row but keep the buffers' memory for reuse. */
+/* Drop every row but keep the buffers' memory for reuse (views and the
+ * backing reference are dropped). */
 void mw_batch_reset(mw_batch_t *b);
 /* Append every row of src (same schema, or an equal one) to dst, in order.
  * dst's wal_ipc is dropped (its rows changed). On failure (-ENOMEM) dst is
  * rolled back to its rows before the call. */
 int mw_batch_append(mw_batch_t *dst, const mw_batch_t *src);
+/* b's views may point into blob: take a reference (b keeps at most one
+ * backing; a second, different blob is refused with -EINVAL). */
+int mw_batch_adopt(mw_batch_t *b, mw_blob_t *blob);
+/* Copy every view into a buffer of its own and drop the backing. */
+int mw_batch_own(mw_batch_t *b);
+/* Bytes of b's buffers that are views (0 without a backing). */
+uint64_t mw_batch_view_bytes(const mw_batch_t *b);
 /* Check every invariant above (lengths, offsets monotone and in range,
  * null counts, children lengths, nulls only where nullable; utf8 left
  * unchecked). Returns 0 or -EINVAL. */

@@ -18,7 +18,9 @@
  * padded so 8 + length is a multiple of 64; each body buffer starts at a
  * 64-byte multiple; a column without nulls gets an all-0xFF validity bitmap.
  *
- * Decoding copies each buffer once into the batch (memcpy), counts nulls
+ * Decoding copies each buffer once into the batch (memcpy), or, through
+ * mw_ipc_decode_view, keeps it as a view into the input where it can
+ * (can_view: uncompressed, 8-aligned; int32 offsets starting at 0), counts nulls
  * with popcount to check null_count, and checks utf8/binary offsets. Every
  * copied byte is charged to a budget (input size, or the zstd limit), so a
  * hostile stream whose buffers overlap cannot make us allocate more than a
@@ -685,6 +687,7 @@ typedef struct dec {
   size_t zstd_budget;   /* bytes we may still decompress */
   size_t str_budget;    /* bytes of names and metadata we may still copy */
   mw_ipc_reader_t *rd;  /* zstd context and scratch buffers */
+  bool view;            /* buffers as views into p where they can be (decode_view) */
   /* dictionary-encoded top-level fields of this stream (materialised) */
   struct dict {
     int64_t id;
@@ -1061,6 +1064,23 @@ static int next_buf(dec_t *d, body_t *b, int role, const uint8_t **p, size_t *n,
   return 0;
 }
 
+/* A buffer the decoder may keep as a view into the input instead of a copy
+ * (mw_ipc_decode_view): uncompressed (a decompressed one lives in scratch),
+ * 8-byte aligned in memory (the model reads offsets and values through
+ * typed pointers), not empty. */
+static bool can_view(const dec_t *d, const body_t *b, const uint8_t *p, size_t n) {
+  return d->view && !b->zstd && n > 0 && ((uintptr_t)p & 7) == 0;
+}
+
+static int take_bytes(dec_t *d, const body_t *b, const uint8_t *p, size_t n, mw_buf_t *dst) {
+  if (can_view(d, b, p, n) && dst->len == 0) {
+    mw_buf_free(dst);
+    mw_buf_view(dst, p, n);
+    return 0;
+  }
+  return mw_buf_append(dst, p, n);
+}
+
 static int charge(dec_t *d, body_t *b, size_t n, const char *what) {
   if (b->zstd) return 0; /* already charged to the zstd budget */
   if (n > d->copy_budget) return bad_at(d, b->pos, what, "buffers overlap beyond the input size");
@@ -1086,7 +1106,7 @@ static int take_bits(dec_t *d, body_t *b, const uint8_t *p, size_t n, int64_t bi
   size_t need = bitmap_bytes(bits);
   if (n < need) return bad_at(d, b->pos, what, "bitmap buffer too short");
   int rc = charge(d, b, need, what);
-  if (rc < 0 || (rc = mw_buf_append(dst, p, need)) < 0) return rc;
+  if (rc < 0 || (rc = take_bytes(d, b, p, need, dst)) < 0) return rc;
   return 0;
 }
 
@@ -1110,7 +1130,22 @@ static int take_fixed(dec_t *d, body_t *b, size_t need, mw_buf_t *dst, const cha
   if (rc < 0) return rc;
   if (n < need) return bad_at(d, b->pos, what, "values buffer too short");
   if ((rc = charge(d, b, need, what)) < 0) return rc;
-  return mw_buf_append(dst, p, need);
+  return take_bytes(d, b, p, need, dst);
+}
+
+/* int32 offsets that start at 0, kept as a view once checked (monotone,
+ * non-negative: the model's form already). */
+static int view_offsets(dec_t *d, body_t *b, int64_t len, const uint8_t *op, mw_column_t *c,
+                        int64_t *end, const char *what) {
+  const int32_t *o = (const int32_t *)(const void *)op;
+  bool bad = false;
+  for (int64_t i = 1; i <= len; i++) bad |= o[i] < o[i - 1];
+  if (bad) return bad_at(d, b->pos, what, "offsets not monotone or a span over 2 GiB");
+  mw_buf_free(&c->offsets);
+  mw_buf_view(&c->offsets, op, (size_t)(len + 1) * 4);
+  *end = o[len];
+  assert(o[0] == 0 && *end >= 0);
+  return 0;
 }
 
 /* The offsets buffer of a VAR or LIST column of len rows: int32, or int64
@@ -1128,6 +1163,8 @@ static int take_offsets(dec_t *d, body_t *b, int64_t len, bool large, mw_column_
   if (len == 0 && on == 0) return mw_buf_put_u32le(&c->offsets, 0);
   if (on < need) return bad_at(d, b->pos, what, "offsets buffer too short");
   if ((rc = charge(d, b, need, what)) < 0) return rc;
+  if (!large && can_view(d, b, op, need) && mw_load_u32le(op) == 0)
+    return view_offsets(d, b, len, op, c, end, what);
   int32_t *o = mw_buf_extend(&c->offsets, (size_t)(len + 1) * 4);
   if (o == NULL) return -ENOMEM;
   int64_t first = large ? (int64_t)mw_load_u64le(op) : (int32_t)mw_load_u32le(op), prev = first;
@@ -1156,7 +1193,7 @@ static int take_varlen(dec_t *d, body_t *b, int64_t len, bool large, mw_column_t
   if ((uint64_t)end > vn) return bad_at(d, b->pos, what, "offsets past the data");
   size_t dn = (size_t)(end - base);
   if ((rc = charge(d, b, dn, what)) < 0) return rc;
-  return mw_buf_append(&c->values, vp + base, dn);
+  return take_bytes(d, b, vp + base, dn, &c->values);
 }
 
 /* apache-arrow for JavaScript (18.1.0 seen) leaves a fixed_size_list's child
@@ -1176,6 +1213,7 @@ static bool fsl_short_child_ok(const mw_column_t *c, int64_t len, int64_t clen, 
 
 static int fsl_pad_child(mw_column_t *c, int64_t have, int64_t want, size_t item_width) {
   assert(have < want);
+  if (mw_buf_own(&c->item_validity) < 0) return -ENOMEM; /* written in place */
   if (c->item_validity.len > 0) { /* items [have, want) null */
     size_t bytes = (size_t)(want + 7) / 8;
     uint8_t last = (uint8_t)(have % 8 ? (1u << (have % 8)) - 1 : 0xff);
@@ -1499,10 +1537,10 @@ static void reader_set_schema(mw_ipc_reader_t *rd, mw_schema_t *ns) {
   mw_schema_init(ns);
 }
 
-int mw_ipc_reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
-                         const mw_ipc_limits_t *lim, mw_err_t *err) {
+static int reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
+                         const mw_ipc_limits_t *lim, bool view, mw_err_t *err) {
   assert(rd != NULL && (p != NULL || n == 0));
-  dec_t d = {.p = p, .n = n, .err = err, .copy_budget = n, .str_budget = n, .rd = rd};
+  dec_t d = {.p = p, .n = n, .err = err, .copy_budget = n, .str_budget = n, .rd = rd, .view = view};
   if (lim) d.lim = *lim;
   else mw_ipc_limits_default(&d.lim);
   if (d.lim.max_fields > MW_MAX_FIELDS) d.lim.max_fields = MW_MAX_FIELDS;
@@ -1555,13 +1593,20 @@ fail:
   return rc;
 }
 
-int mw_ipc_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
-                  mw_ipc_stream_t *out, mw_err_t *err) {
+int mw_ipc_reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
+                         const mw_ipc_limits_t *lim, mw_err_t *err) {
+  return reader_decode(rd, p, n, lim, false, err);
+}
+
+/* A whole stream into *out through a one-shot reader (views: see
+ * mw_ipc_decode_view). */
+static int decode_stream(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim, bool view,
+                         mw_ipc_stream_t *out, mw_err_t *err) {
   assert(out != NULL);
   mw_ipc_reader_t rd;
   mw_ipc_reader_init(&rd);
   memset(out, 0, sizeof *out);
-  int rc = mw_ipc_reader_decode(&rd, p, n, lim, err);
+  int rc = reader_decode(&rd, p, n, lim, view, err);
   if (rc == 0) {
     /* move the stream out; its batches must point at the moved schema */
     *out = rd.stream;
@@ -1571,6 +1616,21 @@ int mw_ipc_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
     rd.batches_init = rd.batches_alloc = 0;
   }
   mw_ipc_reader_free(&rd);
+  return rc;
+}
+
+int mw_ipc_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
+                  mw_ipc_stream_t *out, mw_err_t *err) {
+  return decode_stream(p, n, lim, false, out, err);
+}
+
+int mw_ipc_decode_view(mw_blob_t *blob, const mw_ipc_limits_t *lim, mw_ipc_stream_t *out,
+                       mw_err_t *err) {
+  assert(blob != NULL && out != NULL);
+  int rc = decode_stream(mw_blob_data(blob), mw_blob_len(blob), lim, true, out, err);
+  for (size_t i = 0; rc == 0 && i < out->n_batches; i++)
+    if (mw_batch_view_bytes(&out->batches[i]) > 0) rc = mw_batch_adopt(&out->batches[i], blob);
+  if (rc < 0) mw_ipc_stream_free(out);
   return rc;
 }
 

@@ -88,6 +88,17 @@ int mw_ipc_reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
 int mw_ipc_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
                   mw_ipc_stream_t *out, mw_err_t *err);
 void mw_ipc_stream_free(mw_ipc_stream_t *s);
+/* The same over a blob's bytes, without copying what can stay where it is:
+ * every uncompressed, 8-byte aligned buffer (validity, values, int32
+ * offsets that start at 0) becomes a view into the blob (common/buf.h),
+ * and each batch holding a view takes a reference to the blob as its
+ * `backing` (lance/batch.h). The rest is copied as mw_ipc_decode does
+ * (decompressed or dictionary columns, 64-bit or rebased offsets, padded
+ * fixed_size_list children, sliced list children). The same checks run
+ * either way. The blob outlives the batches by reference: the caller may
+ * drop its own. */
+int mw_ipc_decode_view(mw_blob_t *blob, const mw_ipc_limits_t *lim, mw_ipc_stream_t *out,
+                       mw_err_t *err);
 
 typedef struct mw_ipc_opts {
   bool zstd;          /* Arrow BodyCompression ZSTD (BUFFER) */

@@ -139,13 +139,20 @@ static size_t column_heap_bytes(const mw_column_t *c) {
   return n;
 }
 
+/* A view's bytes belong to its batch's backing blob (cap 0 here), counted
+ * once per blob: the batches of one WAL entry share it and sit next to each
+ * other (replay appends an entry's batches in a row), so a blob is counted
+ * when it differs from the previous batch's. */
 int64_t mw_memtable_heap_bytes(const mw_memtable_t *m) {
   assert(m != NULL);
   size_t n = m->cap_batches * sizeof *m->batches;
+  const mw_blob_t *prev = NULL;
   for (size_t i = 0; i < m->n_batches; i++) {
     const mw_batch_t *b = &m->batches[i];
     n += b->schema->n_fields * sizeof *b->cols;
     for (size_t j = 0; j < b->schema->n_fields; j++) n += column_heap_bytes(&b->cols[j]);
+    if (b->backing != NULL && b->backing != prev) n += mw_blob_len(b->backing);
+    prev = b->backing;
   }
   return (int64_t)n;
 }

@@ -75,8 +75,9 @@ int mw_memtable_append(mw_memtable_t *m, mw_batch_t *batch, uint64_t wal_positio
 void mw_memtable_cover(mw_memtable_t *m, uint64_t wal_position);
 bool mw_memtable_full(const mw_memtable_t *m, const mw_memtable_limits_t *lim);
 /* Heap bytes the table holds (buffer capacities, the batch and column
- * structs): what it costs, beside in_memory_bytes, Lance's estimate of the
- * rows. */
+ * structs, each backing blob once: a replayed WAL entry whose rows are
+ * views into it): what it costs, beside in_memory_bytes, Lance's estimate
+ * of the rows. */
 int64_t mw_memtable_heap_bytes(const mw_memtable_t *m);
 
 #endif

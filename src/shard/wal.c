@@ -826,19 +826,21 @@ static int bind_batch(const mw_schema_t *table, mw_batch_t *src, mw_batch_t *dst
     dst->cols[i] = src->cols[j];
     src->cols[j] = tmp;
   }
+  if ((rc = mw_batch_adopt(dst, src->backing)) < 0) goto fail; /* its views came along */
   return 0;
 fail:
   mw_batch_free(dst);
   return rc;
 }
 
-int mw_wal_decode_entry(const uint8_t *p, size_t n, const mw_schema_t *table, uint64_t *epoch,
-                        mw_batch_t **batches, size_t *n_batches, mw_err_t *err) {
+/* Decode (views into `blob` when given) and bind. */
+static int decode_entry(const uint8_t *p, size_t n, mw_blob_t *blob, const mw_schema_t *table,
+                        uint64_t *epoch, mw_batch_t **batches, size_t *n_batches, mw_err_t *err) {
   assert(table != NULL && epoch != NULL && batches != NULL && n_batches != NULL);
   mw_ipc_stream_t s;
   *batches = NULL;
   *n_batches = 0;
-  int rc = mw_ipc_decode(p, n, NULL, &s, err);
+  int rc = blob ? mw_ipc_decode_view(blob, NULL, &s, err) : mw_ipc_decode(p, n, NULL, &s, err);
   if (rc < 0) return rc;
   rc = mw_ipc_writer_epoch(&s.schema, epoch, err);
   if (rc < 0) goto out;
@@ -868,6 +870,32 @@ out:
   return rc;
 }
 
+int mw_wal_decode_entry(const uint8_t *p, size_t n, const mw_schema_t *table, uint64_t *epoch,
+                        mw_batch_t **batches, size_t *n_batches, mw_err_t *err) {
+  return decode_entry(p, n, NULL, table, epoch, batches, n_batches, err);
+}
+
+int mw_wal_decode_entry_view(mw_blob_t *blob, const mw_schema_t *table, uint64_t *epoch,
+                             mw_batch_t **batches, size_t *n_batches, mw_err_t *err) {
+  assert(blob != NULL);
+  int rc = decode_entry(NULL, 0, blob, table, epoch, batches, n_batches, err);
+  if (rc < 0) return rc;
+  uint64_t viewed = 0, len = mw_blob_len(blob);
+  for (size_t i = 0; i < *n_batches; i++) viewed += mw_batch_view_bytes(&(*batches)[i]);
+  _Static_assert(MW_WAL_VIEW_MIN_EIGHTHS >= 1 && MW_WAL_VIEW_MIN_EIGHTHS <= 8, "a share of 8");
+  if (viewed * 8 >= len * MW_WAL_VIEW_MIN_EIGHTHS) return 0;
+  /* too little of the entry is rows: copy them, so the entry is not pinned */
+  for (size_t i = 0; i < *n_batches && rc == 0; i++) rc = mw_batch_own(&(*batches)[i]);
+  if (rc < 0) {
+    for (size_t i = 0; i < *n_batches; i++) mw_batch_free(&(*batches)[i]);
+    free(*batches);
+    *batches = NULL;
+    *n_batches = 0;
+    return mw_err_set(err, rc, "WAL entry: out of memory");
+  }
+  return 0;
+}
+
 void mw_wal_reader_init(mw_wal_reader_t *r, mw_wal_t *w) {
   assert(r != NULL && w != NULL);
   memset(r, 0, sizeof *r);
@@ -889,11 +917,22 @@ void mw_wal_reader_free(mw_wal_reader_t *r) {
   mw_storage_req_cleanup(&r->req);
 }
 
+/* The entry as read becomes a blob the batches view (no copy of the rows)
+ * unless they hold less than MW_WAL_VIEW_MIN_EIGHTHS of it (then they are
+ * copied and the entry freed). */
 static void on_read(mw_storage_req_t *req, int status) {
   mw_wal_reader_t *r = req->data;
   if (status == 0) {
-    status = mw_wal_decode_entry(req->buf.data, req->buf.len, r->w->table_schema, &r->epoch,
-                                 &r->batches, &r->n_batches, &r->err);
+    mw_buf_shrink(&req->buf); /* the blob holds the allocation: no slack */
+    size_t n;
+    uint8_t *p = mw_buf_steal(&req->buf, &n);
+    mw_blob_t *blob = p ? mw_blob_new(p, n) : NULL;
+    status = blob ? mw_wal_decode_entry_view(blob, r->w->table_schema, &r->epoch, &r->batches,
+                                             &r->n_batches, &r->err)
+                  : n == 0 ? mw_wal_decode_entry(NULL, 0, r->w->table_schema, &r->epoch,
+                                                 &r->batches, &r->n_batches, &r->err)
+                           : -ENOMEM;
+    mw_blob_unref(blob); /* the batches keep theirs */
     if (status < 0)
       mw_err_set(&r->err, status, "WAL entry %" PRIu64 " (%s): corrupt", r->position, r->key);
   }

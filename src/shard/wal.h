@@ -257,6 +257,16 @@ int mw_wal_read(mw_wal_reader_t *r, uint64_t position, mw_wal_read_cb cb);
 int mw_wal_decode_entry(const uint8_t *p, size_t n, const mw_schema_t *table, uint64_t *epoch,
                         mw_batch_t **batches, size_t *n_batches, mw_err_t *err);
 
+/* The same over an entry held in a blob: the batches' buffers are views
+ * into it (lance/ipc.h mw_ipc_decode_view; each batch holding views takes a
+ * reference), unless their views add up to less than
+ * MW_WAL_VIEW_MIN_EIGHTHS/8 of the entry: then they are copied, so a small
+ * batch never pins a large entry (a sentinel, a mostly-header entry). What
+ * replay uses (mw_wal_read). */
+#define MW_WAL_VIEW_MIN_EIGHTHS 7
+int mw_wal_decode_entry_view(mw_blob_t *blob, const mw_schema_t *table, uint64_t *epoch,
+                             mw_batch_t **batches, size_t *n_batches, mw_err_t *err);
+
 /* "<dir><bitrev>.arrow" */
 int mw_wal_entry_key(const mw_wal_t *w, uint64_t position, char *out, size_t n);
 
