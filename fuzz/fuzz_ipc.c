@@ -6,7 +6,10 @@
  * is odd), decode that again and require the same model, and require that
  * encoding the second model gives the very same bytes (encode is a fixed
  * point after one round). A reader reused across inputs must agree with
- * one-shot decoding. Seeds: fuzz/corpus/ipc/ (vector WAL entries, all types,
+ * one-shot decoding, and so must the view decoder (mw_ipc_decode_view over
+ * a blob copy of the input: buffers viewing the blob, each batch holding
+ * a reference exactly when it has views; mw_batch_own leaves the same
+ * model and no reference). Seeds: fuzz/corpus/ipc/ (vector WAL entries, all types,
  * zstd).
  */
 #include <errno.h>
@@ -62,6 +65,43 @@ static void same_stream(const mw_ipc_stream_t *a, const mw_ipc_stream_t *b) {
   }
 }
 
+/* The view decoder against one-shot decoding's outcome (rc, and *want on
+ * success). */
+static void view_agrees(const uint8_t *d, size_t n, const mw_ipc_limits_t *lim, int rc,
+                        const mw_ipc_stream_t *want) {
+  uint8_t *copy = malloc(n ? n : 1);
+  CHECK(copy != NULL);
+  if (n) memcpy(copy, d, n);
+  mw_blob_t *blob = mw_blob_new(copy, n);
+  CHECK(blob != NULL);
+  mw_ipc_stream_t v;
+  int vrc = mw_ipc_decode_view(blob, lim, &v, NULL);
+  CHECK(vrc == rc || rc == -ENOMEM || vrc == -ENOMEM);
+  if (vrc < 0 || want == NULL) {
+    CHECK(mw_blob_refs(blob) == 1);
+    mw_blob_unref(blob);
+    if (vrc == 0) mw_ipc_stream_free(&v);
+    return;
+  }
+  size_t backed = 0;
+  for (size_t i = 0; i < v.n_batches; i++) {
+    const mw_batch_t *b = &v.batches[i];
+    CHECK(mw_batch_validate(b) == 0);
+    CHECK((b->backing != NULL) == (mw_batch_view_bytes(b) > 0));
+    CHECK(b->backing == NULL || b->backing == blob);
+    backed += b->backing != NULL;
+  }
+  CHECK(mw_blob_refs(blob) == 1 + backed);
+  mw_blob_unref(blob); /* the batches keep it */
+  same_stream(want, &v);
+  for (size_t i = 0; i < v.n_batches; i++) {
+    CHECK(mw_batch_own(&v.batches[i]) == 0);
+    CHECK(v.batches[i].backing == NULL && mw_batch_view_bytes(&v.batches[i]) == 0);
+  }
+  same_stream(want, &v);
+  mw_ipc_stream_free(&v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   mw_ipc_limits_t lim;
   mw_ipc_limits_default(&lim);
@@ -80,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   int rrc = mw_ipc_reader_decode(&rd, d, n, &lim, NULL);
   CHECK(rrc == rc || (rc == -ENOMEM) || (rrc == -ENOMEM));
   if (rc == 0 && rrc == 0) same_stream(&s1, &rd.stream);
+  view_agrees(d, n, &lim, rc, rc == 0 ? &s1 : NULL);
   if (rc < 0) {
     CHECK(rc == -EBADMSG || rc == -ENOTSUP || rc == -EFBIG || rc == -ENOMEM);
     CHECK(err.msg[0] != 0);

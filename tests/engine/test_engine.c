@@ -847,6 +847,80 @@ static void test_wal_pass_through_in_place(void **state) {
   env_close(&e);
 }
 
+/* Replay decodes an entry's rows as views into the entry as read (wal.h
+ * mw_wal_decode_entry_view) when they are at least 7/8 of it: the
+ * MemTable's batches share the entry's blob, which its heap accounting
+ * counts once; an entry of one small row is copied instead (its blob
+ * freed). The rows are the written ones either way. */
+static void test_replay_views_entry(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-small", true, NULL, NULL, 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 43, 100000);
+  enum { N = 3, ROWS = 4000 };
+  wctx_t c = {.expect = N};
+  wreq_t r[N + 1] = {0};
+  for (int i = 0; i < N; i++) assert_int_equal(write_rows(&e, s, &mod, &r[i], &c, i, ROWS), 0);
+  run_until(&e.loop, &c.stop_flag); /* written in one loop turn: one entry of 3 batches */
+  assert_int_equal(c.acked, N);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.wal_entries, 1);
+  c = (wctx_t){.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r[N], &c, N, 1), 0); /* a small entry */
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 1);
+  /* what was written, row by row */
+  const mw_memtable_t *ma = &s->active->m;
+  assert_int_equal(ma->n_rows, N * ROWS + 1);
+  er_row_t *want = calloc(N * ROWS + 1, sizeof *want);
+  int64_t k = 0;
+  for (size_t i = 0; i < ma->n_batches; i++)
+    for (int64_t row = 0; row < ma->batches[i].n_rows; row++) er_row_read(&ma->batches[i], row, &want[k++]);
+  env_t b_env;
+  env_open_second(&e, &b_env);
+  mw_shard_t *sb = unsharded(&b_env);
+  claim_ok(&e, sb);
+  const mw_memtable_t *m = &sb->active->m;
+  assert_int_equal(m->n_rows, N * ROWS + 1);
+  assert_int_equal(m->n_batches, N + 1);
+  const mw_blob_t *blob = m->batches[0].backing;
+  assert_non_null(blob);
+  for (int i = 1; i < N; i++) assert_ptr_equal(m->batches[i].backing, blob); /* one entry, one blob */
+  assert_null(m->batches[N].backing); /* the 1-row entry: copied */
+  assert_int_equal(mw_blob_refs(blob), N);
+  uint64_t viewed = 0;
+  for (int i = 0; i < N; i++) viewed += mw_batch_view_bytes(&m->batches[i]);
+  assert_true(viewed * 8 >= mw_blob_len(blob) * MW_WAL_VIEW_MIN_EIGHTHS);
+  /* heap: the blob once, plus structs and the small batch's buffers */
+  int64_t heap = mw_memtable_heap_bytes(m);
+  assert_true(heap >= (int64_t)mw_blob_len(blob));
+  assert_true(heap < (int64_t)mw_blob_len(blob) + 64 * 1024);
+  k = 0;
+  for (size_t i = 0; i < m->n_batches; i++)
+    for (int64_t row = 0; row < m->batches[i].n_rows; row++, k++) {
+      er_row_t x;
+      er_row_read(&m->batches[i], row, &x);
+      if (!er_row_equal(&x, &want[k])) fail_msg("replayed row %" PRId64 " differs", k);
+    }
+  /* the flush reads the views (then frees them with the MemTable) */
+  done_t d = {0};
+  assert_int_equal(mw_shard_release(sb, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  d = (done_t){0};
+  assert_int_equal(mw_shard_release(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, -ESTALE);
+  env_close_second(&e, &b_env);
+  free(want);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
 /* The WAL stream schema the engine builds (base schema from the table's
  * manifest + _tombstone + writer_epoch) re-encodes Lance's own WAL entries
  * byte for byte. */
@@ -1992,6 +2066,7 @@ int main(void) {
       cmocka_unit_test(test_replay_flushes_full_memtable),
       cmocka_unit_test(test_wal_entry_bytes_match_lance),
       cmocka_unit_test(test_wal_pass_through_in_place),
+      cmocka_unit_test(test_replay_views_entry),
       cmocka_unit_test(test_group_commit_one_entry),
       cmocka_unit_test(test_idle_wal_commits_at_once),
       cmocka_unit_test(test_durable_false_acks_before_put),

@@ -1,7 +1,8 @@
 /*
  * test_batch.c — the columnar model (src/lance/batch.c): types, metadata
  * lists, schemas, column builders (validity back-fill, fsl item validity),
- * append_range and mw_batch_validate.
+ * append_range and mw_batch_validate; buffer views, blobs and batches
+ * backed by one (common/buf.h).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -443,6 +444,150 @@ static void test_validate(void **state) {
   mw_schema_free(&s);
 }
 
+/* Views and blobs (common/buf.h): a view never frees or writes its bytes;
+ * every write copies it first; the blob lives as long as a reference. */
+static void test_buf_views(void **state) {
+  (void)state;
+  uint8_t *mem = malloc(16);
+  assert_non_null(mem);
+  for (int i = 0; i < 16; i++) mem[i] = (uint8_t)i;
+  mw_blob_t *blob = mw_blob_new(mem, 16);
+  assert_non_null(blob);
+  assert_int_equal(mw_blob_refs(blob), 1);
+  assert_ptr_equal(mw_blob_data(blob), mem);
+  assert_int_equal(mw_blob_len(blob), 16);
+  mw_buf_t v;
+  mw_buf_view(&v, mem + 4, 8);
+  assert_true(mw_buf_is_view(&v));
+  assert_int_equal(v.len, 8);
+  mw_buf_shrink(&v); /* not ours: unchanged */
+  assert_true(mw_buf_is_view(&v) && v.data == mem + 4);
+  /* append: copy-on-write, the blob's bytes untouched */
+  assert_int_equal(mw_buf_put_u8(&v, 0xAA), 0);
+  assert_false(mw_buf_is_view(&v));
+  assert_true(v.data != mem + 4 && v.len == 9 && v.cap >= 9);
+  assert_int_equal(v.data[0], 4);
+  assert_int_equal(v.data[8], 0xAA);
+  assert_int_equal(mem[12], 12);
+  mw_buf_free(&v);
+  /* free, reset of a view forget it */
+  mw_buf_view(&v, mem, 16);
+  mw_buf_reset(&v);
+  assert_null(v.data);
+  assert_int_equal(mw_buf_fill(&v, 7, 3), 0); /* a fresh buffer after a reset */
+  assert_false(mw_buf_is_view(&v));
+  mw_buf_free(&v);
+  mw_buf_view(&v, mem, 16);
+  mw_buf_free(&v);
+  assert_null(v.data);
+  /* own, steal */
+  mw_buf_view(&v, mem + 2, 3);
+  assert_int_equal(mw_buf_own(&v), 0);
+  assert_false(mw_buf_is_view(&v));
+  assert_int_equal(mw_buf_own(&v), 0); /* owned: no-op */
+  mw_buf_free(&v);
+  mw_buf_view(&v, mem + 8, 4);
+  size_t n;
+  uint8_t *stolen = mw_buf_steal(&v, &n);
+  assert_true(stolen != NULL && stolen != mem + 8 && n == 4 && stolen[0] == 8);
+  free(stolen);
+  mw_buf_view(&v, mem, 0); /* an empty view is an empty buffer */
+  assert_null(v.data);
+  assert_false(mw_buf_is_view(&v));
+  /* references */
+  assert_ptr_equal(mw_blob_ref(blob), blob);
+  assert_int_equal(mw_blob_refs(blob), 2);
+  mw_blob_unref(blob);
+  assert_int_equal(mw_blob_refs(blob), 1);
+  assert_null(mw_blob_ref(NULL));
+  mw_blob_unref(NULL);
+  mw_blob_unref(blob); /* frees mem (ASan: no leak, no use after) */
+}
+
+/* A batch whose columns view a blob: adopt takes one reference (a second
+ * blob is refused), the builders write into copies, truncate and reset
+ * keep the blob unwritten, own copies everything and drops the
+ * reference, free drops it. */
+static void test_batch_views(void **state) {
+  (void)state;
+  mw_schema_t s;
+  mw_schema_init(&s);
+  assert_true(mw_schema_add(&s, "id", MW_T_INT64, false) >= 0);
+  assert_true(mw_schema_add(&s, "name", MW_T_UTF8, true) >= 0);
+  /* the blob: 4 int64 ids, offsets {0,1,3,3,6}, "abcdef", validity 0b1011 */
+  uint8_t *mem = calloc(1, 128);
+  int64_t ids[4] = {10, 11, 12, 13};
+  int32_t off[5] = {0, 1, 3, 3, 6};
+  memcpy(mem, ids, 32);
+  memcpy(mem + 32, off, 20);
+  memcpy(mem + 56, "abcdef", 6);
+  mem[64] = 0x0B;
+  mw_blob_t *blob = mw_blob_new(mem, 128);
+  mw_batch_t b;
+  assert_int_equal(mw_batch_init(&b, &s), 0);
+  mw_buf_view(&b.cols[0].values, mem, 32);
+  b.cols[0].length = 4;
+  mw_buf_free(&b.cols[1].offsets);
+  mw_buf_view(&b.cols[1].offsets, mem + 32, 20);
+  mw_buf_view(&b.cols[1].values, mem + 56, 6);
+  mw_buf_view(&b.cols[1].validity, mem + 64, 1);
+  b.cols[1].length = 4;
+  b.cols[1].null_count = 1;
+  b.n_rows = 4;
+  assert_int_equal(mw_batch_validate(&b), 0);
+  assert_int_equal(mw_batch_view_bytes(&b), 32 + 20 + 6 + 1);
+  assert_int_equal(mw_batch_adopt(&b, blob), 0);
+  assert_int_equal(mw_batch_adopt(&b, blob), 0); /* the same blob: no second reference */
+  assert_int_equal(mw_blob_refs(blob), 2);
+  mw_blob_t *other = mw_blob_new(malloc(1), 1);
+  assert_int_equal(mw_batch_adopt(&b, other), -EINVAL);
+  mw_blob_unref(other);
+  /* a null appended: validity written in a copy; the blob unchanged */
+  assert_int_equal(mw_column_append_null(&b.cols[1], &s.fields[1]), 0);
+  int64_t id = 14;
+  assert_int_equal(mw_column_append_fixed(&b.cols[0], &id, 8), 0);
+  b.n_rows = 5;
+  assert_int_equal(mw_batch_validate(&b), 0);
+  assert_false(mw_buf_is_view(&b.cols[1].validity));
+  assert_false(mw_buf_is_view(&b.cols[1].offsets));
+  assert_false(mw_buf_is_view(&b.cols[0].values));
+  assert_true(mw_buf_is_view(&b.cols[1].values)); /* an empty value appended nothing */
+  assert_int_equal(mem[64], 0x0B);
+  assert_int_equal(memcmp(mem + 32, off, 20), 0);
+  /* truncate a view-only column: its bitmap tail cleared in a copy */
+  mw_buf_free(&b.cols[1].validity);
+  mw_buf_view(&b.cols[1].validity, mem + 64, 1);
+  b.cols[1].null_count = 1;
+  mw_column_truncate(&b.cols[1], &s.fields[1], 4);
+  mw_column_truncate(&b.cols[0], &s.fields[0], 4);
+  b.n_rows = 4;
+  assert_int_equal(mw_batch_validate(&b), 0);
+  mw_column_truncate(&b.cols[1], &s.fields[1], 1);
+  assert_int_equal(b.cols[1].null_count, 0);
+  assert_int_equal(mem[64], 0x0B);
+  /* own: no view left, the reference dropped */
+  assert_int_equal(mw_batch_own(&b), 0);
+  assert_null(b.backing);
+  assert_int_equal(mw_batch_view_bytes(&b), 0);
+  assert_int_equal(mw_blob_refs(blob), 1);
+  /* reset drops views and the reference; free too */
+  mw_buf_free(&b.cols[1].values);
+  mw_buf_view(&b.cols[1].values, mem + 56, 1);
+  assert_int_equal(mw_batch_adopt(&b, blob), 0);
+  mw_batch_reset(&b);
+  assert_null(b.backing);
+  assert_int_equal(mw_batch_view_bytes(&b), 0);
+  assert_int_equal(mw_blob_refs(blob), 1);
+  mw_buf_free(&b.cols[0].values); /* the reset kept its copy's memory */
+  mw_buf_view(&b.cols[0].values, mem, 8);
+  b.cols[0].length = 1;
+  assert_int_equal(mw_batch_adopt(&b, blob), 0);
+  mw_blob_unref(blob); /* the batch's reference keeps mem */
+  assert_int_equal(mw_blob_refs(blob), 1);
+  mw_batch_free(&b); /* frees mem */
+  mw_schema_free(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_types),
@@ -455,6 +600,8 @@ int main(void) {
       cmocka_unit_test(test_append_range),
       cmocka_unit_test(test_batch_append),
       cmocka_unit_test(test_validate),
+      cmocka_unit_test(test_buf_views),
+      cmocka_unit_test(test_batch_views),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

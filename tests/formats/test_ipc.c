@@ -337,6 +337,134 @@ static void test_golden_sentinel(void **state) {
   free(p);
 }
 
+/* ------------------------------------------------------------------ views */
+
+/* Count the buffers of a column that are views. */
+static size_t views_in(const mw_column_t *c) {
+  size_t n = mw_buf_is_view(&c->validity) + mw_buf_is_view(&c->values) + mw_buf_is_view(&c->offsets) +
+             mw_buf_is_view(&c->item_validity);
+  for (uint32_t i = 0; i < c->n_children; i++) n += views_in(&c->children[i]);
+  return n;
+}
+
+/* mw_ipc_decode_view: the rows mw_ipc_decode gives, with the buffers that
+ * can stay in the blob viewing it (the blob outlives the caller's
+ * reference through the batches'), and the rest copied; the batches stay
+ * usable builders (appends copy the views). Every golden WAL entry, our
+ * all-types streams (nulls, several batches) and a zstd one (all copied). */
+static void check_view_decode(const uint8_t *p, size_t len, bool want_views, const char *what) {
+  mw_ipc_stream_t a, b;
+  mw_err_t err = {0};
+  if (mw_ipc_decode(p, len, NULL, &a, &err) != 0) fail_msg("%s: decode: %s", what, err.msg);
+  uint8_t *copy = malloc(len ? len : 1);
+  assert_non_null(copy);
+  memcpy(copy, p, len);
+  mw_blob_t *blob = mw_blob_new(copy, len);
+  assert_non_null(blob);
+  if (mw_ipc_decode_view(blob, NULL, &b, &err) != 0) fail_msg("%s: decode_view: %s", what, err.msg);
+  size_t views = 0, backed = 0;
+  for (size_t i = 0; i < b.n_batches; i++) {
+    backed += b.batches[i].backing == blob;
+    for (size_t c = 0; c < b.schema.n_fields; c++) views += views_in(&b.batches[i].cols[c]);
+    assert_true(b.batches[i].backing == NULL || b.batches[i].backing == blob);
+    assert_int_equal(b.batches[i].backing != NULL, mw_batch_view_bytes(&b.batches[i]) > 0);
+  }
+  assert_int_equal(mw_blob_refs(blob), 1 + backed);
+  if (want_views) assert_true(views > 0 && backed > 0);
+  else assert_int_equal(views, 0);
+  mw_blob_unref(blob); /* the batches keep it alive */
+  assert_int_equal(b.n_batches, a.n_batches);
+  for (size_t i = 0; i < a.n_batches; i++) {
+    assert_int_equal(mw_batch_validate(&b.batches[i]), 0);
+    assert_int_equal(b.batches[i].n_rows, a.batches[i].n_rows);
+    for (size_t c = 0; c < a.schema.n_fields; c++)
+      assert_column_equal(&a.schema.fields[c], &a.batches[i].cols[c], &b.batches[i].cols[c]);
+  }
+  /* a viewed batch still builds: append its own rows to it (copy-on-write) */
+  for (size_t i = 0; i < b.n_batches; i++) {
+    mw_batch_t *x = &b.batches[i];
+    int64_t n = x->n_rows;
+    for (size_t c = 0; c < b.schema.n_fields; c++)
+      assert_int_equal(mw_column_append_range(&x->cols[c], &a.batches[i].cols[c], &b.schema.fields[c], 0, n), 0);
+    x->n_rows = 2 * n;
+    assert_int_equal(mw_batch_validate(x), 0);
+    for (size_t c = 0; c < b.schema.n_fields; c++) mw_column_truncate(&x->cols[c], &b.schema.fields[c], n);
+    x->n_rows = n;
+    for (size_t c = 0; c < a.schema.n_fields; c++)
+      assert_column_equal(&a.schema.fields[c], &a.batches[i].cols[c], &x->cols[c]);
+  }
+  /* own: copies every view, drops the reference */
+  for (size_t i = 0; i < b.n_batches; i++) {
+    assert_int_equal(mw_batch_own(&b.batches[i]), 0);
+    assert_null(b.batches[i].backing);
+    assert_int_equal(mw_batch_view_bytes(&b.batches[i]), 0);
+  }
+  mw_ipc_stream_free(&b);
+  mw_ipc_stream_free(&a);
+}
+
+static void test_decode_view(void **state) {
+  (void)state;
+  char **paths;
+  size_t n = wal_files(&paths), with_rows = 0;
+  assert_true(n >= 40);
+  for (size_t i = 0; i < n; i++) {
+    size_t len;
+    uint8_t *p = tu_read_file(paths[i], &len);
+    assert_non_null(p);
+    mw_ipc_stream_t st;
+    assert_int_equal(mw_ipc_decode(p, len, NULL, &st, NULL), 0);
+    bool rows = false, zstd = strstr(paths[i], "zstd") != NULL;
+    for (size_t k = 0; k < st.n_batches; k++) rows |= st.batches[k].n_rows > 0;
+    mw_ipc_stream_free(&st);
+    check_view_decode(p, len, rows && !zstd, paths[i]);
+    with_rows += rows;
+    free(p);
+  }
+  assert_true(with_rows >= 20);
+  tu_free_names(paths, n);
+  mw_schema_t s;
+  all_types_schema(&s);
+  mw_batch_t b1, b2;
+  fill_batch(&s, &b1, 37, false, 1);
+  fill_batch(&s, &b2, 64, true, 2);
+  const mw_batch_t *bs[] = {&b1, &b2};
+  mw_buf_t enc = MW_BUF_INIT;
+  assert_int_equal(mw_ipc_encode(&s, bs, 2, NULL, &enc, NULL), 0);
+  check_view_decode(enc.data, enc.len, true, "all types");
+  mw_ipc_opts_t o8 = {.body_align_bytes = 8};
+  mw_buf_reset(&enc);
+  assert_int_equal(mw_ipc_encode(&s, bs, 2, &o8, &enc, NULL), 0);
+  check_view_decode(enc.data, enc.len, true, "all types, 8-byte aligned");
+  mw_ipc_opts_t z = {.zstd = true};
+  mw_buf_reset(&enc);
+  assert_int_equal(mw_ipc_encode(&s, bs, 2, &z, &enc, NULL), 0);
+  check_view_decode(enc.data, enc.len, false, "all types, zstd");
+  /* apache-arrow's short fixed_size_list child: padded, so copied (the
+   * other columns view) */
+  char *path = tu_strf("%s/tests/formats/data/arrowjs/short_fsl.arrow", getenv("MW_SOURCE_ROOT"));
+  size_t sn;
+  uint8_t *sp = tu_read_file(path, &sn);
+  assert_non_null(sp);
+  check_view_decode(sp, sn, true, path);
+  free(sp);
+  free(path);
+  /* a corrupt stream: nothing decoded, the blob freed with our reference */
+  uint8_t *bad = malloc(enc.len);
+  memcpy(bad, enc.data, enc.len);
+  bad[enc.len - 8] = 0; /* EOS marker broken */
+  mw_blob_t *blob = mw_blob_new(bad, enc.len);
+  mw_ipc_stream_t st;
+  mw_err_t err = {0};
+  assert_int_equal(mw_ipc_decode_view(blob, NULL, &st, &err), -EBADMSG);
+  assert_int_equal(mw_blob_refs(blob), 1);
+  mw_blob_unref(blob);
+  mw_buf_free(&enc);
+  mw_batch_free(&b1);
+  mw_batch_free(&b2);
+  mw_schema_free(&s);
+}
+
 /* ------------------------------------------------------------- round trip */
 
 static void test_roundtrip_types(void **state) {
@@ -650,6 +778,7 @@ int main(void) {
       cmocka_unit_test(test_byte_flips),
       cmocka_unit_test(test_limits),
       cmocka_unit_test(test_arrowjs_short_fsl_child),
+      cmocka_unit_test(test_decode_view),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
