@@ -29,7 +29,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 import e2e_util  # noqa: E402
-from e2e_util import Daemon, check, ctl, ctl_json, plan, port_of, tidy  # noqa: E402
+from e2e_util import Daemon, check, ctl, ctl_json, plan, poll, port_of, tidy  # noqa: E402
 
 e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -130,6 +130,13 @@ primary_key = id
     d.p.wait()
     d = Daemon(["-c", conf])
     check("daemon restarts after SIGKILL", d.wait_line("started") is not None, "\n".join(d.lines))
+
+    def replayed():  # the restart's claims replay the WAL; a flush before that is refused (EBUSY)
+        rc, st, err = ctl_json(sock, "status")
+        shards = [x for t in st.get("result", {}).get("tables", []) for x in t["shards"]]
+        return shards and all(x.get("state") == "ACTIVE" for x in shards)
+
+    check("every shard ACTIVE again (u's two entries replayed)", poll(replayed, 60), "")
     rc, out, err = ctl(sock, "flush", timeout=120)
     check("memwalctl flush", rc == 0, out + err)
     r = subprocess.run(["node", FRAMES, "read", tmp], capture_output=True, text=True, timeout=120)
