@@ -138,6 +138,8 @@ static bool sset_has(const sset_t *s, const char *k) {
   return false;
 }
 
+void (*mw_gc_base_listed_hook_for_tests)(const char *name);
+
 /* -------------------------------------------------------------- versions */
 
 static void bver_free(bver_t *v) {
@@ -256,6 +258,24 @@ static void plan(mw_gc_base_t *b);
 static void head_wave(mw_gc_base_t *b);
 static void manifest_wave(mw_gc_base_t *b);
 
+/* A listed version's manifest was gone when we read it: another cleanup (a
+ * peer daemon's, LanceDB's) deleted it after our listing, and a cleanup
+ * deletes only versions that are not the newest it sees. So a version newer
+ * than our listing exists, and it references files of the versions we
+ * listed that we cannot see: without the vanished manifest's keys, the plan
+ * would delete files the newest version names (found by split_brain_gc: a
+ * peer committed v10 and deleted v9 between our LIST {8, 9} and our GET of
+ * v9, and we deleted v8's data files, which v9 and v10 still named). The
+ * run deletes nothing; the next one lists again. */
+static void stale_listing(mw_gc_base_t *b, uint64_t vanished) {
+  assert(vanished > 0);
+  assert(b->phase == B_FETCH);
+  b->stats.stale_listings++;
+  mw_log_info("table %s: base history GC: version %" PRIu64 " was deleted after our listing (another "
+              "cleanup saw a newer version): nothing deleted, the next run lists again", b->name, vanished);
+  finish(b, 0, "manifest read");
+}
+
 static void wave_done(mw_gc_base_t *b) {
   int first = 0;
   for (size_t i = 0; i < b->n_ios && first == 0; i++)
@@ -297,13 +317,15 @@ static void wave_done(mw_gc_base_t *b) {
       fetch_wave(b);
       return;
     }
-    case B_FETCH:
+    case B_FETCH: {
+      uint64_t vanished = 0;
       for (size_t i = 0; i < b->n_ios && first == 0; i++) {
         bio_t *io = &b->ios[i];
         bver_t *v = b->vers[io->idx];
-        if (io->status == -ENOENT) { /* deleted by a peer's cleanup meanwhile: not ours to judge */
+        if (io->status == -ENOENT) { /* deleted after our listing: see stale_listing() */
           v->ts_ms = -1;
           v->fetched = false;
+          if (vanished == 0) vanished = v->version;
           continue;
         }
         mw_err_t err = {0};
@@ -318,8 +340,13 @@ static void wave_done(mw_gc_base_t *b) {
         finish(b, first, "manifest read");
         return;
       }
+      if (vanished != 0) {
+        stale_listing(b, vanished);
+        return;
+      }
       fetch_wave(b);
       return;
+    }
     case B_HEAD: {
       if (first < 0) {
         finish(b, first, "file head");
@@ -684,6 +711,7 @@ static void on_versions(mw_storage_req_t *req, int status) {
   }
   mw_storage_req_cleanup(&b->list_req);
   mw_storage_req_init(&b->list_req);
+  if (mw_gc_base_listed_hook_for_tests != NULL) mw_gc_base_listed_hook_for_tests(b->name);
   b->list_req.data = b;
   b->phase = B_TAGS;
   rc = mw_storage_list(b->st, &b->list_req, "_refs/tags/", on_tags);

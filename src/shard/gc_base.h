@@ -23,10 +23,14 @@
  * A concurrent writer (LanceDB, our compactor, a peer daemon's) builds its
  * commit on the newest version, which is retained, so it only ever
  * references files of a retained version or files of its own that no
- * manifest references yet: neither is deleted. Files go before the manifests
- * that reference them, so a crash part-way leaves old manifests whose files
- * are (partly) gone — never files no manifest names — and the next run
- * finishes the job.
+ * manifest references yet: neither is deleted. That holds only if the plan
+ * has the keys of every version it retains: a listed version whose manifest
+ * is gone when read was deleted by another cleanup (a peer daemon's,
+ * LanceDB's), which means a version newer than our listing exists; the run
+ * then deletes nothing (stats.stale_listings) and the next one lists again.
+ * Files go before the manifests that reference them, so a crash part-way
+ * leaves old manifests whose files are (partly) gone — never files no
+ * manifest names — and the next run finishes the job.
  *
  * One run: LIST _versions/, LIST _refs/tags/ (GET each tag), GET every
  * manifest not seen before (cached by version: versions are immutable),
@@ -57,6 +61,7 @@ typedef struct mw_gc_base_stats {
   uint64_t files_deleted;       /* data, deletion, transaction, key-index files */
   uint64_t bytes_deleted;       /* of those files and the manifests */
   uint64_t versions_retained;   /* at the end of the last run */
+  uint64_t stale_listings;      /* runs that deleted nothing: a listed version was gone when read */
 } mw_gc_base_stats_t;
 
 typedef void (*mw_gc_base_cb)(void *arg, int status, const char *what);
@@ -68,5 +73,9 @@ void mw_gc_base_free(mw_gc_base_t *b);
  * failure, `what` naming the step). A negative return: no callback. */
 int mw_gc_base_run(mw_gc_base_t *b, uint64_t retention_ms, mw_gc_base_cb cb, void *arg);
 void mw_gc_base_stats(const mw_gc_base_t *b, mw_gc_base_stats_t *out);
+/* Tests only (NULL otherwise): called on the loop once `_versions/` is
+ * listed, before any manifest is read (name: the table's, as in logs); it
+ * may change the table's files to stage a race with another cleanup. */
+extern void (*mw_gc_base_listed_hook_for_tests)(const char *name);
 
 #endif

@@ -37,6 +37,10 @@
  *                 up to the newest and the hint names one of them; a stale
  *                 hint naming a deleted version still leads our claim to the
  *                 newest (LIST fallback), not to a version GC freed.
+ *   history_peer_cleanup  a peer commits a version and its cleanup deletes
+ *                 our listing's newest between our LIST and our GET of it
+ *                 (split_brain_gc's lost data files): that run deletes
+ *                 nothing, the next deletes exactly the old versions' files.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "lance/base_files.h"
@@ -58,6 +63,7 @@
 #include "lance/route.h"
 #include "lance/shard_manifest.h"
 #include "rows.h"
+#include "shard/gc_base.h"
 #include "shard/table_int.h" /* white-box: the tests read the table's fields */
 #include "storage/fault.h"
 #include "testutil.h"
@@ -804,6 +810,153 @@ static void test_history(void **state) {
   env_free(&e);
 }
 
+/* ----------------------------------------------------- history: a peer */
+
+/* The newest version of the table at dir (0: none), its manifest path in *path. */
+static uint64_t newest_version(const char *dir, char **path) {
+  char *vd = tu_strf("%s/_versions", dir);
+  size_t n;
+  char **names = list_dir(vd, "", &n);
+  uint64_t best = 0;
+  *path = NULL;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v;
+    if (mw_dmanifest_name_parse(names[i], &v, NULL) < 0 || v <= best) continue;
+    best = v;
+    free(*path);
+    *path = tu_strf("%s/%s", vd, names[i]);
+  }
+  free_list(names, n);
+  free(vd);
+  return best;
+}
+
+static const char *peer_dir;
+static int peer_runs;
+static uint64_t peer_version; /* the version the peer committed */
+
+/* Between our LIST of _versions/ and our first GET: a peer commits N+1 on
+ * the newest version N (the same files, as a commit built on N keeps them)
+ * and its cleanup, whose listing shows N+1, deletes N (not its newest, older
+ * than its retention). First run only. */
+static void peer_commits_and_cleans(const char *name) {
+  (void)name;
+  if (peer_runs++ > 0) return;
+  char *path;
+  uint64_t n = newest_version(peer_dir, &path);
+  assert_true(n >= 3);
+  size_t len;
+  uint8_t *bytes = tu_read_file(path, &len);
+  assert_non_null(bytes);
+  char next[MW_DMANIFEST_NAME_BYTES];
+  assert_true(mw_dmanifest_name(n + 1, next, sizeof next) >= 0);
+  char *np = tu_strf("%s/_versions/%s", peer_dir, next);
+  assert_int_equal(tu_write_file(np, bytes, len), 0);
+  assert_int_equal(unlink(path), 0);
+  peer_version = n + 1;
+  free(np);
+  free(bytes);
+  free(path);
+}
+
+static void on_base_run(void *arg, int status, const char *what) {
+  done_t *d = arg;
+  d->fired = true;
+  d->status = status;
+  snprintf(d->reason, sizeof d->reason, "%s", what ? what : "");
+}
+
+/* Every file the newest version names is there (memwald's key indexes are
+ * only a cache: absent when compaction never built one). */
+static void newest_files_present(const env_t *e, const char *when) {
+  char *path;
+  uint64_t v = newest_version(e->dir, &path);
+  size_t len;
+  uint8_t *bytes = tu_read_file(path, &len);
+  assert_non_null(bytes);
+  keyset_t ks = {0};
+  int64_t ts;
+  mw_err_t err = {0};
+  if (mw_base_manifest_files(bytes, len, v, &ts, ks_add, &ks, &err) < 0) fail_msg("%s: %s", path, err.msg);
+  assert_true(ks.n > 0);
+  for (size_t i = 0; i < ks.n; i++)
+    if (!exists_rel(e, ks.k[i]) && strncmp(ks.k[i], "_memwald/", 9) != 0)
+      fail_msg("%s: %s is referenced by the newest version (v%" PRIu64 ") but gone", when, ks.k[i], v);
+  ks_free(&ks);
+  free(bytes);
+  free(path);
+}
+
+/* history_peer_cleanup: two cleanups on one table (two daemons owning
+ * different shards, or LanceDB's cleanup_old_versions beside us). Ours lists
+ * versions ..N, then a peer commits N+1 and deletes N before we read N's
+ * manifest. Our run must delete nothing: N's files are still named by N+1,
+ * and without N's manifest nothing tells us which they are. The next run
+ * (a fresh listing) deletes every old version with only its own files. */
+static void test_history_peer_cleanup(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e);
+  er_model_t m;
+  er_model_init(&m, 47, 500);
+  mw_table_t *t = open_history(&e, "3600000");
+  rounds(&e, t, &m, 4);
+  ctl(&e, mw_shard_release, unsharded(t));
+  close_table(&e, t);
+  keyset_t all = {0};
+  size_t before;
+  referenced(&e, &all, &before);
+  if (before < 4) fail_msg("only %zu base versions after 4 compactions", before);
+
+  t = open_table(&e, "off"); /* only the storage; no GC of its own */
+  mw_gc_base_t *b = NULL;
+  assert_int_equal(mw_gc_base_new(t->st, e.dir, &b), 0);
+  peer_dir = e.dir;
+  peer_runs = 0;
+  mw_gc_base_listed_hook_for_tests = peer_commits_and_cleans;
+  done_t d = {0};
+  assert_int_equal(mw_gc_base_run(b, 0, on_base_run, &d), 0);
+  run_until(&e.loop, flag_set, &d.fired);
+  if (d.status != 0) fail_msg("first run: %s: %s", d.reason, mw_strerror(d.status));
+  mw_gc_base_stats_t st;
+  mw_gc_base_stats(b, &st);
+  assert_int_equal(peer_runs, 1);
+  newest_files_present(&e, "after the run that raced the peer");
+  assert_int_equal(st.stale_listings, 1);
+  assert_int_equal(st.files_deleted, 0);
+  assert_int_equal(st.versions_deleted, 0);
+  assert_int_equal(count_versions(&e), before); /* N went, N+1 came */
+
+  /* the next run lists again: every version but N+1 goes, with exactly the
+   * files no longer named */
+  memset(&d, 0, sizeof d);
+  assert_int_equal(mw_gc_base_run(b, 0, on_base_run, &d), 0);
+  run_until(&e.loop, flag_set, &d.fired);
+  if (d.status != 0) fail_msg("second run: %s: %s", d.reason, mw_strerror(d.status));
+  mw_gc_base_listed_hook_for_tests = NULL;
+  mw_gc_base_stats(b, &st);
+  assert_int_equal(st.stale_listings, 1);
+  assert_int_equal(st.versions_deleted, before - 1);
+  assert_true(st.files_deleted > 0);
+  newest_files_present(&e, "after the next run");
+  keyset_t now = {0};
+  size_t after;
+  referenced(&e, &now, &after);
+  assert_int_equal(after, 1);
+  char *path;
+  assert_int_equal(newest_version(e.dir, &path), peer_version);
+  free(path);
+  for (size_t i = 0; i < all.n; i++)
+    if (!ks_has(&now, all.k[i]) && exists_rel(&e, all.k[i]))
+      fail_msg("%s is referenced only by deleted versions but still there", all.k[i]);
+  mw_gc_base_free(b);
+  close_table(&e, t);
+  ks_free(&all);
+  ks_free(&now);
+  er_model_free(&m);
+  env_free(&e);
+}
+
 int main(void) {
   mw_log_init();
   mw_log_set_level(getenv("MW_TEST_LOG") ? MW_LOG_INFO : MW_LOG_WARN);
@@ -815,6 +968,7 @@ int main(void) {
       cmocka_unit_test(test_sstables),
       cmocka_unit_test(test_trim_answer_lost),
       cmocka_unit_test(test_history),
+      cmocka_unit_test(test_history_peer_cleanup),
   };
   return cmocka_run_group_tests_name("gc", tests, NULL, NULL);
 }
