@@ -602,8 +602,8 @@ void mw_compact__next(mw_compact_t *c) {
     case R_KEYS_PUT: mw_compact__dels_get(c); return;
     case R_DELS_GET:
       for (size_t i = 0; i < r->n_frags; i++)
-        if (io_failed(c, r->frags[i].io.status, "GET", r->frags[i].del_key[0] ? r->frags[i].del_key
-                                                                             : r->frags[i].key))
+        if (io_failed(c, r->frags[i].data_io.status, "GET", r->frags[i].key) ||
+            io_failed(c, r->frags[i].io.status, "GET", r->frags[i].del_key))
           return;
       mw_compact__queue_work(c, R_BUILD);
       return;

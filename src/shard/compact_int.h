@@ -78,6 +78,7 @@ typedef struct group {
 
 typedef struct fwork {
   io_owner_t io;      /* first */
+  io_owner_t data_io; /* DELS_GET: the folded fragment's data file (io: its deletion file) */
   const Lance__Table__DataFragment *f; /* in run.bop.meta */
   const char *pk_file;
   kentry_t *ke;

@@ -411,9 +411,10 @@ void mw_compact__dels_get(mw_compact_t *c) {
       return;
     }
     const Lance__Table__DeletionFile *d = f->f->deletion_file;
+    f->data_io.status = 0;
     if (f->fold) {
       snprintf(f->key, sizeof f->key, "data/%s", f->f->files[0]->path);
-      mw_compact__get(c, &f->data_req, &f->io, f->key);
+      mw_compact__get(c, &f->data_req, &f->data_io, f->key);
     }
     if ((n == 0 && !f->fold) || d == NULL) continue;
     bool bitmap = d->file_type == LANCE__TABLE__DELETION_FILE__DELETION_FILE_TYPE__BITMAP;

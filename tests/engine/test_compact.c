@@ -32,7 +32,9 @@
  *                merge over string keys, superseded rows masked by key).
  *   fold         30 small compactions in a row: small fragments are folded
  *                into the new ones, so the base never holds more than
- *                MW_COMPACT_FOLD_TRIGGER + 1 fragments, and still == model.
+ *                MW_COMPACT_FOLD_TRIGGER + 1 fragments, and still == model;
+ *                with the data files gone, the fold's error names the data
+ *                file (not the deletion file read beside it).
  *   new_shards   a run that meets three shards for the first time after it
  *                took a fourth: under ASan, no write into per-shard state
  *                that moved (it once did); then base == model.
@@ -939,6 +941,27 @@ static void test_fold(void **state) {
                 most, cs.folded, cs.rows_written);
   assert_true(cs.folded > 0);
   assert_int_equal(cs.runs, 30);
+
+  /* the base's data files gone (key indexes stay cached): the run that
+   * folds a fragment fails naming the data file it could not read, not the
+   * fragment's deletion file read beside it (both GETs share the phase) */
+  char *cmd = tu_strf("mkdir '%s/held' && mv '%s'/data/*.lance '%s/held/'", e.scratch, e.dir, e.scratch);
+  assert_int_equal(system(cmd), 0);
+  free(cmd);
+  done_t d = {0};
+  for (int round = 0; round < 10 && d.status == 0; round++) {
+    write_rows(&e, t, &m, 80, 0);
+    flush_all(&e, t);
+    memset(&d, 0, sizeof d);
+    assert_int_equal(mw_table_compact(t, on_compacted, &d), 0);
+    run_until(&e.loop, &d.fired);
+  }
+  assert_int_equal(d.status, -ENOENT);
+  if (strstr(d.reason, "GET data/") == NULL || strstr(d.reason, "_deletions/") != NULL)
+    fail_msg("a missing data file reported as: %s", d.reason);
+  cmd = tu_strf("mv '%s/held/'*.lance '%s/data/'", e.scratch, e.dir); /* whole again for the inspection */
+  assert_int_equal(system(cmd), 0);
+  free(cmd);
   close_table(&e, t);
   er_model_free(&m);
   mw_table_meta_free(&prior->meta);
