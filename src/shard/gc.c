@@ -923,6 +923,7 @@ static void on_base(void *arg, int status, const char *what) {
   g->stats.base_files_deleted = b.files_deleted;
   g->stats.base_bytes_deleted = b.bytes_deleted;
   g->stats.base_versions_retained = b.versions_retained;
+  g->stats.base_stale_listings = b.stale_listings;
   uint64_t now = uv_now(g->t->loop), delay = g->cfg.history_interval_ms;
   if (status < 0 && status != -ENOENT) {
     g->stats.failures++;

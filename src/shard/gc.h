@@ -96,6 +96,7 @@ typedef struct mw_gc_stats {
   uint64_t base_files_deleted;
   uint64_t base_bytes_deleted;
   uint64_t base_versions_retained;
+  uint64_t base_stale_listings; /* runs that deleted nothing: a listed version vanished (gc_base.h) */
   uint64_t failures;
   char last_error[MW_ERR_MSG_BYTES];
 } mw_gc_stats_t;

@@ -204,6 +204,19 @@ def sanitizer_lines(*daemons):
     return [l for d in daemons for l in d.lines if l and ("Sanitizer" in l or "runtime error:" in l)]
 
 
+def history_gc(sock):
+    """The base-history counters of the daemon's status (runs that found a
+    listed version gone meanwhile are stale_listings: the other daemon's
+    cleanup raced this one; they delete nothing)."""
+    _, r, _ = ctl_json(sock, "status")
+    out = {"versions_deleted": 0, "files_deleted": 0, "stale_listings": 0}
+    for t in (r.get("result") or {}).get("tables", []):
+        g = t.get("gc") or {}
+        for k in out:
+            out[k] += g.get("base_" + k, 0)
+    return out
+
+
 def shard_status(sock):
     """bucket -> shard status dict."""
     _, r, _ = ctl_json(sock, "status")
@@ -716,6 +729,9 @@ def variant_daemons(tmp, seed):
             p.close()
     problems = take_all(tmp, model, sock_a, port_a, "A", stats)
     check(f"[{label}] A finally claims every bucket and flushes", not problems, "\n".join(problems))
+    if ARGS.gc:
+        for who, sock in (("A", sock_a), ("B", sock_b)):
+            note(f"{who}'s base history GC: " + " ".join(f"{k}={v}" for k, v in history_gc(sock).items()))
     rc_b, rc_a = b.stop(), a.stop()
     san = sanitizer_lines(a, b)
     check(f"[{label}] both daemons stop on SIGTERM (A exit {rc_a}, B exit {rc_b}), no sanitizer report",
