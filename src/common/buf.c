@@ -117,6 +117,19 @@ int mw_buf_reserve(mw_buf_t *b, size_t extra) {
   return 0;
 }
 
+int mw_buf_reserve_exact(mw_buf_t *b, size_t extra) {
+  assert(b != NULL);
+  assert(b->len <= b->cap);
+  if (extra > MW_BUF_MAX_BYTES - b->len) return -EFBIG;
+  size_t need = b->len + extra;
+  if (need <= b->cap) return 0;
+  uint8_t *p = realloc(b->data, need);
+  if (p == NULL) return -ENOMEM;
+  b->data = p;
+  b->cap = need;
+  return 0;
+}
+
 void mw_buf_shrink(mw_buf_t *b) {
   assert(b != NULL);
   if (mw_buf_is_view(b)) return; /* not ours to give back */

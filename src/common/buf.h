@@ -60,6 +60,9 @@ void mw_buf_free(mw_buf_t *b);
 void mw_buf_reset(mw_buf_t *b);
 /* Make room for at least `extra` more bytes. */
 int mw_buf_reserve(mw_buf_t *b, size_t extra);
+/* Make room for exactly `extra` more bytes when there is less (no doubling):
+ * for a buffer whose final size is known, so it carries no slack. */
+int mw_buf_reserve_exact(mw_buf_t *b, size_t extra);
 int mw_buf_append(mw_buf_t *b, const void *p, size_t n);
 /* Append n copies of byte `v` (padding). */
 int mw_buf_fill(mw_buf_t *b, uint8_t v, size_t n);

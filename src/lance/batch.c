@@ -522,24 +522,71 @@ uint64_t mw_batch_view_bytes(const mw_batch_t *b) {
   return n;
 }
 
-int mw_batch_append(mw_batch_t *dst, const mw_batch_t *src) {
-  assert(dst != NULL && src != NULL);
-  assert(dst->schema->n_fields == src->schema->n_fields);
+/* Grow each buffer of dst (and of its children) once, to its length plus
+ * the sources' (srcs[i] is the same column of source i): the appends that
+ * follow then never double a buffer. A bitmap is reserved only when some
+ * side has one; a few bytes of rounding per source may stay unused. */
+static int column_reserve_total(mw_column_t *dst, const mw_column_t *const *srcs, size_t n) {
+  size_t values = 0, offsets = 0, items = 0;
+  int64_t rows = dst->length;
+  bool nulls = dst->validity.len > 0;
+  for (size_t i = 0; i < n; i++) {
+    values += srcs[i]->values.len;
+    offsets += srcs[i]->offsets.len;
+    items += srcs[i]->item_validity.len;
+    rows += srcs[i]->length;
+    nulls |= srcs[i]->validity.len > 0;
+    assert(srcs[i]->n_children == dst->n_children);
+  }
+  if (mw_buf_reserve_exact(&dst->values, values) < 0) return -ENOMEM;
+  if (offsets > 0 && mw_buf_reserve_exact(&dst->offsets, offsets) < 0) return -ENOMEM;
+  if (items > 0 && mw_buf_reserve_exact(&dst->item_validity, items + n) < 0) return -ENOMEM;
+  size_t bitmap = (size_t)(rows + 7) / 8;
+  if (nulls && bitmap > dst->validity.len &&
+      mw_buf_reserve_exact(&dst->validity, bitmap - dst->validity.len) < 0)
+    return -ENOMEM;
+  if (dst->n_children == 0) return 0;
+  const mw_column_t **kids = malloc(n * sizeof *kids);
+  if (kids == NULL) return -ENOMEM;
+  int rc = 0;
+  for (uint32_t k = 0; k < dst->n_children && rc == 0; k++) {
+    for (size_t i = 0; i < n; i++) kids[i] = &srcs[i]->children[k];
+    rc = column_reserve_total(&dst->children[k], kids, n);
+  }
+  free(kids);
+  return rc;
+}
+
+int mw_batch_concat(mw_batch_t *dst, const mw_batch_t *srcs, size_t n) {
+  assert(dst != NULL && (srcs != NULL || n == 0));
   const int64_t before = dst->n_rows;
   mw_buf_reset(&dst->wal_ipc);
   dst->wal_ipc_head = 0;
+  if (n == 0) return 0;
+  const mw_column_t **cols = malloc(n * sizeof *cols);
+  if (cols == NULL) return -ENOMEM;
   int rc = 0;
-  size_t i = 0;
-  for (; i < dst->schema->n_fields && rc == 0; i++)
-    rc = mw_column_append_range(&dst->cols[i], &src->cols[i], &dst->schema->fields[i], 0, src->n_rows);
+  size_t f = 0;
+  for (; f < dst->schema->n_fields && rc == 0; f++) {
+    for (size_t i = 0; i < n; i++) {
+      assert(srcs[i].schema->n_fields == dst->schema->n_fields);
+      cols[i] = &srcs[i].cols[f];
+    }
+    rc = column_reserve_total(&dst->cols[f], cols, n);
+    for (size_t i = 0; i < n && rc == 0; i++)
+      rc = mw_column_append_range(&dst->cols[f], cols[i], &dst->schema->fields[f], 0, srcs[i].n_rows);
+  }
+  free(cols);
   if (rc < 0) { /* every column back to `before` rows, the failed one too */
-    for (size_t k = 0; k < i; k++) mw_column_truncate(&dst->cols[k], &dst->schema->fields[k], before);
+    for (size_t k = 0; k < f; k++) mw_column_truncate(&dst->cols[k], &dst->schema->fields[k], before);
     return rc;
   }
-  dst->n_rows = before + src->n_rows;
+  for (size_t i = 0; i < n; i++) dst->n_rows += srcs[i].n_rows;
   assert(dst->schema->n_fields == 0 || dst->cols[0].length == dst->n_rows);
   return 0;
 }
+
+int mw_batch_append(mw_batch_t *dst, const mw_batch_t *src) { return mw_batch_concat(dst, src, 1); }
 
 static int bitmap_len_ok(const mw_buf_t *bm, int64_t bits) {
   return bm->len == 0 || bm->len == (size_t)((bits + 7) / 8);

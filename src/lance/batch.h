@@ -190,9 +190,13 @@ void mw_batch_free(mw_batch_t *b);
 /* Drop every row but keep the buffers' memory for reuse (views and the
  * backing reference are dropped). */
 void mw_batch_reset(mw_batch_t *b);
-/* Append every row of src (same schema, or an equal one) to dst, in order.
- * dst's wal_ipc is dropped (its rows changed). On failure (-ENOMEM) dst is
- * rolled back to its rows before the call. */
+/* Append every row of srcs[0..n) (same schema, or an equal one) to dst, in
+ * order, each of dst's buffers grown once to the rows' total size (no
+ * doubling slack: the result is kept, in a MemTable). dst's wal_ipc is
+ * dropped (with wal_ipc_head: its rows changed). On failure (-ENOMEM) dst is rolled back to its
+ * rows before the call. */
+int mw_batch_concat(mw_batch_t *dst, const mw_batch_t *srcs, size_t n);
+/* mw_batch_concat of one batch. */
 int mw_batch_append(mw_batch_t *dst, const mw_batch_t *src);
 /* b's views may point into blob: take a reference (b keeps at most one
  * backing; a second, different blob is refused with -EINVAL). */

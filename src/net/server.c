@@ -74,6 +74,11 @@ typedef struct pjob {
 typedef struct sub {
   conn_t *c;
   mw_batch_t batch;
+  /* the gather's later groups, concatenated into `batch` when it is cut
+   * (mw_batch_concat: each buffer sized once, no slack kept) */
+  mw_batch_t *more;
+  uint32_t n_more, cap_more;
+  int64_t lance_bytes;       /* the gather's rows, Lance's estimate */
   void *table;
   uint32_t rows;
   uint64_t first_line, last_line;
@@ -229,13 +234,18 @@ static void log_reject(conn_t *c, uint64_t line, mw_lp_code_t code, const char *
 
 /* ------------------------------------------------------------------ lifetime */
 
+/* A submission never handed over (its groups too). */
+static void sub_free(sub_t *b) {
+  for (uint32_t i = 0; i < b->n_more; i++) mw_batch_free(&b->more[i]);
+  free(b->more);
+  mw_batch_free(&b->batch);
+  free(b);
+}
+
 static void conn_maybe_free(conn_t *c) {
   if (c->handles_open > 0 || c->refs > 0 || c->writes > 0 || c->shutting) return;
   assert(c->closing);
-  if (c->open) {
-    mw_batch_free(&c->open->batch);
-    free(c->open);
-  }
+  if (c->open) sub_free(c->open);
   for (int i = 0; i < PARSE_JOBS; i++) mw_rowjob_free(&c->jobs[i].rj);
   mw_lp_free(&c->lp);
   free(c);
@@ -588,9 +598,22 @@ static void submit_sub(conn_t *c, sub_t *b) {
 static void cut(conn_t *c) {
   sub_t *b = c->open;
   if (!b) return;
-  assert(b->c == c && b->batch.n_rows == (int64_t)b->rows);
+  assert(b->c == c);
   c->open = NULL;
   uv_timer_stop(&c->gather_timer);
+  if (b->n_more > 0) { /* the gather's groups, one batch */
+    int rc = mw_batch_concat(&b->batch, b->more, b->n_more);
+    for (uint32_t i = 0; i < b->n_more; i++) mw_batch_free(&b->more[i]);
+    b->n_more = 0;
+    if (rc < 0) {
+      sub_free(b);
+      conn_close(c, "out of memory");
+      return;
+    }
+  }
+  free(b->more);
+  b->more = NULL;
+  assert(b->batch.n_rows == (int64_t)b->rows);
   if (b->rows == 0) {
     mw_batch_free(&b->batch);
     free(b);
@@ -727,12 +750,12 @@ static void on_gather_timer(uv_timer_t *t) {
 }
 
 /* The gather is full: its request bytes at a quarter of the connection's
- * unacknowledged bytes (so it never holds up reading by itself), or its rows
- * or Lance bytes at the server's limits. */
+ * unacknowledged bytes (so it never holds up reading by itself), or its rows,
+ * groups or Lance bytes at the server's limits. */
 static bool gather_full(const mw_server_t *s, const sub_t *b) {
   return b->bytes >= s->opts.max_unacked_bytes_per_connection / 4 ||
-         b->rows >= MW_SERVER_MAX_GATHER_ROWS ||
-         mw_batch_lance_bytes(&b->batch) >= (int64_t)MW_SERVER_MAX_GATHER_LANCE_BYTES;
+         b->rows >= MW_SERVER_MAX_GATHER_ROWS || b->n_more + 1 >= MW_SERVER_MAX_GATHER_GROUPS ||
+         b->lance_bytes >= (int64_t)MW_SERVER_MAX_GATHER_LANCE_BYTES;
 }
 
 /* Group i of rj joins the gather (opened with it, its timer started); the
@@ -753,17 +776,25 @@ static void gather(conn_t *c, mw_rowjob_t *rj, size_t i) {
                  .last_line = o->last_line, .bytes = o->bytes, .t0_ns = now_ns()};
     memcpy(b->table_name, c->table_name, sizeof b->table_name);
     b->batch = mw_rowjob_take(rj, i);
+    b->lance_bytes = mw_batch_lance_bytes(&b->batch);
     c->open = b;
     uv_timer_start(&c->gather_timer, on_gather_timer, s->opts.write_gather_ms, 0);
   } else {
     assert(b->table == c->table && o->first_line > b->last_line);
-    mw_batch_t more = mw_rowjob_take(rj, i);
-    int rc = mw_batch_append(&b->batch, &more);
-    mw_batch_free(&more);
-    if (rc < 0) {
-      conn_close(c, "out of memory");
-      return;
+    assert(b->n_more + 1 < MW_SERVER_MAX_GATHER_GROUPS);
+    if (b->n_more == b->cap_more) {
+      uint32_t cap = b->cap_more ? 2 * b->cap_more : 8;
+      mw_batch_t *more = realloc(b->more, cap * sizeof *more);
+      if (more == NULL) {
+        conn_close(c, "out of memory");
+        return;
+      }
+      b->more = more;
+      b->cap_more = cap;
     }
+    mw_batch_t *g = &b->more[b->n_more++];
+    *g = mw_rowjob_take(rj, i);
+    b->lance_bytes += mw_batch_lance_bytes(g);
     b->rows += o->rows;
     b->last_line = o->last_line;
     b->bytes += o->bytes;

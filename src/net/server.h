@@ -14,14 +14,16 @@
  * request order). ARROW frames are decoded (ipc.h) and submitted whole.
  *
  * The gather (opts.write_gather_ms > 0): consecutive groups of one
- * connection are appended into one submission while more of the write is
- * on its way (a job not yet applied; while reading, a partial line
- * buffered or, after a full read, bytes in the kernel's queue), and handed
- * over at once when nothing is: no wait for a lone write. Anything that
+ * connection are kept as one submission while more of the write is on its
+ * way (a job not yet applied; while reading, a partial line buffered or,
+ * after a full read, bytes in the kernel's queue), and handed over at once
+ * when nothing is: no wait for a lone write. The groups are concatenated
+ * once, at the cut (mw_batch_concat: buffers of exactly the rows' size, no
+ * doubling slack for the MemTable to keep). Anything that
  * replies cuts it first (reply order); it is bounded by write_gather_ms
  * (a timer from its first rows), by max_unacked_bytes_per_connection / 4
  * request bytes (gathered bytes count as unacknowledged),
- * MW_SERVER_MAX_GATHER_ROWS and MW_SERVER_MAX_GATHER_LANCE_BYTES.
+ * MW_SERVER_MAX_GATHER_ROWS, _GROUPS and _LANCE_BYTES.
  * Workers: one per CPU; the environment variable MEMWALD_PARSE_THREADS=N
  * sets N (0: every parse on the loop thread, for A/B benchmarks).
  *
@@ -91,6 +93,7 @@
 #define MW_SERVER_DEFAULT_MAX_BATCH_ROWS 8192
 #define MW_SERVER_MAX_GATHER_ROWS ((uint32_t)1 << 20)       /* rows of one gathered write */
 #define MW_SERVER_MAX_GATHER_LANCE_BYTES ((size_t)16 << 20) /* its Lance bytes (shard: 64 MiB) */
+#define MW_SERVER_MAX_GATHER_GROUPS 512                    /* parsed groups in one gather */
 #define MW_SERVER_READ_CHUNK_BYTES ((size_t)64 << 10)
 #define MW_SERVER_DEFAULT_DRAIN_TIMEOUT_MS 10000
 #define MW_SERVER_KEEPALIVE_S 60

@@ -220,6 +220,35 @@ static void test_batch_append(void **state) {
   mw_batch_reset(&b);
   assert_int_equal(mw_batch_append(&a, &b), 0);
   assert_int_equal(a.n_rows, 5);
+  /* three sources at once: every row in order, each buffer grown once to
+   * the total (int64 values: exactly; offsets: a leading offset per source) */
+  mw_batch_t src[3];
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(mw_batch_init(&src[k], &s), 0);
+    for (int64_t r = 0; r < 100; r++) {
+      int64_t id = 5 + k * 100 + r;
+      assert_int_equal(mw_column_append_fixed(&src[k].cols[0], &id, 8), 0);
+      assert_int_equal(mw_column_append_bytes(&src[k].cols[1], "abc", r % 4), 0);
+      src[k].n_rows++;
+    }
+  }
+  assert_int_equal(mw_batch_concat(&a, src, 3), 0);
+  assert_int_equal(a.n_rows, 305);
+  assert_int_equal(mw_batch_validate(&a), 0);
+  assert_int_equal(a.cols[0].values.len, 305 * 8);
+  assert_int_equal(a.cols[0].values.cap, a.cols[0].values.len);
+  assert_true(a.cols[1].offsets.cap - a.cols[1].offsets.len <= 3 * 4);
+  /* (a bitmap starts at 64 bytes: 305 rows fit in its first allocation) */
+  assert_true(a.cols[1].validity.cap <= 64 || a.cols[1].validity.cap - a.cols[1].validity.len <= 1);
+  for (int64_t i = 5; i < 305; i++) {
+    int64_t id;
+    memcpy(&id, a.cols[0].values.data + i * 8, 8);
+    assert_int_equal(id, i);
+    assert_true(mw_column_valid(&a.cols[1], i));
+    mw_column_bytes(&a.cols[1], i, &n);
+    assert_int_equal(n, (size_t)((i - 5) % 100 % 4));
+  }
+  for (int k = 0; k < 3; k++) mw_batch_free(&src[k]);
   mw_batch_free(&a);
   mw_batch_free(&b);
   mw_schema_free(&s);
