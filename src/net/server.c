@@ -50,11 +50,18 @@
  * flight stops reading (backpressure), so at most this many chunks of one
  * connection wait for a worker. */
 #define PARSE_JOBS 4
-/* A run of at most this many lines, while no other parse is in flight on
- * the whole server, is parsed on the loop thread at once: a lone write's ack
- * would wait for a worker's wake-up and gain nothing (~256 rows parse in
- * about the time of two thread wake-ups on a loaded machine). */
+/* A lone write's run, at most this many lines and bytes, while no other
+ * parse is in flight on the whole server, is parsed on the loop thread at
+ * once: its ack would wait for a worker's wake-up and gain nothing (~256
+ * rows of ~60 B parse in about the time of two thread wake-ups on a loaded
+ * machine). Lone: no partial line is buffered after it (else more of the
+ * write is on its way, in reads that may be small). The bytes bound keeps
+ * wide rows off the loop: 256 lines of ~1 KB (a vec(128) row) cost 16 times
+ * as much. Without both, a one-at-a-time write of 10 000 wide rows was
+ * parsed on the loop in reads of a few lines each: put_value_at was a third
+ * of the loop's samples (docs/benchmarks.md). */
 #define PARSE_INLINE_ROWS 256
+#define PARSE_INLINE_BYTES ((size_t)16 << 10)
 _Static_assert(PARSE_JOBS >= 2, "one job collecting while one is parsed");
 _Static_assert(PARSE_INLINE_ROWS < MW_SERVER_DEFAULT_MAX_BATCH_ROWS, "large runs go to workers");
 
@@ -885,7 +892,9 @@ static void dispatch(conn_t *c) {
   s->jobs++;
   c->parse_bytes += j->rj.bytes;
   assert(c->job_count <= PARSE_JOBS);
-  if (!s->pool || (s->jobs == 1 && j->rj.n_lines <= PARSE_INLINE_ROWS)) {
+  bool lone = c->stashed || mw_lp_buffered(&c->lp) == 0; /* nothing more of it buffered */
+  if (!s->pool || (s->jobs == 1 && lone && j->rj.n_lines <= PARSE_INLINE_ROWS &&
+                   j->rj.bytes <= PARSE_INLINE_BYTES)) {
     assert(c->job_count == 1); /* it is the head: applied at once */
     parse_work(&j->work);
     parse_after(&j->work);
