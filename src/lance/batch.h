@@ -192,9 +192,9 @@ void mw_batch_free(mw_batch_t *b);
 void mw_batch_reset(mw_batch_t *b);
 /* Append every row of srcs[0..n) (same schema, or an equal one) to dst, in
  * order, each of dst's buffers grown once to the rows' total size (no
- * doubling slack: the result is kept, in a MemTable). dst's wal_ipc is
- * dropped (with wal_ipc_head: its rows changed). On failure (-ENOMEM) dst is rolled back to its
- * rows before the call. */
+ * doubling slack: the result is kept, in a MemTable). dst's wal_ipc (and
+ * wal_ipc_head) is dropped: its rows changed. On failure (-ENOMEM) dst is
+ * rolled back to its rows before the call. */
 int mw_batch_concat(mw_batch_t *dst, const mw_batch_t *srcs, size_t n);
 /* mw_batch_concat of one batch. */
 int mw_batch_append(mw_batch_t *dst, const mw_batch_t *src);
