@@ -138,14 +138,15 @@ static int compaction_json(const mw_table_housekeeping_t *hk, mw_buf_t *out) {
   if (rc == 0) rc = mw_admin_json_str(out, c.last_error);
   if (rc == 0)
     rc = put(out, "},\"gc\":{\"enabled\":%s,\"grace_ms\":%" PRIu64 ",\"wal_deleted\":%" PRIu64
-             ",\"wal_bytes_deleted\":%" PRIu64 ",\"sentinels_kept\":%" PRIu64 ",\"sstables_trimmed\":%" PRIu64
+             ",\"wal_bytes_deleted\":%" PRIu64 ",\"sentinels_kept\":%" PRIu64 ",\"wal_reads\":%" PRIu64
+             ",\"wal_reads_absent\":%" PRIu64 ",\"wal_lists\":%" PRIu64 ",\"sstables_trimmed\":%" PRIu64
              ",\"dirs_deleted\":%" PRIu64 ",\"manifests_deleted\":%" PRIu64 ",\"hints_rewritten\":%" PRIu64
              ",\"history_retention_ms\":%" PRIu64 ",\"base_versions_deleted\":%" PRIu64
              ",\"base_files_deleted\":%" PRIu64 ",\"base_bytes_deleted\":%" PRIu64
              ",\"base_versions_retained\":%" PRIu64 ",\"base_stale_listings\":%" PRIu64
              ",\"failures\":%" PRIu64 ",\"last_error\":",
              hk->gc_enabled ? "true" : "false", hk->gc_grace_ms, g.wal_deleted, g.wal_bytes_deleted,
-             g.sentinels_kept, g.sstables_trimmed, g.dirs_deleted, g.manifests_deleted, g.hints_rewritten,
+             g.sentinels_kept, g.wal_reads, g.wal_reads_absent, g.wal_lists, g.sstables_trimmed, g.dirs_deleted, g.manifests_deleted, g.hints_rewritten,
              hk->gc_history_retention_ms, g.base_versions_deleted, g.base_files_deleted, g.base_bytes_deleted,
              g.base_versions_retained, g.base_stale_listings, g.failures);
   if (rc == 0) rc = mw_admin_json_str(out, g.last_error);

@@ -126,6 +126,7 @@ struct mw_gc {
 static struct {
   bool ready;
   mw_metric_t *wal_deleted, *wal_bytes, *sentinels, *trims, *dirs;
+  mw_metric_t *wal_reads, *wal_reads_absent, *wal_lists;
   mw_metric_t *manifests, *base_versions, *base_files, *base_bytes;
 } gm;
 
@@ -140,6 +141,13 @@ static void metrics_init(void) {
                                          "Bytes of WAL entries deleted by GC.", NULL, 0, NULL, 0));
   gm.sentinels = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sentinels_kept_total",
                                          "Fence sentinels GC passed over (never deleted).", NULL, 0, NULL, 0));
+  gm.wal_reads = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_reads_total",
+                                         "WAL entries GC read to tell a fence sentinel from data.", NULL, 0, NULL,
+                                         0));
+  gm.wal_reads_absent = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_reads_absent_total",
+                                                "WAL entries GC went to read and found gone.", NULL, 0, NULL, 0));
+  gm.wal_lists = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_lists_total",
+                                         "Listings of a shard's wal/ by GC.", NULL, 0, NULL, 0));
   gm.trims = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sstables_trimmed_total",
                                      "Compacted SSTables removed from shard manifests.", NULL, 0, NULL, 0));
   gm.dirs = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sstable_dirs_deleted_total",
@@ -542,6 +550,7 @@ static void on_wal_listed(mw_storage_req_t *req, int status) {
     return;
   }
   g->stats.wal_lists++;
+  count(gm.wal_lists, 1);
   /* (-ENOENT: nothing there at all; the listing is empty) */
   uint64_t low;
   int rc = wal_listing_take(gs, req, strlen(g->cur_shard->ms.shard_dir), g->list_horizon, &low);
@@ -660,6 +669,7 @@ static int start_wal(mw_gc_t *g, uint64_t horizon) {
       break;
     }
     g->stats.wal_reads++;
+    count(gm.wal_reads, 1);
     g->pending++;
   }
   if (g->pending == 0) {
@@ -690,6 +700,7 @@ static void wal_sniffed(mw_gc_t *g) {
     if (io->status == -ENOENT) { /* a hole, or gone already */
       io->status = 0;
       g->stats.wal_reads_absent++;
+      count(gm.wal_reads_absent, 1);
       continue;
     }
     if (io->status < 0) break; /* this and later positions wait for the next round */

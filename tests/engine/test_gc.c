@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "lance/base_files.h"
 #include "lance/dataset_manifest.h"
 #include "lance/route.h"
@@ -265,6 +266,16 @@ static void test_wal(void **state) {
   env_free(&e);
 }
 
+/* An unlabelled counter of the process-wide registry (GC counts there too). */
+static uint64_t counter_value(const char *family) {
+  mw_metrics_t *m = mw_metrics_default();
+  for (size_t i = 0; i < m->n_families; i++)
+    if (strcmp(m->families[i].name, family) == 0)
+      return atomic_load(&mw_metric_series(&m->families[i], NULL)->value);
+  fail_msg("metric family %s not registered", family);
+  return 0;
+}
+
 static void test_fenced_writer(void **state) {
   (void)state;
   env_t e;
@@ -275,8 +286,13 @@ static void test_fenced_writer(void **state) {
   er_model_init(&m, 3, 500);
   for (int i = 0; i < 5; i++) assert_int_equal(write_one(&e, sa, a, &m, 20), 0);
   uint64_t slot = sa->wal.next_position; /* where A writes next */
+  uint64_t reads0 = 0, lists0 = 0;
+  mw_gc_stats_t gs0;
   /* B claims: epoch 2, its sentinel takes A's next slot */
-  b = open_table(&e, "on");
+  b = open_table(&e, "on"); /* registers the memwald_gc_* families */
+  reads0 = counter_value("memwald_gc_wal_reads_total");
+  lists0 = counter_value("memwald_gc_wal_lists_total");
+  mw_gc_stats(b->gc, &gs0); /* taken with the counters: the loop is not running */
   mw_shard_t *sb = unsharded(b);
   ctl(&e, mw_shard_claim, sb);
   assert_true(wal_exists(&e, slot));
@@ -294,6 +310,10 @@ static void test_fenced_writer(void **state) {
    * entries above it are known to hold rows */
   assert_int_equal(gs.wal_reads, slot);
   assert_int_equal(gs.wal_reads_absent, 0);
+  /* the same counts reach the metrics (A's GC is off: B's alone count) */
+  assert_true(gs.wal_lists >= 1);
+  assert_int_equal(counter_value("memwald_gc_wal_reads_total") - reads0, gs.wal_reads - gs0.wal_reads);
+  assert_int_equal(counter_value("memwald_gc_wal_lists_total") - lists0, gs.wal_lists - gs0.wal_lists);
   assert_true(wal_exists(&e, slot));
   for (uint64_t p = 1; p < h; p++)
     if (p != slot && wal_exists(&e, p)) fail_msg("position %" PRIu64 " survived GC", p);
