@@ -222,6 +222,9 @@ def main():
               r.stderr[-2000:] + f" missing={sorted(set(acked) - set(got))[:10]} "
               f"extra={sorted(set(got) - set(acked))[:10]} "
               f"wrong={[i for i in acked if i in got and got[i] != acked[i]][:10]}")
+        gc = next((t.get("gc") for t in status(sock_a).get("tables", []) if t.get("name") == "t"), None) or {}
+        check("status shows GC's WAL reads and listings (wal_reads, wal_reads_absent, wal_lists)",
+              all(isinstance(gc.get(k), int) for k in ("wal_reads", "wal_reads_absent", "wal_lists")), gc)
         check("both daemons stop cleanly (exit 0)", a.stop() == 0 and b.stop() == 0,
               "\n".join(a.lines[-10:] + b.lines[-10:]))
         e2e_util.inspect_under(table)  # every object decodes, verify passes, on S3
