@@ -26,6 +26,9 @@
  *                 the retried trim finds nothing left to unlist, and the
  *                 directories still go in this process; GC's account never
  *                 shows compacted SSTables unlisted and not waiting.
+ *   trim_lost_to_claim  a peer claims epoch+1 between our compaction and
+ *                 GC's trim: the trim's put loses (EEXIST), and no SSTable
+ *                 directory the peer's newest manifest names is deleted.
  *   history       the base table's old versions and the files only they
  *                 reference, and shard-manifest versions below the newest
  *                 gc_manifest_keep_versions: rounds of writes + flush +
@@ -594,6 +597,88 @@ static void test_trim_answer_lost(void **state) {
   env_free(&e);
 }
 
+/* A peer (LanceDB opening the shard) claims epoch+1 as manifest version
+ * v+1, copying our SSTable list, in the moment between our compaction's
+ * commit and GC's trim: the trim's put of v+1 loses (EEXIST) while this
+ * process still holds the shard ACTIVE. The trim recorded the compacted
+ * directories as candidates before its commit (6b93d48), but the peer's
+ * newest manifest names them: none may be deleted, however many GC ticks
+ * pass (two trims, each answered -ESTALE), nor by the abort and close. */
+typedef struct peer_claim {
+  done_t d;
+  env_t *e;
+  mw_shard_t *s;
+  uint64_t version, epoch;
+} peer_claim_t;
+
+static void on_compacted_peer_claims(void *arg, int status, const char *reason) {
+  peer_claim_t *pc = arg;
+  on_compacted(&pc->d, status, reason);
+  /* synchronously, before GC's next tick: the peer's claim of v+1 */
+  mw_shard_manifest_t m;
+  mw_shard_manifest_init(&m);
+  assert_int_equal(mw_shard_manifest_copy(&m, &pc->s->ms.cached), 0);
+  m.version = pc->version = pc->s->ms.cached.version + 1;
+  m.writer_epoch = pc->epoch = pc->s->ms.cached.writer_epoch + 1;
+  mw_buf_t b;
+  mw_buf_init(&b);
+  assert_int_equal(mw_shard_manifest_encode(&m, &b), 0);
+  char key[MW_MSTORE_KEY_BYTES];
+  assert_int_equal(mw_mstore_manifest_key(&pc->s->ms, m.version, key, sizeof key), 0);
+  char *path = tu_strf("%s/%s", pc->e->dir, key);
+  FILE *f = fopen(path, "wbx");
+  assert_non_null(f);
+  assert_int_equal(fwrite(b.data, 1, b.len, f), b.len);
+  assert_int_equal(fclose(f), 0);
+  free(path);
+  mw_buf_free(&b);
+  mw_shard_manifest_free(&m);
+}
+
+static bool gc_failed_twice(void *arg) {
+  mw_gc_stats_t gs;
+  mw_gc_stats((mw_gc_t *)arg, &gs);
+  return gs.failures >= 2;
+}
+
+static void test_trim_lost_to_claim(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e);
+  mw_table_t *t = open_table(&e, "on");
+  mw_shard_t *s = unsharded(t);
+  er_model_t m;
+  er_model_init(&m, 10, 500);
+  for (int i = 0; i < 12; i++) assert_int_equal(write_one(&e, s, t, &m, 60), 0);
+  ctl(&e, mw_shard_flush, s);
+  size_t before = count_gen_dirs(&e);
+  size_t listed = s->ms.cached.n_sstables;
+  assert_true(before >= 2);
+  assert_int_equal(listed, before);
+  peer_claim_t pc = {.e = &e, .s = s};
+  assert_int_equal(mw_table_compact(t, on_compacted_peer_claims, &pc), 0);
+  run_until(&e.loop, flag_set, &pc.d.fired);
+  assert_int_equal(pc.d.status, 0);
+  /* the trim lost and GC retried it after its backoff: two full chances
+   * to delete a candidate */
+  run_until(&e.loop, gc_failed_twice, t->gc);
+  mw_gc_stats_t gs;
+  mw_gc_stats(t->gc, &gs);
+  assert_non_null(strstr(gs.last_error, "fenced"));
+  assert_int_equal(gs.dirs_deleted, 0);
+  assert_int_equal(gs.trims, 0);
+  assert_int_equal(count_gen_dirs(&e), before);
+  /* the newest manifest on storage is the peer's and names them all */
+  assert_int_equal(s->ms.cached.version, pc.version);
+  assert_int_equal(s->ms.cached.writer_epoch, pc.epoch);
+  assert_int_equal(s->ms.cached.n_sstables, listed);
+  ctl(&e, mw_shard_abort, s); /* the rows stay in the WAL (the peer replays them) */
+  close_table(&e, t);
+  assert_int_equal(count_gen_dirs(&e), before);
+  er_model_free(&m);
+  env_free(&e);
+}
+
 /* ---------------------------------------------------------------- history */
 
 static mw_table_t *open_history(env_t *e, const char *retention) {
@@ -987,6 +1072,7 @@ int main(void) {
       cmocka_unit_test(test_restart_listing),
       cmocka_unit_test(test_sstables),
       cmocka_unit_test(test_trim_answer_lost),
+      cmocka_unit_test(test_trim_lost_to_claim),
       cmocka_unit_test(test_history),
       cmocka_unit_test(test_history_peer_cleanup),
   };
