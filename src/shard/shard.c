@@ -283,6 +283,21 @@ static void ctl_done(mw_shard_t *s, int status, const char *reason) {
   kick(s);
 }
 
+/* The flush queued behind a running one (mw_shard_flush) starts once no
+ * control runs; refused then (the shard parked or closing), it answers. */
+static void start_next_flush(mw_shard_t *s) {
+  if (s->flush_next_cb == NULL) return;
+  if (s->ctl != CTL_NONE || s->ctl_pending_done) return; /* a callback began a control */
+  mw_shard_done_cb cb = s->flush_next_cb;
+  void *arg = s->flush_next_arg;
+  s->flush_next_cb = NULL;
+  s->flush_next_arg = NULL;
+  int rc = mw_shard_flush(s, cb, arg);
+  assert(s->flush_next_cb == NULL); /* no control ran: it began or was refused, never queued */
+  assert(rc != -EBUSY);
+  if (rc < 0) cb(s, rc, s->reason[0] ? s->reason : mw_strerror(rc), arg);
+}
+
 static void on_kick(uv_timer_t *t) {
   mw_shard_t *s = t->data;
   while (s->done_head) {
@@ -299,6 +314,7 @@ static void on_kick(uv_timer_t *t) {
     s->ctl_cb = NULL;
     if (cb) cb(s, s->ctl_status, s->ctl_status ? s->ctl_reason : NULL, s->ctl_arg);
   }
+  start_next_flush(s);
 }
 
 /* ------------------------------------------------------------------ parking */
@@ -1225,6 +1241,15 @@ int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
 int mw_shard_flush(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
   assert(s != NULL);
   if (s->state != MW_SS_ACTIVE || s->stopping) return s->park_status ? s->park_status : -EINVAL;
+  if (s->closing) return -ESHUTDOWN;
+  if ((s->ctl == CTL_FLUSH || s->ctl_pending_done) && s->flush_next_cb == NULL) {
+    /* a flush runs (recovery's, say) or a control has just answered: this
+     * one follows it (start_next_flush) and covers the rows acked by now */
+    assert(cb != NULL);
+    s->flush_next_cb = cb;
+    s->flush_next_arg = arg;
+    return 0;
+  }
   int rc = ctl_begin(s, CTL_FLUSH, cb, arg);
   if (rc < 0) return rc;
   s->ctl_gen = s->active->m.n_rows > 0 ? s->active->m.generation : s->active->m.generation - 1;

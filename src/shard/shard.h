@@ -237,6 +237,10 @@ struct mw_shard {
   int ctl_status;
   char ctl_reason[MW_SHARD_REASON_BYTES];
   bool ctl_pending_done;
+  /* one flush asked for while a flush runs (an operator's after recovery's):
+   * started when that one has answered, so it is never refused as busy */
+  mw_shard_done_cb flush_next_cb;
+  void *flush_next_arg;
   bool stopping;              /* seal/release: refuse writes */
   bool hold_age_flush;        /* mw_shard_hold_age_flush: the age bound freezes nothing */
   mw_storage_req_t dreq;      /* drop */
@@ -281,7 +285,11 @@ int mw_shard_sync(mw_shard_t *s, mw_shard_write_t *w, mw_shard_write_cb cb);
  * epoch's I/O still in flight: the same wait. -EROFS if SEALED; -EALREADY
  * at once while claiming or replaying; -EBUSY while another control runs. */
 int mw_shard_claim(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
-/* Freeze the active MemTable; cb when every frozen MemTable is committed. */
+/* Freeze the active MemTable; cb when every frozen MemTable is committed.
+ * While a flush runs (recovery's after a replay, say), one more flush is
+ * queued behind it and begins when it has answered, so it covers every row
+ * acknowledged by the call; a second one queued then gets -EBUSY, as does
+ * any flush while another control (claim, seal, release) runs. */
 int mw_shard_flush(mw_shard_t *s, mw_shard_done_cb cb, void *arg);
 /* ACTIVE → SEALED: stop accepting, make pending durable, abort without
  * flushing, commit status SEALED under our epoch. */

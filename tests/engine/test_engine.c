@@ -658,6 +658,57 @@ static void test_replay_skips_stale_entries_above_sentinel(void **state) {
 
 /* ---------------------------------------------------------------- replay */
 
+/* A flush asked for while one runs (an operator's `memwalctl flush` while
+ * recovery flushes what it replayed) follows it instead of failing -EBUSY:
+ * both answer 0, in order; a third while one waits is refused. */
+typedef struct order {
+  done_t d;
+  int *seq;
+  int at;
+} order_t;
+
+static void on_order(mw_shard_t *s, int status, const char *reason, void *arg) {
+  order_t *o = arg;
+  assert_false(o->d.fired); /* answered once */
+  on_done(s, status, reason, &o->d);
+  o->at = ++*o->seq;
+}
+
+static void test_flush_behind_flush(void **state) {
+  (void)state;
+  env_t e;
+  env_open(&e, "unsharded-unflushed", false, NULL, NULL, 0);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  int seq = 0;
+  order_t a = {.seq = &seq}, b = {.seq = &seq};
+  done_t c = {0};
+  assert_int_equal(mw_shard_flush(s, on_order, &a), 0);
+  assert_int_equal(mw_shard_flush(s, on_order, &b), 0); /* was -EBUSY */
+  assert_int_equal(mw_shard_flush(s, on_done, &c), -EBUSY); /* one waits already */
+  run_until(&e.loop, &b.d.fired);
+  assert_true(a.d.fired);
+  assert_int_equal(a.d.status, 0);
+  assert_int_equal(b.d.status, 0);
+  assert_int_equal(a.at, 1);
+  assert_int_equal(b.at, 2);
+  assert_false(c.fired);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.memtable_rows, 0);
+  assert_int_equal(st.frozen, 0);
+  /* idle again: a flush begins at once and answers */
+  done_t d = {0};
+  assert_int_equal(mw_shard_flush(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  d = (done_t){0};
+  assert_int_equal(mw_shard_release(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  env_close(&e);
+}
+
 static void test_replay_unflushed_then_flush(void **state) {
   (void)state;
   env_t e;
@@ -2062,6 +2113,7 @@ int main(void) {
       cmocka_unit_test(test_claim_of_active_shard_checks_manifest),
       cmocka_unit_test(test_claim_of_fenced_shard_waits_for_flush),
       cmocka_unit_test(test_replay_unflushed_then_flush),
+      cmocka_unit_test(test_flush_behind_flush),
       cmocka_unit_test(test_replay_skips_stale_entries_above_sentinel),
       cmocka_unit_test(test_replay_flushes_full_memtable),
       cmocka_unit_test(test_wal_entry_bytes_match_lance),
