@@ -8,7 +8,9 @@
  *   proof_tool hold TABLE --lo L
  *       claim the unsharded shard and write 10-row writes (ids L+10j..)
  *       until fenced: "ack J" / "refused J STATUS REASON"; "ready" after 20
- *       acks (the parent then lets LanceDB take the shard); at the end one
+ *       acks (the parent then lets LanceDB take the shard); after 1 000
+ *       writes "paused J" and it waits for a stdin line before writing on
+ *       (the parent sends one once LanceDB has fenced it); at the end one
  *       more write must fail at once: "after STATUS REASON"; then
  *       "done acked=N refused=M late_acks=K" (K: acks after a refusal).
  *   proof_tool take TABLE --lo L --n N
@@ -199,12 +201,28 @@ static void hold_result(int64_t j, int status, const char *reason) {
   say("refused %" PRId64 " %d %s", j, status, reason ? reason : "");
 }
 
+/* Writes before the hold pauses for the parent (well under LanceDB's
+ * 8 000-batch MemTable bound however writes group into WAL entries). */
+#define HOLD_PAUSE_WRITES 1000
+
 static int cmd_hold(void) {
   mw_table_t *t = open_table(NULL, NULL, 0, NULL);
   on_result = hold_result;
   int64_t j = 0;
+  bool paused = false;
   while (!stop_writing || outstanding > 0) {
-    while (!stop_writing && outstanding < 4) {
+    if (!stop_writing && !paused && j >= HOLD_PAUSE_WRITES && outstanding == 0) {
+      /* Wait for the parent's "go" (sent once LanceDB's open has fenced us)
+       * rather than growing the WAL LanceDB must replay: past 8 000 batches
+       * LanceDB 0.39.0 flushes the replayed MemTable without its
+       * _pk_index/ (../shared/peer/FINDINGS.md b, c) and the proof fails on
+       * Lance's defect, not ours. */
+      paused = true;
+      say("paused %" PRId64, j);
+      char line[64];
+      if (fgets(line, sizeof line, stdin) == NULL) die("stdin closed");
+    }
+    while (!stop_writing && outstanding < 4 && (paused || j < HOLD_PAUSE_WRITES)) {
       mw_err_t err = {0};
       int rc = submit(t, j, 10, id_lo, "m", &err);
       if (rc < 0) {

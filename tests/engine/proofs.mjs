@@ -172,6 +172,10 @@ async function fence3() {
   let err1 = null, err2 = null;
   try { await merge(A, rowsFor(range(LL, 20), "L1", fs_)); } catch (e) { err1 = e.message; }
   check(err1 === null, `LanceDB's mergeInsert while we hold the shard succeeds${err1 ? ": " + err1 : ""}`);
+  // LanceDB has fenced us: a hold that paused (proof_tool's 1 000 writes)
+  // writes on and must be refused. One already refused has left stdin.
+  c.p.stdin.on("error", () => {});
+  c.p.stdin.end("go\n");
   const acked = new Set(), refused = new Set();
   let after = null, done = null;
   await c.until(/^done /);
