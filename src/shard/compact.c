@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/bgprio.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "shard/compact_int.h"
@@ -521,6 +522,7 @@ void (*mw_compact_merge_hook_for_tests)(void);
 
 static void work_cb(uv_work_t *w) {
   mw_compact_t *c = w->data;
+  int nice_old = mw_bgprio_enter(); /* never ahead of the ack path (bgprio.h) */
   switch (c->run.phase) {
     case R_MERGE:
       if (mw_compact_merge_hook_for_tests != NULL) mw_compact_merge_hook_for_tests();
@@ -530,6 +532,7 @@ static void work_cb(uv_work_t *w) {
     case R_BUILD: mw_compact__work_build(c); break;
     default: assert(0 && "compact: pool job in a storage phase");
   }
+  mw_bgprio_leave(nice_old);
 }
 
 static void after_work_cb(uv_work_t *w, int status) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bgprio.h"
 #include "common/log.h"
 
 void mw_flush_init(mw_flush_t *f, uv_loop_t *loop, mw_storage_t *st, mw_mstore_t *ms, bool zstd) {
@@ -148,8 +149,10 @@ static void work_cb(uv_work_t *w) {
   assert(part >= 0 && part < MW_SSTABLE_PARTS);
   assert(!f->serial || part == 0);
   int last = f->serial ? MW_SSTABLE_PARTS - 1 : part;
+  int nice_old = mw_bgprio_enter(); /* never ahead of the ack path (bgprio.h) */
   for (int i = part; i <= last; i++)
     if ((f->work_rc[i] = mw_sstable_job_run(f->job, i, &f->work_err[i])) < 0) break;
+  mw_bgprio_leave(nice_old);
 }
 
 static void after_work_cb(uv_work_t *w, int status) {
