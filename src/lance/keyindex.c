@@ -201,7 +201,14 @@ int64_t mw_keyindex_find(const mw_keyindex_t *ki, const mw_field_t *pk, const mw
   assert(out->len % 4 == 0); /* out holds u32s */
   const mw_column_t *keys = &ki->batch.cols[0];
   size_t start = out->len;
+  int64_t last = ki->n - 1;
+  /* The keys are sorted, so keys[0] and keys[last] bound them: a probe
+   * outside that range cannot match, and two comparisons against rows
+   * that stay in cache are cheaper than the bloom's random reads (new,
+   * ascending keys miss every older fragment this way). */
   for (int64_t i = 0; i < n; i++) {
+    if (last < 0 || mw_pk_key_cmp(pk, keys, last, probe, i) < 0 || mw_pk_key_cmp(pk, keys, 0, probe, i) > 0)
+      continue;
     if (!mw_bloom_check(&ki->bloom, hashes[i])) continue;
     int64_t lo = 0, hi = ki->n; /* first row with key >= probe[i] */
     while (lo < hi) {

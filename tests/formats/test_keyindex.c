@@ -6,7 +6,9 @@
  * the name rule; refusals (null keys, a key type mismatch, a file that is
  * not a key index); and every bit flip and truncation of a small index
  * either fails with -EBADMSG or decodes to an index that still passes its
- * own checks (sorted, offsets once, keys in the bloom).
+ * own checks (sorted, offsets once, keys in the bloom). The key-range
+ * prefilter of find skips only probes outside [min, max]: probes equal to
+ * the min and the max, and inside the range, still find their rows.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -164,6 +166,63 @@ static void test_random(void **state) {
   for (uint64_t seed = 1; seed <= 40; seed++) random_round(seed % 2 ? MW_T_INT64 : MW_T_UTF8, seed);
 }
 
+/* Keys 20 10 16 14 12 18 (offsets 0..5); probes below the min, at the min,
+ * inside but absent, inside and present, at the max, above the max. */
+static void range_round(mw_type_t t) {
+  mw_field_t f = field(t);
+  mw_column_t keys, probe, one;
+  column_init(&keys, &f);
+  column_init(&probe, &f);
+  column_init(&one, &f);
+  const int64_t ks[] = {20, 10, 16, 14, 12, 18};
+  for (int i = 0; i < 6; i++) put(&keys, &f, ks[i]);
+  mw_buf_t file = MW_BUF_INIT;
+  assert_int_equal(mw_keyindex_build(&f, &keys, "r.lance", &file, NULL), 0);
+  mw_keyindex_t ki;
+  assert_int_equal(mw_keyindex_decode(file.data, file.len, &f, &ki, NULL), 0);
+  /* utf8 order: "key-1" < "key-10" < ... < "key-20" < "key-21" < "key-9" */
+  const int64_t ps[] = {1, 10, 15, 16, 20, 21, 9};
+  for (int i = 0; i < 7; i++) put(&probe, &f, ps[i]);
+  uint64_t h[7];
+  hashes_of(&f, &probe, h);
+  mw_buf_t out = MW_BUF_INIT;
+  assert_int_equal(mw_keyindex_find(&ki, &f, &probe, h, 7, &out), 3);
+  const uint32_t *v = (const uint32_t *)(const void *)out.data;
+  assert_int_equal(v[0], 0); /* 20, the max */
+  assert_int_equal(v[1], 1); /* 10, the min */
+  assert_int_equal(v[2], 2); /* 16, inside */
+  mw_buf_reset(&out);
+  assert_int_equal(mw_keyindex_find(&ki, &f, &probe, h, 1, &out), 0); /* 1: below the min */
+  assert_int_equal(mw_keyindex_find(&ki, &f, &probe, h + 5, 0, &out), 0);
+  mw_keyindex_free(&ki);
+  mw_buf_reset(&file);
+  put(&one, &f, 15); /* min = max */
+  assert_int_equal(mw_keyindex_build(&f, &one, "o.lance", &file, NULL), 0);
+  assert_int_equal(mw_keyindex_decode(file.data, file.len, &f, &ki, NULL), 0);
+  assert_int_equal(mw_keyindex_find(&ki, &f, &probe, h, 7, &out), 1); /* the probe 15 */
+  mw_buf_reset(&out);
+  mw_column_t p15;
+  column_init(&p15, &f);
+  put(&p15, &f, 14), put(&p15, &f, 15), put(&p15, &f, 16);
+  uint64_t h15[3];
+  hashes_of(&f, &p15, h15);
+  assert_int_equal(mw_keyindex_find(&ki, &f, &p15, h15, 3, &out), 1);
+  assert_int_equal(((const uint32_t *)(const void *)out.data)[0], 0);
+  column_free(&p15);
+  mw_keyindex_free(&ki);
+  mw_buf_free(&out);
+  mw_buf_free(&file);
+  column_free(&keys);
+  column_free(&probe);
+  column_free(&one);
+}
+
+static void test_range(void **state) {
+  (void)state;
+  range_round(MW_T_INT64);
+  range_round(MW_T_UTF8);
+}
+
 static void test_corrupt(void **state) {
   (void)state;
   mw_field_t f = field(MW_T_INT64);
@@ -205,6 +264,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sample),
       cmocka_unit_test(test_random),
+      cmocka_unit_test(test_range),
       cmocka_unit_test(test_corrupt),
   };
   return cmocka_run_group_tests_name("keyindex", tests, NULL, NULL);
