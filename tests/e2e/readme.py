@@ -9,9 +9,9 @@ line (its port 7070 replaced by the port the daemon bound: never assume
 7070 is free), then the reader block. The outputs the README promises are
 checked: OK lines counting 3 rows and `SYNC 3`, then `flushed=1` and the
 one row LanceDB 0.39.0 reads back with tools/read-table.mjs (`{"rows":1}`
-on stderr), and memwal-inspect verify on the table. The `npm ... ci` line
-is checked to be there and not run: the test command installs
-tests/interop/node_modules once, for every suite. A README edit that breaks a command fails this test. Output is TAP.
+on stderr), and memwal-inspect verify on the table. The `npm ... install` line
+is run as written from the repository root (a no-op after the test
+command's install) and must leave package-lock.json as committed. A README edit that breaks a command fails this test. Output is TAP.
 """
 import json
 import os
