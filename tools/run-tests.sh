@@ -42,9 +42,11 @@ for line in open(sys.argv[1]):
         f += 1
         # the failing TAP checks (or the last lines) so CI's tail names the cause
         out = (r.get("stdout") or "") + (r.get("stderr") or "")
-        bad = re.findall(r"^not ok .*$", out, re.M)[:5] or out.strip().splitlines()[-5:]
+        # each failing check with the first diagnostic lines under it ("# ..."), which say why
+        bad = [m.group(0).rstrip() for m in re.finditer(r"^not ok .*(?:\n# .*){0,6}", out, re.M)][:5] \
+            or out.strip().splitlines()[-5:]
         failed.append(f"FAILED {sys.argv[2]}: {r['name']} ({r['result']})")
-        failed += ["    " + b[:300] for b in bad]
+        failed += ["    " + l[:300] for b in bad for l in b.splitlines()]
     for t in re.findall(r"^ok \d+ (.*?)\s*# SKIP\b.*$", r.get("stdout") or "", re.M):
         k += 1
         names.append(f"{sys.argv[2]}: {r['name']}: {t.lstrip('- ')}")
