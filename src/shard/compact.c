@@ -5,7 +5,7 @@
  * all of them: a table of 1024 buckets does not make 1024 versions). It is
  * a chain of phases; each phase submits its storage requests at once
  * (storage queues past its in-flight limit) and the last completion moves to
- * the next phase. CPU work runs on the thread pool in three jobs, so the
+ * the next phase. CPU work runs on the thread pool in four jobs, so the
  * loop only moves bytes:
  *
  *   BASE_READ    base_store read_latest                 <------------+
@@ -17,7 +17,8 @@
  *   KEYS_DATA    GET the data files whose index is missing           |
  *   KEYS_WORK    pool: decode / build those indexes                  |
  *   KEYS_PUT     PUT the built ones (best effort: only a cache)      |
- *   DELS_GET     lookups; GET deletion files of fragments with hits, |
+ *   DELS_FIND    pool: the key lookups in every base fragment's index|
+ *   DELS_GET     GET deletion files of fragments with hits,          |
  *                and the data of small fragments to fold             |
  *   BUILD        pool: unions, .bin files, folded rows, the new      |
  *                fragment, its key index, the commit bytes           |
@@ -519,6 +520,7 @@ static void phase_commit(mw_compact_t *c) {
 /* ---------------------------------------------------------- pool plumbing */
 
 void (*mw_compact_merge_hook_for_tests)(void);
+int (*mw_compact_find_hook_for_tests)(void);
 
 static void work_cb(uv_work_t *w) {
   mw_compact_t *c = w->data;
@@ -529,6 +531,7 @@ static void work_cb(uv_work_t *w) {
       mw_compact__work_merge(c);
       break;
     case R_KEYS_WORK: mw_compact__work_keys(c); break;
+    case R_DELS_FIND: mw_compact__work_find(c); break;
     case R_BUILD: mw_compact__work_build(c); break;
     default: assert(0 && "compact: pool job in a storage phase");
   }
@@ -602,7 +605,10 @@ void mw_compact__next(mw_compact_t *c) {
       mw_compact__queue_work(c, R_KEYS_WORK);
       return;
     case R_KEYS_WORK: mw_compact__keys_put(c); return;
-    case R_KEYS_PUT: mw_compact__dels_get(c); return;
+    case R_KEYS_PUT: mw_compact__dels_find(c); return;
+    case R_DELS_FIND:
+      if (!work_failed(c)) mw_compact__dels_get(c);
+      return;
     case R_DELS_GET:
       for (size_t i = 0; i < r->n_frags; i++)
         if (io_failed(c, r->frags[i].data_io.status, "GET", r->frags[i].key) ||

@@ -132,5 +132,8 @@ bool mw_compact_shard_state(const mw_compact_t *c, const uint8_t id[16], mw_comp
 /* Tests only (NULL otherwise): called on the pool thread at the start of
  * every merge job, before any work; it may block to hold a run mid-merge. */
 extern void (*mw_compact_merge_hook_for_tests)(void);
+/* Tests only (NULL otherwise): called on the pool thread after each base
+ * fragment's key lookup; a negative errno fails that lookup with it. */
+extern int (*mw_compact_find_hook_for_tests)(void);
 
 #endif

@@ -92,7 +92,8 @@ typedef struct fwork {
   mw_buf_t built;     /* a key index built from the data file */
   mw_err_t work_err;
   int work_rc;
-  mw_buf_t hits;      /* u32 offsets whose keys the merge supersedes */
+  mw_buf_t hits;      /* u32 offsets whose keys the merge supersedes (pool: DELS_FIND) */
+  int64_t n_hits;     /* hits.len / 4 once found */
   mw_buf_t del_new;
   uint64_t del_id, num_deleted;
   bool remove, change;
@@ -100,7 +101,7 @@ typedef struct fwork {
 
 enum {
   R_IDLE = 0, R_BASE_READ, R_SST_MANIFEST, R_SST_FILES, R_MERGE, R_KEYS_GET, R_KEYS_DATA,
-  R_KEYS_WORK, R_KEYS_PUT, R_DELS_GET, R_BUILD, R_COMMIT,
+  R_KEYS_WORK, R_KEYS_PUT, R_DELS_FIND, R_DELS_GET, R_BUILD, R_COMMIT,
 };
 
 typedef struct cshard {
@@ -201,6 +202,8 @@ void mw_compact__keys_get(mw_compact_t *c);         /* R_KEYS_GET */
 void mw_compact__keys_data(mw_compact_t *c);        /* R_KEYS_DATA */
 void mw_compact__work_keys(mw_compact_t *c);        /* pool */
 void mw_compact__keys_put(mw_compact_t *c);         /* R_KEYS_PUT */
+void mw_compact__dels_find(mw_compact_t *c);        /* folds chosen; queues R_DELS_FIND */
+void mw_compact__work_find(mw_compact_t *c);        /* pool: the key lookups */
 void mw_compact__dels_get(mw_compact_t *c);         /* R_DELS_GET */
 void mw_compact__work_build(mw_compact_t *c);       /* pool */
 

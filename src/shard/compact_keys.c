@@ -12,7 +12,7 @@
  *
  * Cost per run, for K merged keys and F base fragments: F·K bloom probes
  * and a binary search per probe that passes (about F·K·0.001 false ones),
- * on the loop; I/O only for indexes not cached (each read once per process,
+ * on the pool (the loop only queues the job and collects it); I/O only for indexes not cached (each read once per process,
  * built once per data file ever) and for the deletion files of fragments
  * that hold superseded rows. It grows with the number of fragments, not
  * with the base table's rows; folding keeps the fragments few.
@@ -384,7 +384,11 @@ static int choose_folds(mw_compact_t *c) {
   return 0;
 }
 
-void mw_compact__dels_get(mw_compact_t *c) {
+/* Loop: the key indexes PUT, the cache trimmed (this run's entries stay:
+ * the lookups read them on the pool), the folds chosen; then the lookups
+ * go to the pool. Nothing touches the cache until the job is back: the
+ * run is the cache's only writer and it waits for its job. */
+void mw_compact__dels_find(mw_compact_t *c) {
   run_t *r = &c->run;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
@@ -393,6 +397,7 @@ void mw_compact__dels_get(mw_compact_t *c) {
                   f->built_key, mw_strerror(f->io.status));
     mw_buf_free(&f->built);
     f->io.status = 0;
+    assert(f->ke != NULL); /* KEYS_PUT cached every index */
   }
   cache_trim(c);
   int rc = choose_folds(c);
@@ -400,23 +405,46 @@ void mw_compact__dels_get(mw_compact_t *c) {
     mw_compact__fail(c, rc);
     return;
   }
+  mw_compact__queue_work(c, R_DELS_FIND);
+}
+
+/* pool: which rows of each base fragment hold a key the merge supersedes
+ * (F fragments x K keys of probes: the run's largest CPU cost after the
+ * merge, so never on the loop). Stops at the first failure. */
+void mw_compact__work_find(mw_compact_t *c) {
+  run_t *r = &c->run;
   const mw_field_t *pk = &c->t->meta.schema.fields[c->pk_base];
+  assert(r->phase == R_DELS_FIND);
+  for (size_t i = 0; i < r->n_frags && r->work_rc == 0; i++) {
+    fwork_t *f = &r->frags[i];
+    mw_buf_reset(&f->hits);
+    f->n_hits = mw_keyindex_find(&f->ke->ki, pk, &r->keys, r->hashes, r->n_keys, &f->hits);
+    if (mw_compact_find_hook_for_tests != NULL && f->n_hits >= 0) {
+      int hook = mw_compact_find_hook_for_tests();
+      if (hook < 0) f->n_hits = hook;
+    }
+    if (f->n_hits < 0)
+      r->work_rc = mw_err_set(&r->work_err, (int)f->n_hits, "key lookup in fragment %" PRIu64 " (%s): %s",
+                              f->f->id, f->pk_file, mw_strerror((int)f->n_hits));
+  }
+}
+
+/* Loop: GET the deletion files of fragments with hits, and the data of the
+ * fragments to fold. */
+void mw_compact__dels_get(mw_compact_t *c) {
+  run_t *r = &c->run;
+  assert(r->work_rc == 0);
   r->phase = R_DELS_GET;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
-    mw_buf_reset(&f->hits);
-    int64_t n = mw_keyindex_find(&f->ke->ki, pk, &r->keys, r->hashes, r->n_keys, &f->hits);
-    if (n < 0) {
-      mw_compact__fail(c, (int)n);
-      return;
-    }
+    assert(f->n_hits >= 0 && (size_t)f->n_hits == f->hits.len / 4);
     const Lance__Table__DeletionFile *d = f->f->deletion_file;
     f->data_io.status = 0;
     if (f->fold) {
       snprintf(f->key, sizeof f->key, "data/%s", f->f->files[0]->path);
       mw_compact__get(c, &f->data_req, &f->data_io, f->key);
     }
-    if ((n == 0 && !f->fold) || d == NULL) continue;
+    if ((f->n_hits == 0 && !f->fold) || d == NULL) continue;
     bool bitmap = d->file_type == LANCE__TABLE__DELETION_FILE__DELETION_FILE_TYPE__BITMAP;
     snprintf(f->del_key, sizeof f->del_key, "%s/%" PRIu64 "-%" PRIu64 "-%" PRIu64 ".%s", MW_DELETION_DIR,
              f->f->id, d->read_version, d->id, bitmap ? "bin" : "arrow");

@@ -38,6 +38,10 @@
  *   new_shards   a run that meets three shards for the first time after it
  *                took a fourth: under ASan, no write into per-shard state
  *                that moved (it once did); then base == model.
+ *   find_error   the key lookups run on a pool thread, not the loop's; one
+ *                that fails (-ENOMEM, injected) fails the run with a reason
+ *                naming the fragment, commits nothing (the base version and
+ *                rows stay), and the next request compacts: base == model.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1022,6 +1026,70 @@ static void test_flush_during_merge(void **state) {
   env_free(&e);
 }
 
+/* --- a failed key lookup on the pool ----------------------------------- */
+
+static uv_thread_t find_loop_thread;
+static int find_calls, find_off_loop, find_fail_at;
+static int find_hook(void) {
+  uv_thread_t self = uv_thread_self();
+  find_calls++; /* the loop waits for the job: no other thread counts */
+  if (!uv_thread_equal(&self, &find_loop_thread)) find_off_loop++;
+  return find_calls == find_fail_at ? -ENOMEM : 0;
+}
+
+static void test_find_error(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, "unsharded-small");
+  base_view_t *prior = calloc(1, sizeof *prior), *mid = calloc(1, sizeof *mid), *now = calloc(1, sizeof *now);
+  base_read(&e, prior);
+  mw_table_t *t = open_table(&e, NULL, 0, NULL);
+  er_model_t m;
+  er_model_init(&m, 23, KEYS);
+  write_rows(&e, t, &m, 900, 0);
+  flush_all(&e, t);
+  compact(&e, t); /* two base fragments now: the vector's and ours */
+  base_read(&e, mid);
+  assert_true(mid->meta.manifest.pb->n_fragments >= 2);
+  bool present[KEYS + 100];
+  memcpy(present, mid->present, sizeof present);
+
+  write_rows(&e, t, &m, 600, 0);
+  flush_all(&e, t);
+  find_loop_thread = uv_thread_self();
+  find_calls = find_off_loop = 0;
+  find_fail_at = 2; /* the second fragment's lookup */
+  mw_compact_find_hook_for_tests = find_hook;
+  done_t d = {0};
+  assert_int_equal(mw_table_compact(t, on_compacted, &d), 0);
+  run_until(&e.loop, &d.fired);
+  mw_compact_find_hook_for_tests = NULL;
+  assert_int_equal(d.status, -ENOMEM);
+  if (strstr(d.reason, "key lookup in fragment") == NULL) fail_msg("the lookup failure reported as: %s", d.reason);
+  assert_int_equal(find_calls, 2); /* stops at the first failure */
+  assert_int_equal(find_off_loop, find_calls);
+  mw_compact_stats_t cs;
+  mw_compact_stats(t->compact, &cs);
+  assert_int_equal(cs.failures, 1);
+  base_read(&e, now); /* nothing committed: the same version, the same live rows */
+  assert_int_equal(now->version, mid->version);
+  assert_memory_equal(now->present, present, sizeof present);
+
+  compact(&e, t); /* the hook gone: the next request compacts it all */
+  base_read(&e, now);
+  assert_true(now->version > mid->version);
+  expect_model(prior, &m, now, NULL, NULL);
+  close_table(&e, t);
+  er_model_free(&m);
+  mw_table_meta_free(&prior->meta);
+  mw_table_meta_free(&mid->meta);
+  mw_table_meta_free(&now->meta);
+  free(prior);
+  free(mid);
+  free(now);
+  env_free(&e);
+}
+
 int main(void) {
   mw_log_init();
   mw_log_set_level(MW_LOG_WARN);
@@ -1035,6 +1103,7 @@ int main(void) {
       cmocka_unit_test(test_strpk),
       cmocka_unit_test(test_new_shards),
       cmocka_unit_test(test_flush_during_merge),
+      cmocka_unit_test(test_find_error),
   };
   return cmocka_run_group_tests_name("compact", tests, NULL, NULL);
 }
