@@ -194,6 +194,18 @@ static int cmp_u32(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* out[start..) as u32s: sorted and unique; returns how many remain. */
+static int64_t sort_unique(mw_buf_t *out, size_t start) {
+  size_t k = (out->len - start) / 4;
+  uint32_t *v = (uint32_t *)(void *)(out->data + start);
+  if (k > 1) qsort(v, k, 4, cmp_u32);
+  size_t w = 0;
+  for (size_t i = 0; i < k; i++)
+    if (w == 0 || v[i] != v[w - 1]) v[w++] = v[i];
+  out->len = start + 4 * w;
+  return (int64_t)w;
+}
+
 int64_t mw_keyindex_find(const mw_keyindex_t *ki, const mw_field_t *pk, const mw_column_t *probe,
                          const uint64_t *hashes, int64_t n, mw_buf_t *out) {
   assert(ki != NULL && pk != NULL && probe != NULL && out != NULL);
@@ -219,12 +231,69 @@ int64_t mw_keyindex_find(const mw_keyindex_t *ki, const mw_field_t *pk, const mw
     for (; lo < ki->n && mw_pk_key_cmp(pk, keys, lo, probe, i) == 0; lo++)
       if (mw_buf_append(out, &ki->offsets[lo], 4) < 0) return -ENOMEM;
   }
-  size_t k = (out->len - start) / 4;
-  uint32_t *v = (uint32_t *)(void *)(out->data + start);
-  if (k > 1) qsort(v, k, 4, cmp_u32);
-  size_t w = 0;
-  for (size_t i = 0; i < k; i++)
-    if (w == 0 || v[i] != v[w - 1]) v[w++] = v[i];
-  out->len = start + 4 * w;
-  return (int64_t)w;
+  return sort_unique(out, start);
+}
+
+bool mw_keyindex_sorted(const mw_field_t *pk, const mw_column_t *probe) {
+  assert(pk != NULL && probe != NULL);
+  assert(probe->length >= 0);
+  for (int64_t i = 0; i < probe->length; i++)
+    if (!mw_column_valid(probe, i) || (i > 0 && mw_pk_key_cmp(pk, probe, i - 1, probe, i) > 0)) return false;
+  return true;
+}
+
+/* The first row in [lo, n) whose key is >= probe[i]: doubling steps from
+ * lo, then a binary search inside the last step. Every row below lo is
+ * known to be smaller. */
+static int64_t gallop(const mw_keyindex_t *ki, const mw_field_t *pk, int64_t lo, const mw_column_t *probe,
+                      int64_t i) {
+  const mw_column_t *keys = &ki->batch.cols[0];
+  int64_t hi = lo, step = 1;
+  while (hi < ki->n && mw_pk_key_cmp(pk, keys, hi, probe, i) < 0) {
+    lo = hi + 1;
+    hi = lo + step < ki->n ? lo + step : ki->n;
+    step *= 2;
+  }
+  while (lo < hi) { /* keys[lo - 1] < probe <= keys[hi] (or hi == n) */
+    int64_t mid = lo + (hi - lo) / 2;
+    if (mw_pk_key_cmp(pk, keys, mid, probe, i) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* One ascending run of probes against the index, offsets appended. */
+static int find_run(const mw_keyindex_t *ki, const mw_field_t *pk, const mw_column_t *probe, mw_buf_t *out) {
+  const mw_column_t *keys = &ki->batch.cols[0];
+  int64_t to = probe->length;
+  int64_t lo = 0, hi = to; /* skip the probes below the index's first key */
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (mw_pk_key_cmp(pk, probe, mid, keys, 0) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  int64_t pos = 0; /* every key below pos is below the current probe */
+  for (int64_t i = lo; i < to && pos < ki->n; i++) {
+    int c = mw_pk_key_cmp(pk, keys, pos, probe, i);
+    if (c > 0) continue; /* between two of the index's keys: a miss */
+    if (c < 0) {
+      pos = gallop(ki, pk, pos + 1, probe, i);
+      if (pos == ki->n || mw_pk_key_cmp(pk, keys, pos, probe, i) != 0) continue;
+    }
+    for (int64_t k = pos; k < ki->n && mw_pk_key_cmp(pk, keys, k, probe, i) == 0; k++)
+      if (mw_buf_append(out, &ki->offsets[k], 4) < 0) return -ENOMEM;
+  }
+  return 0;
+}
+
+int64_t mw_keyindex_find_sorted(const mw_keyindex_t *ki, const mw_field_t *pk, const mw_column_t *const *runs,
+                                size_t n_runs, mw_buf_t *out) {
+  assert(ki != NULL && pk != NULL && out != NULL);
+  assert(runs != NULL || n_runs == 0);
+  assert(out->len % 4 == 0); /* out holds u32s */
+  size_t start = out->len;
+  if (ki->n <= 0) return 0;
+  for (size_t s = 0; s < n_runs; s++)
+    if (find_run(ki, pk, runs[s], out) < 0) return -ENOMEM;
+  return sort_unique(out, start); /* two runs may share a key (two shards) */
 }

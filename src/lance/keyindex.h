@@ -31,6 +31,7 @@
 #ifndef MW_LANCE_KEYINDEX_H
 #define MW_LANCE_KEYINDEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,5 +74,20 @@ void mw_keyindex_free(mw_keyindex_t *ki);
  * how many were appended, or -ENOMEM. */
 int64_t mw_keyindex_find(const mw_keyindex_t *ki, const mw_field_t *pk, const mw_column_t *probe,
                          const uint64_t *hashes, int64_t n, mw_buf_t *out);
+
+/* The same for probe keys in n_runs columns, each ascending (ties
+ * allowed) and without nulls: a merge's keys (lsm_merge.h), one column per
+ * shard. A merge-walk of both sorted sides, galloping over the index's
+ * keys: a probe below the index's current key costs one comparison and no
+ * bloom probe, so keys that interleave with the fragment's (many
+ * producers, each with its own key range) cost about K + hits·log n
+ * comparisons, and keys that miss the fragment's range about log K +
+ * log n. Unsorted runs give wrong answers: check them once
+ * (mw_keyindex_sorted). Returns how many were appended, or -ENOMEM. */
+int64_t mw_keyindex_find_sorted(const mw_keyindex_t *ki, const mw_field_t *pk, const mw_column_t *const *runs,
+                                size_t n_runs, mw_buf_t *out);
+
+/* Whether probe is ascending (ties allowed) and free of nulls. */
+bool mw_keyindex_sorted(const mw_field_t *pk, const mw_column_t *probe);
 
 #endif

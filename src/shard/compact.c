@@ -258,8 +258,6 @@ static void run_reset(mw_compact_t *c) {
   for (size_t k = 0; k < r->n_groups; k++) mw_compact__group_free(&r->groups[k]);
   free(r->groups);
   mw_compact__frags_reset(r);
-  mw_column_free(&r->keys);
-  free(r->hashes);
   mw_bstore_op_free(&r->bop);
   memset(r, 0, sizeof *r);
 }

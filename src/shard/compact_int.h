@@ -125,9 +125,7 @@ typedef struct run {
   bool planned;
   group_t *groups;
   size_t n_groups;
-  mw_column_t keys;           /* every group's winning keys (lookups) */
-  uint64_t *hashes;
-  int64_t n_keys;
+  int64_t n_keys;             /* every group's winning keys (lookups) */
   char data_name[MW_DATA_FILE_NAME_BYTES];
   char data_key[MW_COMPACT_KEY_BYTES], keys_key[MW_COMPACT_KEY_BYTES];
   mw_buf_t data_file, data_keys;

@@ -10,9 +10,11 @@
  * (only for files of compaction_keyindex_store_rows rows or more: a small
  * file's index is rebuilt once per process instead).
  *
- * Cost per run, for K merged keys and F base fragments: F·K bloom probes
- * and a binary search per probe that passes (about F·K·0.001 false ones),
- * on the pool (the loop only queues the job and collects it); I/O only for indexes not cached (each read once per process,
+ * Cost per run, for K merged keys (ascending per shard) and F base
+ * fragments: per fragment a merge-walk of its sorted index against the
+ * keys (mw_keyindex_find_sorted): about log K + log n comparisons for a
+ * fragment whose key range the keys miss, K + hits·log n where they
+ * interleave; on the pool (the loop only queues the job and collects it); I/O only for indexes not cached (each read once per process,
  * built once per data file ever) and for the deletion files of fragments
  * that hold superseded rows. It grows with the number of fragments, not
  * with the base table's rows; folding keeps the fragments few.
@@ -408,17 +410,38 @@ void mw_compact__dels_find(mw_compact_t *c) {
   mw_compact__queue_work(c, R_DELS_FIND);
 }
 
+/* The probes: each group's merged keys, one column per shard, each
+ * ascending (lsm_merge.h): checked once per run, since the merge-walk
+ * would miss superseded rows on unsorted keys. */
+static int key_runs(mw_compact_t *c, const mw_column_t ***runs, mw_err_t *err) {
+  run_t *r = &c->run;
+  const mw_field_t *pk = &c->t->meta.schema.fields[c->pk_base];
+  const mw_column_t **v = calloc(r->n_groups + 1, sizeof *v);
+  if (v == NULL) return -ENOMEM;
+  *runs = v;
+  for (size_t k = 0; k < r->n_groups; k++) {
+    const mw_merge_t *m = &r->groups[k].merge;
+    if (m->keys.length != m->n_keys || !mw_keyindex_sorted(pk, &m->keys))
+      return mw_err_set(err, -EINVAL, "shard %s: merged keys not ascending", r->groups[k].shard->id_str);
+    v[k] = &m->keys;
+  }
+  return 0;
+}
+
 /* pool: which rows of each base fragment hold a key the merge supersedes
- * (F fragments x K keys of probes: the run's largest CPU cost after the
- * merge, so never on the loop). Stops at the first failure. */
+ * (F fragments, K keys: a merge-walk of each fragment's sorted index
+ * against the sorted keys; the run's largest CPU cost after the merge, so
+ * never on the loop). Stops at the first failure. */
 void mw_compact__work_find(mw_compact_t *c) {
   run_t *r = &c->run;
   const mw_field_t *pk = &c->t->meta.schema.fields[c->pk_base];
   assert(r->phase == R_DELS_FIND);
+  const mw_column_t **runs = NULL;
+  r->work_rc = key_runs(c, &runs, &r->work_err);
   for (size_t i = 0; i < r->n_frags && r->work_rc == 0; i++) {
     fwork_t *f = &r->frags[i];
     mw_buf_reset(&f->hits);
-    f->n_hits = mw_keyindex_find(&f->ke->ki, pk, &r->keys, r->hashes, r->n_keys, &f->hits);
+    f->n_hits = mw_keyindex_find_sorted(&f->ke->ki, pk, runs, r->n_groups, &f->hits);
     if (mw_compact_find_hook_for_tests != NULL && f->n_hits >= 0) {
       int hook = mw_compact_find_hook_for_tests();
       if (hook < 0) f->n_hits = hook;
@@ -427,6 +450,7 @@ void mw_compact__work_find(mw_compact_t *c) {
       r->work_rc = mw_err_set(&r->work_err, (int)f->n_hits, "key lookup in fragment %" PRIu64 " (%s): %s",
                               f->f->id, f->pk_file, mw_strerror((int)f->n_hits));
   }
+  free(runs);
 }
 
 /* Loop: GET the deletion files of fragments with hits, and the data of the

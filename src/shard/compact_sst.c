@@ -8,8 +8,8 @@
  * table schema (by field id; `_tombstone` by name, since other writers may
  * number it differently), apply the deletion file, and merge each shard's
  * SSTables with lsm_merge.h. Shards are merged apart: LanceDB's reader does
- * not deduplicate across shards, and neither does compaction. All groups'
- * winning keys are gathered (with their hashes) for the base lookups.
+ * not deduplicate across shards, and neither does compaction. Each group's
+ * winning keys (sorted) are the base lookups' probes, read in place.
  */
 #include <assert.h>
 #include <errno.h>
@@ -231,22 +231,13 @@ static int merge_group(const mw_table_t *t, group_t *g, mw_err_t *err) {
 void mw_compact__work_merge(mw_compact_t *c) {
   run_t *r = &c->run;
   const mw_table_t *t = c->t;
-  const mw_field_t *pk = &t->meta.schema.fields[c->pk_base];
   mw_err_t *err = &r->work_err;
   int rc = 0;
-  int64_t n = 0;
+  r->n_keys = 0;
   for (size_t k = 0; k < r->n_groups && rc == 0; k++) {
     rc = merge_group(t, &r->groups[k], err);
-    if (rc == 0) n += r->groups[k].merge.n_keys;
+    if (rc == 0) r->n_keys += r->groups[k].merge.n_keys;
   }
-  if (rc == 0) rc = mw_column_init(&r->keys, pk);
-  if (rc == 0 && (r->hashes = malloc((size_t)(n + 1) * sizeof *r->hashes)) == NULL) rc = -ENOMEM;
-  for (size_t k = 0; k < r->n_groups && rc == 0; k++) {
-    const mw_merge_t *m = &r->groups[k].merge;
-    rc = mw_column_append_range(&r->keys, &m->keys, pk, 0, m->n_keys);
-    if (rc == 0) memcpy(r->hashes + r->n_keys, m->hashes, (size_t)m->n_keys * sizeof *r->hashes);
-    r->n_keys += m->n_keys;
-  }
-  assert(rc < 0 || r->n_keys == n);
+  assert(rc < 0 || r->n_keys >= 0);
   r->work_rc = rc;
 }

@@ -9,6 +9,10 @@
  * own checks (sorted, offsets once, keys in the bloom). The key-range
  * prefilter of find skips only probes outside [min, max]: probes equal to
  * the min and the max, and inside the range, still find their rows.
+ * find_sorted (compaction's merge-walk over 1-4 ascending runs of probes:
+ * below, above, inside and interleaved with the index's key clusters, runs
+ * sharing keys) finds exactly what find does; mw_keyindex_sorted accepts
+ * ascending runs with ties and refuses one out of order.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -22,6 +26,7 @@
 #include <cmocka.h>
 
 #include "lance/keyindex.h"
+#include "lance/pk_index.h"
 
 static mw_field_t field(mw_type_t t) {
   return (mw_field_t){.name = (char *)"id", .type = t, .nullable = false, .id = 0, .pk_position = 1};
@@ -223,6 +228,99 @@ static void test_range(void **state) {
   range_round(MW_T_UTF8);
 }
 
+/* v[0..n) appended to c in key order (the PK sort: signed ints, strings
+ * by bytes). */
+static void put_sorted(mw_column_t *c, const mw_field_t *f, const int64_t *v, int64_t n) {
+  mw_column_t tmp;
+  column_init(&tmp, f);
+  for (int64_t i = 0; i < n; i++) put(&tmp, f, v[i]);
+  uint32_t *rows = malloc((size_t)(n + 1) * sizeof *rows);
+  int64_t nulls = 0;
+  assert_int_equal(mw_pk_sort_rows(f, &tmp, rows, &nulls), 0);
+  for (int64_t i = 0; i < n; i++) put(c, f, v[rows[i]]);
+  free(rows);
+  column_free(&tmp);
+}
+
+/* Keys in clusters (like 16 producers with their own id ranges), probes in
+ * runs that interleave with them, miss them, or repeat each other. */
+static void sorted_round(mw_type_t t, uint64_t seed) {
+  mw_field_t f = field(t);
+  int64_t clusters = 1 + (int64_t)(rnd(&seed) % 16), per = 1 + (int64_t)(rnd(&seed) % 300);
+  int64_t n = clusters * per, stride = 100000;
+  int64_t *k = malloc((size_t)n * sizeof *k);
+  mw_column_t keys;
+  column_init(&keys, &f);
+  for (int64_t i = 0; i < n; i++) {
+    k[i] = (i % clusters) * stride + (int64_t)(rnd(&seed) % (uint64_t)(per + per / 4 + 1)); /* some twice */
+    put(&keys, &f, k[i]);
+  }
+  mw_buf_t file = MW_BUF_INIT;
+  assert_int_equal(mw_keyindex_build(&f, &keys, "s.lance", &file, NULL), 0);
+  mw_keyindex_t ki;
+  assert_int_equal(mw_keyindex_decode(file.data, file.len, &f, &ki, NULL), 0);
+  size_t nr = 1 + rnd(&seed) % 4;
+  mw_column_t runs[4], all;
+  const mw_column_t *rp[4];
+  column_init(&all, &f);
+  for (size_t r = 0; r < nr; r++) {
+    int64_t np = (int64_t)(rnd(&seed) % 400), *v = malloc((size_t)(np + 1) * sizeof *v);
+    int mode = (int)(rnd(&seed) % 4);
+    for (int64_t i = 0; i < np; i++) {
+      uint64_t x = rnd(&seed);
+      if (mode == 0) v[i] = (int64_t)(x % (uint64_t)(clusters * stride)) - stride; /* anywhere, some below */
+      else if (mode == 1) v[i] = clusters * stride + (int64_t)(x % 1000); /* all above */
+      else if (mode == 2) v[i] = -1 - (int64_t)(x % 1000); /* all below */
+      else v[i] = (int64_t)(x % (uint64_t)clusters) * stride + (int64_t)((x >> 20) % (uint64_t)(2 * per + 2));
+    }
+    /* unique inside a run (a merge's keys are), repeats across runs */
+    int64_t w = 0;
+    for (int64_t i = 0; i < np; i++) {
+      bool dup = false;
+      for (int64_t j = 0; j < w && !dup; j++) dup = v[j] == v[i];
+      if (!dup) v[w++] = v[i];
+    }
+    column_init(&runs[r], &f);
+    put_sorted(&runs[r], &f, v, w);
+    for (int64_t i = 0; i < w; i++) put(&all, &f, v[i]);
+    assert_true(mw_keyindex_sorted(&f, &runs[r]));
+    rp[r] = &runs[r];
+    free(v);
+  }
+  uint64_t *h = malloc((size_t)(all.length + 1) * sizeof *h);
+  if (all.length > 0) hashes_of(&f, &all, h);
+  mw_buf_t want = MW_BUF_INIT, got = MW_BUF_INIT;
+  int64_t nw = mw_keyindex_find(&ki, &f, &all, h, all.length, &want);
+  int64_t ng = mw_keyindex_find_sorted(&ki, &f, rp, nr, &got);
+  assert_true(nw >= 0);
+  assert_int_equal(ng, nw);
+  assert_int_equal(got.len, want.len);
+  if (nw > 0) assert_memory_equal(got.data, want.data, want.len);
+  mw_buf_free(&want);
+  mw_buf_free(&got);
+  free(h);
+  for (size_t r = 0; r < nr; r++) column_free(&runs[r]);
+  column_free(&all);
+  mw_keyindex_free(&ki);
+  mw_buf_free(&file);
+  column_free(&keys);
+  free(k);
+}
+
+static void test_sorted(void **state) {
+  (void)state;
+  for (uint64_t seed = 1; seed <= 60; seed++) sorted_round(seed % 2 ? MW_T_INT64 : MW_T_UTF8, seed);
+  mw_field_t f = field(MW_T_INT64);
+  mw_column_t c;
+  column_init(&c, &f);
+  assert_true(mw_keyindex_sorted(&f, &c)); /* empty */
+  put(&c, &f, -5), put(&c, &f, 3), put(&c, &f, 3);
+  assert_true(mw_keyindex_sorted(&f, &c)); /* ties allowed */
+  put(&c, &f, 2);
+  assert_false(mw_keyindex_sorted(&f, &c));
+  column_free(&c);
+}
+
 static void test_corrupt(void **state) {
   (void)state;
   mw_field_t f = field(MW_T_INT64);
@@ -265,6 +363,7 @@ int main(void) {
       cmocka_unit_test(test_sample),
       cmocka_unit_test(test_random),
       cmocka_unit_test(test_range),
+      cmocka_unit_test(test_sorted),
       cmocka_unit_test(test_corrupt),
   };
   return cmocka_run_group_tests_name("keyindex", tests, NULL, NULL);
