@@ -25,7 +25,6 @@ void mw_merge_free(mw_merge_t *m) {
   if (m == NULL) return;
   if (m->rows.cols) mw_batch_free(&m->rows);
   mw_column_free(&m->keys);
-  free(m->hashes);
   memset(m, 0, sizeof *m);
 }
 
@@ -153,9 +152,6 @@ int mw_merge_runs(const mw_schema_t *table, const mw_schema_t *base, const mw_me
   if (rc == 0) rc = emit(table, base, runs, &all, srcs, order, out);
   out->rows_in = live;
   out->n_keys = out->keys.length;
-  if (rc == 0 && (out->hashes = malloc((size_t)(out->n_keys + 1) * sizeof *out->hashes)) == NULL) rc = -ENOMEM;
-  const mw_column_t *kp = &out->keys;
-  if (rc == 0 && out->n_keys > 0) rc = mw_pk_hash_columns(&pkf, &kp, 1, out->n_keys, out->hashes, err);
   if (rc < 0) mw_err_set(err, rc, "merge: %s", mw_strerror(rc));
   assert(rc < 0 || out->rows.n_rows + out->tombstones == out->n_keys);
   mw_column_free(&all);

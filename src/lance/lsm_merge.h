@@ -10,8 +10,8 @@
  * `_tombstone = true` deletes the key. Out come
  *   - rows: every winner that is not a tombstone, in the base schema (the
  *     table schema without `_tombstone`), sorted by key;
- *   - keys: every winning key, tombstones included, sorted, with their PK
- *     hashes: the base rows holding them are superseded.
+ *   - keys: every winning key, tombstones included, sorted (ascending, the
+ *     PK order of pk_index.h): the base rows holding them are superseded.
  * Generic over columns: rows are copied with mw_column_append_range.
  *
  * I/O free; the input batches are only read. Memory: the output plus about
@@ -45,7 +45,6 @@ typedef struct mw_merge_run {
 typedef struct mw_merge {
   mw_batch_t rows;          /* borrows the base schema */
   mw_column_t keys;         /* the PK field's type */
-  uint64_t *hashes;         /* one per key */
   int64_t n_keys;
   int64_t rows_in;          /* live rows read from the runs */
   int64_t tombstones;       /* winning tombstones */
