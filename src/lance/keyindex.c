@@ -162,8 +162,8 @@ static int check_index(mw_keyindex_t *ki, const mw_field_t *pk, mw_err_t *err) {
   return rc;
 }
 
-int mw_keyindex_decode(const uint8_t *p, size_t n, const mw_field_t *pk, mw_keyindex_t *out,
-                       mw_err_t *err) {
+static int decode(const uint8_t *p, size_t n, const mw_field_t *pk, bool check, mw_keyindex_t *out,
+                  mw_err_t *err) {
   assert(pk != NULL && out != NULL);
   memset(out, 0, sizeof *out);
   mw_schema_init(&out->schema);
@@ -193,10 +193,20 @@ int mw_keyindex_decode(const uint8_t *p, size_t n, const mw_field_t *pk, mw_keyi
   out->batch.schema = &out->schema;
   out->n = (int64_t)nrows;
   out->offsets = (const uint32_t *)(const void *)out->batch.cols[1].values.data;
-  rc = check_index(out, pk, err);
+  if (check) rc = check_index(out, pk, err);
 done:
   mw_datafile_close(&f);
   return rc;
+}
+
+int mw_keyindex_decode(const uint8_t *p, size_t n, const mw_field_t *pk, mw_keyindex_t *out,
+                       mw_err_t *err) {
+  return decode(p, n, pk, true, out, err);
+}
+
+int mw_keyindex_decode_built(const uint8_t *p, size_t n, const mw_field_t *pk, mw_keyindex_t *out,
+                             mw_err_t *err) {
+  return decode(p, n, pk, false, out, err);
 }
 
 static int cmp_u32(const void *a, const void *b) {

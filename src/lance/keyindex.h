@@ -67,6 +67,11 @@ int mw_keyindex_build(const mw_field_t *pk, const mw_column_t *keys, const char 
  * Free with mw_keyindex_free, also after a failure. */
 int mw_keyindex_decode(const uint8_t *p, size_t n, const mw_field_t *pk, mw_keyindex_t *out,
                        mw_err_t *err);
+/* The same for bytes mw_keyindex_build just returned to this process:
+ * the whole-index check (a sort check, a hash and a bloom probe per key)
+ * is skipped, since nothing stored them in between. */
+int mw_keyindex_decode_built(const uint8_t *p, size_t n, const mw_field_t *pk, mw_keyindex_t *out,
+                             mw_err_t *err);
 void mw_keyindex_free(mw_keyindex_t *ki);
 
 /* Every offset whose key is one of probe[0..n) (hashes[i] = its PK hash)

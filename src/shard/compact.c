@@ -351,6 +351,7 @@ static void run_committed(mw_compact_t *c) {
               "-row fragment, in %" PRIu64 " ms%s", c->t->path, r->n_groups, ssts, rows_in, tombstones,
               r->folded, r->folded_rows, r->rows_masked, r->removed, r->commit.version, written, ms,
               r->attempts > 1 ? " after lost races" : "");
+  mw_compact__cache_committed(c);
   if (answered) waiters_check(c, 0, NULL);
   run_end(c);
 }

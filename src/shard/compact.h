@@ -93,6 +93,7 @@ typedef struct mw_compact_stats {
   uint64_t rows_written;       /* rows written to new fragments */
   uint64_t rows_masked;        /* base rows newly deleted */
   uint64_t keyindex_built;     /* key indexes built from data files */
+  uint64_t keyindex_read;      /* key indexes read from storage (not cached) */
   uint64_t folded;             /* small fragments folded into new ones */
   uint64_t base_version;       /* newest base version seen */
   uint64_t last_run_ms;        /* duration of the last committed run */

@@ -129,6 +129,8 @@ typedef struct run {
   char data_name[MW_DATA_FILE_NAME_BYTES];
   char data_key[MW_COMPACT_KEY_BYTES], keys_key[MW_COMPACT_KEY_BYTES];
   mw_buf_t data_file, data_keys;
+  mw_keyindex_t new_ki;       /* data_keys decoded (pool), cached once committed */
+  bool has_new_ki;
   uint64_t new_rows;          /* rows of the new fragment */
   fwork_t *frags;
   size_t n_frags;
@@ -204,5 +206,6 @@ void mw_compact__dels_find(mw_compact_t *c);        /* folds chosen; queues R_DE
 void mw_compact__work_find(mw_compact_t *c);        /* pool: the key lookups */
 void mw_compact__dels_get(mw_compact_t *c);         /* R_DELS_GET */
 void mw_compact__work_build(mw_compact_t *c);       /* pool */
+void mw_compact__cache_committed(mw_compact_t *c);  /* the commit landed: cache follows the base */
 
 #endif

@@ -144,6 +144,30 @@ static kentry_t *cache_add(mw_compact_t *c, const char *name, mw_keyindex_t *ki)
   return e;
 }
 
+/* The run committed: its new fragment's index joins the cache (it is the
+ * next run's newest fragment) and the entries of the fragments it removed
+ * or folded leave it (no base names their data files any more: kept, they
+ * would only push live entries out of the budget). Only a cache: an
+ * allocation failure just leaves the index to be read next time. */
+void mw_compact__cache_committed(mw_compact_t *c) {
+  run_t *r = &c->run;
+  kcache_t *k = &c->cache;
+  for (size_t i = 0; i < r->n_frags && k->cap > 0; i++) {
+    fwork_t *f = &r->frags[i];
+    if (!f->remove && !f->fold) continue;
+    kentry_t **s = slot_of(k, f->pk_file);
+    if (*s == NULL) continue;
+    k->bytes -= (*s)->bytes;
+    cache_remove(k, (size_t)(s - k->slots));
+    f->ke = NULL;
+  }
+  if (r->has_new_ki && r->new_rows > 0 && cache_find(c, r->data_name) == NULL) {
+    if (cache_add(c, r->data_name, &r->new_ki) == NULL) mw_keyindex_free(&r->new_ki);
+    r->has_new_ki = false;
+  }
+  assert(k->n <= k->cap);
+}
+
 /* ------------------------------------------------------------ fragments */
 
 void mw_compact__frags_reset(run_t *r) {
@@ -169,6 +193,8 @@ void mw_compact__frags_reset(run_t *r) {
   r->txn_key = NULL;
   mw_buf_free(&r->data_file);
   mw_buf_free(&r->data_keys);
+  if (r->has_new_ki) mw_keyindex_free(&r->new_ki);
+  r->has_new_ki = false;
 }
 
 /* One fwork per base fragment: its PK data file and cache entry. */
@@ -213,6 +239,7 @@ void mw_compact__keys_get(mw_compact_t *c) {
       mw_compact__fail(c, -ENAMETOOLONG);
       return;
     }
+    c->stats.keyindex_read++;
     mw_compact__get(c, &f->req, &f->io, f->key);
   }
   if (r->pending == 0) mw_compact__next(c);
@@ -580,6 +607,12 @@ static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
                            .seed_rows_per_zone = t->cfg.zone_seed_rows_per_zone};
     rc = mw_sstable_data_file(bs, parts, n, &o, &r->data_file, err);
     if (rc == 0) rc = mw_keyindex_build(pk, &keys, r->data_name, &r->data_keys, err);
+    /* the next run's lookups read it from the cache: no GET, and no
+     * whole-index check of bytes that never left this process */
+    if (rc == 0) {
+      rc = mw_keyindex_decode_built(r->data_keys.data, r->data_keys.len, pk, &r->new_ki, err);
+      r->has_new_ki = true;
+    }
   }
   if (parts) mw_column_free(&keys);
   free(parts);

@@ -33,6 +33,8 @@
  *   fold         30 small compactions in a row: small fragments are folded
  *                into the new ones, so the base never holds more than
  *                MW_COMPACT_FOLD_TRIGGER + 1 fragments, and still == model;
+ *                after the first run no key index is read or built (each
+ *                run caches the index of the fragment it wrote);
  *                with the data files gone, the fold's error names the data
  *                file (not the deletion file read beside it).
  *   new_shards   a run that meets three shards for the first time after it
@@ -929,10 +931,12 @@ static void test_fold(void **state) {
   er_model_t m;
   er_model_init(&m, 17, KEYS);
   size_t most = 0;
+  mw_compact_stats_t first;
   for (int round = 0; round < 30; round++) {
     write_rows(&e, t, &m, 80, 0);
     flush_all(&e, t);
     compact(&e, t);
+    if (round == 0) mw_compact_stats(t->compact, &first);
     base_read(&e, now);
     size_t n = now->meta.manifest.pb->n_fragments;
     if (n > most) most = n;
@@ -945,6 +949,11 @@ static void test_fold(void **state) {
                 most, cs.folded, cs.rows_written);
   assert_true(cs.folded > 0);
   assert_int_equal(cs.runs, 30);
+  /* after the first run every index comes from the cache: each run caches
+   * the index of the fragment it wrote (no GET, no decode next run) */
+  assert_true(first.keyindex_read + first.keyindex_built > 0);
+  assert_int_equal(cs.keyindex_read, first.keyindex_read);
+  assert_int_equal(cs.keyindex_built, first.keyindex_built);
 
   /* the base's data files gone (key indexes stay cached): the run that
    * folds a fragment fails naming the data file it could not read, not the
