@@ -53,16 +53,6 @@ static int index_schema(const mw_field_t *pk, mw_schema_t *s) {
   return 0;
 }
 
-/* mw_pk_sort_rows, but keys already in order (compaction's new fragment:
- * merged rows come sorted) cost one comparison per row, not a radix sort:
- * the stable sort of sorted keys is the identity. */
-static int sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows, int64_t *nulls) {
-  if (!mw_keyindex_sorted(pk, keys)) return mw_pk_sort_rows(pk, keys, rows, nulls);
-  for (int64_t i = 0; i < keys->length; i++) rows[i] = (uint32_t)i;
-  *nulls = 0;
-  return 0;
-}
-
 int mw_keyindex_build(const mw_field_t *pk, const mw_column_t *keys, const char *data_file,
                       mw_buf_t *out, mw_err_t *err) {
   assert(pk != NULL && keys != NULL);
@@ -93,9 +83,9 @@ int mw_keyindex_build(const mw_field_t *pk, const mw_column_t *keys, const char 
   if ((rc = mw_kvs_set(&s.meta, META_MAGIC, "1", 1)) < 0 ||
       (rc = mw_kvs_set(&s.meta, META_ROWS, text, strlen(text))) < 0 ||
       (rc = mw_kvs_set(&s.meta, META_FILE, data_file, strlen(data_file))) < 0 ||
-      (rc = sort_rows(pk, keys, rows, &nulls)) < 0 || (rc = mw_batch_init(&b, &s)) < 0)
+      (rc = mw_pk_sort_rows(pk, keys, rows, &nulls)) < 0 || (rc = mw_batch_init(&b, &s)) < 0)
     goto fail;
-  assert(nulls == 0);
+  assert(nulls == 0); /* keys in order (compaction's merged rows) were not sorted */
   for (int64_t i = 0; i < n && rc == 0; i++) {
     rc = mw_column_append_range(&b.cols[0], keys, pk, rows[i], 1);
     if (rc == 0) rc = mw_column_append_fixed(&b.cols[1], &rows[i], 4);

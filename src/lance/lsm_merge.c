@@ -148,6 +148,7 @@ int mw_merge_runs(const mw_schema_t *table, const mw_schema_t *base, const mw_me
   if (srcs == NULL || order == NULL) rc = -ENOMEM;
   if (rc == 0) rc = gather(pkf, out->pk, runs, n, &all, srcs, err);
   if (rc == 0) rc = mw_pk_sort_rows(pkf, &all, order, &nulls);
+  if (rc == 1) rc = 0; /* the runs' keys already in order: order is 0..n-1 */
   assert(rc < 0 || nulls == 0);
   if (rc == 0) rc = emit(table, base, runs, &all, srcs, order, out);
   out->rows_in = live;

@@ -8,9 +8,14 @@
  * layout for everything memwald emits; the reader handles both.
  *
  * Sorting: integer keys are mapped to an order-preserving u64 (signed keys
- * get their sign bit flipped) and radix-sorted (stable, so equal keys keep
- * row order; 1 M keys in tens of ms); strings are qsorted by memcmp then
- * length (Arrow's byte order), ties by row. Null keys first, by row.
+ * get their sign bit flipped). Keys that already ascend (counter ids, the
+ * usual case; a merge's sorted rows) are not sorted at all, and the caller
+ * is told so (mw_pk_sort_rows returns 1): this is the one in-order check,
+ * the key index and the merge use its answer. Else integers are
+ * radix-sorted (stable, so equal keys keep row order), packed with their
+ * row into one word when the key range allows, in as few passes as the
+ * range needs. Strings are qsorted by memcmp then length (Arrow's byte
+ * order), ties by row. Null keys first, by row.
  *
  * page_lookup for the reference SSTable (300 int64 keys 0..263):
  *   min 0 (int64, nullable) | max 263 | null_count 0 (uint32) | page_idx 0 (uint32)
@@ -41,7 +46,7 @@ static int cmp_str(const void *a, const void *b) {
   return x->row < y->row ? -1 : x->row > y->row;
 }
 
-/* An integer key for the radix sort: order-preserving u64 and row. */
+/* An integer key for the wide radix sort: order-preserving u64 and row. */
 typedef struct ient {
   uint64_t key;
   uint64_t row;
@@ -58,8 +63,56 @@ static uint64_t int_key(mw_type_t t, const uint8_t *v) {
   }
 }
 
+/* Digits of at most 11 bits: a pass's 2 048 counters (16 KiB) stay in L1,
+ * and a 34-bit key range (16 connections of counter ids) takes 4 passes. */
+#define RADIX_DIGIT_MAX_BITS 11
+#define RADIX_PASSES_MAX ((64 + RADIX_DIGIT_MAX_BITS - 1) / RADIX_DIGIT_MAX_BITS)
+_Static_assert(RADIX_PASSES_MAX * RADIX_DIGIT_MAX_BITS >= 64, "the passes cover a whole word");
+
+/* Stable LSD radix sort of the words a[0..n) on their bits [lo, lo + bits)
+ * (the bits below lo are the row: equal keys keep row order). Every pass's
+ * counts come from one read of the input; a digit equal in every word is a
+ * pass skipped. */
+static int radix_sort_words(uint64_t *a, size_t n, unsigned lo, unsigned bits) {
+  assert(bits >= 1 && lo + bits <= 64);
+  unsigned passes = (bits + RADIX_DIGIT_MAX_BITS - 1) / RADIX_DIGIT_MAX_BITS;
+  unsigned dbits = (bits + passes - 1) / passes;
+  size_t radix = (size_t)1 << dbits, mask = radix - 1;
+  assert(passes <= RADIX_PASSES_MAX && dbits <= RADIX_DIGIT_MAX_BITS);
+  size_t *cnt = calloc(passes * radix, sizeof *cnt);
+  uint64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
+  if (cnt == NULL || tmp == NULL) {
+    free(cnt);
+    free(tmp);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++)
+    for (unsigned p = 0; p < passes; p++) cnt[p * radix + ((a[i] >> (lo + p * dbits)) & mask)]++;
+  uint64_t *src = a, *dst = tmp;
+  for (unsigned p = 0; p < passes; p++) {
+    size_t *c = cnt + p * radix;
+    unsigned shift = lo + p * dbits;
+    if (n == 0 || c[(src[0] >> shift) & mask] == n) continue;
+    size_t sum = 0;
+    for (size_t d = 0; d < radix; d++) {
+      size_t k = c[d];
+      c[d] = sum;
+      sum += k;
+    }
+    for (size_t i = 0; i < n; i++) dst[c[(src[i] >> shift) & mask]++] = src[i];
+    uint64_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != a) memcpy(a, src, n * sizeof *a);
+  free(cnt);
+  free(tmp);
+  return 0;
+}
+
 /* Stable LSD radix sort on key (8-bit digits; digits equal in every key are
- * skipped). Rows enter in increasing order, so ties stay ordered by row. */
+ * skipped), for key ranges too wide to share a word with the row. Rows
+ * enter in increasing order, so ties stay ordered by row. */
 static int radix_sort(ient_t *a, size_t n) {
   ient_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
   if (tmp == NULL) return -ENOMEM;
@@ -84,40 +137,83 @@ static int radix_sort(ient_t *a, size_t n) {
   return 0;
 }
 
+static unsigned bit_width(uint64_t x) { return x ? 64u - (unsigned)__builtin_clzll(x) : 0u; }
+
+/* Order the m non-null integer keys k[0..m) whose rows are rows[0..m)
+ * (ascending): keys that already ascend (ids from a counter, runs merged in
+ * order) keep the order they came in (returns 1); else (key - min) and the
+ * row share one word when they fit, radix-sorted on the key bits alone;
+ * else the 16-byte (key, row) sort (returns 0). k is overwritten. */
+static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
+  assert(k != NULL && rows != NULL);
+  uint64_t lo = m ? k[0] : 0, hi = lo;
+  bool ascending = true;
+  for (size_t i = 1; i < m; i++) {
+    ascending &= k[i - 1] <= k[i];
+    lo = k[i] < lo ? k[i] : lo;
+    hi = k[i] > hi ? k[i] : hi;
+  }
+  if (ascending) return 1;
+  assert(m >= 2 && hi > lo);
+  unsigned key_bits = bit_width(hi - lo), row_bits = bit_width(rows[m - 1]);
+  if (row_bits == 0) row_bits = 1;
+  if (key_bits + row_bits <= 64) {
+    for (size_t i = 0; i < m; i++) k[i] = (k[i] - lo) << row_bits | rows[i];
+    int rc = radix_sort_words(k, m, row_bits, key_bits);
+    uint64_t mask = ((uint64_t)1 << row_bits) - 1;
+    for (size_t i = 0; rc == 0 && i < m; i++) rows[i] = (uint32_t)(k[i] & mask);
+    return rc;
+  }
+  ient_t *e = malloc(m * sizeof *e);
+  if (e == NULL) return -ENOMEM;
+  for (size_t i = 0; i < m; i++) e[i] = (ient_t){k[i] - lo, rows[i]};
+  int rc = radix_sort(e, m);
+  for (size_t i = 0; rc == 0 && i < m; i++) rows[i] = (uint32_t)e[i].row;
+  free(e);
+  return rc;
+}
+
 int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows,
                     int64_t *n_nulls) {
   assert(pk != NULL && keys != NULL);
   assert(rows != NULL && n_nulls != NULL);
   int64_t n = keys->length, nn = 0, k = 0;
-  for (int64_t i = 0; i < n; i++)
-    if (!mw_column_valid(keys, i)) rows[nn++] = (uint32_t)i;
+  if (keys->null_count > 0)
+    for (int64_t i = 0; i < n; i++)
+      if (!mw_column_valid(keys, i)) rows[nn++] = (uint32_t)i;
   *n_nulls = nn;
   if (is_str(pk->type)) {
     sent_t *e = malloc((size_t)(n - nn + 1) * sizeof *e);
     if (e == NULL) return -ENOMEM;
+    bool ascending = true; /* rows ascend, so a tie compares < 0 too */
     for (int64_t i = 0; i < n; i++) {
-      if (!mw_column_valid(keys, i)) continue;
+      if (nn > 0 && !mw_column_valid(keys, i)) continue;
       size_t len;
       e[k].p = mw_column_bytes(keys, i, &len);
       e[k].n = (uint32_t)len;
-      e[k++].row = (uint32_t)i;
+      e[k].row = (uint32_t)i;
+      if (k > 0) ascending &= cmp_str(&e[k - 1], &e[k]) < 0;
+      k++;
     }
-    qsort(e, (size_t)k, sizeof *e, cmp_str);
+    if (!ascending) qsort(e, (size_t)k, sizeof *e, cmp_str);
     for (int64_t i = 0; i < k; i++) rows[nn + i] = e[i].row;
     free(e);
-    return 0;
+    return ascending && nn == 0;
   }
-  ient_t *e = malloc((size_t)(n - nn + 1) * sizeof *e);
-  if (e == NULL) return -ENOMEM;
+  uint64_t *kv = malloc((size_t)(n - nn + 1) * sizeof *kv);
+  if (kv == NULL) return -ENOMEM;
   size_t w = mw_type_width(pk);
+  mw_type_t t = pk->type;
   for (int64_t i = 0; i < n; i++) {
-    if (!mw_column_valid(keys, i)) continue;
-    e[k].key = int_key(pk->type, keys->values.data + (size_t)i * w);
-    e[k++].row = (uint64_t)i;
+    if (nn > 0 && !mw_column_valid(keys, i)) continue;
+    kv[k] = int_key(t, keys->values.data + (size_t)i * w);
+    rows[nn + k++] = (uint32_t)i;
   }
-  int rc = radix_sort(e, (size_t)k);
-  for (int64_t i = 0; rc == 0 && i < k; i++) rows[nn + i] = (uint32_t)e[i].row;
-  free(e);
+  assert(k == n - nn);
+  int rc = sort_int_keys(kv, rows + nn, (size_t)k);
+  free(kv);
+  if (rc == 1 && nn > 0) rc = 0; /* in order, but the nulls moved first */
+  assert(rc <= 1);
   return rc;
 }
 

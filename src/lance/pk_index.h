@@ -38,7 +38,10 @@ int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint3
 /* The order both the index and compaction's own key index use: null keys
  * first, integers by value (signed types signed), strings and binary by
  * memcmp then length. Rows with equal keys keep their order (stable).
- * rows gets keys->length entries; *n_nulls = how many nulls lead. */
+ * rows gets keys->length entries; *n_nulls = how many nulls lead.
+ * Returns 1 when the keys already stood in that order with no nulls
+ * (rows is 0..n-1 and nothing was sorted: callers may copy the keys in
+ * place of gathering them), 0 when they were sorted, or -ENOMEM. */
 int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows,
                     int64_t *n_nulls);
 /* <0, 0, >0: key a[i] against key b[j] in that order (same field type). */

@@ -236,7 +236,7 @@ static void put_sorted(mw_column_t *c, const mw_field_t *f, const int64_t *v, in
   for (int64_t i = 0; i < n; i++) put(&tmp, f, v[i]);
   uint32_t *rows = malloc((size_t)(n + 1) * sizeof *rows);
   int64_t nulls = 0;
-  assert_int_equal(mw_pk_sort_rows(f, &tmp, rows, &nulls), 0);
+  assert_in_range(mw_pk_sort_rows(f, &tmp, rows, &nulls), 0, 1);
   for (int64_t i = 0; i < n; i++) put(c, f, v[rows[i]]);
   free(rows);
   column_free(&tmp);
