@@ -491,9 +491,23 @@ void mw_bloom_insert(mw_bloom_t *bf, uint64_t hash) {
   for (int i = 0; i < 8; i++) w[i] |= 1u << ((x * SALT[i]) >> 27);
 }
 
+/* A filter past L2 (a key index's, ~1.8 bytes per row) misses the cache on
+ * almost every insert: the block BLOOM_PREFETCH_AHEAD inserts on is asked
+ * for early. An SSTable's 32 KiB filter stays in cache and skips it. */
+#define BLOOM_PREFETCH_AHEAD 16
+#define BLOOM_PREFETCH_MIN_BYTES (256u << 10)
+_Static_assert(BLOOM_PREFETCH_MIN_BYTES > MW_BLOOM_SST_BYTES, "SSTable filters stay unprefetched");
+
 void mw_bloom_insert_many(mw_bloom_t *bf, const uint64_t *hashes, size_t n) {
+  assert(bf != NULL && bf->n_blocks > 0);
   assert(hashes != NULL || n == 0);
-  for (size_t i = 0; i < n; i++) mw_bloom_insert(bf, hashes[i]);
+  size_t i = 0;
+  if (bf->n_blocks * MW_BLOOM_BLOCK_BYTES >= BLOOM_PREFETCH_MIN_BYTES)
+    for (; i + BLOOM_PREFETCH_AHEAD < n; i++) {
+      __builtin_prefetch(block_of(bf, hashes[i + BLOOM_PREFETCH_AHEAD]), 1, 0);
+      mw_bloom_insert(bf, hashes[i]);
+    }
+  for (; i < n; i++) mw_bloom_insert(bf, hashes[i]);
 }
 
 bool mw_bloom_check(const mw_bloom_t *bf, uint64_t hash) {
