@@ -1,13 +1,17 @@
 /*
  * lsm_merge.c — see lsm_merge.h.
  *
- * Every live row is gathered newest first (runs from the newest generation
- * down, rows inside a run from the last to the first), so after a stable
- * sort by key the first row of each key is the one the LSM read returns.
+ * Every live row is gathered oldest first (runs from the oldest generation
+ * up, rows inside a run in order), so after a stable sort by key the LAST
+ * row of each key is the one the LSM read returns. Gathered in that order,
+ * runs whose keys ascend and follow each other (ids from a counter, flushed
+ * in turn: the usual case) are already sorted, and mw_pk_sort_rows says so
+ * instead of sorting; the winners then come in stretches of consecutive
+ * rows of one run, and each stretch is copied with one append per column.
  * Sample, int64 keys, generations 1 and 2 (t = tombstone):
  *
  *   gen 1: (5, a) (6, b) (7, c)      gen 2: (6, t) (7, d) (8, e)
- *   gathered: 8e 7d 6t | 7c 6b 5a    sorted: 5a 6t 6b 7d 7c 8e
+ *   gathered: 5a 6b 7c | 6t 7d 8e    sorted: 5a 6b 6t 7c 7d 8e
  *   winners:  5a 6t 7d 8e   ->  rows 5a 7d 8e, keys 5 6 7 8, tombstones 1
  */
 #include "lance/lsm_merge.h"
@@ -77,53 +81,81 @@ typedef struct src {
   uint32_t row;
 } src_t;
 
-/* Newest first: runs from the last, rows from the last, skipping deleted.
- * A null key (a malformed SSTable) is -EBADMSG naming its generation. */
+/* Oldest first: runs from the first, rows in order, skipping deleted ones,
+ * a stretch between two deletions at a time. A null key (a malformed
+ * SSTable) is -EBADMSG naming its generation. */
 static int gather(const mw_field_t *pkf, int pk, const mw_merge_run_t *runs, size_t n, mw_column_t *all,
                   src_t *srcs, mw_err_t *err) {
   int64_t k = 0;
-  for (size_t r = n; r-- > 0;) {
+  for (size_t r = 0; r < n; r++) {
     const mw_merge_run_t *x = &runs[r];
-    size_t d = x->n_deleted;
-    for (int64_t row = x->batch->n_rows; row-- > 0;) {
-      if (d > 0 && x->deleted[d - 1] == (uint32_t)row) {
-        d--;
-        continue;
-      }
-      if (!mw_column_valid(&x->batch->cols[pk], row))
-        return mw_err_set(err, -EBADMSG, "merge: generation %" PRIu64 " row %" PRId64
-                          " has a null primary key", x->generation, row);
-      int rc = mw_column_append_range(all, &x->batch->cols[pk], pkf, row, 1);
+    const mw_column_t *col = &x->batch->cols[pk];
+    int64_t row = 0, end = x->batch->n_rows;
+    for (size_t d = 0; d <= x->n_deleted; d++) {
+      int64_t stop = d < x->n_deleted ? (int64_t)x->deleted[d] : end; /* ascending (check_runs) */
+      for (int64_t i = row; col->null_count > 0 && i < stop; i++)
+        if (!mw_column_valid(col, i))
+          return mw_err_set(err, -EBADMSG, "merge: generation %" PRIu64 " row %" PRId64
+                            " has a null primary key", x->generation, i);
+      int rc = mw_column_append_range(all, col, pkf, row, stop - row);
       if (rc < 0) return rc;
-      srcs[k].run = (uint32_t)r;
-      srcs[k++].row = (uint32_t)row;
+      for (int64_t i = row; i < stop; i++) srcs[k++] = (src_t){(uint32_t)r, (uint32_t)i};
+      row = stop + 1;
     }
   }
   assert(k == all->length);
   return 0;
 }
 
+/* A stretch of winners to copy: `count` rows from `start` of one source. */
+typedef struct span {
+  int64_t start, count;
+  uint32_t run;
+} span_t;
+
+static int put_rows(const mw_schema_t *base, const mw_merge_run_t *runs, const span_t *sp, mw_merge_t *out) {
+  if (sp->count == 0) return 0;
+  const mw_batch_t *b = runs[sp->run].batch;
+  for (size_t c = 0; c < base->n_fields; c++) {
+    int rc = mw_column_append_range(&out->rows.cols[c], &b->cols[c], &base->fields[c], sp->start, sp->count);
+    if (rc < 0) return rc;
+  }
+  out->rows.n_rows += sp->count;
+  return 0;
+}
+
+/* The last row of each key wins (the newest: see gather). Its key joins
+ * the keys, and unless it is a tombstone its row joins the rows; runs of
+ * consecutive winners are copied a stretch at a time. */
 static int emit(const mw_schema_t *table, const mw_schema_t *base, const mw_merge_run_t *runs,
                 const mw_column_t *all, const src_t *srcs, const uint32_t *order, mw_merge_t *out) {
   const mw_field_t *pkf = &base->fields[out->pk];
   size_t tomb = table->n_fields - 1;
-  for (int64_t i = 0; i < all->length; i++) {
+  span_t keys = {0}, rows = {0};
+  int rc = 0;
+  for (int64_t i = 0; i < all->length && rc == 0; i++) {
     uint32_t at = order[i];
-    if (i > 0 && mw_pk_key_cmp(pkf, all, order[i - 1], all, at) == 0) continue; /* older copy */
-    const mw_batch_t *b = runs[srcs[at].run].batch;
-    int64_t row = srcs[at].row;
-    int rc = mw_column_append_range(&out->keys, all, pkf, at, 1);
-    if (rc < 0) return rc;
-    if (mw_bit_get(b->cols[tomb].values.data, row)) {
+    if (i + 1 < all->length && mw_pk_key_cmp(pkf, all, at, all, order[i + 1]) == 0) continue; /* older */
+    if (keys.count > 0 && at != keys.start + keys.count) {
+      rc = mw_column_append_range(&out->keys, all, pkf, keys.start, keys.count);
+      keys.count = 0;
+    }
+    if (keys.count++ == 0) keys.start = at;
+    src_t s = srcs[at];
+    if (mw_bit_get(runs[s.run].batch->cols[tomb].values.data, s.row)) {
       out->tombstones++;
       continue;
     }
-    for (size_t c = 0; c < base->n_fields; c++)
-      if ((rc = mw_column_append_range(&out->rows.cols[c], &b->cols[c], &base->fields[c], row, 1)) < 0)
-        return rc;
-    out->rows.n_rows++;
+    if (rows.count > 0 && (s.run != rows.run || s.row != rows.start + rows.count)) {
+      if (rc == 0) rc = put_rows(base, runs, &rows, out);
+      rows.count = 0;
+    }
+    if (rows.count++ == 0) rows = (span_t){s.row, 1, s.run};
   }
-  return 0;
+  if (rc == 0 && keys.count > 0) rc = mw_column_append_range(&out->keys, all, pkf, keys.start, keys.count);
+  if (rc == 0) rc = put_rows(base, runs, &rows, out);
+  assert(rc < 0 || out->keys.length == out->rows.n_rows + out->tombstones);
+  return rc;
 }
 
 int mw_merge_runs(const mw_schema_t *table, const mw_schema_t *base, const mw_merge_run_t *runs,
@@ -148,7 +180,7 @@ int mw_merge_runs(const mw_schema_t *table, const mw_schema_t *base, const mw_me
   if (srcs == NULL || order == NULL) rc = -ENOMEM;
   if (rc == 0) rc = gather(pkf, out->pk, runs, n, &all, srcs, err);
   if (rc == 0) rc = mw_pk_sort_rows(pkf, &all, order, &nulls);
-  if (rc == 1) rc = 0; /* the runs' keys already in order: order is 0..n-1 */
+  if (rc == 1) rc = 0; /* ascending runs in turn: nothing sorted, order is 0..n-1 */
   assert(rc < 0 || nulls == 0);
   if (rc == 0) rc = emit(table, base, runs, &all, srcs, order, out);
   out->rows_in = live;

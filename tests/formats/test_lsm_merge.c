@@ -4,7 +4,9 @@
  * The sample of lsm_merge.c, a utf8-keyed table, duplicates inside one run
  * (the later row wins), deletion vectors, and a randomised model: runs of
  * random upserts and tombstones over a small key space, merged, must equal
- * the model's final state key by key (value and absence). Refusals: runs out
+ * the model's final state key by key (value and absence), also with keys
+ * that ascend through the runs (nothing to sort: winners copied in
+ * stretches) and runs that each ascend but overlap. Refusals: runs out
  * of order, a foreign schema, a null key, an offset out of range.
  */
 #include <errno.h>
@@ -117,9 +119,22 @@ static uint64_t rnd(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-#define KEYS 300
+#define KEYS 1300
+#define RANDOM_KEYS 300
 
-static void model_round(mw_type_t type, uint64_t seed) {
+/* Keys: mode 0 random over RANDOM_KEYS; 1 ascending through all the runs
+ * in turn, sometimes repeated (the in-order path: no sort, winners copied
+ * in stretches broken by deletions, tombstones and repeats); 2 ascending in
+ * each run, each run starting anywhere (runs overlap: sorted, ties across
+ * runs). */
+static int64_t model_key(int mode, uint64_t *seed, int64_t *next) {
+  if (mode == 0) return (int64_t)(rnd(seed) % RANDOM_KEYS);
+  int64_t k = *next;
+  if (rnd(seed) % 8 != 0) *next += 1 + (int64_t)(rnd(seed) % 2); /* else a repeat */
+  return k < KEYS ? k : KEYS - 1;
+}
+
+static void model_round(mw_type_t type, int mode, uint64_t seed) {
   mw_schema_t table, base;
   schemas(type, &table, &base);
   size_t n_runs = 1 + rnd(&seed) % 6;
@@ -129,18 +144,20 @@ static void model_round(mw_type_t type, uint64_t seed) {
   int state[KEYS]; /* 0 absent (never written), 1 live, 2 deleted */
   int64_t value[KEYS];
   memset(state, 0, sizeof state);
+  int64_t next = 0;
   for (size_t r = 0; r < n_runs; r++) {
+    if (mode == 2) next = (int64_t)(rnd(&seed) % 400);
     assert_int_equal(mw_batch_init(&b[r], &table), 0);
     size_t rows = rnd(&seed) % 200;
     /* a deletion vector masks some rows; the model skips them */
     dels[r] = malloc((rows + 1) * sizeof *dels[r]);
     size_t nd = 0;
     for (size_t i = 0; i < rows; i++) {
-      int64_t k = (int64_t)(rnd(&seed) % KEYS);
-      bool tomb = rnd(&seed) % 4 == 0;
+      int64_t k = model_key(mode, &seed, &next);
+      bool tomb = rnd(&seed) % (mode == 0 ? 4 : 16) == 0;
       int64_t v = (int64_t)(rnd(&seed) >> 8);
       put(&b[r], k, v, tomb);
-      if (rnd(&seed) % 10 == 0) {
+      if (rnd(&seed) % (mode == 0 ? 10 : 40) == 0) {
         dels[r][nd++] = (uint32_t)i;
         continue;
       }
@@ -166,7 +183,13 @@ static void model_round(mw_type_t type, uint64_t seed) {
     if (type == MW_T_INT64) assert_true(k > prev); /* sorted (ints by value) */
     prev = k;
   }
-  for (int64_t i = 0; i < m.n_keys; i++) assert_int_not_equal(state[key_at(&base.fields[0], &m.keys, i)], 0);
+  prev = -1;
+  for (int64_t i = 0; i < m.n_keys; i++) {
+    int64_t k = key_at(&base.fields[0], &m.keys, i);
+    assert_int_not_equal(state[k], 0);
+    if (type == MW_T_INT64) assert_true(k > prev); /* each winning key once, sorted */
+    prev = k;
+  }
   mw_merge_free(&m);
   for (size_t r = 0; r < n_runs; r++) {
     mw_batch_free(&b[r]);
@@ -181,7 +204,8 @@ static void model_round(mw_type_t type, uint64_t seed) {
 
 static void test_model(void **state) {
   (void)state;
-  for (uint64_t seed = 1; seed <= 200; seed++) model_round(seed % 2 ? MW_T_INT64 : MW_T_UTF8, seed);
+  for (uint64_t seed = 1; seed <= 600; seed++)
+    model_round(seed % 2 ? MW_T_INT64 : MW_T_UTF8, (int)(seed % 3), seed);
 }
 
 static void test_refusals(void **state) {
