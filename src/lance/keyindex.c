@@ -54,10 +54,12 @@ static int index_schema(const mw_field_t *pk, mw_schema_t *s) {
 }
 
 /* Both columns of the index in sorted order, without a call per row (two
- * per row were most of a compaction's key index build): keys already in
- * order (mw_pk_sort_rows returned 1: compaction's merged rows) are copied
- * in one append; else fixed-width keys are gathered straight into the
- * column's buffer, strings row by row. Offsets are written in place. */
+ * per row were most of a compaction's key index build): fixed-width keys
+ * already in order (mw_pk_sort_rows returned 1: compaction's merged rows)
+ * are not copied at all, the key column views them (they outlive the
+ * write below); in-order strings are copied in one append; else
+ * fixed-width keys are gathered straight into the column's buffer,
+ * strings row by row. Offsets are written in place. */
 static int gather(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows, bool in_order,
                   int64_t n, mw_batch_t *b) {
   assert(n > 0);
@@ -66,7 +68,11 @@ static int gather(const mw_field_t *pk, const mw_column_t *keys, const uint32_t 
   if (ov == NULL) return -ENOMEM;
   for (int64_t i = 0; i < n; i++) mw_store_u32le(ov + 4 * i, rows[i]);
   b->cols[1].length = n;
-  if (in_order) {
+  if (in_order && mw_field_layout(pk) == MW_LAYOUT_FIXED) {
+    mw_buf_free(&b->cols[0].values);
+    mw_buf_view(&b->cols[0].values, keys->values.data, mw_type_width(pk) * (size_t)n);
+    b->cols[0].length = n;
+  } else if (in_order) {
     int rc = mw_column_append_range(&b->cols[0], keys, pk, 0, n);
     if (rc < 0) return rc;
   } else if (mw_field_layout(pk) == MW_LAYOUT_FIXED) {

@@ -595,10 +595,14 @@ static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
   for (size_t k = 0; k < r->n_groups; k++)
     if (r->groups[k].merge.rows.n_rows > 0) parts[n++] = &r->groups[k].merge.rows;
   if (folded->n_rows > 0) parts[n++] = folded;
+  /* one part (one shard's merge, nothing folded: the usual run) is keyed
+   * by its own PK column; several are concatenated */
+  const mw_column_t *kp = n == 1 ? &parts[0]->cols[c->pk_base] : &keys;
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    rc = mw_column_append_range(&keys, &parts[i]->cols[c->pk_base], pk, 0, parts[i]->n_rows);
+    if (n > 1) rc = mw_column_append_range(&keys, &parts[i]->cols[c->pk_base], pk, 0, parts[i]->n_rows);
     r->new_rows += (uint64_t)parts[i]->n_rows;
   }
+  assert(rc < 0 || n == 0 || (uint64_t)kp->length == r->new_rows);
   if (rc == 0 && n > 0) {
     uint8_t u[16];
     mw_compact__random(u, sizeof u);
@@ -607,7 +611,7 @@ static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
     mw_sstable_opts_t o = {.zstd = c->cfg.zstd, .zone_seeds = t->cfg.zone_write_seeds,
                            .seed_rows_per_zone = t->cfg.zone_seed_rows_per_zone};
     rc = mw_sstable_data_file(bs, parts, n, &o, &r->data_file, err);
-    if (rc == 0) rc = mw_keyindex_build(pk, &keys, r->data_name, &r->data_keys, err);
+    if (rc == 0) rc = mw_keyindex_build(pk, kp, r->data_name, &r->data_keys, err);
     /* the next run's lookups read it from the cache: no GET, and no
      * whole-index check of bytes that never left this process */
     if (rc == 0) {
