@@ -27,7 +27,9 @@
 
 void mw_merge_free(mw_merge_t *m) {
   if (m == NULL) return;
-  if (m->rows.cols) mw_batch_free(&m->rows);
+  for (size_t i = 0; i < m->n_parts; i++)
+    if (m->parts[i].cols) mw_batch_free(&m->parts[i]);
+  free(m->parts);
   mw_column_free(&m->keys);
   memset(m, 0, sizeof *m);
 }
@@ -63,6 +65,9 @@ static int check_runs(const mw_schema_t *table, const mw_merge_run_t *runs, size
     if (r > 0 && x->generation <= runs[r - 1].generation)
       return mw_err_set(err, -EINVAL, "merge: generation %" PRIu64 " after %" PRIu64, x->generation,
                         runs[r - 1].generation);
+    if (x->movable != NULL && x->movable != x->batch)
+      return mw_err_set(err, -EINVAL, "merge: generation %" PRIu64 ": movable is not the run's batch",
+                        x->generation);
     if (x->batch == NULL || x->batch->schema->n_fields != table->n_fields)
       return mw_err_set(err, -EINVAL, "merge: generation %" PRIu64 " is not in the table schema",
                         x->generation);
@@ -113,15 +118,49 @@ typedef struct span {
   uint32_t run;
 } span_t;
 
-static int put_rows(const mw_schema_t *base, const mw_merge_run_t *runs, const span_t *sp, mw_merge_t *out) {
-  if (sp->count == 0) return 0;
-  const mw_batch_t *b = runs[sp->run].batch;
+/* A run every row of which wins, in one stretch, and that may be moved:
+ * its base columns become a part of their own (no copy). */
+static bool whole_run(const mw_merge_run_t *x, const span_t *sp) {
+  return x->movable == x->batch && x->movable != NULL && sp->start == 0 && sp->count == x->batch->n_rows;
+}
+
+static int move_run(const mw_schema_t *base, mw_batch_t *from, mw_batch_t *part) {
+  int rc = mw_batch_init(part, base);
+  if (rc < 0) return rc;
   for (size_t c = 0; c < base->n_fields; c++) {
-    int rc = mw_column_append_range(&out->rows.cols[c], &b->cols[c], &base->fields[c], sp->start, sp->count);
-    if (rc < 0) return rc;
+    mw_column_free(&part->cols[c]); /* mw_batch_init's empty column */
+    part->cols[c] = from->cols[c];
+    memset(&from->cols[c], 0, sizeof from->cols[c]);
   }
-  out->rows.n_rows += sp->count;
+  part->n_rows = from->n_rows;
   return 0;
+}
+
+/* The stretch sp of winners into the parts: moved (whole_run) or copied
+ * onto the last part, which a moved part closes. */
+static int put_rows(const mw_schema_t *base, const mw_merge_run_t *runs, const span_t *sp, bool *copying,
+                    mw_merge_t *out) {
+  if (sp->count == 0) return 0;
+  const mw_merge_run_t *x = &runs[sp->run];
+  int rc = 0;
+  if (whole_run(x, sp)) {
+    *copying = false;
+    rc = move_run(base, x->movable, &out->parts[out->n_parts]);
+    if (rc == 0) out->n_parts++;
+  } else {
+    if (!*copying) {
+      if ((rc = mw_batch_init(&out->parts[out->n_parts], base)) < 0) return rc;
+      out->n_parts++;
+      *copying = true;
+    }
+    assert(out->n_parts > 0);
+    mw_batch_t *p = &out->parts[out->n_parts - 1];
+    for (size_t c = 0; c < base->n_fields && rc == 0; c++)
+      rc = mw_column_append_range(&p->cols[c], &x->batch->cols[c], &base->fields[c], sp->start, sp->count);
+    if (rc == 0) p->n_rows += sp->count;
+  }
+  if (rc == 0) out->n_rows += sp->count;
+  return rc;
 }
 
 /* The last row of each key wins (the newest: see gather). Its key joins
@@ -132,6 +171,7 @@ static int emit(const mw_schema_t *table, const mw_schema_t *base, const mw_merg
   const mw_field_t *pkf = &base->fields[out->pk];
   size_t tomb = table->n_fields - 1;
   span_t keys = {0}, rows = {0};
+  bool copying = false; /* the last part takes copied rows */
   int rc = 0;
   for (int64_t i = 0; i < all->length && rc == 0; i++) {
     uint32_t at = order[i];
@@ -147,14 +187,14 @@ static int emit(const mw_schema_t *table, const mw_schema_t *base, const mw_merg
       continue;
     }
     if (rows.count > 0 && (s.run != rows.run || s.row != rows.start + rows.count)) {
-      if (rc == 0) rc = put_rows(base, runs, &rows, out);
+      if (rc == 0) rc = put_rows(base, runs, &rows, &copying, out);
       rows.count = 0;
     }
     if (rows.count++ == 0) rows = (span_t){s.row, 1, s.run};
   }
   if (rc == 0 && keys.count > 0) rc = mw_column_append_range(&out->keys, all, pkf, keys.start, keys.count);
-  if (rc == 0) rc = put_rows(base, runs, &rows, out);
-  assert(rc < 0 || out->keys.length == out->rows.n_rows + out->tombstones);
+  if (rc == 0) rc = put_rows(base, runs, &rows, &copying, out);
+  assert(rc < 0 || out->keys.length == out->n_rows + out->tombstones);
   return rc;
 }
 
@@ -167,7 +207,7 @@ int mw_merge_runs(const mw_schema_t *table, const mw_schema_t *base, const mw_me
   int rc = check_schemas(table, base, &out->pk, err);
   if (rc == 0) rc = check_runs(table, runs, n, &live, err);
   if (rc < 0) return rc;
-  if ((rc = mw_batch_init(&out->rows, base)) < 0) return rc;
+  if ((out->parts = calloc(MW_MERGE_MAX_PARTS(n), sizeof *out->parts)) == NULL) return -ENOMEM;
   const mw_field_t *pkf = &base->fields[out->pk];
   mw_column_t all;
   if ((rc = mw_column_init(&all, pkf)) < 0 || (rc = mw_column_init(&out->keys, pkf)) < 0) {
@@ -186,7 +226,8 @@ int mw_merge_runs(const mw_schema_t *table, const mw_schema_t *base, const mw_me
   out->rows_in = live;
   out->n_keys = out->keys.length;
   if (rc < 0) mw_err_set(err, rc, "merge: %s", mw_strerror(rc));
-  assert(rc < 0 || out->rows.n_rows + out->tombstones == out->n_keys);
+  assert(rc < 0 || out->n_rows + out->tombstones == out->n_keys);
+  assert(rc < 0 || out->n_parts <= MW_MERGE_MAX_PARTS(n));
   mw_column_free(&all);
   free(srcs);
   free(order);

@@ -9,10 +9,15 @@
  * two live rows share a key anyway, the later row wins); a winning row with
  * `_tombstone = true` deletes the key. Out come
  *   - rows: every winner that is not a tombstone, in the base schema (the
- *     table schema without `_tombstone`), sorted by key;
+ *     table schema without `_tombstone`), sorted by key, as a list of
+ *     batches (parts) read in order: a run whose every row wins in one
+ *     stretch (ids ascending through the runs, the usual case) and that
+ *     the caller marked movable has its columns moved into a part of its
+ *     own; the other winners are copied into parts between those;
  *   - keys: every winning key, tombstones included, sorted (ascending, the
  *     PK order of pk_index.h): the base rows holding them are superseded.
- * Generic over columns: rows are copied with mw_column_append_range.
+ * Generic over columns: rows are copied with mw_column_append_range, a
+ * stretch of consecutive rows of one run at a time.
  *
  * I/O free; the input batches are only read. Memory: the output plus about
  * 16 bytes per input row.
@@ -34,16 +39,22 @@
 
 #define MW_MERGE_MAX_ROWS ((int64_t)MW_MAX_BATCH_ROWS)
 #define MW_MERGE_MAX_RUNS 65536
+/* a moved run between two copied parts at most: 2 n + 1 parts */
+#define MW_MERGE_MAX_PARTS(n) (2 * (n) + 1)
 
 typedef struct mw_merge_run {
   const mw_batch_t *batch;  /* the SSTable's rows: table schema, `_tombstone` last */
+  mw_batch_t *movable;      /* NULL, or batch itself: the caller frees it after the merge and
+                               lets the merge take its columns (then they are empty) */
   const uint32_t *deleted;  /* ascending row offsets its deletion file masks */
   size_t n_deleted;
   uint64_t generation;
 } mw_merge_run_t;
 
 typedef struct mw_merge {
-  mw_batch_t rows;          /* borrows the base schema */
+  mw_batch_t *parts;        /* the rows in key order, n_parts batches borrowing the base schema */
+  size_t n_parts;
+  int64_t n_rows;           /* rows in all parts */
   mw_column_t keys;         /* the PK field's type */
   int64_t n_keys;
   int64_t rows_in;          /* live rows read from the runs */

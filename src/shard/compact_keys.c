@@ -587,19 +587,26 @@ static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
   const mw_table_t *t = c->t;
   const mw_schema_t *bs = &t->meta.schema;
   const mw_field_t *pk = &bs->fields[c->pk_base];
-  const mw_batch_t **parts = calloc(r->n_groups + 2, sizeof *parts);
+  size_t max_parts = 1;
+  for (size_t k = 0; k < r->n_groups; k++) max_parts += r->groups[k].merge.n_parts;
+  const mw_batch_t **parts = calloc(max_parts + 1, sizeof *parts);
   mw_column_t keys;
   int rc = parts ? mw_column_init(&keys, pk) : -ENOMEM;
   size_t n = 0;
   r->new_rows = 0;
-  for (size_t k = 0; k < r->n_groups; k++)
-    if (r->groups[k].merge.rows.n_rows > 0) parts[n++] = &r->groups[k].merge.rows;
-  if (folded->n_rows > 0) parts[n++] = folded;
-  /* one part (one shard's merge, nothing folded: the usual run) is keyed
-   * by its own PK column; several are concatenated */
-  const mw_column_t *kp = n == 1 ? &parts[0]->cols[c->pk_base] : &keys;
+  for (size_t k = 0; parts && k < r->n_groups; k++)
+    for (size_t i = 0; i < r->groups[k].merge.n_parts; i++)
+      if (r->groups[k].merge.parts[i].n_rows > 0) parts[n++] = &r->groups[k].merge.parts[i];
+  if (parts && folded->n_rows > 0) parts[n++] = folded;
+  /* the keys of the rows, in order: one shard's merge with no winning
+   * tombstone and nothing folded (the usual run) has them already, its
+   * merged keys; one part has them as its PK column; else concatenated */
+  const mw_merge_t *m0 = r->n_groups == 1 ? &r->groups[0].merge : NULL;
+  const mw_column_t *kp = &keys;
+  if (m0 != NULL && folded->n_rows == 0 && m0->tombstones == 0) kp = &m0->keys;
+  else if (n == 1) kp = &parts[0]->cols[c->pk_base];
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    if (n > 1) rc = mw_column_append_range(&keys, &parts[i]->cols[c->pk_base], pk, 0, parts[i]->n_rows);
+    if (kp == &keys) rc = mw_column_append_range(&keys, &parts[i]->cols[c->pk_base], pk, 0, parts[i]->n_rows);
     r->new_rows += (uint64_t)parts[i]->n_rows;
   }
   assert(rc < 0 || n == 0 || (uint64_t)kp->length == r->new_rows);

@@ -212,14 +212,15 @@ static int merge_group(const mw_table_t *t, group_t *g, mw_err_t *err) {
   mw_merge_run_t *runs = calloc(g->n_ssts + 1, sizeof *runs);
   if (rc == 0 && runs == NULL) rc = -ENOMEM;
   for (size_t i = 0; rc == 0 && i < g->n_ssts; i++)
-    runs[i] = (mw_merge_run_t){.batch = &g->ssts[i].batch, .deleted = g->ssts[i].deleted,
+    runs[i] = (mw_merge_run_t){.batch = &g->ssts[i].batch, .movable = &g->ssts[i].batch, /* freed below */
+                               .deleted = g->ssts[i].deleted,
                                .n_deleted = g->ssts[i].n_deleted, .generation = g->ssts[i].generation};
   if (rc == 0) {
     rc = mw_merge_runs(&t->schema, &t->meta.schema, runs, g->n_ssts, &g->merge, err);
     g->has_merge = true;
   }
   free(runs);
-  /* the merge copied every winner: the SSTables are not needed any more */
+  /* the merge copied (or moved) every winner: the SSTables are not needed any more */
   for (size_t i = 0; i < g->n_ssts; i++) {
     if (g->ssts[i].batch.cols) mw_batch_free(&g->ssts[i].batch);
     free(g->ssts[i].deleted);

@@ -71,6 +71,20 @@ static int64_t v_at(const mw_batch_t *b, int64_t i) {
   return v;
 }
 
+/* The merge's parts as one batch (each part valid, in the base schema). */
+static void flat(const mw_merge_t *m, const mw_schema_t *base, mw_batch_t *out) {
+  assert_int_equal(mw_batch_init(out, base), 0);
+  int64_t n = 0;
+  for (size_t i = 0; i < m->n_parts; i++) {
+    assert_ptr_equal(m->parts[i].schema, base);
+    assert_int_equal(mw_batch_validate(&m->parts[i]), 0);
+    assert_int_equal(mw_batch_append(out, &m->parts[i]), 0);
+    n += m->parts[i].n_rows;
+  }
+  assert_int_equal(n, m->n_rows);
+  assert_int_equal(out->n_rows, m->n_rows);
+}
+
 static void test_sample(void **state) {
   (void)state;
   mw_schema_t table, base;
@@ -87,15 +101,16 @@ static void test_sample(void **state) {
   assert_int_equal(m.rows_in, 6);
   assert_int_equal(m.n_keys, 4);
   assert_int_equal(m.tombstones, 1);
-  assert_int_equal(m.rows.n_rows, 3);
-  assert_ptr_equal(m.rows.schema, &base);
+  mw_batch_t rows;
+  flat(&m, &base, &rows);
+  assert_int_equal(rows.n_rows, 3);
   const int64_t keys[] = {5, 6, 7, 8}, rk[] = {5, 7, 8}, rv[] = {'a', 'd', 'e'};
   for (int i = 0; i < 4; i++) assert_int_equal(key_at(&base.fields[0], &m.keys, i), keys[i]);
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(key_at(&base.fields[0], &m.rows.cols[0], i), rk[i]);
-    assert_int_equal(v_at(&m.rows, i), rv[i]);
+    assert_int_equal(key_at(&base.fields[0], &rows.cols[0], i), rk[i]);
+    assert_int_equal(v_at(&rows, i), rv[i]);
   }
-  assert_int_equal(mw_batch_validate(&m.rows), 0);
+  mw_batch_free(&rows);
   mw_merge_free(&m);
   /* the same with gen 1's row 7 masked and a duplicate of 8 inside gen 2 */
   put(&g2, 8, 'f', false);
@@ -104,8 +119,10 @@ static void test_sample(void **state) {
   runs[0].n_deleted = 1;
   assert_int_equal(mw_merge_runs(&table, &base, runs, 2, &m, &err), 0);
   assert_int_equal(m.rows_in, 6);
-  assert_int_equal(m.rows.n_rows, 3);
-  assert_int_equal(v_at(&m.rows, 2), 'f'); /* the later row of a run wins */
+  flat(&m, &base, &rows);
+  assert_int_equal(rows.n_rows, 3);
+  assert_int_equal(v_at(&rows, 2), 'f'); /* the later row of a run wins */
+  mw_batch_free(&rows);
   mw_merge_free(&m);
   mw_batch_free(&g1);
   mw_batch_free(&g2);
@@ -166,7 +183,7 @@ static void model_round(mw_type_t type, int mode, uint64_t seed) {
       value[k] = v;
     }
     runs[r] = (mw_merge_run_t){.batch = &b[r], .deleted = dels[r], .n_deleted = nd,
-                               .generation = 10 + 3 * r};
+                               .generation = 10 + 3 * r, .movable = rnd(&seed) % 2 ? &b[r] : NULL};
   }
   mw_merge_t m;
   mw_err_t err = {0};
@@ -175,12 +192,14 @@ static void model_round(mw_type_t type, int mode, uint64_t seed) {
   int64_t want_keys = 0, want_rows = 0;
   for (int k = 0; k < KEYS; k++) want_keys += state[k] != 0, want_rows += state[k] == 1;
   assert_int_equal(m.n_keys, want_keys);
-  assert_int_equal(m.rows.n_rows, want_rows);
+  mw_batch_t rows;
+  flat(&m, &base, &rows);
+  assert_int_equal(rows.n_rows, want_rows);
   int64_t prev = -1;
-  for (int64_t i = 0; i < m.rows.n_rows; i++) {
-    int64_t k = key_at(&base.fields[0], &m.rows.cols[0], i);
+  for (int64_t i = 0; i < rows.n_rows; i++) {
+    int64_t k = key_at(&base.fields[0], &rows.cols[0], i);
     assert_int_equal(state[k], 1);
-    assert_int_equal(v_at(&m.rows, i), value[k]);
+    assert_int_equal(v_at(&rows, i), value[k]);
     if (type == MW_T_INT64) assert_true(k > prev); /* sorted (ints by value) */
     prev = k;
   }
@@ -194,6 +213,7 @@ static void model_round(mw_type_t type, int mode, uint64_t seed) {
      * rely on it without checking (compact_keys.c key_runs) */
     if (i > 0) assert_true(mw_pk_key_cmp(&base.fields[0], &m.keys, i - 1, &m.keys, i) < 0);
   }
+  mw_batch_free(&rows);
   mw_merge_free(&m);
   for (size_t r = 0; r < n_runs; r++) {
     mw_batch_free(&b[r]);
@@ -210,6 +230,56 @@ static void test_model(void **state) {
   (void)state;
   for (uint64_t seed = 1; seed <= 600; seed++)
     model_round(seed % 2 ? MW_T_INT64 : MW_T_UTF8, (int)(seed % 3), seed);
+}
+
+/* Three runs of ascending ids, all movable: the first and the last win
+ * whole and are moved (their columns taken, no copy), the middle one has
+ * a tombstone and a deleted row and is copied, in stretches, into a part
+ * between them. */
+static void test_moved(void **state) {
+  (void)state;
+  mw_schema_t table, base;
+  schemas(MW_T_INT64, &table, &base);
+  mw_batch_t b[3];
+  mw_merge_run_t runs[3];
+  uint32_t del[] = {7};
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(mw_batch_init(&b[r], &table), 0);
+    for (int64_t i = 0; i < 100; i++) put(&b[r], 100 * r + i, 1000 * r + i, r == 1 && i == 5);
+    runs[r] = (mw_merge_run_t){.batch = &b[r], .movable = &b[r], .generation = 1 + (uint64_t)r};
+  }
+  runs[1].deleted = del;
+  runs[1].n_deleted = 1;
+  mw_merge_t m;
+  mw_err_t err = {0};
+  assert_int_equal(mw_merge_runs(&table, &base, runs, 3, &m, &err), 0);
+  assert_int_equal(m.n_parts, 3);
+  assert_int_equal(m.parts[0].n_rows, 100);
+  assert_int_equal(m.parts[1].n_rows, 98); /* row 5 a tombstone, row 7 deleted */
+  assert_int_equal(m.parts[2].n_rows, 100);
+  assert_int_equal(m.tombstones, 1);
+  assert_int_equal(m.n_keys, 299);
+  assert_int_equal(b[0].cols[0].length + b[0].cols[1].length, 0); /* moved */
+  assert_int_equal(b[2].cols[1].length, 0);
+  assert_int_equal(b[1].cols[0].length, 100); /* copied */
+  assert_int_equal(b[2].cols[2].length, 100); /* _tombstone stays with its run */
+  mw_batch_t rows;
+  flat(&m, &base, &rows);
+  for (int64_t i = 0, at = 0; i < 300; i++) {
+    if (i == 105 || i == 107) continue;
+    assert_int_equal(key_at(&base.fields[0], &rows.cols[0], at), i);
+    assert_int_equal(v_at(&rows, at++), 1000 * (i / 100) + i % 100);
+  }
+  mw_batch_free(&rows);
+  mw_merge_free(&m);
+  /* movable must be the run's own batch */
+  runs[0].movable = &b[1];
+  assert_int_equal(mw_merge_runs(&table, &base, runs, 3, &m, &err), -EINVAL);
+  assert_non_null(strstr(err.msg, "movable"));
+  mw_merge_free(&m);
+  for (int r = 0; r < 3; r++) mw_batch_free(&b[r]);
+  mw_schema_free(&table);
+  mw_schema_free(&base);
 }
 
 static void test_refusals(void **state) {
@@ -265,6 +335,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sample),
       cmocka_unit_test(test_model),
+      cmocka_unit_test(test_moved),
       cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests_name("lsm_merge", tests, NULL, NULL);
