@@ -167,7 +167,7 @@ static int put_rows(const mw_schema_t *base, const mw_merge_run_t *runs, const s
  * the keys, and unless it is a tombstone its row joins the rows; runs of
  * consecutive winners are copied a stretch at a time. */
 static int emit(const mw_schema_t *table, const mw_schema_t *base, const mw_merge_run_t *runs,
-                const mw_column_t *all, const src_t *srcs, const uint32_t *order, mw_merge_t *out) {
+                mw_column_t *all, const src_t *srcs, const uint32_t *order, mw_merge_t *out) {
   const mw_field_t *pkf = &base->fields[out->pk];
   size_t tomb = table->n_fields - 1;
   span_t keys = {0}, rows = {0};
@@ -192,7 +192,13 @@ static int emit(const mw_schema_t *table, const mw_schema_t *base, const mw_merg
     }
     if (rows.count++ == 0) rows = (span_t){s.row, 1, s.run};
   }
-  if (rc == 0 && keys.count > 0) rc = mw_column_append_range(&out->keys, all, pkf, keys.start, keys.count);
+  if (rc == 0 && keys.count == all->length && out->keys.length == 0) { /* every key won, in order */
+    mw_column_free(&out->keys);
+    out->keys = *all; /* moved: the caller's free of `all` then frees nothing */
+    memset(all, 0, sizeof *all);
+  } else if (rc == 0 && keys.count > 0) {
+    rc = mw_column_append_range(&out->keys, all, pkf, keys.start, keys.count);
+  }
   if (rc == 0) rc = put_rows(base, runs, &rows, &copying, out);
   assert(rc < 0 || out->keys.length == out->n_rows + out->tombstones);
   return rc;

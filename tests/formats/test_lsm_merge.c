@@ -259,6 +259,8 @@ static void test_moved(void **state) {
   assert_int_equal(m.parts[2].n_rows, 100);
   assert_int_equal(m.tombstones, 1);
   assert_int_equal(m.n_keys, 299);
+  for (int64_t i = 0, at = 0; i < 300; i++) /* every key won: the keys are the gathered ones, moved */
+    if (i != 107) assert_int_equal(key_at(&base.fields[0], &m.keys, at++), i);
   assert_int_equal(b[0].cols[0].length + b[0].cols[1].length, 0); /* moved */
   assert_int_equal(b[2].cols[1].length, 0);
   assert_int_equal(b[1].cols[0].length, 100); /* copied */
