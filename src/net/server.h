@@ -17,9 +17,11 @@
  * connection are kept as one submission while more of the write is on its
  * way (a job not yet applied; while reading, a partial line buffered or,
  * after a full read, bytes in the kernel's queue), and handed over at once
- * when nothing is: no wait for a lone write. The groups are concatenated
- * once, at the cut (mw_batch_concat: buffers of exactly the rows' size, no
- * doubling slack for the MemTable to keep). Anything that
+ * when nothing is: no wait for a lone write. At the cut each group goes to
+ * the engine as its own write, all in one loop turn (one WAL entry while
+ * the log is idle), and the submission gets one reply once every write has
+ * finished: not copied again into one batch (the MemTable trims each
+ * group's builder slack). Anything that
  * replies cuts it first (reply order); it is bounded by write_gather_ms
  * (a timer from its first rows), by max_unacked_bytes_per_connection / 4
  * request bytes (gathered bytes count as unacknowledged),

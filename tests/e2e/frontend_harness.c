@@ -10,7 +10,7 @@
  *
  * Prints "READY <port of listener 0> [<port of listener 1> ...]" once
  * listening; on SIGTERM/SIGINT stops and prints "ROWS <table>=<acked rows>
- * ..." then "BYE". RLIMIT_NOFILE is raised to its hard limit.
+ * ...", "WRITES <table>=<submit calls taken> ..." then "BYE". RLIMIT_NOFILE is raised to its hard limit.
  *
  * Fake tables (schema id:int64 not null PK, name:string, v:double,
  * vec:fixed_size_list<float32,8>, then _tombstone) and how they complete:
@@ -57,6 +57,7 @@ static const char *const TABLES[N_TABLES] = {"events",  "other", "slow",   "fenc
 typedef struct fake {
   mw_schema_t schema;
   uint64_t rows[N_TABLES];
+  uint64_t writes[N_TABLES]; /* submit calls taken */
   uv_loop_t *loop;
 } fake_t;
 
@@ -137,6 +138,7 @@ static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_write_cb don
   job_t *j = later(t, rows, st, why, ms, arg);
   if (!j) return mw_err_set(err, -ENOMEM, "out of memory");
   j->done = done;
+  F.writes[t]++;
   if (strcmp(name, "partial") == 0) j->written = rows / 2;
   return 0;
 }
@@ -158,6 +160,8 @@ static void on_stopped(void *arg) {
   (void)arg;
   printf("ROWS");
   for (size_t i = 0; i < N_TABLES; i++) printf(" %s=%llu", TABLES[i], (unsigned long long)F.rows[i]);
+  printf("\nWRITES");
+  for (size_t i = 0; i < N_TABLES; i++) printf(" %s=%llu", TABLES[i], (unsigned long long)F.writes[i]);
   printf("\nBYE\n");
   fflush(stdout);
   uv_close((uv_handle_t *)&SIGS[0], NULL);

@@ -332,6 +332,32 @@ def test_partial(h):
     c.close()
 
 
+def test_gather_writes(h, n=10000):
+    """One write of 10 000 rows (many reads, so many parse jobs, under a long
+    write_gather_ms): the gather answers it with one reply per submission,
+    and hands each parsed group to the engine as its own write instead of
+    concatenating them, so the engine sees more writes than the client
+    gets replies (with the concatenation every submission was one write)."""
+    c = Client(h.ports[0], timeout=60)
+    c.send("USE events\n" + "".join(ROW % (i, i) for i in range(n)))
+    got = []
+    while acked(got) < n:
+        line = c.lines(1)[0]
+        if not line or not line.startswith("OK "):
+            got.append(line)
+            break
+        got.append(line)
+    c.close()
+    rc, rows, out = h.stop()
+    m = re.search(r"^WRITES .*\bevents=(\d+)", out, re.M)
+    writes = int(m.group(1)) if m else -1
+    check(f"a write of {n} rows: every row acknowledged, the engine holds them",
+          acked(got) == n and rc == 0 and rows.get("events") == n, (got[-3:], rc, rows))
+    check("the gather's groups go to the engine as separate writes: more writes than replies",
+          writes > len(got), f"{writes} engine writes, {len(got)} replies")
+    print(f"# gather: {len(got)} replies, {writes} engine writes for {n} rows")
+
+
 def test_listener_none(port):
     """--replies none: a producer that never reads. 2 000 rows in 2 000 writes
     (each its own submission, one OK line each under `all`), then SYNC: the
@@ -662,6 +688,7 @@ def main():
     check("the stuck table stored exactly the rows submitted (the drain waits for them)",
           rc == 0 and rows.get("stuck") == n, (rc, rows, n))
     test_parse_stop(Harness())
+    test_gather_writes(Harness("--gather-ms", "60000"))
     u = Harness("--max-unacked", "4096")
     test_unacked_backpressure(u.ports[0])
     rc, rows, _ = u.stop()
