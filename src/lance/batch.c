@@ -814,6 +814,28 @@ int mw_column_append_fsl(mw_column_t *c, const mw_field_t *f, const void *items)
   return 0;
 }
 
+/* The room is reserved past values.len, so a row that fails half way (a bad
+ * item) leaves nothing to roll back; commit does the fallible pushes before
+ * it moves len and length, as append_fsl does. */
+void *mw_column_fsl_room(mw_column_t *c, const mw_field_t *f) {
+  assert(f->type == MW_T_FSL);
+  size_t w = mw_type_width(f);
+  if (mw_buf_reserve(&c->values, w) < 0) return NULL;
+  assert(c->values.cap - c->values.len >= w);
+  return c->values.data + c->values.len;
+}
+
+int mw_column_fsl_commit(mw_column_t *c, const mw_field_t *f) {
+  assert(f->type == MW_T_FSL);
+  size_t w = mw_type_width(f);
+  assert(!mw_buf_is_view(&c->values) && c->values.cap - c->values.len >= w);
+  if (items_push(c, f->fsl_dim, true) < 0) return -ENOMEM;
+  if (column_push_validity(c, true) < 0) return -ENOMEM;
+  c->values.len += w;
+  c->length++;
+  return 0;
+}
+
 int mw_column_append_bool(mw_column_t *c, bool v) {
   if (bool_push(&c->values, c->length, v) < 0) return -ENOMEM;
   if (column_push_validity(c, true) < 0) return -ENOMEM;

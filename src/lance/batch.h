@@ -259,6 +259,13 @@ int mw_column_append_null(mw_column_t *c, const mw_field_t *f);
 int mw_column_append_fixed(mw_column_t *c, const void *value, size_t width);
 /* FSL rows: dim items of the item type's width, all valid. */
 int mw_column_append_fsl(mw_column_t *c, const mw_field_t *f, const void *items);
+/* FSL, for parsers that write the items in place: room for one row's items
+ * (dim items of the item type's width) at the end of the values buffer, or
+ * NULL when out of memory; the row exists only after mw_column_fsl_commit,
+ * which makes the items written there a valid row (all items valid). Any
+ * other append in between invalidates the room. */
+void *mw_column_fsl_room(mw_column_t *c, const mw_field_t *f);
+int mw_column_fsl_commit(mw_column_t *c, const mw_field_t *f);
 int mw_column_append_bool(mw_column_t *c, bool v);
 int mw_column_append_bytes(mw_column_t *c, const void *p, size_t n);
 /* LIST: close a valid row whose items were appended to children[0]. */

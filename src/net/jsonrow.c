@@ -1057,52 +1057,139 @@ static int put_item(ctx_t *c, const mw_field_t *f, uint8_t *dst) {
   }
 }
 
-static int put_vector(ctx_t *c, const mw_field_t *f, mw_column_t *col) {
-  const uint8_t *at = c->pos;
+/* A float32 vector item on a fast path, or NULL (nothing consumed) for
+ * anything else: the general scan then sees the same bytes and gives what it
+ * always gave, value or refusal. The grammar is scan_number's (the same bytes
+ * are taken), so only the conversion differs, and it gives the bits strtof
+ * gives (correct rounding is unique):
+ *   m < 2^63 and 10^|e| with |e| <= 22 (an exact double), so
+ *   d = fl(fl(m) op 10^|e|) is within 2^-52 of x = m*10^e, relatively: under
+ *   3 units of d's last place. A float midpoint is a double whose 29 low
+ *   mantissa bits are 1000...0, so when d is a float normal and its low bits
+ *   are more than 3 units from that pattern, no midpoint lies between x and d
+ *   and (float)d is the float nearest x. Else NULL (strtof decides).
+ * Unlike the double route (Clinger: m <= 2^53), this takes 17-19 digit
+ * mantissas too: float32 vectors printed as doubles ("0.12345679104328156",
+ * what json.dumps makes of numpy float32 values) would all go to strtof_l.
+ * Producers' vectors ("0.1234", "-1.5e-3") all take it: a dimension of 128
+ * made the general path (scan into num_t, the double fast path, the midpoint
+ * check, a copy through a row buffer) 35% of the daemon's self time in wide
+ * ingest. */
+#define F32_MID_SLACK 4
+static MW_ALWAYS_INLINE const uint8_t *f32_fast(const uint8_t *p, const uint8_t *e, float *out) {
+  uint64_t m = 0;
+  int32_t nd = 0, fd = 0, ex = 0;
+  bool neg = false, ovf = false;
+  if (!FAST_PATH_OK) return NULL;
+  if (p < e && *p == '-') neg = true, p++;
+  if (p >= e || !is_digit(*p)) return NULL;
+  if (*p == '0') {
+    if (++p < e && is_digit(*p)) return NULL; /* leading zero: the general scan says so */
+  } else {
+    p = scan_digits(p, e, &m, &nd, &ovf);
+  }
+  if (p < e && *p == '.') {
+    if (++p >= e || !is_digit(*p)) return NULL;
+    int32_t nd0 = nd;
+    p = scan_digits(p, e, &m, &nd, &ovf);
+    fd = nd - nd0;
+  }
+  if (p < e && (*p == 'e' || *p == 'E')) {
+    bool eneg = false;
+    if (++p < e && (*p == '+' || *p == '-')) eneg = *p == '-', p++;
+    if (p >= e || !is_digit(*p)) return NULL;
+    for (; p < e && is_digit(*p); p++)
+      if (ex < 100000) ex = ex * 10 + (*p - '0');
+    if (eneg) ex = -ex;
+  }
+  int32_t e10 = ex - fd;
+  if (ovf || m >= (UINT64_C(1) << 63) || e10 < -22 || e10 > 22) return NULL;
+  double d = (double)(int64_t)m;
+  d = e10 < 0 ? d / pow10_d[-e10] : d * pow10_d[e10];
+  uint64_t b;
+  memcpy(&b, &d, 8);
+  if (b != 0) { /* m == 0: an exact zero */
+    unsigned be = (unsigned)(b >> 52) & 0x7ff;
+    /* float normals, 2^-126 <= |d| < 2^128: biased double exponents 897..1150 */
+    if (be <= 1023 - 126 || be > 1023 + 127) return NULL;
+    uint64_t low = b & ((UINT64_C(1) << 29) - 1);
+    if (low - ((UINT64_C(1) << 28) - F32_MID_SLACK) <= 2 * F32_MID_SLACK) return NULL;
+  }
+  float x = (float)d;
+  if (isinf(x)) return NULL; /* rounds past FLT_MAX: strtof's inf, refused as out of range */
+  *out = neg ? -x : x;
+  return p;
+}
+
+/* [n1, ..., nD] into a fixed_size_list row: the items go straight into the
+ * column's value buffer (room for the row reserved once), float32 items
+ * through f32_fast where they can, every other item (and every refusal)
+ * through scan_number and put_item as before. The row is committed only
+ * when exactly D numbers came. The cursor is kept in a local: stores of
+ * items through a byte pointer would make the compiler reload c->pos. */
+static __attribute__((noinline)) int put_vector(ctx_t *c, const mw_field_t *f, mw_column_t *col) {
+  const uint8_t *at = c->pos, *e = c->e, *p;
   char d[16], t[96];
   int32_t n = 0, dim = f->fsl_dim;
   size_t iw = mw_fsl_item_width(f);
-  uint8_t *vec = c->p->vec;
-  assert((size_t)dim * iw <= c->p->vec_bytes);
-  c->pos = skip_ws(c->pos + 1, c->e);
-  if (c->pos < c->e && *c->pos == ']') {
-    c->pos++;
+  bool f32 = f->item_type == MW_T_FLOAT32;
+  uint8_t *room = mw_column_fsl_room(col, f);
+  if (room == NULL) return NOMEM(c);
+  assert(dim >= 1 && dim <= MW_MAX_FSL_DIM);
+  p = skip_ws(at + 1, e);
+  if (p < e && *p == ']') {
+    p++;
   } else {
     for (;;) {
-      if (c->pos >= c->e)
-        return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: unterminated array",
-                    (size_t)(at - c->s));
-      uint8_t ch = *c->pos;
-      if (ch != '-' && !is_digit(ch)) {
-        if (ch != '"' && ch != 't' && ch != 'f' && ch != 'n' && ch != '[' && ch != '{')
-          return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected a value, got %s",
-                      (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
-        return FAIL(c, MW_JSONROW_E_TYPE, c->pos,
-                    "field \"%s\": element %d: expected a number (%s), got %s", FNAME(c), n,
-                    mw_type_name(f->item_type), got_kind(ch));
+      float x;
+      const uint8_t *q = f32 ? f32_fast(p, e, &x) : NULL;
+      if (q != NULL) {
+        if (n < dim) memcpy(room + (size_t)n * 4, &x, 4);
+        p = q;
+      } else {
+        c->pos = p;
+        if (p >= e)
+          return FAIL(c, MW_JSONROW_E_PARSE, p, "at byte %zu: unterminated array",
+                      (size_t)(at - c->s));
+        uint8_t ch = *p;
+        if (ch != '-' && !is_digit(ch)) {
+          if (ch != '"' && ch != 't' && ch != 'f' && ch != 'n' && ch != '[' && ch != '{')
+            return FAIL(c, MW_JSONROW_E_PARSE, p, "at byte %zu: expected a value, got %s",
+                        (size_t)(p - c->s), byte_desc(c, p, d, sizeof d));
+          return FAIL(c, MW_JSONROW_E_TYPE, p,
+                      "field \"%s\": element %d: expected a number (%s), got %s", FNAME(c), n,
+                      mw_type_name(f->item_type), got_kind(ch));
+        }
+        uint8_t scratch[16];
+        int rc = put_item(c, f, n < dim ? room + (size_t)n * iw : scratch);
+        if (rc < 0) return rc;
+        p = c->pos;
       }
-      uint8_t scratch[16];
-      int rc = put_item(c, f, n < dim ? vec + (size_t)n * iw : scratch);
-      if (rc < 0) return rc;
       if (n < INT32_MAX) n++;
-      c->pos = skip_ws(c->pos, c->e);
-      if (c->pos < c->e && *c->pos == ',') {
-        c->pos = skip_ws(c->pos + 1, c->e);
+      if (p < e && *p == ',') { /* the usual separator, no space before it */
+        p = skip_ws(p + 1, e);
         continue;
       }
-      if (c->pos < c->e && *c->pos == ']') {
-        c->pos++;
+      p = skip_ws(p, e);
+      if (p < e && *p == ',') {
+        p = skip_ws(p + 1, e);
+        continue;
+      }
+      if (p < e && *p == ']') {
+        p++;
         break;
       }
-      return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ',' or ']', got %s",
-                  (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
+      c->pos = p;
+      return FAIL(c, MW_JSONROW_E_PARSE, p, "at byte %zu: expected ',' or ']', got %s",
+                  (size_t)(p - c->s), byte_desc(c, p, d, sizeof d));
     }
   }
+  c->pos = p;
   if (n != dim)
     return FAIL(c, MW_JSONROW_E_TYPE, at, "field \"%s\": expected %d numbers (%s), got %d",
                 FNAME(c), dim, type_desc(f, t, sizeof t), n);
   /* the builder keeps a materialised item bitmap in step (batch.c) */
-  if (mw_column_append_fsl(col, f, vec) < 0) return NOMEM(c);
+  if (mw_column_fsl_commit(col, f) < 0) return NOMEM(c);
   return 0;
 }
 
@@ -1324,16 +1411,6 @@ static int lookup(const mw_jsonrow_parser_t *p, const uint8_t *k, size_t n, int 
 
 /* ------------------------------------------------------------------- init */
 
-/* The largest fixed_size_list row anywhere in f's tree, in bytes. */
-static size_t fsl_bytes(const mw_field_t *f) {
-  size_t n = f->type == MW_T_FSL ? mw_type_width(f) : 0;
-  for (uint32_t i = 0; i < f->n_children; i++) {
-    size_t c = fsl_bytes(&f->children[i]);
-    if (c > n) n = c;
-  }
-  return n;
-}
-
 int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
                     const mw_jsonrow_opts_t *opts) {
   assert(p != NULL && schema != NULL);
@@ -1355,7 +1432,6 @@ int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
   p->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
   if (!p->name_lens || !p->seen || !p->slots || !p->c_locale) goto nomem;
   for (uint32_t i = 0; i < p->n_slots; i++) p->slots[i].field = -1;
-  p->vec_bytes = 16;
   const mw_field_t *last = &schema->fields[n - 1];
   if (strcmp(last->name, "_tombstone") == 0 && last->type == MW_T_BOOL && !last->nullable)
     p->tombstone = (int)n - 1;
@@ -1364,8 +1440,6 @@ int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
     const mw_field_t *f = &schema->fields[i];
     char why[160];
     if (mw_field_check(f, why, sizeof why) < 0) goto inval;
-    size_t vb = fsl_bytes(f);
-    if (vb > p->vec_bytes) p->vec_bytes = vb;
     if (f->pk_position == 1) {
       if (p->pk >= 0) goto inval; /* compound keys are not supported */
       p->pk = (int)i;
@@ -1388,8 +1462,6 @@ int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
     if (k < 0 || k == p->tombstone) goto inval;
     p->keep = k == p->pk ? -1 : k;
   }
-  p->vec = malloc(p->vec_bytes);
-  if (p->vec == NULL) goto nomem;
   assert(p->n_slots >= 2 * n);
   return 0;
 inval:
@@ -1405,7 +1477,6 @@ void mw_jsonrow_free(mw_jsonrow_parser_t *p) {
   free(p->name_lens);
   free(p->seen);
   free(p->slots);
-  free(p->vec);
   if (p->c_locale) freelocale((locale_t)p->c_locale);
   mw_buf_free(&p->scratch);
   mw_buf_free(&p->keybuf);

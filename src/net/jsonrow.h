@@ -128,8 +128,6 @@ typedef struct mw_jsonrow_parser {
   uint32_t stamp;
   mw_buf_t scratch;          /* decoded strings, base64, number text */
   mw_buf_t keybuf;           /* decoded keys with escapes */
-  uint8_t *vec;              /* one fixed_size_list row */
-  size_t vec_bytes;
   char path[MW_JSONROW_PATH_BYTES]; /* the field being parsed, for messages */
   void *c_locale;            /* locale_t for strtod_l */
 } mw_jsonrow_parser_t;

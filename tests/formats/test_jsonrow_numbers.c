@@ -11,7 +11,8 @@
  * -0, 0e5, huge exponents, 20+ digit mantissas; the grammar's refusals
  * (leading zeros, "1.", ".5", "1e", "+1"). Numbers are placed mid-line and at
  * the end of an exactly sized line (the 8-byte digit loads must never read
- * past it: ASan checks).
+ * past it: ASan checks). 128-item float32 vectors, which take a fast path of
+ * their own, against strtof and against the general path's refusals.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -317,11 +318,265 @@ static void test_random(void **state) {
   fx_free(f);
 }
 
+/* ------------------------------------------------- 128-item vectors
+ * fixed_size_list<float32, 128> items take a fast path of their own
+ * (jsonrow.c f32_fast, parsed straight into the column); float64 items take
+ * the general one. So the same item text in `v` (float32) and in `w`
+ * (float64, a name of the same length) must be refused with the same class,
+ * byte and message (but for the type's name), and taken as strtof's bits; a
+ * refused row leaves the vector column as it was. */
+#define DIM 128
+#define SCHEMA128 "id:int64 not null, v:fixed_size_list<float32,128>, w:fixed_size_list<float64,128>"
+
+typedef struct fx128 {
+  mw_schema_t s;
+  mw_jsonrow_parser_t p;
+  mw_batch_t b;
+  mw_jsonrow_error_t e;
+  int fi_v, fi_w;
+} fx128_t;
+
+static fx128_t *fx128_new(void) {
+  fx128_t *f = calloc(1, sizeof *f);
+  mw_err_t err = {0};
+  assert_non_null(f);
+  if (mw_schema_text_parse(SCHEMA128, &f->s, &err) != 0) fail_msg("%s", err.msg);
+  assert_true(mw_schema_pk_text_apply(&f->s, "id", &err) >= 0);
+  assert_int_equal(mw_jsonrow_init(&f->p, &f->s, NULL), 0);
+  assert_int_equal(mw_batch_init(&f->b, &f->s), 0);
+  f->fi_v = mw_schema_find(&f->s, "v");
+  f->fi_w = mw_schema_find(&f->s, "w");
+  return f;
+}
+
+static void fx128_free(fx128_t *f) {
+  mw_batch_free(&f->b);
+  mw_jsonrow_free(&f->p);
+  mw_schema_free(&f->s);
+  free(f);
+}
+
+/* Parse from an exactly sized copy (no NUL after it: ASan sees overreads). */
+static int parse128(fx128_t *f, const char *line) {
+  size_t n = strlen(line);
+  char *copy = malloc(n);
+  assert_non_null(copy);
+  memcpy(copy, line, n);
+  int rc = mw_jsonrow_parse(&f->p, copy, n, false, &f->b, &f->e);
+  free(copy);
+  return rc;
+}
+
+/* {"id":1,"<col>":[<items>]} with items[k] = texts[k] joined by sep. */
+static void line128(char *out, size_t cap, char col, const char *const *texts, int n,
+                    const char *sep, const char *open, const char *close) {
+  size_t at = (size_t)snprintf(out, cap, "{\"id\":1,\"%c\":%s", col, open);
+  for (int k = 0; k < n; k++)
+    at += (size_t)snprintf(out + at, cap - at, "%s%s", k ? sep : "", texts[k]);
+  at += (size_t)snprintf(out + at, cap - at, "%s}", close);
+  assert_true(at < cap);
+}
+
+/* The float32 row refused, with nothing left behind; the message, kept. */
+static const char *refusal32(fx128_t *f, const char *const *texts, int n, const char *sep,
+                             const char *open, const char *close, mw_jsonrow_error_t *e32) {
+  static char line[16384], msg32[MW_JSONROW_MSG_BYTES];
+  int64_t rows = f->b.n_rows;
+  size_t vlen = f->b.cols[f->fi_v].values.len;
+  line128(line, sizeof line, 'v', texts, n, sep, open, close);
+  if (parse128(f, line) == 0) fail_msg("float32 row taken: %s", line);
+  *e32 = f->e;
+  assert_int_equal(f->b.n_rows, rows);
+  assert_int_equal(f->b.cols[f->fi_v].values.len, vlen);
+  assert_int_equal(f->b.cols[f->fi_v].length, rows);
+  snprintf(msg32, sizeof msg32, "%s", e32->msg);
+  return msg32;
+}
+
+/* A refusal of the float32 row must be the float64 row's (the general path,
+ * which the fast path leaves unchanged), type and field name aside; neither
+ * row may leave anything behind. Returns the float32 message. Not for
+ * numbers only float32's range refuses. */
+static const char *same_refusal(fx128_t *f, const char *const *texts, int n, const char *sep,
+                                const char *open, const char *close) {
+  static char line[16384];
+  mw_jsonrow_error_t e32;
+  const char *m32 = refusal32(f, texts, n, sep, open, close, &e32);
+  int64_t rows = f->b.n_rows;
+  size_t wlen = f->b.cols[f->fi_w].values.len;
+  line128(line, sizeof line, 'w', texts, n, sep, open, close);
+  if (parse128(f, line) == 0) fail_msg("float64 row taken: %s", line);
+  char want[MW_JSONROW_MSG_BYTES];
+  snprintf(want, sizeof want, "%s", f->e.msg);
+  for (char *t; (t = strstr(want, "float64")) != NULL;) memcpy(t, "float32", 7);
+  for (char *t; (t = strstr(want, "field \"w\"")) != NULL;) t[7] = 'v'; /* the other column */
+  if (e32.cls != f->e.cls || e32.offset != f->e.offset || strcmp(m32, want) != 0)
+    fail_msg("float32: %s at %zu \"%s\"; float64: %s at %zu \"%s\"", mw_jsonrow_class_name(e32.cls),
+             e32.offset, m32, mw_jsonrow_class_name(f->e.cls), f->e.offset, f->e.msg);
+  assert_int_equal(f->b.n_rows, rows);
+  assert_int_equal(f->b.cols[f->fi_w].values.len, wlen);
+  return m32;
+}
+
+/* A taken float32 row: every item strtof's bits, at its index. */
+static void taken_as_strtof(fx128_t *f, const char *const *texts, const char *sep) {
+  static char line[16384];
+  line128(line, sizeof line, 'v', texts, DIM, sep, "[", "]");
+  if (parse128(f, line) != 0) fail_msg("%s: %s", mw_jsonrow_class_name(f->e.cls), f->e.msg);
+  int64_t r = f->b.n_rows - 1;
+  assert_int_equal(f->b.cols[f->fi_v].length, f->b.n_rows);
+  assert_int_equal(f->b.cols[f->fi_v].values.len, (size_t)f->b.n_rows * DIM * 4);
+  assert_int_equal(f->b.cols[f->fi_v].item_validity.len, 0);
+  for (int k = 0; k < DIM; k++) {
+    float want = strtof(texts[k], NULL), got = cell_f(&f->b.cols[f->fi_v], r * DIM + k);
+    if (bits_f(got) != bits_f(want))
+      fail_msg("item %d \"%s\": %08" PRIx32 " (%.9g), strtof %08" PRIx32 " (%.9g)", k, texts[k],
+               bits_f(got), got, bits_f(want), want);
+  }
+}
+
+/* Every form a number takes, in 128-item rows, separated tightly and with
+ * spaces and tabs: exponents, -0, integers, integers written as floats,
+ * 17-digit texts (doubles printed for float32 values), float midpoints and
+ * their neighbours (the fast path leaves those to strtof), subnormals. */
+static void test_vector128_values(void **state) {
+  (void)state;
+  fx128_t *f = fx128_new();
+  static const char *forms[] = {
+      "0", "-0", "0.0", "-0.0", "0e5", "-0E-5", "1", "-1", "2.0", "-3.000", "42", "1e0",
+      "1E+2", "2.5e-1", "-1.5e-3", "0.1234", "0.9999", "-0.0001", "3.14159", "65504",
+      "16777216", "16777217", "16777218", "16777219", "33554431", "33554433", "8388609e-10",
+      "1.00000005960464477539062", "1.0000000596046448", "0.12345679104328156",
+      "-0.98765432109876543", "123456789012345678", "1234567890123456789", "9223372036854775807",
+      "9223372036854775808", "12345678901234567890", "1e22", "1e-22", "1e23", "1e-23",
+      "3.4028235e38", "3.40282356779733661637539e38", "1.17549435e-38", "1.17549421e-38",
+      "1.4e-45", "1e-46", "7.006492321624085e-46", "1e-400", "0.100000001490116119384765625",
+      "0.10000000149011612", "6.103515625e-05", "0.30000000000000004", "1e10", "16777217e10",
+      "00000000000000000001e-5" + 19 /* "1e-5" */, "99999999999999999999.5",
+      "0.000000000000000000000000000001234"};
+  const size_t nf = sizeof forms / sizeof *forms;
+  const char *texts[DIM];
+  static const char *seps[] = {",", ", ", " ,", "\t,\t", " , "};
+  for (size_t r = 0; r < nf; r++) {
+    for (int k = 0; k < DIM; k++) texts[k] = forms[(r + (size_t)k) % nf];
+    taken_as_strtof(f, texts, seps[r % (sizeof seps / sizeof *seps)]);
+  }
+  /* spaces and tabs inside the brackets too */
+  for (int k = 0; k < DIM; k++) texts[k] = forms[(size_t)k % nf];
+  static char line[16384];
+  line128(line, sizeof line, 'v', texts, DIM, " ,\t", "[ \t", "\t ]");
+  assert_int_equal(parse128(f, line), 0);
+  for (int k = 0; k < DIM; k++)
+    assert_true(bits_f(cell_f(&f->b.cols[f->fi_v], (f->b.n_rows - 1) * DIM + k)) ==
+                bits_f(strtof(texts[k], NULL)));
+  /* random floats' shortest texts, their %.17g texts, the midpoints next to them */
+  uint64_t rng = 0x243F6A8885A308D3u;
+  static char bank[3 * DIM][40];
+  for (int round = 0; round < 400; round++) {
+    for (int k = 0; k < DIM; k++) {
+      rng = rng * 6364136223846793005u + 1442695040888963407u;
+      uint32_t b = (uint32_t)(rng >> 32) & 0x7fffffff;
+      if ((b >> 23) == 0xff) b &= 0x7f7fffff;
+      float x;
+      memcpy(&x, &b, 4);
+      int how = (int)((rng >> 20) % 3);
+      double mid = ((double)x + (double)nextafterf(x, INFINITY)) / 2;
+      if (how == 0) snprintf(bank[k], sizeof bank[k], "%s%.9g", rng & 1 ? "-" : "", (double)x);
+      else if (how == 1) snprintf(bank[k], sizeof bank[k], "%.17g", (double)x);
+      else snprintf(bank[k], sizeof bank[k], "%.17g", mid);
+      if (isinf(strtof(bank[k], NULL))) snprintf(bank[k], sizeof bank[k], "1.5");
+      texts[k] = bank[k];
+    }
+    taken_as_strtof(f, texts, ",");
+    if (f->b.n_rows >= 512) mw_batch_reset(&f->b);
+  }
+  fx128_free(f);
+}
+
+/* Refusals: wrong counts, non-numbers (NaN and Infinity are not JSON), the
+ * grammar's refusals and out-of-range items, at the first, a middle and the
+ * last element; \r and \n where whitespace may go; each the general path's
+ * class, byte and message, and the column as it was. */
+static void test_vector128_refusals(void **state) {
+  (void)state;
+  fx128_t *f = fx128_new();
+  const char *texts[DIM + 2];
+  for (int k = 0; k < DIM + 2; k++) texts[k] = k % 2 ? "0.5" : "-1.25e-2";
+  /* a good row first, so a refusal has rows to leave alone */
+  taken_as_strtof(f, texts, ",");
+  const char *m = same_refusal(f, texts, DIM - 1, ",", "[", "]");
+  assert_string_equal(m, "field \"v\": expected 128 numbers (fixed_size_list<float32, 128>), got 127");
+  assert_int_equal(f->e.offset, 12); /* the '[' */
+  m = same_refusal(f, texts, DIM + 1, ",", "[", "]");
+  assert_non_null(strstr(m, "got 129"));
+  m = same_refusal(f, texts, 0, ",", "[", "]");
+  assert_non_null(strstr(m, "got 0"));
+  static const struct {
+    const char *item, *why;
+  } bad[] = {{"\"1.5\"", "expected a number (float32), got a string"},
+             {"null", "expected a number (float32), got null"},
+             {"true", "expected a number (float32), got a boolean"},
+             {"false", "expected a number (float32), got a boolean"},
+             {"[1]", "expected a number (float32), got an array"},
+             {"{}", "expected a number (float32), got an object"},
+             {"NaN", "expected a value, got 'N'"},
+             {"nan", "expected a number (float32), got null"}, /* judged by its first byte, as before */
+             {"Infinity", "expected a value, got 'I'"},
+             {"-Infinity", "malformed number"},
+             {"inf", "expected a value, got 'i'"},
+             {"1e39", "is out of range for"},
+             {"-3.5e38", "is out of range for"},
+             {"1e400", "is out of range for"},
+             {"123456789012345678901234567890e20", "is out of range for"},
+             {"01", "leading zero in a number"},
+             {"-00.5", "leading zero in a number"},
+             {"1.", "malformed number"},
+             {"1.e5", "malformed number"},
+             {"-", "malformed number"},
+             {"1e", "malformed number"},
+             {"1e+", "malformed number"},
+             {".5", "expected a value, got '.'"},
+             {"+1", "expected a value, got '+'"},
+             {"0x10", "expected ',' or ']'"},
+             {"1.5.5", "expected ',' or ']'"},
+             {"1 2", "expected ',' or ']'"},
+             {"", "expected a value"}};
+  const char *row[DIM];
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    for (int where = 0; where < 3; where++) {
+      int k = where == 0 ? 0 : where == 1 ? 64 : DIM - 1;
+      for (int j = 0; j < DIM; j++) row[j] = j == k ? bad[i].item : texts[j];
+      mw_jsonrow_error_t e32;
+      m = strstr(bad[i].why, "out of range") ? refusal32(f, row, DIM, ",", "[", "]", &e32)
+                                             : same_refusal(f, row, DIM, ",", "[", "]");
+      if (strstr(m, bad[i].why) == NULL) fail_msg("item %d \"%s\": \"%s\"", k, bad[i].item, m);
+      if (bad[i].why[0] == 'e' && strncmp(bad[i].why, "expected a number", 17) == 0) {
+        char el[32];
+        snprintf(el, sizeof el, "element %d: ", k);
+        if (strstr(m, el) == NULL || strncmp(m, "field \"v\": ", 11) != 0)
+          fail_msg("item %d \"%s\": \"%s\"", k, bad[i].item, m);
+      }
+    }
+  }
+  /* only space and tab are whitespace; an unterminated array */
+  static const char *seps[] = {"\r,", ",\n", " ,\r\n"};
+  for (size_t i = 0; i < sizeof seps / sizeof *seps; i++)
+    assert_non_null(strstr(same_refusal(f, texts, DIM, seps[i], "[", "]"), "at byte"));
+  assert_non_null(strstr(same_refusal(f, texts, DIM, ",", "[", ""), "expected ',' or ']'"));
+  assert_non_null(strstr(same_refusal(f, texts, DIM, ",", "[\n", "]"), "at byte 13"));
+  /* the column still takes rows where it left off */
+  taken_as_strtof(f, texts, ",");
+  assert_int_equal(f->b.n_rows, 2);
+  fx128_free(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_grammar),
       cmocka_unit_test(test_random),
+      cmocka_unit_test(test_vector128_values),
+      cmocka_unit_test(test_vector128_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
