@@ -955,15 +955,130 @@ static int append_row(mw_column_t *dst, const mw_column_t *src, const mw_field_t
   }
 }
 
-int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
-                           int64_t start, int64_t count) {
-  assert(start >= 0 && count >= 0 && start + count <= src->length);
-  assert(dst->n_children == f->n_children && src->n_children == f->n_children);
+/* Reference path: one row at a time. Nested, bool and FSL columns take it;
+ * the bulk path below must give the same rows (tests/formats/test_batch.c). */
+static int append_rows(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
+                       int64_t start, int64_t count) {
   for (int64_t r = start; r < start + count; r++) {
     int rc = append_row(dst, src, f, r);
     if (rc < 0) return rc;
   }
   return 0;
+}
+
+/* Zero bits in [from, to) of a bitmap: whole bytes by popcount. */
+static int64_t bits_zeros(const uint8_t *bits, int64_t from, int64_t to) {
+  int64_t zeros = 0, i = from;
+  for (; i < to && i % 8; i++) zeros += !mw_bit_get(bits, i);
+  for (; i + 8 <= to; i += 8) zeros += 8 - __builtin_popcount(bits[i / 8]);
+  for (; i < to; i++) zeros += !mw_bit_get(bits, i);
+  assert(zeros >= 0 && zeros <= to - from);
+  return zeros;
+}
+
+/* The 8 bits of a `len`-byte bitmap starting at bit `at` (past the end: 0). */
+static uint8_t bits_byte(const uint8_t *bits, size_t len, int64_t at) {
+  size_t i = (size_t)(at / 8);
+  unsigned s = (unsigned)(at % 8);
+  unsigned lo = i < len ? bits[i] : 0, hi = i + 1 < len ? bits[i + 1] : 0;
+  return (uint8_t)(s ? (lo >> s) | (hi << (8 - s)) : lo);
+}
+
+/* Append validity bits [start, start + count) of src to dst, which holds
+ * `have` rows: nothing when both are all valid, else dst's bitmap is
+ * materialised and the range copied a byte at a time (shifted when either
+ * offset is not byte-aligned), tail bits past the end left zero. Adds the
+ * range's nulls to dst->null_count. */
+static int validity_append(mw_column_t *dst, const mw_column_t *src, int64_t start, int64_t count) {
+  int64_t have = dst->length;
+  int64_t zeros = src->validity.len ? bits_zeros(src->validity.data, start, start + count) : 0;
+  if (zeros == 0 && dst->validity.len == 0) return 0;
+  if (mw_buf_own(&dst->validity) < 0) return -ENOMEM;
+  if (dst->validity.len == 0) {
+    size_t n = (size_t)(have + 7) / 8;
+    if (mw_buf_fill(&dst->validity, 0xFF, n) < 0) return -ENOMEM;
+    if (have % 8) dst->validity.data[n - 1] = (uint8_t)((1u << (have % 8)) - 1);
+  }
+  assert(dst->validity.len == (size_t)(have + 7) / 8);
+  size_t want = (size_t)(have + count + 7) / 8;
+  if (want > dst->validity.len && !mw_buf_extend(&dst->validity, want - dst->validity.len)) return -ENOMEM;
+  uint8_t *d = dst->validity.data;
+  const uint8_t *s = src->validity.data;
+  size_t slen = src->validity.len;
+  int64_t i = 0;
+  for (; i < count && (have + i) % 8; i++) mw_bit_set(d, have + i, slen == 0 || mw_bit_get(s, start + i));
+  for (; i + 8 <= count; i += 8) d[(have + i) / 8] = slen ? bits_byte(s, slen, start + i) : 0xFF;
+  for (; i < count; i++) mw_bit_set(d, have + i, slen == 0 || mw_bit_get(s, start + i));
+  dst->null_count += zeros;
+  return 0;
+}
+
+/* FIXED: one copy of the value range. */
+static int append_fixed_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
+                              int64_t start, int64_t count) {
+  size_t w = mw_type_width(f);
+  assert(w > 0);
+  assert(dst->values.len == (size_t)dst->length * w);
+  int rc = validity_append(dst, src, start, count);
+  if (rc < 0) return rc;
+  rc = mw_buf_append(&dst->values, src->values.data + (size_t)start * w, (size_t)count * w);
+  if (rc < 0) return rc;
+  dst->length += count;
+  return 0;
+}
+
+/* VAR: one copy of the bytes the range spans, offsets rebased in one loop.
+ * Null rows keep the bytes src gave them (Arrow leaves them undefined). */
+static int append_var_range(mw_column_t *dst, const mw_column_t *src, int64_t start, int64_t count) {
+  const int32_t *so = (const int32_t *)(const void *)src->offsets.data;
+  int64_t a = so[start], b = so[start + count];
+  assert(a >= 0 && b >= a);
+  assert(b <= (int64_t)src->values.len);
+  if ((size_t)(b - a) > (size_t)INT32_MAX - dst->values.len) return -EFBIG;
+  assert(dst->offsets.len == (size_t)(dst->length + 1) * 4);
+  int rc = validity_append(dst, src, start, count);
+  if (rc < 0) return rc;
+  int64_t delta = (int64_t)dst->values.len - a;
+  if ((rc = mw_buf_append(&dst->values, src->values.data + a, (size_t)(b - a))) < 0) return rc;
+  if ((rc = mw_buf_reserve(&dst->offsets, (size_t)count * 4)) < 0) return rc;
+  if ((rc = mw_buf_own(&dst->offsets)) < 0) return rc;
+  int32_t *d = (int32_t *)(void *)(dst->offsets.data + dst->offsets.len);
+  for (int64_t i = 0; i < count; i++) d[i] = (int32_t)(so[start + 1 + i] + delta);
+  dst->offsets.len += (size_t)count * 4;
+  dst->length += count;
+  return 0;
+}
+
+int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
+                           int64_t start, int64_t count) {
+  assert(start >= 0 && count >= 0 && start + count <= src->length);
+  assert(dst->n_children == f->n_children && src->n_children == f->n_children);
+  if (count == 0) return 0;
+  /* the bitmaps' tail rule (bits past the end are zero) and a materialised
+   * bitmap's exact length let the bulk copy extend them in place */
+  bool exact = dst->validity.len == 0 || dst->validity.len == (size_t)(dst->length + 7) / 8;
+  mw_layout_t l = mw_field_layout(f);
+  if (l == MW_LAYOUT_VAR)
+    exact = exact && dst->offsets.len == (size_t)(dst->length + 1) * 4 &&
+            src->offsets.len >= (size_t)(src->length + 1) * 4;
+  if (l == MW_LAYOUT_FIXED) exact = exact && dst->values.len == (size_t)dst->length * mw_type_width(f);
+  switch (exact ? l : MW_LAYOUT_STRUCT) {
+    case MW_LAYOUT_VAR: return append_var_range(dst, src, start, count);
+    case MW_LAYOUT_BOOL:
+    case MW_LAYOUT_LIST:
+    case MW_LAYOUT_STRUCT:
+    case MW_LAYOUT_FSL: return append_rows(dst, src, f, start, count);
+    default:
+      if (dst->item_validity.len) return append_rows(dst, src, f, start, count);
+      return append_fixed_range(dst, src, f, start, count);
+  }
+}
+
+int mw_column_append_range_rows(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
+                                int64_t start, int64_t count) {
+  assert(start >= 0 && count >= 0 && start + count <= src->length);
+  assert(dst->n_children == f->n_children && src->n_children == f->n_children);
+  return append_rows(dst, src, f, start, count);
 }
 
 /* Count zero bits in [from, to) of a bitmap, shrink it to `to_keep` bits and

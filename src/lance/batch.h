@@ -279,9 +279,16 @@ int mw_column_struct_end(mw_column_t *c);
  * each get one row. */
 int mw_column_append_parent(mw_column_t *c, bool valid);
 void mw_column_list_grow(mw_column_t *c);
-/* Append rows [start, start+count) of src (same field) to dst. */
+/* Append rows [start, start+count) of src (same field) to dst. Fixed-width
+ * and utf8/binary columns are copied in bulk (values, offsets and validity
+ * as ranges); bool, FSL and nested columns row by row. Returns 0 or -errno
+ * (-ENOMEM, -EFBIG past int32 offsets); on error dst may hold part of the
+ * range (mw_column_truncate rolls it back). */
 int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                            int64_t start, int64_t count);
+/* The same, one row at a time: the reference the bulk path is tested against. */
+int mw_column_append_range_rows(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
+                                int64_t start, int64_t count);
 /* Drop rows [length, c->length) (a builder's rollback): shrinks every buffer
  * and child, fixes null counts and clears bitmap bits past the new length.
  * Keeps memory. A validity bitmap left without zeros is dropped (empty = all
