@@ -1019,10 +1019,13 @@ static int append_fixed_range(mw_column_t *dst, const mw_column_t *src, const mw
   size_t w = mw_type_width(f);
   assert(w > 0);
   assert(dst->values.len == (size_t)dst->length * w);
-  int rc = validity_append(dst, src, start, count);
+  /* room first: a failure leaves dst as it was (validity_append's own
+   * failures leave its bitmap describing the rows dst already has) */
+  int rc = mw_buf_reserve(&dst->values, (size_t)count * w);
   if (rc < 0) return rc;
+  if ((rc = validity_append(dst, src, start, count)) < 0) return rc;
   rc = mw_buf_append(&dst->values, src->values.data + (size_t)start * w, (size_t)count * w);
-  if (rc < 0) return rc;
+  assert(rc == 0); /* reserved above */
   dst->length += count;
   return 0;
 }
@@ -1036,12 +1039,15 @@ static int append_var_range(mw_column_t *dst, const mw_column_t *src, int64_t st
   assert(b <= (int64_t)src->values.len);
   if ((size_t)(b - a) > (size_t)INT32_MAX - dst->values.len) return -EFBIG;
   assert(dst->offsets.len == (size_t)(dst->length + 1) * 4);
-  int rc = validity_append(dst, src, start, count);
+  /* room first, as append_fixed_range: a failure leaves dst as it was */
+  int rc = mw_buf_reserve(&dst->values, (size_t)(b - a));
   if (rc < 0) return rc;
-  int64_t delta = (int64_t)dst->values.len - a;
-  if ((rc = mw_buf_append(&dst->values, src->values.data + a, (size_t)(b - a))) < 0) return rc;
   if ((rc = mw_buf_reserve(&dst->offsets, (size_t)count * 4)) < 0) return rc;
   if ((rc = mw_buf_own(&dst->offsets)) < 0) return rc;
+  if ((rc = validity_append(dst, src, start, count)) < 0) return rc;
+  int64_t delta = (int64_t)dst->values.len - a;
+  rc = mw_buf_append(&dst->values, src->values.data + a, (size_t)(b - a));
+  assert(rc == 0); /* reserved above */
   int32_t *d = (int32_t *)(void *)(dst->offsets.data + dst->offsets.len);
   for (int64_t i = 0; i < count; i++) d[i] = (int32_t)(so[start + 1 + i] + delta);
   dst->offsets.len += (size_t)count * 4;
