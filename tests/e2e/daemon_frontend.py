@@ -532,6 +532,11 @@ def main():
         rc, out, err = ctl(d.sock, "flush", timeout=120)
         check("memwalctl flush", rc == 0, out + err)
         r = subprocess.run(["node", READ, tmp], capture_output=True, text=True, timeout=120)
+        # A failed read prints no rows: without this check it showed as "every
+        # row missing", whose 10 smallest ids (1-3, 10000-10006) once read as
+        # "the oldest rows missing"; tools/read-stress hunts that case
+        check("LanceDB's read beside the running daemon succeeds", r.returncode == 0,
+              f"node exit {r.returncode}:\n{r.stderr}")
         got = {json.loads(l)["id"] for l in r.stdout.splitlines() if l.startswith("{")}
         want = ids | {1, 2, 3}
         # the flood's rows were acknowledged to nobody (replies unread): any may be there
