@@ -64,6 +64,12 @@ typedef struct gshard {
   size_t n_wal_pos, wal_pos_i;
   uint64_t wal_listed_to;
   uint64_t trimmed_gen;
+  /* The compacted generation the next trim waits for, and when it was
+   * committed (or first seen): taken from the compactor's state when GC
+   * has none, kept until trimmed. Not the compactor's newest: each run
+   * restarts that one's time, so a shard compacting more often than the
+   * grace was never trimmed (its manifest listed every SSTable ever). */
+  uint64_t wait_gen, wait_ms;
   gdir_t *dirs;
   size_t n_dirs;
   uint32_t failures;
@@ -969,12 +975,27 @@ static bool start_base(mw_gc_t *g, uint64_t now) {
 
 /* ------------------------------------------------------------------ ticks */
 
-static bool trim_due(const mw_gc_t *g, const gshard_t *gs, const mw_shard_t *s,
-                     const mw_compact_shard_t *cs, uint64_t now) {
-  if (cs->compacted_gen == 0 || cs->committed_ms == 0 || now - cs->committed_ms < g->cfg.grace_ms) return false;
+/* Whether a trim of every SSTable of generation <= *gen is due: one the
+ * base recorded compacted at least a grace ago and the manifest still
+ * lists. Trims come at most once a grace under steady compaction, each
+ * unlisting what was compacted a grace before. */
+static bool trim_due(const mw_gc_t *g, gshard_t *gs, const mw_shard_t *s, const mw_compact_shard_t *cs,
+                     uint64_t now, uint64_t *gen) {
+  if (cs->compacted_gen == 0 || cs->committed_ms == 0) return false;
+  if (gs->wait_gen == 0 || gs->wait_gen > cs->compacted_gen) { /* none yet, or the state began again */
+    gs->wait_gen = cs->compacted_gen;
+    gs->wait_ms = cs->committed_ms;
+  }
+  assert(gs->wait_gen <= cs->compacted_gen);
+  if (now - gs->wait_ms < g->cfg.grace_ms) return false;
   for (size_t i = 0; i < s->ms.cached.n_sstables; i++)
-    if (s->ms.cached.sstables[i].generation <= cs->compacted_gen) return true;
-  (void)gs;
+    if (s->ms.cached.sstables[i].generation <= gs->wait_gen) {
+      *gen = gs->wait_gen;
+      return true;
+    }
+  /* trimmed (or never listed): wait for the newest from its commit on */
+  gs->wait_gen = cs->compacted_gen;
+  gs->wait_ms = cs->committed_ms;
   return false;
 }
 
@@ -985,7 +1006,8 @@ static int shard_job(mw_gc_t *g, gshard_t *gs, mw_shard_t *s, uint64_t now) {
   if (!gs->scanned) return start_scan(g);
   mw_compact_shard_t cs = {0};
   if (g->t->compact) mw_compact_shard_state(g->t->compact, gs->id, &cs);
-  if (trim_due(g, gs, s, &cs, now)) return start_trim(g, cs.compacted_gen, now);
+  uint64_t trim_gen = 0;
+  if (trim_due(g, gs, s, &cs, now, &trim_gen)) return start_trim(g, trim_gen, now);
   int rc = start_delete(g, cs.compacted_gen, now);
   if (rc != -EAGAIN) return rc;
   const mw_shard_manifest_t *m = &s->ms.cached;
