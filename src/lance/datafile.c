@@ -438,24 +438,68 @@ static int mb_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64
   return put_buffer(w, w->data.data, w->data.len, &pg->off[1]);
 }
 
-static int fullzip_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64_t start,
+/* A column given as the same field of several batches, in order, read
+ * without concatenating them first (a MemTable's FSL column is most of an
+ * SSTable's bytes: a concatenated copy would be written once more, into
+ * fresh memory, only to be copied out again). */
+typedef struct colsrc {
+  const mw_batch_t *const *bs;
+  size_t nb;
+  size_t fi;
+} colsrc_t;
+
+/* The stretch of segment k within global rows [r, end): rows [*a, *b) of
+ * its column, *base its first global row. Advances k and base past it. */
+static const mw_column_t *colsrc_next(const colsrc_t *s, size_t *k, int64_t *base, int64_t r,
+                                      int64_t end, int64_t *a, int64_t *b) {
+  assert(*k < s->nb);
+  assert(r >= *base && r < end);
+  const mw_column_t *c = &s->bs[*k]->cols[s->fi];
+  *a = r - *base;
+  *b = end - *base < c->length ? end - *base : c->length;
+  if (*b < *a) *b = *a;
+  *base += c->length;
+  (*k)++;
+  return c;
+}
+
+/* Position (k, base) at the segment holding global row `start`. */
+static void colsrc_seek(const colsrc_t *s, int64_t start, size_t *k, int64_t *base) {
+  *k = 0;
+  *base = 0;
+  while (*k < s->nb && *base + s->bs[*k]->cols[s->fi].length <= start)
+    *base += s->bs[(*k)++]->cols[s->fi].length;
+  assert(*k < s->nb);
+}
+
+static int fullzip_page(writer_t *w, const mw_field_t *f, const colsrc_t *s, int64_t start,
                         int64_t end) {
+  assert(start < end);
   size_t rowb = mw_type_width(f);
-  bool nulls = count_nulls(c, start, end) > 0;
-  const uint8_t *src = c->values.data + (size_t)start * rowb;
-  size_t n = (size_t)(end - start) * rowb;
+  size_t k;
+  int64_t base, a, b;
+  int64_t nulls = 0;
+  colsrc_seek(s, start, &k, &base);
+  for (int64_t r = start; r < end; r = base) {
+    const mw_column_t *c = colsrc_next(s, &k, &base, r, end, &a, &b);
+    nulls += count_nulls(c, a, b);
+  }
   int rc;
-  if (nulls) {
-    mw_buf_reset(&w->data);
+  mw_buf_reset(&w->data);
+  if (nulls) { /* [control byte = def level] + the row, per row */
     uint8_t *p = mw_buf_extend(&w->data, (size_t)(end - start) * (rowb + 1));
     if (p == NULL) return -ENOMEM;
-    for (int64_t r = start; r < end; r++, p += rowb + 1) {
-      p[0] = !mw_bit_get(c->validity.data, r);
-      memcpy(p + 1, c->values.data + (size_t)r * rowb, rowb);
+    colsrc_seek(s, start, &k, &base);
+    for (int64_t r = start; r < end; r = base) {
+      const mw_column_t *c = colsrc_next(s, &k, &base, r, end, &a, &b);
+      bool all_valid = c->validity.len == 0 || c->null_count == 0;
+      for (int64_t i = a; i < b; i++, p += rowb + 1) {
+        p[0] = !all_valid && !mw_bit_get(c->validity.data, i);
+        memcpy(p + 1, c->values.data + (size_t)i * rowb, rowb);
+      }
     }
-    src = w->data.data;
-    n = w->data.len;
   }
+  size_t n = nulls ? w->data.len : (size_t)(end - start) * rowb;
   Lance__Encodings21__Flat flat_item = LANCE__ENCODINGS21__FLAT__INIT;
   flat_item.bits_per_value = 8 * mw_fsl_item_width(f);
   CE ce_items = CE_INIT, ce_fsl = CE_INIT;
@@ -480,7 +524,35 @@ static int fullzip_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, 
   wpage_t *pg = &w->pages[w->n_pages - 1];
   pg->n_bufs = 1;
   pg->size[0] = n;
-  return put_buffer(w, src, n, &pg->off[0]);
+  if (nulls) return put_buffer(w, w->data.data, n, &pg->off[0]);
+  /* no nulls: the rows as they are, each segment's stretch in turn */
+  if ((rc = put_buffer(w, NULL, 0, &pg->off[0])) < 0) return rc;
+  colsrc_seek(s, start, &k, &base);
+  for (int64_t r = start; r < end && rc == 0; r = base) {
+    const mw_column_t *c = colsrc_next(s, &k, &base, r, end, &a, &b);
+    if (b > a) rc = mw_buf_append(w->out, c->values.data + (size_t)a * rowb, (size_t)(b - a) * rowb);
+  }
+  if (rc == 0) rc = mw_buf_fill(w->out, PAD_PAGE, (size_t)(-(w->out->len - w->base)) & 63);
+  assert(rc < 0 || w->out->len - w->base >= pg->off[0] + n);
+  return rc;
+}
+
+/* A FixedSizeList column: FullZip pages of whole rows. */
+static int write_fsl(writer_t *w, const mw_field_t *f, const colsrc_t *s) {
+  int64_t total = 0;
+  for (size_t i = 0; i < s->nb; i++) {
+    const mw_column_t *c = &s->bs[i]->cols[s->fi];
+    if (c->item_null_count > 0)
+      return mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", f->name);
+    total += c->length;
+  }
+  size_t rowb = mw_type_width(f) + 1;
+  int64_t per = (int64_t)(w->max_page_bytes / rowb);
+  if (per < 1) per = 1;
+  int rc;
+  for (int64_t st = 0; st < total; st += per)
+    if ((rc = fullzip_page(w, f, s, st, st + per < total ? st + per : total)) < 0) return rc;
+  return 0;
 }
 
 static int constant_false_page(writer_t *w, int64_t n) {
@@ -508,18 +580,8 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
   if (c->length == 0) return 0;
   if (f->type == MW_T_BOOL && c->null_count == 0 && bool_all_false(c))
     return constant_false_page(w, c->length);
+  assert(f->type != MW_T_FSL); /* write_fsl */
   int rc;
-  if (f->type == MW_T_FSL) {
-    if (c->item_null_count > 0)
-      return mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", f->name);
-    size_t rowb = mw_type_width(f) + 1;
-    int64_t per = (int64_t)(w->max_page_bytes / rowb);
-    if (per < 1) per = 1;
-    for (int64_t s = 0; s < c->length; s += per)
-      if ((rc = fullzip_page(w, f, c, s, s + per < c->length ? s + per : c->length)) < 0)
-        return rc;
-    return 0;
-  }
   for (int64_t s = 0; s < c->length;) {
     int64_t e = mb_page_end(w, f, c, s);
     if ((rc = mb_page(w, f, c, s, e)) < 0) return rc;
@@ -1047,7 +1109,7 @@ int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batche
       rc = mw_column_init(&nested_concat, f);
       for (size_t i = 0; i < n_batches && rc == 0; i++)
         rc = mw_column_append_range(&nested_concat, &batches[i]->cols[fi], f, 0, batches[i]->n_rows);
-    } else if (n_batches > 1) {
+    } else if (n_batches > 1 && l != MW_LAYOUT_FSL) { /* FSL: read in place (write_fsl) */
       rc = concat_column(f, batches, n_batches, fi, &w.concat);
     }
     if (rc < 0) {
@@ -1058,7 +1120,8 @@ int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batche
       lpath_t path = {.f = {f}, .c = {c}};
       rc = write_nested(&w, &path, 0, &col);
     } else {
-      rc = write_column(&w, f, c);
+      colsrc_t src = {.bs = batches, .nb = n_batches, .fi = fi};
+      rc = l == MW_LAYOUT_FSL ? write_fsl(&w, f, &src) : write_column(&w, f, c);
       if (rc == 0) rc = flush_column_meta(&w, col++);
     }
     if (rc < 0) {

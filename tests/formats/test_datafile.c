@@ -223,6 +223,51 @@ static void test_roundtrip_batches(void **state) {
   roundtrip(777, 0, NULL, 4);
 }
 
+/* Several batches are written as their concatenation would be, byte for
+ * byte: FSL columns are read batch by batch in place (write_fsl), so page
+ * boundaries fall inside batches, an empty batch sits between, and a batch
+ * without nulls (no validity bitmap) meets one with nulls in one page. */
+static void same_as_concat(int64_t rows, size_t n_batches, const int *null_mods, size_t page_bytes) {
+  mw_schema_t s;
+  all_types_schema(&s, true);
+  mw_batch_t *in = calloc(n_batches, sizeof *in);
+  const mw_batch_t **ptrs = calloc(n_batches, sizeof *ptrs);
+  mw_batch_t all;
+  assert_int_equal(mw_batch_init(&all, &s), 0);
+  for (size_t i = 0; i < n_batches; i++) {
+    assert_int_equal(mw_batch_init(&in[i], &s), 0);
+    int64_t n = i == 1 ? 0 : rows / (int64_t)n_batches + 3 * (int64_t)i;
+    fill_batch(&in[i], n, null_mods[i]);
+    ptrs[i] = &in[i];
+    for (size_t c = 0; c < s.n_fields; c++)
+      assert_int_equal(mw_column_append_range(&all.cols[c], &in[i].cols[c], &s.fields[c], 0, n), 0);
+    all.n_rows += n;
+  }
+  mw_datafile_write_opts_t o = {.max_page_bytes = page_bytes};
+  mw_buf_t a = MW_BUF_INIT, b = MW_BUF_INIT;
+  const mw_batch_t *ap = &all;
+  write_file(&s, ptrs, n_batches, &o, &a);
+  write_file(&s, &ap, 1, &o, &b);
+  assert_int_equal(a.len, b.len);
+  assert_memory_equal(a.data, b.data, a.len);
+  mw_buf_free(&a);
+  mw_buf_free(&b);
+  for (size_t i = 0; i < n_batches; i++) mw_batch_free(&in[i]);
+  mw_batch_free(&all);
+  free(in);
+  free(ptrs);
+  mw_schema_free(&s);
+}
+
+static void test_batches_same_as_concat(void **state) {
+  (void)state;
+  static const int none[4] = {0, 0, 0, 0}, mixed[4] = {0, 0, 5, 0}, all_nulls[4] = {3, 2, 7, 11};
+  same_as_concat(20000, 4, none, 4096);
+  same_as_concat(20000, 4, mixed, 4096);
+  same_as_concat(20000, 4, all_nulls, 64 << 10);
+  same_as_concat(900, 3, mixed, 0);
+}
+
 static void test_roundtrip_zstd(void **state) {
   (void)state;
   mw_datafile_write_opts_t o = {.zstd = true};
@@ -1179,6 +1224,7 @@ int main(void) {
       cmocka_unit_test(test_roundtrip_nulls),
       cmocka_unit_test(test_roundtrip_batches),
       cmocka_unit_test(test_roundtrip_zstd),
+      cmocka_unit_test(test_batches_same_as_concat),
       cmocka_unit_test(test_multipage),
       cmocka_unit_test(test_default_pages),
       cmocka_unit_test(test_extra_global_buffers),
