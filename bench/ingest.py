@@ -4,7 +4,7 @@ daemon fed by bench_ingest over TCP, beside Lance's own writer (LanceDB 0.39.0
 mergeInsert, bench/ingest-peer.mjs) in the same run. Builds nothing.
 
     bench/ingest.py [--build build] [--seconds 5] [--peer-seconds 4]
-                    [--dir SCRATCH] [--no-peer] [--perf] [--daemon-env K=V ...]
+                    [--dir SCRATCH] [--no-peer] [--perf[=KEYS]] [--daemon-env K=V ...]
 
 0. Measures the scratch disk with `BUILD/bench/bench_storage` (an fdatasync
    loop, dd conv=fsync, one durable put_if_absent at a time): the physical
@@ -45,8 +45,10 @@ see about the same load; each pair's ratio, the load average then, and the
 median ratio are printed after the targets.
 
 --perf records the daemon with `perf record -g` during the 16-connection
-NDJSON run and the small one-write-of-10 000-at-a-time run, and prints the
-top symbols and threads (self time) of each after the table.
+NDJSON run and the small one-write-of-10 000-at-a-time run (--perf=KEYS:
+during the scenarios named, e.g. --perf=arrow_wide,one_wide_10000,open100),
+and prints after the table, for each, the daemon's self time by object
+(the kernel's share), by symbol and by thread.
 
 Exit status: 0 when every run completed without errors (targets missed are
 reported, not failures), 1 otherwise.
@@ -182,7 +184,10 @@ def main():
     ap.add_argument("--peer-seconds", type=float, default=4)
     ap.add_argument("--dir")
     ap.add_argument("--no-peer", action="store_true")
-    ap.add_argument("--perf", action="store_true")
+    ap.add_argument("--perf", nargs="?", const="small16,one_small_10000", default="", metavar="KEYS",
+                    help="perf record -g the daemon during these scenarios (comma-separated keys: small1, small16, "
+                         "wide16, arrow_wide, arrow_small, open1000, open100, one_SHAPE_BATCH; default "
+                         "small16,one_small_10000)")
     ap.add_argument("--pairs", type=int, default=0)
     ap.add_argument("--daemon-env", action="append", default=[], metavar="K=V")
     a = ap.parse_args()
@@ -216,21 +221,24 @@ def main():
                        perf_out)
 
     R = {}
-    perf_data = os.path.join(scratch, "perf.data") if a.perf else None
-    perf_one = os.path.join(scratch, "perf-one10k.data") if a.perf else None
-    R["small1"] = gen_run("small", ["-c", "1", "-b", "1000", "-p", "8"])
-    R["small16"] = gen_run("small", ["-c", "16", "-b", "1000", "-p", "8"], perf_data)
-    R["wide16"] = gen_run("wide", ["--shape", "wide", "-c", "16", "-b", "100", "-p", "8"])
-    R["arrow_wide"] = gen_run("wide", ["--shape", "wide", "--arrow", "-c", "2", "-b", "10000", "-p", "2"])
-    R["arrow_small"] = gen_run("small", ["--arrow", "-c", "16", "-b", "10000", "-p", "2"])
+    perf_keys = [k for k in a.perf.split(",") if k]
+
+    def prof(key):  # where this scenario's perf data goes, if it is recorded
+        return os.path.join(scratch, f"perf-{key}.data") if key in perf_keys else None
+
+    R["small1"] = gen_run("small", ["-c", "1", "-b", "1000", "-p", "8"], prof("small1"))
+    R["small16"] = gen_run("small", ["-c", "16", "-b", "1000", "-p", "8"], prof("small16"))
+    R["wide16"] = gen_run("wide", ["--shape", "wide", "-c", "16", "-b", "100", "-p", "8"], prof("wide16"))
+    R["arrow_wide"] = gen_run("wide", ["--shape", "wide", "--arrow", "-c", "2", "-b", "10000", "-p", "2"], prof("arrow_wide"))
+    R["arrow_small"] = gen_run("small", ["--arrow", "-c", "16", "-b", "10000", "-p", "2"], prof("arrow_small"))
     peak = R["small16"].get("rows_per_s", 0) if R["small16"].get("ok") else 0
     half = max(1000.0, peak / 2)
-    R["open1000"] = gen_run("small", ["-c", "16", "-b", "1000", "-p", "64", "--rate", f"{half:.0f}"])
-    R["open100"] = gen_run("small", ["-c", "16", "-b", "100", "-p", "256", "--rate", f"{half:.0f}"])
+    R["open1000"] = gen_run("small", ["-c", "16", "-b", "1000", "-p", "64", "--rate", f"{half:.0f}"], prof("open1000"))
+    R["open100"] = gen_run("small", ["-c", "16", "-b", "100", "-p", "256", "--rate", f"{half:.0f}"], prof("open100"))
     for shape in ("small", "wide"):
         for b in (1, 100, 10000):
             R[f"one_{shape}_{b}"] = gen_run(shape, ["--shape", shape, "-c", "1", "-b", str(b), "-p", "1"],
-                                            perf_one if (shape, b) == ("small", 10000) else None)
+                                            prof(f"one_{shape}_{b}"))
     pairs = []  # (shape, batch, memwald rows/s, peer rows/s, load average)
     for shape in ("small", "wide"):
         for b in (1, 100, 10000):
@@ -382,17 +390,21 @@ def main():
                                  for p in ps)
                 med = f"median {rats[len(rats) // 2]:.2f}x" if rats else "no ratio"
                 print(f"  {shape} {b:>5}: {med}; rows/s memwald/LanceDB: {each}")
-    for data, what in ((perf_data, "16-conn NDJSON run"), (perf_one, "small, one write of 10000 at a time")):
-        if not (a.perf and os.path.exists(data)):
+    for key in perf_keys:
+        data = prof(key)
+        if not os.path.exists(data):
+            print(f"perf ({key}): no data recorded")
             continue
-        for sort in ("symbol", "pid"):  # where the time goes, and on which thread
+        r = R.get(key, {})
+        print(f"perf (daemon, {key}: {r.get('rows_per_s', 0):,.0f} rows/s, daemon {r.get('daemon_cpu', 0):.2f} cores):")
+        for sort in ("dso", "symbol", "pid"):  # kernel or user, where the time goes, and on which thread
             rep = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", sort,
                                   "--stdio", "-g", "none", "--percent-limit", "1.5"],
                                  capture_output=True, text=True)
-            print(f"perf (daemon, {what}, self time by {sort}):")
+            print(f"  self time by {sort}:")
             for line in rep.stdout.splitlines():
                 if line.strip() and not line.startswith("#"):
-                    print("  " + line.strip())
+                    print("    " + line.strip())
     print("commands: " + "; ".join(f"bench_ingest {R[k]['cmd']}" for k in ("small16", "arrow_wide", "open100")))
     if not a.dir:
         shutil.rmtree(scratch, ignore_errors=True)
