@@ -1184,7 +1184,7 @@ done:
 
 /* Where a page decodes to, plus names for error messages. */
 typedef struct rctx {
-  const mw_datafile_t *f;
+  mw_datafile_t *f; /* not const: its zstd context is made on first need */
   const mw_field_t *fld;
   mw_column_t *c;
   size_t col, page;
@@ -1566,10 +1566,9 @@ static int unwrap_general(rctx_t *x, const CE *vc, const CE **inner, int *scheme
  * front (fuzz_datafile, regress-zstd-claims-2gib). Stops with -EBADMSG past
  * raw bytes or on a corrupt or truncated frame; out->len = bytes produced. */
 #define ZSTD_FIRST_GROW_BYTES ((size_t)64 << 10)
-static int zstd_grow(mw_buf_t *out, const uint8_t *src, size_t sn, size_t raw) {
+static int zstd_grow(ZSTD_DCtx *dc, mw_buf_t *out, const uint8_t *src, size_t sn, size_t raw) {
+  assert(dc != NULL);
   mw_buf_reset(out);
-  ZSTD_DCtx *dc = ZSTD_createDCtx();
-  if (dc == NULL) return -ENOMEM;
   ZSTD_inBuffer in = {src, sn, 0};
   size_t want = raw + 1; /* one byte more: a frame longer than claimed shows */
   int rc = 0;
@@ -1589,9 +1588,24 @@ static int zstd_grow(mw_buf_t *out, const uint8_t *src, size_t sn, size_t raw) {
     if (r == 0 && in.pos == in.size) break;           /* last frame complete */
     if (in.pos == in.size && o.pos < o.size) { rc = -EBADMSG; break; } /* truncated */
   }
-  ZSTD_freeDCtx(dc);
   assert(out->len <= want);
   return rc;
+}
+
+/* The context the file's zstd buffers decode with, reset to a new frame:
+ * the options' one, or the file's own, made on the first zstd buffer and
+ * kept until close. NULL when it cannot be made. */
+static ZSTD_DCtx *file_dctx(mw_datafile_t *f) {
+  if (f->zstd_dctx == NULL) {
+    f->zstd_dctx = ZSTD_createDCtx();
+    f->zstd_dctx_owned = f->zstd_dctx != NULL;
+    return f->zstd_dctx;
+  }
+  /* a corrupt frame leaves the context mid-frame; the next buffer starts clean */
+  size_t r = ZSTD_DCtx_reset(f->zstd_dctx, ZSTD_reset_session_only);
+  assert(!ZSTD_isError(r));
+  (void)r;
+  return f->zstd_dctx;
 }
 
 /* Decompress a ZSTD value buffer (u64 raw length || frame, or a bare frame)
@@ -1611,7 +1625,9 @@ static int zstd_buf(rctx_t *x, mw_buf_t *dst, const uint8_t **p, size_t *n, size
     src += 8, sn -= 8;
   }
   if (raw > max_raw) return BAD(x, "zstd raw length %llu exceeds %zu", x->col, x->page, (unsigned long long)raw, max_raw);
-  int rc = zstd_grow(dst, src, sn, (size_t)raw);
+  ZSTD_DCtx *dc = file_dctx(x->f);
+  if (dc == NULL) return -ENOMEM;
+  int rc = zstd_grow(dc, dst, src, sn, (size_t)raw);
   if (rc == -ENOMEM) return rc;
   if (rc < 0 || dst->len != raw) return BAD(x, "zstd frame corrupt", x->col, x->page);
   *p = dst->data;
@@ -2339,7 +2355,7 @@ int mw_datafile_column_metadata(const mw_datafile_t *f, uint32_t col, const uint
 }
 
 /* Lance column `field` (a leaf at the top level) into out. */
-static int read_flat(const mw_datafile_t *f, size_t field, const mw_field_t *fld, mw_column_t *out,
+static int read_flat(mw_datafile_t *f, size_t field, const mw_field_t *fld, mw_column_t *out,
                      mw_err_t *err) {
   const uint8_t *cmp;
   size_t cmn;
@@ -2681,7 +2697,7 @@ done:
 }
 
 /* One leaf column of a nested field, assembled into r->node[]. */
-static int nested_leaf(const mw_datafile_t *f, size_t col, rlevels_t *r, mw_err_t *err) {
+static int nested_leaf(mw_datafile_t *f, size_t col, rlevels_t *r, mw_err_t *err) {
   const uint8_t *cmp;
   size_t cmn;
   int rc = mw_datafile_column_metadata(f, (uint32_t)col, &cmp, &cmn, err);
@@ -2730,7 +2746,7 @@ static int nested_leaf(const mw_datafile_t *f, size_t col, rlevels_t *r, mw_err_
 /* Every leaf below path depth `depth`, assembled into the tree at
  * node[depth]; the first leaf of a subtree builds it in place, later ones
  * in a scratch tree whose branch is then moved in. */
-static int nested_read(const mw_datafile_t *f, size_t *col, lpath_t *p, rlevels_t *r, int depth,
+static int nested_read(mw_datafile_t *f, size_t *col, lpath_t *p, rlevels_t *r, int depth,
                        bool first, mw_err_t *err) {
   const mw_field_t *fd = p->f[depth];
   mw_layout_t l = mw_field_layout(fd);
@@ -2786,7 +2802,7 @@ static size_t first_column(const mw_schema_t *s, size_t field) {
   return (size_t)n;
 }
 
-int mw_datafile_read_column(const mw_datafile_t *f, size_t field, mw_column_t *out, mw_err_t *err) {
+int mw_datafile_read_column(mw_datafile_t *f, size_t field, mw_column_t *out, mw_err_t *err) {
   assert(f != NULL && out != NULL);
   assert(out->length == 0);
   if (field >= f->schema.n_fields) return mw_err_set(err, -EINVAL, "field %zu of %zu", field, f->schema.n_fields);
@@ -2882,6 +2898,8 @@ int mw_datafile_open(mw_datafile_t *f, const uint8_t *data, size_t len,
   uint64_t max_rows = opts && opts->max_rows ? opts->max_rows : MW_DATAFILE_DEFAULT_MAX_ROWS;
   f->max_column_bytes = opts && opts->max_column_bytes ? opts->max_column_bytes
                                                        : MW_DATAFILE_DEFAULT_MAX_COLUMN_BYTES;
+  f->zstd_dctx = opts ? opts->zstd_dctx : NULL;
+  assert(!f->zstd_dctx_owned);
   if (max_rows > MW_MAX_BATCH_ROWS) max_rows = MW_MAX_BATCH_ROWS;
   int rc = parse_descriptor(f, max_rows, err);
   if (rc < 0) {
@@ -2893,12 +2911,15 @@ int mw_datafile_open(mw_datafile_t *f, const uint8_t *data, size_t len,
 
 void mw_datafile_close(mw_datafile_t *f) {
   if (f == NULL) return;
+  if (f->zstd_dctx_owned) ZSTD_freeDCtx(f->zstd_dctx);
+  f->zstd_dctx = NULL;
+  f->zstd_dctx_owned = false;
   mw_schema_free(&f->schema);
   f->data = NULL;
   f->len = 0;
 }
 
-int mw_datafile_read_batch(const mw_datafile_t *f, mw_batch_t *out, mw_err_t *err) {
+int mw_datafile_read_batch(mw_datafile_t *f, mw_batch_t *out, mw_err_t *err) {
   assert(f != NULL && out != NULL);
   int rc = mw_batch_init(out, &f->schema);
   if (rc < 0) return rc;

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "common/log.h"
 #include "lance/datafile.h"
@@ -268,6 +269,9 @@ void mw_compact__keys_data(mw_compact_t *c) {
 void mw_compact__work_keys(mw_compact_t *c) {
   run_t *r = &c->run;
   const mw_field_t *pk = &c->t->meta.schema.fields[c->pk_base];
+  /* one zstd context for every file read here, not one per file: each read
+   * decodes one key column, usually one zstd buffer (datafile.h) */
+  mw_datafile_read_opts_t ro = {.zstd_dctx = NULL};
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
     if (f->ke != NULL || f->has_decoded) continue;
@@ -283,8 +287,9 @@ void mw_compact__work_keys(mw_compact_t *c) {
     }
     mw_datafile_t df;
     mw_column_t col;
-    int rc = mw_column_init(&col, pk);
-    if (rc == 0) rc = mw_datafile_open(&df, f->req.buf.data, f->req.buf.len, NULL, &f->work_err);
+    if (ro.zstd_dctx == NULL) ro.zstd_dctx = ZSTD_createDCtx();
+    int rc = ro.zstd_dctx != NULL ? mw_column_init(&col, pk) : -ENOMEM;
+    if (rc == 0) rc = mw_datafile_open(&df, f->req.buf.data, f->req.buf.len, &ro, &f->work_err);
     else memset(&col, 0, sizeof col);
     if (rc == 0) {
       size_t j = 0;
@@ -305,6 +310,7 @@ void mw_compact__work_keys(mw_compact_t *c) {
     mw_buf_free(&f->req.buf);
     f->work_rc = rc;
   }
+  ZSTD_freeDCtx(ro.zstd_dctx); /* after every file that borrowed it is closed */
 }
 
 void mw_compact__keys_put(mw_compact_t *c) {

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include <cmocka.h>
 
@@ -771,6 +772,70 @@ static void test_zstd_raw_length_is_a_claim(void **state) {
   mw_buf_free(&buf);
 }
 
+/* The zstd decompression context is reused, not made per buffer: a file
+ * makes one on its first zstd buffer and keeps it for every column; a
+ * context borrowed through the options is used instead and left to its
+ * owner. A corrupt frame leaves the context mid-frame: the next file read
+ * with it must still decode (the context is reset per buffer). */
+static void test_zstd_context_reused(void **state) {
+  (void)state;
+  mw_schema_t s;
+  all_types_schema(&s, true);
+  mw_buf_t buf = MW_BUF_INIT;
+  write_zstd_sample(&buf);
+  /* the file's own context: made once, kept until close; these rows are the
+   * reference for the reads below (the round trip is test_roundtrip_zstd's) */
+  mw_datafile_t f, fin;
+  mw_batch_t out, in;
+  read_file(&buf, &fin, &in);
+  assert_non_null(fin.zstd_dctx);
+  assert_true(fin.zstd_dctx_owned);
+  assert_int_equal(in.n_rows, 40);
+  /* a borrowed one, through a corrupt frame and then a good file */
+  uint8_t *bad = malloc(buf.len);
+  assert_non_null(bad);
+  memcpy(bad, buf.data, buf.len);
+  /* the first frame's u64 raw length, two bytes short: the frame gives more
+   * output than claimed and the read stops with the frame half decoded */
+  size_t m = 8;
+  uint64_t raw = 0;
+  for (; m + 4 <= buf.len; m++) {
+    if (memcmp(bad + m, "\x28\xb5\x2f\xfd", 4) != 0) continue;
+    raw = 0;
+    for (int k = 7; k >= 0; k--) raw = raw << 8 | bad[m - 8 + k];
+    if (raw >= 3 && raw <= (1u << 20)) break;
+  }
+  assert_true(m + 4 <= buf.len);
+  raw -= 2; /* the reader stops at claim + 1 bytes: one byte before the end */
+  for (int k = 0; k < 8; k++) bad[m - 8 + k] = (uint8_t)(raw >> (8 * k));
+  ZSTD_DCtx *dc = ZSTD_createDCtx();
+  assert_non_null(dc);
+  mw_datafile_read_opts_t ro = {.zstd_dctx = dc};
+  mw_err_t err = {0};
+  for (int round = 0; round < 2; round++) {
+    assert_int_equal(mw_datafile_open(&f, bad, buf.len, &ro, &err), 0);
+    assert_true(mw_datafile_read_batch(&f, &out, &err) < 0);
+    if (strstr(err.msg, "zstd frame corrupt") == NULL) fail_msg("round %d: %s", round, err.msg);
+    assert_ptr_equal(f.zstd_dctx, dc);
+    assert_false(f.zstd_dctx_owned);
+    mw_datafile_close(&f);
+    assert_int_equal(mw_datafile_open(&f, buf.data, buf.len, &ro, &err), 0);
+    if (mw_datafile_read_batch(&f, &out, &err) != 0) fail_msg("round %d: %s", round, err.msg);
+    assert_ptr_equal(f.zstd_dctx, dc);
+    assert_int_equal(out.n_rows, in.n_rows);
+    for (size_t c = 0; c < s.n_fields; c++) assert_columns_equal(&s.fields[c], &out.cols[c], 0, &in.cols[c], in.n_rows);
+    mw_batch_free(&out);
+    mw_datafile_close(&f);
+  }
+  ZSTD_freeDCtx(dc); /* still ours: the files did not free it */
+  free(bad);
+  mw_batch_free(&in);
+  mw_datafile_close(&fin);
+  assert_null(fin.zstd_dctx);
+  mw_buf_free(&buf);
+  mw_schema_free(&s);
+}
+
 static void test_corrupt(void **state) {
   (void)state;
   mw_buf_t buf = MW_BUF_INIT;
@@ -1235,6 +1300,7 @@ int main(void) {
       cmocka_unit_test(test_golden_values_vs_expected),
       cmocka_unit_test(test_golden_rewrite),
       cmocka_unit_test(test_zstd_raw_length_is_a_claim),
+      cmocka_unit_test(test_zstd_context_reused),
       cmocka_unit_test(test_corrupt),
       cmocka_unit_test(test_lance_bitpacking),
       cmocka_unit_test(test_read_v20),
