@@ -67,8 +67,8 @@ typedef struct mw_datafile_read_opts {
   /* a zstd decompression context to decode with, borrowed (the caller frees
    * it, after closing the file); NULL: the file makes its own on the first
    * zstd buffer and keeps it until close. A context is ~100 KiB of fresh
-   * memory: made per buffer, it was 3.3 % of an ingest profile (a
-   * compaction reading one key column from each of many files). */
+   * memory: made per buffer, it was 3.3 % of the daemon in a profile of
+   * one write of 10 000 rows at a time (docs/benchmarks.md, 2026-12-04). */
   struct ZSTD_DCtx_s *zstd_dctx;
 } mw_datafile_read_opts_t;
 
