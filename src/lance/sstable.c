@@ -38,6 +38,7 @@
 
 #include "lance/bloom.h"
 #include "lance/datafile.h"
+#include "lance/datafile_fields.h"
 #include "lance/dataset_manifest.h"
 #include "lance/deletion.h"
 #include "lance/lance_schema.h"
@@ -268,24 +269,23 @@ static int hash_rows(const mw_batch_t *const *batches, size_t n, int64_t rows, u
 }
 
 /* _versions/18446744073709551614.manifest: version 1, one fragment (id 0)
- * with one data file holding every field as column i, plus the deletion
- * file when rows were deduplicated. */
+ * with one data file holding every leaf field as a column, plus the
+ * deletion file when rows were deduplicated. */
 static int manifest_file(const mw_schema_t *schema, const char *data_name, const mw_sstable_t *sst,
                          int64_t ts_ns, bool zone_seeds, mw_buf_t *out, mw_err_t *err) {
   Lance__File__Field **fields = NULL;
   size_t n_fields = 0;
   int rc = mw_lance_fields_from_schema(schema, &fields, &n_fields);
   if (rc < 0) return mw_err_set(err, rc, "sstable: schema -> Lance fields failed");
-  /* the data file has one column per leaf field (lists and structs have
-   * none): DataFile.fields lists the leaves' ids, column_indices 0..L-1 */
+  /* the data file (2.2) has one column per leaf field; DataFile.fields and
+   * column_indices as LanceDB writes them (datafile_fields.h) */
   int32_t *ids = calloc(n_fields ? n_fields : 1, sizeof *ids);
   int32_t *cols = calloc(n_fields ? n_fields : 1, sizeof *cols);
-  int n_leaves = ids && cols ? mw_lance_leaves(schema, NULL, ids, n_fields) : -ENOMEM;
+  int n_leaves = ids && cols ? mw_datafile_fields(schema, 2, 2, ids, cols, n_fields, err) : -ENOMEM;
   if (n_leaves < 0) {
     rc = n_leaves;
     goto done;
   }
-  for (int i = 0; i < n_leaves; i++) cols[i] = i;
   mw_sst_manifest_params_t p = {
       .fields = fields,
       .n_fields = n_fields,

@@ -38,6 +38,7 @@
 
 #include "common/log.h"
 #include "lance/datafile.h"
+#include "lance/datafile_fields.h"
 #include "lance/deletion.h"
 #include "lance/sstable.h"
 #include "shard/compact_int.h"
@@ -640,12 +641,16 @@ static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
 static int build_commit(mw_compact_t *c, mw_err_t *err) {
   run_t *r = &c->run;
   const mw_table_t *t = c->t;
-  size_t nd = 0, nr = 0, ncols = t->meta.schema.n_fields;
+  size_t nd = 0, nr = 0;
   mw_bu_deletion_t *dels = calloc(r->n_frags + 1, sizeof *dels);
   uint64_t *removed = calloc(r->n_frags + 1, sizeof *removed);
   mw_compacted_sstable_t *cs = calloc(r->n_groups + 1, sizeof *cs);
-  int32_t *ids = calloc(ncols + 1, sizeof *ids), *cols = calloc(ncols + 1, sizeof *cols);
+  int32_t *ids = calloc(MW_DF_FIELDS_MAX, sizeof *ids), *cols = calloc(MW_DF_FIELDS_MAX, sizeof *cols);
   int rc = dels && removed && cs && ids && cols ? 0 : -ENOMEM;
+  /* the new data file (2.2): one column per leaf; lists and structs are
+   * not listed (datafile_fields.h: LanceDB refuses any other mapping) */
+  int ncols = rc == 0 ? mw_datafile_fields(&t->meta.schema, 2, 2, ids, cols, MW_DF_FIELDS_MAX, err) : 0;
+  if (ncols < 0) rc = ncols;
   for (size_t i = 0; rc == 0 && i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
     if (f->remove || f->fold) removed[nr++] = f->f->id;
@@ -653,17 +658,13 @@ static int build_commit(mw_compact_t *c, mw_err_t *err) {
       dels[nd++] = (mw_bu_deletion_t){.fragment_id = f->f->id, .kind = MW_DELETION_BITMAP, .id = f->del_id,
                                       .num_deleted_rows = f->num_deleted};
   }
-  for (size_t i = 0; rc == 0 && i < ncols; i++) {
-    ids[i] = t->meta.schema.fields[i].id;
-    cols[i] = (int32_t)i;
-  }
   for (size_t k = 0; rc == 0 && k < r->n_groups; k++) {
     cs[k].generation = r->groups[k].last_gen;
     memcpy(cs[k].shard_id, r->groups[k].shard->ms.shard_id, 16);
   }
   mw_bu_fragment_t frag = {.data_file = r->data_name, .file_size_bytes = r->data_file.len,
                            .physical_rows = r->new_rows, .field_ids = ids, .column_indices = cols,
-                           .n_columns = ncols};
+                           .n_columns = rc == 0 ? (size_t)ncols : 0};
   mw_base_update_t u = {.deletions = dels, .n_deletions = nd, .removed = removed, .n_removed = nr,
                         .fragments = &frag, .n_fragments = r->new_rows > 0 ? 1 : 0,
                         .compacted = cs, .n_compacted = r->n_groups,

@@ -4,17 +4,20 @@
 // every type memwald supports, the rows memwald is sent over JSON and ARROW,
 // and what LanceDB reads back, exactly (exact.mjs).
 //
-//   types_accept.mjs create DB_DIR
-//       LanceDB 0.39.0 creates DB_DIR/t.lance: id int64 (unenforced primary
+//   types_accept.mjs create DB_DIR [--nullable]
+//       LanceDB 0.39.0 creates DB_DIR/t.lance (DB_DIR may be s3://BUCKET/PREFIX,
+//       endpoint and keys from the AWS_* environment): id int64 (unenforced primary
 //       key) + the whole types_lib catalogue (narrow ints, float16,
 //       timestamps in every unit with and without a zone, dates, times,
 //       decimals, large and fixed binaries, fixed_size_lists, lists, structs,
 //       a string, large lists), base rows 0..19, unsharded LSM write spec.
 //       The large lists are added by LanceDB with arrow_cast (the node client
 //       cannot build LargeList data). Prints the same schema in memwald's
-//       config syntax.
-//   types_accept.mjs plan OUTDIR
-//       For each phase (p1, p2): OUTDIR/<phase>.jsonl, the NDJSON requests
+//       config syntax. --nullable: every column but id nullable (the one
+//       not-null column, u16, too), so the table takes deletes.
+//   types_accept.mjs plan OUTDIR [--compaction]
+//       For each phase (p1, p2; with --compaction c1, c2, c3 instead, with
+//       deletes, for a table made with --nullable): OUTDIR/<phase>.jsonl, the NDJSON requests
 //       (upserts in every JSON spelling types_lib.jsonValue varies, objects
 //       as their text into `s`); OUTDIR/<phase>-<n>.arrow, ARROW
 //       frames (apache-arrow 21: every column including the large lists,
@@ -26,7 +29,8 @@
 //       Requests are meant to be sent in file order: the JSON lines, then
 //       the frames by number.
 //   types_accept.mjs read TABLE_DIR OUT
-//       What LanceDB reads through its LSM scanner: exact lines sorted by id.
+//       What LanceDB reads through its LSM scanner: exact lines sorted by id
+//       (TABLE_DIR may be s3://BUCKET/PREFIX/t.lance).
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { createRequire } from "node:module";
@@ -46,19 +50,23 @@ const lib = await import(path.join(interop, "types_lib.mjs"));
 const { exactLine } = await import(path.join(interop, "exact.mjs"));
 
 const LARGE = ["ll", "ll_s"];
-const catFull = lib.catalogue(arrow21, { large: true });
+const [cmd, a, b] = process.argv.slice(2);
+const nullable = process.argv.includes("--nullable");
+const compaction = process.argv.includes("--compaction");
+const allNull = (cat) => (nullable ? cat.map((c) => ({ ...c, nullable: true, text: c.text.replace(/ not null/g, "") })) : cat);
+const catFull = allNull(lib.catalogue(arrow21, { large: true }));
 const names = ["id", ...catFull.map((c) => c.name)];
 // LanceDB adds the large lists from these columns (so base rows have values)
 const LARGE_FROM = { ll: ["li", "LargeList(Int64)"], ll_s: ["ls_str", "LargeList(Utf8)"] };
 
 async function create(dbDir) {
-  const cat = lib.catalogue(arrow18, { large: false }).concat(
-    lib.catalogue(arrow21, { large: true }).filter((c) => c.name === "s").map((c) => ({ ...c, type: () => new arrow18.Utf8() })));
+  const cat = allNull(lib.catalogue(arrow18, { large: false }).concat(
+    lib.catalogue(arrow21, { large: true }).filter((c) => c.name === "s").map((c) => ({ ...c, type: () => new arrow18.Utf8() }))));
   const fields = lib.tableFields(arrow18, cat);
   const rows = [];
   for (let k = 0; k < 20; k++) rows.push(lib.makeRow(catFull, k));
-  fs.mkdirSync(dbDir, { recursive: true });
-  const db = await lancedb.connect(dbDir);
+  if (!dbDir.startsWith("s3://")) fs.mkdirSync(dbDir, { recursive: true });
+  const db = await connect(dbDir);
   const t = await db.createTable("t", lib.buildTable(arrow18, fields, rows), { mode: "overwrite" });
   const before = await t.version();
   try {
@@ -72,6 +80,17 @@ async function create(dbDir) {
   await t.setLsmWriteSpec({ specType: "unsharded", maintainedIndexes: [], writerConfigDefaults: {} });
   t.close();
   process.stdout.write(lib.schemaText(catFull) + "\n");
+}
+
+// A folder, or s3://BUCKET/PREFIX with the endpoint and keys of the
+// environment tests/s3/with-s3.sh exports.
+function connect(uri) {
+  const env = process.env;
+  const storageOptions = uri.startsWith("s3://") ? {
+    aws_endpoint: env.AWS_ENDPOINT_URL || env.MW_S3_ENDPOINT, aws_access_key_id: env.AWS_ACCESS_KEY_ID,
+    aws_secret_access_key: env.AWS_SECRET_ACCESS_KEY, aws_region: env.AWS_REGION || "us-east-1", allow_http: "true",
+  } : undefined;
+  return lancedb.connect(uri, storageOptions ? { storageOptions } : {});
 }
 
 // ------------------------------------------------------------------ plan
@@ -106,7 +125,15 @@ function dictFrame(keys) {
 
 function plan(out) {
   fs.mkdirSync(out, { recursive: true });
-  const phases = {
+  const phases = compaction ? {
+    // each phase is flushed and compacted (tests/e2e/daemon_types_compact.py):
+    // c1 new keys, updates and deletes of LanceDB's base rows;
+    c1: { json: [[100, 140, 0], [0, 10, 2000]], del: [12, 13], frames: [[140, 170, 0], [170, 200, 0, true], [5, 8, 3000]], dict: [300, 301, 302, 303, 304, 6] },
+    // c2 updates and deletes of rows c1's compaction wrote, new keys;
+    c2: { json: [[100, 110, 5000], [500, 520, 0]], del: [150, 151, 152, 14, 300], frames: [[120, 130, 6000, true]], dict: [520, 521, 160] },
+    // c3 the same again over c2's compaction, and deletes of base rows
+    c3: { json: [[520, 530, 0], [140, 145, 7000]], del: [100, 101, 0, 1, 501], frames: [[530, 560, 0]], dict: [560, 502] },
+  } : {
     // new keys, updates of LanceDB's base rows, frames. No deletes: the
     // catalogue has a not-null column (u16), and a MemWAL table takes
     // deletes only when every column but the key is nullable (memwald
@@ -155,7 +182,8 @@ function plan(out) {
 // ------------------------------------------------------------------ read
 
 async function read(tableDir, out) {
-  const db = await lancedb.connect(path.dirname(path.resolve(tableDir)));
+  const s3 = tableDir.startsWith("s3://");
+  const db = await connect(s3 ? tableDir.slice(0, tableDir.lastIndexOf("/")) : path.dirname(path.resolve(tableDir)));
   const t = await db.openTable(path.basename(tableDir, ".lance"));
   // LanceDB's own result batches (Arrow IPC from its LSM scanner), decoded
   // by apache-arrow 21: 18.1.0, which LanceDB's toArrow() uses, cannot
@@ -175,11 +203,10 @@ async function read(tableDir, out) {
   console.log(`read rows=${rows.length}`);
 }
 
-const [cmd, a, b] = process.argv.slice(2);
 if (cmd === "create" && a) await create(a);
 else if (cmd === "plan" && a) plan(a);
 else if (cmd === "read" && a && b) await read(a, b);
 else {
-  console.error("usage: types_accept.mjs create DB_DIR | plan OUTDIR | read TABLE_DIR OUT");
+  console.error("usage: types_accept.mjs create DB_DIR [--nullable] | plan OUTDIR [--compaction] | read TABLE_DIR OUT");
   process.exit(2);
 }
