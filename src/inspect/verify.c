@@ -24,6 +24,7 @@
 #include "inspect/show.h"
 #include "lance/bloom.h"
 #include "lance/datafile.h"
+#include "lance/datafile_fields.h"
 #include "lance/dataset_manifest.h"
 #include "lance/deletion.h"
 #include "lance/ipc.h"
@@ -169,6 +170,17 @@ static void check_seeds(vctx_t *v, const char *key, dfile_t *d) {
   }
 }
 
+/* Every decoded column holds the file's rows (LanceDB refuses to read
+ * columns of differing lengths together). */
+static void check_lengths(vctx_t *v, const char *key, const dfile_t *d) {
+  for (size_t i = 0; d->have_batch && i < d->f.schema.n_fields; i++)
+    if (d->batch.cols[i].length != (int64_t)d->f.n_rows) {
+      problem(v, key, "column '%s' holds %" PRId64 " rows, the data file %" PRIu64, d->f.schema.fields[i].name,
+              d->batch.cols[i].length, d->f.n_rows);
+      return;
+    }
+}
+
 /* Read and decode a data file holding `rows` rows (UINT64_MAX: any). */
 static int check_datafile(vctx_t *v, const char *key, uint64_t rows, uint64_t size, dfile_t *d) {
   memset(d, 0, sizeof *d);
@@ -207,8 +219,33 @@ static int check_datafile(vctx_t *v, const char *key, uint64_t rows, uint64_t si
     return rc;
   }
   d->have_batch = true;
+  check_lengths(v, key, d);
   check_seeds(v, key, d);
   return 0;
+}
+
+/* One data file of a fragment: the file itself (check_datafile), then its
+ * DataFile entry as LanceDB checks it before reading the fragment
+ * (lance/datafile_fields.h): as many column indices as field ids, -1 for
+ * lists and structs in 2.1+ files, an index for every leaf, within the
+ * file's columns, and each the column the file's own schema gives that
+ * field. `table` is the schema of the manifest that lists the fragment. */
+static int check_fragment_file(vctx_t *v, const char *key, const mw_schema_t *table,
+                               const Lance__Table__DataFragment *fr, size_t k, dfile_t *d) {
+  const Lance__Table__DataFile *df = fr->files[k];
+  int rc = check_datafile(v, key, fr->physical_rows, df->file_size_bytes, d);
+  if (!d->open) return rc;
+  mw_df_ref_t ref = {.ids = df->fields, .n_ids = df->n_fields, .cols = df->column_indices,
+                     .n_cols = df->n_column_indices, .major = df->file_major_version,
+                     .minor = df->file_minor_version};
+  mw_df_file_t file = {.schema = &d->f.schema, .n_columns = d->f.n_columns, .major = d->f.major,
+                       .minor = d->f.minor};
+  mw_err_t err = {0};
+  int mrc = mw_datafile_fields_check(table, &ref, &file, &err);
+  /* -ENOTSUP: a layout memwald does not write (packed structs, blobs) */
+  if (mrc < 0 && mrc != -ENOTSUP)
+    problem(v, key, "fragment %" PRIu64 "'s DataFile does not map this file as LanceDB reads it: %s", fr->id, err.msg);
+  return rc < 0 ? rc : mrc == -ENOTSUP ? 0 : mrc;
 }
 
 static void check_flags(vctx_t *v, const char *key, uint64_t rf, uint64_t wf, size_t v1_seeds) {
@@ -353,7 +390,7 @@ static void check_sstable(vctx_t *v, const char *shard_dir, const mw_sstable_ref
   char dkey[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(dkey, sizeof dkey, "%sdata/%s", dir, fr->files[0]->path);
   dfile_t d;
-  if (check_datafile(v, dkey, fr->physical_rows, fr->files[0]->file_size_bytes, &d) == 0 && d.have_batch) {
+  if (check_fragment_file(v, dkey, &t.schema, fr, 0, &d) == 0 && d.have_batch) {
     check_flags(v, key, pb->reader_feature_flags, pb->writer_feature_flags, d.v1_seeds);
     int pk = pk_index_of(&d.f.schema);
     int64_t rows = d.batch.n_rows;
@@ -801,7 +838,7 @@ static void check_base_fragments(vctx_t *v, const mw_table_meta_t *t) {
       char key[MW_STORAGE_KEY_MAX_BYTES + 1];
       snprintf(key, sizeof key, "data/%s", fr->files[k]->path);
       dfile_t d;
-      check_datafile(v, key, fr->physical_rows, fr->files[k]->file_size_bytes, &d);
+      check_fragment_file(v, key, &t->schema, fr, k, &d);
       v1 += d.v1_seeds;
       dfile_free(&d);
     }
