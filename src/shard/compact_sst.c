@@ -177,7 +177,7 @@ static int decode(const mw_table_t *t, sst_in_t *s, mw_err_t *err) {
                       mw_type_name(want->type));
       break;
     }
-    mw_buf_free(&s->batch.cols[i].offsets); /* mw_batch_init's leading offset */
+    mw_column_free(&s->batch.cols[i]); /* mw_batch_init's empty column, children and all */
     s->batch.cols[i] = fb.cols[j];
     memset(&fb.cols[j], 0, sizeof fb.cols[j]);
   }
