@@ -18,8 +18,9 @@ file format 2.1+").
 
   daemon_types_compact.py MEMWALD MEMWALCTL [--s3]
 
-Local disk: a table LanceDB makes, and one memwald bootstraps from the same
-schema (create = true). --s3 (run through tests/s3/with-s3.sh): the same
+Local disk: a table LanceDB makes (defaults: plain SSTables, zstd base
+fragments), and one memwald bootstraps from the same schema (create = true;
+zstd SSTables and WAL, plain base fragments). --s3 (run through tests/s3/with-s3.sh): the same
 two, in a bucket of their own. TAP output.
 """
 import json
@@ -119,8 +120,10 @@ def main():
           r.stderr[-2000:])
     state = {json.loads(l)["id"]: l.rstrip("\n") for l in open(base)}
     run(os.path.join(tmp, "lancedb-made"), "lancedb-made", lance_dir, f"schema = {fields}\n", pdir, state)
+    # compression the other way round: zstd SSTables and WAL, plain base fragments
     run(os.path.join(tmp, "memwald-made"), "memwald-made", f"{root}/boot/t.lance",
-        f"create = true\nspec = unsharded\nschema = {fields}\n", pdir, {})
+        f"create = true\nspec = unsharded\nschema = {fields}\n"
+        "sstable_zstd = true\ncompaction_zstd = false\nwal_compression = zstd\n", pdir, {})
     if S3:
         from s3_util import drop_bucket
         e2e_util.inspect_under(lance_dir)
