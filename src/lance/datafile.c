@@ -922,7 +922,7 @@ static int write_nested(writer_t *w, lpath_t *p, int depth, size_t *col) {
   mw_layout_t l = mw_field_layout(f);
   if (l != MW_LAYOUT_LIST && l != MW_LAYOUT_STRUCT) {
     p->k = depth;
-    int rc = c->length ? write_leaf_path(w, p) : 0;
+    int rc = p->c[0]->length ? write_leaf_path(w, p) : 0;
     if (rc == 0) rc = flush_column_meta(w, (*col)++);
     return rc;
   }
@@ -2491,22 +2491,19 @@ static int leaf_row(rlevels_t *r, const mw_column_t *vals, int64_t j, bool null)
 static int assemble(rctx_t *x, rlevels_t *r, const uint16_t *rep, const uint16_t *def, size_t n,
                     const mw_column_t *vals, int64_t *rows) {
   const lpath_t *p = r->p;
-  int k = p->k, innermost = -1;
-  for (int i = 0; i <= k; i++)
-    if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST) innermost = i;
+  int k = p->k;
   int64_t slot = 0;
   *rows = 0;
   for (size_t li = 0; li < n; li++) {
     uint16_t rv = rep ? rep[li] : 0, dv = def ? def[li] : 0;
     int s = 0; /* the depth where this level starts new rows */
     if (r->max_rep > 0 && rv != r->max_rep) {
-      if (rv == 0) s = innermost + 1;
-      else {
-        s = -1;
-        for (int i = 0; i <= k; i++)
-          if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST && r->rep_level[i] == rv) s = i + 1;
-        if (s < 0) return BAD(x, "rep level %u of level %zu", x->col, x->page, rv, li);
-      }
+      /* rep level rv < max: a new item of the list whose level is rv + 1
+       * (rv 0: of the innermost list) */
+      s = -1;
+      for (int i = 0; i <= k; i++)
+        if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST && r->rep_level[i] == rv + 1) s = i + 1;
+      if (s < 0) return BAD(x, "rep level %u of level %zu", x->col, x->page, rv, li);
       if (li == 0) return BAD(x, "page starts inside a row (rep level %u)", x->col, x->page, rv);
     }
     if (s == 0) (*rows)++;
@@ -2571,11 +2568,58 @@ static int levels_decode(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, in
   return 0;
 }
 
-/* A MiniBlock page of a nested leaf: levels and values, then assembly. */
+/* The chunks of a nested MiniBlock page: their levels appended to rep and
+ * def (u16 each; zeros where a chunk has none), their values decoded into
+ * v's column (v->n values). */
+static int nested_chunks(rctx_t *x, rctx_t *v, const Lance__Encodings21__MiniBlockLayout *mb, mw_buf_t *rep,
+                         mw_buf_t *def) {
+  size_t nvb = (size_t)mb->num_buffers, ww = mb->has_large_chunk ? 4 : 2;
+  bool hr = mb->rep_compression != NULL, hd = mb->def_compression != NULL;
+  const uint8_t *words = x->buf[0], *data = x->buf[1];
+  uint64_t n_words = x->buf_len[0] / ww, dlen = x->buf_len[1], at = 0;
+  int64_t done_vals = 0, items = v->n;
+  int rc = 0;
+  for (uint64_t ci = 0; ci < n_words && rc == 0; ci++) {
+    uint32_t wd = ww == 4 ? mw_load_u32le(words + 4 * ci) : mw_load_u16le(words + 2 * ci);
+    uint64_t cbytes = ((uint64_t)(wd >> 4) + 1) * 8;
+    int64_t cnt = ci + 1 == n_words ? items - done_vals : (int64_t)1 << (wd & 15);
+    if (cnt < 0 || cnt > items - done_vals) return BAD(x, "chunk %llu holds %lld values", x->col, x->page, (unsigned long long)ci, (long long)cnt);
+    if (cbytes > dlen - at) return BAD(x, "chunk %llu overruns the data buffer", x->col, x->page, (unsigned long long)ci);
+    const uint8_t *cp = data + at;
+    size_t hn = 2 + 2 * (hr + hd) + nvb * ww;
+    if (hn > cbytes) return BAD(x, "chunk %llu header truncated", x->col, x->page, (unsigned long long)ci);
+    uint16_t nlev = mw_load_u16le(cp);
+    size_t repn = hr ? mw_load_u16le(cp + 2) : 0, defn = hd ? mw_load_u16le(cp + 2 + 2 * hr) : 0;
+    size_t vn[2] = {0, 0}, pos = pad8(hn);
+    const uint8_t *vb[2] = {NULL, NULL};
+    for (size_t b = 0; b < nvb; b++) vn[b] = ww == 4 ? mw_load_u32le(cp + 2 + 2 * (hr + hd) + 4 * b) : mw_load_u16le(cp + 2 + 2 * (hr + hd) + 2 * b);
+    const uint8_t *repp = cp + pos;
+    if (repn > cbytes - pos) return BAD(x, "chunk %llu rep levels overrun", x->col, x->page, (unsigned long long)ci);
+    pos += pad8(repn);
+    const uint8_t *defp = cp + pos;
+    if (pos > cbytes || defn > cbytes - pos) return BAD(x, "chunk %llu def levels overrun", x->col, x->page, (unsigned long long)ci);
+    pos += pad8(defn);
+    for (size_t b = 0; b < nvb; b++) {
+      if (pos > cbytes || vn[b] > cbytes - pos) return BAD(x, "chunk %llu value buffer overruns", x->col, x->page, (unsigned long long)ci);
+      vb[b] = cp + pos;
+      pos += pad8(vn[b]);
+    }
+    if ((rc = levels_decode(x, mb->rep_compression, repp, repn, nlev, rep)) == 0 &&
+        (rc = levels_decode(x, mb->def_compression, defp, defn, nlev, def)) == 0 && cnt > 0)
+      rc = mb_values(v, mb->value_compression, vb, vn, done_vals, cnt, NULL);
+    done_vals += cnt;
+    at += cbytes;
+  }
+  if (rc == 0 && done_vals != items) return BAD(x, "chunks hold %lld of %lld values", x->col, x->page, (long long)done_vals, (long long)items);
+  return rc;
+}
+
+/* A MiniBlock page of a nested leaf: levels and values, then assembly.
+ * Without rep and def levels (no lists, nothing null: Lance writes chunks
+ * of 0 levels then) every value is one valid row. */
 static int nested_miniblock(rctx_t *x, rlevels_t *r, const Lance__Encodings21__MiniBlockLayout *mb,
                             int64_t *rows) {
-  const lpath_t *p = r->p;
-  const mw_field_t *leaf = p->f[p->k];
+  const mw_field_t *leaf = r->p->f[r->p->k];
   if (mb->dictionary) return UNSUP(x, "miniblock with a dictionary", x->col, x->page);
   if (mb->value_compression == NULL) return BAD(x, "miniblock without value compression", x->col, x->page);
   if (x->f->major == 2 && x->f->minor >= 2 && !mb->has_large_chunk)
@@ -2596,51 +2640,13 @@ static int nested_miniblock(rctx_t *x, rlevels_t *r, const Lance__Encodings21__M
   v.scratch = (mw_buf_t)MW_BUF_INIT, v.scratch2 = (mw_buf_t)MW_BUF_INIT;
   if ((rc = mw_column_init(&vals, leaf)) < 0 || (rc = column_prepare(&v, leaf, &vals, items)) < 0) goto done;
   if (is_var(leaf)) ((int32_t *)(void *)vals.offsets.data)[0] = 0;
-  size_t ww = mb->has_large_chunk ? 4 : 2;
-  const uint8_t *words = x->buf[0], *data = x->buf[1];
-  uint64_t n_words = x->buf_len[0] / ww, dlen = x->buf_len[1], at = 0;
-  int64_t done_vals = 0;
-  for (uint64_t ci = 0; ci < n_words; ci++) {
-    uint32_t wd = ww == 4 ? mw_load_u32le(words + 4 * ci) : mw_load_u16le(words + 2 * ci);
-    uint64_t cbytes = ((uint64_t)(wd >> 4) + 1) * 8;
-    bool last = ci + 1 == n_words;
-    int64_t cnt = last ? items - done_vals : (int64_t)1 << (wd & 15);
-    if (cnt < 0 || cnt > items - done_vals) { rc = BAD(x, "chunk %llu holds %lld values", x->col, x->page, (unsigned long long)ci, (long long)cnt); goto done; }
-    if (cbytes > dlen - at) { rc = BAD(x, "chunk %llu overruns the data buffer", x->col, x->page, (unsigned long long)ci); goto done; }
-    const uint8_t *cp = data + at;
-    bool hr = mb->rep_compression != NULL, hd = mb->def_compression != NULL;
-    size_t hn = 2 + 2 * (hr + hd) + nvb * ww, pos = 0;
-    if (hn > cbytes) { rc = BAD(x, "chunk %llu header truncated", x->col, x->page, (unsigned long long)ci); goto done; }
-    uint16_t nlev = mw_load_u16le(cp);
-    size_t repn = hr ? mw_load_u16le(cp + 2) : 0, defn = hd ? mw_load_u16le(cp + 2 + 2 * hr) : 0;
-    size_t vn[2] = {0, 0};
-    const uint8_t *vb[2] = {NULL, NULL};
-    for (size_t b = 0; b < nvb; b++) vn[b] = ww == 4 ? mw_load_u32le(cp + 2 + 2 * (hr + hd) + 4 * b) : mw_load_u16le(cp + 2 + 2 * (hr + hd) + 2 * b);
-    pos = pad8(hn);
-    const uint8_t *repp = cp + pos;
-    if (repn > cbytes - pos) { rc = BAD(x, "chunk %llu rep levels overrun", x->col, x->page, (unsigned long long)ci); goto done; }
-    pos += pad8(repn);
-    const uint8_t *defp = cp + pos;
-    if (pos > cbytes || defn > cbytes - pos) { rc = BAD(x, "chunk %llu def levels overrun", x->col, x->page, (unsigned long long)ci); goto done; }
-    pos += pad8(defn);
-    for (size_t b = 0; b < nvb; b++) {
-      if (pos > cbytes || vn[b] > cbytes - pos) { rc = BAD(x, "chunk %llu value buffer overruns", x->col, x->page, (unsigned long long)ci); goto done; }
-      vb[b] = cp + pos;
-      pos += pad8(vn[b]);
-    }
-    if ((rc = levels_decode(x, mb->rep_compression, repp, repn, nlev, &rep)) < 0 ||
-        (rc = levels_decode(x, mb->def_compression, defp, defn, nlev, &def)) < 0)
-      goto done;
-    if (cnt > 0 && (rc = mb_values(&v, mb->value_compression, vb, vn, done_vals, cnt, NULL)) < 0) goto done;
-    done_vals += cnt;
-    at += cbytes;
-  }
-  if (done_vals != items) { rc = BAD(x, "chunks hold %lld of %lld values", x->col, x->page, (long long)done_vals, (long long)items); goto done; }
+  if ((rc = nested_chunks(x, &v, mb, &rep, &def)) < 0) goto done;
   mw_buf_reset(&vals.validity); /* nulls come from the levels */
   vals.null_count = 0;
+  bool levels = mb->rep_compression || mb->def_compression;
   rc = assemble(x, r, r->max_rep ? (const uint16_t *)(const void *)rep.data : NULL,
-                mb->def_compression ? (const uint16_t *)(const void *)def.data : NULL, rep.len ? rep.len / 2 : def.len / 2,
-                &vals, rows);
+                mb->def_compression ? (const uint16_t *)(const void *)def.data : NULL,
+                levels ? (rep.len ? rep.len : def.len) / 2 : (size_t)items, &vals, rows);
 done:
   mw_column_free(&vals);
   mw_buf_free(&rep);
@@ -2650,16 +2656,39 @@ done:
   return rc;
 }
 
-/* A ConstantLayout page of a nested leaf: levels in 2 buffers (rep, def),
- * every value slot the inline value (or zero when there is none). */
+/* The value slots among n def levels (levels that reach the leaf, or stop
+ * at a null with no list below), and how many of them are valid. */
+static int64_t constant_slots(const rlevels_t *r, const uint16_t *dv, uint64_t n, int64_t *valid) {
+  int64_t slots = 0;
+  *valid = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    bool slot = dv[i] == 0;
+    *valid += slot;
+    for (int k = 0; k <= r->p->k && !slot; k++)
+      slot = r->null_level[k] == dv[i] && (k == r->p->k || slot_below(r->p, k));
+    slots += slot;
+  }
+  return slots;
+}
+
+/* A ConstantLayout page of a nested leaf. Buffers: [rep, def] (raw u16
+ * unless compressed), none when the layers have no lists and no nulls (one
+ * valid row per page row: Lance writes a struct member that holds one
+ * value so), and for a utf8/binary value one more in front, the value as
+ * constant_scalar reads it ([value], [value, rep, def]). Every valid slot
+ * gets the value; with no valid slot (all null: Lance writes a null
+ * struct's string member so) there need not be one. */
 static int nested_constant(rctx_t *x, rlevels_t *r, const Lance__Encodings21__ConstantLayout *cl,
                            int64_t *rows) {
   const mw_field_t *leaf = r->p->f[r->p->k];
   int rc = page_level_map(x, r, cl->layers, cl->n_layers);
   if (rc < 0) return rc;
-  if (x->n_bufs != 2) return UNSUP(x, "nested constant layout with %zu buffers", x->col, x->page, x->n_bufs);
-  uint64_t nrep = cl->rep_compression ? cl->num_rep_values : x->buf_len[0] / 2;
-  uint64_t ndef = cl->def_compression ? cl->num_def_values : x->buf_len[1] / 2;
+  size_t d0 = x->n_bufs == 1 || x->n_bufs == 3; /* a value buffer first */
+  bool bare = x->n_bufs == d0;
+  if (x->n_bufs > 3) return UNSUP(x, "nested constant layout with %zu buffers", x->col, x->page, x->n_bufs);
+  if (bare && (r->max_rep > 0 || r->max_def > 0)) return BAD(x, "nested constant layout without levels for nullable layers", x->col, x->page);
+  uint64_t nrep = bare ? 0 : cl->rep_compression ? cl->num_rep_values : x->buf_len[d0] / 2;
+  uint64_t ndef = bare ? (uint64_t)x->n : cl->def_compression ? cl->num_def_values : x->buf_len[d0 + 1] / 2;
   if ((r->max_rep > 0 && nrep != ndef) || ndef > (uint64_t)INT32_MAX) return BAD(x, "%llu rep and %llu def levels", x->col, x->page, (unsigned long long)nrep, (unsigned long long)ndef);
   mw_buf_t rep = MW_BUF_INIT, def = MW_BUF_INIT;
   mw_column_t vals = {0};
@@ -2668,24 +2697,20 @@ static int nested_constant(rctx_t *x, rlevels_t *r, const Lance__Encodings21__Co
   f16.bits_per_value = 16;
   raw.compression_case = CE_FLAT, raw.flat = &f16;
   if ((rc = levels_decode(x, r->max_rep ? (cl->rep_compression ? cl->rep_compression : &raw) : NULL,
-                          x->buf[0], x->buf_len[0], (int64_t)ndef, &rep)) < 0 ||
-      (rc = levels_decode(x, cl->def_compression ? cl->def_compression : &raw, x->buf[1], x->buf_len[1],
-                          (int64_t)ndef, &def)) < 0)
+                          x->buf[d0], x->buf_len[d0], (int64_t)ndef, &rep)) < 0 ||
+      (rc = levels_decode(x, bare ? NULL : cl->def_compression ? cl->def_compression : &raw, x->buf[d0 + 1],
+                          x->buf_len[d0 + 1], (int64_t)ndef, &def)) < 0)
     goto done;
-  /* slots: levels that reach the leaf or stop at a null with no list below */
   const uint16_t *dv = (const uint16_t *)(const void *)def.data;
-  int64_t slots = 0;
-  for (uint64_t i = 0; i < ndef; i++) {
-    bool slot = dv[i] == 0;
-    for (int k = 0; k <= r->p->k && !slot; k++)
-      slot = r->null_level[k] == dv[i] && (k == r->p->k || slot_below(r->p, k));
-    slots += slot;
-  }
+  int64_t valid, slots = constant_slots(r, dv, ndef, &valid);
   rctx_t v = *x;
   v.fld = leaf, v.c = &vals, v.row0 = 0, v.n = slots;
   if ((rc = mw_column_init(&vals, leaf)) < 0 || (rc = column_prepare(&v, leaf, &vals, slots)) < 0) goto done;
-  if (slots > 0 && cl->inline_value.len > 0 && (rc = constant_fill(&v, leaf, cl->inline_value.data, cl->inline_value.len)) < 0) goto done;
-  if (slots > 0 && cl->inline_value.len == 0 && is_var(leaf)) { rc = UNSUP(x, "constant strings without an inline value", x->col, x->page); goto done; }
+  if (is_var(leaf)) ((int32_t *)(void *)vals.offsets.data)[0] = 0;
+  if (valid > 0 && d0) rc = constant_scalar(&v, x->buf[0], x->buf_len[0]);
+  else if (valid > 0 && cl->inline_value.len > 0) rc = constant_fill(&v, leaf, cl->inline_value.data, cl->inline_value.len);
+  else if (valid > 0) rc = UNSUP(x, "%lld valid constant values without a value", x->col, x->page, (long long)valid);
+  if (rc < 0) goto done;
   mw_buf_reset(&vals.validity);
   vals.null_count = 0;
   rc = assemble(x, r, r->max_rep ? (const uint16_t *)(const void *)rep.data : NULL, dv, (size_t)ndef, &vals, rows);
@@ -2727,6 +2752,7 @@ static int nested_leaf(mw_datafile_t *f, size_t col, rlevels_t *r, mw_err_t *err
       break;
     }
     int64_t rows = 0;
+    x.n = pg->length > f->n_rows ? 0 : (int64_t)pg->length; /* a bare constant page's levels */
     if (pl->layout_case == PL_MINIBLOCK) rc = nested_miniblock(&x, r, pl->mini_block_layout, &rows);
     else if (pl->layout_case == PL_CONSTANT) rc = nested_constant(&x, r, pl->constant_layout, &rows);
     else rc = UNSUP(&x, "%s layout for a nested column", x.col, x.page, pl->layout_case == PL_FULLZIP ? "full-zip" : "this");
