@@ -537,15 +537,33 @@ static int fullzip_page(writer_t *w, const mw_field_t *f, const colsrc_t *s, int
   return rc;
 }
 
+/* Rows [first, first + n) all null: a ConstantLayout with no value and no
+ * buffers, layers [NULLABLE_ITEM] (what Lance writes for such a page, its
+ * "simple all null" layout; it reads every row as null). */
+static int all_null_page(writer_t *w, int64_t first, int64_t n) {
+  assert(n > 0);
+  assert(first >= 0);
+  Lance__Encodings21__RepDefLayer layer = LAYER_NULLABLE;
+  Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
+  cl.n_layers = 1;
+  cl.layers = &layer;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_CONSTANT;
+  pl.constant_layout = &cl;
+  return add_page(w, &pl.base, (uint64_t)n, (uint64_t)first);
+}
+
 /* A FixedSizeList column: FullZip pages of whole rows. */
 static int write_fsl(writer_t *w, const mw_field_t *f, const colsrc_t *s) {
-  int64_t total = 0;
+  int64_t total = 0, nulls = 0;
   for (size_t i = 0; i < s->nb; i++) {
     const mw_column_t *c = &s->bs[i]->cols[s->fi];
-    if (c->item_null_count > 0)
+    if (c->item_null_count > 0 && c->null_count < c->length)
       return mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", f->name);
     total += c->length;
+    nulls += c->null_count;
   }
+  if (total > 0 && nulls == total) return all_null_page(w, 0, total); /* one page, as Lance */
   size_t rowb = mw_type_width(f) + 1;
   int64_t per = (int64_t)(w->max_page_bytes / rowb);
   if (per < 1) per = 1;
@@ -569,6 +587,32 @@ static int constant_false_page(writer_t *w, int64_t n) {
   return add_page(w, &pl.base, (uint64_t)n, 0);
 }
 
+/* A utf8/binary column of n rows all empty, none null: a ConstantLayout
+ * whose page buffer 0 holds the empty value as a one-row Arrow array (as
+ * constant_scalar reads it: 2 buffers, the offsets' size, 0 data bytes,
+ * offsets 0 0), layers [ALL_VALID_ITEM], as Lance writes it. */
+static int empty_value_page(writer_t *w, const mw_field_t *f, int64_t n) {
+  assert(is_var(f));
+  assert(n > 0);
+  uint8_t v[12 + 16] = {0};
+  size_t ow = off_width(f), len = 12 + 2 * ow;
+  mw_store_u32le(v, 2);
+  mw_store_u32le(v + 4, (uint32_t)(2 * ow));
+  Lance__Encodings21__RepDefLayer layer = LAYER_ALL_VALID;
+  Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
+  cl.n_layers = 1;
+  cl.layers = &layer;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_CONSTANT;
+  pl.constant_layout = &cl;
+  int rc = add_page(w, &pl.base, (uint64_t)n, 0);
+  if (rc < 0) return rc;
+  wpage_t *pg = &w->pages[w->n_pages - 1];
+  pg->n_bufs = 1;
+  pg->size[0] = len;
+  return put_buffer(w, v, len, &pg->off[0]);
+}
+
 static bool bool_all_false(const mw_column_t *c) {
   size_t nbytes = (size_t)(c->length + 7) / 8;
   for (size_t i = 0; i < nbytes && i < c->values.len; i++)
@@ -581,10 +625,13 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
   if (f->type == MW_T_BOOL && c->null_count == 0 && bool_all_false(c))
     return constant_false_page(w, c->length);
   assert(f->type != MW_T_FSL); /* write_fsl */
+  if (c->null_count == c->length) return all_null_page(w, 0, c->length); /* one page, as Lance */
+  if (is_var(f) && c->null_count == 0 && var_bytes(c, 0, c->length) == 0) return empty_value_page(w, f, c->length);
   int rc;
   for (int64_t s = 0; s < c->length;) {
     int64_t e = mb_page_end(w, f, c, s);
-    if ((rc = mb_page(w, f, c, s, e)) < 0) return rc;
+    rc = count_nulls(c, s, e) == e - s ? all_null_page(w, s, e - s) : mb_page(w, f, c, s, e);
+    if (rc < 0) return rc;
     s = e;
   }
   return 0;
@@ -767,73 +814,64 @@ static void value_compression(const mw_field_t *f, vcomp_t *v) {
   }
 }
 
-/* One page of levels [la, lb) holding rows [ra, rb). */
-static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb,
-                       int64_t ra, int64_t rb) {
+/* Raw u16 levels (Flat{16}) for a nested page. */
+static void flat16_levels(Lance__Encodings21__Flat *flat16, CE *ce) {
+  *flat16 = (Lance__Encodings21__Flat)LANCE__ENCODINGS21__FLAT__INIT;
+  flat16->bits_per_value = 16;
+  *ce = (CE)CE_INIT;
+  ce->compression_case = CE_FLAT;
+  ce->flat = flat16;
+}
+
+/* A page of levels [la, lb) (rows [ra, rb)) where no level reaches a
+ * valid value (every list null or empty, every struct or item null): a
+ * ConstantLayout with no value, the rep levels in page buffer 0 (empty
+ * without lists) and the def levels in buffer 1, as Lance writes such a
+ * page ("complex all null"); levels raw u16 where Lance 12 compresses
+ * them (RLE, bitpacking). */
+static int levels_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb, int64_t ra,
+                       int64_t rb, Lance__Encodings21__RepDefLayer *layers) {
+  size_t nlev = lb - la, lbytes = 2 * nlev;
+  assert(nlev > 0);
+  assert(p->max_def > 0); /* nothing valid: something is null or empty */
+  Lance__Encodings21__Flat flat16;
+  CE ce16;
+  flat16_levels(&flat16, &ce16);
+  Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
+  cl.n_layers = (size_t)p->k + 1;
+  cl.layers = layers;
+  cl.rep_compression = p->max_rep ? &ce16 : NULL;
+  cl.def_compression = &ce16;
+  cl.num_rep_values = p->max_rep ? nlev : 0;
+  cl.num_def_values = nlev;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_CONSTANT;
+  pl.constant_layout = &cl;
+  int rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra);
+  if (rc < 0) return rc;
+  wpage_t *pg = &w->pages[w->n_pages - 1];
+  pg->n_bufs = 2;
+  pg->size[0] = p->max_rep ? lbytes : 0;
+  pg->size[1] = lbytes;
+  if ((rc = put_buffer(w, lv->rep.data + 2 * la, pg->size[0], &pg->off[0])) < 0) return rc;
+  return put_buffer(w, lv->def.data + 2 * la, lbytes, &pg->off[1]);
+}
+
+/* The one MiniBlock chunk of a nested page into w->data (its word into
+ * w->words): header, rep and def levels [la, lb), the values `vals`. */
+static int nested_chunk(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb,
+                        const mw_column_t *vals) {
   const mw_field_t *leaf = p->f[p->k];
-  size_t nlev = lb - la, slots = 0;
-  const int64_t *slot = (const int64_t *)(const void *)lv->slot.data;
-  for (size_t i = la; i < lb; i++) slots += slot[i] >= 0;
-  assert(nlev > 0 && nlev <= NESTED_MAX_LEVELS);
-  Lance__Encodings21__Flat flat16 = LANCE__ENCODINGS21__FLAT__INIT;
-  flat16.bits_per_value = 16;
-  CE ce_rep = CE_INIT, ce_def = CE_INIT;
-  ce_rep.compression_case = ce_def.compression_case = CE_FLAT;
-  ce_rep.flat = ce_def.flat = &flat16;
-  Lance__Encodings21__RepDefLayer layers[MAX_PATH];
-  for (int i = 0; i <= p->k; i++) layers[i] = p->layer[p->k - i]; /* inner first */
-  const uint8_t *rep = lv->rep.data + 2 * la, *def = lv->def.data + 2 * la;
-  size_t lbytes = 2 * nlev;
-  int rc;
-  if (slots == 0) { /* only null or empty lists: the levels alone */
-    Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
-    cl.n_layers = (size_t)p->k + 1;
-    cl.layers = layers;
-    cl.rep_compression = p->max_rep ? &ce_rep : NULL;
-    cl.def_compression = &ce_def;
-    cl.num_rep_values = p->max_rep ? nlev : 0;
-    cl.num_def_values = nlev;
-    Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-    pl.layout_case = PL_CONSTANT;
-    pl.constant_layout = &cl;
-    if ((rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra)) < 0) return rc;
-    wpage_t *pg = &w->pages[w->n_pages - 1];
-    pg->n_bufs = 2;
-    pg->size[0] = p->max_rep ? lbytes : 0;
-    pg->size[1] = lbytes;
-    if ((rc = put_buffer(w, rep, pg->size[0], &pg->off[0])) < 0) return rc;
-    return put_buffer(w, def, lbytes, &pg->off[1]);
-  }
-  mw_column_t vals;
-  if ((rc = slot_values(p, lv, la, lb, &vals)) < 0) {
-    mw_column_free(&vals);
-    return rc;
-  }
-  assert(vals.length == (int64_t)slots);
-  if (leaf->type == MW_T_FSL && vals.item_null_count > 0) {
-    /* nulls inside valid vectors (item nulls under null rows are dropped) */
-    for (int64_t r = 0; r < vals.length; r++)
-      for (int64_t k = 0; mw_column_valid(&vals, r) && k < leaf->fsl_dim; k++)
-        if (!mw_bit_get(vals.item_validity.data, r * leaf->fsl_dim + k)) {
-          mw_column_free(&vals);
-          return mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", leaf->name);
-        }
-  }
   bool has_rep = p->max_rep > 0, has_def = p->max_def > 0;
-  size_t vbn = vb_size(leaf, &vals, 0, vals.length);
-  if (vbn > UINT32_MAX) {
-    mw_column_free(&vals);
-    return mw_err_set(w->err, -EFBIG, "field '%s': chunk of %zu value bytes", leaf->name, vbn);
-  }
+  size_t nlev = lb - la, lbytes = 2 * nlev;
+  size_t vbn = vb_size(leaf, vals, 0, vals->length);
+  if (vbn > UINT32_MAX) return mw_err_set(w->err, -EFBIG, "field '%s': chunk of %zu value bytes", leaf->name, vbn);
   size_t hdr = 2 + 2 * (has_rep + has_def) + 4;
   size_t total = pad8(hdr) + (has_rep ? pad8(lbytes) : 0) + (has_def ? pad8(lbytes) : 0) + pad8(vbn);
   mw_buf_reset(&w->data);
   mw_buf_reset(&w->words);
   uint8_t *d = mw_buf_extend(&w->data, total);
-  if (d == NULL) {
-    mw_column_free(&vals);
-    return -ENOMEM;
-  }
+  if (d == NULL) return -ENOMEM;
   memset(d, PAD_CHUNK, total);
   size_t at = 0;
   d[at++] = (uint8_t)nlev, d[at++] = (uint8_t)(nlev >> 8);
@@ -841,18 +879,52 @@ static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t
   if (has_def) d[at++] = (uint8_t)lbytes, d[at++] = (uint8_t)(lbytes >> 8);
   mw_store_u32le(d + at, (uint32_t)vbn);
   at = pad8(hdr);
-  if (has_rep) memcpy(d + at, rep, lbytes), at += pad8(lbytes);
-  if (has_def) memcpy(d + at, def, lbytes), at += pad8(lbytes);
+  if (has_rep) memcpy(d + at, lv->rep.data + 2 * la, lbytes), at += pad8(lbytes);
+  if (has_def) memcpy(d + at, lv->def.data + 2 * la, lbytes), at += pad8(lbytes);
   memset(d + at, 0, vbn);
-  vb_fill(d + at, leaf, &vals, 0, vals.length);
+  vb_fill(d + at, leaf, vals, 0, vals->length);
   assert(at + pad8(vbn) == total && total % 8 == 0);
+  return mw_buf_put_u32le(&w->words, (uint32_t)((total / 8 - 1) << 4));
+}
+
+/* Nulls inside valid vectors of an FSL leaf's values (item nulls under
+ * null rows are dropped). */
+static bool fsl_item_nulls(const mw_field_t *leaf, const mw_column_t *vals) {
+  for (int64_t r = 0; leaf->type == MW_T_FSL && vals->item_null_count > 0 && r < vals->length; r++)
+    for (int64_t k = 0; mw_column_valid(vals, r) && k < leaf->fsl_dim; k++)
+      if (!mw_bit_get(vals->item_validity.data, r * leaf->fsl_dim + k)) return true;
+  return false;
+}
+
+/* One page of levels [la, lb) holding rows [ra, rb). */
+static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb,
+                       int64_t ra, int64_t rb) {
+  const mw_field_t *leaf = p->f[p->k];
+  size_t slots = 0, valid = 0;
+  const int64_t *slot = (const int64_t *)(const void *)lv->slot.data;
+  const uint16_t *def = (const uint16_t *)(const void *)lv->def.data;
+  for (size_t i = la; i < lb; i++) slots += slot[i] >= 0, valid += def[i] == 0;
+  assert(lb > la && lb - la <= NESTED_MAX_LEVELS);
+  Lance__Encodings21__RepDefLayer layers[MAX_PATH];
+  for (int i = 0; i <= p->k; i++) layers[i] = p->layer[p->k - i]; /* inner first */
+  if (valid == 0) return levels_page(w, p, lv, la, lb, ra, rb, layers);
+  mw_column_t vals;
+  int rc = slot_values(p, lv, la, lb, &vals);
+  assert(rc < 0 || vals.length == (int64_t)slots);
+  if (rc == 0 && fsl_item_nulls(leaf, &vals))
+    rc = mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", leaf->name);
+  if (rc == 0) rc = nested_chunk(w, p, lv, la, lb, &vals);
   mw_column_free(&vals);
-  if ((rc = mw_buf_put_u32le(&w->words, (uint32_t)((total / 8 - 1) << 4))) < 0) return rc;
+  if (rc < 0) return rc;
+  bool has_rep = p->max_rep > 0, has_def = p->max_def > 0;
+  Lance__Encodings21__Flat flat16;
+  CE ce16;
+  flat16_levels(&flat16, &ce16);
   vcomp_t vc;
   value_compression(leaf, &vc);
   Lance__Encodings21__MiniBlockLayout mb = LANCE__ENCODINGS21__MINI_BLOCK_LAYOUT__INIT;
-  mb.rep_compression = has_rep ? &ce_rep : NULL;
-  mb.def_compression = has_def ? &ce_def : NULL;
+  mb.rep_compression = has_rep ? &ce16 : NULL;
+  mb.def_compression = has_def ? &ce16 : NULL;
   mb.value_compression = &vc.ce;
   mb.n_layers = (size_t)p->k + 1;
   mb.layers = layers;
@@ -871,7 +943,7 @@ static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t
   if ((rc = put_buffer(w, w->words.data, w->words.len, &pg->off[0])) < 0) return rc;
   if ((rc = put_buffer(w, w->data.data, w->data.len, &pg->off[1])) < 0) return rc;
   if (!has_rep) return 0;
-  uint8_t idx[16];
+  uint8_t idx[16]; /* the repetition index: rows in the chunk, 0 leftovers */
   mw_store_u64le(idx, (uint64_t)(rb - ra));
   mw_store_u64le(idx + 8, 0);
   pg->size[2] = sizeof idx;
