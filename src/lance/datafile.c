@@ -823,38 +823,93 @@ static void flat16_levels(Lance__Encodings21__Flat *flat16, CE *ce) {
   ce->flat = flat16;
 }
 
+/* Levels of a levels-only page as Lance 12 compresses them when they
+ * repeat (fewer runs than half the levels, its default RLE threshold):
+ * RLE{values: Flat{16}, run_lengths: Flat{8}} in block form,
+ *   u64 LE values_bytes | u16 value per run | u8 length per run
+ * runs longer than 255 split into 255s and the rest (300 levels of 1:
+ * 04 00 00 00 00 00 00 00 | 01 00 01 00 | ff 2d). Otherwise raw u16
+ * (Flat{16}; Lance bit-packs those). Sets *ce to the encoding used. */
+typedef struct lenc {
+  Lance__Encodings21__Flat f16, f8;
+  Lance__Encodings21__Rle rle;
+  CE raw, ce_v, ce_l, ce_rle;
+} lenc_t;
+
+static int levels_encode(const uint16_t *lv, size_t n, mw_buf_t *out, lenc_t *e, CE **ce) {
+  size_t runs = n > 0;
+  for (size_t i = 1; i < n; i++) runs += lv[i] != lv[i - 1];
+  flat16_levels(&e->f16, &e->raw);
+  mw_buf_reset(out);
+  if (!(2 * runs < n)) { /* raw */
+    *ce = &e->raw;
+    return mw_buf_append(out, lv, 2 * n);
+  }
+  size_t pieces = 0;
+  for (size_t i = 0, j; i < n; i = j) {
+    for (j = i; j < n && lv[j] == lv[i]; j++) {}
+    pieces += (j - i + 254) / 255;
+  }
+  uint8_t *p = mw_buf_extend(out, 8 + 3 * pieces);
+  if (p == NULL) return -ENOMEM;
+  mw_store_u64le(p, 2 * pieces);
+  size_t at = 0;
+  for (size_t i = 0, j; i < n; i = j) {
+    for (j = i; j < n && lv[j] == lv[i]; j++) {}
+    for (size_t left = j - i; left > 0; at++) {
+      size_t len = left < 255 ? left : 255;
+      p[8 + 2 * at] = (uint8_t)lv[i], p[9 + 2 * at] = (uint8_t)(lv[i] >> 8);
+      p[8 + 2 * pieces + at] = (uint8_t)len;
+      left -= len;
+    }
+  }
+  assert(at == pieces);
+  e->f8 = (Lance__Encodings21__Flat)LANCE__ENCODINGS21__FLAT__INIT;
+  e->f8.bits_per_value = 8;
+  e->ce_v = e->raw;
+  e->ce_l = (CE)CE_INIT;
+  e->ce_l.compression_case = CE_FLAT, e->ce_l.flat = &e->f8;
+  e->rle = (Lance__Encodings21__Rle)LANCE__ENCODINGS21__RLE__INIT;
+  e->rle.values = &e->ce_v, e->rle.run_lengths = &e->ce_l;
+  e->ce_rle = (CE)CE_INIT;
+  e->ce_rle.compression_case = CE_RLE, e->ce_rle.rle = &e->rle;
+  *ce = &e->ce_rle;
+  return 0;
+}
+
 /* A page of levels [la, lb) (rows [ra, rb)) where no level reaches a
  * valid value (every list null or empty, every struct or item null): a
  * ConstantLayout with no value, the rep levels in page buffer 0 (empty
- * without lists) and the def levels in buffer 1, as Lance writes such a
- * page ("complex all null"); levels raw u16 where Lance 12 compresses
- * them (RLE, bitpacking). */
+ * without lists) and the def levels in buffer 1, each RLE or raw
+ * (levels_encode), as Lance writes such a page ("complex all null"). */
 static int levels_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb, int64_t ra,
                        int64_t rb, Lance__Encodings21__RepDefLayer *layers) {
-  size_t nlev = lb - la, lbytes = 2 * nlev;
+  size_t nlev = lb - la;
   assert(nlev > 0);
   assert(p->max_def > 0); /* nothing valid: something is null or empty */
-  Lance__Encodings21__Flat flat16;
-  CE ce16;
-  flat16_levels(&flat16, &ce16);
+  lenc_t er, ed;
+  CE *ce_rep = NULL, *ce_def = NULL;
+  mw_buf_reset(&w->raw);
+  int rc = p->max_rep ? levels_encode((const uint16_t *)(const void *)lv->rep.data + la, nlev, &w->raw, &er, &ce_rep) : 0;
+  if (rc == 0) rc = levels_encode((const uint16_t *)(const void *)lv->def.data + la, nlev, &w->zbuf, &ed, &ce_def);
+  if (rc < 0) return rc;
   Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
   cl.n_layers = (size_t)p->k + 1;
   cl.layers = layers;
-  cl.rep_compression = p->max_rep ? &ce16 : NULL;
-  cl.def_compression = &ce16;
+  cl.rep_compression = ce_rep;
+  cl.def_compression = ce_def;
   cl.num_rep_values = p->max_rep ? nlev : 0;
   cl.num_def_values = nlev;
   Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
   pl.layout_case = PL_CONSTANT;
   pl.constant_layout = &cl;
-  int rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra);
-  if (rc < 0) return rc;
+  if ((rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra)) < 0) return rc;
   wpage_t *pg = &w->pages[w->n_pages - 1];
   pg->n_bufs = 2;
-  pg->size[0] = p->max_rep ? lbytes : 0;
-  pg->size[1] = lbytes;
-  if ((rc = put_buffer(w, lv->rep.data + 2 * la, pg->size[0], &pg->off[0])) < 0) return rc;
-  return put_buffer(w, lv->def.data + 2 * la, lbytes, &pg->off[1]);
+  pg->size[0] = w->raw.len;
+  pg->size[1] = w->zbuf.len;
+  if ((rc = put_buffer(w, w->raw.data, w->raw.len, &pg->off[0])) < 0) return rc;
+  return put_buffer(w, w->zbuf.data, w->zbuf.len, &pg->off[1]);
 }
 
 /* The one MiniBlock chunk of a nested page into w->data (its word into

@@ -18,9 +18,9 @@
 //        client has none, see types_lib.mjs)
 // empty1, empty, emptybig: id int64 PK + types_lib.edgeCatalogue (columns
 //        whose pages carry no items or no values, issue 26); the SSTable
-//        holds 1, 300 (no list item at all: the issue's flush) or 20 000
-//        rows (items only in keys 10 000..10 199, so pages with items sit
-//        among pages of levels only)
+//        holds 1, 300 (no list item at all: the issue's flush) or 34 000
+//        rows (items only in keys 0..99: a nested column's first page holds
+//        32 767 levels with items, its second levels only)
 // Base rows: keys 0..19; then mergeInserts of keys 10..39 and 30..49
 // (updates and inserts; 30..39 twice, so Lance's SSTable gets a deletion
 // file) through the LSM writer, closed (flushed to generation 1).
@@ -41,7 +41,7 @@ const arrow = require("apache-arrow"); // LanceDB's copy: its tables pass instan
 const lib = await import("./types_lib.mjs");
 
 const [dbDir, flag, kind] = process.argv.slice(2);
-const EDGE = { empty1: [1, 0, 0], empty: [300, 0, 0], emptybig: [20000, 10000, 200] }; // rows, fewFrom, few
+const EDGE = { empty1: [1, 0, 0], empty: [300, 0, 0], emptybig: [34000, 0, 100] }; // rows, fewFrom, few
 if (!dbDir || flag !== "--kind" || !["wide", "strpk", "types", "nested", ...Object.keys(EDGE)].includes(kind)) {
   console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk|types|nested|empty1|empty|emptybig");
   process.exit(2);
