@@ -16,7 +16,10 @@
  *   - FullZip (fixed_size_list<float32, D>): buffer 0 = rows back to back, each
  *     [1 control byte = def level, only when the page has nulls] + D floats.
  *   - Constant (a bool column that is all false and has no nulls, like
- *     `_tombstone`): no buffers, inline_value 0x00.
+ *     `_tombstone`): no buffers, inline_value 0x00. A column all null: no
+ *     buffers, no value, layers [NULLABLE_ITEM]. utf8/binary all empty:
+ *     page buffer 0 = the empty value (constant_scalar's form). As Lance
+ *     writes them (docs/sstable.md "Pages with no items or no values").
  * With zstd, each chunk's value buffer becomes u64 LE raw length || zstd
  * frame and the value compression is General{ZSTD, inner}.
  *
@@ -660,8 +663,11 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
  * Pages hold whole rows and one MiniBlock chunk each (at most 32767 levels:
  * the chunk header stores level bytes in a u16), levels raw (Flat{16}),
  * values in the leaf's usual encoding, and with lists the repetition index
- * {rows in the chunk, 0 leftovers}. A page of only specials (every list null
- * or empty) is a ConstantLayout carrying just the levels, as Lance writes. */
+ * {rows in the chunk, 0 leftovers}. A page where no level reaches a valid
+ * value (lists null or empty, structs or items null) is a ConstantLayout
+ * carrying just the levels, RLE'd when they repeat, as Lance writes
+ * (levels_page). Every leaf column covers all top-level rows, items or
+ * not (issue 26: a list without items once got no pages). */
 
 #define NESTED_MAX_LEVELS 32767
 #define MAX_PATH (MW_MAX_NESTING + 2)
