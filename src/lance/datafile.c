@@ -843,7 +843,9 @@ typedef struct lenc {
 } lenc_t;
 
 static int levels_encode(const uint16_t *lv, size_t n, mw_buf_t *out, lenc_t *e, CE **ce) {
-  size_t runs = n > 0;
+  assert(lv != NULL);
+  assert(n > 0);
+  size_t runs = 1;
   for (size_t i = 1; i < n; i++) runs += lv[i] != lv[i - 1];
   flat16_levels(&e->f16, &e->raw);
   mw_buf_reset(out);
@@ -951,6 +953,7 @@ static int nested_chunk(writer_t *w, const lpath_t *p, const levels_t *lv, size_
 /* Nulls inside valid vectors of an FSL leaf's values (item nulls under
  * null rows are dropped). */
 static bool fsl_item_nulls(const mw_field_t *leaf, const mw_column_t *vals) {
+  assert(vals->length >= 0);
   for (int64_t r = 0; leaf->type == MW_T_FSL && vals->item_null_count > 0 && r < vals->length; r++)
     for (int64_t k = 0; mw_column_valid(vals, r) && k < leaf->fsl_dim; k++)
       if (!mw_bit_get(vals->item_validity.data, r * leaf->fsl_dim + k)) return true;
