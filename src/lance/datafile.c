@@ -16,7 +16,10 @@
  *   - FullZip (fixed_size_list<float32, D>): buffer 0 = rows back to back, each
  *     [1 control byte = def level, only when the page has nulls] + D floats.
  *   - Constant (a bool column that is all false and has no nulls, like
- *     `_tombstone`): no buffers, inline_value 0x00.
+ *     `_tombstone`): no buffers, inline_value 0x00. A column all null: no
+ *     buffers, no value, layers [NULLABLE_ITEM]. utf8/binary all empty:
+ *     page buffer 0 = the empty value (constant_scalar's form). As Lance
+ *     writes them (docs/sstable.md "Pages with no items or no values").
  * With zstd, each chunk's value buffer becomes u64 LE raw length || zstd
  * frame and the value compression is General{ZSTD, inner}.
  *
@@ -537,15 +540,33 @@ static int fullzip_page(writer_t *w, const mw_field_t *f, const colsrc_t *s, int
   return rc;
 }
 
+/* Rows [first, first + n) all null: a ConstantLayout with no value and no
+ * buffers, layers [NULLABLE_ITEM] (what Lance writes for such a page, its
+ * "simple all null" layout; it reads every row as null). */
+static int all_null_page(writer_t *w, int64_t first, int64_t n) {
+  assert(n > 0);
+  assert(first >= 0);
+  Lance__Encodings21__RepDefLayer layer = LAYER_NULLABLE;
+  Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
+  cl.n_layers = 1;
+  cl.layers = &layer;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_CONSTANT;
+  pl.constant_layout = &cl;
+  return add_page(w, &pl.base, (uint64_t)n, (uint64_t)first);
+}
+
 /* A FixedSizeList column: FullZip pages of whole rows. */
 static int write_fsl(writer_t *w, const mw_field_t *f, const colsrc_t *s) {
-  int64_t total = 0;
+  int64_t total = 0, nulls = 0;
   for (size_t i = 0; i < s->nb; i++) {
     const mw_column_t *c = &s->bs[i]->cols[s->fi];
-    if (c->item_null_count > 0)
+    if (c->item_null_count > 0 && c->null_count < c->length)
       return mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", f->name);
     total += c->length;
+    nulls += c->null_count;
   }
+  if (total > 0 && nulls == total) return all_null_page(w, 0, total); /* one page, as Lance */
   size_t rowb = mw_type_width(f) + 1;
   int64_t per = (int64_t)(w->max_page_bytes / rowb);
   if (per < 1) per = 1;
@@ -569,6 +590,32 @@ static int constant_false_page(writer_t *w, int64_t n) {
   return add_page(w, &pl.base, (uint64_t)n, 0);
 }
 
+/* A utf8/binary column of n rows all empty, none null: a ConstantLayout
+ * whose page buffer 0 holds the empty value as a one-row Arrow array (as
+ * constant_scalar reads it: 2 buffers, the offsets' size, 0 data bytes,
+ * offsets 0 0), layers [ALL_VALID_ITEM], as Lance writes it. */
+static int empty_value_page(writer_t *w, const mw_field_t *f, int64_t n) {
+  assert(is_var(f));
+  assert(n > 0);
+  uint8_t v[12 + 16] = {0};
+  size_t ow = off_width(f), len = 12 + 2 * ow;
+  mw_store_u32le(v, 2);
+  mw_store_u32le(v + 4, (uint32_t)(2 * ow));
+  Lance__Encodings21__RepDefLayer layer = LAYER_ALL_VALID;
+  Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
+  cl.n_layers = 1;
+  cl.layers = &layer;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_CONSTANT;
+  pl.constant_layout = &cl;
+  int rc = add_page(w, &pl.base, (uint64_t)n, 0);
+  if (rc < 0) return rc;
+  wpage_t *pg = &w->pages[w->n_pages - 1];
+  pg->n_bufs = 1;
+  pg->size[0] = len;
+  return put_buffer(w, v, len, &pg->off[0]);
+}
+
 static bool bool_all_false(const mw_column_t *c) {
   size_t nbytes = (size_t)(c->length + 7) / 8;
   for (size_t i = 0; i < nbytes && i < c->values.len; i++)
@@ -581,10 +628,13 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
   if (f->type == MW_T_BOOL && c->null_count == 0 && bool_all_false(c))
     return constant_false_page(w, c->length);
   assert(f->type != MW_T_FSL); /* write_fsl */
+  if (c->null_count == c->length) return all_null_page(w, 0, c->length); /* one page, as Lance */
+  if (is_var(f) && c->null_count == 0 && var_bytes(c, 0, c->length) == 0) return empty_value_page(w, f, c->length);
   int rc;
   for (int64_t s = 0; s < c->length;) {
     int64_t e = mb_page_end(w, f, c, s);
-    if ((rc = mb_page(w, f, c, s, e)) < 0) return rc;
+    rc = count_nulls(c, s, e) == e - s ? all_null_page(w, s, e - s) : mb_page(w, f, c, s, e);
+    if (rc < 0) return rc;
     s = e;
   }
   return 0;
@@ -613,8 +663,11 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
  * Pages hold whole rows and one MiniBlock chunk each (at most 32767 levels:
  * the chunk header stores level bytes in a u16), levels raw (Flat{16}),
  * values in the leaf's usual encoding, and with lists the repetition index
- * {rows in the chunk, 0 leftovers}. A page of only specials (every list null
- * or empty) is a ConstantLayout carrying just the levels, as Lance writes. */
+ * {rows in the chunk, 0 leftovers}. A page where no level reaches a valid
+ * value (lists null or empty, structs or items null) is a ConstantLayout
+ * carrying just the levels, RLE'd when they repeat, as Lance writes
+ * (levels_page). Every leaf column covers all top-level rows, items or
+ * not (issue 26: a list without items once got no pages). */
 
 #define NESTED_MAX_LEVELS 32767
 #define MAX_PATH (MW_MAX_NESTING + 2)
@@ -767,73 +820,121 @@ static void value_compression(const mw_field_t *f, vcomp_t *v) {
   }
 }
 
-/* One page of levels [la, lb) holding rows [ra, rb). */
-static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb,
-                       int64_t ra, int64_t rb) {
+/* Raw u16 levels (Flat{16}) for a nested page. */
+static void flat16_levels(Lance__Encodings21__Flat *flat16, CE *ce) {
+  *flat16 = (Lance__Encodings21__Flat)LANCE__ENCODINGS21__FLAT__INIT;
+  flat16->bits_per_value = 16;
+  *ce = (CE)CE_INIT;
+  ce->compression_case = CE_FLAT;
+  ce->flat = flat16;
+}
+
+/* Levels of a levels-only page as Lance 12 compresses them when they
+ * repeat (fewer runs than half the levels, its default RLE threshold):
+ * RLE{values: Flat{16}, run_lengths: Flat{8}} in block form,
+ *   u64 LE values_bytes | u16 value per run | u8 length per run
+ * runs longer than 255 split into 255s and the rest (300 levels of 1:
+ * 04 00 00 00 00 00 00 00 | 01 00 01 00 | ff 2d). Otherwise raw u16
+ * (Flat{16}; Lance bit-packs those). Sets *ce to the encoding used. */
+typedef struct lenc {
+  Lance__Encodings21__Flat f16, f8;
+  Lance__Encodings21__Rle rle;
+  CE raw, ce_v, ce_l, ce_rle;
+} lenc_t;
+
+static int levels_encode(const uint16_t *lv, size_t n, mw_buf_t *out, lenc_t *e, CE **ce) {
+  assert(lv != NULL);
+  assert(n > 0);
+  size_t runs = 1;
+  for (size_t i = 1; i < n; i++) runs += lv[i] != lv[i - 1];
+  flat16_levels(&e->f16, &e->raw);
+  mw_buf_reset(out);
+  if (!(2 * runs < n)) { /* raw */
+    *ce = &e->raw;
+    return mw_buf_append(out, lv, 2 * n);
+  }
+  size_t pieces = 0;
+  for (size_t i = 0, j; i < n; i = j) {
+    for (j = i; j < n && lv[j] == lv[i]; j++) {}
+    pieces += (j - i + 254) / 255;
+  }
+  uint8_t *p = mw_buf_extend(out, 8 + 3 * pieces);
+  if (p == NULL) return -ENOMEM;
+  mw_store_u64le(p, 2 * pieces);
+  size_t at = 0;
+  for (size_t i = 0, j; i < n; i = j) {
+    for (j = i; j < n && lv[j] == lv[i]; j++) {}
+    for (size_t left = j - i; left > 0; at++) {
+      size_t len = left < 255 ? left : 255;
+      p[8 + 2 * at] = (uint8_t)lv[i], p[9 + 2 * at] = (uint8_t)(lv[i] >> 8);
+      p[8 + 2 * pieces + at] = (uint8_t)len;
+      left -= len;
+    }
+  }
+  assert(at == pieces);
+  e->f8 = (Lance__Encodings21__Flat)LANCE__ENCODINGS21__FLAT__INIT;
+  e->f8.bits_per_value = 8;
+  e->ce_v = e->raw;
+  e->ce_l = (CE)CE_INIT;
+  e->ce_l.compression_case = CE_FLAT, e->ce_l.flat = &e->f8;
+  e->rle = (Lance__Encodings21__Rle)LANCE__ENCODINGS21__RLE__INIT;
+  e->rle.values = &e->ce_v, e->rle.run_lengths = &e->ce_l;
+  e->ce_rle = (CE)CE_INIT;
+  e->ce_rle.compression_case = CE_RLE, e->ce_rle.rle = &e->rle;
+  *ce = &e->ce_rle;
+  return 0;
+}
+
+/* A page of levels [la, lb) (rows [ra, rb)) where no level reaches a
+ * valid value (every list null or empty, every struct or item null): a
+ * ConstantLayout with no value, the rep levels in page buffer 0 (empty
+ * without lists) and the def levels in buffer 1, each RLE or raw
+ * (levels_encode), as Lance writes such a page ("complex all null"). */
+static int levels_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb, int64_t ra,
+                       int64_t rb, Lance__Encodings21__RepDefLayer *layers) {
+  size_t nlev = lb - la;
+  assert(nlev > 0);
+  assert(p->max_def > 0); /* nothing valid: something is null or empty */
+  lenc_t er, ed;
+  CE *ce_rep = NULL, *ce_def = NULL;
+  mw_buf_reset(&w->raw);
+  int rc = p->max_rep ? levels_encode((const uint16_t *)(const void *)lv->rep.data + la, nlev, &w->raw, &er, &ce_rep) : 0;
+  if (rc == 0) rc = levels_encode((const uint16_t *)(const void *)lv->def.data + la, nlev, &w->zbuf, &ed, &ce_def);
+  if (rc < 0) return rc;
+  Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
+  cl.n_layers = (size_t)p->k + 1;
+  cl.layers = layers;
+  cl.rep_compression = ce_rep;
+  cl.def_compression = ce_def;
+  cl.num_rep_values = p->max_rep ? nlev : 0;
+  cl.num_def_values = nlev;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_CONSTANT;
+  pl.constant_layout = &cl;
+  if ((rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra)) < 0) return rc;
+  wpage_t *pg = &w->pages[w->n_pages - 1];
+  pg->n_bufs = 2;
+  pg->size[0] = w->raw.len;
+  pg->size[1] = w->zbuf.len;
+  if ((rc = put_buffer(w, w->raw.data, w->raw.len, &pg->off[0])) < 0) return rc;
+  return put_buffer(w, w->zbuf.data, w->zbuf.len, &pg->off[1]);
+}
+
+/* The one MiniBlock chunk of a nested page into w->data (its word into
+ * w->words): header, rep and def levels [la, lb), the values `vals`. */
+static int nested_chunk(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb,
+                        const mw_column_t *vals) {
   const mw_field_t *leaf = p->f[p->k];
-  size_t nlev = lb - la, slots = 0;
-  const int64_t *slot = (const int64_t *)(const void *)lv->slot.data;
-  for (size_t i = la; i < lb; i++) slots += slot[i] >= 0;
-  assert(nlev > 0 && nlev <= NESTED_MAX_LEVELS);
-  Lance__Encodings21__Flat flat16 = LANCE__ENCODINGS21__FLAT__INIT;
-  flat16.bits_per_value = 16;
-  CE ce_rep = CE_INIT, ce_def = CE_INIT;
-  ce_rep.compression_case = ce_def.compression_case = CE_FLAT;
-  ce_rep.flat = ce_def.flat = &flat16;
-  Lance__Encodings21__RepDefLayer layers[MAX_PATH];
-  for (int i = 0; i <= p->k; i++) layers[i] = p->layer[p->k - i]; /* inner first */
-  const uint8_t *rep = lv->rep.data + 2 * la, *def = lv->def.data + 2 * la;
-  size_t lbytes = 2 * nlev;
-  int rc;
-  if (slots == 0) { /* only null or empty lists: the levels alone */
-    Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
-    cl.n_layers = (size_t)p->k + 1;
-    cl.layers = layers;
-    cl.rep_compression = p->max_rep ? &ce_rep : NULL;
-    cl.def_compression = &ce_def;
-    cl.num_rep_values = p->max_rep ? nlev : 0;
-    cl.num_def_values = nlev;
-    Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-    pl.layout_case = PL_CONSTANT;
-    pl.constant_layout = &cl;
-    if ((rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra)) < 0) return rc;
-    wpage_t *pg = &w->pages[w->n_pages - 1];
-    pg->n_bufs = 2;
-    pg->size[0] = p->max_rep ? lbytes : 0;
-    pg->size[1] = lbytes;
-    if ((rc = put_buffer(w, rep, pg->size[0], &pg->off[0])) < 0) return rc;
-    return put_buffer(w, def, lbytes, &pg->off[1]);
-  }
-  mw_column_t vals;
-  if ((rc = slot_values(p, lv, la, lb, &vals)) < 0) {
-    mw_column_free(&vals);
-    return rc;
-  }
-  assert(vals.length == (int64_t)slots);
-  if (leaf->type == MW_T_FSL && vals.item_null_count > 0) {
-    /* nulls inside valid vectors (item nulls under null rows are dropped) */
-    for (int64_t r = 0; r < vals.length; r++)
-      for (int64_t k = 0; mw_column_valid(&vals, r) && k < leaf->fsl_dim; k++)
-        if (!mw_bit_get(vals.item_validity.data, r * leaf->fsl_dim + k)) {
-          mw_column_free(&vals);
-          return mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", leaf->name);
-        }
-  }
   bool has_rep = p->max_rep > 0, has_def = p->max_def > 0;
-  size_t vbn = vb_size(leaf, &vals, 0, vals.length);
-  if (vbn > UINT32_MAX) {
-    mw_column_free(&vals);
-    return mw_err_set(w->err, -EFBIG, "field '%s': chunk of %zu value bytes", leaf->name, vbn);
-  }
+  size_t nlev = lb - la, lbytes = 2 * nlev;
+  size_t vbn = vb_size(leaf, vals, 0, vals->length);
+  if (vbn > UINT32_MAX) return mw_err_set(w->err, -EFBIG, "field '%s': chunk of %zu value bytes", leaf->name, vbn);
   size_t hdr = 2 + 2 * (has_rep + has_def) + 4;
   size_t total = pad8(hdr) + (has_rep ? pad8(lbytes) : 0) + (has_def ? pad8(lbytes) : 0) + pad8(vbn);
   mw_buf_reset(&w->data);
   mw_buf_reset(&w->words);
   uint8_t *d = mw_buf_extend(&w->data, total);
-  if (d == NULL) {
-    mw_column_free(&vals);
-    return -ENOMEM;
-  }
+  if (d == NULL) return -ENOMEM;
   memset(d, PAD_CHUNK, total);
   size_t at = 0;
   d[at++] = (uint8_t)nlev, d[at++] = (uint8_t)(nlev >> 8);
@@ -841,18 +942,53 @@ static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t
   if (has_def) d[at++] = (uint8_t)lbytes, d[at++] = (uint8_t)(lbytes >> 8);
   mw_store_u32le(d + at, (uint32_t)vbn);
   at = pad8(hdr);
-  if (has_rep) memcpy(d + at, rep, lbytes), at += pad8(lbytes);
-  if (has_def) memcpy(d + at, def, lbytes), at += pad8(lbytes);
+  if (has_rep) memcpy(d + at, lv->rep.data + 2 * la, lbytes), at += pad8(lbytes);
+  if (has_def) memcpy(d + at, lv->def.data + 2 * la, lbytes), at += pad8(lbytes);
   memset(d + at, 0, vbn);
-  vb_fill(d + at, leaf, &vals, 0, vals.length);
+  vb_fill(d + at, leaf, vals, 0, vals->length);
   assert(at + pad8(vbn) == total && total % 8 == 0);
+  return mw_buf_put_u32le(&w->words, (uint32_t)((total / 8 - 1) << 4));
+}
+
+/* Nulls inside valid vectors of an FSL leaf's values (item nulls under
+ * null rows are dropped). */
+static bool fsl_item_nulls(const mw_field_t *leaf, const mw_column_t *vals) {
+  assert(vals->length >= 0);
+  for (int64_t r = 0; leaf->type == MW_T_FSL && vals->item_null_count > 0 && r < vals->length; r++)
+    for (int64_t k = 0; mw_column_valid(vals, r) && k < leaf->fsl_dim; k++)
+      if (!mw_bit_get(vals->item_validity.data, r * leaf->fsl_dim + k)) return true;
+  return false;
+}
+
+/* One page of levels [la, lb) holding rows [ra, rb). */
+static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t la, size_t lb,
+                       int64_t ra, int64_t rb) {
+  const mw_field_t *leaf = p->f[p->k];
+  size_t slots = 0, valid = 0;
+  const int64_t *slot = (const int64_t *)(const void *)lv->slot.data;
+  const uint16_t *def = (const uint16_t *)(const void *)lv->def.data;
+  for (size_t i = la; i < lb; i++) slots += slot[i] >= 0, valid += def[i] == 0;
+  assert(lb > la && lb - la <= NESTED_MAX_LEVELS);
+  Lance__Encodings21__RepDefLayer layers[MAX_PATH];
+  for (int i = 0; i <= p->k; i++) layers[i] = p->layer[p->k - i]; /* inner first */
+  if (valid == 0) return levels_page(w, p, lv, la, lb, ra, rb, layers);
+  mw_column_t vals;
+  int rc = slot_values(p, lv, la, lb, &vals);
+  assert(rc < 0 || vals.length == (int64_t)slots);
+  if (rc == 0 && fsl_item_nulls(leaf, &vals))
+    rc = mw_err_set(w->err, -ENOTSUP, "field '%s': null items inside vectors", leaf->name);
+  if (rc == 0) rc = nested_chunk(w, p, lv, la, lb, &vals);
   mw_column_free(&vals);
-  if ((rc = mw_buf_put_u32le(&w->words, (uint32_t)((total / 8 - 1) << 4))) < 0) return rc;
+  if (rc < 0) return rc;
+  bool has_rep = p->max_rep > 0, has_def = p->max_def > 0;
+  Lance__Encodings21__Flat flat16;
+  CE ce16;
+  flat16_levels(&flat16, &ce16);
   vcomp_t vc;
   value_compression(leaf, &vc);
   Lance__Encodings21__MiniBlockLayout mb = LANCE__ENCODINGS21__MINI_BLOCK_LAYOUT__INIT;
-  mb.rep_compression = has_rep ? &ce_rep : NULL;
-  mb.def_compression = has_def ? &ce_def : NULL;
+  mb.rep_compression = has_rep ? &ce16 : NULL;
+  mb.def_compression = has_def ? &ce16 : NULL;
   mb.value_compression = &vc.ce;
   mb.n_layers = (size_t)p->k + 1;
   mb.layers = layers;
@@ -871,7 +1007,7 @@ static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t
   if ((rc = put_buffer(w, w->words.data, w->words.len, &pg->off[0])) < 0) return rc;
   if ((rc = put_buffer(w, w->data.data, w->data.len, &pg->off[1])) < 0) return rc;
   if (!has_rep) return 0;
-  uint8_t idx[16];
+  uint8_t idx[16]; /* the repetition index: rows in the chunk, 0 leftovers */
   mw_store_u64le(idx, (uint64_t)(rb - ra));
   mw_store_u64le(idx + 8, 0);
   pg->size[2] = sizeof idx;
@@ -922,7 +1058,7 @@ static int write_nested(writer_t *w, lpath_t *p, int depth, size_t *col) {
   mw_layout_t l = mw_field_layout(f);
   if (l != MW_LAYOUT_LIST && l != MW_LAYOUT_STRUCT) {
     p->k = depth;
-    int rc = c->length ? write_leaf_path(w, p) : 0;
+    int rc = p->c[0]->length ? write_leaf_path(w, p) : 0;
     if (rc == 0) rc = flush_column_meta(w, (*col)++);
     return rc;
   }
@@ -2491,22 +2627,19 @@ static int leaf_row(rlevels_t *r, const mw_column_t *vals, int64_t j, bool null)
 static int assemble(rctx_t *x, rlevels_t *r, const uint16_t *rep, const uint16_t *def, size_t n,
                     const mw_column_t *vals, int64_t *rows) {
   const lpath_t *p = r->p;
-  int k = p->k, innermost = -1;
-  for (int i = 0; i <= k; i++)
-    if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST) innermost = i;
+  int k = p->k;
   int64_t slot = 0;
   *rows = 0;
   for (size_t li = 0; li < n; li++) {
     uint16_t rv = rep ? rep[li] : 0, dv = def ? def[li] : 0;
     int s = 0; /* the depth where this level starts new rows */
     if (r->max_rep > 0 && rv != r->max_rep) {
-      if (rv == 0) s = innermost + 1;
-      else {
-        s = -1;
-        for (int i = 0; i <= k; i++)
-          if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST && r->rep_level[i] == rv) s = i + 1;
-        if (s < 0) return BAD(x, "rep level %u of level %zu", x->col, x->page, rv, li);
-      }
+      /* rep level rv < max: a new item of the list whose level is rv + 1
+       * (rv 0: of the innermost list) */
+      s = -1;
+      for (int i = 0; i <= k; i++)
+        if (mw_field_layout(p->f[i]) == MW_LAYOUT_LIST && r->rep_level[i] == rv + 1) s = i + 1;
+      if (s < 0) return BAD(x, "rep level %u of level %zu", x->col, x->page, rv, li);
       if (li == 0) return BAD(x, "page starts inside a row (rep level %u)", x->col, x->page, rv);
     }
     if (s == 0) (*rows)++;
@@ -2571,11 +2704,58 @@ static int levels_decode(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, in
   return 0;
 }
 
-/* A MiniBlock page of a nested leaf: levels and values, then assembly. */
+/* The chunks of a nested MiniBlock page: their levels appended to rep and
+ * def (u16 each; zeros where a chunk has none), their values decoded into
+ * v's column (v->n values). */
+static int nested_chunks(rctx_t *x, rctx_t *v, const Lance__Encodings21__MiniBlockLayout *mb, mw_buf_t *rep,
+                         mw_buf_t *def) {
+  size_t nvb = (size_t)mb->num_buffers, ww = mb->has_large_chunk ? 4 : 2;
+  bool hr = mb->rep_compression != NULL, hd = mb->def_compression != NULL;
+  const uint8_t *words = x->buf[0], *data = x->buf[1];
+  uint64_t n_words = x->buf_len[0] / ww, dlen = x->buf_len[1], at = 0;
+  int64_t done_vals = 0, items = v->n;
+  int rc = 0;
+  for (uint64_t ci = 0; ci < n_words && rc == 0; ci++) {
+    uint32_t wd = ww == 4 ? mw_load_u32le(words + 4 * ci) : mw_load_u16le(words + 2 * ci);
+    uint64_t cbytes = ((uint64_t)(wd >> 4) + 1) * 8;
+    int64_t cnt = ci + 1 == n_words ? items - done_vals : (int64_t)1 << (wd & 15);
+    if (cnt < 0 || cnt > items - done_vals) return BAD(x, "chunk %llu holds %lld values", x->col, x->page, (unsigned long long)ci, (long long)cnt);
+    if (cbytes > dlen - at) return BAD(x, "chunk %llu overruns the data buffer", x->col, x->page, (unsigned long long)ci);
+    const uint8_t *cp = data + at;
+    size_t hn = 2 + 2 * (hr + hd) + nvb * ww;
+    if (hn > cbytes) return BAD(x, "chunk %llu header truncated", x->col, x->page, (unsigned long long)ci);
+    uint16_t nlev = mw_load_u16le(cp);
+    size_t repn = hr ? mw_load_u16le(cp + 2) : 0, defn = hd ? mw_load_u16le(cp + 2 + 2 * hr) : 0;
+    size_t vn[2] = {0, 0}, pos = pad8(hn);
+    const uint8_t *vb[2] = {NULL, NULL};
+    for (size_t b = 0; b < nvb; b++) vn[b] = ww == 4 ? mw_load_u32le(cp + 2 + 2 * (hr + hd) + 4 * b) : mw_load_u16le(cp + 2 + 2 * (hr + hd) + 2 * b);
+    const uint8_t *repp = cp + pos;
+    if (repn > cbytes - pos) return BAD(x, "chunk %llu rep levels overrun", x->col, x->page, (unsigned long long)ci);
+    pos += pad8(repn);
+    const uint8_t *defp = cp + pos;
+    if (pos > cbytes || defn > cbytes - pos) return BAD(x, "chunk %llu def levels overrun", x->col, x->page, (unsigned long long)ci);
+    pos += pad8(defn);
+    for (size_t b = 0; b < nvb; b++) {
+      if (pos > cbytes || vn[b] > cbytes - pos) return BAD(x, "chunk %llu value buffer overruns", x->col, x->page, (unsigned long long)ci);
+      vb[b] = cp + pos;
+      pos += pad8(vn[b]);
+    }
+    if ((rc = levels_decode(x, mb->rep_compression, repp, repn, nlev, rep)) == 0 &&
+        (rc = levels_decode(x, mb->def_compression, defp, defn, nlev, def)) == 0 && cnt > 0)
+      rc = mb_values(v, mb->value_compression, vb, vn, done_vals, cnt, NULL);
+    done_vals += cnt;
+    at += cbytes;
+  }
+  if (rc == 0 && done_vals != items) return BAD(x, "chunks hold %lld of %lld values", x->col, x->page, (long long)done_vals, (long long)items);
+  return rc;
+}
+
+/* A MiniBlock page of a nested leaf: levels and values, then assembly.
+ * Without rep and def levels (no lists, nothing null: Lance writes chunks
+ * of 0 levels then) every value is one valid row. */
 static int nested_miniblock(rctx_t *x, rlevels_t *r, const Lance__Encodings21__MiniBlockLayout *mb,
                             int64_t *rows) {
-  const lpath_t *p = r->p;
-  const mw_field_t *leaf = p->f[p->k];
+  const mw_field_t *leaf = r->p->f[r->p->k];
   if (mb->dictionary) return UNSUP(x, "miniblock with a dictionary", x->col, x->page);
   if (mb->value_compression == NULL) return BAD(x, "miniblock without value compression", x->col, x->page);
   if (x->f->major == 2 && x->f->minor >= 2 && !mb->has_large_chunk)
@@ -2596,51 +2776,13 @@ static int nested_miniblock(rctx_t *x, rlevels_t *r, const Lance__Encodings21__M
   v.scratch = (mw_buf_t)MW_BUF_INIT, v.scratch2 = (mw_buf_t)MW_BUF_INIT;
   if ((rc = mw_column_init(&vals, leaf)) < 0 || (rc = column_prepare(&v, leaf, &vals, items)) < 0) goto done;
   if (is_var(leaf)) ((int32_t *)(void *)vals.offsets.data)[0] = 0;
-  size_t ww = mb->has_large_chunk ? 4 : 2;
-  const uint8_t *words = x->buf[0], *data = x->buf[1];
-  uint64_t n_words = x->buf_len[0] / ww, dlen = x->buf_len[1], at = 0;
-  int64_t done_vals = 0;
-  for (uint64_t ci = 0; ci < n_words; ci++) {
-    uint32_t wd = ww == 4 ? mw_load_u32le(words + 4 * ci) : mw_load_u16le(words + 2 * ci);
-    uint64_t cbytes = ((uint64_t)(wd >> 4) + 1) * 8;
-    bool last = ci + 1 == n_words;
-    int64_t cnt = last ? items - done_vals : (int64_t)1 << (wd & 15);
-    if (cnt < 0 || cnt > items - done_vals) { rc = BAD(x, "chunk %llu holds %lld values", x->col, x->page, (unsigned long long)ci, (long long)cnt); goto done; }
-    if (cbytes > dlen - at) { rc = BAD(x, "chunk %llu overruns the data buffer", x->col, x->page, (unsigned long long)ci); goto done; }
-    const uint8_t *cp = data + at;
-    bool hr = mb->rep_compression != NULL, hd = mb->def_compression != NULL;
-    size_t hn = 2 + 2 * (hr + hd) + nvb * ww, pos = 0;
-    if (hn > cbytes) { rc = BAD(x, "chunk %llu header truncated", x->col, x->page, (unsigned long long)ci); goto done; }
-    uint16_t nlev = mw_load_u16le(cp);
-    size_t repn = hr ? mw_load_u16le(cp + 2) : 0, defn = hd ? mw_load_u16le(cp + 2 + 2 * hr) : 0;
-    size_t vn[2] = {0, 0};
-    const uint8_t *vb[2] = {NULL, NULL};
-    for (size_t b = 0; b < nvb; b++) vn[b] = ww == 4 ? mw_load_u32le(cp + 2 + 2 * (hr + hd) + 4 * b) : mw_load_u16le(cp + 2 + 2 * (hr + hd) + 2 * b);
-    pos = pad8(hn);
-    const uint8_t *repp = cp + pos;
-    if (repn > cbytes - pos) { rc = BAD(x, "chunk %llu rep levels overrun", x->col, x->page, (unsigned long long)ci); goto done; }
-    pos += pad8(repn);
-    const uint8_t *defp = cp + pos;
-    if (pos > cbytes || defn > cbytes - pos) { rc = BAD(x, "chunk %llu def levels overrun", x->col, x->page, (unsigned long long)ci); goto done; }
-    pos += pad8(defn);
-    for (size_t b = 0; b < nvb; b++) {
-      if (pos > cbytes || vn[b] > cbytes - pos) { rc = BAD(x, "chunk %llu value buffer overruns", x->col, x->page, (unsigned long long)ci); goto done; }
-      vb[b] = cp + pos;
-      pos += pad8(vn[b]);
-    }
-    if ((rc = levels_decode(x, mb->rep_compression, repp, repn, nlev, &rep)) < 0 ||
-        (rc = levels_decode(x, mb->def_compression, defp, defn, nlev, &def)) < 0)
-      goto done;
-    if (cnt > 0 && (rc = mb_values(&v, mb->value_compression, vb, vn, done_vals, cnt, NULL)) < 0) goto done;
-    done_vals += cnt;
-    at += cbytes;
-  }
-  if (done_vals != items) { rc = BAD(x, "chunks hold %lld of %lld values", x->col, x->page, (long long)done_vals, (long long)items); goto done; }
+  if ((rc = nested_chunks(x, &v, mb, &rep, &def)) < 0) goto done;
   mw_buf_reset(&vals.validity); /* nulls come from the levels */
   vals.null_count = 0;
+  bool levels = mb->rep_compression || mb->def_compression;
   rc = assemble(x, r, r->max_rep ? (const uint16_t *)(const void *)rep.data : NULL,
-                mb->def_compression ? (const uint16_t *)(const void *)def.data : NULL, rep.len ? rep.len / 2 : def.len / 2,
-                &vals, rows);
+                mb->def_compression ? (const uint16_t *)(const void *)def.data : NULL,
+                levels ? (rep.len ? rep.len : def.len) / 2 : (size_t)items, &vals, rows);
 done:
   mw_column_free(&vals);
   mw_buf_free(&rep);
@@ -2650,16 +2792,39 @@ done:
   return rc;
 }
 
-/* A ConstantLayout page of a nested leaf: levels in 2 buffers (rep, def),
- * every value slot the inline value (or zero when there is none). */
+/* The value slots among n def levels (levels that reach the leaf, or stop
+ * at a null with no list below), and how many of them are valid. */
+static int64_t constant_slots(const rlevels_t *r, const uint16_t *dv, uint64_t n, int64_t *valid) {
+  int64_t slots = 0;
+  *valid = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    bool slot = dv[i] == 0;
+    *valid += slot;
+    for (int k = 0; k <= r->p->k && !slot; k++)
+      slot = r->null_level[k] == dv[i] && (k == r->p->k || slot_below(r->p, k));
+    slots += slot;
+  }
+  return slots;
+}
+
+/* A ConstantLayout page of a nested leaf. Buffers: [rep, def] (raw u16
+ * unless compressed), none when the layers have no lists and no nulls (one
+ * valid row per page row: Lance writes a struct member that holds one
+ * value so), and for a utf8/binary value one more in front, the value as
+ * constant_scalar reads it ([value], [value, rep, def]). Every valid slot
+ * gets the value; with no valid slot (all null: Lance writes a null
+ * struct's string member so) there need not be one. */
 static int nested_constant(rctx_t *x, rlevels_t *r, const Lance__Encodings21__ConstantLayout *cl,
                            int64_t *rows) {
   const mw_field_t *leaf = r->p->f[r->p->k];
   int rc = page_level_map(x, r, cl->layers, cl->n_layers);
   if (rc < 0) return rc;
-  if (x->n_bufs != 2) return UNSUP(x, "nested constant layout with %zu buffers", x->col, x->page, x->n_bufs);
-  uint64_t nrep = cl->rep_compression ? cl->num_rep_values : x->buf_len[0] / 2;
-  uint64_t ndef = cl->def_compression ? cl->num_def_values : x->buf_len[1] / 2;
+  size_t d0 = x->n_bufs == 1 || x->n_bufs == 3; /* a value buffer first */
+  bool bare = x->n_bufs == d0;
+  if (x->n_bufs > 3) return UNSUP(x, "nested constant layout with %zu buffers", x->col, x->page, x->n_bufs);
+  if (bare && (r->max_rep > 0 || r->max_def > 0)) return BAD(x, "nested constant layout without levels for nullable layers", x->col, x->page);
+  uint64_t nrep = bare ? 0 : cl->rep_compression ? cl->num_rep_values : x->buf_len[d0] / 2;
+  uint64_t ndef = bare ? (uint64_t)x->n : cl->def_compression ? cl->num_def_values : x->buf_len[d0 + 1] / 2;
   if ((r->max_rep > 0 && nrep != ndef) || ndef > (uint64_t)INT32_MAX) return BAD(x, "%llu rep and %llu def levels", x->col, x->page, (unsigned long long)nrep, (unsigned long long)ndef);
   mw_buf_t rep = MW_BUF_INIT, def = MW_BUF_INIT;
   mw_column_t vals = {0};
@@ -2668,24 +2833,20 @@ static int nested_constant(rctx_t *x, rlevels_t *r, const Lance__Encodings21__Co
   f16.bits_per_value = 16;
   raw.compression_case = CE_FLAT, raw.flat = &f16;
   if ((rc = levels_decode(x, r->max_rep ? (cl->rep_compression ? cl->rep_compression : &raw) : NULL,
-                          x->buf[0], x->buf_len[0], (int64_t)ndef, &rep)) < 0 ||
-      (rc = levels_decode(x, cl->def_compression ? cl->def_compression : &raw, x->buf[1], x->buf_len[1],
-                          (int64_t)ndef, &def)) < 0)
+                          x->buf[d0], x->buf_len[d0], (int64_t)ndef, &rep)) < 0 ||
+      (rc = levels_decode(x, bare ? NULL : cl->def_compression ? cl->def_compression : &raw, x->buf[d0 + 1],
+                          x->buf_len[d0 + 1], (int64_t)ndef, &def)) < 0)
     goto done;
-  /* slots: levels that reach the leaf or stop at a null with no list below */
   const uint16_t *dv = (const uint16_t *)(const void *)def.data;
-  int64_t slots = 0;
-  for (uint64_t i = 0; i < ndef; i++) {
-    bool slot = dv[i] == 0;
-    for (int k = 0; k <= r->p->k && !slot; k++)
-      slot = r->null_level[k] == dv[i] && (k == r->p->k || slot_below(r->p, k));
-    slots += slot;
-  }
+  int64_t valid, slots = constant_slots(r, dv, ndef, &valid);
   rctx_t v = *x;
   v.fld = leaf, v.c = &vals, v.row0 = 0, v.n = slots;
   if ((rc = mw_column_init(&vals, leaf)) < 0 || (rc = column_prepare(&v, leaf, &vals, slots)) < 0) goto done;
-  if (slots > 0 && cl->inline_value.len > 0 && (rc = constant_fill(&v, leaf, cl->inline_value.data, cl->inline_value.len)) < 0) goto done;
-  if (slots > 0 && cl->inline_value.len == 0 && is_var(leaf)) { rc = UNSUP(x, "constant strings without an inline value", x->col, x->page); goto done; }
+  if (is_var(leaf)) ((int32_t *)(void *)vals.offsets.data)[0] = 0;
+  if (valid > 0 && d0) rc = constant_scalar(&v, x->buf[0], x->buf_len[0]);
+  else if (valid > 0 && cl->inline_value.len > 0) rc = constant_fill(&v, leaf, cl->inline_value.data, cl->inline_value.len);
+  else if (valid > 0) rc = UNSUP(x, "%lld valid constant values without a value", x->col, x->page, (long long)valid);
+  if (rc < 0) goto done;
   mw_buf_reset(&vals.validity);
   vals.null_count = 0;
   rc = assemble(x, r, r->max_rep ? (const uint16_t *)(const void *)rep.data : NULL, dv, (size_t)ndef, &vals, rows);
@@ -2727,6 +2888,7 @@ static int nested_leaf(mw_datafile_t *f, size_t col, rlevels_t *r, mw_err_t *err
       break;
     }
     int64_t rows = 0;
+    x.n = pg->length > f->n_rows ? 0 : (int64_t)pg->length; /* a bare constant page's levels */
     if (pl->layout_case == PL_MINIBLOCK) rc = nested_miniblock(&x, r, pl->mini_block_layout, &rows);
     else if (pl->layout_case == PL_CONSTANT) rc = nested_constant(&x, r, pl->constant_layout, &rows);
     else rc = UNSUP(&x, "%s layout for a nested column", x.col, x.page, pl->layout_case == PL_FULLZIP ? "full-zip" : "this");

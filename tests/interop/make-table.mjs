@@ -16,6 +16,11 @@
 // nested: id int64 PK + every type of types_lib.mjs, with its lists and
 //        structs (nulls at every level, empty lists; no large_list: the node
 //        client has none, see types_lib.mjs)
+// empty1, empty, emptybig: id int64 PK + types_lib.edgeCatalogue (columns
+//        whose pages carry no items or no values, issue 26); the SSTable
+//        holds 1, 300 (no list item at all: the issue's flush) or 34 000
+//        rows (items only in keys 0..99: a nested column's first page holds
+//        32 767 levels with items, its second levels only)
 // Base rows: keys 0..19; then mergeInserts of keys 10..39 and 30..49
 // (updates and inserts; 30..39 twice, so Lance's SSTable gets a deletion
 // file) through the LSM writer, closed (flushed to generation 1).
@@ -36,8 +41,9 @@ const arrow = require("apache-arrow"); // LanceDB's copy: its tables pass instan
 const lib = await import("./types_lib.mjs");
 
 const [dbDir, flag, kind] = process.argv.slice(2);
-if (!dbDir || flag !== "--kind" || !["wide", "strpk", "types", "nested"].includes(kind)) {
-  console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk|types|nested");
+const EDGE = { empty1: [1, 0, 0], empty: [300, 0, 0], emptybig: [34000, 0, 100] }; // rows, fewFrom, few
+if (!dbDir || flag !== "--kind" || !["wide", "strpk", "types", "nested", ...Object.keys(EDGE)].includes(kind)) {
+  console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk|types|nested|empty1|empty|emptybig");
   process.exit(2);
 }
 const F = (n, t, nullable = true) => new arrow.Field(n, t, nullable);
@@ -60,11 +66,16 @@ if (kind === "wide") {
 }
 // types: rows in exact form, built bit for bit (types_lib.buildTable); an
 // update changes every value (the row of key k + 1000 under key k)
-const cat = kind === "types" || kind === "nested" ? lib.catalogue(arrow, { nested: kind === "nested" }) : null;
+const edge = EDGE[kind];
+const cat = kind === "types" || kind === "nested" ? lib.catalogue(arrow, { nested: kind === "nested" })
+  : edge ? lib.edgeCatalogue(arrow, { fewFrom: edge[1], few: edge[2] }) : null;
 const table = (rows) => {
   if (!cat) return lancedb.makeArrowTable(rows, { schema });
   const fields = lib.tableFields(arrow, cat);
-  return lib.buildTable(arrow, fields, rows.map(([k, tag]) => ({ ...lib.makeRow(cat, tag === "base" ? k : k + 1000), id: String(k) })));
+  // the row of key k: types/nested updates carry key k + 1000's values; the
+  // edge kinds' base rows key k + 100 000's (outside their item range)
+  const from = (k, tag) => (edge ? (tag === "base" ? k + 100000 : k) : tag === "base" ? k : k + 1000);
+  return lib.buildTable(arrow, fields, rows.map(([k, tag]) => ({ ...lib.makeRow(cat, from(k, tag)), id: String(k) })));
 };
 if (cat) row = (k, tag) => [k, tag];
 fs.mkdirSync(dbDir, { recursive: true });
@@ -76,7 +87,7 @@ await t.setUnenforcedPrimaryKey("id");
 await t.setLsmWriteSpec({ specType: "unsharded", maintainedIndexes: [], writerConfigDefaults: {} });
 t.close();
 const w = await db.openTable("t");
-for (const [from, to, tag] of [[10, 40, "lance"], [30, 50, "lance2"]]) {
+for (const [from, to, tag] of edge ? [[0, edge[0], "lance"]] : [[10, 40, "lance"], [30, 50, "lance2"]]) {
   const upd = [];
   for (let k = from; k < to; k++) upd.push(row(k, tag));
   await w.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(table(upd));
