@@ -26,7 +26,7 @@ typedef struct hconn {
   bool answered, closing;
   uv_write_t wr;
   mw_buf_t out;
-  bool is_tls;
+  bool is_tls, failed;
   mw_tls_conn_t tls;
   int writes;           /* handshake flights in flight (heap copies) */
 } hconn_t;
@@ -160,7 +160,7 @@ static void on_flight_written(uv_write_t *req, int status) {
   hconn_t *c = w->c;
   c->writes--;
   free(w);
-  if (status < 0) conn_close(c);
+  if (status < 0 || (c->failed && c->writes == 0)) conn_close(c); /* the alert is out */
 }
 
 static int write_flight(hconn_t *c, const mw_buf_t *wire) {
@@ -190,8 +190,8 @@ static ssize_t tls_in(hconn_t *c, size_t n) {
   int rc = mw_tls_conn_feed(&c->tls, c->head + c->len, n, &h->plain, &h->wire, NULL);
   if (write_flight(c, &h->wire) < 0 || rc < 0) {
     uv_read_stop((uv_stream_t *)&c->tcp);
+    c->answered = c->failed = true;
     if (c->writes == 0) conn_close(c);
-    else c->answered = true; /* the timer closes it */
     return -1;
   }
   size_t room = sizeof c->head - c->len;

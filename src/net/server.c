@@ -1166,7 +1166,8 @@ static bool on_auth(conn_t *c, const mw_lp_request_t *r) {
   mw_server_t *s = c->srv;
   char msg[MW_LP_MSG_BYTES];
   if (r->kind != MW_LP_AUTH) {
-    auth_refuse(c, r->line, r->bytes, "AUTH <token> must come first");
+    if (c->cred_name[0]) snprintf(msg, sizeof msg, "credential \"%s\" revoked", c->cred_name);
+    auth_refuse(c, r->line, r->bytes, c->cred_name[0] ? msg : "AUTH <token> must come first");
     return false;
   }
   if (!c->auth_in_clear) {
