@@ -196,7 +196,7 @@ static ssize_t tls_in(hconn_t *c, size_t n) {
   }
   size_t room = sizeof c->head - c->len;
   size_t take = h->plain.len < room ? h->plain.len : room;
-  memcpy(c->head + c->len, h->plain.data, take);
+  if (take > 0) memcpy(c->head + c->len, h->plain.data, take); /* a flight alone: none */
   return (ssize_t)take;
 }
 
