@@ -356,19 +356,9 @@ static int start_signals(mw_daemon_t *d) {
   return 0;
 }
 
-/* Tables, then the producers' server, the admin socket and /metrics. */
-static int start_front(mw_daemon_t *d) {
+/* The producers' server: listeners, TLS and credentials (daemon/security.h). */
+static int start_server(mw_daemon_t *d) {
   mw_err_t err = {0};
-  if (mw_daemon_tables_open(d->loop, &d->cfg, &d->tables, &err) < 0) {
-    mw_log_err("%s", err.msg);
-    return -1;
-  }
-  int src = mw_daemon_stats_start(&d->stats, d->loop, &d->tables, mw_metrics_default());
-  if (src < 0) {
-    mw_log_err("stats: %s", uv_strerror(src));
-    return -1;
-  }
-  mw_fe_tables_engine(&d->tables.fe, &d->engine);
   mw_creds_t *creds = NULL;
   if (mw_daemon_security_load(&d->cfg, &d->tls, &creds, &err) < 0) {
     mw_log_err("%s", err.msg);
@@ -421,6 +411,23 @@ static int start_front(mw_daemon_t *d) {
     mw_log_err("listen: %s", err.msg);
     return -1;
   }
+  return 0;
+}
+
+/* Tables, then the producers' server, the admin socket and /metrics. */
+static int start_front(mw_daemon_t *d) {
+  mw_err_t err = {0};
+  if (mw_daemon_tables_open(d->loop, &d->cfg, &d->tables, &err) < 0) {
+    mw_log_err("%s", err.msg);
+    return -1;
+  }
+  int src = mw_daemon_stats_start(&d->stats, d->loop, &d->tables, mw_metrics_default());
+  if (src < 0) {
+    mw_log_err("stats: %s", uv_strerror(src));
+    return -1;
+  }
+  mw_fe_tables_engine(&d->tables.fe, &d->engine);
+  if (start_server(d) < 0) return -1;
   d->admin_ctx = (mw_fe_admin_t){.tables = &d->tables.fe, .loop = d->loop, .version = MW_VERSION,
                                  .start_ms = uv_now(d->loop), .server = d->server};
   mw_admin_engine_t ae;

@@ -196,7 +196,7 @@ struct mw_server {
   void (*stop_cb)(void *);
   void *stop_arg;
   mw_metric_family_t *m_conn, *m_conn_total, *m_rows, *m_bytes, *m_errors, *m_rejected, *m_lat;
-  mw_log_limit_t log_rejects, log_closes, log_tls;
+  mw_log_limit_t log_rejects, log_closes;
   /* One read buffer for every connection: libuv calls alloc and read back to
    * back on the loop thread, and each chunk is fed to lineproto at once. */
   char *rbuf;
@@ -1611,6 +1611,19 @@ static void on_listener_closed(uv_handle_t *h) {
   server_maybe_done(s);
 }
 
+/* Every limit left 0: its default. */
+static void opts_defaults(mw_server_opts_t *o) {
+  if (!o->max_connections) o->max_connections = MW_SERVER_DEFAULT_MAX_CONNECTIONS;
+  if (!o->max_unacked_bytes_per_connection) o->max_unacked_bytes_per_connection = MW_SERVER_DEFAULT_MAX_UNACKED_BYTES;
+  if (!o->max_reply_bytes_per_connection) o->max_reply_bytes_per_connection = MW_SERVER_DEFAULT_MAX_REPLY_BYTES;
+  if (!o->max_batch_rows) o->max_batch_rows = MW_SERVER_DEFAULT_MAX_BATCH_ROWS;
+  if (!o->drain_timeout_ms) o->drain_timeout_ms = MW_SERVER_DEFAULT_DRAIN_TIMEOUT_MS;
+  if (!o->max_handshakes) o->max_handshakes = MW_SERVER_DEFAULT_MAX_HANDSHAKES;
+  if (!o->handshake_timeout_ms) o->handshake_timeout_ms = MW_SERVER_DEFAULT_HANDSHAKE_TIMEOUT_MS;
+  if (!o->auth_timeout_ms) o->auth_timeout_ms = MW_SERVER_DEFAULT_AUTH_TIMEOUT_MS;
+  if (!o->max_preauth_bytes) o->max_preauth_bytes = MW_SERVER_DEFAULT_MAX_PREAUTH_BYTES;
+}
+
 /* Whether a bound address is loopback (127.0.0.0/8, ::1). */
 static bool addr_loopback(const struct sockaddr_storage *sa) {
   if (sa->ss_family == AF_INET)
@@ -1624,6 +1637,24 @@ static int creds_with_token(const mw_server_t *s, mw_creds_t **creds) {
   if (s->token == NULL) return 0;
   if (mw_creds_by_name(*creds, "auth_token") != NULL) return 0; /* the file's own wins */
   return mw_creds_add_token(creds, "auth_token", s->token, MW_PERM_ALL);
+}
+
+/* Listener i on `addr` (a loopback address allows AUTH in clear). */
+static int listen_on(mw_server_t *s, size_t i, const char *addr, mw_err_t *err) {
+  assert(i < MW_SERVER_MAX_LISTEN);
+  assert(s->n_listeners == i);
+  struct sockaddr_storage sa;
+  int rc = mw_server_addr_parse(addr, &sa, err);
+  if (rc < 0) return rc;
+  uv_tcp_t *l = &s->listeners[i];
+  uv_tcp_init(s->loop, l);
+  l->data = s;
+  s->n_listeners++;
+  if (addr_loopback(&sa)) s->listen_auth_in_clear[i] = true;
+  rc = uv_tcp_bind(l, (struct sockaddr *)&sa, sa.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)l, 1024, on_connection);
+  if (rc < 0) mw_err_set(err, rc, "listen %s: %s", addr, uv_strerror(rc));
+  return rc;
 }
 
 int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_engine_t *engine,
@@ -1649,17 +1680,7 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
   s->loop = loop;
   s->opts = *opts;
   s->eng = *engine;
-  if (!s->opts.max_connections) s->opts.max_connections = MW_SERVER_DEFAULT_MAX_CONNECTIONS;
-  if (!s->opts.max_unacked_bytes_per_connection)
-    s->opts.max_unacked_bytes_per_connection = MW_SERVER_DEFAULT_MAX_UNACKED_BYTES;
-  if (!s->opts.max_reply_bytes_per_connection)
-    s->opts.max_reply_bytes_per_connection = MW_SERVER_DEFAULT_MAX_REPLY_BYTES;
-  if (!s->opts.max_batch_rows) s->opts.max_batch_rows = MW_SERVER_DEFAULT_MAX_BATCH_ROWS;
-  if (!s->opts.drain_timeout_ms) s->opts.drain_timeout_ms = MW_SERVER_DEFAULT_DRAIN_TIMEOUT_MS;
-  if (!s->opts.max_handshakes) s->opts.max_handshakes = MW_SERVER_DEFAULT_MAX_HANDSHAKES;
-  if (!s->opts.handshake_timeout_ms) s->opts.handshake_timeout_ms = MW_SERVER_DEFAULT_HANDSHAKE_TIMEOUT_MS;
-  if (!s->opts.auth_timeout_ms) s->opts.auth_timeout_ms = MW_SERVER_DEFAULT_AUTH_TIMEOUT_MS;
-  if (!s->opts.max_preauth_bytes) s->opts.max_preauth_bytes = MW_SERVER_DEFAULT_MAX_PREAUTH_BYTES;
+  opts_defaults(&s->opts);
   s->opts.creds = NULL;
   s->creds = creds;
   for (size_t i = 0; i < opts->n_listen; i++) {
@@ -1672,7 +1693,6 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
   s->opts.listen_tls = s->opts.listen_plain_auth = NULL;
   s->log_rejects = (mw_log_limit_t)MW_LOG_LIMIT_INIT(MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS);
   s->log_closes = (mw_log_limit_t)MW_LOG_LIMIT_INIT(MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS);
-  s->log_tls = (mw_log_limit_t)MW_LOG_LIMIT_INIT(MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS);
   if (opts->auth_token && opts->auth_token[0]) s->token = strdup(opts->auth_token);
   if (opts->default_table && opts->default_table[0]) s->default_table = strdup(opts->default_table);
   s->rbuf = malloc(MW_SERVER_READ_CHUNK_BYTES);
@@ -1700,19 +1720,7 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
     }
   }
   mw_log_info("server: %zu parse threads", s->pool ? mw_workpool_threads(s->pool) : (size_t)0);
-  for (size_t i = 0; i < opts->n_listen && rc == 0; i++) {
-    struct sockaddr_storage sa;
-    rc = mw_server_addr_parse(opts->listen[i], &sa, err);
-    if (rc < 0) break;
-    uv_tcp_t *l = &s->listeners[i];
-    uv_tcp_init(loop, l);
-    l->data = s;
-    s->n_listeners++;
-    if (addr_loopback(&sa)) s->listen_auth_in_clear[i] = true;
-    rc = uv_tcp_bind(l, (struct sockaddr *)&sa, sa.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
-    if (rc == 0) rc = uv_listen((uv_stream_t *)l, 1024, on_connection);
-    if (rc < 0) mw_err_set(err, rc, "listen %s: %s", opts->listen[i], uv_strerror(rc));
-  }
+  for (size_t i = 0; i < opts->n_listen && rc == 0; i++) rc = listen_on(s, i, opts->listen[i], err);
   if (rc < 0) {
     mw_server_stop(s, NULL, NULL);
     return rc;
