@@ -574,7 +574,8 @@ static bool wants_input(const conn_t *c) {
 static bool gather_more_coming(conn_t *c, bool reading) {
   if (c->job_count > 0) return true;
   if (!reading) return false;
-  return mw_lp_buffered(&c->lp) > 0 || (c->read_full && kernel_queued_bytes(c) > 0);
+  return mw_lp_buffered(&c->lp) > 0 || mw_tls_conn_buffered(&c->tls) > 0 ||
+         (c->read_full && kernel_queued_bytes(c) > 0);
 }
 
 static void flow(conn_t *c) {
@@ -1296,8 +1297,10 @@ static void handshake_done(conn_t *c) {
 }
 
 /* n bytes from a TLS socket: s->tls_plain gets their plaintext, what the
- * peer must get is written. false: the connection ends (TLS failed). */
-static bool tls_in(conn_t *c, const char *data, size_t n) {
+ * peer must get is written; *closed: the peer's close_notify came after
+ * it (its EOF). false: the connection ends (TLS failed; nothing of this
+ * read is taken). */
+static bool tls_in(conn_t *c, const char *data, size_t n, bool *closed) {
   mw_server_t *s = c->srv;
   mw_err_t err = {0};
   mw_buf_reset(&s->tls_plain);
@@ -1318,6 +1321,7 @@ static bool tls_in(conn_t *c, const char *data, size_t n) {
     return false;
   }
   if (!was_ready && c->tls.ready) handshake_done(c);
+  *closed = rc == 1;
   return true;
 }
 
@@ -1377,8 +1381,9 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   if (s->opts.idle_timeout_ms > 0) uv_timer_again(&c->idle);
   const char *data = buf->base;
   size_t len = (size_t)n;
+  bool closed = false;
   if (c->is_tls) {
-    if (!tls_in(c, data, len)) return;
+    if (!tls_in(c, data, len, &closed)) return;
     data = (const char *)s->tls_plain.data;
     len = s->tls_plain.len;
   }
@@ -1392,6 +1397,11 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     char msg[128];
     snprintf(msg, sizeof msg, "more than %zu bytes before AUTH (max_preauth_bytes)", s->opts.max_preauth_bytes);
     auth_refuse(c, 0, 0, msg);
+    if (c->closing) return;
+  }
+  if (closed) { /* close_notify: as the peer's EOF, every complete request is answered */
+    c->eof = c->peer_eof = true;
+    cut(c);
     if (c->closing) return;
   }
   send_ready(c); /* the gather, if any, is flow's to cut or keep */

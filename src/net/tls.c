@@ -217,6 +217,10 @@ static int read_plain(mw_tls_conn_t *c, mw_buf_t *plain, mw_err_t *err) {
     }
     int e = SSL_get_error(c->ssl, r);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
+    if (e == SSL_ERROR_ZERO_RETURN) { /* close_notify: the end of its stream, not an error */
+      c->peer_closed = true;
+      return 1;
+    }
     return conn_fail(c, r, "read", err);
   }
   c->failed = true;
@@ -228,6 +232,7 @@ int mw_tls_conn_feed(mw_tls_conn_t *c, const void *data, size_t n, mw_buf_t *pla
   assert(c != NULL && c->ssl != NULL);
   assert(plain != NULL && wire != NULL);
   if (c->failed) return mw_err_set(err, -EPROTO, "tls: the connection already failed");
+  if (c->peer_closed) return 1; /* anything after close_notify is ignored */
   ERR_clear_error();
   if (n > 0 && BIO_write(c->in, data, (int)n) != (int)n) {
     c->failed = true;
@@ -237,7 +242,7 @@ int mw_tls_conn_feed(mw_tls_conn_t *c, const void *data, size_t n, mw_buf_t *pla
   if (!c->ready) rc = handshake(c, err);
   if (rc == 0 && c->ready) rc = read_plain(c, plain, err);
   int mv = move_out(c, wire); /* an alert goes out even after a failure */
-  if (rc == 0 && mv < 0) rc = mw_err_set(err, mv, "tls: out of memory");
+  if (rc >= 0 && mv < 0) rc = mw_err_set(err, mv, "tls: out of memory");
   return rc;
 }
 

@@ -56,6 +56,7 @@ typedef struct mw_tls_conn {
   void *in, *out;   /* BIO *: bytes read from the peer, bytes to send it */
   bool ready;       /* handshake finished */
   bool failed;      /* a fatal error: nothing more is read */
+  bool peer_closed; /* the peer's close_notify came: it sends nothing more */
 } mw_tls_conn_t;
 
 /* Load the files (o->cert_file and o->key_file required). */
@@ -72,8 +73,9 @@ int mw_tls_conn_init(mw_tls_conn_t *c, mw_tls_ctx_t *t);
 void mw_tls_conn_free(mw_tls_conn_t *c);
 /* The peer's bytes: advance the handshake and take every whole record's
  * plaintext (appended to *plain); whatever must go to the peer is appended
- * to *wire (send it even when this fails: it may be an alert). 0, or
- * -EPROTO with the reason. */
+ * to *wire (send it even when this fails: it may be an alert). 0; 1 when
+ * the peer's close_notify came after that plaintext (its end of stream:
+ * replies may still be written); or -EPROTO with the reason. */
 int mw_tls_conn_feed(mw_tls_conn_t *c, const void *data, size_t n, mw_buf_t *plain, mw_buf_t *wire,
                      mw_err_t *err);
 /* Encrypt n bytes (the handshake must be done), records appended to *wire. */

@@ -12,7 +12,8 @@ bound to 0.0.0.0 (AUTH refused there), and serves /metrics over HTTPS.
 
 Checked, each against what a client sees and what LanceDB reads back:
   - `openssl s_client` writes rows after AUTH; Python's ssl over TLS 1.2 and
-    1.3; TLS 1.1 refused at the handshake;
+    1.3; TLS 1.1 refused at the handshake; rows followed by close_notify in
+    the same write are all written and answered;
   - mutual TLS: a listed client certificate authenticates without AUTH; one
     from another CA fails the handshake;
   - a token without `delete` gets `forbidden` for DEL (the row stays);
@@ -194,6 +195,9 @@ def check_clients(tls_port, pki, tok):
         c.close()
     err = try_handshake(tls_port, client_ctx(pki, minv=ssl.TLSVersion.TLSv1_1, maxv=ssl.TLSVersion.TLSv1_1))
     check("TLS 1.1 is refused at the handshake", err is not None and "PONG" not in err, err)
+    got = close_notify_after_rows(tls_port, pki, tok["writer"])
+    check("rows then close_notify in one write: every row written and answered (OK 10), then closed",
+          got == b"OK 10\n", got)
     c = TlsClient(tls_port, client_ctx(pki, cert="client"))
     c.send('{"id":4,"v":"mtls"}\nDEL {"id":3}\nPING\n')
     got = c.lines(2)
@@ -202,6 +206,47 @@ def check_clients(tls_port, pki, tok):
     c.close()
     err = try_handshake(tls_port, client_ctx(pki, cert="stranger"))
     check("mutual TLS: a client certificate from another CA fails the handshake", err is not None, err)
+
+
+def close_notify_after_rows(port, pki, tok):
+    """Rows, then TLS's close_notify, in one write (Python's SSLObject over
+    memory BIOs): the replies read after it, as bytes."""
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    o = client_ctx(pki).wrap_bio(inc, out, server_hostname="localhost")
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+
+    def pump():
+        data = out.read()
+        if data:
+            s.sendall(data)
+    while True:
+        try:
+            o.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            pump()
+            inc.write(s.recv(65536))
+    o.write((f"AUTH {tok}\n" + "".join('{"id":%d,"v":"cn"}\n' % i for i in range(500, 510))).encode())
+    try:
+        o.unwrap()  # close_notify, not waiting for the server's
+    except ssl.SSLWantReadError:
+        pass
+    pump()
+    got = b""
+    while True:
+        try:
+            data = s.recv(65536)
+        except socket.timeout:
+            break
+        if not data:
+            break
+        inc.write(data)
+        try:
+            got += o.read(65536)
+        except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+            pass
+    s.close()
+    return got
 
 
 def check_refusals(d, tls_port, plain_port, pki, tok):
@@ -421,7 +466,7 @@ def main():
     check("memwalctl flush", rc == 0, out + err)
     rrc, rows, rerr = lancedb_rows(tmp)
     want = {1: "s_client", 2: "py1.2", 4: "mtls", 5: "w", 6: "w", 10: "before", 11: "before", 13: "after",
-            20: "during"}
+            20: "during", 500: "cn", 509: "cn"}
     bad = [i for i, v in want.items() if rows.get(i, {}).get("v") != v]
     check("LanceDB reads the rows written over TLS; the forbidden DEL deleted nothing (id 1 is there), "
           "the certificate's DEL did (id 3 is gone), refused rows are absent (7, 12)",
