@@ -15,7 +15,8 @@ Checked, each against what a client sees and what LanceDB reads back:
     1.3; TLS 1.1 refused at the handshake; rows followed by close_notify in
     the same write are all written and answered;
   - mutual TLS: a listed client certificate authenticates without AUTH; one
-    from another CA fails the handshake;
+    from another CA fails the handshake; with tls_client_cert = require (a
+    second daemon) no certificate fails the handshake;
   - a token without `delete` gets `forbidden` for DEL (the row stays);
     a wrong token, AUTH over the non-loopback plain listener, no AUTH within
     auth_timeout_ms and a first line over max_preauth_bytes are refused with
@@ -424,6 +425,47 @@ def check_slowloris(d, tls_port, pki, tok):
     before.close()
 
 
+def check_require(tmp, pki):
+    """A second daemon with tls_client_cert = require and no credentials:
+    no certificate, no connection; the CA's client certificate writes."""
+    conf = os.path.join(tmp, "require.conf")
+    with open(conf, "w") as f:
+        f.write(f"""[daemon]
+data_dir = {tmp}/db2
+admin_socket = {tmp}/admin2.sock
+listen = 127.0.0.1:0 tls
+tls_cert_file = {tmp}/live.pem
+tls_key_file = {tmp}/live.key
+tls_ca_file = {pki}/ca.pem
+tls_client_cert = require
+[table t]
+uri = t.lance
+create = true
+schema = id:int64 not null, v:string
+primary_key = id
+""")
+    d = Daemon(["-c", conf])
+    CHILDREN.append(d.p)
+    line = d.wait_line("listening on", 30)
+    started = d.wait_line("started", 30)
+    if not (line and started):
+        check("tls_client_cert = require: the daemon starts", False, "\n".join(d.lines))
+        d.stop()
+        return
+    port = port_of(line)
+    err = try_handshake(port, client_ctx(pki))
+    logged = d.wait_line("peer did not return a certificate", 10)
+    check("tls_client_cert = require: a client without a certificate is refused, the log says why",
+          err is not None and logged is not None, f"{err}\n" + "\n".join(d.lines[-5:]))
+    c = TlsClient(port, client_ctx(pki, cert="client"))
+    c.send('{"id":1,"v":"required"}\nPING\n')
+    got = c.lines(2)
+    check("tls_client_cert = require: the CA's client certificate writes (no credentials: every table)",
+          got == ["OK 1", "PONG"], got)
+    c.close()
+    check("the second daemon stops cleanly", d.stop() == 0, "\n".join(d.lines[-5:]))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="memwald-e2e-tls-")
     pki = os.path.join(tmp, "pki")
@@ -477,6 +519,7 @@ def main():
           f"bad {bad[:5]}")
     rc = d.stop()
     check("memwald stops cleanly", rc == 0, "\n".join(d.lines[-5:]))
+    check_require(tmp, pki)
     tidy(tmp)
     return plan()
 
