@@ -196,6 +196,7 @@ struct mw_server {
   void (*stop_cb)(void *);
   void *stop_arg;
   mw_metric_family_t *m_conn, *m_conn_total, *m_rows, *m_bytes, *m_errors, *m_rejected, *m_lat;
+  mw_metric_family_t *m_handshakes;
   mw_log_limit_t log_rejects, log_closes;
   /* One read buffer for every connection: libuv calls alloc and read back to
    * back on the loop thread, and each chunk is fed to lineproto at once. */
@@ -225,6 +226,17 @@ static void metrics_init(mw_server_t *s) {
                                       tcl, 2, NULL, 0);
   s->m_lat = mw_metrics_register(m, MW_METRIC_HISTOGRAM, "memwald_ack_latency_seconds",
                                  "From submission to acknowledgement.", tl, 1, NULL, 0);
+  static const char *const rl[1] = {"result"};
+  s->m_handshakes = mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_tls_handshakes_total",
+                                        "TLS handshakes on producers' listeners, by result "
+                                        "(ok, failed, timeout, evicted).", rl, 1, NULL, 0);
+}
+
+static void count_handshake(mw_server_t *s, const char *result) {
+  assert(result != NULL);
+  if (!s->m_handshakes) return;
+  const char *v[1] = {result};
+  mw_counter_add(mw_metric_series(s->m_handshakes, v), 1);
 }
 
 static void count_conn(mw_server_t *s, int delta) {
@@ -1279,6 +1291,7 @@ static void handshake_done(conn_t *c) {
   assert(c->handshaking && c->tls.ready);
   c->handshaking = false;
   s->n_handshakes--;
+  count_handshake(s, "ok");
   uv_timer_stop(&c->deadline);
   char subject[MW_TLS_SUBJECT_BYTES], how[MW_TLS_SUBJECT_BYTES + 80];
   const mw_cred_t *cred = NULL;
@@ -1312,7 +1325,10 @@ static bool tls_in(conn_t *c, const char *data, size_t n, bool *closed) {
   if (rc < 0) {
     c->tls_failed = true;
     snprintf(c->fail_why, sizeof c->fail_why, "%.190s", err.msg);
-    if (c->handshaking) count_error(s, "", MW_LP_E_AUTH, 0);
+    if (c->handshaking) {
+      count_error(s, "", MW_LP_E_AUTH, 0);
+      count_handshake(s, "failed");
+    }
     c->eof = c->peer_eof = true; /* nothing more is read: close once the alert is out */
     cut(c);
     if (c->closing) return false;
@@ -1332,6 +1348,7 @@ static void on_deadline(uv_timer_t *t) {
   mw_server_t *s = c->srv;
   if (c->handshaking) {
     count_error(s, "", MW_LP_E_AUTH, 0);
+    count_handshake(s, "timeout");
     conn_close(c, "TLS handshake not finished within handshake_timeout_ms");
     return;
   }
@@ -1495,6 +1512,7 @@ static bool evict_handshake(mw_server_t *s) {
     if (c->handshaking && !c->closing && (!oldest || c->accepted_ms <= oldest->accepted_ms)) oldest = c;
   if (oldest == NULL) return false;
   count_error(s, "", MW_LP_E_OVERLOADED, 0);
+  count_handshake(s, "evicted");
   conn_close(oldest, "TLS handshake evicted: max_handshakes reached, the oldest goes");
   return true;
 }

@@ -69,8 +69,9 @@
  * (ERR replies due, sent or not by the reply mode),
  * memwald_rows_rejected_total{table,code} (rows not written: lines
  * refused, rows of refused groups), memwald_ack_latency_seconds{table}
- * (submission -> acknowledgement; gathered rows from their parse). `table`
- * is "" before a table is known.
+ * (submission -> acknowledgement; gathered rows from their parse),
+ * memwald_tls_handshakes_total{result} (ok, failed, timeout, evicted).
+ * `table` is "" before a table is known.
  *
  * TLS (opts.tls and a listener's listen_tls): the socket's bytes go
  * through net/tls.h before lineproto and replies are encrypted on their

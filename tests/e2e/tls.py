@@ -392,7 +392,7 @@ def ingested(sock):
     return -1
 
 
-def check_slowloris(d, tls_port, pki, tok):
+def check_slowloris(d, tls_port, pki, tok, sock):
     """SLOW_CONNS connections each holding a half-sent ClientHello, with
     max_handshakes = 16: honest producers (one connected before, one
     connecting during) are served; memory stays bounded."""
@@ -420,6 +420,11 @@ def check_slowloris(d, tls_port, pki, tok):
           and evicted is not None, f"{got} {evicted}")
     check(f"memory bounded under the slowloris: RSS {rss0} -> {rss1} kB (< +64 MiB)",
           rss1 - rss0 < 64 * 1024, f"{rss0} -> {rss1}")
+    rc, out, _ = ctl(sock, "metrics")
+    hs = {l.split('"')[1]: float(l.split()[-1]) for l in out.splitlines()
+          if l.startswith("memwald_tls_handshakes_total{")}
+    check(f"memwald_tls_handshakes_total counts them: {hs}", hs.get("evicted", 0) >= SLOW_CONNS - 16
+          and hs.get("ok", 0) >= 10 and hs.get("failed", 0) >= 2, out[-500:])
     for s in slow:
         s.close()
     before.close()
@@ -503,7 +508,7 @@ def main():
     body = urllib.request.urlopen(f"https://localhost:{metrics_port}/metrics", context=ctx, timeout=10).read().decode()
     check("GET /metrics over HTTPS", "memwald_rows_ingested_total" in body, body[:300])
     sent = check_rsyslog(d, tmp, shipper_port, pki, sock) or {}
-    check_slowloris(d, tls_port, pki, tok)
+    check_slowloris(d, tls_port, pki, tok, sock)
     rc, out, err = ctl(sock, "flush")
     check("memwalctl flush", rc == 0, out + err)
     rrc, rows, rerr = lancedb_rows(tmp)
