@@ -6,6 +6,12 @@
  *                [--rate ROWS_PER_S] [--table T] [--id-base I] HOST:PORT
  *   bench_ingest --sink [--batch B] HOST:PORT      (a stand-in server)
  *
+ * --tls: every connection runs TLS (OpenSSL over memory BIOs, the server's
+ * certificate not verified: a benchmark, not a client to copy), handshakes
+ * before the clock starts counting writes, and --auth TOKEN sends
+ * `AUTH TOKEN` first (plain or TLS). Ciphertext goes out as one heap copy
+ * per write; the client's encryption cost is in gen_cpu.
+ *
  * N connections (default 16) each send writes of B rows (default 1000), at
  * most P writes (default 8) not yet acknowledged per connection, for S
  * seconds (default 5; --rows caps the total), then wait for the last acks.
@@ -53,6 +59,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <uv.h>
 
 #include "common/buf.h"
@@ -90,14 +98,17 @@ typedef struct bconn {
   char rbuf[65536];
   size_t rlen;
   bool connected, done;
+  SSL *ssl;           /* --tls */
+  BIO *bin, *bout;
+  char cbuf[65536];   /* ciphertext read */
 } bconn_t;
 
 typedef struct opts {
   int conns, batch, pipeline;
   double seconds, warmup, rate;
   int64_t rows_cap, id_base;
-  bool wide, arrow, sink;
-  const char *table;
+  bool wide, arrow, sink, tls;
+  const char *table, *auth;
 } opts_t;
 
 static opts_t O = {.conns = 16, .batch = 1000, .pipeline = 8, .seconds = 5, .warmup = 1, .table = "events"};
@@ -218,6 +229,57 @@ fail:
 /* ------------------------------------------------------------ generator */
 
 static void send_more(bconn_t *c);
+static SSL_CTX *tls_ctx;
+
+/* --tls: a write of ciphertext, a heap copy; sl (or NULL) is its slot. */
+typedef struct twrite {
+  uv_write_t w;
+  bconn_t *c;
+  slot_t *sl;
+  char data[];
+} twrite_t;
+
+static void on_tls_written(uv_write_t *w, int status) {
+  twrite_t *t = w->data;
+  if (status < 0) fprintf(stderr, "bench_ingest: write: %s\n", uv_strerror(status));
+  bconn_t *c = t->c;
+  if (t->sl) t->sl->writing = false;
+  bool more = t->sl != NULL;
+  free(t);
+  if (more && !c->done) send_more(c);
+}
+
+/* Everything the TLS out BIO holds, written (sl: the slot it carries). */
+static void tls_flush(bconn_t *c, slot_t *sl) {
+  size_t n = BIO_ctrl_pending(c->bout);
+  if (n == 0) {
+    if (sl) sl->writing = false;
+    return;
+  }
+  twrite_t *t = malloc(sizeof *t + n);
+  if (!t || BIO_read(c->bout, t->data, (int)n) != (int)n) exit(4);
+  t->c = c;
+  t->sl = sl;
+  t->w.data = t;
+  uv_buf_t b = uv_buf_init(t->data, (unsigned)n);
+  if (uv_write(&t->w, (uv_stream_t *)&c->tcp, &b, 1, on_tls_written) < 0) exit(3);
+}
+
+/* Plaintext to the server: through TLS with --tls, else a try_write
+ * (small request lines at connect). */
+static void send_plain(bconn_t *c, const char *p, size_t n) {
+  if (c->ssl) {
+    size_t w;
+    if (SSL_write_ex(c->ssl, p, n, &w) != 1 || w != n) exit(3);
+    tls_flush(c, NULL);
+    return;
+  }
+  uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+  if (uv_try_write((uv_stream_t *)&c->tcp, &b, 1) != (int)n) {
+    fprintf(stderr, "bench_ingest: could not send the first lines\n");
+    exit(3);
+  }
+}
 
 static void on_written(uv_write_t *w, int status) {
   slot_t *sl = w->data;
@@ -270,6 +332,13 @@ static void send_more(bconn_t *c) {
     c->writes_sent++;
     c->count++;
     sl->writing = true;
+    if (c->ssl) {
+      size_t w;
+      if (SSL_write_ex(c->ssl, sl->buf, sl->len, &w) != 1 || w != sl->len) exit(3);
+      tls_flush(c, sl);
+      now = sl->t_send;
+      continue;
+    }
     sl->w.data = sl;
     uv_buf_t b = uv_buf_init(sl->buf, (unsigned)sl->len);
     int rc = uv_write(&sl->w, (uv_stream_t *)&c->tcp, &b, 1, on_written);
@@ -315,7 +384,36 @@ static void conn_done(bconn_t *c) {
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
   (void)hint;
   bconn_t *c = h->data;
-  *b = uv_buf_init(c->rbuf + c->rlen, (unsigned)(sizeof c->rbuf - c->rlen));
+  if (c->ssl) *b = uv_buf_init(c->cbuf, (unsigned)sizeof c->cbuf);
+  else *b = uv_buf_init(c->rbuf + c->rlen, (unsigned)(sizeof c->rbuf - c->rlen));
+}
+
+static void start_writing(bconn_t *c);
+
+/* --tls: n bytes of ciphertext in; the handshake advanced, plaintext
+ * appended to rbuf. Returns the plaintext bytes. */
+static size_t tls_in(bconn_t *c, size_t n) {
+  if (BIO_write(c->bin, c->cbuf, (int)n) != (int)n) exit(4);
+  if (!SSL_is_init_finished(c->ssl)) {
+    int r = SSL_do_handshake(c->ssl);
+    tls_flush(c, NULL);
+    if (r != 1) {
+      int e = SSL_get_error(c->ssl, r);
+      if (e != SSL_ERROR_WANT_READ) {
+        fprintf(stderr, "bench_ingest: TLS handshake failed (%d)\n", e);
+        ERR_print_errors_fp(stderr);
+        exit(3);
+      }
+      return 0;
+    }
+    start_writing(c);
+  }
+  size_t got = 0, r;
+  while (c->rlen + got < sizeof c->rbuf && SSL_read_ex(c->ssl, c->rbuf + c->rlen + got,
+                                                       sizeof c->rbuf - c->rlen - got, &r) == 1)
+    got += r;
+  tls_flush(c, NULL); /* a key update's answer, if any */
+  return got;
 }
 
 /* Rows of a refused group: "ERR <line> <code> <k> rows (lines a-b) ..." or 1. */
@@ -336,6 +434,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     conn_done(c);
     return;
   }
+  if (c->ssl) n = (ssize_t)tls_in(c, (size_t)n);
   c->rlen += (size_t)n;
   char *p = c->rbuf, *nl;
   while ((nl = memchr(p, '\n', c->rlen - (size_t)(p - c->rbuf)))) {
@@ -383,14 +482,28 @@ static void on_connect(uv_connect_t *req, int status) {
     fprintf(stderr, "bench_ingest: connect: %s\n", uv_strerror(status));
     exit(3);
   }
-  char use[300];
-  int n = snprintf(use, sizeof use, "USE %s\n", O.table);
-  uv_buf_t b = uv_buf_init(use, (unsigned)n);
-  if (uv_try_write((uv_stream_t *)&c->tcp, &b, 1) != n) {
-    fprintf(stderr, "bench_ingest: could not send USE\n");
-    exit(3);
-  }
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  if (!O.tls) {
+    start_writing(c);
+    return;
+  }
+  c->ssl = SSL_new(tls_ctx);
+  c->bin = BIO_new(BIO_s_mem());
+  c->bout = BIO_new(BIO_s_mem());
+  if (!c->ssl || !c->bin || !c->bout) exit(4);
+  SSL_set_bio(c->ssl, c->bin, c->bout);
+  SSL_set_connect_state(c->ssl);
+  (void)SSL_do_handshake(c->ssl); /* the ClientHello */
+  tls_flush(c, NULL);
+}
+
+/* Connected (and TLS up): AUTH, USE, then the writes. */
+static void start_writing(bconn_t *c) {
+  char first[600];
+  int n = 0;
+  if (O.auth) n = snprintf(first, sizeof first, "AUTH %.256s\n", O.auth);
+  n += snprintf(first + n, sizeof first - (size_t)n, "USE %.256s\n", O.table);
+  send_plain(c, first, (size_t)n);
   c->connected = true;
   send_more(c);
 }
@@ -504,7 +617,7 @@ static double cpu_s(void) {
 static int usage(void) {
   fprintf(stderr, "usage: bench_ingest [--connections N] [--seconds S] [--warmup W] [--rows R] [--batch B] "
                   "[--pipeline P] [--shape small|wide] [--arrow] [--rate ROWS_PER_S] [--table T] "
-                  "[--id-base I] [--sink] HOST:PORT\n");
+                  "[--id-base I] [--tls] [--auth TOKEN] [--sink] HOST:PORT\n");
   return 2;
 }
 
@@ -527,9 +640,9 @@ int main(int argc, char **argv) {
       {"connections", 1, 0, 'c'}, {"rows", 1, 0, 'r'},    {"batch", 1, 0, 'b'},   {"table", 1, 0, 't'},
       {"pipeline", 1, 0, 'p'},    {"seconds", 1, 0, 's'}, {"warmup", 1, 0, 'w'},  {"shape", 1, 0, 'S'},
       {"arrow", 0, 0, 'a'},       {"rate", 1, 0, 'R'},    {"id-base", 1, 0, 'i'}, {"sink", 0, 0, 'k'},
-      {0, 0, 0, 0}};
+      {"tls", 0, 0, 'T'},         {"auth", 1, 0, 'A'},    {0, 0, 0, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "c:r:b:t:p:s:w:S:aR:i:k", lo, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "c:r:b:t:p:s:w:S:aR:i:kTA:", lo, NULL)) != -1) {
     switch (ch) {
     case 'c': O.conns = atoi(optarg); break;
     case 'r': O.rows_cap = atoll(optarg); break;
@@ -546,6 +659,8 @@ int main(int argc, char **argv) {
     case 'R': O.rate = atof(optarg); break;
     case 'i': O.id_base = atoll(optarg); break;
     case 'k': O.sink = true; break;
+    case 'T': O.tls = true; break;
+    case 'A': O.auth = optarg; break;
     default: return usage();
     }
   }
@@ -557,6 +672,11 @@ int main(int argc, char **argv) {
   if (parse_addr(argv[optind], &sa) < 0) return usage();
   loop = uv_default_loop();
   if (O.sink) return run_sink((struct sockaddr *)&sa);
+  if (O.tls) {
+    tls_ctx = SSL_CTX_new(TLS_client_method());
+    if (!tls_ctx) return 1;
+    SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_NONE, NULL);
+  }
 
   for (int i = 0; i < 10000; i++)
     vecs[i][0] = '0', vecs[i][1] = '.', vecs[i][2] = (char)('0' + i / 1000), vecs[i][3] = (char)('0' + i / 100 % 10),
@@ -624,5 +744,6 @@ int main(int argc, char **argv) {
   free(lat);
   free(lat_sched);
   mw_buf_free(&frame);
+  SSL_CTX_free(tls_ctx);
   return errors || finished != O.conns ? 1 : 0;
 }

@@ -29,6 +29,7 @@
 #include "daemon/config.h"
 #include "daemon/memtrim.h"
 #include "daemon/notify.h"
+#include "daemon/security.h"
 #include "daemon/stats.h"
 #include "daemon/tables.h"
 #include "daemon/testhook.h"
@@ -60,6 +61,7 @@ typedef struct mw_daemon {
   mw_fe_admin_t admin_ctx;
   mw_admin_t *admin;
   mw_http_metrics_t *http;
+  mw_tls_ctx_t *tls; /* tls listeners' and metrics_listen's (daemon/security.h) */
   uv_timer_t stop_timer;
   mw_config_t cfg;
   const char *config_path;
@@ -291,6 +293,13 @@ static void reload(mw_daemon_t *d) {
              mw_daemon_check_config(next, &err) < 0) {
     mw_log_err("reload failed, keeping the running configuration: %s", err.msg);
   } else {
+    mw_daemon_security_reload(next, d->tls, d->server);
+    /* reloaded just now: not "changed, takes effect after a restart" */
+    memcpy(d->cfg.tls_cert_file, next->tls_cert_file, sizeof d->cfg.tls_cert_file);
+    memcpy(d->cfg.tls_key_file, next->tls_key_file, sizeof d->cfg.tls_key_file);
+    memcpy(d->cfg.tls_ca_file, next->tls_ca_file, sizeof d->cfg.tls_ca_file);
+    memcpy(d->cfg.tls_client_cert, next->tls_client_cert, sizeof d->cfg.tls_client_cert);
+    memcpy(d->cfg.credentials_file, next->credentials_file, sizeof d->cfg.credentials_file);
     if (next->log_level != d->cfg.log_level) {
       mw_log_notice("reload: log_level %s -> %s", mw_log_level_name(d->cfg.log_level),
                     mw_log_level_name(next->log_level));
@@ -347,19 +356,14 @@ static int start_signals(mw_daemon_t *d) {
   return 0;
 }
 
-/* Tables, then the producers' server, the admin socket and /metrics. */
-static int start_front(mw_daemon_t *d) {
+/* The producers' server: listeners, TLS and credentials (daemon/security.h). */
+static int start_server(mw_daemon_t *d) {
   mw_err_t err = {0};
-  if (mw_daemon_tables_open(d->loop, &d->cfg, &d->tables, &err) < 0) {
+  mw_creds_t *creds = NULL;
+  if (mw_daemon_security_load(&d->cfg, &d->tls, &creds, &err) < 0) {
     mw_log_err("%s", err.msg);
     return -1;
   }
-  int src = mw_daemon_stats_start(&d->stats, d->loop, &d->tables, mw_metrics_default());
-  if (src < 0) {
-    mw_log_err("stats: %s", uv_strerror(src));
-    return -1;
-  }
-  mw_fe_tables_engine(&d->tables.fe, &d->engine);
   const char *listen[MW_CONFIG_MAX_LISTEN];
   mw_lp_replies_t replies[MW_CONFIG_MAX_LISTEN];
   _Static_assert((int)MW_REPLIES_ALL == (int)MW_LP_REPLIES_ALL &&
@@ -389,15 +393,41 @@ static int start_front(mw_daemon_t *d) {
       .replies = (mw_lp_replies_t)d->cfg.replies,
       .listen_replies = replies,
       .auth_token = d->cfg.auth_token[0] ? d->cfg.auth_token : NULL,
+      .creds = creds, /* the server's from here */
+      .tls = d->tls,
+      .listen_tls = d->cfg.listen_tls,
+      .listen_plain_auth = d->cfg.listen_plain_auth,
+      .max_handshakes = (size_t)d->cfg.max_handshakes,
+      .handshake_timeout_ms = (uint64_t)d->cfg.handshake_timeout_ms,
+      .auth_timeout_ms = (uint64_t)d->cfg.auth_timeout_ms,
+      .max_preauth_bytes = (size_t)d->cfg.max_preauth_bytes,
       .default_table = def,
       .ignore_unknown_fields = d->cfg.ignore_unknown_fields,
       .json_objects_as_text = d->cfg.json_objects_as_text,
       .metrics = mw_metrics_default(),
   };
+  if (d->cfg.n_listen == 0) mw_creds_free(creds);
   if (d->cfg.n_listen > 0 && mw_server_start(d->loop, &so, &d->engine, &d->server, &err) < 0) {
     mw_log_err("listen: %s", err.msg);
     return -1;
   }
+  return 0;
+}
+
+/* Tables, then the producers' server, the admin socket and /metrics. */
+static int start_front(mw_daemon_t *d) {
+  mw_err_t err = {0};
+  if (mw_daemon_tables_open(d->loop, &d->cfg, &d->tables, &err) < 0) {
+    mw_log_err("%s", err.msg);
+    return -1;
+  }
+  int src = mw_daemon_stats_start(&d->stats, d->loop, &d->tables, mw_metrics_default());
+  if (src < 0) {
+    mw_log_err("stats: %s", uv_strerror(src));
+    return -1;
+  }
+  mw_fe_tables_engine(&d->tables.fe, &d->engine);
+  if (start_server(d) < 0) return -1;
   d->admin_ctx = (mw_fe_admin_t){.tables = &d->tables.fe, .loop = d->loop, .version = MW_VERSION,
                                  .start_ms = uv_now(d->loop), .server = d->server};
   mw_admin_engine_t ae;
@@ -415,19 +445,22 @@ static int start_front(mw_daemon_t *d) {
     }
   }
   if (d->cfg.metrics_listen[0] &&
-      mw_http_metrics_start(d->loop, d->cfg.metrics_listen, mw_metrics_default(), &d->http, &err) < 0) {
+      mw_http_metrics_start(d->loop, d->cfg.metrics_listen, mw_metrics_default(),
+                            d->cfg.metrics_tls ? d->tls : NULL, &d->http, &err) < 0) {
     mw_log_err("metrics_listen %s: %s", d->cfg.metrics_listen, err.msg);
     return -1;
   }
   for (size_t i = 0; i < d->cfg.n_listen; i++)
-    mw_log_notice("listening on %s (port %d)", d->cfg.listen[i], mw_server_port(d->server, i));
+    mw_log_notice("listening on %s%s (port %d)", d->cfg.listen[i], d->cfg.listen_tls[i] ? " tls" : "",
+                  mw_server_port(d->server, i));
   /* owner records name this address (several daemons on one table) */
   char addr[MW_OWNER_ADDRESS_BYTES] = "";
   if (d->cfg.n_listen > 0)
     mw_daemon_owner_address(d->cfg.listen[0], mw_server_port(d->server, 0), addr, sizeof addr);
   mw_daemon_owner_serve(&d->tables.owner, d->storage, addr);
   if (d->admin) mw_log_notice("admin socket %s", d->cfg.admin_socket);
-  if (d->http) mw_log_notice("metrics at http://%s/metrics", d->cfg.metrics_listen);
+  if (d->http)
+    mw_log_notice("metrics at %s://%s/metrics", d->cfg.metrics_tls ? "https" : "http", d->cfg.metrics_listen);
   return 0;
 }
 
@@ -530,6 +563,7 @@ int main(int argc, char **argv) {
   rc = uv_loop_close(d.loop);
   if (rc != 0) mw_log_warn("event loop closed with handles still open: %s", uv_strerror(rc));
   mw_fe_tables_free(&d.tables.fe);
+  mw_tls_ctx_free(d.tls);
   free(d.sets);
   if (d.stopping == 2) {
     mw_log_err("stopped with errors");

@@ -15,6 +15,11 @@
  * 3 when the socket cannot be reached or the reply is not what the protocol
  * says. The reply parser below is a small JSON DOM with a depth and size
  * limit; it never trusts the daemon's bytes.
+ *
+ * `memwalctl token NAME GRANT...` talks to no daemon: it makes a producer's
+ * token (32 random bytes, base64url, "mwt_" first) and prints the
+ * credentials_file line that holds its SHA-256 (net/creds.h) on stdout,
+ * the token itself once on stderr.
  */
 #include <assert.h>
 #include <errno.h>
@@ -29,6 +34,8 @@
 #include <unistd.h>
 
 #include "daemon/config.h"
+#include "net/creds.h"
+#include "net/tls.h"
 
 #ifndef MW_VERSION
 #define MW_VERSION "0.1.0"
@@ -55,6 +62,10 @@ static const char USAGE[] =
     "  claim TABLE SHARD      claim (fence the current writer, new epoch)\n"
     "  release TABLE SHARD    flush and stop owning the shard\n"
     "  metrics                Prometheus text exposition\n"
+    "  token NAME GRANT...    no daemon: a new producer token; prints the\n"
+    "                         credentials_file line (its SHA-256) on stdout and\n"
+    "                         the token, once, on stderr. GRANT: TABLE=write,\n"
+    "                         TABLE=delete, TABLE=write,delete; TABLE * = all\n"
     "  fault TABLE set K=V,.. | fault TABLE clear\n"
     "                         tests only (daemon started with MEMWALD_TEST_FAULTS=1):\n"
     "                         inject storage faults (docs/protocol.md)\n"
@@ -415,6 +426,42 @@ static int request(const char *path, const char *line, char **reply, size_t *len
   return -1;
 }
 
+/* `token NAME GRANT...`: see the top of the file. */
+static int make_token(int argc, char **argv) {
+  static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  if (argc < 3 || strpbrk(argv[1], " \t\r\n") != NULL) {
+    fputs("memwalctl: token NAME GRANT... (GRANT: TABLE=write, TABLE=delete, TABLE=write,delete)\n", stderr);
+    return 2;
+  }
+  unsigned char raw[33];
+  char tok[64] = "mwt_", line[4096];
+  if (mw_tls_random(raw, sizeof raw) < 0) {
+    fputs("memwalctl: token: no random bytes from OpenSSL\n", stderr);
+    return 3;
+  }
+  size_t n = 4;
+  for (size_t i = 0; i < sizeof raw; i += 3) { /* 33 bytes: 44 characters, no padding */
+    unsigned v = (unsigned)raw[i] << 16 | (unsigned)raw[i + 1] << 8 | raw[i + 2];
+    for (int k = 3; k >= 0; k--) tok[n++] = B64[(v >> (6 * k)) & 63];
+  }
+  tok[n] = '\0';
+  unsigned char h[32];
+  mw_tls_sha256(tok, n, h);
+  int w = snprintf(line, sizeof line, "token %s sha256:", argv[1]);
+  for (int i = 0; i < 32; i++) w += snprintf(line + w, sizeof line - (size_t)w, "%02x", h[i]);
+  for (int i = 2; i < argc && (size_t)w < sizeof line; i++) w += snprintf(line + w, sizeof line - (size_t)w, " %s", argv[i]);
+  mw_creds_t *cs = NULL;
+  mw_err_t err = {0};
+  if ((size_t)w >= sizeof line || mw_creds_parse(line, (size_t)w, "token", &cs, &err) < 0) {
+    fprintf(stderr, "memwalctl: %s\n", (size_t)w >= sizeof line ? "token: too long" : err.msg);
+    return 2;
+  }
+  mw_creds_free(cs);
+  printf("%s\n", line);
+  fprintf(stderr, "token for \"%s\" (shown once; memwald keeps only its hash): %s\n", argv[1], tok);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *sock = NULL, *config = NULL;
   bool json = false;
@@ -436,6 +483,7 @@ int main(int argc, char **argv) {
     fputs(USAGE, stderr);
     return 2;
   }
+  if (strcmp(argv[optind], "token") == 0) return make_token(argc - optind, argv + optind);
   static mw_config_t cfg; /* large: off the stack */
   if (sock == NULL && config != NULL) {
     mw_err_t err = {0};

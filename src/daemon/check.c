@@ -9,6 +9,7 @@
  * spans the position gives the name before its ':'.
  */
 #include "daemon/check.h"
+#include "daemon/security.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -118,6 +119,7 @@ int mw_daemon_check_config(const mw_config_t *cfg, mw_err_t *err) {
   for (size_t i = 0; i < cfg->n_listen && rc == 0; i++) rc = check_address("listen", cfg->listen[i], err);
   if (rc == 0 && cfg->metrics_listen[0]) rc = check_address("metrics_listen", cfg->metrics_listen, err);
   for (size_t i = 0; i < cfg->n_tables && rc == 0; i++) rc = check_table_text(cfg, &cfg->tables[i], err);
+  if (rc == 0) rc = mw_daemon_security_check(cfg, err); /* the files load, the credentials parse */
   return rc;
 }
 

@@ -11,8 +11,10 @@
  *              KiB, MiB, GiB (e.g. `max_object_bytes = 64MiB`)
  *   booleans   true/false, yes/no, on/off, 1/0
  *   lists      `listen` may repeat, or hold several comma-separated addresses,
- *              each optionally followed by its reply mode:
- *              `listen = 127.0.0.1:7070, 127.0.0.1:7071 replies=none`
+ *              each optionally followed by its reply mode, `tls` and
+ *              `plaintext_auth` (AUTH allowed in clear off loopback):
+ *              `listen = 127.0.0.1:7070, 127.0.0.1:7071 replies=none`,
+ *              `listen = 0.0.0.0:7443 tls`
  *   long text  `schema` and `shards` may continue on indented lines (or
  *              repeat); the pieces are joined with ", ". Debian's libinih
  *              reads at most 199 characters per line, so a longer line is
@@ -60,6 +62,15 @@ static const cfg_key_t keys[] = {
     {SC_DAEMON, "replies", T_REPLIES, D(replies), 0, 0, false},
     {SC_DAEMON, "default_table", T_STR, D(default_table), 0, 0, false},
     {SC_DAEMON, "auth_token", T_STR, D(auth_token), 0, 0, false},
+    {SC_DAEMON, "credentials_file", T_STR, D(credentials_file), 0, 0, true},
+    {SC_DAEMON, "tls_cert_file", T_STR, D(tls_cert_file), 0, 0, true},
+    {SC_DAEMON, "tls_key_file", T_STR, D(tls_key_file), 0, 0, true},
+    {SC_DAEMON, "tls_ca_file", T_STR, D(tls_ca_file), 0, 0, true},
+    {SC_DAEMON, "tls_client_cert", T_STR, D(tls_client_cert), 0, 0, true},
+    {SC_DAEMON, "max_handshakes", T_INT, D(max_handshakes), 1, 100000, false},
+    {SC_DAEMON, "handshake_timeout_ms", T_INT, D(handshake_timeout_ms), 100, 600000, false},
+    {SC_DAEMON, "auth_timeout_ms", T_INT, D(auth_timeout_ms), 100, 600000, false},
+    {SC_DAEMON, "max_preauth_bytes", T_INT, D(max_preauth_bytes), 64, 1 * MiB, false},
     {SC_DAEMON, "max_line_bytes", T_INT, D(max_line_bytes), 64, 64 * MiB, false},
     {SC_DAEMON, "max_connections", T_INT, D(max_connections), 1, 1000000, false},
     {SC_DAEMON, "max_unacked_bytes_per_connection", T_INT, D(max_unacked_bytes_per_connection),
@@ -199,6 +210,11 @@ void mw_config_defaults(mw_config_t *cfg) {
   for (size_t i = 0; i < MW_CONFIG_MAX_LISTEN; i++) cfg->listen_replies[i] = MW_REPLIES_DEFAULT;
   cfg->n_listen = 1;
   cfg->replies = MW_REPLIES_ALL;
+  snprintf(cfg->tls_client_cert, sizeof cfg->tls_client_cert, "none");
+  cfg->max_handshakes = 256;
+  cfg->handshake_timeout_ms = 10000;
+  cfg->auth_timeout_ms = 10000;
+  cfg->max_preauth_bytes = 4096;
   cfg->max_line_bytes = 1 * MiB;
   cfg->max_connections = 4096;
   cfg->max_unacked_bytes_per_connection = 8 * MiB;
@@ -317,14 +333,20 @@ static int add_listen(load_ctx_t *c, const char *section, const char *name, cons
     if (cfg->n_listen >= MW_CONFIG_MAX_LISTEN)
       return fail(c, section, name, "more than %s addresses", "16");
     int mode = MW_REPLIES_DEFAULT;
+    bool tls = false, plain_auth = false;
     char *sp = strpbrk(tok, " \t");
-    if (sp != NULL) { /* "ADDR replies=MODE" */
+    if (sp != NULL) { /* "ADDR [replies=MODE] [tls] [plaintext_auth]" */
       *sp++ = '\0';
-      while (isspace((unsigned char)*sp)) sp++;
-      mw_replies_mode_t m;
-      if (strncmp(sp, "replies=", 8) != 0 || parse_replies(sp + 8, &m) < 0)
-        return fail(c, section, name, "after the address only replies=all|errors|none, got '%s'", sp);
-      mode = (int)m;
+      char *save2 = NULL;
+      for (char *o = strtok_r(sp, " \t", &save2); o; o = strtok_r(NULL, " \t", &save2)) {
+        mw_replies_mode_t m;
+        if (strcmp(o, "tls") == 0) tls = true;
+        else if (strcmp(o, "plaintext_auth") == 0) plain_auth = true;
+        else if (strncmp(o, "replies=", 8) == 0 && parse_replies(o + 8, &m) == 0) mode = (int)m;
+        else
+          return fail(c, section, name,
+                      "after the address only replies=all|errors|none, tls and plaintext_auth, got '%s'", o);
+      }
       len = strlen(tok);
     }
     if (len >= sizeof cfg->listen[0]) return fail(c, section, name, "address too long: %s", tok);
@@ -334,6 +356,8 @@ static int add_listen(load_ctx_t *c, const char *section, const char *name, cons
       if (!isalnum((unsigned char)*q) && !strchr(".:[]-_%", *q))
         return fail(c, section, name, "'%s' is not an address (HOST:PORT or [V6]:PORT)", tok);
     cfg->listen_replies[cfg->n_listen] = mode;
+    cfg->listen_tls[cfg->n_listen] = tls;
+    cfg->listen_plain_auth[cfg->n_listen] = plain_auth;
     memcpy(cfg->listen[cfg->n_listen++], tok, len + 1);
   }
   return 1;
@@ -531,6 +555,30 @@ static int resolve_uri(mw_config_t *cfg, mw_table_config_t *t, mw_err_t *err) {
   return 0;
 }
 
+/* metrics_listen's `tls` suffix, the client certificate mode, and the
+ * files a tls listener needs. */
+static int check_tls(mw_config_t *cfg, mw_err_t *err) {
+  char *sp = strpbrk(cfg->metrics_listen, " \t");
+  if (sp != NULL) {
+    char *o = sp;
+    while (isspace((unsigned char)*o)) o++;
+    if (strcmp(o, "tls") != 0)
+      return mw_err_set(err, -EINVAL, "[daemon] metrics_listen: after the address only tls, got '%s'", o);
+    *sp = '\0';
+    cfg->metrics_tls = true;
+  }
+  const char *cc = cfg->tls_client_cert;
+  if (strcmp(cc, "none") != 0 && strcmp(cc, "optional") != 0 && strcmp(cc, "require") != 0)
+    return mw_err_set(err, -EINVAL, "[daemon] tls_client_cert: expected none, optional or require, got '%s'", cc);
+  if (strcmp(cc, "none") != 0 && cfg->tls_ca_file[0] == '\0')
+    return mw_err_set(err, -EINVAL, "[daemon] tls_client_cert = %s needs tls_ca_file", cc);
+  bool any = cfg->metrics_tls;
+  for (size_t i = 0; i < cfg->n_listen; i++) any |= cfg->listen_tls[i];
+  if (any && (cfg->tls_cert_file[0] == '\0' || cfg->tls_key_file[0] == '\0'))
+    return mw_err_set(err, -EINVAL, "[daemon] a tls listener needs tls_cert_file and tls_key_file");
+  return 0;
+}
+
 static int check_config(mw_config_t *cfg, mw_err_t *err) {
   for (size_t i = 0; i < cfg->n_tables; i++) {
     mw_table_config_t *t = &cfg->tables[i];
@@ -549,7 +597,7 @@ static int check_config(mw_config_t *cfg, mw_err_t *err) {
     return mw_err_set(err, -EINVAL, "[daemon] default_table: no [table %s] section",
                       cfg->default_table);
   if (cfg->data_dir[0] == '\0') return mw_err_set(err, -EINVAL, "[daemon] data_dir: required");
-  return 0;
+  return check_tls(cfg, err);
 }
 
 /* One line of the file: a section header or a `key =` at its start. */
@@ -672,6 +720,7 @@ static void print_value(FILE *f, const cfg_key_t *k, const void *base) {
       /* never echo a secret into logs or terminals */
       if (strcmp(k->name, "auth_token") == 0 && field[0]) fprintf(f, "(set)");
       else fprintf(f, "%s", field);
+      if (strcmp(k->name, "metrics_listen") == 0 && ((const mw_config_t *)base)->metrics_tls) fprintf(f, " tls");
       break;
     case T_INT: fprintf(f, "%" PRId64, *(const int64_t *)(const void *)field); break;
     case T_BOOL: fprintf(f, "%s", *(const bool *)(const void *)field ? "true" : "false"); break;
@@ -693,6 +742,8 @@ static void print_value(FILE *f, const cfg_key_t *k, const void *base) {
         fprintf(f, "%s%s", i ? ", " : "", cfg->listen[i]);
         if (cfg->listen_replies[i] != MW_REPLIES_DEFAULT)
           fprintf(f, " replies=%s", replies_names[cfg->listen_replies[i]]);
+        if (cfg->listen_tls[i]) fprintf(f, " tls");
+        if (cfg->listen_plain_auth[i]) fprintf(f, " plaintext_auth");
       }
       break;
     }

@@ -106,10 +106,23 @@ typedef struct mw_config {
   char admin_socket[1024];
   char listen[MW_CONFIG_MAX_LISTEN][256];
   int listen_replies[MW_CONFIG_MAX_LISTEN]; /* mw_replies_mode_t or MW_REPLIES_DEFAULT */
+  bool listen_tls[MW_CONFIG_MAX_LISTEN];        /* `ADDR tls` */
+  bool listen_plain_auth[MW_CONFIG_MAX_LISTEN]; /* `ADDR plaintext_auth`: AUTH in clear */
   size_t n_listen;
   mw_replies_mode_t replies;
   char default_table[128];
   char auth_token[256];
+  /* TLS (docs/security.md): one certificate for every tls listener and
+   * metrics_listen's; tls_client_cert none | optional | require */
+  char tls_cert_file[1024];
+  char tls_key_file[1024];
+  char tls_ca_file[1024];
+  char tls_client_cert[16];
+  char credentials_file[1024]; /* net/creds.h; "" = none */
+  int64_t max_handshakes;
+  int64_t handshake_timeout_ms;
+  int64_t auth_timeout_ms;
+  int64_t max_preauth_bytes;
   int64_t max_line_bytes;
   int64_t max_connections;
   int64_t max_unacked_bytes_per_connection;
@@ -121,6 +134,7 @@ typedef struct mw_config {
   bool ignore_unknown_fields;
   bool json_objects_as_text; /* a JSON object/array for a string column is stored as its text */
   char metrics_listen[256];
+  bool metrics_tls; /* `metrics_listen = ADDR tls` (the suffix taken off metrics_listen) */
   int64_t shutdown_timeout_ms;
   int64_t memory_trim_interval_ms;
   /* [storage]: every table's storage (daemon/tables.c builds it) */

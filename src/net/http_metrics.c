@@ -26,19 +26,27 @@ typedef struct hconn {
   bool answered, closing;
   uv_write_t wr;
   mw_buf_t out;
+  bool is_tls, failed;
+  mw_tls_conn_t tls;
+  int writes;           /* handshake flights in flight (heap copies) */
 } hconn_t;
 
 struct mw_http_metrics {
   uv_loop_t *loop;
   uv_tcp_t listener;
   mw_metrics_t *metrics;
+  mw_tls_ctx_t *tls;
+  mw_buf_t plain, wire; /* TLS scratch of the loop thread */
   hconn_t *conns;
   size_t n_conns;
   bool stopping, listener_open;
 };
 
 static void maybe_free(mw_http_metrics_t *h) {
-  if (h->stopping && !h->listener_open && h->n_conns == 0) free(h);
+  if (!h->stopping || h->listener_open || h->n_conns > 0) return;
+  mw_buf_free(&h->plain);
+  mw_buf_free(&h->wire);
+  free(h);
 }
 
 static void on_closed(uv_handle_t *hd) {
@@ -50,6 +58,7 @@ static void on_closed(uv_handle_t *hd) {
   if (c->next) c->next->prev = c->prev;
   h->n_conns--;
   mw_buf_free(&c->out);
+  mw_tls_conn_free(&c->tls);
   free(c);
   maybe_free(h);
 }
@@ -83,6 +92,14 @@ static void respond(hconn_t *c, int code, const char *reason, const mw_buf_t *bo
       rc = mw_buf_append(&c->out, reason, strlen(reason));
       if (rc == 0) rc = mw_buf_append(&c->out, "\n", 1);
     }
+  }
+  if (rc == 0 && c->is_tls) { /* the reply inside TLS, then close_notify */
+    mw_buf_t *w = &c->h->wire;
+    mw_buf_reset(w);
+    rc = mw_tls_conn_write(&c->tls, c->out.data, c->out.len, w, NULL);
+    if (rc == 0) rc = mw_tls_conn_close_notify(&c->tls, w);
+    mw_buf_reset(&c->out);
+    if (rc == 0) rc = mw_buf_append(&c->out, w->data, w->len);
   }
   uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
   c->wr.data = c;
@@ -125,7 +142,62 @@ static void handle(hconn_t *c) {
 static void on_alloc(uv_handle_t *hd, size_t hint, uv_buf_t *b) {
   (void)hint;
   hconn_t *c = hd->data;
+  /* TLS: ciphertext lands in the head's free room and is replaced by its
+   * plaintext (records carry at most what they hold, so it fits but for
+   * framing, which the 400 for a full head covers) */
   *b = uv_buf_init(c->head + c->len, (unsigned)(sizeof c->head - c->len));
+}
+
+/* A handshake flight (or alert) to the peer: a heap copy per write. */
+typedef struct hwrite {
+  uv_write_t req;
+  hconn_t *c;
+  char data[];
+} hwrite_t;
+
+static void on_flight_written(uv_write_t *req, int status) {
+  hwrite_t *w = req->data;
+  hconn_t *c = w->c;
+  c->writes--;
+  free(w);
+  if (status < 0 || (c->failed && c->writes == 0)) conn_close(c); /* the alert is out */
+}
+
+static int write_flight(hconn_t *c, const mw_buf_t *wire) {
+  if (wire->len == 0) return 0;
+  hwrite_t *w = malloc(sizeof *w + wire->len);
+  if (w == NULL) return -ENOMEM;
+  memcpy(w->data, wire->data, wire->len);
+  w->c = c;
+  w->req.data = w;
+  uv_buf_t b = uv_buf_init(w->data, (unsigned)wire->len);
+  int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_flight_written);
+  if (rc < 0) {
+    free(w);
+    return rc;
+  }
+  c->writes++;
+  return 0;
+}
+
+/* TLS: the ciphertext in c->head[c->len, + n) becomes plaintext in its
+ * place. Returns the plaintext bytes, or < 0 (the connection closes once
+ * the alert is out). */
+static ssize_t tls_in(hconn_t *c, size_t n) {
+  mw_http_metrics_t *h = c->h;
+  mw_buf_reset(&h->plain);
+  mw_buf_reset(&h->wire);
+  int rc = mw_tls_conn_feed(&c->tls, c->head + c->len, n, &h->plain, &h->wire, NULL);
+  if (write_flight(c, &h->wire) < 0 || rc < 0) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->answered = c->failed = true;
+    if (c->writes == 0) conn_close(c);
+    return -1;
+  }
+  size_t room = sizeof c->head - c->len;
+  size_t take = h->plain.len < room ? h->plain.len : room;
+  if (take > 0) memcpy(c->head + c->len, h->plain.data, take); /* a flight alone: none */
+  return (ssize_t)take;
 }
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
@@ -136,6 +208,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     conn_close(c);
     return;
   }
+  if (c->is_tls && (n = tls_in(c, (size_t)n)) < 0) return;
   c->len += (size_t)n;
   for (size_t i = 3; i < c->len; i++)
     if (memcmp(c->head + i - 3, "\r\n\r\n", 4) == 0) {
@@ -165,6 +238,13 @@ static void on_connection(uv_stream_t *l, int status) {
     conn_close(c);
     return;
   }
+  if (h->tls != NULL) {
+    if (mw_tls_conn_init(&c->tls, h->tls) < 0) {
+      conn_close(c);
+      return;
+    }
+    c->is_tls = true;
+  }
   uv_timer_start(&c->timer, on_timeout, MW_HTTP_TIMEOUT_MS, 0);
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
@@ -175,7 +255,7 @@ static void on_listener_closed(uv_handle_t *hd) {
   maybe_free(h);
 }
 
-int mw_http_metrics_start(uv_loop_t *loop, const char *listen, mw_metrics_t *metrics,
+int mw_http_metrics_start(uv_loop_t *loop, const char *listen, mw_metrics_t *metrics, mw_tls_ctx_t *tls,
                           mw_http_metrics_t **out, mw_err_t *err) {
   assert(loop && listen && out);
   *out = NULL;
@@ -186,6 +266,7 @@ int mw_http_metrics_start(uv_loop_t *loop, const char *listen, mw_metrics_t *met
   if (!h) return -ENOMEM;
   h->loop = loop;
   h->metrics = metrics;
+  h->tls = tls;
   uv_tcp_init(loop, &h->listener);
   h->listener.data = h;
   h->listener_open = true;

@@ -27,7 +27,8 @@ enum { IT_ROWS = 1, IT_ERR, IT_SYNC, IT_PONG, IT_QUIT, IT_MODE };
 
 static const char *const CODE_NAMES[MW_LP_N_CODES] = {
     "ok",        "parse",  "schema", "type",       "pk",   "table",   "too_long",
-    "not_owner", "fenced", "sealed", "overloaded", "auth", "internal"};
+    "not_owner", "fenced", "sealed", "overloaded", "auth", "internal",
+    "forbidden"};
 
 const char *mw_lp_code_name(mw_lp_code_t c) {
   return (unsigned)c < MW_LP_N_CODES ? CODE_NAMES[c] : "internal";
@@ -52,6 +53,7 @@ mw_lp_code_t mw_lp_code_from_errno(int status) {
   case -ENOBUFS: return MW_LP_E_OVERLOADED;
   case -ENOENT: return MW_LP_E_TABLE;
   case -EACCES: return MW_LP_E_AUTH;
+  case -EPERM: return MW_LP_E_FORBIDDEN;
   default: return MW_LP_E_INTERNAL;
   }
 }

@@ -87,6 +87,7 @@ typedef enum mw_lp_code {
   MW_LP_E_OVERLOADED,
   MW_LP_E_AUTH,
   MW_LP_E_INTERNAL,
+  MW_LP_E_FORBIDDEN, /* authenticated, but not allowed this (creds.h) */
   MW_LP_N_CODES
 } mw_lp_code_t;
 

@@ -115,12 +115,14 @@ struct sub {
 };
 
 #define PEER_BYTES 64
-#define CONN_HANDLES 3 /* tcp, idle, gather_timer */
+#define WHY_BYTES 200
+#define CONN_HANDLES 4 /* tcp, idle, gather_timer, deadline */
 
 struct conn {
   uv_tcp_t tcp;
   uv_timer_t idle;
   uv_timer_t gather_timer;   /* runs while `open` gathers parsed rows */
+  uv_timer_t deadline;       /* the handshake's, then AUTH's */
   uv_shutdown_t shutdown_req;
   mw_server_t *srv;
   conn_t *prev, *next;
@@ -152,6 +154,15 @@ struct conn {
   sub_t *open;               /* an ARROW frame's submission, or the gather */
   size_t write_queue_bytes;
   int writes;
+  /* TLS (net/tls.h) and credentials (net/creds.h) */
+  bool is_tls, handshaking, tls_failed;
+  bool auth_in_clear;        /* AUTH allowed over this plain listener */
+  uint64_t accepted_ms;      /* uv_now at accept */
+  const mw_cred_t *cred;     /* the principal, NULL before authentication */
+  unsigned perms;            /* MW_PERM_* on the current table */
+  char cred_name[MW_CREDS_NAME_BYTES];
+  char fail_why[WHY_BYTES];  /* why it ends, when not the usual reasons */
+  mw_tls_conn_t tls;
 };
 
 typedef struct wreq {
@@ -168,6 +179,11 @@ struct mw_server {
   char *token, *default_table;
   uv_tcp_t listeners[MW_SERVER_MAX_LISTEN];
   mw_lp_replies_t listen_replies[MW_SERVER_MAX_LISTEN];
+  bool listen_tls[MW_SERVER_MAX_LISTEN];
+  bool listen_auth_in_clear[MW_SERVER_MAX_LISTEN];
+  mw_creds_t *creds;         /* NULL: no authentication */
+  size_t n_handshakes;       /* TLS connections whose handshake is unfinished */
+  mw_buf_t tls_plain, tls_wire; /* scratch of the loop thread */
   size_t n_listeners;
   uv_timer_t drain_timer;
   bool drain_timer_on;
@@ -180,6 +196,7 @@ struct mw_server {
   void (*stop_cb)(void *);
   void *stop_arg;
   mw_metric_family_t *m_conn, *m_conn_total, *m_rows, *m_bytes, *m_errors, *m_rejected, *m_lat;
+  mw_metric_family_t *m_handshakes;
   mw_log_limit_t log_rejects, log_closes;
   /* One read buffer for every connection: libuv calls alloc and read back to
    * back on the loop thread, and each chunk is fed to lineproto at once. */
@@ -209,6 +226,17 @@ static void metrics_init(mw_server_t *s) {
                                       tcl, 2, NULL, 0);
   s->m_lat = mw_metrics_register(m, MW_METRIC_HISTOGRAM, "memwald_ack_latency_seconds",
                                  "From submission to acknowledgement.", tl, 1, NULL, 0);
+  static const char *const rl[1] = {"result"};
+  s->m_handshakes = mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_tls_handshakes_total",
+                                        "TLS handshakes on producers' listeners, by result "
+                                        "(ok, failed, timeout, evicted).", rl, 1, NULL, 0);
+}
+
+static void count_handshake(mw_server_t *s, const char *result) {
+  assert(result != NULL);
+  if (!s->m_handshakes) return;
+  const char *v[1] = {result};
+  mw_counter_add(mw_metric_series(s->m_handshakes, v), 1);
 }
 
 static void count_conn(mw_server_t *s, int delta) {
@@ -275,6 +303,7 @@ static void conn_maybe_free(conn_t *c) {
   if (c->open) sub_free(c->open);
   for (int i = 0; i < PARSE_JOBS; i++) mw_rowjob_free(&c->jobs[i].rj);
   mw_lp_free(&c->lp);
+  mw_tls_conn_free(&c->tls);
   free(c);
 }
 
@@ -302,6 +331,9 @@ static void server_maybe_done(mw_server_t *s) {
   free(s->token);
   free(s->default_table);
   free(s->rbuf);
+  mw_creds_free(s->creds);
+  mw_buf_free(&s->tls_plain);
+  mw_buf_free(&s->tls_wire);
   free(s);
   if (cb) cb(arg);
 }
@@ -329,7 +361,9 @@ static size_t kernel_queued_bytes(conn_t *c) {
 
 /* Bytes the peer sent that no request consumed: the kernel's receive queue
  * and a partial line or frame. */
-static size_t unread_bytes(conn_t *c) { return kernel_queued_bytes(c) + mw_lp_buffered(&c->lp); }
+static size_t unread_bytes(conn_t *c) {
+  return kernel_queued_bytes(c) + mw_lp_buffered(&c->lp) + mw_tls_conn_buffered(&c->tls);
+}
 
 /* Close now, saying why. What the close loses (input not read, replies not
  * written, submissions whose answer will not be sent) makes it a warning. */
@@ -352,6 +386,10 @@ static void conn_close(conn_t *c, const char *why) {
            c->peer, why, c->lp.acked_rows, c->rows_rejected, unread, undelivered, c->refs);
   }
   c->closing = true;
+  if (c->handshaking) {
+    c->handshaking = false;
+    s->n_handshakes--;
+  }
   /* parsed jobs waiting for an earlier one are dropped now; those still
    * on a worker drop their refs when they come back (parse_after) */
   for (uint32_t k = 0; k < c->job_count; k++) {
@@ -368,6 +406,7 @@ static void conn_close(conn_t *c, const char *why) {
   uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
   uv_close((uv_handle_t *)&c->idle, on_conn_handle_closed);
   uv_close((uv_handle_t *)&c->gather_timer, on_conn_handle_closed);
+  uv_close((uv_handle_t *)&c->deadline, on_conn_handle_closed);
 }
 
 /* ------------------------------------------------------------------ writing */
@@ -394,7 +433,33 @@ static void on_write(uv_write_t *req, int status) {
   flow(c);
 }
 
-/* Write every ready reply. */
+/* Write n bytes as they are (replies, or TLS records): one heap copy,
+ * counted until its callback. */
+static void write_raw(conn_t *c, const void *p, size_t n) {
+  assert(!c->closing);
+  if (n == 0) return;
+  wreq_t *w = malloc(sizeof *w + n);
+  if (!w) {
+    conn_close(c, "out of memory");
+    return;
+  }
+  memcpy(w->data, p, n);
+  w->len = n;
+  w->c = c;
+  w->req.data = w;
+  uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
+  int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+  if (rc < 0) {
+    free(w);
+    conn_close(c, uv_strerror(rc));
+    return;
+  }
+  c->write_queue_bytes += w->len;
+  c->writes++;
+}
+
+/* Write every ready reply (encrypted on a TLS connection; thrown away
+ * once TLS failed: nothing can carry them). */
 static void send_ready(conn_t *c) {
   assert(c);
   if (c->closing) return;
@@ -405,26 +470,19 @@ static void send_ready(conn_t *c) {
     conn_close(c, "out of memory");
     return;
   }
-  if (out.len > 0) {
-    wreq_t *w = malloc(sizeof *w + out.len);
-    if (!w) {
-      mw_buf_free(&out);
-      conn_close(c, "out of memory");
-      return;
+  if (out.len > 0 && c->is_tls) {
+    mw_server_t *s = c->srv;
+    mw_err_t err = {0};
+    mw_buf_reset(&s->tls_wire);
+    if (c->tls_failed || !c->tls.ready) {
+      /* dropped */
+    } else if (mw_tls_conn_write(&c->tls, out.data, out.len, &s->tls_wire, &err) < 0) {
+      conn_close(c, err.msg);
+    } else {
+      write_raw(c, s->tls_wire.data, s->tls_wire.len);
     }
-    memcpy(w->data, out.data, out.len);
-    w->len = out.len;
-    w->c = c;
-    w->req.data = w;
-    uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
-    if ((rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write)) < 0) {
-      free(w);
-      mw_buf_free(&out);
-      conn_close(c, uv_strerror(rc));
-      return;
-    }
-    c->write_queue_bytes += w->len;
-    c->writes++;
+  } else if (out.len > 0) {
+    write_raw(c, out.data, out.len);
   }
   mw_buf_free(&out);
 }
@@ -488,6 +546,12 @@ static void finish(conn_t *c, const char *why) {
     return;
   }
   set_reading(c, false);
+  if (c->is_tls && c->tls.ready && !c->tls_failed) { /* close_notify, then the FIN */
+    mw_server_t *s = c->srv;
+    mw_buf_reset(&s->tls_wire);
+    if (mw_tls_conn_close_notify(&c->tls, &s->tls_wire) == 0) write_raw(c, s->tls_wire.data, s->tls_wire.len);
+    if (c->closing) return;
+  }
   c->shutting = true;
   c->shutdown_req.data = c;
   if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
@@ -522,7 +586,8 @@ static bool wants_input(const conn_t *c) {
 static bool gather_more_coming(conn_t *c, bool reading) {
   if (c->job_count > 0) return true;
   if (!reading) return false;
-  return mw_lp_buffered(&c->lp) > 0 || (c->read_full && kernel_queued_bytes(c) > 0);
+  return mw_lp_buffered(&c->lp) > 0 || mw_tls_conn_buffered(&c->tls) > 0 ||
+         (c->read_full && kernel_queued_bytes(c) > 0);
 }
 
 static void flow(conn_t *c) {
@@ -537,7 +602,8 @@ static void flow(conn_t *c) {
     send_ready(c);
     if (c->closing) return;
     set_reading(c, false);
-    if (answered(c)) finish(c, s->stopping ? "stop" : c->lp.quit ? "quit" : "eof");
+    if (answered(c))
+      finish(c, c->fail_why[0] ? c->fail_why : s->stopping ? "stop" : c->lp.quit ? "quit" : "eof");
     return;
   }
   bool want = wants_input(c);
@@ -710,6 +776,7 @@ static void reply_err(conn_t *c, const mw_lp_request_t *r, mw_lp_code_t code, co
   refuse_line(c, r->line, code, msg, r->data, r->len, r->bytes);
 }
 
+static void refresh_perms(conn_t *c);
 static bool use_table(conn_t *c, const char *name, size_t len) {
   mw_server_t *s = c->srv;
   const mw_schema_t *schema = NULL;
@@ -729,15 +796,22 @@ static bool use_table(conn_t *c, const char *name, size_t len) {
   c->table = t;
   c->schema = schema;
   snprintf(c->table_name, sizeof c->table_name, "%.*s", (int)len, name);
+  refresh_perms(c);
   return true;
 }
 
-/* A row the parse jobs cannot take: no table selected (process() gives the
- * others to the jobs). */
+static unsigned row_needs(const mw_lp_request_t *r) {
+  return r->kind == MW_LP_DEL ? MW_PERM_DELETE : MW_PERM_WRITE;
+}
+
+/* A row the parse jobs cannot take: no table selected, or not allowed
+ * (process() gives the others to the jobs). */
+static void refuse_forbidden(conn_t *c, const mw_lp_request_t *r, unsigned need);
 static void on_row(conn_t *c, const mw_lp_request_t *r) {
   assert(r->kind == MW_LP_ROW || r->kind == MW_LP_DEL);
-  assert(c->table == NULL);
-  reply_err(c, r, MW_LP_E_TABLE, "no table selected: send USE <table> first");
+  assert(c->table == NULL || (c->perms & row_needs(r)) == 0);
+  if (c->table == NULL) reply_err(c, r, MW_LP_E_TABLE, "no table selected: send USE <table> first");
+  else refuse_forbidden(c, r, row_needs(r));
 }
 
 /* ------------------------------------------------------------------ parse jobs
@@ -755,9 +829,10 @@ static void on_row(conn_t *c, const mw_lp_request_t *r) {
 
 static void process(conn_t *c);
 
-/* A row line the jobs take: authenticated, a table selected. */
+/* A row line the jobs take: authenticated, a table selected, allowed. */
 static bool row_now(const conn_t *c, const mw_lp_request_t *r) {
-  return (r->kind == MW_LP_ROW || r->kind == MW_LP_DEL) && c->authed && c->table != NULL;
+  return (r->kind == MW_LP_ROW || r->kind == MW_LP_DEL) && c->authed && c->table != NULL &&
+         (c->perms & row_needs(r)) != 0;
 }
 
 /* The kept request may go on: a row once a slot is free, anything else once
@@ -950,6 +1025,18 @@ static void dispatch(conn_t *c) {
   mw_workpool_submit(s->pool, &j->work);
 }
 
+/* Whether a decoded frame deletes: a true `_tombstone` (the schema's
+ * last column, bool not null). */
+static bool frame_deletes(const mw_batch_t *b) {
+  assert(b->schema && b->schema->n_fields > 0);
+  assert(b->schema->fields[b->schema->n_fields - 1].type == MW_T_BOOL);
+  const mw_column_t *t = &b->cols[b->schema->n_fields - 1];
+  const uint8_t *bits = t->values.data;
+  for (int64_t i = 0; i < b->n_rows && bits; i++)
+    if (mw_bit_get(bits, i)) return true;
+  return false;
+}
+
 /* An Arrow frame: a stream whose columns are the table's (net/arrowframe.h:
  * by name and type; `_tombstone` optional, false when absent). */
 static void on_arrow(conn_t *c, const mw_lp_request_t *r) {
@@ -980,6 +1067,14 @@ static void on_arrow(conn_t *c, const mw_lp_request_t *r) {
     char msg[MW_LP_MSG_BYTES];
     snprintf(msg, sizeof msg, "table \"%.127s\": %.511s", c->table_name, err.msg);
     reply_err(c, r, code, msg);
+    return;
+  }
+  unsigned need = MW_PERM_WRITE | (frame_deletes(&b->batch) ? MW_PERM_DELETE : 0);
+  if ((c->perms & need) != need) {
+    c->open = NULL;
+    mw_batch_free(&b->batch);
+    free(b);
+    refuse_forbidden(c, r, (c->perms & MW_PERM_WRITE) ? MW_PERM_DELETE : MW_PERM_WRITE);
     return;
   }
   b->rows = (uint32_t)b->batch.n_rows;
@@ -1042,35 +1137,80 @@ static void on_sync(conn_t *c, const mw_lp_request_t *r) {
   }
 }
 
-/* Token comparison whose time does not depend on where the bytes differ. */
-static bool token_ok(const char *want, const char *got, size_t n) {
-  size_t wl = strlen(want);
-  unsigned char d = (unsigned char)(wl != n);
-  for (size_t i = 0; i < n; i++) d |= (unsigned char)(want[i % (wl ? wl : 1)] ^ got[i]);
-  return d == 0 && wl > 0;
+/* ------------------------------------------------------------------ credentials */
+
+/* The connection's permissions on its current table. */
+static void refresh_perms(conn_t *c) {
+  mw_server_t *s = c->srv;
+  if (s->creds == NULL) c->perms = MW_PERM_ALL;
+  else c->perms = c->authed ? mw_cred_perms(c->cred, c->table_name) : 0;
+}
+
+static void set_cred(conn_t *c, const mw_cred_t *cred, const char *how) {
+  assert(cred != NULL);
+  assert(!c->closing);
+  c->cred = cred;
+  c->authed = true;
+  snprintf(c->cred_name, sizeof c->cred_name, "%s", cred->name);
+  uv_timer_stop(&c->deadline);
+  refresh_perms(c);
+  mw_log_debug("connection %s authenticated as \"%s\" (%s)", c->peer, cred->name, how);
+}
+
+/* Refuse the connection's authentication: one ERR (line 0 when no request
+ * is answered) in every reply mode, then the connection ends. */
+static void auth_refuse(conn_t *c, uint64_t line, size_t bytes, const char *msg) {
+  assert(!c->closing && msg != NULL);
+  if (mw_lp_push_replies(&c->lp, MW_LP_REPLIES_ALL, 0) < 0) {
+    conn_close(c, "out of memory");
+    return;
+  }
+  cut(c);
+  if (c->closing) return;
+  refuse_line(c, line, MW_LP_E_AUTH, msg, NULL, 0, bytes); /* never log a token */
+  if (c->closing) return;
+  mw_lp_push_quit(&c->lp, 0);
+  c->eof = true;
+  uv_timer_stop(&c->deadline);
+}
+
+/* AUTH <token>: the principal whose token it is. */
+static bool on_auth(conn_t *c, const mw_lp_request_t *r) {
+  mw_server_t *s = c->srv;
+  char msg[MW_LP_MSG_BYTES];
+  if (r->kind != MW_LP_AUTH) {
+    if (c->cred_name[0]) snprintf(msg, sizeof msg, "credential \"%s\" revoked", c->cred_name);
+    auth_refuse(c, r->line, r->bytes, c->cred_name[0] ? msg : "AUTH <token> must come first");
+    return false;
+  }
+  if (!c->auth_in_clear) {
+    auth_refuse(c, r->line, r->bytes, "AUTH refused over plain TCP on a listener not bound to loopback: "
+                            "use a tls listener (or plaintext_auth on this one)");
+    return false;
+  }
+  const mw_cred_t *cred = mw_creds_by_token(s->creds, r->data, r->len);
+  if (cred == NULL) {
+    snprintf(msg, sizeof msg, "wrong token%s", c->cred_name[0] ? " (a revoked credential)" : "");
+    auth_refuse(c, r->line, r->bytes, msg);
+    return false;
+  }
+  set_cred(c, cred, "token");
+  return true;
+}
+
+/* A row the connection may not write: which permission it lacks. */
+static void refuse_forbidden(conn_t *c, const mw_lp_request_t *r, unsigned need) {
+  char msg[MW_LP_MSG_BYTES];
+  snprintf(msg, sizeof msg, "table \"%.127s\": principal \"%s\" may not %s (its permissions here: %s)",
+           c->table_name, c->cred_name, need == MW_PERM_DELETE ? "delete" : "write", mw_perms_name(c->perms));
+  reply_err(c, r, MW_LP_E_FORBIDDEN, msg);
 }
 
 /* One request. Returns false when the connection stops taking requests. */
 static bool handle(conn_t *c, const mw_lp_request_t *r) {
   mw_server_t *s = c->srv;
   assert(s && !c->closing && r->line > 0);
-  if (!c->authed) {
-    if (r->kind == MW_LP_AUTH && token_ok(s->token, r->data, r->len)) {
-      c->authed = true;
-      return true;
-    }
-    /* answered in every reply mode: the connection closes after it */
-    if (mw_lp_push_replies(&c->lp, MW_LP_REPLIES_ALL, 0) < 0) {
-      conn_close(c, "out of memory");
-      return false;
-    }
-    mw_lp_request_t masked = *r; /* never log a token */
-    masked.data = NULL;
-    reply_err(c, &masked, MW_LP_E_AUTH,
-              r->kind == MW_LP_AUTH ? "wrong token" : "AUTH <token> must come first");
-    if (!c->closing) mw_lp_push_quit(&c->lp, 0);
-    return false;
-  }
+  if (!c->authed) return on_auth(c, r);
   switch (r->kind) {
   case MW_LP_ROW:
   case MW_LP_DEL: on_row(c, r); break;
@@ -1096,7 +1236,7 @@ static bool handle(conn_t *c, const mw_lp_request_t *r) {
     cut(c);
     if (mw_lp_push_quit(&c->lp, r->bytes) < 0) conn_close(c, "out of memory");
     return false;
-  case MW_LP_AUTH: break; /* already authenticated (or no token): ignored */
+  case MW_LP_AUTH: break; /* already authenticated (or no credentials): ignored */
   case MW_LP_ERROR: reply_err(c, r, r->code, r->msg); break;
   }
   return !c->closing;
@@ -1140,6 +1280,87 @@ static void process(conn_t *c) {
   assert(c->closing || c->fill == NULL);
 }
 
+/* ------------------------------------------------------------------ TLS and deadlines */
+
+static void on_deadline(uv_timer_t *t);
+
+/* The handshake just finished: a listed client certificate authenticates;
+ * otherwise, with credentials, AUTH has auth_timeout_ms. */
+static void handshake_done(conn_t *c) {
+  mw_server_t *s = c->srv;
+  assert(c->handshaking && c->tls.ready);
+  c->handshaking = false;
+  s->n_handshakes--;
+  count_handshake(s, "ok");
+  uv_timer_stop(&c->deadline);
+  char subject[MW_TLS_SUBJECT_BYTES], how[MW_TLS_SUBJECT_BYTES + 80];
+  const mw_cred_t *cred = NULL;
+  if (mw_tls_conn_peer_subject(&c->tls, subject, sizeof subject) == 1)
+    cred = mw_creds_by_subject(s->creds, subject);
+  if (mw_log_enabled(MW_LOG_DEBUG)) {
+    mw_tls_conn_describe(&c->tls, how, sizeof how);
+    mw_log_debug("connection %s: TLS up (%s), client certificate \"%s\"", c->peer, how, subject);
+  }
+  if (cred != NULL) {
+    snprintf(how, sizeof how, "certificate %s", subject);
+    set_cred(c, cred, how);
+  } else if (!c->authed) {
+    uv_timer_start(&c->deadline, on_deadline, s->opts.auth_timeout_ms, 0);
+  }
+}
+
+/* n bytes from a TLS socket: s->tls_plain gets their plaintext, what the
+ * peer must get is written; *closed: the peer's close_notify came after
+ * it (its EOF). false: the connection ends (TLS failed; nothing of this
+ * read is taken). */
+static bool tls_in(conn_t *c, const char *data, size_t n, bool *closed) {
+  mw_server_t *s = c->srv;
+  mw_err_t err = {0};
+  mw_buf_reset(&s->tls_plain);
+  mw_buf_reset(&s->tls_wire);
+  bool was_ready = c->tls.ready;
+  int rc = mw_tls_conn_feed(&c->tls, data, n, &s->tls_plain, &s->tls_wire, &err);
+  write_raw(c, s->tls_wire.data, s->tls_wire.len); /* an alert too */
+  if (c->closing) return false;
+  if (rc < 0) {
+    c->tls_failed = true;
+    snprintf(c->fail_why, sizeof c->fail_why, "%.190s", err.msg);
+    if (c->handshaking) {
+      count_error(s, "", MW_LP_E_AUTH, 0);
+      count_handshake(s, "failed");
+    }
+    c->eof = c->peer_eof = true; /* nothing more is read: close once the alert is out */
+    cut(c);
+    if (c->closing) return false;
+    send_ready(c);
+    flow(c);
+    return false;
+  }
+  if (!was_ready && c->tls.ready) handshake_done(c);
+  *closed = rc == 1;
+  return true;
+}
+
+/* The handshake's deadline, then AUTH's. */
+static void on_deadline(uv_timer_t *t) {
+  conn_t *c = t->data;
+  if (c->closing) return;
+  mw_server_t *s = c->srv;
+  if (c->handshaking) {
+    count_error(s, "", MW_LP_E_AUTH, 0);
+    count_handshake(s, "timeout");
+    conn_close(c, "TLS handshake not finished within handshake_timeout_ms");
+    return;
+  }
+  if (c->authed || c->eof || c->shutting || c->discarding) return;
+  char msg[128];
+  snprintf(msg, sizeof msg, "no AUTH within %" PRIu64 " ms (auth_timeout_ms)", s->opts.auth_timeout_ms);
+  auth_refuse(c, 0, 0, msg);
+  if (c->closing) return;
+  send_ready(c);
+  flow(c);
+}
+
 /* ------------------------------------------------------------------ reading */
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -1172,14 +1393,34 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     return;
   }
   if (n == 0) return;
+  mw_server_t *s = c->srv;
   c->read_full = (size_t)n == MW_SERVER_READ_CHUNK_BYTES;
-  if (c->srv->opts.idle_timeout_ms > 0) uv_timer_again(&c->idle);
-  if (c->lp.quit || mw_lp_feed(&c->lp, buf->base, (size_t)n) < 0) {
+  if (s->opts.idle_timeout_ms > 0) uv_timer_again(&c->idle);
+  const char *data = buf->base;
+  size_t len = (size_t)n;
+  bool closed = false;
+  if (c->is_tls) {
+    if (!tls_in(c, data, len, &closed)) return;
+    data = (const char *)s->tls_plain.data;
+    len = s->tls_plain.len;
+  }
+  if (c->lp.quit || (len > 0 && mw_lp_feed(&c->lp, data, len) < 0)) {
     if (!c->lp.quit) conn_close(c, "out of memory");
     return;
   }
   process(c);
   if (c->closing) return;
+  if (!c->authed && !c->eof && s->creds && mw_lp_buffered(&c->lp) > s->opts.max_preauth_bytes) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "more than %zu bytes before AUTH (max_preauth_bytes)", s->opts.max_preauth_bytes);
+    auth_refuse(c, 0, 0, msg);
+    if (c->closing) return;
+  }
+  if (closed) { /* close_notify: as the peer's EOF, every complete request is answered */
+    c->eof = c->peer_eof = true;
+    cut(c);
+    if (c->closing) return;
+  }
   send_ready(c); /* the gather, if any, is flow's to cut or keep */
   flow(c);
 }
@@ -1215,12 +1456,22 @@ static void on_reject_written(uv_write_t *req, int status) {
   free(req);
 }
 
-static void reject(mw_server_t *s, uv_stream_t *server) {
+static void log_refused(mw_server_t *s, const char *limit) {
+  count_error(s, "", MW_LP_E_OVERLOADED, 0);
+  uint64_t suppressed;
+  if (mw_log_limit_take(&s->log_closes, uv_now(s->loop), &suppressed))
+    mw_log_warn("connection refused: %s reached%s", limit, suppressed ? " (more closes were not logged)" : "");
+}
+
+/* Over a limit: accept and close, with "ERR 0 overloaded" on a plain
+ * listener (a TLS peer could not read it). */
+static void reject(mw_server_t *s, uv_stream_t *server, bool tls, const char *limit) {
   uv_tcp_t *t = malloc(sizeof *t);
   if (!t) return;
   uv_tcp_init(s->loop, t);
-  if (uv_accept(server, (uv_stream_t *)t) < 0) {
+  if (uv_accept(server, (uv_stream_t *)t) < 0 || tls) {
     uv_close((uv_handle_t *)t, free_handle);
+    if (tls) log_refused(s, limit);
     return;
   }
   static char msg[] = "ERR 0 overloaded too many connections (max_connections)\n";
@@ -1230,11 +1481,7 @@ static void reject(mw_server_t *s, uv_stream_t *server) {
     free(w);
     uv_close((uv_handle_t *)t, free_handle);
   }
-  count_error(s, "", MW_LP_E_OVERLOADED, 0);
-  uint64_t suppressed;
-  if (mw_log_limit_take(&s->log_closes, uv_now(s->loop), &suppressed))
-    mw_log_warn("connection refused: max_connections = %zu reached%s", s->opts.max_connections,
-                suppressed ? " (more closes were not logged)" : "");
+  log_refused(s, limit);
 }
 
 /* "1.2.3.4:5678" / "[::1]:5678" of the peer, "?" when unknown. */
@@ -1255,11 +1502,32 @@ static void peer_name(uv_tcp_t *t, char *out, size_t n) {
   }
 }
 
+/* max_handshakes reached: the oldest unfinished handshake makes room for
+ * the new one, so a peer holding handshakes open (slowloris) must open
+ * max_handshakes connections within one honest handshake's time to keep
+ * anyone out, not merely keep them. false: none to evict. */
+static bool evict_handshake(mw_server_t *s) {
+  conn_t *oldest = NULL;
+  for (conn_t *c = s->conns; c; c = c->next)
+    if (c->handshaking && !c->closing && (!oldest || c->accepted_ms <= oldest->accepted_ms)) oldest = c;
+  if (oldest == NULL) return false;
+  count_error(s, "", MW_LP_E_OVERLOADED, 0);
+  count_handshake(s, "evicted");
+  conn_close(oldest, "TLS handshake evicted: max_handshakes reached, the oldest goes");
+  return true;
+}
+
 static void on_connection(uv_stream_t *server, int status) {
   mw_server_t *s = server->data;
   if (status < 0 || s->stopping) return;
+  size_t li = (size_t)((uv_tcp_t *)server - s->listeners);
+  assert(li < s->n_listeners);
   if (s->n_conns >= s->opts.max_connections) {
-    reject(s, server);
+    reject(s, server, s->listen_tls[li], "max_connections");
+    return;
+  }
+  if (s->listen_tls[li] && s->n_handshakes >= s->opts.max_handshakes && !evict_handshake(s)) {
+    reject(s, server, true, "max_handshakes (TLS handshakes in flight)");
     return;
   }
   conn_t *c = calloc(1, sizeof *c);
@@ -1282,21 +1550,34 @@ static void on_connection(uv_stream_t *server, int status) {
   uv_tcp_init(s->loop, &c->tcp);
   uv_timer_init(s->loop, &c->idle);
   uv_timer_init(s->loop, &c->gather_timer);
-  c->tcp.data = c->idle.data = c->gather_timer.data = c;
+  uv_timer_init(s->loop, &c->deadline);
+  c->tcp.data = c->idle.data = c->gather_timer.data = c->deadline.data = c;
   c->handles_open = CONN_HANDLES;
   c->next = s->conns;
   if (s->conns) s->conns->prev = c;
   s->conns = c;
   s->n_conns++;
   count_conn(s, +1);
-  c->authed = s->token == NULL;
-  size_t li = (size_t)((uv_tcp_t *)server - s->listeners);
-  assert(li < s->n_listeners);
+  c->authed = s->creds == NULL;
+  c->perms = c->authed ? MW_PERM_ALL : 0;
+  c->auth_in_clear = s->listen_auth_in_clear[li];
   mw_lp_replies_default(&c->lp, s->listen_replies[li]);
   if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
     snprintf(c->peer, sizeof c->peer, "?");
     conn_close(c, "accept failed");
     return;
+  }
+  if (s->listen_tls[li]) {
+    if (mw_tls_conn_init(&c->tls, s->opts.tls) < 0) {
+      conn_close(c, "out of memory (TLS)");
+      return;
+    }
+    c->is_tls = c->handshaking = true;
+    c->accepted_ms = uv_now(s->loop);
+    s->n_handshakes++;
+    uv_timer_start(&c->deadline, on_deadline, s->opts.handshake_timeout_ms, 0);
+  } else if (!c->authed) {
+    uv_timer_start(&c->deadline, on_deadline, s->opts.auth_timeout_ms, 0);
   }
   peer_name(&c->tcp, c->peer, sizeof c->peer);
   uv_tcp_nodelay(&c->tcp, 1);
@@ -1358,40 +1639,96 @@ static void on_listener_closed(uv_handle_t *h) {
   server_maybe_done(s);
 }
 
+/* Every limit left 0: its default. */
+static void opts_defaults(mw_server_opts_t *o) {
+  if (!o->max_connections) o->max_connections = MW_SERVER_DEFAULT_MAX_CONNECTIONS;
+  if (!o->max_unacked_bytes_per_connection) o->max_unacked_bytes_per_connection = MW_SERVER_DEFAULT_MAX_UNACKED_BYTES;
+  if (!o->max_reply_bytes_per_connection) o->max_reply_bytes_per_connection = MW_SERVER_DEFAULT_MAX_REPLY_BYTES;
+  if (!o->max_batch_rows) o->max_batch_rows = MW_SERVER_DEFAULT_MAX_BATCH_ROWS;
+  if (!o->drain_timeout_ms) o->drain_timeout_ms = MW_SERVER_DEFAULT_DRAIN_TIMEOUT_MS;
+  if (!o->max_handshakes) o->max_handshakes = MW_SERVER_DEFAULT_MAX_HANDSHAKES;
+  if (!o->handshake_timeout_ms) o->handshake_timeout_ms = MW_SERVER_DEFAULT_HANDSHAKE_TIMEOUT_MS;
+  if (!o->auth_timeout_ms) o->auth_timeout_ms = MW_SERVER_DEFAULT_AUTH_TIMEOUT_MS;
+  if (!o->max_preauth_bytes) o->max_preauth_bytes = MW_SERVER_DEFAULT_MAX_PREAUTH_BYTES;
+}
+
+/* Whether a bound address is loopback (127.0.0.0/8, ::1). */
+static bool addr_loopback(const struct sockaddr_storage *sa) {
+  if (sa->ss_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->ss_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+  return false;
+}
+
+/* The credentials and the auth_token principal; creds is taken over. */
+static int creds_with_token(const mw_server_t *s, mw_creds_t **creds) {
+  if (s->token == NULL) return 0;
+  if (mw_creds_by_name(*creds, "auth_token") != NULL) return 0; /* the file's own wins */
+  return mw_creds_add_token(creds, "auth_token", s->token, MW_PERM_ALL);
+}
+
+/* Listener i on `addr` (a loopback address allows AUTH in clear). */
+static int listen_on(mw_server_t *s, size_t i, const char *addr, mw_err_t *err) {
+  assert(i < MW_SERVER_MAX_LISTEN);
+  assert(s->n_listeners == i);
+  struct sockaddr_storage sa;
+  int rc = mw_server_addr_parse(addr, &sa, err);
+  if (rc < 0) return rc;
+  uv_tcp_t *l = &s->listeners[i];
+  uv_tcp_init(s->loop, l);
+  l->data = s;
+  s->n_listeners++;
+  if (addr_loopback(&sa)) s->listen_auth_in_clear[i] = true;
+  rc = uv_tcp_bind(l, (struct sockaddr *)&sa, sa.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)l, 1024, on_connection);
+  if (rc < 0) mw_err_set(err, rc, "listen %s: %s", addr, uv_strerror(rc));
+  return rc;
+}
+
 int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_engine_t *engine,
                     mw_server_t **out, mw_err_t *err) {
   assert(loop && opts && engine && out);
   *out = NULL;
-  if (!engine->table_find || !engine->submit)
-    return mw_err_set(err, -EINVAL, "server: engine lacks table_find or submit");
-  if (opts->n_listen == 0 || opts->n_listen > MW_SERVER_MAX_LISTEN)
-    return mw_err_set(err, -EINVAL, "server: 1..%d listen addresses", MW_SERVER_MAX_LISTEN);
-  mw_server_t *s = calloc(1, sizeof *s);
-  if (!s) return -ENOMEM;
+  mw_creds_t *creds = opts->creds;
+  bool any_tls = false;
+  for (size_t i = 0; opts->listen_tls && i < opts->n_listen && i < MW_SERVER_MAX_LISTEN; i++)
+    any_tls |= opts->listen_tls[i];
+  int bad = !engine->table_find || !engine->submit
+                ? mw_err_set(err, -EINVAL, "server: engine lacks table_find or submit")
+            : opts->n_listen == 0 || opts->n_listen > MW_SERVER_MAX_LISTEN
+                ? mw_err_set(err, -EINVAL, "server: 1..%d listen addresses", MW_SERVER_MAX_LISTEN)
+            : any_tls && opts->tls == NULL
+                ? mw_err_set(err, -EINVAL, "server: a tls listener needs tls_cert_file and tls_key_file")
+                : 0;
+  mw_server_t *s = bad ? NULL : calloc(1, sizeof *s);
+  if (!s) {
+    mw_creds_free(creds);
+    return bad ? bad : -ENOMEM;
+  }
   s->loop = loop;
   s->opts = *opts;
   s->eng = *engine;
-  if (!s->opts.max_connections) s->opts.max_connections = MW_SERVER_DEFAULT_MAX_CONNECTIONS;
-  if (!s->opts.max_unacked_bytes_per_connection)
-    s->opts.max_unacked_bytes_per_connection = MW_SERVER_DEFAULT_MAX_UNACKED_BYTES;
-  if (!s->opts.max_reply_bytes_per_connection)
-    s->opts.max_reply_bytes_per_connection = MW_SERVER_DEFAULT_MAX_REPLY_BYTES;
-  if (!s->opts.max_batch_rows) s->opts.max_batch_rows = MW_SERVER_DEFAULT_MAX_BATCH_ROWS;
-  if (!s->opts.drain_timeout_ms) s->opts.drain_timeout_ms = MW_SERVER_DEFAULT_DRAIN_TIMEOUT_MS;
+  opts_defaults(&s->opts);
+  s->opts.creds = NULL;
+  s->creds = creds;
   for (size_t i = 0; i < opts->n_listen; i++) {
     s->listen_replies[i] = opts->listen_replies ? opts->listen_replies[i] : opts->replies;
     assert((unsigned)s->listen_replies[i] < MW_LP_N_REPLIES);
+    s->listen_tls[i] = opts->listen_tls && opts->listen_tls[i];
+    s->listen_auth_in_clear[i] = s->listen_tls[i] || (opts->listen_plain_auth && opts->listen_plain_auth[i]);
   }
   s->opts.listen_replies = NULL;
+  s->opts.listen_tls = s->opts.listen_plain_auth = NULL;
   s->log_rejects = (mw_log_limit_t)MW_LOG_LIMIT_INIT(MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS);
   s->log_closes = (mw_log_limit_t)MW_LOG_LIMIT_INIT(MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS);
   if (opts->auth_token && opts->auth_token[0]) s->token = strdup(opts->auth_token);
   if (opts->default_table && opts->default_table[0]) s->default_table = strdup(opts->default_table);
   s->rbuf = malloc(MW_SERVER_READ_CHUNK_BYTES);
-  if (!s->rbuf || (opts->auth_token && opts->auth_token[0] && !s->token)) {
+  if (!s->rbuf || (opts->auth_token && opts->auth_token[0] && !s->token) || creds_with_token(s, &s->creds) < 0) {
     free(s->rbuf);
     free(s->token);
     free(s->default_table);
+    mw_creds_free(s->creds);
     free(s);
     return -ENOMEM;
   }
@@ -1411,18 +1748,7 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
     }
   }
   mw_log_info("server: %zu parse threads", s->pool ? mw_workpool_threads(s->pool) : (size_t)0);
-  for (size_t i = 0; i < opts->n_listen && rc == 0; i++) {
-    struct sockaddr_storage sa;
-    rc = mw_server_addr_parse(opts->listen[i], &sa, err);
-    if (rc < 0) break;
-    uv_tcp_t *l = &s->listeners[i];
-    uv_tcp_init(loop, l);
-    l->data = s;
-    s->n_listeners++;
-    rc = uv_tcp_bind(l, (struct sockaddr *)&sa, sa.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
-    if (rc == 0) rc = uv_listen((uv_stream_t *)l, 1024, on_connection);
-    if (rc < 0) mw_err_set(err, rc, "listen %s: %s", opts->listen[i], uv_strerror(rc));
-  }
+  for (size_t i = 0; i < opts->n_listen && rc == 0; i++) rc = listen_on(s, i, opts->listen[i], err);
   if (rc < 0) {
     mw_server_stop(s, NULL, NULL);
     return rc;
@@ -1477,6 +1803,55 @@ void mw_server_stop(mw_server_t *s, void (*cb)(void *arg), void *arg) {
 }
 
 size_t mw_server_connections(const mw_server_t *s) { return s->n_conns; }
+
+/* Connection c's principal after a credentials swap: the same name and
+ * the same secret (token hash, certificate subject), or revoked. */
+static void conn_recheck(conn_t *c) {
+  mw_server_t *s = c->srv;
+  if (c->closing || !c->authed) return; /* refused already, or waiting for AUTH */
+  const mw_cred_t *was = c->cred, *now = c->cred_name[0] ? mw_creds_by_name(s->creds, c->cred_name) : NULL;
+  bool same = was != NULL && now != NULL && now->kind == was->kind &&
+              (now->kind == MW_CRED_TOKEN ? memcmp(now->hash, was->hash, sizeof now->hash) == 0
+                                          : strcmp(now->subject, was->subject) == 0);
+  if (same) {
+    c->cred = now;
+    refresh_perms(c);
+    return;
+  }
+  c->cred = NULL;
+  c->authed = false;
+  c->perms = 0;
+  if (c->job_count > 0 || c->stashed || c->open || c->eof || c->shutting || c->discarding)
+    return; /* its next request is refused (on_auth) */
+  char msg[160];
+  if (was) snprintf(msg, sizeof msg, "credential \"%s\" revoked", c->cred_name);
+  else snprintf(msg, sizeof msg, "authentication is now required (credentials reloaded)");
+  auth_refuse(c, 0, 0, msg);
+  if (c->closing) return;
+  send_ready(c);
+  flow(c);
+}
+
+void mw_server_set_creds(mw_server_t *s, mw_creds_t *creds) {
+  assert(s != NULL);
+  mw_creds_t *old = s->creds;
+  s->creds = creds;
+  if (creds_with_token(s, &s->creds) < 0) mw_log_err("credentials: out of memory adding auth_token");
+  if (s->creds == NULL && old != NULL)
+    mw_log_warn("credentials: none left; connections already authenticated keep their rights");
+  conn_t *next;
+  for (conn_t *c = s->conns; c; c = next) {
+    next = c->next; /* a refused connection may close */
+    if (s->creds != NULL) {
+      conn_recheck(c);
+    } else if (!c->closing) { /* no authentication any more */
+      c->cred = NULL;
+      c->authed = true;
+      refresh_perms(c);
+    }
+  }
+  mw_creds_free(old);
+}
 
 int mw_server_port(const mw_server_t *s, size_t i) {
   if (i >= s->n_listeners) return -EINVAL;

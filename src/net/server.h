@@ -69,8 +69,32 @@
  * (ERR replies due, sent or not by the reply mode),
  * memwald_rows_rejected_total{table,code} (rows not written: lines
  * refused, rows of refused groups), memwald_ack_latency_seconds{table}
- * (submission -> acknowledgement; gathered rows from their parse). `table`
- * is "" before a table is known.
+ * (submission -> acknowledgement; gathered rows from their parse),
+ * memwald_tls_handshakes_total{result} (ok, failed, timeout, evicted).
+ * `table` is "" before a table is known.
+ *
+ * TLS (opts.tls and a listener's listen_tls): the socket's bytes go
+ * through net/tls.h before lineproto and replies are encrypted on their
+ * way out; the rest of the connection is the same. A TLS listener accepts
+ * at most max_handshakes connections whose handshake is unfinished (more
+ * are closed at once) and gives each handshake_timeout_ms. A handshake
+ * that fails is logged (rate-limited) with OpenSSL's reason and the
+ * connection closed after the alert.
+ *
+ * Credentials (opts.creds, net/creds.h; opts.auth_token as a principal
+ * "auth_token" with write and delete on every table): with either set, a
+ * connection must authenticate before anything else, by `AUTH <token>` or
+ * by a verified client certificate whose subject is listed. `AUTH` is
+ * refused on a plain TCP listener unless it is bound to loopback or its
+ * listen_plain_auth is set. An unauthenticated connection has
+ * auth_timeout_ms and max_preauth_bytes (a partial first line) before it
+ * gets `ERR <line> auth ...` and is closed. Once authenticated, rows need
+ * `write` on the current table, `DEL` (and an ARROW frame with
+ * tombstones) `delete`; a row without it gets `ERR <line> forbidden ...`
+ * and is not written. mw_server_set_creds swaps the credentials (SIGHUP):
+ * connections keep their principal when its name is still there (its new
+ * grants apply), and a connection whose principal is gone or changed is
+ * refused (`ERR 0 auth ... revoked`) and closed.
  *
  * Errors: negative errno; mw_server_start names the listen address that
  * failed in *err.
@@ -86,7 +110,9 @@
 #include "common/err.h"
 #include "common/metrics.h"
 #include "lance/batch.h"
+#include "net/creds.h"
 #include "net/lineproto.h"
+#include "net/tls.h"
 
 #define MW_SERVER_MAX_LISTEN 16
 #define MW_SERVER_DEFAULT_MAX_CONNECTIONS 1024
@@ -103,6 +129,10 @@
 #define MW_SERVER_LOG_BURST 20          /* log lines of each kind per window */
 #define MW_SERVER_LOG_WINDOW_MS 10000
 #define MW_SERVER_LOG_PREFIX_BYTES 80   /* of a rejected line, escaped */
+#define MW_SERVER_DEFAULT_MAX_HANDSHAKES 256
+#define MW_SERVER_DEFAULT_HANDSHAKE_TIMEOUT_MS 10000
+#define MW_SERVER_DEFAULT_AUTH_TIMEOUT_MS 10000
+#define MW_SERVER_DEFAULT_MAX_PREAUTH_BYTES 4096
 
 /* Engine completion: status 0 or negative errno (lineproto.h maps it to a
  * reply code), reason for people (may be NULL). Called exactly once. */
@@ -149,7 +179,15 @@ typedef struct mw_server_opts {
   uint64_t drain_timeout_ms;            /* graceful stop; 0 = default */
   mw_lp_replies_t replies;              /* every listener's default reply mode */
   const mw_lp_replies_t *listen_replies; /* per listener (n_listen), or NULL */
-  const char *auth_token;               /* NULL or "" = no AUTH */
+  const char *auth_token;               /* NULL or "" = none (a principal "auth_token") */
+  mw_creds_t *creds;                    /* NULL = none; the server takes it over */
+  mw_tls_ctx_t *tls;                    /* for TLS listeners; must outlive the server */
+  const bool *listen_tls;               /* per listener (n_listen), or NULL: none */
+  const bool *listen_plain_auth;        /* per listener: AUTH allowed in clear anyway */
+  size_t max_handshakes;                /* TLS handshakes in flight; 0 = default */
+  uint64_t handshake_timeout_ms;        /* 0 = default */
+  uint64_t auth_timeout_ms;             /* before AUTH; 0 = default */
+  size_t max_preauth_bytes;             /* buffered before AUTH; 0 = default */
   const char *default_table;            /* rows before USE; NULL = USE required */
   bool ignore_unknown_fields;
   bool json_objects_as_text;            /* mw_jsonrow_opts_t.objects_as_text */
@@ -166,6 +204,9 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
  * they arrive, so the engine must outlive them. */
 void mw_server_stop(mw_server_t *s, void (*cb)(void *arg), void *arg);
 size_t mw_server_connections(const mw_server_t *s);
+/* Replace the credentials (takes creds over; NULL = only auth_token, if
+ * set). Every connection's principal is looked up again (above). */
+void mw_server_set_creds(mw_server_t *s, mw_creds_t *creds);
 /* The bound port of listener i (useful with port 0), or -EINVAL. */
 int mw_server_port(const mw_server_t *s, size_t i);
 

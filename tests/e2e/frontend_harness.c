@@ -326,7 +326,7 @@ static int harness_admin_start(const char *path, const char *metrics_listen, mw_
   mw_admin_engine_t ae = {.data = NULL, .command = admin_command};
   int rc = 0;
   if (path) rc = mw_admin_start(F.loop, path, &ae, mw_metrics_default(), &ADMIN, err);
-  if (rc == 0 && metrics_listen) rc = mw_http_metrics_start(F.loop, metrics_listen, mw_metrics_default(), &HTTP, err);
+  if (rc == 0 && metrics_listen) rc = mw_http_metrics_start(F.loop, metrics_listen, mw_metrics_default(), NULL, &HTTP, err);
   return rc;
 }
 
