@@ -198,7 +198,6 @@ int mw_s3__build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp) {
   return rc;
 }
 
-
 /* Phase outcomes (HTTP answered 2xx/3xx/4xx non-retryable). */
 void mw_s3__next_exchange(mw_s3_t *s, mw_storage_req_t *req, int phase) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
@@ -208,256 +207,134 @@ void mw_s3__next_exchange(mw_s3_t *s, mw_storage_req_t *req, int phase) {
   mw_s3__attempt_start(s, req);
 }
 
-
-
 mw_s3_task_t *mw_s3__task(mw_storage_req_t *req) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
   if (a->task == NULL) a->task = calloc(1, sizeof(mw_s3_task_t));
   return a->task;
 }
 
+/* ------------------------------------------------------------ answers */
 
-
-/* The next part, or (all sent) the completion. */
-static void multipart_next(mw_s3_t *s, mw_storage_req_t *req) {
-  mw_s3_task_t *t = mw_s3_req(req)->task;
-  if (t->part < t->nparts) {
-    t->part++;
-    return mw_s3__next_exchange(s, req, P_MP_PART);
-  }
-  int rc = mw_buf_append(&t->parts_xml, "</CompleteMultipartUpload>", 26);
-  if (rc < 0) {
-    t->saved = rc;
-    return mw_s3__next_exchange(s, req, P_MP_ABORT);
-  }
-  mw_s3__next_exchange(s, req, P_MP_DONE);
-}
-
-/* A successful answer (2xx), or a final 4xx the phase may accept. */
-void mw_s3__answer(mw_s3_t *s, mw_storage_req_t *req) {
+/* put / put_if_absent: the PUT, and the GET that checks a 412 met after an
+ * attempt that may have landed unseen (ambiguous). */
+static int put_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_s3_t *a = mw_s3_req(req);
-  int http = a->http_status;
-  char code[64], msg[8];
-  mw_s3__error_code(a, code, sizeof code, msg, sizeof msg);
-  bool ok = http >= 200 && http < 300;
-  mw_s3_task_t *t = a->task;
-  int rc = 0;
-  bool more = false;
-  switch (a->phase) {
-    case P_PUT:
-      if (ok) return mw_s3__finish(s, req, 0);
-      if (p->op == MW_OP_PUT_IF_ABSENT && (http == 412 || http == 409)) {
-        /* an earlier attempt of ours may be what is there now */
-        if (a->ambiguous) return mw_s3__next_exchange(s, req, P_PIA_CHECK);
-        return mw_s3__finish(s, req, -EEXIST);
-      }
-      break;
-    case P_PIA_CHECK:
-      if (ok || (a->too_big && http >= 200 && http < 300)) {
-        bool ours = !a->too_big && a->resp.len == p->len &&
-                    (p->len == 0 || memcmp(a->resp.data, p->src, p->len) == 0);
-        if (ours) mw_log_notice("storage: s3://%s/%s%s%s: a retried create had landed (the same "
-                                "bytes are there); reported as created", s->bucket, s->prefix,
-                                s->prefix[0] ? "/" : "", p->key);
-        return mw_s3__finish(s, req, ours ? 0 : -EEXIST);
-      }
-      if (http == 404 && a->rechecks++ < MW_S3_PIA_RECHECKS)
-        return mw_s3__next_exchange(s, req, P_PUT); /* gone again: create anew */
-      break;
-    case P_MP_INIT:
-      if (ok) {
-        const char *q = (const char *)a->resp.data, *v;
-        size_t n;
-        if (q == NULL || !mw_s3__xml_next(&q, q + a->resp.len, "UploadId", &v, &n) ||
-            mw_s3__xml_text(v, n, t->upload_id, sizeof t->upload_id) <= 0) {
-          mw_s3__set_reason(s, req, "InitiateMultipartUpload answered without an UploadId");
-          return mw_s3__finish(s, req, -EBADMSG);
-        }
-        t->nparts = (uint32_t)((p->len + s->part_bytes - 1) / s->part_bytes);
-        assert(t->nparts >= 2 && t->nparts <= MW_S3_MAX_PARTS);
-        t->part = 0;
-        rc = mw_s3__append(&t->parts_xml, "<CompleteMultipartUpload>");
-        if (rc < 0) return mw_s3__finish(s, req, rc);
-        return multipart_next(s, req);
-      }
-      break;
-    case P_MP_PART:
-      if (ok && a->etag[0]) {
-        char part[160];
-        snprintf(part, sizeof part, "<Part><PartNumber>%u</PartNumber><ETag>%s</ETag></Part>",
-                 t->part, a->etag);
-        if ((rc = mw_s3__append(&t->parts_xml, part)) < 0) {
-          t->saved = rc;
-          return mw_s3__next_exchange(s, req, P_MP_ABORT);
-        }
-        return multipart_next(s, req);
-      }
-      if (ok) rc = -EBADMSG;
-      break;
-    case P_MP_DONE:
-      /* a 200 may still carry an <Error> document (AWS) */
-      if (ok && (a->resp.data == NULL || memmem(a->resp.data, a->resp.len, "<Error>", 7) == NULL))
-        return mw_s3__finish(s, req, 0);
-      if (http == 404 && strcmp(code, "NoSuchUpload") == 0 && a->ambiguous) {
-        /* our earlier complete went through and only its answer was lost */
-        return mw_s3__finish(s, req, 0);
-      }
-      break;
-    case P_MP_ABORT: {
-      /* the abort's own outcome does not change what the put reports */
-      int saved = t->saved < 0 ? t->saved : -EIO;
-      return mw_s3__finish(s, req, saved);
-    }
-    case P_GET:
-      if (a->too_big) {
-        mw_s3__set_reason(s, req, "object larger than max_object_bytes");
-        return mw_s3__finish(s, req, -EFBIG);
-      }
-      if (ok) {
-        req->size = a->range_total != UINT64_MAX ? a->range_total : req->buf.len;
-        return mw_s3__finish(s, req, 0);
-      }
-      if (http == 416) return mw_s3__next_exchange(s, req, P_GET_SIZE);
-      if (http == 404) return mw_s3__finish(s, req, -ENOENT);
-      break;
-    case P_GET_SIZE: /* a 416, or a range of 0 bytes: only the size is needed */
-      if (ok && a->content_length != UINT64_MAX) {
-        req->size = a->content_length;
-        mw_buf_reset(&req->buf);
-        if (p->off <= req->size) return mw_s3__finish(s, req, 0);
-        char why[96];
-        snprintf(why, sizeof why, "offset %llu is past the end (%llu bytes)",
-                 (unsigned long long)p->off, (unsigned long long)req->size);
-        mw_s3__set_reason(s, req, why);
-        return mw_s3__finish(s, req, -EINVAL);
-      }
-      if (http == 404) return mw_s3__finish(s, req, -ENOENT);
-      break;
-    case P_HEAD:
-      if (ok && a->content_length != UINT64_MAX) {
-        req->size = a->content_length;
-        return mw_s3__finish(s, req, 0);
-      }
-      if (http == 404) return mw_s3__finish(s, req, -ENOENT);
-      break;
-    case P_DELETE:
-      if (ok || (http == 404 && strcmp(code, "NoSuchBucket") != 0)) return mw_s3__finish(s, req, 0);
-      break;
-    case P_LIST:
-      if (ok) {
-        if ((rc = mw_s3__list_page(s, req, &more)) < 0) break;
-        if (more) return mw_s3__next_exchange(s, req, P_LIST);
-        if (p->op == MW_OP_DELETE_PREFIX) {
-          t->i = t->off = 0;
-          return mw_s3__delete_next(s, req);
-        }
-        rc = mw_s3__index_keys(req, t->nkeys);
-        return mw_s3__finish(s, req, rc);
-      }
-      break;
-    case P_DEL_BATCH:
-      if (ok) {
-        mw_s3__count_batch();
-        size_t retry = 0;
-        int final = 0;
-        if ((rc = mw_s3__batch_answer(s, req, &retry, &final)) < 0) break;
-        if (final < 0) return mw_s3__finish(s, req, final);
-        if (retry > 0) {
-          char what[96];
-          snprintf(what, sizeof what, "%zu key%s answered with a transient error", retry,
-                   retry == 1 ? "" : "s");
-          return mw_s3__retry_or_fail(s, req, -EAGAIN, what);
-        }
-        return mw_s3__delete_next(s, req);
-      }
-      if (http == 501 || http == 405 || (http == 400 && strcmp(code, "NotImplemented") == 0)) {
-        /* no DeleteObjects here: the rest one key at a time, from this batch on */
-        mw_log_notice("storage: s3://%s: the store refused DeleteObjects (HTTP %d%s%s); deleting "
-                      "one key per request", s->bucket, http, code[0] ? " " : "", code);
-        s->no_batch_delete = true;
-        t->i = t->batch_i;
-        t->off = t->batch_off;
-        return mw_s3__next_exchange(s, req, P_DEL_EACH);
-      }
-      break;
-    case P_DEL_EACH:
-      if (ok || (http == 404 && strcmp(code, "NoSuchBucket") != 0)) {
-        if (mw_s3__many(req)) {
-          int inj = mw_storage__key_fault(req, t->i, S3_RESPONSE);
-          if (inj < 0 && mw_s3__transient_errno(inj))
-            return mw_s3__retry_or_fail(s, req, inj, "answer lost (test fault)");
-          req->priv.statuses[t->i] = inj;
-          if (inj < 0)
-            mw_storage__set_error(req, "s3://%s/%s: DELETE: %s (test fault)", s->bucket,
-                                  (const char *)req->buf.data + t->off, strerror(-inj));
-        }
-        mw_s3__count_single();
-        t->removed++;
-        t->off += strlen((const char *)req->buf.data + t->off) + 1;
-        if (++t->i < t->nkeys) return mw_s3__next_exchange(s, req, P_DEL_EACH);
-        return mw_s3__finish(s, req, 0);
-      }
-      break;
-    case P_UPLOADS:
-      if (ok) {
-        if ((rc = mw_s3__uploads_page(req, &more)) < 0) break;
-        if (more) return mw_s3__next_exchange(s, req, P_UPLOADS);
-        t->i = t->off = 0;
-        if (t->nuploads > 0) return mw_s3__next_exchange(s, req, P_ABORT_EACH);
-        if (p->op == MW_OP_DELETE_ROOT) return mw_s3__next_exchange(s, req, P_PROBE);
-        return mw_s3__finish(s, req, 0);
-      }
-      if (http == 501 || (http == 400 && strcmp(code, "NotImplemented") == 0))
-        return mw_s3__finish(s, req, 0); /* no multipart listings: nothing to sweep */
-      break;
-    case P_ABORT_EACH:
-      if (ok || http == 404) {
-        if (ok) t->removed++;
-        const char *k = (const char *)t->uploads.data + t->off;
-        t->off += strlen(k) + 1;
-        t->off += strlen((const char *)t->uploads.data + t->off) + 1;
-        if (++t->i < t->nuploads) return mw_s3__next_exchange(s, req, P_ABORT_EACH);
-        if (p->op == MW_OP_DELETE_ROOT) return mw_s3__next_exchange(s, req, P_PROBE);
-        return mw_s3__finish(s, req, 0);
-      }
-      break;
-    case P_PROBE:
-      if (ok) {
-        if ((rc = mw_s3__list_page(s, req, &more)) < 0) break;
-        if (t->nkeys > 0) {
-          char why[MW_STORAGE_KEY_MAX_BYTES + 32];
-          snprintf(why, sizeof why, "not empty: %s is an object", (const char *)req->buf.data);
-          mw_buf_reset(&req->buf);
-          mw_s3__set_reason(s, req, why);
-          return mw_s3__finish(s, req, -ENOTEMPTY);
-        }
-        return mw_s3__finish(s, req, 0);
-      }
-      break;
-    default: assert(!"bad phase");
+  assert(a->rechecks <= MW_S3_PIA_RECHECKS);
+  if (a->phase == P_PUT) {
+    if (an->ok) return mw_s3__end(s, req, 0);
+    if (p->op != MW_OP_PUT_IF_ABSENT || (an->http != 412 && an->http != 409)) return 0;
+    /* an earlier attempt of ours may be what is there now */
+    if (a->ambiguous) return mw_s3__go(s, req, P_PIA_CHECK);
+    return mw_s3__end(s, req, -EEXIST);
   }
+  assert(a->phase == P_PIA_CHECK);
+  assert(p->op == MW_OP_PUT_IF_ABSENT);
+  if (an->ok) {
+    bool ours = !a->too_big && a->resp.len == p->len &&
+                (p->len == 0 || memcmp(a->resp.data, p->src, p->len) == 0);
+    if (ours) mw_log_notice("storage: s3://%s/%s%s%s: a retried create had landed (the same "
+                            "bytes are there); reported as created", s->bucket, s->prefix,
+                            s->prefix[0] ? "/" : "", p->key);
+    return mw_s3__end(s, req, ours ? 0 : -EEXIST);
+  }
+  if (an->http == 404 && a->rechecks++ < MW_S3_PIA_RECHECKS)
+    return mw_s3__go(s, req, P_PUT); /* gone again: create anew */
+  return 0;
+}
+
+/* get: the GET (whole or a range), and the HEAD for the size after a 416
+ * or for a range of 0 bytes. */
+static int get_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(p->op == MW_OP_GET);
+  if (a->phase == P_GET) {
+    if (a->too_big) {
+      mw_s3__set_reason(s, req, "object larger than max_object_bytes");
+      return mw_s3__end(s, req, -EFBIG);
+    }
+    if (an->ok) {
+      req->size = a->range_total != UINT64_MAX ? a->range_total : req->buf.len;
+      return mw_s3__end(s, req, 0);
+    }
+    if (an->http == 416) return mw_s3__go(s, req, P_GET_SIZE);
+    return an->http == 404 ? mw_s3__end(s, req, -ENOENT) : 0;
+  }
+  assert(a->phase == P_GET_SIZE);
+  if (an->ok && a->content_length != UINT64_MAX) {
+    req->size = a->content_length;
+    mw_buf_reset(&req->buf);
+    if (p->off <= req->size) return mw_s3__end(s, req, 0);
+    char why[96];
+    snprintf(why, sizeof why, "offset %llu is past the end (%llu bytes)",
+             (unsigned long long)p->off, (unsigned long long)req->size);
+    mw_s3__set_reason(s, req, why);
+    return mw_s3__end(s, req, -EINVAL);
+  }
+  return an->http == 404 ? mw_s3__end(s, req, -ENOENT) : 0;
+}
+
+/* head: the size; delete: gone (404 too, unless the bucket is). */
+static int head_delete_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  if (a->phase == P_DELETE) {
+    assert(req->priv.op == MW_OP_DELETE);
+    bool gone = an->ok || (an->http == 404 && strcmp(an->code, "NoSuchBucket") != 0);
+    return gone ? mw_s3__end(s, req, 0) : 0;
+  }
+  assert(a->phase == P_HEAD);
+  if (an->ok && a->content_length != UINT64_MAX) {
+    req->size = a->content_length;
+    return mw_s3__end(s, req, 0);
+  }
+  return an->http == 404 ? mw_s3__end(s, req, -ENOENT) : 0;
+}
+
+/* A final HTTP error the phase did not accept: the operation fails with it,
+ * but for one key of delete_many (the next goes on) and a multipart part
+ * or completion (the upload is aborted first). */
+static void refused(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  int err = mw_s3__status_errno(an->http, an->code);
+  assert(err < 0);
+  mw_s3__set_reason(s, req, NULL);
+  if (a->phase == P_DEL_EACH && mw_s3__many(req)) return mw_s3__delete_each_refused(s, req, err);
+  if ((a->phase == P_MP_PART || a->phase == P_MP_DONE) && a->task != NULL)
+    return mw_s3__multipart_refused(s, req, err);
+  mw_s3__finish(s, req, err);
+}
+
+/* Each phase's handler says what its answer moves the request to. */
+void mw_s3__answer(mw_s3_t *s, mw_storage_req_t *req) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(a->easy == NULL); /* the attempt is over */
+  assert(a->attempt >= 1);
+  mw_s3_answer_t an = {.http = a->http_status};
+  an.ok = an.http >= 200 && an.http < 300;
+  char msg[8];
+  mw_s3__error_code(a, an.code, sizeof an.code, msg, sizeof msg);
+  int rc = 0;
+  switch ((enum mw_s3_phase)a->phase) {
+    case P_PUT: case P_PIA_CHECK: rc = put_answer(s, req, &an); break;
+    case P_GET: case P_GET_SIZE: rc = get_answer(s, req, &an); break;
+    case P_HEAD: case P_DELETE: rc = head_delete_answer(s, req, &an); break;
+    case P_MP_INIT: case P_MP_PART: case P_MP_DONE: case P_MP_ABORT:
+      rc = mw_s3__multipart_answer(s, req, &an);
+      break;
+    case P_LIST: case P_PROBE: rc = mw_s3__list_answer(s, req, &an); break;
+    case P_UPLOADS: case P_ABORT_EACH: rc = mw_s3__sweep_answer(s, req, &an); break;
+    case P_DEL_BATCH: case P_DEL_EACH: rc = mw_s3__delete_answer(s, req, &an); break;
+    case P_FAIL: default: assert(!"not a phase that is answered"); break;
+  }
+  assert(rc <= MW_S3_MOVED);
+  if (rc == MW_S3_MOVED) return;
   if (rc < 0) {
     mw_s3__set_reason(s, req, rc == -EBADMSG ? "malformed answer" : strerror(-rc));
     return mw_s3__finish(s, req, rc);
   }
-  /* a final HTTP error */
-  int err = mw_s3__status_errno(http, code);
-  mw_s3__set_reason(s, req, NULL);
-  if (a->phase == P_DEL_EACH && mw_s3__many(req)) { /* that key fails; on to the next */
-    req->priv.statuses[t->i] = err;
-    t->off += strlen((const char *)req->buf.data + t->off) + 1;
-    if (++t->i < t->nkeys) return mw_s3__next_exchange(s, req, P_DEL_EACH);
-    return mw_s3__finish(s, req, 0);
-  }
-  if ((a->phase == P_MP_PART || a->phase == P_MP_DONE) && t != NULL) {
-    t->saved = err;
-    return mw_s3__next_exchange(s, req, P_MP_ABORT);
-  }
-  mw_s3__finish(s, req, err);
+  refused(s, req, &an);
 }
-
-
 
 void mw_s3__finish(mw_s3_t *s, mw_storage_req_t *req, int status) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
@@ -490,8 +367,6 @@ void mw_s3__finish(mw_s3_t *s, mw_storage_req_t *req, int status) {
   mw_s3__keep_off(s);
   mw_storage__done(req, status);
 }
-
-
 
 static void s3_submit(mw_storage_t *st, mw_storage_req_t *req) {
   mw_s3_t *s = mw_s3(st);
@@ -529,8 +404,6 @@ static void s3_submit(mw_storage_t *st, mw_storage_req_t *req) {
 /* ------------------------------------------------------------ open / close */
 
 static void once_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-
 
 int mw_storage__s3_open(mw_storage_t *st, mw_err_t *err) {
   static pthread_once_t once = PTHREAD_ONCE_INIT, monce = PTHREAD_ONCE_INIT;

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/metrics.h"
 #include "storage/s3_int.h"
 
@@ -64,9 +65,6 @@ void mw_s3__delete_metrics_init(void) {
 static void dm_add(mw_metric_t *m, uint64_t n) {
   if (dm.ok && n > 0) mw_counter_add(m, n);
 }
-
-void mw_s3__count_batch(void) { dm_add(dm.batches, 1); }
-void mw_s3__count_single(void) { dm_add(dm.by_single, 1); }
 
 /* ------------------------------------------------------------ batches */
 
@@ -113,7 +111,6 @@ int mw_s3__batch_fill(mw_s3_t *s, mw_storage_req_t *req) {
   return rc == 0 ? batch_body(s, t) : rc;
 }
 
-
 /* ---- delete_many: a status per key (priv.statuses, by index) ---- */
 
 #define MANY_PENDING (-EINPROGRESS) /* not known deleted yet */
@@ -159,7 +156,7 @@ static int many_faults(mw_s3_t *s, mw_storage_req_t *req, mw_buf_t *again, size_
   return rc;
 }
 
-/* mw_s3__finish(): every key still pending gets `status`; the operation's status is
+/* At finish: every key still pending gets `status`; the operation's status is
  * then the first key's failure (index order), req->nkeys the deleted ones. */
 int mw_s3__many_finish(mw_storage_req_t *req, int status) {
   mw_storage_req_front_t *p = &req->priv;
@@ -175,9 +172,9 @@ int mw_s3__many_finish(mw_storage_req_t *req, int status) {
 }
 
 /* A DeleteObjects answer (2xx): every <Error> in it. Keys with a transient
- * code become the next batch (*retry = how mw_s3__many); the first other failure
+ * code become the next batch (*retry = how many); the first other failure
  * is *final (-errno, reason set). NoSuchKey counts as deleted. */
-int mw_s3__batch_answer(mw_s3_t *s, mw_storage_req_t *req, size_t *retry, int *final) {
+static int batch_answer(mw_s3_t *s, mw_storage_req_t *req, size_t *retry, int *final) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
   mw_s3_task_t *t = a->task;
   const char *p = (const char *)a->resp.data, *end = p + a->resp.len, *v;
@@ -265,6 +262,93 @@ void mw_s3__delete_next(mw_s3_t *s, mw_storage_req_t *req) {
     return mw_s3__finish(s, req, rc);
   }
   mw_s3__next_exchange(s, req, P_DEL_BATCH);
+}
+
+/* ------------------------------------------------------------ answers */
+
+/* A DeleteObjects answered: the keys it failed go out again, or fail; a
+ * store without DeleteObjects gets one DELETE per key from this batch on. */
+static int batch_done(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(t->nbatch > 0);
+  assert(t->nbatch <= MW_S3_DELETE_BATCH);
+  if (an->ok) {
+    dm_add(dm.batches, 1);
+    size_t retry = 0;
+    int final = 0;
+    int rc = batch_answer(s, req, &retry, &final);
+    if (rc < 0) return rc;
+    if (final < 0) return mw_s3__end(s, req, final);
+    if (retry > 0) {
+      char what[96];
+      snprintf(what, sizeof what, "%zu key%s answered with a transient error", retry,
+               retry == 1 ? "" : "s");
+      mw_s3__retry_or_fail(s, req, -EAGAIN, what);
+      return MW_S3_MOVED;
+    }
+    mw_s3__delete_next(s, req);
+    return MW_S3_MOVED;
+  }
+  int http = an->http;
+  if (http == 501 || http == 405 || (http == 400 && strcmp(an->code, "NotImplemented") == 0)) {
+    /* no DeleteObjects here: the rest one key at a time, from this batch on */
+    mw_log_notice("storage: s3://%s: the store refused DeleteObjects (HTTP %d%s%s); deleting "
+                  "one key per request", s->bucket, http, an->code[0] ? " " : "", an->code);
+    s->no_batch_delete = true;
+    t->i = t->batch_i;
+    t->off = t->batch_off;
+    return mw_s3__go(s, req, P_DEL_EACH);
+  }
+  return 0;
+}
+
+/* One key's DELETE is over: the next key, or the end. */
+static int each_next(mw_s3_t *s, mw_storage_req_t *req) {
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  t->off += strlen((const char *)req->buf.data + t->off) + 1;
+  t->i++;
+  assert(t->i < t->nkeys || t->off == req->buf.len);
+  if (t->i < t->nkeys) return mw_s3__go(s, req, P_DEL_EACH);
+  return mw_s3__end(s, req, 0);
+}
+
+/* One key's DELETE answered (404 but NoSuchBucket: deleted already). */
+static int each_done(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  if (!an->ok && (an->http != 404 || strcmp(an->code, "NoSuchBucket") == 0)) return 0;
+  if (mw_s3__many(req)) {
+    int inj = mw_storage__key_fault(req, t->i, S3_RESPONSE);
+    if (inj < 0 && mw_s3__transient_errno(inj)) {
+      mw_s3__retry_or_fail(s, req, inj, "answer lost (test fault)");
+      return MW_S3_MOVED;
+    }
+    req->priv.statuses[t->i] = inj;
+    if (inj < 0)
+      mw_storage__set_error(req, "s3://%s/%s: DELETE: %s (test fault)", s->bucket,
+                            (const char *)req->buf.data + t->off, strerror(-inj));
+  }
+  dm_add(dm.by_single, 1);
+  t->removed++;
+  return each_next(s, req);
+}
+
+int mw_s3__delete_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  mw_s3_task_t *t = a->task;
+  assert(t != NULL); /* submit made it */
+  assert(t->i <= t->nkeys);
+  if (a->phase == P_DEL_BATCH) return batch_done(s, req, an);
+  assert(a->phase == P_DEL_EACH);
+  assert(t->i < t->nkeys);
+  return each_done(s, req, an);
+}
+
+void mw_s3__delete_each_refused(mw_s3_t *s, mw_storage_req_t *req, int err) {
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(err < 0);
+  assert(mw_s3__many(req));
+  req->priv.statuses[t->i] = err;
+  each_next(s, req);
 }
 
 /* delete_many: the keys into req->buf ("k\0k\0", as a listing leaves

@@ -24,6 +24,7 @@
  *   s3_list.c       ListObjectsV2 pages -> the keys of a listing
  *   s3_sweep.c      ListMultipartUploads pages -> the uploads to abort
  *   s3_delete.c     DeleteObjects batches, per-key results, delete_many
+ *   s3_multipart.c  multipart puts: initiate, parts, complete, abort
  *
  * Names: types mw_s3_*_t, functions shared between the files mw_s3__*.
  */
@@ -125,6 +126,19 @@ typedef struct mw_s3_spec {
   bool into_buf;            /* response body into req->buf (get) */
 } mw_s3_spec_t;
 
+/* An answer as the phases read it (final: retries are over). */
+typedef struct mw_s3_answer {
+  int http;                 /* the HTTP status, 0 = none */
+  bool ok;                  /* 2xx */
+  char code[64];            /* the S3 error code of an error document, or "" */
+} mw_s3_answer_t;
+
+/* A phase's answer handler (mw_s3__*_answer) returns MW_S3_MOVED when it
+ * moved the request on (the next exchange, a retry, or finish), 0 when it
+ * does not accept the answer (a final HTTP error: mw_s3__answer fails the
+ * request with it), or a -errno for a malformed answer or a failure. */
+#define MW_S3_MOVED 1
+
 static inline mw_s3_t *mw_s3(const mw_storage_t *st) { return st->be_state; }
 static inline mw_storage_req_s3_t *mw_s3_req(mw_storage_req_t *req) { return &req->be.s3; }
 
@@ -137,6 +151,15 @@ void mw_s3__answer(mw_s3_t *s, mw_storage_req_t *req);
 void mw_s3__next_exchange(mw_s3_t *s, mw_storage_req_t *req, int phase);
 /* Report req done with status (once; no attempt may be running). */
 void mw_s3__finish(mw_s3_t *s, mw_storage_req_t *req, int status);
+/* For answer handlers: finish, or start the next exchange; MW_S3_MOVED. */
+static inline int mw_s3__end(mw_s3_t *s, mw_storage_req_t *req, int status) {
+  mw_s3__finish(s, req, status);
+  return MW_S3_MOVED;
+}
+static inline int mw_s3__go(mw_s3_t *s, mw_storage_req_t *req, int phase) {
+  mw_s3__next_exchange(s, req, phase);
+  return MW_S3_MOVED;
+}
 /* req's task, allocated on first use (NULL: out of memory). */
 mw_s3_task_t *mw_s3__task(mw_storage_req_t *req);
 
@@ -211,28 +234,26 @@ int mw_s3__append(mw_buf_t *b, const char *s);
 /* The object name of key k (prefix/k, or k without a prefix). */
 int mw_s3__object_name(const mw_s3_t *s, const char *k, mw_buf_t *out);
 
-/* s3_list.c */
-/* Keys of one ListObjectsV2 page into req->buf; *more when more pages come. */
-int mw_s3__list_page(mw_s3_t *s, mw_storage_req_t *req, bool *more);
-/* req->keys over the NUL-separated keys in req->buf, sorted. */
-int mw_s3__index_keys(mw_storage_req_t *req, size_t n);
+/* s3_list.c: P_LIST, P_PROBE */
+int mw_s3__list_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an);
 
-/* s3_sweep.c */
-/* One ListMultipartUploads page: uploads old enough into the task's uploads. */
-int mw_s3__uploads_page(mw_storage_req_t *req, bool *more);
+/* s3_sweep.c: P_UPLOADS, P_ABORT_EACH */
+int mw_s3__sweep_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an);
 
-/* s3_delete.c */
+/* s3_multipart.c: P_MP_INIT, P_MP_PART, P_MP_DONE, P_MP_ABORT */
+int mw_s3__multipart_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an);
+/* A part or the completion refused with err: abort the upload, report err. */
+void mw_s3__multipart_refused(mw_s3_t *s, mw_storage_req_t *req, int err);
+
+/* s3_delete.c: P_DEL_BATCH, P_DEL_EACH */
 /* memwald_storage_s3_* deletion metrics (once per process). */
 void mw_s3__delete_metrics_init(void);
-/* DeleteObjects requests answered, objects removed one DELETE each. */
-void mw_s3__count_batch(void);
-void mw_s3__count_single(void);
+int mw_s3__delete_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an);
+/* delete_many's DELETE of one key refused with err: that key fails, the
+ * next goes out. */
+void mw_s3__delete_each_refused(mw_s3_t *s, mw_storage_req_t *req, int err);
 /* The next (up to) MW_S3_DELETE_BATCH listed keys into the task's batch. */
 int mw_s3__batch_fill(mw_s3_t *s, mw_storage_req_t *req);
-/* A DeleteObjects answer (2xx): every <Error> in it. Keys with a transient
- * code become the next batch (*retry = how many); the first other failure
- * is *final (-errno, reason set). NoSuchKey counts as deleted. */
-int mw_s3__batch_answer(mw_s3_t *s, mw_storage_req_t *req, size_t *retry, int *final);
 /* After the listing, or a batch done: the next batch, or the end. */
 void mw_s3__delete_next(mw_s3_t *s, mw_storage_req_t *req);
 /* delete_many: a status per key (priv.statuses, by index). */

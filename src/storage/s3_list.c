@@ -11,13 +11,14 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "storage/s3_int.h"
 
 /* Keys of one ListObjectsV2 page into req->buf; true when more pages come. */
-int mw_s3__list_page(mw_s3_t *s, mw_storage_req_t *req, bool *more) {
+static int list_page(mw_s3_t *s, mw_storage_req_t *req, bool *more) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
   mw_s3_task_t *t = mw_s3__task(req);
   if (t == NULL) return -ENOMEM;
@@ -51,7 +52,7 @@ static int cmp_key(const void *x, const void *y) {
 }
 
 /* req->keys over the NUL-separated keys in req->buf, sorted. */
-int mw_s3__index_keys(mw_storage_req_t *req, size_t n) {
+static int index_keys(mw_storage_req_t *req, size_t n) {
   free(req->keys);
   req->keys = NULL;
   req->nkeys = 0;
@@ -69,3 +70,41 @@ int mw_s3__index_keys(mw_storage_req_t *req, size_t n) {
   return 0;
 }
 
+/* delete_root's probe (ListObjectsV2 max-keys=1 after the aborts): a key
+ * left means the root is not empty. */
+static int probe_answer(mw_s3_t *s, mw_storage_req_t *req) {
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(req->priv.op == MW_OP_DELETE_ROOT);
+  bool more = false;
+  int rc = list_page(s, req, &more);
+  if (rc < 0) return rc;
+  if (t->nkeys > 0) {
+    char why[MW_STORAGE_KEY_MAX_BYTES + 32];
+    snprintf(why, sizeof why, "not empty: %s is an object", (const char *)req->buf.data);
+    mw_buf_reset(&req->buf);
+    mw_s3__set_reason(s, req, why);
+    return mw_s3__end(s, req, -ENOTEMPTY);
+  }
+  return mw_s3__end(s, req, 0);
+}
+
+int mw_s3__list_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  mw_s3_task_t *t = a->task;
+  assert(t != NULL); /* submit made it */
+  if (!an->ok) return 0;
+  if (a->phase == P_PROBE) return probe_answer(s, req);
+  assert(a->phase == P_LIST);
+  bool more = false;
+  int rc = list_page(s, req, &more);
+  if (rc < 0) return rc;
+  assert(t->nkeys <= MW_STORAGE_LIST_MAX_KEYS);
+  if (more) return mw_s3__go(s, req, P_LIST);
+  if (req->priv.op == MW_OP_DELETE_PREFIX) {
+    t->i = t->off = 0;
+    mw_s3__delete_next(s, req);
+    return MW_S3_MOVED;
+  }
+  assert(req->priv.op == MW_OP_LIST);
+  return mw_s3__end(s, req, index_keys(req, t->nkeys));
+}

@@ -17,7 +17,7 @@
 #include "storage/s3_int.h"
 
 /* One ListMultipartUploads page: uploads old enough into t->uploads. */
-int mw_s3__uploads_page(mw_storage_req_t *req, bool *more) {
+static int uploads_page(mw_storage_req_t *req, bool *more) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
   mw_s3_task_t *t = mw_s3__task(req);
   if (t == NULL) return -ENOMEM;
@@ -64,3 +64,50 @@ int mw_s3__uploads_page(mw_storage_req_t *req, bool *more) {
   return 0;
 }
 
+/* After the listing, or an abort: the next upload to abort, delete_root's
+ * probe, or the end. */
+static int sweep_next(mw_s3_t *s, mw_storage_req_t *req) {
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(t->i <= t->nuploads);
+  if (t->i < t->nuploads) return mw_s3__go(s, req, P_ABORT_EACH);
+  if (req->priv.op == MW_OP_DELETE_ROOT) return mw_s3__go(s, req, P_PROBE);
+  return mw_s3__end(s, req, 0);
+}
+
+/* A ListMultipartUploads page answered. */
+static int uploads_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  if (an->http == 501 || (an->http == 400 && strcmp(an->code, "NotImplemented") == 0))
+    return mw_s3__end(s, req, 0); /* no multipart listings: nothing to sweep */
+  if (!an->ok) return 0;
+  bool more = false;
+  int rc = uploads_page(req, &more);
+  if (rc < 0) return rc;
+  if (more) return mw_s3__go(s, req, P_UPLOADS);
+  t->i = t->off = 0;
+  return sweep_next(s, req);
+}
+
+/* An upload aborted (or gone already: 404). */
+static int abort_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(t->i < t->nuploads);
+  assert(t->off < t->uploads.len);
+  if (!an->ok && an->http != 404) return 0;
+  if (an->ok) t->removed++;
+  const char *k = (const char *)t->uploads.data + t->off;
+  t->off += strlen(k) + 1;                                        /* its key */
+  t->off += strlen((const char *)t->uploads.data + t->off) + 1;  /* its upload id */
+  t->i++;
+  assert(t->i < t->nuploads || t->off == t->uploads.len);
+  return sweep_next(s, req);
+}
+
+int mw_s3__sweep_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(a->task != NULL); /* submit made it */
+  assert(req->priv.op == MW_OP_SWEEP_TMP || req->priv.op == MW_OP_DELETE_ROOT);
+  if (a->phase == P_UPLOADS) return uploads_answer(s, req, an);
+  assert(a->phase == P_ABORT_EACH);
+  return abort_answer(s, req, an);
+}
