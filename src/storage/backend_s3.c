@@ -64,16 +64,25 @@
 const char *const mw_s3_step_names[MW_S3_STEP_COUNT] = {"request", "body", "response", "retry"};
 _Static_assert(S3_STEPS_ == MW_S3_STEP_COUNT, "step names");
 
-/* What the current phase sends. */
-int mw_s3__build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp) {
+/* ------------------------------------------------------------ requests */
+
+/* get's Range header value: "bytes=a-b", "bytes=a-" to the end, or "" for
+ * the whole object. */
+static void get_range(const mw_storage_req_front_t *p, char *range, size_t cap) {
+  range[0] = '\0';
+  if (p->off == 0 && p->rlen == UINT64_MAX) return;
+  uint64_t last = p->rlen == UINT64_MAX || p->off + p->rlen < p->off ? UINT64_MAX
+                                                                     : p->off + p->rlen - 1;
+  if (last == UINT64_MAX)
+    snprintf(range, cap, "bytes=%llu-", (unsigned long long)p->off);
+  else
+    snprintf(range, cap, "bytes=%llu-%llu", (unsigned long long)p->off, (unsigned long long)last);
+}
+
+/* What the single-object phases send: put, put_if_absent, get, head, delete. */
+static void object_build(mw_storage_req_t *req, mw_s3_spec_t *sp) {
   mw_storage_req_front_t *p = &req->priv;
-  mw_storage_req_s3_t *a = mw_s3_req(req);
-  mw_s3_task_t *t = a->task;
-  memset(sp, 0, sizeof *sp);
-  sp->key = p->key;
-  mw_buf_t q = MW_BUF_INIT;
-  int rc = 0;
-  switch (a->phase) {
+  switch (mw_s3_req(req)->phase) {
     case P_PUT:
       sp->method = "PUT";
       sp->body = p->src;
@@ -81,115 +90,35 @@ int mw_s3__build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp) {
       sp->if_none_match = p->op == MW_OP_PUT_IF_ABSENT;
       break;
     case P_PIA_CHECK: sp->method = "GET"; break;
-    case P_MP_INIT:
-      sp->method = "POST";
-      snprintf(sp->query, sizeof sp->query, "uploads=");
-      break;
-    case P_MP_PART: {
-      sp->method = "PUT";
-      size_t off = (size_t)(t->part - 1) * s->part_bytes;
-      assert(off < p->len);
-      sp->body = p->src + off;
-      sp->body_len = p->len - off < s->part_bytes ? p->len - off : s->part_bytes;
-      rc = mw_s3__append(&q, "partNumber=");
-      char num[16];
-      snprintf(num, sizeof num, "%u", t->part);
-      if (rc == 0) rc = mw_s3__append(&q, num);
-      if (rc == 0) rc = mw_s3__append(&q, "&uploadId=");
-      if (rc == 0) rc = mw_s3__encode(&q, t->upload_id, false);
-      break;
-    }
-    case P_MP_DONE:
-      sp->method = "POST";
-      sp->body = t->parts_xml.data;
-      sp->body_len = t->parts_xml.len;
-      sp->xml_body = true;
-      /* fall through */
-    case P_MP_ABORT:
-      if (a->phase == P_MP_ABORT) sp->method = "DELETE";
-      rc = mw_s3__append(&q, "uploadId=");
-      if (rc == 0) rc = mw_s3__encode(&q, t->upload_id, false);
-      break;
     case P_GET:
       sp->method = "GET";
       sp->into_buf = true;
-      if (p->off != 0 || p->rlen != UINT64_MAX) {
-        uint64_t last = p->rlen == UINT64_MAX || p->off + p->rlen < p->off ? UINT64_MAX
-                                                                           : p->off + p->rlen - 1;
-        if (last == UINT64_MAX) snprintf(sp->range, sizeof sp->range, "bytes=%llu-",
-                                         (unsigned long long)p->off);
-        else snprintf(sp->range, sizeof sp->range, "bytes=%llu-%llu", (unsigned long long)p->off,
-                      (unsigned long long)last);
-      }
+      get_range(p, sp->range, sizeof sp->range);
       break;
     case P_GET_SIZE: case P_HEAD: sp->method = "HEAD"; break;
     case P_DELETE: sp->method = "DELETE"; break;
-    case P_DEL_EACH:
-      sp->method = "DELETE";
-      assert(t->off < req->buf.len);
-      sp->key = (const char *)req->buf.data + t->off;
-      break;
-    case P_DEL_BATCH:
-      sp->method = "POST";
-      sp->key = NULL;
-      assert(t->nbatch > 0 && t->nbatch <= MW_S3_DELETE_BATCH);
-      sp->body = t->batch_xml.data;
-      sp->body_len = t->batch_xml.len;
-      sp->xml_body = true;
-      sp->content_md5 = t->batch_md5;
-      snprintf(sp->query, sizeof sp->query, "delete=");
-      break;
-    case P_LIST: case P_PROBE: {
-      sp->method = "GET";
-      sp->key = NULL;
-      if (t->token[0]) {
-        rc = mw_s3__append(&q, "continuation-token=");
-        if (rc == 0) rc = mw_s3__encode(&q, t->token, false);
-        if (rc == 0) rc = mw_s3__append(&q, "&");
-      }
-      if (rc == 0) rc = mw_s3__append(&q, "list-type=2&");
-      if (rc == 0 && a->phase == P_PROBE) rc = mw_s3__append(&q, "max-keys=1&");
-      if (rc == 0) rc = mw_s3__append(&q, "prefix=");
-      mw_buf_t name = MW_BUF_INIT;
-      if (rc == 0) rc = mw_s3__object_name(s, a->phase == P_PROBE ? "" : p->key, &name);
-      if (rc == 0) rc = mw_buf_append(&name, "", 1);
-      if (rc == 0) rc = mw_s3__encode(&q, (const char *)name.data, false);
-      mw_buf_free(&name);
-      break;
-    }
-    case P_UPLOADS: {
-      sp->method = "GET";
-      sp->key = NULL;
-      if (t->token[0]) {
-        rc = mw_s3__append(&q, "key-marker=");
-        if (rc == 0) rc = mw_s3__encode(&q, t->token, false);
-        if (rc == 0) rc = mw_s3__append(&q, "&");
-      }
-      if (rc == 0) rc = mw_s3__append(&q, "prefix=");
-      mw_buf_t name = MW_BUF_INIT;
-      if (rc == 0) rc = mw_s3__object_name(s, p->op == MW_OP_DELETE_ROOT ? "" : p->key, &name);
-      if (rc == 0) rc = mw_buf_append(&name, "", 1);
-      if (rc == 0) rc = mw_s3__encode(&q, (const char *)name.data, false);
-      mw_buf_free(&name);
-      if (rc == 0 && t->marker[0]) {
-        rc = mw_s3__append(&q, "&upload-id-marker=");
-        if (rc == 0) rc = mw_s3__encode(&q, t->marker, false);
-      }
-      if (rc == 0) rc = mw_s3__append(&q, "&uploads=");
-      break;
-    }
-    case P_ABORT_EACH: {
-      sp->method = "DELETE";
-      assert(t->off < t->uploads.len);
-      const char *k = (const char *)t->uploads.data + t->off;
-      const char *id = k + strlen(k) + 1;
-      sp->key = k; /* an object name: the prefix is already in it */
-      rc = mw_s3__append(&q, "uploadId=");
-      if (rc == 0) rc = mw_s3__encode(&q, id, false);
-      break;
-    }
-    default: assert(!"bad phase");
+    default: assert(!"not a single-object phase");
   }
+}
+
+int mw_s3__build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp) {
+  memset(sp, 0, sizeof *sp);
+  sp->key = req->priv.key;
+  mw_buf_t q = MW_BUF_INIT;
+  int rc = 0;
+  switch ((enum mw_s3_phase)mw_s3_req(req)->phase) {
+    case P_PUT: case P_PIA_CHECK: case P_GET: case P_GET_SIZE: case P_HEAD: case P_DELETE:
+      object_build(req, sp);
+      break;
+    case P_MP_INIT: case P_MP_PART: case P_MP_DONE: case P_MP_ABORT:
+      rc = mw_s3__multipart_build(s, req, sp, &q);
+      break;
+    case P_LIST: case P_PROBE: rc = mw_s3__list_build(s, req, sp, &q); break;
+    case P_UPLOADS: case P_ABORT_EACH: rc = mw_s3__sweep_build(s, req, sp, &q); break;
+    case P_DEL_EACH: case P_DEL_BATCH: rc = mw_s3__delete_build(req, sp); break;
+    case P_FAIL: default: assert(!"not a phase that sends"); rc = -EINVAL; break;
+  }
+  assert(sp->method != NULL);
   if (rc == 0 && q.len > 0) {
     if (q.len >= sizeof sp->query) rc = -ENAMETOOLONG;
     else memcpy(sp->query, q.data, q.len), sp->query[q.len] = '\0';

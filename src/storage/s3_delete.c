@@ -264,6 +264,29 @@ void mw_s3__delete_next(mw_s3_t *s, mw_storage_req_t *req) {
   mw_s3__next_exchange(s, req, P_DEL_BATCH);
 }
 
+/* A DELETE of the next key, or the batch in t->batch. */
+int mw_s3__delete_build(mw_storage_req_t *req, mw_s3_spec_t *sp) {
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(t != NULL);
+  if (mw_s3_req(req)->phase == P_DEL_EACH) {
+    sp->method = "DELETE";
+    assert(t->off < req->buf.len);
+    sp->key = (const char *)req->buf.data + t->off;
+    return 0;
+  }
+  assert(mw_s3_req(req)->phase == P_DEL_BATCH);
+  assert(t->nbatch > 0);
+  assert(t->nbatch <= MW_S3_DELETE_BATCH);
+  sp->method = "POST";
+  sp->key = NULL;
+  sp->body = t->batch_xml.data;
+  sp->body_len = t->batch_xml.len;
+  sp->xml_body = true;
+  sp->content_md5 = t->batch_md5;
+  snprintf(sp->query, sizeof sp->query, "delete=");
+  return 0;
+}
+
 /* ------------------------------------------------------------ answers */
 
 /* A DeleteObjects answered: the keys it failed go out again, or fail; a

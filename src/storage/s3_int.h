@@ -233,14 +233,25 @@ int mw_s3__encode(mw_buf_t *b, const char *s, bool path);
 int mw_s3__append(mw_buf_t *b, const char *s);
 /* The object name of key k (prefix/k, or k without a prefix). */
 int mw_s3__object_name(const mw_s3_t *s, const char *k, mw_buf_t *out);
+/* The object name of k (k itself when raw: an object name already),
+ * percent-encoded onto out (keeping '/' when path). */
+int mw_s3__encode_name(const mw_s3_t *s, const char *k, bool raw, bool path, mw_buf_t *out);
+/* Onto a query: k_eq ("k=", "&k=") and v percent-encoded. */
+int mw_s3__query_add(mw_buf_t *q, const char *k_eq, const char *v);
+
+/* Each concept's phases: what they send (mw_s3__*_build: the spec, and the
+ * query onto q unless set in sp->query), and their answers. */
 
 /* s3_list.c: P_LIST, P_PROBE */
+int mw_s3__list_build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp, mw_buf_t *q);
 int mw_s3__list_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an);
 
 /* s3_sweep.c: P_UPLOADS, P_ABORT_EACH */
+int mw_s3__sweep_build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp, mw_buf_t *q);
 int mw_s3__sweep_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an);
 
 /* s3_multipart.c: P_MP_INIT, P_MP_PART, P_MP_DONE, P_MP_ABORT */
+int mw_s3__multipart_build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp, mw_buf_t *q);
 int mw_s3__multipart_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an);
 /* A part or the completion refused with err: abort the upload, report err. */
 void mw_s3__multipart_refused(mw_s3_t *s, mw_storage_req_t *req, int err);
@@ -248,6 +259,7 @@ void mw_s3__multipart_refused(mw_s3_t *s, mw_storage_req_t *req, int err);
 /* s3_delete.c: P_DEL_BATCH, P_DEL_EACH */
 /* memwald_storage_s3_* deletion metrics (once per process). */
 void mw_s3__delete_metrics_init(void);
+int mw_s3__delete_build(mw_storage_req_t *req, mw_s3_spec_t *sp);
 int mw_s3__delete_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an);
 /* delete_many's DELETE of one key refused with err: that key fails, the
  * next goes out. */

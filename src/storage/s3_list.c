@@ -70,6 +70,25 @@ static int index_keys(mw_storage_req_t *req, size_t n) {
   return 0;
 }
 
+/* ListObjectsV2 of the request's prefix (delete_root's probe: one key of
+ * the whole root), from the continuation token on. */
+int mw_s3__list_build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp, mw_buf_t *q) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  mw_s3_task_t *t = a->task;
+  assert(t != NULL);
+  bool probe = a->phase == P_PROBE;
+  sp->method = "GET";
+  sp->key = NULL;
+  int rc = 0;
+  if (t->token[0]) rc = mw_s3__query_add(q, "continuation-token=", t->token);
+  if (rc == 0 && t->token[0]) rc = mw_s3__append(q, "&");
+  if (rc == 0) rc = mw_s3__append(q, "list-type=2&");
+  if (rc == 0 && probe) rc = mw_s3__append(q, "max-keys=1&");
+  if (rc == 0) rc = mw_s3__append(q, "prefix=");
+  if (rc == 0) rc = mw_s3__encode_name(s, probe ? "" : req->priv.key, false, false, q);
+  return rc;
+}
+
 /* delete_root's probe (ListObjectsV2 max-keys=1 after the aborts): a key
  * left means the root is not empty. */
 static int probe_answer(mw_s3_t *s, mw_storage_req_t *req) {

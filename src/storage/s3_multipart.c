@@ -22,6 +22,43 @@
 
 #include "storage/s3_int.h"
 
+/* What a multipart phase sends. */
+int mw_s3__multipart_build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp, mw_buf_t *q) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(t != NULL);
+  switch (mw_s3_req(req)->phase) {
+    case P_MP_INIT:
+      sp->method = "POST";
+      snprintf(sp->query, sizeof sp->query, "uploads=");
+      return 0;
+    case P_MP_PART: {
+      assert(t->part >= 1);
+      assert(t->part <= t->nparts);
+      sp->method = "PUT";
+      size_t off = (size_t)(t->part - 1) * s->part_bytes;
+      assert(off < p->len);
+      sp->body = p->src + off;
+      sp->body_len = p->len - off < s->part_bytes ? p->len - off : s->part_bytes;
+      char num[16];
+      snprintf(num, sizeof num, "%u", t->part);
+      int rc = mw_s3__query_add(q, "partNumber=", num);
+      if (rc == 0) rc = mw_s3__query_add(q, "&uploadId=", t->upload_id);
+      return rc;
+    }
+    case P_MP_DONE:
+      sp->method = "POST";
+      sp->body = t->parts_xml.data;
+      sp->body_len = t->parts_xml.len;
+      sp->xml_body = true;
+      return mw_s3__query_add(q, "uploadId=", t->upload_id);
+    case P_MP_ABORT:
+      sp->method = "DELETE";
+      return mw_s3__query_add(q, "uploadId=", t->upload_id);
+    default: assert(!"not a multipart phase"); return -EINVAL;
+  }
+}
+
 /* The next part, or (all sent) the completion. */
 static int multipart_next(mw_s3_t *s, mw_storage_req_t *req) {
   mw_s3_task_t *t = mw_s3_req(req)->task;

@@ -46,3 +46,22 @@ int mw_s3__object_name(const mw_s3_t *s, const char *k, mw_buf_t *out) {
   if (rc == 0) rc = mw_s3__append(out, k);
   return rc;
 }
+
+/* The object name of k (k itself when raw: an object name already),
+ * percent-encoded onto out. */
+int mw_s3__encode_name(const mw_s3_t *s, const char *k, bool raw, bool path, mw_buf_t *out) {
+  mw_buf_t name = MW_BUF_INIT;
+  int rc = raw ? mw_s3__append(&name, k) : mw_s3__object_name(s, k, &name);
+  if (rc == 0) rc = mw_buf_append(&name, "", 1);
+  if (rc == 0) rc = mw_s3__encode(out, (const char *)name.data, path);
+  mw_buf_free(&name);
+  return rc;
+}
+
+/* "k=" (given with its '=' and any '&' before it) and v percent-encoded. */
+int mw_s3__query_add(mw_buf_t *q, const char *k_eq, const char *v) {
+  assert(strchr(k_eq, '=') != NULL);
+  int rc = mw_s3__append(q, k_eq);
+  if (rc == 0) rc = mw_s3__encode(q, v, false);
+  return rc;
+}

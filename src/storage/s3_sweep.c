@@ -64,6 +64,34 @@ static int uploads_page(mw_storage_req_t *req, bool *more) {
   return 0;
 }
 
+/* ListMultipartUploads of the request's prefix (delete_root: the whole
+ * root) from the markers on, or the abort of the next upload. */
+int mw_s3__sweep_build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp, mw_buf_t *q) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  mw_s3_task_t *t = a->task;
+  assert(t != NULL);
+  if (a->phase == P_ABORT_EACH) {
+    sp->method = "DELETE";
+    assert(t->off < t->uploads.len);
+    const char *k = (const char *)t->uploads.data + t->off;
+    const char *id = k + strlen(k) + 1;
+    sp->key = k; /* an object name: the prefix is already in it */
+    return mw_s3__query_add(q, "uploadId=", id);
+  }
+  assert(a->phase == P_UPLOADS);
+  sp->method = "GET";
+  sp->key = NULL;
+  int rc = 0;
+  if (t->token[0]) rc = mw_s3__query_add(q, "key-marker=", t->token);
+  if (rc == 0 && t->token[0]) rc = mw_s3__append(q, "&");
+  if (rc == 0) rc = mw_s3__append(q, "prefix=");
+  const char *pre = req->priv.op == MW_OP_DELETE_ROOT ? "" : req->priv.key;
+  if (rc == 0) rc = mw_s3__encode_name(s, pre, false, false, q);
+  if (rc == 0 && t->marker[0]) rc = mw_s3__query_add(q, "&upload-id-marker=", t->marker);
+  if (rc == 0) rc = mw_s3__append(q, "&uploads=");
+  return rc;
+}
+
 /* After the listing, or an abort: the next upload to abort, delete_root's
  * probe, or the end. */
 static int sweep_next(mw_s3_t *s, mw_storage_req_t *req) {
