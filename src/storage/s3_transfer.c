@@ -119,10 +119,15 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
 
 /* ------------------------------------------------------------ attempt */
 
-void mw_s3__attempt_start(mw_s3_t *s, mw_storage_req_t *req) {
+/* A new attempt of the exchange: its counts up, what the last one left
+ * cleared. */
+static void attempt_reset(mw_storage_req_t *req) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(a->easy == NULL); /* one attempt at a time */
+  assert(a->headers == NULL);
   a->attempt++;
   a->attempts++;
+  assert(a->attempt <= a->attempts);
   a->http_status = 0;
   a->curl_code = 0;
   a->injected = 0;
@@ -134,37 +139,28 @@ void mw_s3__attempt_start(mw_s3_t *s, mw_storage_req_t *req) {
   a->etag[0] = a->request_id[0] = '\0';
   mw_buf_reset(&a->resp);
   if (a->phase == P_GET) mw_buf_reset(&req->buf);
-  int inj = mw_storage__step(req, S3_REQUEST);
-  if (inj < 0) return mw_s3__attempt_failed_early(s, req, inj);
-  mw_s3_spec_t sp;
-  int rc = mw_s3__build(s, req, &sp);
-  if (rc < 0) return mw_s3__attempt_failed_early(s, req, rc);
-  a->body = sp.body;
-  a->body_len = sp.body_len;
-  /* URL: base + "/" + encoded object name + "?" + query */
-  mw_buf_t url = MW_BUF_INIT;
-  rc = mw_s3__append(&url, s->base);
-  if (rc == 0) rc = mw_buf_append(&url, "/", 1);
-  if (rc == 0 && sp.key != NULL) {
-    mw_buf_t name = MW_BUF_INIT;
-    bool raw = a->phase == P_ABORT_EACH; /* already a full object name */
-    rc = raw ? mw_s3__append(&name, sp.key) : mw_s3__object_name(s, sp.key, &name);
-    if (rc == 0) rc = mw_buf_append(&name, "", 1);
-    if (rc == 0) rc = mw_s3__encode(&url, (const char *)name.data, true);
-    mw_buf_free(&name);
+}
+
+/* base + "/" + encoded object name + "?" + query, NUL-terminated. */
+static int url_of(const mw_s3_t *s, const mw_storage_req_t *req, const mw_s3_spec_t *sp,
+                  mw_buf_t *url) {
+  int rc = mw_s3__append(url, s->base);
+  if (rc == 0) rc = mw_buf_append(url, "/", 1);
+  if (rc == 0 && sp->key != NULL) {
+    bool raw = req->be.s3.phase == P_ABORT_EACH; /* already a full object name */
+    rc = mw_s3__encode_name(s, sp->key, raw, true, url);
   }
-  if (rc == 0 && sp.query[0]) {
-    rc = mw_buf_append(&url, "?", 1);
-    if (rc == 0) rc = mw_s3__append(&url, sp.query);
+  if (rc == 0 && sp->query[0]) {
+    rc = mw_buf_append(url, "?", 1);
+    if (rc == 0) rc = mw_s3__append(url, sp->query);
   }
-  if (rc == 0) rc = mw_buf_append(&url, "", 1);
-  if (rc == 0 && url.len > MW_S3_URL_BYTES) rc = -ENAMETOOLONG;
-  CURL *e = rc == 0 ? mw_s3__easy_get(s) : NULL;
-  if (rc == 0 && e == NULL) rc = -ENOMEM;
-  if (rc < 0) {
-    mw_buf_free(&url);
-    return mw_s3__attempt_failed_early(s, req, rc);
-  }
+  if (rc == 0) rc = mw_buf_append(url, "", 1);
+  if (rc == 0 && url->len > MW_S3_URL_BYTES) rc = -ENAMETOOLONG;
+  return rc;
+}
+
+/* The headers curl signs and sends besides its own. */
+static struct curl_slist *headers_of(const mw_s3_t *s, const mw_s3_spec_t *sp) {
   struct curl_slist *h = NULL;
   h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
   if (s->token != NULL) {
@@ -172,24 +168,48 @@ void mw_s3__attempt_start(mw_s3_t *s, mw_storage_req_t *req) {
     snprintf(th, sizeof th, "x-amz-security-token: %s", s->token);
     h = curl_slist_append(h, th);
   }
-  if (sp.if_none_match) h = curl_slist_append(h, "If-None-Match: *");
-  if (sp.range[0]) {
+  if (sp->if_none_match) h = curl_slist_append(h, "If-None-Match: *");
+  if (sp->range[0]) {
     char rh[96];
-    snprintf(rh, sizeof rh, "Range: %s", sp.range);
+    snprintf(rh, sizeof rh, "Range: %s", sp->range);
     h = curl_slist_append(h, rh);
   }
-  if (sp.xml_body) h = curl_slist_append(h, "Content-Type: application/xml");
-  if (sp.content_md5 != NULL) {
+  if (sp->xml_body) h = curl_slist_append(h, "Content-Type: application/xml");
+  if (sp->content_md5 != NULL) {
     char mh[64];
-    snprintf(mh, sizeof mh, "Content-MD5: %s", sp.content_md5);
+    snprintf(mh, sizeof mh, "Content-MD5: %s", sp->content_md5);
     h = curl_slist_append(h, mh);
   }
-  if (strcmp(sp.method, "PUT") == 0)
+  if (strcmp(sp->method, "PUT") == 0)
     h = curl_slist_append(h, "Content-Type: application/octet-stream");
-  a->easy = e;
-  a->headers = h;
-  curl_easy_setopt(e, CURLOPT_URL, (const char *)url.data);
-  mw_buf_free(&url);
+  return h;
+}
+
+/* The method's options: a body to upload or post, none to read (HEAD). */
+static void method_options(CURL *e, mw_storage_req_t *req, const mw_s3_spec_t *sp) {
+  bool put = strcmp(sp->method, "PUT") == 0;
+  if (put || strcmp(sp->method, "POST") == 0) {
+    if (put) curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+    else curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(e, CURLOPT_READDATA, req);
+    curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(e, CURLOPT_SEEKDATA, req);
+    if (put)
+      curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)sp->body_len);
+    else
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sp->body_len);
+  } else if (strcmp(sp->method, "HEAD") == 0) {
+    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  } else if (strcmp(sp->method, "DELETE") == 0) {
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
+  }
+}
+
+/* The easy handle's options for this attempt (curl copies the URL). */
+static void easy_options(const mw_s3_t *s, CURL *e, mw_storage_req_t *req, const mw_s3_spec_t *sp,
+                         const char *url, struct curl_slist *h) {
+  curl_easy_setopt(e, CURLOPT_URL, url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, req);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_AWS_SIGV4, s->sigv4);
@@ -209,22 +229,32 @@ void mw_s3__attempt_start(mw_s3_t *s, mw_storage_req_t *req) {
   curl_easy_setopt(e, CURLOPT_WRITEDATA, req);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, req);
-  if (strcmp(sp.method, "PUT") == 0 || strcmp(sp.method, "POST") == 0) {
-    if (strcmp(sp.method, "PUT") == 0) curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
-    else curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(e, CURLOPT_READDATA, req);
-    curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
-    curl_easy_setopt(e, CURLOPT_SEEKDATA, req);
-    if (strcmp(sp.method, "PUT") == 0)
-      curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)sp.body_len);
-    else
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sp.body_len);
-  } else if (strcmp(sp.method, "HEAD") == 0) {
-    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-  } else if (strcmp(sp.method, "DELETE") == 0) {
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
+  method_options(e, req, sp);
+}
+
+void mw_s3__attempt_start(mw_s3_t *s, mw_storage_req_t *req) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  attempt_reset(req);
+  int inj = mw_storage__step(req, S3_REQUEST);
+  if (inj < 0) return mw_s3__attempt_failed_early(s, req, inj);
+  mw_s3_spec_t sp;
+  int rc = mw_s3__build(s, req, &sp);
+  if (rc < 0) return mw_s3__attempt_failed_early(s, req, rc);
+  a->body = sp.body;
+  a->body_len = sp.body_len;
+  mw_buf_t url = MW_BUF_INIT;
+  rc = url_of(s, req, &sp, &url);
+  CURL *e = rc == 0 ? mw_s3__easy_get(s) : NULL;
+  if (rc == 0 && e == NULL) rc = -ENOMEM;
+  if (rc < 0) {
+    mw_buf_free(&url);
+    return mw_s3__attempt_failed_early(s, req, rc);
   }
+  struct curl_slist *h = headers_of(s, &sp);
+  a->easy = e;
+  a->headers = h;
+  easy_options(s, e, req, &sp, (const char *)url.data, h);
+  mw_buf_free(&url);
   CURLMcode mc = curl_multi_add_handle(s->multi, e);
   if (mc != CURLM_OK) {
     curl_slist_free_all(h);
