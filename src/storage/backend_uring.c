@@ -445,57 +445,48 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res);
  * names its element (user data low bits), effects are applied per element,
  * and the decision waits for the last CQE: the failure is the first
  * element whose error is not -ECANCELED. */
-static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
+/* What a tail element that succeeded did: fds and slots taken or given
+ * back, the temp made or gone, the metrics' fsyncs. */
+static void chain_effect(uring_t *u, mw_storage_req_t *req, int c, int res) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
-  assert(c >= 0 && c < C_COUNT && l->chain_i < l->chain_n);
-  l->chain_i++;
-  bool last = l->chain_i == l->chain_n;
-  /* a short write breaks the chain like an error (chain_err = its count) */
-  bool broke = (res < 0 && res != -ECANCELED) ||
-               (c == C_WRITE && res >= 0 && l->done + (size_t)res < p->len);
-  if (broke && (l->chain_fail_at == CHAIN_NONE || c < l->chain_fail_at)) {
-    l->chain_fail_at = (uint8_t)c;
-    l->chain_err = res;
+  assert(res >= 0);
+  switch (c) {
+    case C_OPEN: /* the temp exists, open in the slot */
+      (void)mw_local__step_end(req, MW_STEP_OPEN, res);
+      l->fd = l->slot;
+      l->fd_fixed = 1;
+      l->tmp_made = 1;
+      break;
+    case C_WRITE:
+      l->done += (size_t)res;
+      mw_local__sync_began(req); /* the file fsync starts */
+      break;
+    case C_FSYNC: (void)mw_local__step_end(req, MW_STEP_FSYNC, res); break;
+    case C_CLOSE: /* the slot stays the request's: the directory opens into it */
+      l->fd = -1;
+      l->fd_fixed = 0;
+      break;
+    case C_LINK:
+      p->maybe_written = 1;
+      if (p->op == MW_OP_PUT) l->tmp_made = 0;
+      break;
+    case C_UNLINK: l->tmp_made = 0; break;
+    case C_DIROPEN: mw_local__sync_began(req); break; /* the directory fsync starts */
+    case C_DIRSYNC: (void)mw_local__step_end(req, MW_STEP_DIRSYNC, res); break;
+    case C_DIRCLOSE: slot_release(u, l); break;
   }
-  if (res < 0 && (c == C_FSYNC || c == C_DIRSYNC))
-    (void)mw_local__step_end(req, c == C_FSYNC ? MW_STEP_FSYNC : MW_STEP_DIRSYNC, res);
-  if (res >= 0) {
-    switch (c) {
-      case C_OPEN: /* the temp exists, open in the slot */
-        (void)mw_local__step_end(req, MW_STEP_OPEN, res);
-        l->fd = l->slot;
-        l->fd_fixed = 1;
-        l->tmp_made = 1;
-        break;
-      case C_WRITE:
-        l->done += (size_t)res;
-        mw_local__sync_began(req); /* the file fsync starts */
-        break;
-      case C_FSYNC: (void)mw_local__step_end(req, MW_STEP_FSYNC, res); break;
-      case C_CLOSE: /* the slot stays the request's: the directory opens into it */
-        l->fd = -1;
-        l->fd_fixed = 0;
-        break;
-      case C_LINK:
-        p->maybe_written = 1;
-        if (p->op == MW_OP_PUT) l->tmp_made = 0;
-        break;
-      case C_UNLINK: l->tmp_made = 0; break;
-      case C_DIROPEN: mw_local__sync_began(req); break; /* the directory fsync starts */
-      case C_DIRSYNC: (void)mw_local__step_end(req, MW_STEP_DIRSYNC, res); break;
-      case C_DIRCLOSE: slot_release(u, l); break;
-    }
-  }
-  if (!last) return;
-  /* the whole chain has answered */
-  int at = l->chain_fail_at, err = l->chain_err;
-  if (at == CHAIN_NONE) {
-    assert(l->slot < 0 && l->fd < 0);
-    return finish(u, req, 0);
-  }
-  /* a close that ran released its fd or slot even if it was not the
-   * failure; one that was cancelled left it open */
+}
+
+/* The chain broke at element `at` with err: the state machine takes over
+ * from there as if that step had run alone. A close that ran released its
+ * fd or slot even if it was not the failure; one that was cancelled left
+ * it open. */
+static void chain_broken(uring_t *u, mw_storage_req_t *req, int at, int err) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(at >= 0);
+  assert(at < C_COUNT);
   chain_count(CHAIN_BROKEN);
   p->step = (uint8_t)chain_step(req, at); /* the failure names its step */
   switch (at) {
@@ -533,6 +524,31 @@ static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
     case C_DIRCLOSE: slot_release(u, l); return put_fail(u, req, err);
   }
   assert(!"bad chain element");
+}
+
+static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(c >= 0);
+  assert(c < C_COUNT);
+  assert(l->chain_i < l->chain_n); /* one CQE per element */
+  l->chain_i++;
+  /* a short write breaks the chain like an error (chain_err = its count) */
+  bool broke = (res < 0 && res != -ECANCELED) ||
+               (c == C_WRITE && res >= 0 && l->done + (size_t)res < p->len);
+  if (broke && (l->chain_fail_at == CHAIN_NONE || c < l->chain_fail_at)) {
+    l->chain_fail_at = (uint8_t)c;
+    l->chain_err = res;
+  }
+  if (res < 0 && (c == C_FSYNC || c == C_DIRSYNC))
+    (void)mw_local__step_end(req, c == C_FSYNC ? MW_STEP_FSYNC : MW_STEP_DIRSYNC, res);
+  if (res >= 0) chain_effect(u, req, c, res);
+  if (l->chain_i < l->chain_n) return;
+  /* the whole chain has answered */
+  if (l->chain_fail_at != CHAIN_NONE) return chain_broken(u, req, l->chain_fail_at, l->chain_err);
+  assert(l->slot < 0); /* the directory's close gave the slot back */
+  assert(l->fd < 0);
+  finish(u, req, 0);
 }
 
 static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
