@@ -551,34 +551,72 @@ static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
   finish(u, req, 0);
 }
 
+/* The temp's open answered: write (or fsync, or close) it; a missing
+ * directory is made (from the top), a taken name is named anew, each at
+ * most MW_LOCAL_MKDIR_TRIES times. */
+static void put_opened(uring_t *u, mw_storage_req_t *req, int res) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(l->state == S_OPEN);
+  assert(l->mkdir_tries <= MW_LOCAL_MKDIR_TRIES);
+  res = mw_local__step_end(req, MW_STEP_OPEN, res);
+  if (res >= 0) {
+    l->fd = res;
+    l->tmp_made = 1;
+    if (p->len > 0) issue(u, req, S_WRITE, MW_STEP_WRITE);
+    else if (mw_local(u->st)->durable) issue(u, req, S_FSYNC, MW_STEP_FSYNC);
+    else issue(u, req, S_CLOSE, MW_STEP_CLOSE);
+  } else if ((res == -ENOENT || res == -EEXIST) && l->mkdir_tries < MW_LOCAL_MKDIR_TRIES) {
+    l->mkdir_tries++;
+    if (res == -EEXIST || mw_local__depth(p->key) == 0) {
+      open_tmp(u, req);
+    } else {
+      if (!l->sync_parents) l->sync_low = 0; /* the cache had the directory: wrong */
+      l->sync_parents = 1;
+      l->walk = 1;
+      mw_local__parent_prefix(p->key, 1, l->scratch, sizeof l->scratch);
+      issue(u, req, S_MKDIR, MW_STEP_MKDIR);
+    }
+  } else {
+    put_fail(u, req, res);
+  }
+}
+
+/* The cleanup step of a failure answered (S_ERR_*): the saved failure is
+ * reported once nothing is left open. */
+static void put_cleaned(uring_t *u, mw_storage_req_t *req) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(p->result < 0); /* put_fail saved it */
+  switch (l->state) {
+    case S_ERR_CLOSE:
+      if (l->injected < 0) return issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE); /* still open */
+      fd_released(u, l); /* released even when the close reports an error */
+      return put_fail(u, req, p->result);
+    case S_ERR_DIRCLOSE:
+      if (l->injected < 0) return issue(u, req, S_ERR_DIRCLOSE, MW_STEP_DIRCLOSE);
+      l->dirfd = -1;
+      return put_fail(u, req, p->result);
+    case S_ERR_UNLINK:
+      l->tmp_made = 0; /* best effort: a leftover temp is hidden and swept */
+      return put_fail(u, req, p->result);
+    case S_ERR_SLOTCLOSE:
+      slot_release(u, l); /* released even when the close reports an error */
+      return put_fail(u, req, p->result);
+    default: assert(!"not a cleanup state");
+  }
+}
+
+/* The put (and delete's directory fsync) one step at a time: each CQE
+ * moves the request to its next step. One case per state, in the order a
+ * put runs them; what the failures share is in put_fail and put_cleaned. */
 static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
   unsigned depth = mw_local__depth(p->key);
+  assert(l->walk <= depth + 1);
   switch (l->state) {
-    case S_OPEN:
-      res = mw_local__step_end(req, MW_STEP_OPEN, res);
-      if (res >= 0) {
-        l->fd = res;
-        l->tmp_made = 1;
-        if (p->len > 0) issue(u, req, S_WRITE, MW_STEP_WRITE);
-        else if (mw_local(u->st)->durable) issue(u, req, S_FSYNC, MW_STEP_FSYNC);
-        else issue(u, req, S_CLOSE, MW_STEP_CLOSE);
-      } else if ((res == -ENOENT || res == -EEXIST) && l->mkdir_tries < MW_LOCAL_MKDIR_TRIES) {
-        l->mkdir_tries++;
-        if (res == -EEXIST || depth == 0) {
-          open_tmp(u, req);
-        } else {
-          if (!l->sync_parents) l->sync_low = 0; /* the cache had the directory: wrong */
-          l->sync_parents = 1;
-          l->walk = 1;
-          mw_local__parent_prefix(p->key, 1, l->scratch, sizeof l->scratch);
-          issue(u, req, S_MKDIR, MW_STEP_MKDIR);
-        }
-      } else {
-        put_fail(u, req, res);
-      }
-      return;
+    case S_OPEN: return put_opened(u, req, res);
     case S_MKDIR:
       res = mw_local__step_end(req, MW_STEP_MKDIR, res);
       if (res < 0 && res != -EEXIST) return put_fail(u, req, res);
@@ -635,21 +673,9 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       else
         l->tmp_made = 0;
       return sync_dirs(u, req);
-    case S_ERR_CLOSE:
-      if (l->injected < 0) return issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE); /* still open */
-      fd_released(u, l); /* released even when the close reports an error */
-      return put_fail(u, req, p->result);
-    case S_ERR_DIRCLOSE:
-      if (l->injected < 0) return issue(u, req, S_ERR_DIRCLOSE, MW_STEP_DIRCLOSE);
-      l->dirfd = -1;
-      return put_fail(u, req, p->result);
-    case S_ERR_UNLINK:
-      l->tmp_made = 0; /* best effort: a leftover temp is hidden and swept */
-      return put_fail(u, req, p->result);
+    case S_ERR_CLOSE: case S_ERR_DIRCLOSE: case S_ERR_UNLINK: case S_ERR_SLOTCLOSE:
+      return put_cleaned(u, req);
     case S_CHAIN: assert(!"chain CQEs go to advance_chain"); return;
-    case S_ERR_SLOTCLOSE:
-      slot_release(u, l); /* released even when the close reports an error */
-      return put_fail(u, req, p->result);
   }
   assert(!"bad put state");
 }
