@@ -171,6 +171,55 @@ int mw_s3__many_finish(mw_storage_req_t *req, int status) {
   return first;
 }
 
+/* What the <Error>s of one DeleteObjects answer came to. */
+typedef struct tally {
+  mw_buf_t again;  /* keys to send again ("k\0k\0", relative) */
+  size_t failed;   /* keys with an error but NoSuchKey */
+  size_t retry;    /* of those, keys to send again */
+  int final;       /* the first failure of delete_prefix (-errno), or 0 */
+} tally_t;
+
+/* One <Error> (its content [v, v + n)): NoSuchKey is a deletion, a
+ * transient code sends the key again, any other fails the key (delete_many)
+ * or the operation (the first one: t->final, reason set). */
+static int batch_error(mw_s3_t *s, mw_storage_req_t *req, const char *v, size_t n, tally_t *tl) {
+  mw_storage_req_s3_t *a = mw_s3_req(req);
+  const mw_s3_task_t *t = a->task;
+  size_t plen = s->prefix[0] ? strlen(s->prefix) + 1 : 0;
+  char key[MW_STORAGE_KEY_MAX_BYTES * 2 + 8], code[64] = "", msg[160] = "";
+  const char *c = v, *f;
+  size_t fn;
+  if (!mw_s3__xml_next(&c, v + n, "Key", &f, &fn) ||
+      mw_s3__xml_text(f, fn, key, sizeof key) <= 0 || strlen(key) < plen)
+    return -EBADMSG;
+  c = v;
+  if (mw_s3__xml_next(&c, v + n, "Code", &f, &fn) && mw_s3__xml_text(f, fn, code, sizeof code) < 0)
+    code[0] = 0;
+  c = v;
+  if (mw_s3__xml_next(&c, v + n, "Message", &f, &fn) && mw_s3__xml_text(f, fn, msg, sizeof msg) < 0)
+    msg[0] = 0;
+  if (strcmp(code, "NoSuchKey") == 0) return 0; /* gone already: deleted */
+  tl->failed++;
+  if (mw_s3__transient_key_code(code)) {
+    if (mw_s3__many(req)) many_mark(req, key + plen, MANY_PENDING);
+    tl->retry++;
+    return mw_buf_append(&tl->again, key + plen, strlen(key + plen) + 1);
+  }
+  int kerr = strcmp(code, "AccessDenied") == 0 ? -EACCES : -EIO;
+  const char *att = a->attempts == 1 ? "" : "s";
+  if (mw_s3__many(req)) { /* that key fails; the request goes on */
+    many_mark(req, key + plen, kerr);
+    mw_storage__set_error(req, "s3://%s/%s: DeleteObjects: %s%s%s (%u attempt%s)", s->bucket, key,
+                          code[0] ? code : "error", msg[0] ? ": " : "", msg, a->attempts, att);
+  } else if (tl->final == 0) {
+    tl->final = kerr;
+    mw_storage__set_error(req, "s3://%s/%s: DeleteObjects: %s%s%s (key %zu of %zu in the "
+                          "request; %u attempt%s)", s->bucket, key, code[0] ? code : "error",
+                          msg[0] ? ": " : "", msg, tl->failed, t->nbatch, a->attempts, att);
+  }
+  return 0;
+}
+
 /* A DeleteObjects answer (2xx): every <Error> in it. Keys with a transient
  * code become the next batch (*retry = how many); the first other failure
  * is *final (-errno, reason set). NoSuchKey counts as deleted. */
@@ -178,76 +227,37 @@ static int batch_answer(mw_s3_t *s, mw_storage_req_t *req, size_t *retry, int *f
   mw_storage_req_s3_t *a = mw_s3_req(req);
   mw_s3_task_t *t = a->task;
   const char *p = (const char *)a->resp.data, *end = p + a->resp.len, *v;
-  size_t n, plen = s->prefix[0] ? strlen(s->prefix) + 1 : 0, failed = 0;
+  size_t n;
   *retry = 0;
   *final = 0;
   if (p == NULL || memmem(p, a->resp.len, "DeleteResult", 12) == NULL) return -EBADMSG;
-  mw_buf_t again = MW_BUF_INIT;
+  tally_t tl = {.again = MW_BUF_INIT};
   int rc = 0;
   if (mw_s3__many(req)) { /* each key of the batch is deleted unless the answer says otherwise */
     const char *k = (const char *)t->batch.data;
     for (size_t i = 0; i < t->nbatch; i++, k += strlen(k) + 1) many_mark(req, k, 0);
   }
   const char *q = p;
-  while (rc == 0 && mw_s3__xml_next(&q, end, "Error", &v, &n)) {
-    char key[MW_STORAGE_KEY_MAX_BYTES * 2 + 8], code[64] = "", msg[160] = "";
-    const char *c = v, *f;
-    size_t fn;
-    if (!mw_s3__xml_next(&c, v + n, "Key", &f, &fn) ||
-        mw_s3__xml_text(f, fn, key, sizeof key) <= 0 ||
-        strlen(key) < plen) {
-      rc = -EBADMSG;
-      break;
-    }
-    c = v;
-    if (mw_s3__xml_next(&c, v + n, "Code", &f, &fn) &&
-        mw_s3__xml_text(f, fn, code, sizeof code) < 0)
-      code[0] = 0;
-    c = v;
-    if (mw_s3__xml_next(&c, v + n, "Message", &f, &fn) &&
-        mw_s3__xml_text(f, fn, msg, sizeof msg) < 0)
-      msg[0] = 0;
-    if (strcmp(code, "NoSuchKey") == 0) continue; /* gone already: deleted */
-    failed++;
-    if (mw_s3__transient_key_code(code)) {
-      rc = mw_buf_append(&again, key + plen, strlen(key + plen) + 1);
-      if (mw_s3__many(req)) many_mark(req, key + plen, MANY_PENDING);
-      (*retry)++;
-      continue;
-    }
-    int kerr = strcmp(code, "AccessDenied") == 0 ? -EACCES : -EIO;
-    if (mw_s3__many(req)) { /* that key fails; the request goes on */
-      many_mark(req, key + plen, kerr);
-      mw_storage__set_error(req, "s3://%s/%s: DeleteObjects: %s%s%s (%u attempt%s)", s->bucket, key,
-                            code[0] ? code : "error", msg[0] ? ": " : "", msg, a->attempts,
-                            a->attempts == 1 ? "" : "s");
-      continue;
-    }
-    if (*final == 0) {
-      *final = kerr;
-      mw_storage__set_error(req, "s3://%s/%s: DeleteObjects: %s%s%s (key %zu of %zu in the "
-                            "request; %u attempt%s)", s->bucket, key, code[0] ? code : "error",
-                            msg[0] ? ": " : "", msg, failed, t->nbatch, a->attempts,
-                            a->attempts == 1 ? "" : "s");
-    }
-  }
-  if (rc == 0 && failed > t->nbatch) rc = -EBADMSG;
+  while (rc == 0 && mw_s3__xml_next(&q, end, "Error", &v, &n)) rc = batch_error(s, req, v, n, &tl);
+  if (rc == 0 && tl.failed > t->nbatch) rc = -EBADMSG;
   size_t faulted = 0;
-  if (rc == 0 && mw_s3__many(req)) rc = many_faults(s, req, &again, &faulted);
-  *retry += faulted;
+  if (rc == 0 && mw_s3__many(req)) rc = many_faults(s, req, &tl.again, &faulted);
+  *retry = tl.retry + faulted;
+  *final = tl.final;
   if (rc == 0) {
-    t->removed += t->nbatch - failed;
-    dm_add(dm.by_batch, t->nbatch - failed);
+    assert(tl.retry <= tl.failed);
+    t->removed += t->nbatch - tl.failed;
+    dm_add(dm.by_batch, t->nbatch - tl.failed);
     dm_add(dm.key_retried, *retry);
-    dm_add(dm.key_final, failed - *retry);
+    dm_add(dm.key_final, tl.failed - *retry);
   }
   if (rc == 0 && *retry > 0 && *final == 0) { /* the failed keys are the next batch */
     mw_buf_free(&t->batch);
-    t->batch = again;
+    t->batch = tl.again;
     t->nbatch = *retry;
     return batch_body(s, t);
   }
-  mw_buf_free(&again);
+  mw_buf_free(&tl.again);
   return rc;
 }
 
