@@ -268,7 +268,9 @@ void mw_s3__answer(mw_s3_t *s, mw_storage_req_t *req) {
 void mw_s3__finish(mw_s3_t *s, mw_storage_req_t *req, int status) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
   mw_s3_task_t *t = a->task;
-  assert(a->easy == NULL && a->headers == NULL && a->wait_next == NULL);
+  assert(a->easy == NULL);
+  assert(a->headers == NULL);
+  assert(a->wait_next == NULL);
   if (status < 0 && (req->priv.op == MW_OP_PUT || req->priv.op == MW_OP_PUT_IF_ABSENT) &&
       status != -EEXIST && a->ambiguous)
     req->priv.maybe_written = 1;
@@ -301,7 +303,9 @@ static void s3_submit(mw_storage_t *st, mw_storage_req_t *req) {
   mw_s3_t *s = mw_s3(st);
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_s3_t *a = mw_s3_req(req);
-  assert(s != NULL && p->st == st && a->easy == NULL);
+  assert(s != NULL);
+  assert(p->st == st);
+  assert(a->easy == NULL);
   mw_s3__keep_on(s);
   int phase = 0;
   switch ((mw_storage_op_t)p->op) {
@@ -356,7 +360,9 @@ int mw_storage__s3_open(mw_storage_t *st, mw_err_t *err) {
 
 static void s3_close(mw_storage_t *st, void (*done)(mw_storage_t *st)) {
   mw_s3_t *s = mw_s3(st);
-  assert(s != NULL && s->active == 0 && s->waits == NULL);
+  assert(s != NULL);
+  assert(s->active == 0);
+  assert(s->waits == NULL);
   mw_s3__config_free(s);
   mw_s3__loop_close(s, done); /* frees s once every handle is closed */
 }

@@ -486,7 +486,8 @@ static void delete_group(mw_storage_req_t *req, const uint32_t *order, size_t lo
 
 static int delete_many_sync(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
-  assert(p->nmany > 0 && p->nmany <= MW_STORAGE_DELETE_MANY_MAX);
+  assert(p->nmany > 0);
+  assert(p->nmany <= MW_STORAGE_DELETE_MANY_MAX);
   uint32_t order[MW_STORAGE_DELETE_MANY_MAX];
   uint8_t steps[MW_STORAGE_DELETE_MANY_MAX]; /* where each key failed */
   for (uint32_t i = 0; i < p->nmany; i++) order[i] = i;
@@ -621,7 +622,8 @@ static int delete_root_sync(mw_storage_req_t *req) {
 }
 
 int mw_local__sync_run(mw_storage_req_t *req) {
-  assert(req != NULL && req->priv.st != NULL);
+  assert(req != NULL);
+  assert(req->priv.st != NULL);
   switch ((mw_storage_op_t)req->priv.op) {
     case MW_OP_PUT_IF_ABSENT:
     case MW_OP_PUT: return put_sync(req);
@@ -641,7 +643,8 @@ int mw_local__sync_run(mw_storage_req_t *req) {
 static void work_cb(uv_work_t *w) {
   mw_storage_req_t *req = w->data;
   req->priv.result = mw_local__sync_run(req);
-  assert(req->be.local.fd < 0 && req->be.local.dirfd < 0);
+  assert(req->be.local.fd < 0);
+  assert(req->be.local.dirfd < 0);
 }
 
 static void after_work_cb(uv_work_t *w, int status) {
@@ -652,7 +655,8 @@ static void after_work_cb(uv_work_t *w, int status) {
 }
 
 void mw_local__queue_work(mw_storage_t *st, mw_storage_req_t *req) {
-  assert(st != NULL && req->priv.st == st);
+  assert(st != NULL);
+  assert(req->priv.st == st);
   req->be.local.work.data = req;
   int rc = uv_queue_work(st->loop, &req->be.local.work, work_cb, after_work_cb);
   assert(rc == 0);

@@ -362,7 +362,8 @@ static mw_local_step_t chain_step(const mw_storage_req_t *req, int c) {
   static const mw_local_step_t steps[C_COUNT] = {
       MW_STEP_OPEN,  MW_STEP_WRITE,   MW_STEP_FSYNC,   MW_STEP_CLOSE,   MW_STEP_LINK,
       MW_STEP_UNLINK, MW_STEP_DIROPEN, MW_STEP_DIRSYNC, MW_STEP_DIRCLOSE};
-  assert(c >= 0 && c < C_COUNT);
+  assert(c >= 0);
+  assert(c < C_COUNT);
   return c == C_LINK && req->priv.op != MW_OP_PUT_IF_ABSENT ? MW_STEP_RENAME : steps[c];
 }
 
@@ -375,8 +376,14 @@ static void issue_chain(uring_t *u, mw_storage_req_t *req, int first) {
   int rootfd = mw_local(u->st)->rootfd;
   bool pia = p->op == MW_OP_PUT_IF_ABSENT;
   assert(first == C_OPEN || first == C_FSYNC);
-  assert(first == C_OPEN ? l->fd < 0 && l->done == 0 && p->len <= MAX_IO_BYTES
-                         : l->fd >= 0 && l->done == p->len);
+  if (first == C_OPEN) { /* a whole put: nothing open, nothing written, one write */
+    assert(l->fd < 0);
+    assert(l->done == 0);
+    assert(p->len <= MAX_IO_BYTES);
+  } else { /* the tail: the temp open and written whole */
+    assert(l->fd >= 0);
+    assert(l->done == p->len);
+  }
   assert(l->slot >= 0 || u->n_free > 0);
   if (l->slot < 0) l->slot = u->free_slots[--u->n_free];
   assert(!l->fd_fixed || l->fd == l->slot);
@@ -711,7 +718,8 @@ static bool get_chain_allowed(const uring_t *u, const mw_storage_req_t *req) {
 /* Bytes read c of a get chain asks for, and how many it must return. */
 static size_t gc_read_len(const mw_storage_req_t *req, int c, size_t *expect) {
   uint64_t size = req->size, off = (uint64_t)(c - 1) * MAX_IO_BYTES;
-  assert(c >= 1 && off <= size);
+  assert(c >= 1);
+  assert(off <= size);
   size_t n = size + 1 - off < MAX_IO_BYTES ? (size_t)(size + 1 - off) : MAX_IO_BYTES;
   *expect = size - off < n ? (size_t)(size - off) : n;
   return n;
@@ -720,8 +728,11 @@ static size_t gc_read_len(const mw_storage_req_t *req, int c, size_t *expect) {
 static void issue_get_chain(uring_t *u, mw_storage_req_t *req, size_t reads) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
-  assert(reads >= 1 && reads <= GC_MAX_READS);
-  assert(u->n_free > 0 && l->slot < 0 && l->fd < 0);
+  assert(reads >= 1);
+  assert(reads <= GC_MAX_READS);
+  assert(u->n_free > 0);
+  assert(l->slot < 0);
+  assert(l->fd < 0);
   l->slot = u->free_slots[--u->n_free];
   l->state = S_GCHAIN;
   l->chain_i = 0;
@@ -779,7 +790,9 @@ static void get_stat_done(uring_t *u, mw_storage_req_t *req, int res) {
 static void advance_get_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
-  assert(c >= 0 && c < l->chain_n && l->chain_i < l->chain_n);
+  assert(c >= 0);
+  assert(c < l->chain_n);
+  assert(l->chain_i < l->chain_n);
   l->chain_i++;
   bool ok;
   if (c == 0) {
@@ -939,7 +952,8 @@ static int probe_ops(struct io_uring *ring) {
 
 int mw_local__uring_open(mw_storage_t *st) {
   mw_local_t *lo = mw_local(st);
-  assert(lo != NULL && lo->uring == NULL);
+  assert(lo != NULL);
+  assert(lo->uring == NULL);
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, chain_metrics_register);
   uring_t *u = calloc(1, sizeof *u);
@@ -991,7 +1005,8 @@ fail:
 static void uring_submit(mw_storage_t *st, mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   uring_t *u = mw_local(st)->uring;
-  assert(u != NULL && p->st == st);
+  assert(u != NULL);
+  assert(p->st == st);
   mw_local__prepare(st, req);
   if (p->op == MW_OP_LIST || p->op == MW_OP_DELETE_PREFIX || p->op == MW_OP_SWEEP_TMP ||
       p->op == MW_OP_DELETE_ROOT || p->op == MW_OP_DELETE_MANY) {
@@ -1034,7 +1049,8 @@ static void handle_closed(uv_handle_t *h) {
 
 static void uring_close(mw_storage_t *st, void (*done)(mw_storage_t *st)) {
   uring_t *u = mw_local(st)->uring;
-  assert(u != NULL && u->active == 0);
+  assert(u != NULL);
+  assert(u->active == 0);
   u->close_done = done;
   u->closing_handles = 2;
   uv_close((uv_handle_t *)&u->poll, handle_closed);

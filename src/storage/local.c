@@ -115,7 +115,9 @@ unsigned mw_local__depth(const char *path) {
 }
 
 bool mw_local__parent_prefix(const char *path, unsigned n, char *out, size_t cap) {
-  assert(path != NULL && out != NULL && cap > 1);
+  assert(path != NULL);
+  assert(out != NULL);
+  assert(cap > 1);
   if (n == 0) {
     out[0] = '.';
     out[1] = '\0';
@@ -162,7 +164,8 @@ void mw_local__tmp_name(mw_storage_req_t *req) {
     snprintf(l->tmp, sizeof l->tmp, MW_STORAGE_RESERVED_PREFIX "%s", hex);
   else
     snprintf(l->tmp, sizeof l->tmp, "%s/" MW_STORAGE_RESERVED_PREFIX "%s", l->dir, hex);
-  assert(l->tmp[0] != '0' && l->tmp[0] != '1');
+  assert(l->tmp[0] != '0');
+  assert(l->tmp[0] != '1');
 }
 
 /* ---- directory durability cache ---- */
@@ -210,7 +213,8 @@ static bool is_write(const mw_storage_req_t *req) {
 void mw_local__prepare(mw_storage_t *st, mw_storage_req_t *req) {
   mw_local_t *lo = mw_local(st);
   mw_storage_req_local_t *l = &req->be.local;
-  assert(lo != NULL && req->priv.st == st);
+  assert(lo != NULL);
+  assert(req->priv.st == st);
   l->fd = -1;
   l->dirfd = -1;
   l->pl = lo->pl;
@@ -242,7 +246,8 @@ void mw_local__error(mw_storage_req_t *req, int status) {
 void mw_local__done(mw_storage_req_t *req, int status) {
   mw_storage_req_local_t *l = &req->be.local;
   mw_local_t *lo = mw_local(req->priv.st);
-  assert(l->fd < 0 && l->dirfd < 0);
+  assert(l->fd < 0);
+  assert(l->dirfd < 0);
   if (status == 0 && is_write(req) && lo->durable) {
     dircache_add(lo, l->dir);
     /* every directory the walk fsynced is durable with its ancestry now */
@@ -303,7 +308,8 @@ static void local_free(mw_local_t *lo) {
 }
 
 int mw_storage__local_open(mw_storage_t *st, mw_err_t *err) {
-  assert(st != NULL && st->be_state == NULL);
+  assert(st != NULL);
+  assert(st->be_state == NULL);
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, fsync_metrics_register);
   const char *path = st->uri;
@@ -356,7 +362,8 @@ fail:
 /* Both engines end their close here (loop thread, nothing in flight). */
 void mw_local__close_done(mw_storage_t *st, void (*done)(mw_storage_t *st)) {
   mw_local_t *lo = mw_local(st);
-  assert(lo != NULL && lo->uring == NULL);
+  assert(lo != NULL);
+  assert(lo->uring == NULL);
   local_free(lo);
   st->be_state = NULL;
   done(st);

@@ -310,7 +310,8 @@ static int list_dir(mw_powerloss_t *pl, int dirfd, ent_t **out, size_t *nout) {
 /* Baseline: everything under dirfd (closed here) is durable as it is. The
  * node is passed by index: adding nodes may move the array. */
 static int scan(mw_powerloss_t *pl, int dirfd, size_t si, unsigned depth) {
-  assert(si < pl->nnodes && pl->nodes[si].dir);
+  assert(si < pl->nnodes);
+  assert(pl->nodes[si].dir);
   ent_t *ents;
   size_t nents;
   int rc = list_dir(pl, dirfd, &ents, &nents);
@@ -371,7 +372,8 @@ static int baseline(mw_powerloss_t *pl) {
 }
 
 int mw_powerloss_new(const char *root_dir, mw_powerloss_t **out, mw_err_t *err) {
-  assert(root_dir != NULL && out != NULL);
+  assert(root_dir != NULL);
+  assert(out != NULL);
   *out = NULL;
   mw_powerloss_t *pl = calloc(1, sizeof *pl);
   if (pl == NULL) return mw_err_set(err, -ENOMEM, "powerloss: out of memory");
@@ -408,7 +410,8 @@ bool mw_powerloss_tripped(const mw_powerloss_t *pl) {
 }
 
 void mw_powerloss_stats(const mw_powerloss_t *pl, mw_powerloss_stats_t *out) {
-  assert(pl != NULL && out != NULL);
+  assert(pl != NULL);
+  assert(out != NULL);
   pthread_mutex_lock((pthread_mutex_t *)&pl->mu);
   *out = pl->stats;
   pthread_mutex_unlock((pthread_mutex_t *)&pl->mu);
@@ -441,7 +444,9 @@ static pend_t *pend_take(mw_powerloss_t *pl, const void *req) {
 }
 
 static void pend_drop(mw_powerloss_t *pl, pend_t *p) {
-  assert(pl->npend > 0 && p >= pl->pend && p < pl->pend + pl->npend);
+  assert(pl->npend > 0);
+  assert(p >= pl->pend);
+  assert(p < pl->pend + pl->npend);
   free(p->data);
   ents_free(p->ents, p->nents);
   *p = pl->pend[--pl->npend];
@@ -474,7 +479,8 @@ out:
 }
 
 static void commit(mw_powerloss_t *pl, pend_t *pe) {
-  assert(pe != NULL && pe->req != NULL);
+  assert(pe != NULL);
+  assert(pe->req != NULL);
   node_t *n = node_get(pl, &pe->id, pe->dir);
   if (n == NULL) return;
   if (pe->dir) {
@@ -562,7 +568,8 @@ static int write_file(int dirfd, const char *name, const node_t *n) {
 
 /* Recreate directory node `dn` (open as dirfd, at `path` from the root). */
 static int build(mw_powerloss_t *pl, int dirfd, const char *path, size_t dn, unsigned depth) {
-  assert(dn < pl->nnodes && pl->nodes[dn].dir);
+  assert(dn < pl->nnodes);
+  assert(pl->nodes[dn].dir);
   char sub[MW_STORAGE_LOCAL_PATH_BYTES + 256];
   for (size_t i = 0; i < pl->nodes[dn].nents; i++) {
     const ent_t *e = &pl->nodes[dn].ents[i];
@@ -615,7 +622,8 @@ int mw_storage_power_cut(mw_powerloss_t *pl, mw_err_t *err) {
     goto out;
   }
   node_t *root = node_find(pl, &pl->root_id);
-  assert(root != NULL && root->has);
+  assert(root != NULL);
+  assert(root->has);
   size_t ri = (size_t)(root - pl->nodes);
   fd = open(pl->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {

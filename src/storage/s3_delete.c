@@ -70,7 +70,8 @@ static void dm_add(mw_metric_t *m, uint64_t n) {
 
 /* The DeleteObjects body of t->batch, and its Content-MD5. */
 static int batch_body(mw_s3_t *s, mw_s3_task_t *t) {
-  assert(t->nbatch > 0 && t->nbatch <= MW_S3_DELETE_BATCH);
+  assert(t->nbatch > 0);
+  assert(t->nbatch <= MW_S3_DELETE_BATCH);
   mw_buf_reset(&t->batch_xml);
   int rc = mw_s3__append(&t->batch_xml, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
                                      "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
@@ -389,7 +390,9 @@ void mw_s3__delete_each_refused(mw_s3_t *s, mw_storage_req_t *req, int err) {
 int mw_s3__many_start(mw_s3_t *s, mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   mw_s3_task_t *t = mw_s3_req(req)->task;
-  assert(t != NULL && p->nmany > 0 && p->nmany <= MW_S3_DELETE_BATCH);
+  assert(t != NULL);
+  assert(p->nmany > 0);
+  assert(p->nmany <= MW_S3_DELETE_BATCH);
   _Static_assert(MW_STORAGE_DELETE_MANY_MAX <= MW_S3_DELETE_BATCH, "one DeleteObjects a call");
   mw_buf_reset(&req->buf);
   int rc = 0;

@@ -156,7 +156,8 @@ static void check_done(mw_s3_t *s) {
     int cc = (int)msg->data.result;
     mw_storage_req_t *req = NULL;
     curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&req);
-    assert(req != NULL && req->be.s3.easy == e);
+    assert(req != NULL);
+    assert(req->be.s3.easy == e);
     long code = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
     curl_multi_remove_handle(s->multi, e);

@@ -25,7 +25,9 @@ bool mw_s3__xml_next(const char **p, const char *end, const char *tag, const cha
   char open[64], close[66];
   int lo = snprintf(open, sizeof open, "<%s>", tag);
   int lc = snprintf(close, sizeof close, "</%s>", tag);
-  assert(lo > 0 && lc > 0 && (size_t)lc < sizeof close);
+  assert(lo > 0);
+  assert(lc > 0);
+  assert((size_t)lc < sizeof close);
   const char *a = memmem(*p, (size_t)(end - *p), open, (size_t)lo);
   if (a == NULL) return false;
   a += lo;
