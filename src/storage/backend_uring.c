@@ -367,13 +367,59 @@ static mw_local_step_t chain_step(const mw_storage_req_t *req, int c) {
   return c == C_LINK && req->priv.op != MW_OP_PUT_IF_ABSENT ? MW_STEP_RENAME : steps[c];
 }
 
+/* The SQE of chain element c (a chain from element `first`). */
+static void prep_element(uring_t *u, mw_storage_req_t *req, struct io_uring_sqe *sqe, int c,
+                         int first) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  int rootfd = mw_local(u->st)->rootfd;
+  bool pia = p->op == MW_OP_PUT_IF_ABSENT;
+  assert(l->slot >= 0);
+  switch (c) {
+    case C_OPEN: /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
+      io_uring_prep_openat_direct(sqe, rootfd, l->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644,
+                                  (unsigned)l->slot);
+      break;
+    case C_WRITE: /* all of it, through the slot the open fills */
+      io_uring_prep_write(sqe, l->slot, p->src, (unsigned)p->len, 0);
+      sqe->flags |= IOSQE_FIXED_FILE;
+      if (p->len >= ASYNC_WRITE_BYTES) sqe->flags |= IOSQE_ASYNC;
+      break;
+    case C_FSYNC:
+      io_uring_prep_fsync(sqe, first == C_OPEN ? l->slot : l->fd, 0);
+      if (first == C_OPEN || l->fd_fixed) sqe->flags |= IOSQE_FIXED_FILE;
+      break;
+    case C_CLOSE:
+      if (first == C_OPEN || l->fd_fixed) io_uring_prep_close_direct(sqe, (unsigned)l->slot);
+      else io_uring_prep_close(sqe, l->fd);
+      break;
+    case C_LINK:
+      if (pia) io_uring_prep_linkat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
+      else io_uring_prep_renameat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
+      break;
+    case C_UNLINK: io_uring_prep_unlinkat(sqe, rootfd, l->tmp, 0); break;
+    case C_DIROPEN:
+      /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
+      io_uring_prep_openat_direct(sqe, rootfd, l->scratch, O_RDONLY | O_DIRECTORY, 0,
+                                  (unsigned)l->slot);
+      break;
+    case C_DIRSYNC:
+      io_uring_prep_fsync(sqe, l->slot, 0);
+      sqe->flags |= IOSQE_FIXED_FILE;
+      break;
+    case C_DIRCLOSE: io_uring_prep_close_direct(sqe, (unsigned)l->slot); break;
+    default: assert(!"bad chain element");
+  }
+  if (c != C_DIRCLOSE) sqe->flags |= IOSQE_IO_LINK;
+  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | (uint64_t)c << UD_ELEM_SHIFT);
+}
+
 /* Prepare a chain from element `first`: C_OPEN for a whole put
  * (whole_chain_allowed: the temp is named, nothing is open), C_FSYNC for
  * the tail after a complete write (chain_allowed). */
 static void issue_chain(uring_t *u, mw_storage_req_t *req, int first) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
-  int rootfd = mw_local(u->st)->rootfd;
   bool pia = p->op == MW_OP_PUT_IF_ABSENT;
   assert(first == C_OPEN || first == C_FSYNC);
   if (first == C_OPEN) { /* a whole put: nothing open, nothing written, one write */
@@ -402,44 +448,10 @@ static void issue_chain(uring_t *u, mw_storage_req_t *req, int first) {
     (void)inj;
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
     assert(sqe != NULL); /* chain_allowed saw the room */
-    switch (c) {
-      case C_OPEN: /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
-        io_uring_prep_openat_direct(sqe, rootfd, l->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644,
-                                    (unsigned)l->slot);
-        break;
-      case C_WRITE: /* all of it, through the slot the open fills */
-        io_uring_prep_write(sqe, l->slot, p->src, (unsigned)p->len, 0);
-        sqe->flags |= IOSQE_FIXED_FILE;
-        if (p->len >= ASYNC_WRITE_BYTES) sqe->flags |= IOSQE_ASYNC;
-        break;
-      case C_FSYNC:
-        io_uring_prep_fsync(sqe, first == C_OPEN ? l->slot : l->fd, 0);
-        if (first == C_OPEN || l->fd_fixed) sqe->flags |= IOSQE_FIXED_FILE;
-        break;
-      case C_CLOSE:
-        if (first == C_OPEN || l->fd_fixed) io_uring_prep_close_direct(sqe, (unsigned)l->slot);
-        else io_uring_prep_close(sqe, l->fd);
-        break;
-      case C_LINK:
-        if (pia) io_uring_prep_linkat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
-        else io_uring_prep_renameat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
-        break;
-      case C_UNLINK: io_uring_prep_unlinkat(sqe, rootfd, l->tmp, 0); break;
-      case C_DIROPEN:
-        /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
-        io_uring_prep_openat_direct(sqe, rootfd, l->scratch, O_RDONLY | O_DIRECTORY, 0,
-                                    (unsigned)l->slot);
-        break;
-      case C_DIRSYNC:
-        io_uring_prep_fsync(sqe, l->slot, 0);
-        sqe->flags |= IOSQE_FIXED_FILE;
-        break;
-      case C_DIRCLOSE: io_uring_prep_close_direct(sqe, (unsigned)l->slot); break;
-    }
-    if (c != C_DIRCLOSE) sqe->flags |= IOSQE_IO_LINK;
-    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | (uint64_t)c << UD_ELEM_SHIFT);
+    prep_element(u, req, sqe, c, first);
     n++;
   }
+  assert(n <= SQES_PER_REQUEST);
   l->chain_n = n;
   chain_count(first == C_OPEN ? CHAIN_WHOLE : CHAIN_TAIL);
   if (first == C_FSYNC) mw_local__sync_began(req); /* a whole put's starts after its write */
