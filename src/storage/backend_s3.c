@@ -130,6 +130,10 @@ int mw_s3__build(mw_s3_t *s, mw_storage_req_t *req, mw_s3_spec_t *sp) {
 /* Phase outcomes (HTTP answered 2xx/3xx/4xx non-retryable). */
 void mw_s3__next_exchange(mw_s3_t *s, mw_storage_req_t *req, int phase) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(phase >= P_PUT);
+  assert(phase < P_FAIL); /* P_FAIL sends nothing */
+  assert(a->easy == NULL);
+  assert(a->wait_next == NULL);
   a->phase = (uint8_t)phase;
   a->attempt = 0;
   a->deadline_ms = uv_now(s->st->loop) + s->deadline_ms; /* retries bound each exchange */
@@ -296,6 +300,7 @@ void mw_s3__finish(mw_s3_t *s, mw_storage_req_t *req, int status) {
   }
   mw_buf_free(&a->resp);
   mw_s3__keep_off(s);
+  assert(a->task == NULL);
   mw_storage__done(req, status);
 }
 
@@ -321,6 +326,8 @@ static void s3_submit(mw_storage_t *st, mw_storage_req_t *req) {
   }
   if (phase == P_MP_INIT && (p->len + s->part_bytes - 1) / s->part_bytes > MW_S3_MAX_PARTS)
     phase = P_PUT; /* more parts than S3 allows: one PUT (S3 refuses past 5 GiB) */
+  assert(phase >= P_PUT);
+  assert(phase < P_FAIL);
   bool needs_task = phase != P_PUT && phase != P_GET && phase != P_GET_SIZE && phase != P_HEAD &&
                     phase != P_DELETE;
   if ((needs_task && mw_s3__task(req) == NULL) ||

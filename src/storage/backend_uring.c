@@ -164,6 +164,7 @@ static void retry_cb(uv_timer_t *t) {
 }
 
 static void flush(uring_t *u) {
+  assert(u->backoff_ms <= 100); /* the retry backoff's cap */
   if (u->reaping) return;
   int rc;
   mw_storage_t *st = u->st;
@@ -306,6 +307,8 @@ static void open_tmp(uring_t *u, mw_storage_req_t *req) {
 }
 
 static void dir_next(uring_t *u, mw_storage_req_t *req) {
+  assert(req->be.local.walk <= mw_local__depth(req->priv.key)); /* a directory of the key */
+  assert(req->be.local.dirfd < 0); /* the last one is closed */
   mw_local__parent_prefix(req->priv.key, req->be.local.walk, req->be.local.scratch,
                             sizeof req->be.local.scratch);
   issue(u, req, S_DIROPEN, MW_STEP_DIROPEN);
@@ -315,6 +318,7 @@ static void dir_next(uring_t *u, mw_storage_req_t *req) {
 static void sync_dirs(uring_t *u, mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
+  assert(l->fd < 0); /* the object's file is closed before its directory syncs */
   if (!mw_local(u->st)->durable) return finish(u, req, 0);
   l->walk = (uint16_t)mw_local__depth(p->key);
   dir_next(u, req);
@@ -352,6 +356,7 @@ static void slot_release(uring_t *u, mw_storage_req_local_t *l) {
 /* The temp's fd is gone (closed, or released by a close that failed);
  * a fixed slot goes back to the pool with it. */
 static void fd_released(uring_t *u, mw_storage_req_local_t *l) {
+  assert(!l->fd_fixed || l->fd == l->slot);
   bool fixed = l->fd_fixed;
   l->fd = -1;
   l->fd_fixed = 0;
@@ -780,6 +785,8 @@ static void issue_get_chain(uring_t *u, mw_storage_req_t *req, size_t reads) {
  * step by step from its open. */
 static void get_stat_done(uring_t *u, mw_storage_req_t *req, int res) {
   mw_storage_req_front_t *p = &req->priv;
+  assert(p->op == MW_OP_GET);
+  assert(req->be.local.fd < 0); /* a statx by path opens nothing */
   const struct statx *sx = (const struct statx *)req->be.local.stx;
   if (res == -ENOENT || res == -ENOTDIR) return finish(u, req, -ENOENT);
   if (res < 0) return finish(u, req, res);
@@ -847,6 +854,7 @@ static void advance_get_chain(uring_t *u, mw_storage_req_t *req, int c, int res)
 static void get_fail(uring_t *u, mw_storage_req_t *req, int err) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
+  assert(err < 0);
   if (p->result == 0) p->result = err;
   if (l->fd >= 0) issue(u, req, S_GCLOSE, MW_STEP_CLOSE);
   else finish(u, req, p->result);

@@ -136,6 +136,7 @@ static void many_mark(mw_storage_req_t *req, const char *k, int status) {
  * errno joins the next batch (*again, *retry), another is the key's status. */
 static int many_faults(mw_s3_t *s, mw_storage_req_t *req, mw_buf_t *again, size_t *retry) {
   mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(mw_s3__many(req));
   const char *k = (const char *)t->batch.data;
   int rc = 0;
   for (size_t n = 0; rc == 0 && n < t->nbatch; n++, k += strlen(k) + 1) {
@@ -265,6 +266,7 @@ static int batch_answer(mw_s3_t *s, mw_storage_req_t *req, size_t *retry, int *f
 /* After the listing, or a batch done: the next batch, or the end. */
 void mw_s3__delete_next(mw_s3_t *s, mw_storage_req_t *req) {
   mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(t->i <= t->nkeys);
   if (t->i >= t->nkeys) return mw_s3__finish(s, req, 0);
   if (s->no_batch_delete) return mw_s3__next_exchange(s, req, P_DEL_EACH);
   int rc = mw_s3__batch_fill(s, req);
@@ -349,6 +351,7 @@ static int each_next(mw_s3_t *s, mw_storage_req_t *req) {
 /* One key's DELETE answered (404 but NoSuchBucket: deleted already). */
 static int each_done(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t *an) {
   mw_s3_task_t *t = mw_s3_req(req)->task;
+  assert(t->off < req->buf.len); /* the key this DELETE was for */
   if (!an->ok && (an->http != 404 || strcmp(an->code, "NoSuchBucket") == 0)) return 0;
   if (mw_s3__many(req)) {
     int inj = mw_storage__key_fault(req, t->i, S3_RESPONSE);

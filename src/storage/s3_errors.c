@@ -61,6 +61,7 @@ const char *mw_s3__exchange_key(const mw_storage_req_t *req) {
  * 503 SlowDown: message; what (N attempts, request id R)". */
 void mw_s3__set_reason(mw_s3_t *s, mw_storage_req_t *req, const char *what) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(a->attempts >= 1); /* reasons are of exchanges that ran */
   char code[64], msg[160], head[96] = "";
   mw_s3__error_code(a, code, sizeof code, msg, sizeof msg);
   int n = 0;
@@ -78,6 +79,7 @@ void mw_s3__set_reason(mw_s3_t *s, mw_storage_req_t *req, const char *what) {
 
 /* HTTP status (non-retryable) -> -errno. */
 int mw_s3__status_errno(int http, const char *code) {
+  assert(http >= 0);
   if (http == 404) return strcmp(code, "NoSuchBucket") == 0 ? -ENXIO : -ENOENT;
   if (http == 401 || http == 403) return -EACCES;
   if (http == 412) return -EEXIST;
@@ -90,6 +92,7 @@ int mw_s3__status_errno(int http, const char *code) {
 }
 
 int mw_s3__curl_errno(int cc) {
+  assert(cc != CURLE_OK);
   switch (cc) {
     case CURLE_COULDNT_RESOLVE_HOST: case CURLE_COULDNT_RESOLVE_PROXY: return -EHOSTUNREACH;
     case CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
@@ -101,6 +104,7 @@ int mw_s3__curl_errno(int cc) {
 }
 
 bool mw_s3__transient_curl(int cc) {
+  assert(cc != CURLE_OK);
   switch (cc) {
     case CURLE_COULDNT_RESOLVE_HOST: case CURLE_COULDNT_CONNECT: case CURLE_OPERATION_TIMEDOUT:
     case CURLE_SEND_ERROR: case CURLE_RECV_ERROR: case CURLE_GOT_NOTHING: case CURLE_PARTIAL_FILE:

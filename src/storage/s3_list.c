@@ -37,6 +37,7 @@ static int list_page(mw_s3_t *s, mw_storage_req_t *req, bool *more) {
     if (rc < 0) return rc;
     t->nkeys++;
   }
+  assert(t->nkeys <= MW_STORAGE_LIST_MAX_KEYS);
   q = p;
   *more = mw_s3__xml_next(&q, end, "IsTruncated", &v, &n) && n == 4 && memcmp(v, "true", 4) == 0;
   t->token[0] = '\0';

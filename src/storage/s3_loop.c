@@ -53,6 +53,7 @@ static void sock_closed(uv_handle_t *h) {
 }
 
 static void sock_forget(mw_s3_t *s, mw_s3_sock_t *k) {
+  assert(k->s == s);
   for (mw_s3_sock_t **pp = &s->socks; *pp != NULL; pp = &(*pp)->next)
     if (*pp == k) {
       *pp = k->next;
@@ -122,6 +123,7 @@ static int on_timer(CURLM *m, long timeout_ms, void *userp) {
 }
 
 void mw_s3__keep_on(mw_s3_t *s) {
+  assert(s->close_done == NULL); /* no request after close */
   if (s->active++ == 0) uv_ref((uv_handle_t *)&s->keep);
 }
 
@@ -133,6 +135,7 @@ void mw_s3__keep_off(mw_s3_t *s) {
 /* ------------------------------------------------------------ easy handles */
 
 CURL *mw_s3__easy_get(mw_s3_t *s) {
+  assert(s->npool <= MW_S3_EASY_POOL);
   if (s->npool > 0) {
     CURL *e = s->pool[--s->npool];
     curl_easy_reset(e);
@@ -142,6 +145,8 @@ CURL *mw_s3__easy_get(mw_s3_t *s) {
 }
 
 void mw_s3__easy_put(mw_s3_t *s, CURL *e) {
+  assert(e != NULL);
+  assert(s->npool <= MW_S3_EASY_POOL);
   if (s->npool < MW_S3_EASY_POOL) s->pool[s->npool++] = e;
   else curl_easy_cleanup(e);
 }
@@ -175,6 +180,8 @@ static void check_done(mw_s3_t *s) {
 
 int mw_s3__loop_open(mw_s3_t *s, mw_err_t *err) {
   mw_storage_t *st = s->st;
+  assert(s->multi == NULL);
+  assert(s->open_handles == 0);
   if ((s->multi = curl_multi_init()) == NULL)
     return mw_err_set(err, -ENOMEM, "storage: curl_multi_init failed");
   curl_multi_setopt(s->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
@@ -196,6 +203,9 @@ int mw_s3__loop_open(mw_s3_t *s, mw_err_t *err) {
 static void base_closed(uv_handle_t *h) { handle_gone(h->data); }
 
 void mw_s3__loop_close(mw_s3_t *s, void (*done)(mw_storage_t *st)) {
+  assert(s->active == 0);
+  assert(s->waits == NULL);
+  assert(s->open_handles >= 3); /* the timers and the async, and any sockets */
   s->close_done = done;
   while (s->npool > 0) curl_easy_cleanup(s->pool[--s->npool]);
   curl_multi_cleanup(s->multi); /* closes the cached connections */

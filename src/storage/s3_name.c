@@ -38,6 +38,7 @@ int mw_s3__append(mw_buf_t *b, const char *s) { return mw_buf_append(b, s, strle
 
 /* The object name of key k (prefix/k, or k without a prefix). */
 int mw_s3__object_name(const mw_s3_t *s, const char *k, mw_buf_t *out) {
+  assert(s->prefix != NULL);
   int rc = 0;
   if (s->prefix[0]) {
     rc = mw_s3__append(out, s->prefix);

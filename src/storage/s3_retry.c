@@ -39,6 +39,7 @@ _Static_assert(((uint64_t)MW_S3_BACKOFF_MS << 6) >= MW_S3_BACKOFF_MAX_MS,
 /* A pseudo-random number in [0, max] (an LCG: spreading retries, not secrets). */
 static uint64_t jitter(mw_s3_t *s, uint64_t max) {
   s->seed = s->seed * 6364136223846793005ull + 1442695040888963407ull;
+  assert(max < UINT64_MAX); /* max + 1 below */
   return max == 0 ? 0 : (s->seed >> 33) % (max + 1);
 }
 
@@ -48,6 +49,7 @@ static void on_backoff(uv_timer_t *t);
 
 static void rearm(mw_s3_t *s) {
   uint64_t now = uv_now(s->st->loop), due = UINT64_MAX;
+  assert(s->waits == NULL || s->active > 0); /* a waiting request is a running one */
   for (mw_storage_req_t *r = s->waits; r != NULL; r = r->be.s3.wait_next)
     if (r->be.s3.wait_due_ms < due) due = r->be.s3.wait_due_ms;
   if (due == UINT64_MAX) uv_timer_stop(&s->backoff);
@@ -72,6 +74,8 @@ static void on_backoff(uv_timer_t *t) {
     mw_storage_req_t *r = ready;
     ready = r->be.s3.wait_next;
     r->be.s3.wait_next = NULL;
+    assert(r->be.s3.wait_due_ms <= now);
+    assert(r->be.s3.easy == NULL); /* waiting: no attempt runs */
     if (r->be.s3.phase == P_FAIL) mw_s3__finish(s, r, r->be.s3.curl_code);
     else if (r->be.s3.attempts == 0) /* just submitted */
       mw_s3__next_exchange(s, r, r->be.s3.phase);
@@ -84,11 +88,16 @@ static void on_backoff(uv_timer_t *t) {
 
 void mw_s3__retry_or_fail(mw_s3_t *s, mw_storage_req_t *req, int err, const char *what) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(err < 0);
+  assert(a->attempt >= 1); /* an attempt ran (the backoff's shift is attempt - 1) */
+  assert(a->attempt <= a->attempts);
+  assert(a->easy == NULL);
   uint64_t now = uv_now(s->st->loop);
   uint32_t shift = a->attempt < 7 ? a->attempt - 1 : 6;
   uint64_t backoff = (uint64_t)MW_S3_BACKOFF_MS << shift;
   if (backoff > MW_S3_BACKOFF_MAX_MS) backoff = MW_S3_BACKOFF_MAX_MS;
   backoff = backoff / 2 + jitter(s, backoff / 2);
+  assert(backoff <= MW_S3_BACKOFF_MAX_MS);
   if (now + backoff > a->deadline_ms) {
     mw_s3__set_reason(s, req, what);
     return mw_s3__finish(s, req, err);
@@ -104,6 +113,8 @@ void mw_s3__retry_or_fail(mw_s3_t *s, mw_storage_req_t *req, int err, const char
                 s->prefix, s->prefix[0] ? "/" : "", mw_s3__exchange_key(req), mw_s3__method(req),
                 a->attempt, what ? what : strerror(-err), (unsigned long long)backoff);
   a->wait_due_ms = now + backoff;
+  assert(a->wait_due_ms <= a->deadline_ms); /* no retry starts past the deadline */
+  assert(a->wait_next == NULL);
   a->wait_next = s->waits;
   s->waits = req;
   rearm(s);
@@ -111,6 +122,7 @@ void mw_s3__retry_or_fail(mw_s3_t *s, mw_storage_req_t *req, int err, const char
 
 void mw_s3__attempt_failed_early(mw_s3_t *s, mw_storage_req_t *req, int err) {
   assert(err < 0);
+  assert(req->be.s3.easy == NULL); /* never handed to curl */
   if (mw_s3__transient_errno(err)) return mw_s3__retry_or_fail(s, req, err, strerror(-err));
   mw_s3__set_reason(s, req, strerror(-err));
   mw_s3__finish(s, req, err);
@@ -119,6 +131,8 @@ void mw_s3__attempt_failed_early(mw_s3_t *s, mw_storage_req_t *req, int err) {
 /* Start (or fail) a request from the loop, never inside its submit call. */
 void mw_s3__enqueue(mw_s3_t *s, mw_storage_req_t *req) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(a->attempts == 0); /* only a submission starts this way */
+  assert(a->wait_next == NULL);
   a->wait_due_ms = uv_now(s->st->loop);
   a->wait_next = s->waits;
   s->waits = req;
@@ -134,6 +148,8 @@ static bool is_create(const mw_storage_req_t *req) {
 
 void mw_s3__attempt_done(mw_s3_t *s, mw_storage_req_t *req, int cc) {
   mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(a->easy == NULL); /* check_done gave the handle back */
+  assert(a->attempt >= 1);
   if (a->injected < 0 && cc != CURLE_OK) {
     /* the "body" step cut the body short: S3 applies a PUT only whole
      * (Content-Length), so nothing landed */

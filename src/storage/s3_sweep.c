@@ -25,6 +25,7 @@ static int uploads_page(mw_storage_req_t *req, bool *more) {
   size_t n;
   int64_t now = (int64_t)time(NULL);
   uint64_t min_age = req->priv.op == MW_OP_DELETE_ROOT ? 0 : req->priv.min_age_s;
+  assert(req->priv.op == MW_OP_SWEEP_TMP || req->priv.op == MW_OP_DELETE_ROOT);
   const char *q = p;
   while (mw_s3__xml_next(&q, end, "Upload", &v, &n)) {
     const char *u = v, *uend = v + n, *f;

@@ -52,6 +52,7 @@ static size_t on_read(char *out, size_t size, size_t n, void *ud) {
 static int on_seek(void *ud, curl_off_t off, int origin) {
   mw_storage_req_t *req = ud;
   mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(a->easy != NULL); /* during a transfer */
   if (origin != SEEK_SET || off < 0 || (size_t)off > a->body_len) return CURL_SEEKFUNC_CANTSEEK;
   a->body_sent = (size_t)off;
   return CURL_SEEKFUNC_OK;
@@ -62,6 +63,7 @@ static int on_seek(void *ud, curl_off_t off, int origin) {
 static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   mw_storage_req_t *req = ud;
   mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(a->easy != NULL); /* during a transfer */
   size_t len = size * n;
   long code = 0;
   curl_easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &code);
@@ -80,6 +82,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   mw_storage_req_t *req = ud;
   mw_storage_req_s3_t *a = mw_s3_req(req);
+  assert(a->easy != NULL); /* during a transfer */
   size_t len = size * n;
   char line[512];
   size_t m = len < sizeof line - 1 ? len : sizeof line - 1;
@@ -156,11 +159,14 @@ static int url_of(const mw_s3_t *s, const mw_storage_req_t *req, const mw_s3_spe
   }
   if (rc == 0) rc = mw_buf_append(url, "", 1);
   if (rc == 0 && url->len > MW_S3_URL_BYTES) rc = -ENAMETOOLONG;
+  assert(rc < 0 || url->data[url->len - 1] == '\0');
   return rc;
 }
 
 /* The headers curl signs and sends besides its own. */
 static struct curl_slist *headers_of(const mw_s3_t *s, const mw_s3_spec_t *sp) {
+  assert(sp->method != NULL);
+  assert(sp->body_len == 0 || sp->body != NULL);
   struct curl_slist *h = NULL;
   h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
   if (s->token != NULL) {

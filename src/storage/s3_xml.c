@@ -42,6 +42,7 @@ bool mw_s3__xml_next(const char **p, const char *end, const char *tag, const cha
 /* XML text -> out (entities decoded, NUL-terminated); -1 when it does not
  * fit or an entity is unknown. */
 int mw_s3__xml_text(const char *v, size_t n, char *out, size_t cap) {
+  assert(cap > 0);
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
     char c = v[i];

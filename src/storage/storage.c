@@ -322,6 +322,7 @@ static void timer_closed(uv_handle_t *h) {
 }
 
 static void maybe_finish_close(mw_storage_t *st) {
+  assert(st->bg_inflight <= st->inflight);
   if (!st->closing || st->inflight != 0 || st->qhead != NULL || st->bghead != NULL ||
       st->closed_timer)
     return;
@@ -405,6 +406,8 @@ static void start(mw_storage_t *st, mw_storage_req_t *req) {
 }
 
 static bool can_start(const mw_storage_t *st, bool bg) {
+  assert(st->inflight <= st->cfg.max_inflight);
+  assert(st->bg_inflight <= st->inflight);
   if (st->inflight >= st->cfg.max_inflight) return false;
   if (!bg) return true;
   return st->qhead == NULL && st->bg_inflight < st->bg_max;
@@ -424,6 +427,7 @@ static mw_storage_req_t *dequeue(mw_storage_t *st, mw_storage_req_t **head, mw_s
 }
 
 static void pump(mw_storage_t *st) {
+  assert(st->bg_queued <= st->queued);
   for (;;) {
     if (st->qhead != NULL && can_start(st, false)) start(st, dequeue(st, &st->qhead, &st->qtail));
     else if (st->bghead != NULL && can_start(st, true)) start(st, dequeue(st, &st->bghead, &st->bgtail));
