@@ -28,6 +28,7 @@
 #include "storage/local_int.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -106,6 +107,32 @@ int mw_local__step_end(mw_storage_req_t *req, mw_local_step_t step, int rc) {
 }
 
 /* ---- paths ---- */
+
+int mw_local__opendir(int dirfd, DIR **d) {
+  assert(dirfd >= 0);
+  *d = fdopendir(dirfd);
+  if (*d != NULL) return 0;
+  int rc = -errno;
+  close(dirfd);
+  return rc;
+}
+
+int mw_local__each_entry(int dirfd, mw_local_entry_fn fn, void *ctx) {
+  assert(fn != NULL);
+  DIR *d;
+  int rc = mw_local__opendir(dirfd, &d);
+  if (rc < 0) return rc;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    const char *name = e->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    struct stat sb;
+    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* vanished */
+    rc = fn(ctx, dirfd, name, &sb);
+  }
+  closedir(d); /* closes dirfd */
+  return rc;
+}
 
 unsigned mw_local__depth(const char *path) {
   assert(path != NULL);
