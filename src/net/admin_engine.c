@@ -405,15 +405,7 @@ static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *
     return mw_err_set(err, -EINVAL, "usage: fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear");
   mw_storage_fault_t f;
   mw_storage_t *st = mw_table_storage(t);
-  mw_storage_fault_get(st, &f);
-  mw_storage_fault_t keep = f;
-  memset(&f, 0, sizeof f);
-  f.on_step = keep.on_step;
-  f.on_step_ctx = keep.on_step_ctx;
-  f.power_loss = keep.power_loss;
-  f.uring_refuse = keep.uring_refuse;
-  f.uring_submit_errno = keep.uring_submit_errno;
-  f.uring_submit_failures = keep.uring_submit_failures;
+  mw_storage_fault_get_hooks(st, &f); /* no fault, the hooks installed at start */
   char prefix[MW_STORAGE_KEY_MAX_BYTES + 64] = "";
   bool has_prefix = false;
   char target[16] = "", shard[512] = "";

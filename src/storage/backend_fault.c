@@ -85,6 +85,19 @@ int mw_storage_fault_set(mw_storage_t *st, const mw_storage_fault_t *f) {
   return fault_apply(st, f);
 }
 
+void mw_storage_fault_get_hooks(const mw_storage_t *st, mw_storage_fault_t *out) {
+  assert(st != NULL);
+  assert(out != NULL);
+  memset(out, 0, sizeof *out);
+  out->on_step = st->fault.on_step;
+  out->on_step_ctx = st->fault.on_step_ctx;
+  out->power_loss = st->fault.power_loss;
+  out->uring_refuse = st->fault.uring_refuse;
+  out->uring_submit_errno = st->fault.uring_submit_errno;
+  out->uring_submit_failures = st->fault.uring_submit_failures;
+  assert(fault_check(out, NULL) == 0); /* settable as it is */
+}
+
 void mw_storage_fault_get(const mw_storage_t *st, mw_storage_fault_t *out) {
   assert(st != NULL);
   assert(out != NULL);
