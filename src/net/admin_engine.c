@@ -477,20 +477,147 @@ static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *
   return 0;
 }
 
-static void command(void *data, int argc, const char *const *argv, mw_admin_req_t *r) {
-  mw_fe_admin_t *a = data;
-  if (strcmp(argv[0], "status") == 0) {
-    mw_buf_t b = MW_BUF_INIT;
-    int rc = mw_fe_status_json(a, &b);
-    if (rc == 0) rc = mw_buf_append(&b, "", 1);
-    mw_admin_reply(r, rc, rc == 0 ? (const char *)b.data : "status: out of memory");
-    mw_buf_free(&b);
+/* ---------------------------------------------------------------- commands */
+
+typedef struct engine_cmd engine_cmd_t;
+typedef int (*shard_op_fn)(mw_shard_t *, mw_shard_done_cb, void *);
+
+/* One admin command on the engine (net/admin.c has checked its name and
+ * argument count): what runs it, and for a shard command its operation. */
+struct engine_cmd {
+  const char *name;
+  void (*run)(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+              const char *const *argv);
+  shard_op_fn shard_op;
+};
+
+/* `status`: the engine's status document (no op: nothing to wait for). */
+static void reply_status(mw_fe_admin_t *a, mw_admin_req_t *r) {
+  mw_buf_t b = MW_BUF_INIT;
+  int rc = mw_fe_status_json(a, &b);
+  if (rc == 0) rc = mw_buf_append(&b, "", 1);
+  mw_admin_reply(r, rc, rc == 0 ? (const char *)b.data : "status: out of memory");
+  mw_buf_free(&b);
+}
+
+/* `fault TABLE set|clear ...` (tests only). */
+static void run_fault(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                      const char *const *argv) {
+  (void)c;
+  assert(o->t != NULL); /* admin.c asks for a table */
+  mw_err_t err = {0};
+  int rc = fault_command(a, o->t, argc, argv, &err);
+  if (rc < 0) {
+    op_done(o, rc, err.msg);
     return;
   }
+  mw_buf_t b = MW_BUF_INIT;
+  rc = mw_buf_append(&b, "{\"table\":", 9);
+  if (rc == 0) rc = mw_admin_json_str(&b, o->table);
+  if (rc == 0) rc = put(&b, ",\"fault\":\"%s\"}", argv[2]);
+  if (rc == 0) rc = mw_buf_append(&b, "", 1);
+  mw_admin_reply(o->r, rc, rc == 0 ? (const char *)b.data : "out of memory");
+  mw_buf_free(&b);
+  free(o);
+}
+
+/* `flush [TABLE [SHARD]]`. */
+static void run_flush(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                      const char *const *argv) {
+  (void)c;
+  start_flush(a, o, argc, argv);
+  op_done(o, 0, NULL);
+}
+
+/* `compact [TABLE]`: flush every shard, then compact. */
+static void run_compact(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                        const char *const *argv) {
+  (void)c;
+  mw_table_housekeeping_t hk = {0};
+  if (o->t) mw_table_housekeeping(o->t, &hk);
+  if (hk.compact) mw_compact_stats(hk.compact, &o->before);
+  start_flush(a, o, argc, argv);
+  op_done(o, 0, NULL);
+}
+
+/* `drop-table TABLE`. */
+static void run_drop_table(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                           const char *const *argv) {
+  (void)a;
+  (void)c;
+  (void)argc;
+  (void)argv;
+  assert(o->t != NULL); /* admin.c asks for a table */
+  o->left++;
+  int rc = mw_table_drop(o->t, on_drop_done, o);
+  if (rc < 0) op_done(o, rc, rc == -EBUSY ? "a drop or another control operation is running" : NULL);
+  op_done(o, 0, NULL);
+}
+
+/* `drop` is two phases: the operator seals first. -EBUSY (replied) when the
+ * shard is still ACTIVE. */
+static int drop_needs_seal(op_t *o, const char *shard) {
+  mw_shard_stats_t st;
+  mw_shard_stats(o->s, &st);
+  if (st.sealed) return 0;
+  char key[MW_TABLE_SHARD_KEY_BYTES], msg[MW_ERR_MSG_BYTES];
+  mw_table_shard_name(o->t, o->id, key, sizeof key);
+  snprintf(msg, sizeof msg, "shard %.80s is ACTIVE (state %s): seal it first (memwalctl seal %.100s "
+           "%.100s), then drop it", key, mw_shard_state_name(st.state), o->table, shard);
+  op_done(o, -EBUSY, msg);
+  return -EBUSY;
+}
+
+/* `claim|seal|unseal|release|drop TABLE SHARD`: the shard's operation. */
+static void run_shard(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                      const char *const *argv) {
+  (void)a;
+  assert(argc >= 3); /* admin.c asks for a table and a shard */
+  assert(c->shard_op != NULL);
+  uint8_t id[16];
+  mw_err_t err = {0};
+  if (mw_table_shard_parse(o->t, argv[2], id, &err) < 0) {
+    op_done(o, -EINVAL, err.msg);
+    return;
+  }
+  bool claim = c->shard_op == mw_shard_claim;
+  /* an operator's claim takes a shard over even when another daemon was
+   * configured to own it (failover: README) */
+  o->s = claim ? mw_table_adopt(o->t, id) : mw_table_shard(o->t, id, false);
+  memcpy(o->id, id, 16);
+  if (o->s && strncmp(argv[2], "identity-", 9) == 0) mw_table_shard_set_key(o->t, id, argv[2] + 9);
+  if (!o->s) {
+    op_done(o, -ENOENT, claim ? "this daemon does not own that shard"
+                              : "that shard is not open here (not owned, or not written since start)");
+    return;
+  }
+  if (c->shard_op == mw_shard_drop && drop_needs_seal(o, argv[2]) < 0) return;
+  o->left++;
+  int rc = c->shard_op(o->s, on_shard_done, o);
+  if (rc < 0) op_done(o, rc, mw_shard_reason(o->s)[0] ? mw_shard_reason(o->s) : mw_strerror(rc));
+  op_done(o, 0, NULL);
+}
+
+static const engine_cmd_t COMMANDS[] = {
+    {"fault", run_fault, NULL},
+    {"flush", run_flush, NULL},
+    {"compact", run_compact, NULL},
+    {"drop-table", run_drop_table, NULL},
+    {"claim", run_shard, mw_shard_claim},
+    {"seal", run_shard, mw_shard_seal},
+    {"unseal", run_shard, mw_shard_unseal},
+    {"release", run_shard, mw_shard_release},
+    {"drop", run_shard, mw_shard_drop},
+};
+
+/* The op of a command: its table (argv[1]; all tables without one), held
+ * once while it starts. NULL (replied) when out of memory or the table is
+ * unknown. */
+static op_t *op_new(mw_fe_admin_t *a, mw_admin_req_t *r, int argc, const char *const *argv) {
   op_t *o = calloc(1, sizeof *o);
   if (!o) {
     mw_admin_reply(r, -ENOMEM, "out of memory");
-    return;
+    return NULL;
   }
   o->r = r;
   o->a = a;
@@ -502,89 +629,24 @@ static void command(void *data, int argc, const char *const *argv, mw_admin_req_
     snprintf(msg, sizeof msg, "unknown table \"%.200s\"", argv[1]);
     free(o);
     mw_admin_reply(r, -ENOENT, msg);
+    return NULL;
+  }
+  return o;
+}
+
+static void command(void *data, int argc, const char *const *argv, mw_admin_req_t *r) {
+  mw_fe_admin_t *a = data;
+  assert(argc >= 1);
+  if (strcmp(argv[0], "status") == 0) return reply_status(a, r);
+  const engine_cmd_t *c = NULL;
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS && c == NULL; i++)
+    if (strcmp(COMMANDS[i].name, argv[0]) == 0) c = &COMMANDS[i];
+  if (c == NULL) {
+    mw_admin_reply(r, -EINVAL, "unknown command");
     return;
   }
-  if (strcmp(argv[0], "fault") == 0) {
-    mw_err_t err = {0};
-    int rc = fault_command(a, o->t, argc, argv, &err);
-    if (rc < 0) {
-      op_done(o, rc, err.msg);
-      return;
-    }
-    mw_buf_t b = MW_BUF_INIT;
-    rc = mw_buf_append(&b, "{\"table\":", 9);
-    if (rc == 0) rc = mw_admin_json_str(&b, o->table);
-    if (rc == 0) rc = put(&b, ",\"fault\":\"%s\"}", argv[2]);
-    if (rc == 0) rc = mw_buf_append(&b, "", 1);
-    mw_admin_reply(r, rc, rc == 0 ? (const char *)b.data : "out of memory");
-    mw_buf_free(&b);
-    free(o);
-    return;
-  }
-  if (strcmp(argv[0], "flush") == 0) {
-    start_flush(a, o, argc, argv);
-    op_done(o, 0, NULL);
-    return;
-  }
-  if (strcmp(argv[0], "compact") == 0) { /* flush every shard, then compact */
-    mw_table_housekeeping_t hk = {0};
-    if (o->t) mw_table_housekeeping(o->t, &hk);
-    if (hk.compact) mw_compact_stats(hk.compact, &o->before);
-    start_flush(a, o, argc, argv);
-    op_done(o, 0, NULL);
-    return;
-  }
-  if (strcmp(argv[0], "drop-table") == 0) {
-    o->left++;
-    int rc = mw_table_drop(o->t, on_drop_done, o);
-    if (rc < 0) op_done(o, rc, rc == -EBUSY ? "a drop or another control operation is running" : NULL);
-    op_done(o, 0, NULL);
-    return;
-  }
-  uint8_t id[16];
-  mw_err_t err = {0};
-  if (mw_table_shard_parse(o->t, argv[2], id, &err) < 0) {
-    op_done(o, -EINVAL, err.msg);
-    return;
-  }
-  bool claim = strcmp(argv[0], "claim") == 0;
-  /* an operator's claim takes a shard over even when another daemon was
-   * configured to own it (failover: README) */
-  o->s = claim ? mw_table_adopt(o->t, id) : mw_table_shard(o->t, id, false);
-  memcpy(o->id, id, 16);
-  if (o->s && strncmp(argv[2], "identity-", 9) == 0) mw_table_shard_set_key(o->t, id, argv[2] + 9);
-  if (!o->s) {
-    op_done(o, -ENOENT, claim ? "this daemon does not own that shard"
-                              : "that shard is not open here (not owned, or not written since start)");
-    return;
-  }
-  if (strcmp(argv[0], "drop") == 0) { /* two phases: the operator seals first */
-    mw_shard_stats_t st;
-    mw_shard_stats(o->s, &st);
-    if (!st.sealed) {
-      char key[MW_TABLE_SHARD_KEY_BYTES], msg[MW_ERR_MSG_BYTES];
-      mw_table_shard_name(o->t, id, key, sizeof key);
-      snprintf(msg, sizeof msg, "shard %.80s is ACTIVE (state %s): seal it first (memwalctl seal %.100s "
-               "%.100s), then drop it", key, mw_shard_state_name(st.state), o->table, argv[2]);
-      op_done(o, -EBUSY, msg);
-      return;
-    }
-  }
-  int (*fn)(mw_shard_t *, mw_shard_done_cb, void *) =
-      claim ? mw_shard_claim
-      : strcmp(argv[0], "seal") == 0    ? mw_shard_seal
-      : strcmp(argv[0], "unseal") == 0  ? mw_shard_unseal
-      : strcmp(argv[0], "release") == 0 ? mw_shard_release
-      : strcmp(argv[0], "drop") == 0    ? mw_shard_drop
-                                        : NULL;
-  if (!fn) {
-    op_done(o, -EINVAL, "unknown command");
-    return;
-  }
-  o->left++;
-  int rc = fn(o->s, on_shard_done, o);
-  if (rc < 0) op_done(o, rc, mw_shard_reason(o->s)[0] ? mw_shard_reason(o->s) : mw_strerror(rc));
-  op_done(o, 0, NULL);
+  op_t *o = op_new(a, r, argc, argv);
+  if (o != NULL) c->run(a, o, c, argc, argv);
 }
 
 void mw_fe_admin_engine(mw_fe_admin_t *a, mw_admin_engine_t *out) {
