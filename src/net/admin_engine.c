@@ -394,6 +394,100 @@ static int parse_steps(const mw_storage_t *st, const char *v, uint32_t *mask) {
  * (default EIO), steps=STEP[+STEP...] (default any), delay_ms=D,
  * fsync_once (alias sync_once: the next durability step fails). Steps are
  * the table storage backend's own names. Replies with the status `storage` entry's fault fields. */
+/* What `fault TABLE set ...` asks for, while its KEY=VALUEs are read. */
+typedef struct fault_args {
+  mw_storage_fault_t f;
+  char prefix[MW_STORAGE_KEY_MAX_BYTES + 64];
+  bool has_prefix;
+  char target[16], shard[512];
+} fault_args_t;
+
+/* One KEY[=VALUE] (kv, its '=' cut into v: NULL without one). */
+static int fault_kv(mw_storage_t *st, fault_args_t *fa, const char *kv, const char *v,
+                    mw_err_t *err) {
+  mw_storage_fault_t *f = &fa->f;
+  char *end = NULL;
+  int bad = 0;
+  if (strcmp(kv, "fsync_once") == 0 || strcmp(kv, "sync_once") == 0)
+    f->fail_sync_once = !v || strcmp(v, "0") != 0;
+  else if (!v) bad = 1;
+  else if (strcmp(kv, "nth") == 0) {
+    unsigned long long n = strtoull(v, &end, 10);
+    if (!*v || *end || n == 0) bad = 1;
+    mw_storage_health_t h;
+    mw_storage_health(st, &h);
+    f->fail_nth = h.ops_ok + h.ops_failed + mw_storage_inflight(st) + mw_storage_queued(st) + n;
+  } else if (strcmp(kv, "prefix") == 0) {
+    if (strlen(v) > MW_STORAGE_KEY_MAX_BYTES) bad = 1;
+    snprintf(fa->prefix, sizeof fa->prefix, "%.1023s", v);
+    fa->has_prefix = true;
+  } else if (strcmp(kv, "target") == 0) {
+    snprintf(fa->target, sizeof fa->target, "%.15s", v);
+  } else if (strcmp(kv, "shard") == 0) {
+    snprintf(fa->shard, sizeof fa->shard, "%.500s", v);
+  } else if (strcmp(kv, "errno") == 0) {
+    f->fail_errno = parse_errno(v);
+    if (f->fail_errno < 0) bad = 1;
+  } else if (strcmp(kv, "steps") == 0) {
+    if (parse_steps(st, v, &f->fail_steps) < 0) bad = 1;
+  } else if (strcmp(kv, "delay_ms") == 0) {
+    unsigned long d = strtoul(v, &end, 10);
+    if (!*v || *end || d > 600000) bad = 1;
+    f->delay_ms = (uint32_t)d;
+  } else {
+    return mw_err_set(err, -EINVAL, "fault set: unknown key \"%.100s\" (nth, prefix, target, "
+                                    "shard, errno, steps, delay_ms, fsync_once)", kv);
+  }
+  if (bad) return mw_err_set(err, -EINVAL, "fault set: bad value for %.100s", kv);
+  return 0;
+}
+
+/* target=wal|manifest|shard with shard=SHARD: a prefix under that shard's
+ * _mem_wal directory. */
+static int fault_target(mw_table_t *t, fault_args_t *fa, mw_err_t *err) {
+  assert(fa->target[0] != '\0');
+  uint8_t id[16];
+  char sid[MW_UUID_STR_BYTES];
+  if (!fa->shard[0]) return mw_err_set(err, -EINVAL, "fault set: target= needs shard=SHARD");
+  int rc = mw_table_shard_parse(t, fa->shard, id, err);
+  if (rc < 0) return rc;
+  mw_shard_uuid_format(id, sid);
+  const char *sub = strcmp(fa->target, "wal") == 0        ? "wal/"
+                    : strcmp(fa->target, "manifest") == 0 ? "manifest/"
+                    : strcmp(fa->target, "shard") == 0    ? ""
+                                                          : NULL;
+  if (sub == NULL)
+    return mw_err_set(err, -EINVAL, "fault set: target must be wal, manifest or shard");
+  snprintf(fa->prefix, sizeof fa->prefix, "_mem_wal/%s/%s", sid, sub);
+  fa->has_prefix = true;
+  return 0;
+}
+
+/* `fault TABLE set k=v[,k=v...] [k=v...]`: the faults asked for, into fa. */
+static int fault_parse(mw_table_t *t, int argc, const char *const *argv, fault_args_t *fa,
+                       mw_err_t *err) {
+  mw_storage_t *st = mw_table_storage(t);
+  if (argc < 4) return mw_err_set(err, -EINVAL, "fault set: no KEY=VALUE given");
+  for (int i = 3; i < argc; i++) {
+    char spec[1024];
+    snprintf(spec, sizeof spec, "%s", argv[i]);
+    char *save = NULL;
+    for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+      char *v = strchr(kv, '=');
+      if (v) *v++ = 0;
+      int rc = fault_kv(st, fa, kv, v, err);
+      if (rc < 0) return rc;
+    }
+  }
+  if (fa->target[0]) {
+    int rc = fault_target(t, fa, err);
+    if (rc < 0) return rc;
+  }
+  if (fa->has_prefix) fa->f.fail_prefix = fa->prefix;
+  if ((fa->f.fail_nth || fa->has_prefix) && fa->f.fail_errno == 0) fa->f.fail_errno = EIO;
+  return 0;
+}
+
 static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *const *argv,
                          mw_err_t *err) {
   const char *env = getenv("MEMWALD_TEST_FAULTS");
@@ -403,74 +497,14 @@ static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *
   (void)a;
   if (argc < 3 || (strcmp(argv[2], "set") != 0 && strcmp(argv[2], "clear") != 0))
     return mw_err_set(err, -EINVAL, "usage: fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear");
-  mw_storage_fault_t f;
   mw_storage_t *st = mw_table_storage(t);
-  mw_storage_fault_get_hooks(st, &f); /* no fault, the hooks installed at start */
-  char prefix[MW_STORAGE_KEY_MAX_BYTES + 64] = "";
-  bool has_prefix = false;
-  char target[16] = "", shard[512] = "";
+  fault_args_t fa = {.has_prefix = false};
+  mw_storage_fault_get_hooks(st, &fa.f); /* no fault, the hooks installed at start */
   if (strcmp(argv[2], "set") == 0) {
-    if (argc < 4) return mw_err_set(err, -EINVAL, "fault set: no KEY=VALUE given");
-    for (int i = 3; i < argc; i++) {
-      char spec[1024];
-      snprintf(spec, sizeof spec, "%s", argv[i]);
-      char *save = NULL;
-      for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *v = strchr(kv, '=');
-        if (v) *v++ = 0;
-        char *end = NULL;
-        int bad = 0;
-        if (strcmp(kv, "fsync_once") == 0 || strcmp(kv, "sync_once") == 0)
-          f.fail_sync_once = !v || strcmp(v, "0") != 0;
-        else if (!v) bad = 1;
-        else if (strcmp(kv, "nth") == 0) {
-          unsigned long long n = strtoull(v, &end, 10);
-          if (!*v || *end || n == 0) bad = 1;
-          mw_storage_health_t h;
-          mw_storage_health(st, &h);
-          f.fail_nth = h.ops_ok + h.ops_failed + mw_storage_inflight(st) + mw_storage_queued(st) + n;
-        } else if (strcmp(kv, "prefix") == 0) {
-          if (strlen(v) > MW_STORAGE_KEY_MAX_BYTES) bad = 1;
-          snprintf(prefix, sizeof prefix, "%.1023s", v);
-          has_prefix = true;
-        } else if (strcmp(kv, "target") == 0) {
-          snprintf(target, sizeof target, "%.15s", v);
-        } else if (strcmp(kv, "shard") == 0) {
-          snprintf(shard, sizeof shard, "%.500s", v);
-        } else if (strcmp(kv, "errno") == 0) {
-          f.fail_errno = parse_errno(v);
-          if (f.fail_errno < 0) bad = 1;
-        } else if (strcmp(kv, "steps") == 0) {
-          if (parse_steps(st, v, &f.fail_steps) < 0) bad = 1;
-        } else if (strcmp(kv, "delay_ms") == 0) {
-          unsigned long d = strtoul(v, &end, 10);
-          if (!*v || *end || d > 600000) bad = 1;
-          f.delay_ms = (uint32_t)d;
-        } else {
-          return mw_err_set(err, -EINVAL, "fault set: unknown key \"%.100s\" (nth, prefix, target, "
-                                          "shard, errno, steps, delay_ms, fsync_once)", kv);
-        }
-        if (bad) return mw_err_set(err, -EINVAL, "fault set: bad value for %.100s", kv);
-      }
-    }
-    if (target[0]) {
-      uint8_t id[16];
-      char sid[MW_UUID_STR_BYTES];
-      if (!shard[0]) return mw_err_set(err, -EINVAL, "fault set: target= needs shard=SHARD");
-      int rc = mw_table_shard_parse(t, shard, id, err);
-      if (rc < 0) return rc;
-      mw_shard_uuid_format(id, sid);
-      const char *sub = strcmp(target, "wal") == 0 ? "wal/"
-                        : strcmp(target, "manifest") == 0 ? "manifest/"
-                        : strcmp(target, "shard") == 0 ? "" : NULL;
-      if (sub == NULL) return mw_err_set(err, -EINVAL, "fault set: target must be wal, manifest or shard");
-      snprintf(prefix, sizeof prefix, "_mem_wal/%s/%s", sid, sub);
-      has_prefix = true;
-    }
-    if (has_prefix) f.fail_prefix = prefix;
-    if ((f.fail_nth || has_prefix) && f.fail_errno == 0) f.fail_errno = EIO;
+    int rc = fault_parse(t, argc, argv, &fa, err);
+    if (rc < 0) return rc;
   }
-  int rc = mw_storage_fault_set(st, &f);
+  int rc = mw_storage_fault_set(st, &fa.f);
   if (rc < 0) return mw_err_set(err, rc, "fault: the storage refused the settings");
   mw_log_warn("table %s: TEST fault injection %s%s%s", mw_table_path(t), argv[2], argc > 3 ? " " : "",
               argc > 3 ? argv[3] : "");
