@@ -154,6 +154,50 @@ static int compaction_json(const mw_table_housekeeping_t *hk, mw_buf_t *out) {
   return rc;
 }
 
+/* One shard's entry of the status document (k: its index in the table). */
+static int shard_json(const mw_fe_admin_t *a, const mw_table_housekeeping_t *hk,
+                      const mw_table_shard_info_t *ts, size_t k, mw_buf_t *out) {
+  mw_shard_stats_t st;
+  mw_shard_stats(ts->shard, &st);
+  int rc = put(out, "%s{\"id\":\"%s\",\"key\":", k ? "," : "", mw_shard_id_str(ts->shard));
+  if (rc == 0) rc = mw_admin_json_str(out, ts->key);
+  if (rc == 0 && ts->key_truncated) rc = put(out, ",\"key_truncated\":true");
+  if (rc == 0)
+    rc = put(out,
+           ",\"state\":\"%s\",\"status\":\"%s\",\"epoch\":%" PRIu64
+           ",\"manifest_version\":%" PRIu64 ",\"wal_position\":%" PRIu64 ",\"replay_after\":%" PRIu64
+           ",\"memtable_rows\":%" PRId64 ",\"memtable_bytes\":%" PRId64 ",\"frozen\":%" PRIu32
+           ",\"sstables\":%" PRIu64 ",\"rows_acked\":%" PRIu64 ",\"wal_entries\":%" PRIu64
+           ",\"flushes\":%" PRIu64 ",\"backpressured\":%s",
+           mw_shard_state_name(st.state),
+           st.sealed ? "SEALED" : "ACTIVE", st.epoch, st.manifest_version, st.wal_next_position,
+           st.replay_after, st.memtable_rows, st.memtable_bytes, st.frozen, st.sstables,
+           st.rows_acked, st.wal_entries, st.flushes, st.backpressured ? "true" : "false");
+  if (rc == 0) rc = put(out, ",\"recoveries\":%" PRIu64, st.recoveries);
+  if (rc == 0)
+    rc = put(out, ",\"wal_batches_passed_through\":%" PRIu64 ",\"wal_bytes_passed_through\":%" PRIu64
+             ",\"wal_batches_encoded\":%" PRIu64 ",\"wal_bytes_encoded\":%" PRIu64,
+             st.wal_batches_passed_through, st.wal_bytes_passed_through, st.wal_batches_encoded,
+             st.wal_bytes_encoded);
+  mw_compact_shard_t cs;
+  if (rc == 0 && hk->compact && mw_compact_shard_state(hk->compact, ts->id, &cs))
+    rc = put(out, ",\"compacted_generation\":%" PRIu64 ",\"uncompacted_sstables\":%" PRIu64
+             ",\"uncompacted_bytes\":%" PRIu64 ",\"compaction_failures\":%" PRIu32,
+             cs.compacted_gen, cs.uncompacted, cs.uncompacted_bytes, cs.failures);
+  mw_gc_shard_stats_t gs;
+  if (rc == 0 && hk->gc && mw_gc_shard_stats(hk->gc, ts->id, &gs))
+    rc = put(out, ",\"wal_first\":%" PRIu64 ",\"wal_gc_horizon\":%" PRIu64
+             ",\"sstable_dirs_waiting\":%" PRIu32 ",\"manifest_first\":%" PRIu64 ",\"manifest_floor\":%" PRIu64,
+             gs.wal_first, gs.horizon, gs.dirs_waiting, gs.manifest_first, gs.manifest_floor);
+  if (rc == 0 && mw_shard_reason(ts->shard)[0]) {
+    rc = mw_buf_append(out, ",\"reason\":", 10);
+    if (rc == 0) rc = mw_admin_json_str(out, mw_shard_reason(ts->shard));
+  }
+  if (rc == 0) rc = fault_json(a, ts->shard, out);
+  if (rc == 0) rc = mw_buf_append(out, "}", 1);
+  return rc;
+}
+
 int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
   assert(a && out);
   uint64_t up = a->loop ? (uv_now(a->loop) - a->start_ms) / 1000 : 0;
@@ -185,44 +229,7 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
     for (size_t k = 0; rc == 0 && k < n_shards; k++) {
       mw_table_shard_info_t ts;
       mw_table_shard_at(t, k, &ts); /* O(1) a shard: 1 024 buckets in ~5 ms */
-      mw_shard_stats_t st;
-      mw_shard_stats(ts.shard, &st);
-      rc = put(out, "%s{\"id\":\"%s\",\"key\":", k ? "," : "", mw_shard_id_str(ts.shard));
-      if (rc == 0) rc = mw_admin_json_str(out, ts.key);
-      if (rc == 0 && ts.key_truncated) rc = put(out, ",\"key_truncated\":true");
-      if (rc == 0)
-        rc = put(out,
-               ",\"state\":\"%s\",\"status\":\"%s\",\"epoch\":%" PRIu64
-               ",\"manifest_version\":%" PRIu64 ",\"wal_position\":%" PRIu64 ",\"replay_after\":%" PRIu64
-               ",\"memtable_rows\":%" PRId64 ",\"memtable_bytes\":%" PRId64 ",\"frozen\":%" PRIu32
-               ",\"sstables\":%" PRIu64 ",\"rows_acked\":%" PRIu64 ",\"wal_entries\":%" PRIu64
-               ",\"flushes\":%" PRIu64 ",\"backpressured\":%s",
-               mw_shard_state_name(st.state),
-               st.sealed ? "SEALED" : "ACTIVE", st.epoch, st.manifest_version, st.wal_next_position,
-               st.replay_after, st.memtable_rows, st.memtable_bytes, st.frozen, st.sstables,
-               st.rows_acked, st.wal_entries, st.flushes, st.backpressured ? "true" : "false");
-      if (rc == 0) rc = put(out, ",\"recoveries\":%" PRIu64, st.recoveries);
-      if (rc == 0)
-        rc = put(out, ",\"wal_batches_passed_through\":%" PRIu64 ",\"wal_bytes_passed_through\":%" PRIu64
-                 ",\"wal_batches_encoded\":%" PRIu64 ",\"wal_bytes_encoded\":%" PRIu64,
-                 st.wal_batches_passed_through, st.wal_bytes_passed_through, st.wal_batches_encoded,
-                 st.wal_bytes_encoded);
-      mw_compact_shard_t cs;
-      if (rc == 0 && hk.compact && mw_compact_shard_state(hk.compact, ts.id, &cs))
-        rc = put(out, ",\"compacted_generation\":%" PRIu64 ",\"uncompacted_sstables\":%" PRIu64
-                 ",\"uncompacted_bytes\":%" PRIu64 ",\"compaction_failures\":%" PRIu32,
-                 cs.compacted_gen, cs.uncompacted, cs.uncompacted_bytes, cs.failures);
-      mw_gc_shard_stats_t gs;
-      if (rc == 0 && hk.gc && mw_gc_shard_stats(hk.gc, ts.id, &gs))
-        rc = put(out, ",\"wal_first\":%" PRIu64 ",\"wal_gc_horizon\":%" PRIu64
-                 ",\"sstable_dirs_waiting\":%" PRIu32 ",\"manifest_first\":%" PRIu64 ",\"manifest_floor\":%" PRIu64,
-                 gs.wal_first, gs.horizon, gs.dirs_waiting, gs.manifest_first, gs.manifest_floor);
-      if (rc == 0 && mw_shard_reason(ts.shard)[0]) {
-        rc = mw_buf_append(out, ",\"reason\":", 10);
-        if (rc == 0) rc = mw_admin_json_str(out, mw_shard_reason(ts.shard));
-      }
-      if (rc == 0) rc = fault_json(a, ts.shard, out);
-      if (rc == 0) rc = mw_buf_append(out, "}", 1);
+      rc = shard_json(a, &hk, &ts, k, out);
     }
     if (rc == 0) rc = mw_buf_append(out, "]", 1);
     if (rc == 0) rc = compaction_json(&hk, out);
