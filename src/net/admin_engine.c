@@ -199,7 +199,8 @@ static int shard_json(const mw_fe_admin_t *a, const mw_table_housekeeping_t *hk,
 }
 
 int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
-  assert(a && out);
+  assert(a);
+  assert(out);
   uint64_t up = a->loop ? (uv_now(a->loop) - a->start_ms) / 1000 : 0;
   int rc = mw_buf_append(out, "{\"version\":", 11);
   if (rc == 0) rc = mw_admin_json_str(out, a->version ? a->version : "");
@@ -294,6 +295,7 @@ static void op_finish(op_t *o) {
 }
 
 static void op_done(op_t *o, int status, const char *reason) {
+  assert(o->left > 0); /* each count is dropped once */
   if (status < 0 && o->status == 0) {
     o->status = status;
     snprintf(o->reason, sizeof o->reason, "%s", reason ? reason : mw_strerror(status));
@@ -691,7 +693,9 @@ static void command(void *data, int argc, const char *const *argv, mw_admin_req_
 }
 
 void mw_fe_admin_engine(mw_fe_admin_t *a, mw_admin_engine_t *out) {
-  assert(a && a->tables && out);
+  assert(a);
+  assert(a->tables);
+  assert(out);
   out->data = a;
   out->command = command;
 }
