@@ -22,6 +22,8 @@
  * fsyncs its whole ancestry again (128 KiB per table storage). */
 #define MW_LOCAL_DIRCACHE_SLOTS 16384
 #define MW_LOCAL_MKDIR_TRIES 4
+_Static_assert(MW_LOCAL_MKDIR_TRIES < UINT8_MAX, "the request's mkdir_tries is a uint8_t");
+_Static_assert(MW_STORAGE_KEY_MAX_SEGMENTS < UINT16_MAX, "the request's walk is a uint16_t");
 
 typedef struct mw_local {
   char *root;                   /* the directory (from the URI) */

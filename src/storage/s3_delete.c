@@ -93,7 +93,7 @@ static int batch_body(mw_s3_t *s, mw_s3_task_t *t) {
 }
 
 /* The next (up to) MW_S3_DELETE_BATCH listed keys into t->batch. */
-int mw_s3__batch_fill(mw_s3_t *s, mw_storage_req_t *req) {
+static int batch_fill(mw_s3_t *s, mw_storage_req_t *req) {
   mw_s3_task_t *t = mw_s3_req(req)->task;
   assert(t->i < t->nkeys);
   mw_buf_reset(&t->batch);
@@ -269,7 +269,7 @@ void mw_s3__delete_next(mw_s3_t *s, mw_storage_req_t *req) {
   assert(t->i <= t->nkeys);
   if (t->i >= t->nkeys) return mw_s3__finish(s, req, 0);
   if (s->no_batch_delete) return mw_s3__next_exchange(s, req, P_DEL_EACH);
-  int rc = mw_s3__batch_fill(s, req);
+  int rc = batch_fill(s, req);
   if (rc < 0) {
     mw_s3__set_reason(s, req, strerror(-rc));
     return mw_s3__finish(s, req, rc);
@@ -405,6 +405,6 @@ int mw_s3__many_start(mw_s3_t *s, mw_storage_req_t *req) {
   }
   t->nkeys = p->nmany;
   t->i = t->off = 0;
-  if (rc == 0 && !s->no_batch_delete) rc = mw_s3__batch_fill(s, req);
+  if (rc == 0 && !s->no_batch_delete) rc = batch_fill(s, req);
   return rc;
 }

@@ -139,6 +139,18 @@ typedef struct mw_s3_answer {
  * request with it), or a -errno for a malformed answer or a failure. */
 #define MW_S3_MOVED 1
 
+/* Relations between the limits (and the fields that hold their counts). */
+_Static_assert(MW_S3_MIN_PART_BYTES <= MW_S3_DEFAULT_PART_BYTES, "the default part is a valid part");
+_Static_assert(MW_S3_CONNECT_TIMEOUT_MS <= MW_S3_DEFAULT_TIMEOUT_MS,
+               "a connect fits in the default attempt");
+_Static_assert(MW_S3_DEFAULT_DEADLINE_MS >= MW_S3_BACKOFF_MAX_MS,
+               "the default retry deadline allows the longest backoff");
+_Static_assert(MW_STORAGE_DELETE_MANY_MAX <= MW_S3_DELETE_BATCH, "delete_many is one DeleteObjects");
+_Static_assert(MW_S3_PIA_RECHECKS < UINT8_MAX, "rechecks (uint8_t) counts one past the limit");
+_Static_assert(P_FAIL <= UINT8_MAX, "a phase fits the request's uint8_t");
+_Static_assert(sizeof(((mw_s3_spec_t *)0)->query) < MW_S3_URL_BYTES, "a query fits in a URL");
+_Static_assert(MW_S3_MAX_PARTS <= UINT32_MAX / 2, "part numbers fit the task's uint32_t");
+
 static inline mw_s3_t *mw_s3(const mw_storage_t *st) { return st->be_state; }
 static inline mw_storage_req_s3_t *mw_s3_req(mw_storage_req_t *req) { return &req->be.s3; }
 
@@ -264,8 +276,6 @@ int mw_s3__delete_answer(mw_s3_t *s, mw_storage_req_t *req, const mw_s3_answer_t
 /* delete_many's DELETE of one key refused with err: that key fails, the
  * next goes out. */
 void mw_s3__delete_each_refused(mw_s3_t *s, mw_storage_req_t *req, int err);
-/* The next (up to) MW_S3_DELETE_BATCH listed keys into the task's batch. */
-int mw_s3__batch_fill(mw_s3_t *s, mw_storage_req_t *req);
 /* After the listing, or a batch done: the next batch, or the end. */
 void mw_s3__delete_next(mw_s3_t *s, mw_storage_req_t *req);
 /* delete_many: a status per key (priv.statuses, by index). */
