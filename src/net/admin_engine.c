@@ -154,8 +154,53 @@ static int compaction_json(const mw_table_housekeeping_t *hk, mw_buf_t *out) {
   return rc;
 }
 
+/* One shard's entry of the status document (k: its index in the table). */
+static int shard_json(const mw_fe_admin_t *a, const mw_table_housekeeping_t *hk,
+                      const mw_table_shard_info_t *ts, size_t k, mw_buf_t *out) {
+  mw_shard_stats_t st;
+  mw_shard_stats(ts->shard, &st);
+  int rc = put(out, "%s{\"id\":\"%s\",\"key\":", k ? "," : "", mw_shard_id_str(ts->shard));
+  if (rc == 0) rc = mw_admin_json_str(out, ts->key);
+  if (rc == 0 && ts->key_truncated) rc = put(out, ",\"key_truncated\":true");
+  if (rc == 0)
+    rc = put(out,
+           ",\"state\":\"%s\",\"status\":\"%s\",\"epoch\":%" PRIu64
+           ",\"manifest_version\":%" PRIu64 ",\"wal_position\":%" PRIu64 ",\"replay_after\":%" PRIu64
+           ",\"memtable_rows\":%" PRId64 ",\"memtable_bytes\":%" PRId64 ",\"frozen\":%" PRIu32
+           ",\"sstables\":%" PRIu64 ",\"rows_acked\":%" PRIu64 ",\"wal_entries\":%" PRIu64
+           ",\"flushes\":%" PRIu64 ",\"backpressured\":%s",
+           mw_shard_state_name(st.state),
+           st.sealed ? "SEALED" : "ACTIVE", st.epoch, st.manifest_version, st.wal_next_position,
+           st.replay_after, st.memtable_rows, st.memtable_bytes, st.frozen, st.sstables,
+           st.rows_acked, st.wal_entries, st.flushes, st.backpressured ? "true" : "false");
+  if (rc == 0) rc = put(out, ",\"recoveries\":%" PRIu64, st.recoveries);
+  if (rc == 0)
+    rc = put(out, ",\"wal_batches_passed_through\":%" PRIu64 ",\"wal_bytes_passed_through\":%" PRIu64
+             ",\"wal_batches_encoded\":%" PRIu64 ",\"wal_bytes_encoded\":%" PRIu64,
+             st.wal_batches_passed_through, st.wal_bytes_passed_through, st.wal_batches_encoded,
+             st.wal_bytes_encoded);
+  mw_compact_shard_t cs;
+  if (rc == 0 && hk->compact && mw_compact_shard_state(hk->compact, ts->id, &cs))
+    rc = put(out, ",\"compacted_generation\":%" PRIu64 ",\"uncompacted_sstables\":%" PRIu64
+             ",\"uncompacted_bytes\":%" PRIu64 ",\"compaction_failures\":%" PRIu32,
+             cs.compacted_gen, cs.uncompacted, cs.uncompacted_bytes, cs.failures);
+  mw_gc_shard_stats_t gs;
+  if (rc == 0 && hk->gc && mw_gc_shard_stats(hk->gc, ts->id, &gs))
+    rc = put(out, ",\"wal_first\":%" PRIu64 ",\"wal_gc_horizon\":%" PRIu64
+             ",\"sstable_dirs_waiting\":%" PRIu32 ",\"manifest_first\":%" PRIu64 ",\"manifest_floor\":%" PRIu64,
+             gs.wal_first, gs.horizon, gs.dirs_waiting, gs.manifest_first, gs.manifest_floor);
+  if (rc == 0 && mw_shard_reason(ts->shard)[0]) {
+    rc = mw_buf_append(out, ",\"reason\":", 10);
+    if (rc == 0) rc = mw_admin_json_str(out, mw_shard_reason(ts->shard));
+  }
+  if (rc == 0) rc = fault_json(a, ts->shard, out);
+  if (rc == 0) rc = mw_buf_append(out, "}", 1);
+  return rc;
+}
+
 int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
-  assert(a && out);
+  assert(a);
+  assert(out);
   uint64_t up = a->loop ? (uv_now(a->loop) - a->start_ms) / 1000 : 0;
   int rc = mw_buf_append(out, "{\"version\":", 11);
   if (rc == 0) rc = mw_admin_json_str(out, a->version ? a->version : "");
@@ -185,44 +230,7 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
     for (size_t k = 0; rc == 0 && k < n_shards; k++) {
       mw_table_shard_info_t ts;
       mw_table_shard_at(t, k, &ts); /* O(1) a shard: 1 024 buckets in ~5 ms */
-      mw_shard_stats_t st;
-      mw_shard_stats(ts.shard, &st);
-      rc = put(out, "%s{\"id\":\"%s\",\"key\":", k ? "," : "", mw_shard_id_str(ts.shard));
-      if (rc == 0) rc = mw_admin_json_str(out, ts.key);
-      if (rc == 0 && ts.key_truncated) rc = put(out, ",\"key_truncated\":true");
-      if (rc == 0)
-        rc = put(out,
-               ",\"state\":\"%s\",\"status\":\"%s\",\"epoch\":%" PRIu64
-               ",\"manifest_version\":%" PRIu64 ",\"wal_position\":%" PRIu64 ",\"replay_after\":%" PRIu64
-               ",\"memtable_rows\":%" PRId64 ",\"memtable_bytes\":%" PRId64 ",\"frozen\":%" PRIu32
-               ",\"sstables\":%" PRIu64 ",\"rows_acked\":%" PRIu64 ",\"wal_entries\":%" PRIu64
-               ",\"flushes\":%" PRIu64 ",\"backpressured\":%s",
-               mw_shard_state_name(st.state),
-               st.sealed ? "SEALED" : "ACTIVE", st.epoch, st.manifest_version, st.wal_next_position,
-               st.replay_after, st.memtable_rows, st.memtable_bytes, st.frozen, st.sstables,
-               st.rows_acked, st.wal_entries, st.flushes, st.backpressured ? "true" : "false");
-      if (rc == 0) rc = put(out, ",\"recoveries\":%" PRIu64, st.recoveries);
-      if (rc == 0)
-        rc = put(out, ",\"wal_batches_passed_through\":%" PRIu64 ",\"wal_bytes_passed_through\":%" PRIu64
-                 ",\"wal_batches_encoded\":%" PRIu64 ",\"wal_bytes_encoded\":%" PRIu64,
-                 st.wal_batches_passed_through, st.wal_bytes_passed_through, st.wal_batches_encoded,
-                 st.wal_bytes_encoded);
-      mw_compact_shard_t cs;
-      if (rc == 0 && hk.compact && mw_compact_shard_state(hk.compact, ts.id, &cs))
-        rc = put(out, ",\"compacted_generation\":%" PRIu64 ",\"uncompacted_sstables\":%" PRIu64
-                 ",\"uncompacted_bytes\":%" PRIu64 ",\"compaction_failures\":%" PRIu32,
-                 cs.compacted_gen, cs.uncompacted, cs.uncompacted_bytes, cs.failures);
-      mw_gc_shard_stats_t gs;
-      if (rc == 0 && hk.gc && mw_gc_shard_stats(hk.gc, ts.id, &gs))
-        rc = put(out, ",\"wal_first\":%" PRIu64 ",\"wal_gc_horizon\":%" PRIu64
-                 ",\"sstable_dirs_waiting\":%" PRIu32 ",\"manifest_first\":%" PRIu64 ",\"manifest_floor\":%" PRIu64,
-                 gs.wal_first, gs.horizon, gs.dirs_waiting, gs.manifest_first, gs.manifest_floor);
-      if (rc == 0 && mw_shard_reason(ts.shard)[0]) {
-        rc = mw_buf_append(out, ",\"reason\":", 10);
-        if (rc == 0) rc = mw_admin_json_str(out, mw_shard_reason(ts.shard));
-      }
-      if (rc == 0) rc = fault_json(a, ts.shard, out);
-      if (rc == 0) rc = mw_buf_append(out, "}", 1);
+      rc = shard_json(a, &hk, &ts, k, out);
     }
     if (rc == 0) rc = mw_buf_append(out, "]", 1);
     if (rc == 0) rc = compaction_json(&hk, out);
@@ -287,6 +295,7 @@ static void op_finish(op_t *o) {
 }
 
 static void op_done(op_t *o, int status, const char *reason) {
+  assert(o->left > 0); /* each count is dropped once */
   if (status < 0 && o->status == 0) {
     o->status = status;
     snprintf(o->reason, sizeof o->reason, "%s", reason ? reason : mw_strerror(status));
@@ -394,6 +403,100 @@ static int parse_steps(const mw_storage_t *st, const char *v, uint32_t *mask) {
  * (default EIO), steps=STEP[+STEP...] (default any), delay_ms=D,
  * fsync_once (alias sync_once: the next durability step fails). Steps are
  * the table storage backend's own names. Replies with the status `storage` entry's fault fields. */
+/* What `fault TABLE set ...` asks for, while its KEY=VALUEs are read. */
+typedef struct fault_args {
+  mw_storage_fault_t f;
+  char prefix[MW_STORAGE_KEY_MAX_BYTES + 64];
+  bool has_prefix;
+  char target[16], shard[512];
+} fault_args_t;
+
+/* One KEY[=VALUE] (kv, its '=' cut into v: NULL without one). */
+static int fault_kv(mw_storage_t *st, fault_args_t *fa, const char *kv, const char *v,
+                    mw_err_t *err) {
+  mw_storage_fault_t *f = &fa->f;
+  char *end = NULL;
+  int bad = 0;
+  if (strcmp(kv, "fsync_once") == 0 || strcmp(kv, "sync_once") == 0)
+    f->fail_sync_once = !v || strcmp(v, "0") != 0;
+  else if (!v) bad = 1;
+  else if (strcmp(kv, "nth") == 0) {
+    unsigned long long n = strtoull(v, &end, 10);
+    if (!*v || *end || n == 0) bad = 1;
+    mw_storage_health_t h;
+    mw_storage_health(st, &h);
+    f->fail_nth = h.ops_ok + h.ops_failed + mw_storage_inflight(st) + mw_storage_queued(st) + n;
+  } else if (strcmp(kv, "prefix") == 0) {
+    if (strlen(v) > MW_STORAGE_KEY_MAX_BYTES) bad = 1;
+    snprintf(fa->prefix, sizeof fa->prefix, "%.1023s", v);
+    fa->has_prefix = true;
+  } else if (strcmp(kv, "target") == 0) {
+    snprintf(fa->target, sizeof fa->target, "%.15s", v);
+  } else if (strcmp(kv, "shard") == 0) {
+    snprintf(fa->shard, sizeof fa->shard, "%.500s", v);
+  } else if (strcmp(kv, "errno") == 0) {
+    f->fail_errno = parse_errno(v);
+    if (f->fail_errno < 0) bad = 1;
+  } else if (strcmp(kv, "steps") == 0) {
+    if (parse_steps(st, v, &f->fail_steps) < 0) bad = 1;
+  } else if (strcmp(kv, "delay_ms") == 0) {
+    unsigned long d = strtoul(v, &end, 10);
+    if (!*v || *end || d > 600000) bad = 1;
+    f->delay_ms = (uint32_t)d;
+  } else {
+    return mw_err_set(err, -EINVAL, "fault set: unknown key \"%.100s\" (nth, prefix, target, "
+                                    "shard, errno, steps, delay_ms, fsync_once)", kv);
+  }
+  if (bad) return mw_err_set(err, -EINVAL, "fault set: bad value for %.100s", kv);
+  return 0;
+}
+
+/* target=wal|manifest|shard with shard=SHARD: a prefix under that shard's
+ * _mem_wal directory. */
+static int fault_target(mw_table_t *t, fault_args_t *fa, mw_err_t *err) {
+  assert(fa->target[0] != '\0');
+  uint8_t id[16];
+  char sid[MW_UUID_STR_BYTES];
+  if (!fa->shard[0]) return mw_err_set(err, -EINVAL, "fault set: target= needs shard=SHARD");
+  int rc = mw_table_shard_parse(t, fa->shard, id, err);
+  if (rc < 0) return rc;
+  mw_shard_uuid_format(id, sid);
+  const char *sub = strcmp(fa->target, "wal") == 0        ? "wal/"
+                    : strcmp(fa->target, "manifest") == 0 ? "manifest/"
+                    : strcmp(fa->target, "shard") == 0    ? ""
+                                                          : NULL;
+  if (sub == NULL)
+    return mw_err_set(err, -EINVAL, "fault set: target must be wal, manifest or shard");
+  snprintf(fa->prefix, sizeof fa->prefix, "_mem_wal/%s/%s", sid, sub);
+  fa->has_prefix = true;
+  return 0;
+}
+
+/* `fault TABLE set k=v[,k=v...] [k=v...]`: the faults asked for, into fa. */
+static int fault_parse(mw_table_t *t, int argc, const char *const *argv, fault_args_t *fa,
+                       mw_err_t *err) {
+  mw_storage_t *st = mw_table_storage(t);
+  if (argc < 4) return mw_err_set(err, -EINVAL, "fault set: no KEY=VALUE given");
+  for (int i = 3; i < argc; i++) {
+    char spec[1024];
+    snprintf(spec, sizeof spec, "%s", argv[i]);
+    char *save = NULL;
+    for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+      char *v = strchr(kv, '=');
+      if (v) *v++ = 0;
+      int rc = fault_kv(st, fa, kv, v, err);
+      if (rc < 0) return rc;
+    }
+  }
+  if (fa->target[0]) {
+    int rc = fault_target(t, fa, err);
+    if (rc < 0) return rc;
+  }
+  if (fa->has_prefix) fa->f.fail_prefix = fa->prefix;
+  if ((fa->f.fail_nth || fa->has_prefix) && fa->f.fail_errno == 0) fa->f.fail_errno = EIO;
+  return 0;
+}
+
 static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *const *argv,
                          mw_err_t *err) {
   const char *env = getenv("MEMWALD_TEST_FAULTS");
@@ -403,102 +506,161 @@ static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *
   (void)a;
   if (argc < 3 || (strcmp(argv[2], "set") != 0 && strcmp(argv[2], "clear") != 0))
     return mw_err_set(err, -EINVAL, "usage: fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear");
-  mw_storage_fault_t f;
   mw_storage_t *st = mw_table_storage(t);
-  mw_storage_fault_get(st, &f);
-  mw_storage_fault_t keep = f;
-  memset(&f, 0, sizeof f);
-  f.on_step = keep.on_step;
-  f.on_step_ctx = keep.on_step_ctx;
-  f.power_loss = keep.power_loss;
-  f.uring_refuse = keep.uring_refuse;
-  f.uring_submit_errno = keep.uring_submit_errno;
-  f.uring_submit_failures = keep.uring_submit_failures;
-  char prefix[MW_STORAGE_KEY_MAX_BYTES + 64] = "";
-  bool has_prefix = false;
-  char target[16] = "", shard[512] = "";
+  fault_args_t fa = {.has_prefix = false};
+  mw_storage_fault_get_hooks(st, &fa.f); /* no fault, the hooks installed at start */
   if (strcmp(argv[2], "set") == 0) {
-    if (argc < 4) return mw_err_set(err, -EINVAL, "fault set: no KEY=VALUE given");
-    for (int i = 3; i < argc; i++) {
-      char spec[1024];
-      snprintf(spec, sizeof spec, "%s", argv[i]);
-      char *save = NULL;
-      for (char *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *v = strchr(kv, '=');
-        if (v) *v++ = 0;
-        char *end = NULL;
-        int bad = 0;
-        if (strcmp(kv, "fsync_once") == 0 || strcmp(kv, "sync_once") == 0)
-          f.fail_sync_once = !v || strcmp(v, "0") != 0;
-        else if (!v) bad = 1;
-        else if (strcmp(kv, "nth") == 0) {
-          unsigned long long n = strtoull(v, &end, 10);
-          if (!*v || *end || n == 0) bad = 1;
-          mw_storage_health_t h;
-          mw_storage_health(st, &h);
-          f.fail_nth = h.ops_ok + h.ops_failed + mw_storage_inflight(st) + mw_storage_queued(st) + n;
-        } else if (strcmp(kv, "prefix") == 0) {
-          if (strlen(v) > MW_STORAGE_KEY_MAX_BYTES) bad = 1;
-          snprintf(prefix, sizeof prefix, "%.1023s", v);
-          has_prefix = true;
-        } else if (strcmp(kv, "target") == 0) {
-          snprintf(target, sizeof target, "%.15s", v);
-        } else if (strcmp(kv, "shard") == 0) {
-          snprintf(shard, sizeof shard, "%.500s", v);
-        } else if (strcmp(kv, "errno") == 0) {
-          f.fail_errno = parse_errno(v);
-          if (f.fail_errno < 0) bad = 1;
-        } else if (strcmp(kv, "steps") == 0) {
-          if (parse_steps(st, v, &f.fail_steps) < 0) bad = 1;
-        } else if (strcmp(kv, "delay_ms") == 0) {
-          unsigned long d = strtoul(v, &end, 10);
-          if (!*v || *end || d > 600000) bad = 1;
-          f.delay_ms = (uint32_t)d;
-        } else {
-          return mw_err_set(err, -EINVAL, "fault set: unknown key \"%.100s\" (nth, prefix, target, "
-                                          "shard, errno, steps, delay_ms, fsync_once)", kv);
-        }
-        if (bad) return mw_err_set(err, -EINVAL, "fault set: bad value for %.100s", kv);
-      }
-    }
-    if (target[0]) {
-      uint8_t id[16];
-      char sid[MW_UUID_STR_BYTES];
-      if (!shard[0]) return mw_err_set(err, -EINVAL, "fault set: target= needs shard=SHARD");
-      int rc = mw_table_shard_parse(t, shard, id, err);
-      if (rc < 0) return rc;
-      mw_shard_uuid_format(id, sid);
-      const char *sub = strcmp(target, "wal") == 0 ? "wal/"
-                        : strcmp(target, "manifest") == 0 ? "manifest/"
-                        : strcmp(target, "shard") == 0 ? "" : NULL;
-      if (sub == NULL) return mw_err_set(err, -EINVAL, "fault set: target must be wal, manifest or shard");
-      snprintf(prefix, sizeof prefix, "_mem_wal/%s/%s", sid, sub);
-      has_prefix = true;
-    }
-    if (has_prefix) f.fail_prefix = prefix;
-    if ((f.fail_nth || has_prefix) && f.fail_errno == 0) f.fail_errno = EIO;
+    int rc = fault_parse(t, argc, argv, &fa, err);
+    if (rc < 0) return rc;
   }
-  int rc = mw_storage_fault_set(st, &f);
+  int rc = mw_storage_fault_set(st, &fa.f);
   if (rc < 0) return mw_err_set(err, rc, "fault: the storage refused the settings");
   mw_log_warn("table %s: TEST fault injection %s%s%s", mw_table_path(t), argv[2], argc > 3 ? " " : "",
               argc > 3 ? argv[3] : "");
   return 0;
 }
 
-static void command(void *data, int argc, const char *const *argv, mw_admin_req_t *r) {
-  mw_fe_admin_t *a = data;
-  if (strcmp(argv[0], "status") == 0) {
-    mw_buf_t b = MW_BUF_INIT;
-    int rc = mw_fe_status_json(a, &b);
-    if (rc == 0) rc = mw_buf_append(&b, "", 1);
-    mw_admin_reply(r, rc, rc == 0 ? (const char *)b.data : "status: out of memory");
-    mw_buf_free(&b);
+/* ---------------------------------------------------------------- commands */
+
+typedef struct engine_cmd engine_cmd_t;
+typedef int (*shard_op_fn)(mw_shard_t *, mw_shard_done_cb, void *);
+
+/* One admin command on the engine (net/admin.c has checked its name and
+ * argument count): what runs it, and for a shard command its operation. */
+struct engine_cmd {
+  const char *name;
+  void (*run)(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+              const char *const *argv);
+  shard_op_fn shard_op;
+};
+
+/* `status`: the engine's status document (no op: nothing to wait for). */
+static void reply_status(mw_fe_admin_t *a, mw_admin_req_t *r) {
+  mw_buf_t b = MW_BUF_INIT;
+  int rc = mw_fe_status_json(a, &b);
+  if (rc == 0) rc = mw_buf_append(&b, "", 1);
+  mw_admin_reply(r, rc, rc == 0 ? (const char *)b.data : "status: out of memory");
+  mw_buf_free(&b);
+}
+
+/* `fault TABLE set|clear ...` (tests only). */
+static void run_fault(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                      const char *const *argv) {
+  (void)c;
+  assert(o->t != NULL); /* admin.c asks for a table */
+  mw_err_t err = {0};
+  int rc = fault_command(a, o->t, argc, argv, &err);
+  if (rc < 0) {
+    op_done(o, rc, err.msg);
     return;
   }
+  mw_buf_t b = MW_BUF_INIT;
+  rc = mw_buf_append(&b, "{\"table\":", 9);
+  if (rc == 0) rc = mw_admin_json_str(&b, o->table);
+  if (rc == 0) rc = put(&b, ",\"fault\":\"%s\"}", argv[2]);
+  if (rc == 0) rc = mw_buf_append(&b, "", 1);
+  mw_admin_reply(o->r, rc, rc == 0 ? (const char *)b.data : "out of memory");
+  mw_buf_free(&b);
+  free(o);
+}
+
+/* `flush [TABLE [SHARD]]`. */
+static void run_flush(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                      const char *const *argv) {
+  (void)c;
+  start_flush(a, o, argc, argv);
+  op_done(o, 0, NULL);
+}
+
+/* `compact [TABLE]`: flush every shard, then compact. */
+static void run_compact(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                        const char *const *argv) {
+  (void)c;
+  mw_table_housekeeping_t hk = {0};
+  if (o->t) mw_table_housekeeping(o->t, &hk);
+  if (hk.compact) mw_compact_stats(hk.compact, &o->before);
+  start_flush(a, o, argc, argv);
+  op_done(o, 0, NULL);
+}
+
+/* `drop-table TABLE`. */
+static void run_drop_table(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                           const char *const *argv) {
+  (void)a;
+  (void)c;
+  (void)argc;
+  (void)argv;
+  assert(o->t != NULL); /* admin.c asks for a table */
+  o->left++;
+  int rc = mw_table_drop(o->t, on_drop_done, o);
+  if (rc < 0) op_done(o, rc, rc == -EBUSY ? "a drop or another control operation is running" : NULL);
+  op_done(o, 0, NULL);
+}
+
+/* `drop` is two phases: the operator seals first. -EBUSY (replied) when the
+ * shard is still ACTIVE. */
+static int drop_needs_seal(op_t *o, const char *shard) {
+  mw_shard_stats_t st;
+  mw_shard_stats(o->s, &st);
+  if (st.sealed) return 0;
+  char key[MW_TABLE_SHARD_KEY_BYTES], msg[MW_ERR_MSG_BYTES];
+  mw_table_shard_name(o->t, o->id, key, sizeof key);
+  snprintf(msg, sizeof msg, "shard %.80s is ACTIVE (state %s): seal it first (memwalctl seal %.100s "
+           "%.100s), then drop it", key, mw_shard_state_name(st.state), o->table, shard);
+  op_done(o, -EBUSY, msg);
+  return -EBUSY;
+}
+
+/* `claim|seal|unseal|release|drop TABLE SHARD`: the shard's operation. */
+static void run_shard(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
+                      const char *const *argv) {
+  (void)a;
+  assert(argc >= 3); /* admin.c asks for a table and a shard */
+  assert(c->shard_op != NULL);
+  uint8_t id[16];
+  mw_err_t err = {0};
+  if (mw_table_shard_parse(o->t, argv[2], id, &err) < 0) {
+    op_done(o, -EINVAL, err.msg);
+    return;
+  }
+  bool claim = c->shard_op == mw_shard_claim;
+  /* an operator's claim takes a shard over even when another daemon was
+   * configured to own it (failover: README) */
+  o->s = claim ? mw_table_adopt(o->t, id) : mw_table_shard(o->t, id, false);
+  memcpy(o->id, id, 16);
+  if (o->s && strncmp(argv[2], "identity-", 9) == 0) mw_table_shard_set_key(o->t, id, argv[2] + 9);
+  if (!o->s) {
+    op_done(o, -ENOENT, claim ? "this daemon does not own that shard"
+                              : "that shard is not open here (not owned, or not written since start)");
+    return;
+  }
+  if (c->shard_op == mw_shard_drop && drop_needs_seal(o, argv[2]) < 0) return;
+  o->left++;
+  int rc = c->shard_op(o->s, on_shard_done, o);
+  if (rc < 0) op_done(o, rc, mw_shard_reason(o->s)[0] ? mw_shard_reason(o->s) : mw_strerror(rc));
+  op_done(o, 0, NULL);
+}
+
+static const engine_cmd_t COMMANDS[] = {
+    {"fault", run_fault, NULL},
+    {"flush", run_flush, NULL},
+    {"compact", run_compact, NULL},
+    {"drop-table", run_drop_table, NULL},
+    {"claim", run_shard, mw_shard_claim},
+    {"seal", run_shard, mw_shard_seal},
+    {"unseal", run_shard, mw_shard_unseal},
+    {"release", run_shard, mw_shard_release},
+    {"drop", run_shard, mw_shard_drop},
+};
+
+/* The op of a command: its table (argv[1]; all tables without one), held
+ * once while it starts. NULL (replied) when out of memory or the table is
+ * unknown. */
+static op_t *op_new(mw_fe_admin_t *a, mw_admin_req_t *r, int argc, const char *const *argv) {
   op_t *o = calloc(1, sizeof *o);
   if (!o) {
     mw_admin_reply(r, -ENOMEM, "out of memory");
-    return;
+    return NULL;
   }
   o->r = r;
   o->a = a;
@@ -510,93 +672,30 @@ static void command(void *data, int argc, const char *const *argv, mw_admin_req_
     snprintf(msg, sizeof msg, "unknown table \"%.200s\"", argv[1]);
     free(o);
     mw_admin_reply(r, -ENOENT, msg);
+    return NULL;
+  }
+  return o;
+}
+
+static void command(void *data, int argc, const char *const *argv, mw_admin_req_t *r) {
+  mw_fe_admin_t *a = data;
+  assert(argc >= 1);
+  if (strcmp(argv[0], "status") == 0) return reply_status(a, r);
+  const engine_cmd_t *c = NULL;
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS && c == NULL; i++)
+    if (strcmp(COMMANDS[i].name, argv[0]) == 0) c = &COMMANDS[i];
+  if (c == NULL) {
+    mw_admin_reply(r, -EINVAL, "unknown command");
     return;
   }
-  if (strcmp(argv[0], "fault") == 0) {
-    mw_err_t err = {0};
-    int rc = fault_command(a, o->t, argc, argv, &err);
-    if (rc < 0) {
-      op_done(o, rc, err.msg);
-      return;
-    }
-    mw_buf_t b = MW_BUF_INIT;
-    rc = mw_buf_append(&b, "{\"table\":", 9);
-    if (rc == 0) rc = mw_admin_json_str(&b, o->table);
-    if (rc == 0) rc = put(&b, ",\"fault\":\"%s\"}", argv[2]);
-    if (rc == 0) rc = mw_buf_append(&b, "", 1);
-    mw_admin_reply(r, rc, rc == 0 ? (const char *)b.data : "out of memory");
-    mw_buf_free(&b);
-    free(o);
-    return;
-  }
-  if (strcmp(argv[0], "flush") == 0) {
-    start_flush(a, o, argc, argv);
-    op_done(o, 0, NULL);
-    return;
-  }
-  if (strcmp(argv[0], "compact") == 0) { /* flush every shard, then compact */
-    mw_table_housekeeping_t hk = {0};
-    if (o->t) mw_table_housekeeping(o->t, &hk);
-    if (hk.compact) mw_compact_stats(hk.compact, &o->before);
-    start_flush(a, o, argc, argv);
-    op_done(o, 0, NULL);
-    return;
-  }
-  if (strcmp(argv[0], "drop-table") == 0) {
-    o->left++;
-    int rc = mw_table_drop(o->t, on_drop_done, o);
-    if (rc < 0) op_done(o, rc, rc == -EBUSY ? "a drop or another control operation is running" : NULL);
-    op_done(o, 0, NULL);
-    return;
-  }
-  uint8_t id[16];
-  mw_err_t err = {0};
-  if (mw_table_shard_parse(o->t, argv[2], id, &err) < 0) {
-    op_done(o, -EINVAL, err.msg);
-    return;
-  }
-  bool claim = strcmp(argv[0], "claim") == 0;
-  /* an operator's claim takes a shard over even when another daemon was
-   * configured to own it (failover: README) */
-  o->s = claim ? mw_table_adopt(o->t, id) : mw_table_shard(o->t, id, false);
-  memcpy(o->id, id, 16);
-  if (o->s && strncmp(argv[2], "identity-", 9) == 0) mw_table_shard_set_key(o->t, id, argv[2] + 9);
-  if (!o->s) {
-    op_done(o, -ENOENT, claim ? "this daemon does not own that shard"
-                              : "that shard is not open here (not owned, or not written since start)");
-    return;
-  }
-  if (strcmp(argv[0], "drop") == 0) { /* two phases: the operator seals first */
-    mw_shard_stats_t st;
-    mw_shard_stats(o->s, &st);
-    if (!st.sealed) {
-      char key[MW_TABLE_SHARD_KEY_BYTES], msg[MW_ERR_MSG_BYTES];
-      mw_table_shard_name(o->t, id, key, sizeof key);
-      snprintf(msg, sizeof msg, "shard %.80s is ACTIVE (state %s): seal it first (memwalctl seal %.100s "
-               "%.100s), then drop it", key, mw_shard_state_name(st.state), o->table, argv[2]);
-      op_done(o, -EBUSY, msg);
-      return;
-    }
-  }
-  int (*fn)(mw_shard_t *, mw_shard_done_cb, void *) =
-      claim ? mw_shard_claim
-      : strcmp(argv[0], "seal") == 0    ? mw_shard_seal
-      : strcmp(argv[0], "unseal") == 0  ? mw_shard_unseal
-      : strcmp(argv[0], "release") == 0 ? mw_shard_release
-      : strcmp(argv[0], "drop") == 0    ? mw_shard_drop
-                                        : NULL;
-  if (!fn) {
-    op_done(o, -EINVAL, "unknown command");
-    return;
-  }
-  o->left++;
-  int rc = fn(o->s, on_shard_done, o);
-  if (rc < 0) op_done(o, rc, mw_shard_reason(o->s)[0] ? mw_shard_reason(o->s) : mw_strerror(rc));
-  op_done(o, 0, NULL);
+  op_t *o = op_new(a, r, argc, argv);
+  if (o != NULL) c->run(a, o, c, argc, argv);
 }
 
 void mw_fe_admin_engine(mw_fe_admin_t *a, mw_admin_engine_t *out) {
-  assert(a && a->tables && out);
+  assert(a);
+  assert(a->tables);
+  assert(out);
   out->data = a;
   out->command = command;
 }

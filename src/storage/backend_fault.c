@@ -63,7 +63,8 @@ static int fault_apply(mw_storage_t *st, const mw_storage_fault_t *f) {
 }
 
 int mw_storage__fault_open(mw_storage_t *st, mw_err_t *err) {
-  assert(st != NULL && st->loop != NULL);
+  assert(st != NULL);
+  assert(st->loop != NULL);
   memset(&st->fault, 0, sizeof st->fault);
   const mw_storage_fault_t *f = st->cfg.fault;
   st->cfg.fault = NULL;
@@ -84,8 +85,22 @@ int mw_storage_fault_set(mw_storage_t *st, const mw_storage_fault_t *f) {
   return fault_apply(st, f);
 }
 
+void mw_storage_fault_get_hooks(const mw_storage_t *st, mw_storage_fault_t *out) {
+  assert(st != NULL);
+  assert(out != NULL);
+  memset(out, 0, sizeof *out);
+  out->on_step = st->fault.on_step;
+  out->on_step_ctx = st->fault.on_step_ctx;
+  out->power_loss = st->fault.power_loss;
+  out->uring_refuse = st->fault.uring_refuse;
+  out->uring_submit_errno = st->fault.uring_submit_errno;
+  out->uring_submit_failures = st->fault.uring_submit_failures;
+  assert(fault_check(out, NULL) == 0); /* settable as it is */
+}
+
 void mw_storage_fault_get(const mw_storage_t *st, mw_storage_fault_t *out) {
-  assert(st != NULL && out != NULL);
+  assert(st != NULL);
+  assert(out != NULL);
   *out = st->fault;
   out->fail_sync_once = atomic_load(&((mw_storage_t *)st)->sync_fail_pending);
 }
@@ -103,7 +118,8 @@ static bool prefixed(const mw_storage_fault_t *f, const char *key) {
 }
 
 int mw_storage__fault_arm(mw_storage_t *st, mw_storage_req_t *req) {
-  assert(st != NULL && req != NULL);
+  assert(st != NULL);
+  assert(req != NULL);
   const mw_storage_fault_t *f = &st->fault;
   bool nth = f->fail_nth != 0 && st->nsubmitted == f->fail_nth;
   req->priv.armed = (nth || prefixed(f, req->priv.key)) && req->priv.op != MW_OP_DELETE_MANY;
@@ -113,7 +129,8 @@ int mw_storage__fault_arm(mw_storage_t *st, mw_storage_req_t *req) {
   req->priv.on_step_ctx = f->on_step_ctx;
   req->priv.many_armed = NULL;
   if (req->priv.op != MW_OP_DELETE_MANY || (!nth && f->fail_prefix == NULL)) return 0;
-  assert(req->priv.nmany > 0 && req->priv.many != NULL);
+  assert(req->priv.nmany > 0);
+  assert(req->priv.many != NULL);
   uint8_t *armed = calloc(req->priv.nmany, 1);
   if (armed == NULL) return -ENOMEM;
   armed[0] = nth;
@@ -124,7 +141,8 @@ int mw_storage__fault_arm(mw_storage_t *st, mw_storage_req_t *req) {
 
 int mw_storage__key_fault(mw_storage_req_t *req, size_t i, unsigned step) {
   mw_storage_req_front_t *p = &req->priv;
-  assert(p->op == MW_OP_DELETE_MANY && i < p->nmany);
+  assert(p->op == MW_OP_DELETE_MANY);
+  assert(i < p->nmany);
   assert(step < MW_STORAGE_MAX_STEPS);
   if (p->many_armed == NULL || !p->many_armed[i] || !(p->fault_steps & MW_STEP_BIT(step))) return 0;
   p->many_armed[i] = 0;
@@ -149,7 +167,9 @@ static void delay_fire(uv_timer_t *t) {
 }
 
 void mw_storage__fault_start(mw_storage_t *st, mw_storage_req_t *req) {
-  assert(st != NULL && req != NULL && req->priv.next == NULL);
+  assert(st != NULL);
+  assert(req != NULL);
+  assert(req->priv.next == NULL);
   if (st->fault.delay_ms == 0) {
     st->be->submit(st, req);
     return;
@@ -170,7 +190,8 @@ static int injected(const mw_storage_t *st, unsigned step, int rc) {
 int mw_storage__step(mw_storage_req_t *req, unsigned step) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_t *st = p->st;
-  assert(st != NULL && step < st->be->n_steps);
+  assert(st != NULL);
+  assert(step < st->be->n_steps);
   if (p->result == 0) p->step = (uint8_t)step; /* keep the failing step */
   if (p->on_step != NULL) p->on_step(p->on_step_ctx, req, step);
   if (p->armed && (p->fault_steps & MW_STEP_BIT(step))) {

@@ -278,12 +278,9 @@ typedef struct walk {
 
 /* Recurse into dirfd (whose keys start with rel, "" or "a/b/"). Closes dirfd. */
 static int walk_dir(walk_t *w, int dirfd, char *rel, size_t rlen, unsigned depth) {
-  DIR *d = fdopendir(dirfd);
-  if (d == NULL) {
-    close(dirfd);
-    return -errno;
-  }
-  int rc = 0;
+  DIR *d;
+  int rc = mw_local__opendir(dirfd, &d);
+  if (rc < 0) return rc;
   struct dirent *e;
   while (rc == 0 && (errno = 0, e = readdir(d)) != NULL) {
     const char *name = e->d_name;
@@ -486,7 +483,8 @@ static void delete_group(mw_storage_req_t *req, const uint32_t *order, size_t lo
 
 static int delete_many_sync(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
-  assert(p->nmany > 0 && p->nmany <= MW_STORAGE_DELETE_MANY_MAX);
+  assert(p->nmany > 0);
+  assert(p->nmany <= MW_STORAGE_DELETE_MANY_MAX);
   uint32_t order[MW_STORAGE_DELETE_MANY_MAX];
   uint8_t steps[MW_STORAGE_DELETE_MANY_MAX]; /* where each key failed */
   for (uint32_t i = 0; i < p->nmany; i++) order[i] = i;
@@ -514,32 +512,36 @@ static int delete_many_sync(mw_storage_req_t *req) {
   return first;
 }
 
+/* A tree walk's place: the request, its depth, a sweep's cutoff. */
+typedef struct tree {
+  mw_storage_req_t *req;
+  unsigned depth;
+  time_t cutoff;
+} tree_t;
+
+static int sweep_dir(mw_storage_req_t *req, int dirfd, time_t cutoff, unsigned depth);
+
+/* One entry of a sweep: a directory is swept in turn, an old temp removed. */
+static int sweep_entry(void *ctx, int dirfd, const char *name, const struct stat *sb) {
+  const tree_t *w = ctx;
+  assert(w->depth < MW_STORAGE_KEY_MAX_SEGMENTS);
+  int rc = 0;
+  if (S_ISDIR(sb->st_mode) && w->depth + 1 < MW_STORAGE_KEY_MAX_SEGMENTS) {
+    int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (sub >= 0) rc = sweep_dir(w->req, sub, w->cutoff, w->depth + 1);
+  } else if (S_ISREG(sb->st_mode) && strncmp(name, MW_STORAGE_RESERVED_PREFIX, 5) == 0 &&
+             sb->st_mtime <= w->cutoff) {
+    rc = STEP(w->req, MW_STEP_UNLINK);
+    if (rc == 0 && unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) rc = -errno;
+    if (rc == 0) w->req->nkeys++;
+  }
+  return rc;
+}
+
 /* Remove ".tmp-*" files older than cutoff under dirfd (closes dirfd). */
 static int sweep_dir(mw_storage_req_t *req, int dirfd, time_t cutoff, unsigned depth) {
-  DIR *d = fdopendir(dirfd);
-  if (d == NULL) {
-    close(dirfd);
-    return -errno;
-  }
-  int rc = 0;
-  struct dirent *e;
-  while (rc == 0 && (e = readdir(d)) != NULL) {
-    const char *name = e->d_name;
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-    struct stat sb;
-    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* vanished */
-    if (S_ISDIR(sb.st_mode) && depth + 1 < MW_STORAGE_KEY_MAX_SEGMENTS) {
-      int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-      if (sub >= 0) rc = sweep_dir(req, sub, cutoff, depth + 1);
-    } else if (S_ISREG(sb.st_mode) && strncmp(name, MW_STORAGE_RESERVED_PREFIX, 5) == 0 &&
-               sb.st_mtime <= cutoff) {
-      rc = STEP(req, MW_STEP_UNLINK);
-      if (rc == 0 && unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) rc = -errno;
-      if (rc == 0) req->nkeys++;
-    }
-  }
-  closedir(d);
-  return rc;
+  tree_t w = {.req = req, .depth = depth, .cutoff = cutoff};
+  return mw_local__each_entry(dirfd, sweep_entry, &w);
 }
 
 static int sweep_sync(mw_storage_req_t *req) {
@@ -556,42 +558,38 @@ static int sweep_sync(mw_storage_req_t *req) {
 
 /* ---- delete_root ---- */
 
+static int clear_dir(mw_storage_req_t *req, int dirfd, unsigned depth);
+
+/* One entry of delete_root's walk: a directory is cleared and removed, a
+ * temp removed; anything else is an object (-ENOTEMPTY, named). */
+static int clear_entry(void *ctx, int dirfd, const char *name, const struct stat *sb) {
+  const tree_t *w = ctx;
+  mw_storage_req_t *req = w->req;
+  assert(w->depth < MW_STORAGE_KEY_MAX_SEGMENTS);
+  int rc = 0;
+  if (S_ISDIR(sb->st_mode)) {
+    if (w->depth + 1 >= MW_STORAGE_KEY_MAX_SEGMENTS) return -ENOTEMPTY;
+    int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (sub < 0) return 0;
+    rc = clear_dir(req, sub, w->depth + 1);
+    if (rc == 0) rc = STEP(req, MW_STEP_RMDIR);
+    if (rc == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) rc = -errno;
+  } else if (strncmp(name, MW_STORAGE_RESERVED_PREFIX, 5) == 0) {
+    rc = STEP(req, MW_STEP_UNLINK);
+    if (rc == 0 && unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) rc = -errno;
+  } else {
+    rc = -ENOTEMPTY; /* an object is still there: name it */
+    mw_storage__set_error(req, "%s: not empty: %s (depth %u) is an object",
+                          mw_local(req->priv.st)->root, name, w->depth);
+  }
+  return rc;
+}
+
 /* Remove leftover temps and empty directories below dirfd, depth first
  * (closes dirfd). Anything else left is -ENOTEMPTY. */
 static int clear_dir(mw_storage_req_t *req, int dirfd, unsigned depth) {
-  DIR *d = fdopendir(dirfd);
-  if (d == NULL) {
-    close(dirfd);
-    return -errno;
-  }
-  int rc = 0;
-  struct dirent *e;
-  while (rc == 0 && (e = readdir(d)) != NULL) {
-    const char *name = e->d_name;
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-    struct stat sb;
-    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* vanished */
-    if (S_ISDIR(sb.st_mode)) {
-      if (depth + 1 >= MW_STORAGE_KEY_MAX_SEGMENTS) {
-        rc = -ENOTEMPTY;
-        break;
-      }
-      int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-      if (sub < 0) continue;
-      rc = clear_dir(req, sub, depth + 1);
-      if (rc == 0) rc = STEP(req, MW_STEP_RMDIR);
-      if (rc == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) rc = -errno;
-    } else if (strncmp(name, MW_STORAGE_RESERVED_PREFIX, 5) == 0) {
-      rc = STEP(req, MW_STEP_UNLINK);
-      if (rc == 0 && unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) rc = -errno;
-    } else {
-      rc = -ENOTEMPTY; /* an object is still there: name it */
-      mw_storage__set_error(req, "%s: not empty: %s (depth %u) is an object", mw_local(req->priv.st)->root,
-                            name, depth);
-    }
-  }
-  closedir(d);
-  return rc;
+  tree_t w = {.req = req, .depth = depth};
+  return mw_local__each_entry(dirfd, clear_entry, &w);
 }
 
 /* Everything under the root is gone but temps and empty folders: remove
@@ -621,7 +619,8 @@ static int delete_root_sync(mw_storage_req_t *req) {
 }
 
 int mw_local__sync_run(mw_storage_req_t *req) {
-  assert(req != NULL && req->priv.st != NULL);
+  assert(req != NULL);
+  assert(req->priv.st != NULL);
   switch ((mw_storage_op_t)req->priv.op) {
     case MW_OP_PUT_IF_ABSENT:
     case MW_OP_PUT: return put_sync(req);
@@ -641,7 +640,8 @@ int mw_local__sync_run(mw_storage_req_t *req) {
 static void work_cb(uv_work_t *w) {
   mw_storage_req_t *req = w->data;
   req->priv.result = mw_local__sync_run(req);
-  assert(req->be.local.fd < 0 && req->be.local.dirfd < 0);
+  assert(req->be.local.fd < 0);
+  assert(req->be.local.dirfd < 0);
 }
 
 static void after_work_cb(uv_work_t *w, int status) {
@@ -652,7 +652,8 @@ static void after_work_cb(uv_work_t *w, int status) {
 }
 
 void mw_local__queue_work(mw_storage_t *st, mw_storage_req_t *req) {
-  assert(st != NULL && req->priv.st == st);
+  assert(st != NULL);
+  assert(req->priv.st == st);
   req->be.local.work.data = req;
   int rc = uv_queue_work(st->loop, &req->be.local.work, work_cb, after_work_cb);
   assert(rc == 0);

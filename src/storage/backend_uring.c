@@ -164,6 +164,7 @@ static void retry_cb(uv_timer_t *t) {
 }
 
 static void flush(uring_t *u) {
+  assert(u->backoff_ms <= 100); /* the retry backoff's cap */
   if (u->reaping) return;
   int rc;
   mw_storage_t *st = u->st;
@@ -306,6 +307,8 @@ static void open_tmp(uring_t *u, mw_storage_req_t *req) {
 }
 
 static void dir_next(uring_t *u, mw_storage_req_t *req) {
+  assert(req->be.local.walk <= mw_local__depth(req->priv.key)); /* a directory of the key */
+  assert(req->be.local.dirfd < 0); /* the last one is closed */
   mw_local__parent_prefix(req->priv.key, req->be.local.walk, req->be.local.scratch,
                             sizeof req->be.local.scratch);
   issue(u, req, S_DIROPEN, MW_STEP_DIROPEN);
@@ -315,6 +318,7 @@ static void dir_next(uring_t *u, mw_storage_req_t *req) {
 static void sync_dirs(uring_t *u, mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
+  assert(l->fd < 0); /* the object's file is closed before its directory syncs */
   if (!mw_local(u->st)->durable) return finish(u, req, 0);
   l->walk = (uint16_t)mw_local__depth(p->key);
   dir_next(u, req);
@@ -352,6 +356,7 @@ static void slot_release(uring_t *u, mw_storage_req_local_t *l) {
 /* The temp's fd is gone (closed, or released by a close that failed);
  * a fixed slot goes back to the pool with it. */
 static void fd_released(uring_t *u, mw_storage_req_local_t *l) {
+  assert(!l->fd_fixed || l->fd == l->slot);
   bool fixed = l->fd_fixed;
   l->fd = -1;
   l->fd_fixed = 0;
@@ -362,8 +367,56 @@ static mw_local_step_t chain_step(const mw_storage_req_t *req, int c) {
   static const mw_local_step_t steps[C_COUNT] = {
       MW_STEP_OPEN,  MW_STEP_WRITE,   MW_STEP_FSYNC,   MW_STEP_CLOSE,   MW_STEP_LINK,
       MW_STEP_UNLINK, MW_STEP_DIROPEN, MW_STEP_DIRSYNC, MW_STEP_DIRCLOSE};
-  assert(c >= 0 && c < C_COUNT);
+  assert(c >= 0);
+  assert(c < C_COUNT);
   return c == C_LINK && req->priv.op != MW_OP_PUT_IF_ABSENT ? MW_STEP_RENAME : steps[c];
+}
+
+/* The SQE of chain element c (a chain from element `first`). */
+static void prep_element(uring_t *u, mw_storage_req_t *req, struct io_uring_sqe *sqe, int c,
+                         int first) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  int rootfd = mw_local(u->st)->rootfd;
+  bool pia = p->op == MW_OP_PUT_IF_ABSENT;
+  assert(l->slot >= 0);
+  switch (c) {
+    case C_OPEN: /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
+      io_uring_prep_openat_direct(sqe, rootfd, l->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644,
+                                  (unsigned)l->slot);
+      break;
+    case C_WRITE: /* all of it, through the slot the open fills */
+      io_uring_prep_write(sqe, l->slot, p->src, (unsigned)p->len, 0);
+      sqe->flags |= IOSQE_FIXED_FILE;
+      if (p->len >= ASYNC_WRITE_BYTES) sqe->flags |= IOSQE_ASYNC;
+      break;
+    case C_FSYNC:
+      io_uring_prep_fsync(sqe, first == C_OPEN ? l->slot : l->fd, 0);
+      if (first == C_OPEN || l->fd_fixed) sqe->flags |= IOSQE_FIXED_FILE;
+      break;
+    case C_CLOSE:
+      if (first == C_OPEN || l->fd_fixed) io_uring_prep_close_direct(sqe, (unsigned)l->slot);
+      else io_uring_prep_close(sqe, l->fd);
+      break;
+    case C_LINK:
+      if (pia) io_uring_prep_linkat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
+      else io_uring_prep_renameat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
+      break;
+    case C_UNLINK: io_uring_prep_unlinkat(sqe, rootfd, l->tmp, 0); break;
+    case C_DIROPEN:
+      /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
+      io_uring_prep_openat_direct(sqe, rootfd, l->scratch, O_RDONLY | O_DIRECTORY, 0,
+                                  (unsigned)l->slot);
+      break;
+    case C_DIRSYNC:
+      io_uring_prep_fsync(sqe, l->slot, 0);
+      sqe->flags |= IOSQE_FIXED_FILE;
+      break;
+    case C_DIRCLOSE: io_uring_prep_close_direct(sqe, (unsigned)l->slot); break;
+    default: assert(!"bad chain element");
+  }
+  if (c != C_DIRCLOSE) sqe->flags |= IOSQE_IO_LINK;
+  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | (uint64_t)c << UD_ELEM_SHIFT);
 }
 
 /* Prepare a chain from element `first`: C_OPEN for a whole put
@@ -372,11 +425,16 @@ static mw_local_step_t chain_step(const mw_storage_req_t *req, int c) {
 static void issue_chain(uring_t *u, mw_storage_req_t *req, int first) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
-  int rootfd = mw_local(u->st)->rootfd;
   bool pia = p->op == MW_OP_PUT_IF_ABSENT;
   assert(first == C_OPEN || first == C_FSYNC);
-  assert(first == C_OPEN ? l->fd < 0 && l->done == 0 && p->len <= MAX_IO_BYTES
-                         : l->fd >= 0 && l->done == p->len);
+  if (first == C_OPEN) { /* a whole put: nothing open, nothing written, one write */
+    assert(l->fd < 0);
+    assert(l->done == 0);
+    assert(p->len <= MAX_IO_BYTES);
+  } else { /* the tail: the temp open and written whole */
+    assert(l->fd >= 0);
+    assert(l->done == p->len);
+  }
   assert(l->slot >= 0 || u->n_free > 0);
   if (l->slot < 0) l->slot = u->free_slots[--u->n_free];
   assert(!l->fd_fixed || l->fd == l->slot);
@@ -395,44 +453,10 @@ static void issue_chain(uring_t *u, mw_storage_req_t *req, int first) {
     (void)inj;
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
     assert(sqe != NULL); /* chain_allowed saw the room */
-    switch (c) {
-      case C_OPEN: /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
-        io_uring_prep_openat_direct(sqe, rootfd, l->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644,
-                                    (unsigned)l->slot);
-        break;
-      case C_WRITE: /* all of it, through the slot the open fills */
-        io_uring_prep_write(sqe, l->slot, p->src, (unsigned)p->len, 0);
-        sqe->flags |= IOSQE_FIXED_FILE;
-        if (p->len >= ASYNC_WRITE_BYTES) sqe->flags |= IOSQE_ASYNC;
-        break;
-      case C_FSYNC:
-        io_uring_prep_fsync(sqe, first == C_OPEN ? l->slot : l->fd, 0);
-        if (first == C_OPEN || l->fd_fixed) sqe->flags |= IOSQE_FIXED_FILE;
-        break;
-      case C_CLOSE:
-        if (first == C_OPEN || l->fd_fixed) io_uring_prep_close_direct(sqe, (unsigned)l->slot);
-        else io_uring_prep_close(sqe, l->fd);
-        break;
-      case C_LINK:
-        if (pia) io_uring_prep_linkat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
-        else io_uring_prep_renameat(sqe, rootfd, l->tmp, rootfd, p->key, 0);
-        break;
-      case C_UNLINK: io_uring_prep_unlinkat(sqe, rootfd, l->tmp, 0); break;
-      case C_DIROPEN:
-        /* a fixed slot is no fd of the process: O_CLOEXEC is refused (EINVAL) */
-        io_uring_prep_openat_direct(sqe, rootfd, l->scratch, O_RDONLY | O_DIRECTORY, 0,
-                                    (unsigned)l->slot);
-        break;
-      case C_DIRSYNC:
-        io_uring_prep_fsync(sqe, l->slot, 0);
-        sqe->flags |= IOSQE_FIXED_FILE;
-        break;
-      case C_DIRCLOSE: io_uring_prep_close_direct(sqe, (unsigned)l->slot); break;
-    }
-    if (c != C_DIRCLOSE) sqe->flags |= IOSQE_IO_LINK;
-    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | (uint64_t)c << UD_ELEM_SHIFT);
+    prep_element(u, req, sqe, c, first);
     n++;
   }
+  assert(n <= SQES_PER_REQUEST);
   l->chain_n = n;
   chain_count(first == C_OPEN ? CHAIN_WHOLE : CHAIN_TAIL);
   if (first == C_FSYNC) mw_local__sync_began(req); /* a whole put's starts after its write */
@@ -445,57 +469,48 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res);
  * names its element (user data low bits), effects are applied per element,
  * and the decision waits for the last CQE: the failure is the first
  * element whose error is not -ECANCELED. */
-static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
+/* What a tail element that succeeded did: fds and slots taken or given
+ * back, the temp made or gone, the metrics' fsyncs. */
+static void chain_effect(uring_t *u, mw_storage_req_t *req, int c, int res) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
-  assert(c >= 0 && c < C_COUNT && l->chain_i < l->chain_n);
-  l->chain_i++;
-  bool last = l->chain_i == l->chain_n;
-  /* a short write breaks the chain like an error (chain_err = its count) */
-  bool broke = (res < 0 && res != -ECANCELED) ||
-               (c == C_WRITE && res >= 0 && l->done + (size_t)res < p->len);
-  if (broke && (l->chain_fail_at == CHAIN_NONE || c < l->chain_fail_at)) {
-    l->chain_fail_at = (uint8_t)c;
-    l->chain_err = res;
+  assert(res >= 0);
+  switch (c) {
+    case C_OPEN: /* the temp exists, open in the slot */
+      (void)mw_local__step_end(req, MW_STEP_OPEN, res);
+      l->fd = l->slot;
+      l->fd_fixed = 1;
+      l->tmp_made = 1;
+      break;
+    case C_WRITE:
+      l->done += (size_t)res;
+      mw_local__sync_began(req); /* the file fsync starts */
+      break;
+    case C_FSYNC: (void)mw_local__step_end(req, MW_STEP_FSYNC, res); break;
+    case C_CLOSE: /* the slot stays the request's: the directory opens into it */
+      l->fd = -1;
+      l->fd_fixed = 0;
+      break;
+    case C_LINK:
+      p->maybe_written = 1;
+      if (p->op == MW_OP_PUT) l->tmp_made = 0;
+      break;
+    case C_UNLINK: l->tmp_made = 0; break;
+    case C_DIROPEN: mw_local__sync_began(req); break; /* the directory fsync starts */
+    case C_DIRSYNC: (void)mw_local__step_end(req, MW_STEP_DIRSYNC, res); break;
+    case C_DIRCLOSE: slot_release(u, l); break;
   }
-  if (res < 0 && (c == C_FSYNC || c == C_DIRSYNC))
-    (void)mw_local__step_end(req, c == C_FSYNC ? MW_STEP_FSYNC : MW_STEP_DIRSYNC, res);
-  if (res >= 0) {
-    switch (c) {
-      case C_OPEN: /* the temp exists, open in the slot */
-        (void)mw_local__step_end(req, MW_STEP_OPEN, res);
-        l->fd = l->slot;
-        l->fd_fixed = 1;
-        l->tmp_made = 1;
-        break;
-      case C_WRITE:
-        l->done += (size_t)res;
-        mw_local__sync_began(req); /* the file fsync starts */
-        break;
-      case C_FSYNC: (void)mw_local__step_end(req, MW_STEP_FSYNC, res); break;
-      case C_CLOSE: /* the slot stays the request's: the directory opens into it */
-        l->fd = -1;
-        l->fd_fixed = 0;
-        break;
-      case C_LINK:
-        p->maybe_written = 1;
-        if (p->op == MW_OP_PUT) l->tmp_made = 0;
-        break;
-      case C_UNLINK: l->tmp_made = 0; break;
-      case C_DIROPEN: mw_local__sync_began(req); break; /* the directory fsync starts */
-      case C_DIRSYNC: (void)mw_local__step_end(req, MW_STEP_DIRSYNC, res); break;
-      case C_DIRCLOSE: slot_release(u, l); break;
-    }
-  }
-  if (!last) return;
-  /* the whole chain has answered */
-  int at = l->chain_fail_at, err = l->chain_err;
-  if (at == CHAIN_NONE) {
-    assert(l->slot < 0 && l->fd < 0);
-    return finish(u, req, 0);
-  }
-  /* a close that ran released its fd or slot even if it was not the
-   * failure; one that was cancelled left it open */
+}
+
+/* The chain broke at element `at` with err: the state machine takes over
+ * from there as if that step had run alone. A close that ran released its
+ * fd or slot even if it was not the failure; one that was cancelled left
+ * it open. */
+static void chain_broken(uring_t *u, mw_storage_req_t *req, int at, int err) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(at >= 0);
+  assert(at < C_COUNT);
   chain_count(CHAIN_BROKEN);
   p->step = (uint8_t)chain_step(req, at); /* the failure names its step */
   switch (at) {
@@ -535,34 +550,97 @@ static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
   assert(!"bad chain element");
 }
 
+static void advance_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(c >= 0);
+  assert(c < C_COUNT);
+  assert(l->chain_i < l->chain_n); /* one CQE per element */
+  l->chain_i++;
+  /* a short write breaks the chain like an error (chain_err = its count) */
+  bool broke = (res < 0 && res != -ECANCELED) ||
+               (c == C_WRITE && res >= 0 && l->done + (size_t)res < p->len);
+  if (broke && (l->chain_fail_at == CHAIN_NONE || c < l->chain_fail_at)) {
+    l->chain_fail_at = (uint8_t)c;
+    l->chain_err = res;
+  }
+  if (res < 0 && (c == C_FSYNC || c == C_DIRSYNC))
+    (void)mw_local__step_end(req, c == C_FSYNC ? MW_STEP_FSYNC : MW_STEP_DIRSYNC, res);
+  if (res >= 0) chain_effect(u, req, c, res);
+  if (l->chain_i < l->chain_n) return;
+  /* the whole chain has answered */
+  if (l->chain_fail_at != CHAIN_NONE) return chain_broken(u, req, l->chain_fail_at, l->chain_err);
+  assert(l->slot < 0); /* the directory's close gave the slot back */
+  assert(l->fd < 0);
+  finish(u, req, 0);
+}
+
+/* The temp's open answered: write (or fsync, or close) it; a missing
+ * directory is made (from the top), a taken name is named anew, each at
+ * most MW_LOCAL_MKDIR_TRIES times. */
+static void put_opened(uring_t *u, mw_storage_req_t *req, int res) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(l->state == S_OPEN);
+  assert(l->mkdir_tries <= MW_LOCAL_MKDIR_TRIES);
+  res = mw_local__step_end(req, MW_STEP_OPEN, res);
+  if (res >= 0) {
+    l->fd = res;
+    l->tmp_made = 1;
+    if (p->len > 0) issue(u, req, S_WRITE, MW_STEP_WRITE);
+    else if (mw_local(u->st)->durable) issue(u, req, S_FSYNC, MW_STEP_FSYNC);
+    else issue(u, req, S_CLOSE, MW_STEP_CLOSE);
+  } else if ((res == -ENOENT || res == -EEXIST) && l->mkdir_tries < MW_LOCAL_MKDIR_TRIES) {
+    l->mkdir_tries++;
+    if (res == -EEXIST || mw_local__depth(p->key) == 0) {
+      open_tmp(u, req);
+    } else {
+      if (!l->sync_parents) l->sync_low = 0; /* the cache had the directory: wrong */
+      l->sync_parents = 1;
+      l->walk = 1;
+      mw_local__parent_prefix(p->key, 1, l->scratch, sizeof l->scratch);
+      issue(u, req, S_MKDIR, MW_STEP_MKDIR);
+    }
+  } else {
+    put_fail(u, req, res);
+  }
+}
+
+/* The cleanup step of a failure answered (S_ERR_*): the saved failure is
+ * reported once nothing is left open. */
+static void put_cleaned(uring_t *u, mw_storage_req_t *req) {
+  mw_storage_req_front_t *p = &req->priv;
+  mw_storage_req_local_t *l = &req->be.local;
+  assert(p->result < 0); /* put_fail saved it */
+  switch (l->state) {
+    case S_ERR_CLOSE:
+      if (l->injected < 0) return issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE); /* still open */
+      fd_released(u, l); /* released even when the close reports an error */
+      return put_fail(u, req, p->result);
+    case S_ERR_DIRCLOSE:
+      if (l->injected < 0) return issue(u, req, S_ERR_DIRCLOSE, MW_STEP_DIRCLOSE);
+      l->dirfd = -1;
+      return put_fail(u, req, p->result);
+    case S_ERR_UNLINK:
+      l->tmp_made = 0; /* best effort: a leftover temp is hidden and swept */
+      return put_fail(u, req, p->result);
+    case S_ERR_SLOTCLOSE:
+      slot_release(u, l); /* released even when the close reports an error */
+      return put_fail(u, req, p->result);
+    default: assert(!"not a cleanup state");
+  }
+}
+
+/* The put (and delete's directory fsync) one step at a time: each CQE
+ * moves the request to its next step. One case per state, in the order a
+ * put runs them; what the failures share is in put_fail and put_cleaned. */
 static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
   unsigned depth = mw_local__depth(p->key);
+  assert(l->walk <= depth + 1);
   switch (l->state) {
-    case S_OPEN:
-      res = mw_local__step_end(req, MW_STEP_OPEN, res);
-      if (res >= 0) {
-        l->fd = res;
-        l->tmp_made = 1;
-        if (p->len > 0) issue(u, req, S_WRITE, MW_STEP_WRITE);
-        else if (mw_local(u->st)->durable) issue(u, req, S_FSYNC, MW_STEP_FSYNC);
-        else issue(u, req, S_CLOSE, MW_STEP_CLOSE);
-      } else if ((res == -ENOENT || res == -EEXIST) && l->mkdir_tries < MW_LOCAL_MKDIR_TRIES) {
-        l->mkdir_tries++;
-        if (res == -EEXIST || depth == 0) {
-          open_tmp(u, req);
-        } else {
-          if (!l->sync_parents) l->sync_low = 0; /* the cache had the directory: wrong */
-          l->sync_parents = 1;
-          l->walk = 1;
-          mw_local__parent_prefix(p->key, 1, l->scratch, sizeof l->scratch);
-          issue(u, req, S_MKDIR, MW_STEP_MKDIR);
-        }
-      } else {
-        put_fail(u, req, res);
-      }
-      return;
+    case S_OPEN: return put_opened(u, req, res);
     case S_MKDIR:
       res = mw_local__step_end(req, MW_STEP_MKDIR, res);
       if (res < 0 && res != -EEXIST) return put_fail(u, req, res);
@@ -619,21 +697,9 @@ static void advance_put(uring_t *u, mw_storage_req_t *req, int res) {
       else
         l->tmp_made = 0;
       return sync_dirs(u, req);
-    case S_ERR_CLOSE:
-      if (l->injected < 0) return issue(u, req, S_ERR_CLOSE, MW_STEP_CLOSE); /* still open */
-      fd_released(u, l); /* released even when the close reports an error */
-      return put_fail(u, req, p->result);
-    case S_ERR_DIRCLOSE:
-      if (l->injected < 0) return issue(u, req, S_ERR_DIRCLOSE, MW_STEP_DIRCLOSE);
-      l->dirfd = -1;
-      return put_fail(u, req, p->result);
-    case S_ERR_UNLINK:
-      l->tmp_made = 0; /* best effort: a leftover temp is hidden and swept */
-      return put_fail(u, req, p->result);
+    case S_ERR_CLOSE: case S_ERR_DIRCLOSE: case S_ERR_UNLINK: case S_ERR_SLOTCLOSE:
+      return put_cleaned(u, req);
     case S_CHAIN: assert(!"chain CQEs go to advance_chain"); return;
-    case S_ERR_SLOTCLOSE:
-      slot_release(u, l); /* released even when the close reports an error */
-      return put_fail(u, req, p->result);
   }
   assert(!"bad put state");
 }
@@ -669,7 +735,8 @@ static bool get_chain_allowed(const uring_t *u, const mw_storage_req_t *req) {
 /* Bytes read c of a get chain asks for, and how many it must return. */
 static size_t gc_read_len(const mw_storage_req_t *req, int c, size_t *expect) {
   uint64_t size = req->size, off = (uint64_t)(c - 1) * MAX_IO_BYTES;
-  assert(c >= 1 && off <= size);
+  assert(c >= 1);
+  assert(off <= size);
   size_t n = size + 1 - off < MAX_IO_BYTES ? (size_t)(size + 1 - off) : MAX_IO_BYTES;
   *expect = size - off < n ? (size_t)(size - off) : n;
   return n;
@@ -678,8 +745,11 @@ static size_t gc_read_len(const mw_storage_req_t *req, int c, size_t *expect) {
 static void issue_get_chain(uring_t *u, mw_storage_req_t *req, size_t reads) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
-  assert(reads >= 1 && reads <= GC_MAX_READS);
-  assert(u->n_free > 0 && l->slot < 0 && l->fd < 0);
+  assert(reads >= 1);
+  assert(reads <= GC_MAX_READS);
+  assert(u->n_free > 0);
+  assert(l->slot < 0);
+  assert(l->fd < 0);
   l->slot = u->free_slots[--u->n_free];
   l->state = S_GCHAIN;
   l->chain_i = 0;
@@ -715,6 +785,8 @@ static void issue_get_chain(uring_t *u, mw_storage_req_t *req, size_t reads) {
  * step by step from its open. */
 static void get_stat_done(uring_t *u, mw_storage_req_t *req, int res) {
   mw_storage_req_front_t *p = &req->priv;
+  assert(p->op == MW_OP_GET);
+  assert(req->be.local.fd < 0); /* a statx by path opens nothing */
   const struct statx *sx = (const struct statx *)req->be.local.stx;
   if (res == -ENOENT || res == -ENOTDIR) return finish(u, req, -ENOENT);
   if (res < 0) return finish(u, req, res);
@@ -737,7 +809,9 @@ static void get_stat_done(uring_t *u, mw_storage_req_t *req, int res) {
 static void advance_get_chain(uring_t *u, mw_storage_req_t *req, int c, int res) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
-  assert(c >= 0 && c < l->chain_n && l->chain_i < l->chain_n);
+  assert(c >= 0);
+  assert(c < l->chain_n);
+  assert(l->chain_i < l->chain_n);
   l->chain_i++;
   bool ok;
   if (c == 0) {
@@ -780,6 +854,7 @@ static void advance_get_chain(uring_t *u, mw_storage_req_t *req, int c, int res)
 static void get_fail(uring_t *u, mw_storage_req_t *req, int err) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
+  assert(err < 0);
   if (p->result == 0) p->result = err;
   if (l->fd >= 0) issue(u, req, S_GCLOSE, MW_STEP_CLOSE);
   else finish(u, req, p->result);
@@ -897,7 +972,8 @@ static int probe_ops(struct io_uring *ring) {
 
 int mw_local__uring_open(mw_storage_t *st) {
   mw_local_t *lo = mw_local(st);
-  assert(lo != NULL && lo->uring == NULL);
+  assert(lo != NULL);
+  assert(lo->uring == NULL);
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, chain_metrics_register);
   uring_t *u = calloc(1, sizeof *u);
@@ -949,7 +1025,8 @@ fail:
 static void uring_submit(mw_storage_t *st, mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   uring_t *u = mw_local(st)->uring;
-  assert(u != NULL && p->st == st);
+  assert(u != NULL);
+  assert(p->st == st);
   mw_local__prepare(st, req);
   if (p->op == MW_OP_LIST || p->op == MW_OP_DELETE_PREFIX || p->op == MW_OP_SWEEP_TMP ||
       p->op == MW_OP_DELETE_ROOT || p->op == MW_OP_DELETE_MANY) {
@@ -992,7 +1069,8 @@ static void handle_closed(uv_handle_t *h) {
 
 static void uring_close(mw_storage_t *st, void (*done)(mw_storage_t *st)) {
   uring_t *u = mw_local(st)->uring;
-  assert(u != NULL && u->active == 0);
+  assert(u != NULL);
+  assert(u->active == 0);
   u->close_done = done;
   u->closing_handles = 2;
   uv_close((uv_handle_t *)&u->poll, handle_closed);

@@ -76,10 +76,14 @@ int mw_storage_fault_set(mw_storage_t *st, const mw_storage_fault_t *f);
  * never shows fault-injection counters. */
 void mw_storage_fault_metrics_enable(void);
 /* The fault settings in force (loop thread): *out gets a copy whose
- * fail_prefix points into the storage (valid until the next set). A run-time
- * control edits this copy and sets it back, so the on_step hook and the
- * power-loss journal installed at open are kept. */
+ * fail_prefix points into the storage (valid until the next set). */
 void mw_storage_fault_get(const mw_storage_t *st, mw_storage_fault_t *out);
+/* No fault, but what was installed at open: *out gets the on_step hook and
+ * its context, the power-loss journal and the io_uring test settings in
+ * force, every other field zero. A run-time control (the admin `fault`
+ * command) starts from this, adds its faults and sets it, so a `set`
+ * replaces the faults before it and keeps the hooks. */
+void mw_storage_fault_get_hooks(const mw_storage_t *st, mw_storage_fault_t *out);
 
 /* The backend's name for its step `step` ("?" when out of range), and the
  * step called `name` (-EINVAL when this backend has none by that name). */

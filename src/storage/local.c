@@ -28,6 +28,7 @@
 #include "storage/local_int.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -107,6 +108,32 @@ int mw_local__step_end(mw_storage_req_t *req, mw_local_step_t step, int rc) {
 
 /* ---- paths ---- */
 
+int mw_local__opendir(int dirfd, DIR **d) {
+  assert(dirfd >= 0);
+  *d = fdopendir(dirfd);
+  if (*d != NULL) return 0;
+  int rc = -errno;
+  close(dirfd);
+  return rc;
+}
+
+int mw_local__each_entry(int dirfd, mw_local_entry_fn fn, void *ctx) {
+  assert(fn != NULL);
+  DIR *d;
+  int rc = mw_local__opendir(dirfd, &d);
+  if (rc < 0) return rc;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    const char *name = e->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    struct stat sb;
+    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* vanished */
+    rc = fn(ctx, dirfd, name, &sb);
+  }
+  closedir(d); /* closes dirfd */
+  return rc;
+}
+
 unsigned mw_local__depth(const char *path) {
   assert(path != NULL);
   unsigned d = 0;
@@ -115,7 +142,9 @@ unsigned mw_local__depth(const char *path) {
 }
 
 bool mw_local__parent_prefix(const char *path, unsigned n, char *out, size_t cap) {
-  assert(path != NULL && out != NULL && cap > 1);
+  assert(path != NULL);
+  assert(out != NULL);
+  assert(cap > 1);
   if (n == 0) {
     out[0] = '.';
     out[1] = '\0';
@@ -162,7 +191,8 @@ void mw_local__tmp_name(mw_storage_req_t *req) {
     snprintf(l->tmp, sizeof l->tmp, MW_STORAGE_RESERVED_PREFIX "%s", hex);
   else
     snprintf(l->tmp, sizeof l->tmp, "%s/" MW_STORAGE_RESERVED_PREFIX "%s", l->dir, hex);
-  assert(l->tmp[0] != '0' && l->tmp[0] != '1');
+  assert(l->tmp[0] != '0');
+  assert(l->tmp[0] != '1');
 }
 
 /* ---- directory durability cache ---- */
@@ -210,7 +240,8 @@ static bool is_write(const mw_storage_req_t *req) {
 void mw_local__prepare(mw_storage_t *st, mw_storage_req_t *req) {
   mw_local_t *lo = mw_local(st);
   mw_storage_req_local_t *l = &req->be.local;
-  assert(lo != NULL && req->priv.st == st);
+  assert(lo != NULL);
+  assert(req->priv.st == st);
   l->fd = -1;
   l->dirfd = -1;
   l->pl = lo->pl;
@@ -242,7 +273,8 @@ void mw_local__error(mw_storage_req_t *req, int status) {
 void mw_local__done(mw_storage_req_t *req, int status) {
   mw_storage_req_local_t *l = &req->be.local;
   mw_local_t *lo = mw_local(req->priv.st);
-  assert(l->fd < 0 && l->dirfd < 0);
+  assert(l->fd < 0);
+  assert(l->dirfd < 0);
   if (status == 0 && is_write(req) && lo->durable) {
     dircache_add(lo, l->dir);
     /* every directory the walk fsynced is durable with its ancestry now */
@@ -303,7 +335,8 @@ static void local_free(mw_local_t *lo) {
 }
 
 int mw_storage__local_open(mw_storage_t *st, mw_err_t *err) {
-  assert(st != NULL && st->be_state == NULL);
+  assert(st != NULL);
+  assert(st->be_state == NULL);
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, fsync_metrics_register);
   const char *path = st->uri;
@@ -356,7 +389,8 @@ fail:
 /* Both engines end their close here (loop thread, nothing in flight). */
 void mw_local__close_done(mw_storage_t *st, void (*done)(mw_storage_t *st)) {
   mw_local_t *lo = mw_local(st);
-  assert(lo != NULL && lo->uring == NULL);
+  assert(lo != NULL);
+  assert(lo->uring == NULL);
   local_free(lo);
   st->be_state = NULL;
   done(st);

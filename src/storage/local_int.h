@@ -11,6 +11,9 @@
 #ifndef MW_STORAGE_LOCAL_INT_H
 #define MW_STORAGE_LOCAL_INT_H
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include "storage/local.h"
 #include "storage/storage_int.h"
 
@@ -19,6 +22,8 @@
  * fsyncs its whole ancestry again (128 KiB per table storage). */
 #define MW_LOCAL_DIRCACHE_SLOTS 16384
 #define MW_LOCAL_MKDIR_TRIES 4
+_Static_assert(MW_LOCAL_MKDIR_TRIES < UINT8_MAX, "the request's mkdir_tries is a uint8_t");
+_Static_assert(MW_STORAGE_KEY_MAX_SEGMENTS < UINT16_MAX, "the request's walk is a uint16_t");
 
 typedef struct mw_local {
   char *root;                   /* the directory (from the URI) */
@@ -75,6 +80,17 @@ bool mw_local__parent_prefix(const char *path, unsigned n, char *out, size_t cap
 unsigned mw_local__depth(const char *path);
 /* Fill req's local.tmp with "<dir>/.tmp-<32 hex>". */
 void mw_local__tmp_name(mw_storage_req_t *req);
+
+/* Directory walks (the thread-pool engine's list, sweep and delete_root,
+ * the power-loss model's snapshot and cut). *d over the directory open as
+ * dirfd, or -errno with dirfd closed (a failed fdopendir leaves it open). */
+int mw_local__opendir(int dirfd, DIR **d);
+/* Each entry of the directory open as dirfd but "." and "..", in readdir
+ * order, with its fstatat (AT_SYMLINK_NOFOLLOW; an entry gone before it is
+ * skipped): fn(ctx, dirfd, name, &sb) until fn returns non-zero, which is
+ * returned (0 after the last entry). dirfd is closed, also on failure. */
+typedef int (*mw_local_entry_fn)(void *ctx, int dirfd, const char *name, const struct stat *sb);
+int mw_local__each_entry(int dirfd, mw_local_entry_fn fn, void *ctx);
 
 /* Power-loss journal (powerloss.c) */
 int mw_powerloss__attach(mw_powerloss_t *pl, int rootfd);

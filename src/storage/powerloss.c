@@ -249,68 +249,63 @@ static int read_all(int fd, const struct stat *stp, uint8_t **out, size_t *len) 
  * fstatat). A name replaced between the two calls is recorded with the
  * inode it names at the second: a listing is not atomic, and either inode
  * is one the name held while the snapshot was taken. */
+typedef struct listing {
+  mw_powerloss_t *pl;
+  ent_t *v;
+  size_t n, cap;
+} listing_t;
+
+/* One entry of list_dir: a file or directory joins the listing. */
+static int list_entry(void *ctx, int dirfd, const char *name, const struct stat *sb) {
+  listing_t *ls = ctx;
+  assert(ls->n <= ls->cap);
+  if (!S_ISREG(sb->st_mode) && !S_ISDIR(sb->st_mode)) return 0;
+  iid_t id;
+  int r = iid_get(dirfd, name, 0, &id);
+  if (r == -ENOENT) return 0; /* vanished */
+  if (r < 0) return r;
+  if (ls->n >= MW_POWERLOSS_MAX_ENTRIES) {
+    ls->pl->overflow = true;
+    return 1; /* stop here: the journal knows it is incomplete */
+  }
+  if (ls->n == ls->cap) {
+    size_t cap = ls->cap ? ls->cap * 2 : 16;
+    ent_t *nv = realloc(ls->v, cap * sizeof *nv);
+    if (nv == NULL) return -ENOMEM;
+    ls->v = nv;
+    ls->cap = cap;
+  }
+  node_t *nd = node_get(ls->pl, &id, S_ISDIR(sb->st_mode));
+  char *copy = strdup(name);
+  if (nd == NULL || copy == NULL) {
+    free(copy);
+    return -ENOMEM;
+  }
+  ls->v[ls->n++] = (ent_t){copy, id, S_ISDIR(sb->st_mode)};
+  return 0;
+}
+
 static int list_dir(mw_powerloss_t *pl, int dirfd, ent_t **out, size_t *nout) {
   *out = NULL;
   *nout = 0;
   int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;
-  DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return -errno;
-  }
-  ent_t *v = NULL;
-  size_t n = 0, cap = 0;
-  int rc = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    struct stat sb;
-    if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* vanished */
-    if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) continue;
-    iid_t id;
-    int r = iid_get(fd, e->d_name, 0, &id);
-    if (r == -ENOENT) continue; /* vanished */
-    if (r < 0) {
-      rc = r;
-      break;
-    }
-    if (n >= MW_POWERLOSS_MAX_ENTRIES) {
-      pl->overflow = true;
-      break;
-    }
-    if (n == cap) {
-      cap = cap ? cap * 2 : 16;
-      ent_t *nv = realloc(v, cap * sizeof *nv);
-      if (nv == NULL) {
-        rc = -ENOMEM;
-        break;
-      }
-      v = nv;
-    }
-    node_t *nd = node_get(pl, &id, S_ISDIR(sb.st_mode));
-    char *name = strdup(e->d_name);
-    if (nd == NULL || name == NULL) {
-      free(name);
-      rc = -ENOMEM;
-      break;
-    }
-    v[n++] = (ent_t){name, id, S_ISDIR(sb.st_mode)};
-  }
-  closedir(d);
+  listing_t ls = {.pl = pl};
+  int rc = mw_local__each_entry(fd, list_entry, &ls);
   if (rc < 0) {
-    ents_free(v, n);
+    ents_free(ls.v, ls.n);
     return rc;
   }
-  *out = v;
-  *nout = n;
+  *out = ls.v;
+  *nout = ls.n;
   return 0;
 }
 
 /* Baseline: everything under dirfd (closed here) is durable as it is. The
  * node is passed by index: adding nodes may move the array. */
 static int scan(mw_powerloss_t *pl, int dirfd, size_t si, unsigned depth) {
-  assert(si < pl->nnodes && pl->nodes[si].dir);
+  assert(si < pl->nnodes);
+  assert(pl->nodes[si].dir);
   ent_t *ents;
   size_t nents;
   int rc = list_dir(pl, dirfd, &ents, &nents);
@@ -371,7 +366,8 @@ static int baseline(mw_powerloss_t *pl) {
 }
 
 int mw_powerloss_new(const char *root_dir, mw_powerloss_t **out, mw_err_t *err) {
-  assert(root_dir != NULL && out != NULL);
+  assert(root_dir != NULL);
+  assert(out != NULL);
   *out = NULL;
   mw_powerloss_t *pl = calloc(1, sizeof *pl);
   if (pl == NULL) return mw_err_set(err, -ENOMEM, "powerloss: out of memory");
@@ -408,7 +404,8 @@ bool mw_powerloss_tripped(const mw_powerloss_t *pl) {
 }
 
 void mw_powerloss_stats(const mw_powerloss_t *pl, mw_powerloss_stats_t *out) {
-  assert(pl != NULL && out != NULL);
+  assert(pl != NULL);
+  assert(out != NULL);
   pthread_mutex_lock((pthread_mutex_t *)&pl->mu);
   *out = pl->stats;
   pthread_mutex_unlock((pthread_mutex_t *)&pl->mu);
@@ -441,7 +438,9 @@ static pend_t *pend_take(mw_powerloss_t *pl, const void *req) {
 }
 
 static void pend_drop(mw_powerloss_t *pl, pend_t *p) {
-  assert(pl->npend > 0 && p >= pl->pend && p < pl->pend + pl->npend);
+  assert(pl->npend > 0);
+  assert(p >= pl->pend);
+  assert(p < pl->pend + pl->npend);
   free(p->data);
   ents_free(p->ents, p->nents);
   *p = pl->pend[--pl->npend];
@@ -474,7 +473,8 @@ out:
 }
 
 static void commit(mw_powerloss_t *pl, pend_t *pe) {
-  assert(pe != NULL && pe->req != NULL);
+  assert(pe != NULL);
+  assert(pe->req != NULL);
   node_t *n = node_get(pl, &pe->id, pe->dir);
   if (n == NULL) return;
   if (pe->dir) {
@@ -514,32 +514,26 @@ int mw_powerloss__after(mw_powerloss_t *pl, mw_storage_req_t *req, mw_local_step
 
 /* ---- the cut ---- */
 
+static int rm_contents(int dirfd, unsigned depth);
+
+/* One entry of the cut's removal: a directory emptied and removed, anything
+ * else unlinked. */
+static int rm_entry(void *ctx, int dirfd, const char *name, const struct stat *sb) {
+  unsigned depth = *(const unsigned *)ctx;
+  assert(depth < MAX_DEPTH);
+  if (!S_ISDIR(sb->st_mode)) return unlinkat(dirfd, name, 0) != 0 ? -errno : 0;
+  int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (sub < 0) return -errno;
+  int rc = depth + 1 < MAX_DEPTH ? rm_contents(sub, depth + 1) : -ELOOP;
+  close(sub);
+  if (rc == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) != 0) rc = -errno;
+  return rc;
+}
+
 static int rm_contents(int dirfd, unsigned depth) {
   int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;
-  DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return -errno;
-  }
-  int rc = 0;
-  struct dirent *e;
-  while (rc == 0 && (e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    struct stat sb;
-    if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISDIR(sb.st_mode)) {
-      int sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-      if (sub < 0) return -errno;
-      rc = depth + 1 < MAX_DEPTH ? rm_contents(sub, depth + 1) : -ELOOP;
-      close(sub);
-      if (rc == 0 && unlinkat(fd, e->d_name, AT_REMOVEDIR) != 0) rc = -errno;
-    } else if (unlinkat(fd, e->d_name, 0) != 0) {
-      rc = -errno;
-    }
-  }
-  closedir(d);
-  return rc;
+  return mw_local__each_entry(fd, rm_entry, &depth);
 }
 
 static int write_file(int dirfd, const char *name, const node_t *n) {
@@ -562,7 +556,8 @@ static int write_file(int dirfd, const char *name, const node_t *n) {
 
 /* Recreate directory node `dn` (open as dirfd, at `path` from the root). */
 static int build(mw_powerloss_t *pl, int dirfd, const char *path, size_t dn, unsigned depth) {
-  assert(dn < pl->nnodes && pl->nodes[dn].dir);
+  assert(dn < pl->nnodes);
+  assert(pl->nodes[dn].dir);
   char sub[MW_STORAGE_LOCAL_PATH_BYTES + 256];
   for (size_t i = 0; i < pl->nodes[dn].nents; i++) {
     const ent_t *e = &pl->nodes[dn].ents[i];
@@ -615,7 +610,8 @@ int mw_storage_power_cut(mw_powerloss_t *pl, mw_err_t *err) {
     goto out;
   }
   node_t *root = node_find(pl, &pl->root_id);
-  assert(root != NULL && root->has);
+  assert(root != NULL);
+  assert(root->has);
   size_t ri = (size_t)(root - pl->nodes);
   fd = open(pl->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {

@@ -113,13 +113,15 @@ void mw_storage__metrics_init(void) {
 }
 
 void mw_storage__count_fault(const mw_storage_t *st, unsigned step) {
-  assert(st != NULL && step < st->be->n_steps);
+  assert(st != NULL);
+  assert(step < st->be->n_steps);
   mw_metric_t *s = mw_storage__metrics.faults[st->be->family][step];
   if (mw_storage__metrics.ok && s != NULL) mw_counter_add(s, 1); /* NULL: test series off */
 }
 
 static void count_op(const mw_storage_req_front_t *p, int status) {
-  assert(p->op >= MW_OP_PUT_IF_ABSENT && p->op < MW_OP_COUNT_);
+  assert(p->op >= MW_OP_PUT_IF_ABSENT);
+  assert(p->op < MW_OP_COUNT_);
   if (!mw_storage__metrics.ok) return;
   int r = status == 0 ? 0 : status == -EEXIST ? 1 : status == -ENOENT ? 2 : 3;
   mw_counter_add(mw_storage__metrics.ops[p->op][r], 1);
@@ -139,14 +141,16 @@ const char *mw_storage_step_name(const mw_storage_t *st, unsigned step) {
 }
 
 int mw_storage_step_parse(const mw_storage_t *st, const char *name) {
-  assert(st != NULL && name != NULL);
+  assert(st != NULL);
+  assert(name != NULL);
   for (unsigned i = 0; i < st->be->n_steps; i++)
     if (strcmp(name, st->be->step_names[i]) == 0) return (int)i;
   return -EINVAL;
 }
 
 unsigned mw_storage_step_count(const mw_storage_t *st) {
-  assert(st != NULL && st->be->n_steps <= MW_STORAGE_MAX_STEPS);
+  assert(st != NULL);
+  assert(st->be->n_steps <= MW_STORAGE_MAX_STEPS);
   return st->be->n_steps;
 }
 
@@ -159,7 +163,8 @@ bool mw_storage_step_known(const char *name) {
 }
 
 const char *mw_storage_req_step_name(const mw_storage_req_t *req, unsigned step) {
-  assert(req != NULL && req->priv.st != NULL);
+  assert(req != NULL);
+  assert(req->priv.st != NULL);
   return mw_storage_step_name(req->priv.st, step);
 }
 
@@ -180,7 +185,8 @@ void mw_storage_config_init(mw_storage_config_t *cfg, const char *uri) {
 static const char *const backend_labels[] = {"auto", "uring", "threads", "s3"};
 
 int mw_storage_backend_parse(const char *name, mw_storage_backend_t *out) {
-  assert(name != NULL && out != NULL);
+  assert(name != NULL);
+  assert(out != NULL);
   for (int i = 0; i < 4; i++)
     if (strcmp(name, backend_labels[i]) == 0) {
       *out = (mw_storage_backend_t)i;
@@ -253,7 +259,9 @@ bool mw_storage_key_valid(const char *key) {
 
 int mw_storage_open(uv_loop_t *loop, const mw_storage_config_t *cfg, mw_storage_t **out,
                     mw_err_t *err) {
-  assert(loop != NULL && cfg != NULL && out != NULL);
+  assert(loop != NULL);
+  assert(cfg != NULL);
+  assert(out != NULL);
   *out = NULL;
   if (cfg->uri == NULL || cfg->uri[0] == '\0')
     return mw_err_set(err, -EINVAL, "storage: the URI is empty");
@@ -282,7 +290,8 @@ int mw_storage_open(uv_loop_t *loop, const mw_storage_config_t *cfg, mw_storage_
   if ((rc = mw_storage__fault_open(st, err)) < 0) goto fail;
   rc = s3 ? mw_storage__s3_open(st, err) : mw_storage__local_open(st, err);
   if (rc < 0) goto fail;
-  assert(st->be != NULL && st->be->n_steps <= MW_STORAGE_MAX_STEPS);
+  assert(st->be != NULL);
+  assert(st->be->n_steps <= MW_STORAGE_MAX_STEPS);
   uv_timer_init(loop, &st->delay_timer); /* cannot fail */
   st->delay_timer.data = st;
   mw_log_debug("storage: %s opened with %s", st->uri, st->be->name);
@@ -296,7 +305,9 @@ fail:
 }
 
 static void finish_close(mw_storage_t *st) {
-  assert(st->inflight == 0 && st->qhead == NULL && st->bghead == NULL);
+  assert(st->inflight == 0);
+  assert(st->qhead == NULL);
+  assert(st->bghead == NULL);
   mw_storage__fault_close(st);
   mw_storage_close_cb cb = st->close_cb;
   void *arg = st->close_arg;
@@ -311,6 +322,7 @@ static void timer_closed(uv_handle_t *h) {
 }
 
 static void maybe_finish_close(mw_storage_t *st) {
+  assert(st->bg_inflight <= st->inflight);
   if (!st->closing || st->inflight != 0 || st->qhead != NULL || st->bghead != NULL ||
       st->closed_timer)
     return;
@@ -319,7 +331,8 @@ static void maybe_finish_close(mw_storage_t *st) {
 }
 
 void mw_storage_close(mw_storage_t *st, mw_storage_close_cb cb, void *arg) {
-  assert(st != NULL && !st->closing);
+  assert(st != NULL);
+  assert(!st->closing);
   st->closing = true;
   st->close_cb = cb;
   st->close_arg = arg;
@@ -330,7 +343,8 @@ const char *mw_storage_uri(const mw_storage_t *st) { return st->uri; }
 const char *mw_storage_backend_name(const mw_storage_t *st) { return st->be->name; }
 
 void mw_storage_health(const mw_storage_t *st, mw_storage_health_t *out) {
-  assert(st != NULL && out != NULL);
+  assert(st != NULL);
+  assert(out != NULL);
   *out = st->health;
 }
 uint32_t mw_storage_inflight(const mw_storage_t *st) { return st->inflight; }
@@ -363,7 +377,8 @@ const char *mw_storage_req_error(const mw_storage_req_t *req) {
 }
 
 void mw_storage__set_error(mw_storage_req_t *req, const char *fmt, ...) {
-  assert(req != NULL && fmt != NULL);
+  assert(req != NULL);
+  assert(fmt != NULL);
   if (req->priv.error[0] != '\0') return; /* the first reason is the precise one */
   va_list ap;
   va_start(ap, fmt);
@@ -391,6 +406,8 @@ static void start(mw_storage_t *st, mw_storage_req_t *req) {
 }
 
 static bool can_start(const mw_storage_t *st, bool bg) {
+  assert(st->inflight <= st->cfg.max_inflight);
+  assert(st->bg_inflight <= st->inflight);
   if (st->inflight >= st->cfg.max_inflight) return false;
   if (!bg) return true;
   return st->qhead == NULL && st->bg_inflight < st->bg_max;
@@ -398,7 +415,8 @@ static bool can_start(const mw_storage_t *st, bool bg) {
 
 static mw_storage_req_t *dequeue(mw_storage_t *st, mw_storage_req_t **head, mw_storage_req_t **tail) {
   mw_storage_req_t *req = *head;
-  assert(req != NULL && st->queued > 0);
+  assert(req != NULL);
+  assert(st->queued > 0);
   *head = req->priv.next;
   if (*head == NULL) *tail = NULL;
   req->priv.next = NULL;
@@ -409,6 +427,7 @@ static mw_storage_req_t *dequeue(mw_storage_t *st, mw_storage_req_t **head, mw_s
 }
 
 static void pump(mw_storage_t *st) {
+  assert(st->bg_queued <= st->queued);
   for (;;) {
     if (st->qhead != NULL && can_start(st, false)) start(st, dequeue(st, &st->qhead, &st->qtail));
     else if (st->bghead != NULL && can_start(st, true)) start(st, dequeue(st, &st->bghead, &st->bgtail));
@@ -419,7 +438,8 @@ static void pump(mw_storage_t *st) {
 void mw_storage__done(mw_storage_req_t *req, int status) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_t *st = p->st;
-  assert(st != NULL && st->inflight > 0);
+  assert(st != NULL);
+  assert(st->inflight > 0);
   assert(status <= 0);
   st->inflight--;
   assert(st->bg_inflight >= p->bg);
@@ -457,7 +477,9 @@ typedef struct args {
 
 static int submit(mw_storage_t *st, mw_storage_req_t *req, mw_storage_op_t op, const char *key,
                   mw_storage_cb cb, args_t a) {
-  assert(st != NULL && req != NULL && cb != NULL);
+  assert(st != NULL);
+  assert(req != NULL);
+  assert(cb != NULL);
   if (st->closing) return -ESHUTDOWN;
   bool prefix = op == MW_OP_LIST || op == MW_OP_DELETE_PREFIX || op == MW_OP_SWEEP_TMP ||
                 op == MW_OP_DELETE_ROOT;
@@ -552,7 +574,8 @@ int mw_storage_delete_root(mw_storage_t *st, mw_storage_req_t *req, mw_storage_c
 
 int mw_storage_delete_many(mw_storage_t *st, mw_storage_req_t *req, const char *const *keys,
                            size_t n, int *statuses, mw_storage_cb cb) {
-  assert(st != NULL && req != NULL);
+  assert(st != NULL);
+  assert(req != NULL);
   _Static_assert(MW_STORAGE_DELETE_MANY_MAX <= UINT32_MAX, "nmany is 32 bits");
   if (keys == NULL || statuses == NULL || n == 0 || n > MW_STORAGE_DELETE_MANY_MAX) return -EINVAL;
   for (size_t i = 0; i < n; i++)

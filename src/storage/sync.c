@@ -63,7 +63,8 @@ static void req_start(mw_storage_req_t *req, waiter_t *w) {
 }
 
 int mw_storage_sync_open(const mw_storage_config_t *cfg, mw_storage_sync_t **out, mw_err_t *err) {
-  assert(cfg != NULL && out != NULL);
+  assert(cfg != NULL);
+  assert(out != NULL);
   *out = NULL;
   mw_storage_sync_t *ss = calloc(1, sizeof *ss);
   if (ss == NULL) return mw_err_set(err, -ENOMEM, "storage: out of memory");
@@ -100,7 +101,9 @@ mw_storage_t *mw_storage_sync_storage(mw_storage_sync_t *ss) {
 }
 
 int mw_storage_sync_get(mw_storage_sync_t *ss, const char *key, mw_buf_t *out, mw_err_t *err) {
-  assert(ss != NULL && key != NULL && out != NULL);
+  assert(ss != NULL);
+  assert(key != NULL);
+  assert(out != NULL);
   mw_storage_req_t req;
   waiter_t w;
   req_start(&req, &w);
@@ -115,7 +118,8 @@ int mw_storage_sync_get(mw_storage_sync_t *ss, const char *key, mw_buf_t *out, m
 }
 
 int mw_storage_sync_head(mw_storage_sync_t *ss, const char *key, uint64_t *size, mw_err_t *err) {
-  assert(ss != NULL && key != NULL);
+  assert(ss != NULL);
+  assert(key != NULL);
   mw_storage_req_t req;
   waiter_t w;
   req_start(&req, &w);
@@ -127,7 +131,9 @@ int mw_storage_sync_head(mw_storage_sync_t *ss, const char *key, uint64_t *size,
 
 int mw_storage_sync_list(mw_storage_sync_t *ss, const char *prefix, mw_storage_req_t *req,
                          mw_err_t *err) {
-  assert(ss != NULL && prefix != NULL && req != NULL);
+  assert(ss != NULL);
+  assert(prefix != NULL);
+  assert(req != NULL);
   waiter_t w = {0, false};
   void *data = req->data;
   req->data = &w;
@@ -139,7 +145,8 @@ int mw_storage_sync_list(mw_storage_sync_t *ss, const char *prefix, mw_storage_r
 
 int mw_storage_sync_put(mw_storage_sync_t *ss, const char *key, const void *bytes, size_t len,
                         bool if_absent, mw_err_t *err) {
-  assert(ss != NULL && key != NULL);
+  assert(ss != NULL);
+  assert(key != NULL);
   mw_storage_req_t req;
   waiter_t w;
   req_start(&req, &w);
@@ -151,7 +158,8 @@ int mw_storage_sync_put(mw_storage_sync_t *ss, const char *key, const void *byte
 }
 
 int mw_storage_sync_delete(mw_storage_sync_t *ss, const char *key, mw_err_t *err) {
-  assert(ss != NULL && key != NULL);
+  assert(ss != NULL);
+  assert(key != NULL);
   mw_storage_req_t req;
   waiter_t w;
   req_start(&req, &w);
@@ -162,7 +170,9 @@ int mw_storage_sync_delete(mw_storage_sync_t *ss, const char *key, mw_err_t *err
 
 int mw_storage_sync_delete_many(mw_storage_sync_t *ss, const char *const *keys, size_t n,
                                 int *statuses, mw_err_t *err) {
-  assert(ss != NULL && keys != NULL && statuses != NULL);
+  assert(ss != NULL);
+  assert(keys != NULL);
+  assert(statuses != NULL);
   mw_storage_req_t req;
   waiter_t w;
   req_start(&req, &w);
@@ -173,7 +183,8 @@ int mw_storage_sync_delete_many(mw_storage_sync_t *ss, const char *const *keys, 
 }
 
 int mw_storage_sync_delete_prefix(mw_storage_sync_t *ss, const char *prefix, mw_err_t *err) {
-  assert(ss != NULL && prefix != NULL);
+  assert(ss != NULL);
+  assert(prefix != NULL);
   mw_storage_req_t req;
   waiter_t w;
   req_start(&req, &w);

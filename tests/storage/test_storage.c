@@ -1657,6 +1657,46 @@ static uint64_t metric_value(const char *family, const char *const *labels) {
   return 0;
 }
 
+/* mw_storage_fault_get_hooks: the faults set at run time are gone, what was
+ * installed at open stays, and setting it back keeps the hook running. */
+static void test_fault_get_hooks(void **state) {
+  (void)state;
+  static seq_t s = {PTHREAD_MUTEX_INITIALIZER, 0, {0}};
+  mw_storage_fault_t f = {.on_step = on_step, .on_step_ctx = &s};
+  env_t *e = env_fault("hooks", &f);
+  mw_storage_fault_t g = f;
+  g.fail_prefix = "x/";
+  g.fail_errno = EIO;
+  g.fail_nth = 7;
+  g.fail_steps = MW_STEP_BIT(MW_STEP_WRITE);
+  g.fail_sync_once = true;
+  g.delay_ms = 5;
+  assert_int_equal(mw_storage_fault_set(e->st, &g), 0);
+  mw_storage_fault_t h;
+  memset(&h, 0xa5, sizeof h);
+  mw_storage_fault_get_hooks(e->st, &h);
+  assert_ptr_equal(h.on_step, on_step);
+  assert_ptr_equal(h.on_step_ctx, &s);
+  assert_null(h.power_loss);
+  assert_null(h.fail_prefix);
+  assert_int_equal(h.fail_errno, 0);
+  assert_int_equal(h.fail_nth, 0);
+  assert_int_equal(h.fail_steps, 0);
+  assert_false(h.fail_sync_once);
+  assert_int_equal(h.delay_ms, 0);
+  assert_int_equal(h.uring_refuse, 0);
+  /* set back: no fault left, and the hook still sees every step */
+  assert_int_equal(mw_storage_fault_set(e->st, &h), 0);
+  s.n = 0;
+  assert_int_equal(s_pia(e, "x/k", "abc", 3), 0);
+  assert_true(s.n > 0);
+  mw_storage_fault_t now;
+  mw_storage_fault_get(e->st, &now);
+  assert_null(now.fail_prefix);
+  assert_false(now.fail_sync_once);
+  env_free(e);
+}
+
 static void test_fault_set_runtime(void **state) {
   (void)state;
   env_t *e = env_new("fset", NULL);
@@ -2331,6 +2371,7 @@ int main(void) {
       cmocka_unit_test(test_put_replace_readers),
       cmocka_unit_test(test_get_chain),
       cmocka_unit_test(test_fallback_and_config),
+      cmocka_unit_test(test_fault_get_hooks),
       cmocka_unit_test(test_fault_set_runtime),
       cmocka_unit_test(test_uring_submit_retry),
       cmocka_unit_test(test_powerloss_random_cuts),
