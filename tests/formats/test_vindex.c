@@ -341,10 +341,249 @@ static void test_ours_vs_golden(void **state) {
   }
 }
 
+/* ------------------------------------------------------------ HNSW */
+
+static float *random_vectors(uint32_t n, uint32_t dim, uint64_t seed) {
+  float *v = malloc((size_t)n * dim * sizeof *v);
+  assert_non_null(v);
+  uint64_t s = seed;
+  for (size_t i = 0; i < (size_t)n * dim; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    v[i] = (float)((double)(s >> 40) / 16777216.0 * 2 - 1);
+  }
+  return v;
+}
+
+/* Recall@10 of the graph against brute force, 2 000 random vectors of dim
+ * 32, 200 queries (random, not in the set), beam 100; every distance type.
+ * Also: every vector finds itself first. */
+static void test_recall(void **state) {
+  (void)state;
+  const uint32_t n = 2000, dim = 32, nq = 200, k = 10;
+  float *vecs = random_vectors(n, dim, 0x1234567), *qs = random_vectors(nq, dim, 0x7654321);
+  static const mw_distance_t all[] = {MW_DIST_L2, MW_DIST_COSINE, MW_DIST_DOT};
+  for (size_t d = 0; d < 3; d++) {
+    mw_hnsw_t g;
+    mw_err_t err = {0};
+    assert_int_equal(mw_hnsw_build(&g, vecs, n, dim, all[d], NULL, &err), 0);
+    uint32_t hits = 0, hits_k = 0, self = 0;
+    for (uint32_t q = 0; q < nq; q++) {
+      mw_hnsw_link_t got[10], best[10], narrow[10];
+      int m = mw_hnsw_search(&g, qs + (size_t)q * dim, k, 100, got);
+      assert_int_equal(m, (int)k);
+      assert_int_equal(mw_hnsw_search(&g, qs + (size_t)q * dim, k, k, narrow), (int)k);
+      for (uint32_t i = 0; i < k; i++) best[i] = (mw_hnsw_link_t){UINT32_MAX, INFINITY};
+      for (uint32_t i = 0; i < n; i++) { /* brute force top k */
+        float x = mw_distance(all[d], qs + (size_t)q * dim, vecs + (size_t)i * dim, dim);
+        if (x >= best[k - 1].dist) continue;
+        uint32_t j = k - 1;
+        for (; j > 0 && best[j - 1].dist > x; j--) best[j] = best[j - 1];
+        best[j] = (mw_hnsw_link_t){i, x};
+      }
+      for (uint32_t i = 0; i < k; i++)
+        for (uint32_t j = 0; j < k; j++) hits += got[i].id == best[j].id, hits_k += narrow[i].id == best[j].id;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+      mw_hnsw_link_t got[1];
+      assert_int_equal(mw_hnsw_search(&g, vecs + (size_t)i * dim, 1, 64, got), 1);
+      self += got[0].id == i || (all[d] != MW_DIST_L2 && got[0].dist <= mw_distance(all[d], vecs + (size_t)i * dim, vecs + (size_t)i * dim, dim));
+    }
+    double recall = (double)hits / (nq * k);
+    print_message("hnsw %s: recall@10 %.4f (ef 100), %.4f (ef 10), self found first %u/%u, build memory %zu bytes\n",
+                  mw_distance_name(all[d]), recall, (double)hits_k / (nq * k), self, n, g.bytes);
+    assert_true(recall >= 0.95);
+    if (all[d] != MW_DIST_DOT) assert_int_equal(self, n); /* dot: a longer vector can beat a vector's own */
+    mw_hnsw_free(&g);
+  }
+  free(vecs);
+  free(qs);
+}
+
+/* Our files decode to exactly our graph; the same input and seed give the
+ * same bytes; another seed another graph. Memory stays within the plan. */
+static void test_roundtrip_determinism(void **state) {
+  (void)state;
+  const uint32_t n = 700, dim = 24;
+  float *vecs = random_vectors(n, dim, 99);
+  mw_vindex_input_t in = {.vecs = vecs, .rows = n, .dim = dim, .dist = MW_DIST_L2};
+  mw_vindex_t a, b, c;
+  mw_err_t err = {0};
+  assert_int_equal(mw_vindex_build(&in, &a, &err), 0);
+  assert_int_equal(mw_vindex_build(&in, &b, &err), 0);
+  in.hnsw.seed = 7;
+  assert_int_equal(mw_vindex_build(&in, &c, &err), 0);
+  assert_int_equal(a.index_idx.len, b.index_idx.len);
+  assert_memory_equal(a.index_idx.data, b.index_idx.data, a.index_idx.len);
+  assert_memory_equal(a.aux_idx.data, b.aux_idx.data, a.aux_idx.len);
+  assert_true(a.index_idx.len != c.index_idx.len || memcmp(a.index_idx.data, c.index_idx.data, a.index_idx.len) != 0);
+  assert_true(a.build_bytes == mw_hnsw_plan_bytes(n, NULL));
+  assert_true(a.build_bytes <= (size_t)n * (16 * 16 + 14) + (size_t)n * (8 * 16 + 1) / 4 + 64 * 1024);
+  mw_hnsw_t g;
+  assert_int_equal(mw_hnsw_build(&g, vecs, n, dim, MW_DIST_L2, NULL, &err), 0);
+  mw_datafile_t f;
+  mw_batch_t bt;
+  open_read(a.index_idx.data, a.index_idx.len, &f, &bt);
+  const uint32_t *vid = (const uint32_t *)(const void *)bt.cols[0].values.data;
+  const int32_t *off = (const int32_t *)(const void *)bt.cols[1].offsets.data;
+  const uint32_t *nb = (const uint32_t *)(const void *)bt.cols[1].children[0].values.data;
+  const float *ds = (const float *)(const void *)bt.cols[2].children[0].values.data;
+  uint64_t row = 0;
+  for (uint16_t l = 0; l < g.max_level; l++)
+    for (uint32_t id = 0; id < n; id++) {
+      uint32_t cnt;
+      const mw_hnsw_link_t *lk = mw_hnsw_links(&g, id, l, &cnt);
+      if (lk == NULL) continue;
+      assert_int_equal(vid[row], id);
+      assert_int_equal(off[row + 1] - off[row], cnt);
+      for (uint32_t j = 0; j < cnt; j++) {
+        assert_int_equal(nb[off[row] + (int32_t)j], lk[j].id);
+        assert_true(ds[off[row] + (int32_t)j] == lk[j].dist);
+      }
+      row++;
+    }
+  assert_int_equal(row, (uint64_t)bt.n_rows);
+  assert_int_equal(a.entry_point, g.entry);
+  mw_batch_free(&bt);
+  mw_datafile_close(&f);
+  mw_hnsw_free(&g);
+  mw_vindex_free(&a);
+  mw_vindex_free(&b);
+  mw_vindex_free(&c);
+  free(vecs);
+}
+
+/* No non-null vector: -ENODATA (Lance skips the index). One vector: a
+ * one-node graph with an empty list. Bad parameters: -EINVAL. */
+static void test_edges(void **state) {
+  (void)state;
+  float v[4] = {1, 2, 3, 4};
+  uint8_t none = 0;
+  mw_vindex_t x;
+  mw_err_t err = {0};
+  mw_vindex_input_t in = {.vecs = v, .validity = &none, .rows = 2, .dim = 2, .dist = MW_DIST_COSINE};
+  assert_int_equal(mw_vindex_build(&in, &x, &err), -ENODATA);
+  uint8_t second = 2;
+  in.validity = &second;
+  assert_int_equal(mw_vindex_build(&in, &x, &err), 0);
+  mw_vindex_info_t info;
+  assert_int_equal(mw_vindex_check(x.index_idx.data, x.index_idx.len, x.aux_idx.data, x.aux_idx.len, &info, &err), 0);
+  assert_int_equal(info.nodes, 1);
+  assert_int_equal(info.row_ids[0], 1);
+  assert_int_equal(info.graph_rows, 1);
+  mw_vindex_info_free(&info);
+  mw_vindex_free(&x);
+  in.dim = 0;
+  assert_int_equal(mw_vindex_build(&in, &x, &err), -EINVAL);
+  in.dim = 2, in.hnsw.m = 1;
+  assert_int_equal(mw_vindex_build(&in, &x, &err), -EINVAL);
+  in.hnsw.m = 16, in.hnsw.max_bytes = 100;
+  assert_int_equal(mw_vindex_build(&in, &x, &err), -EFBIG);
+}
+
+/* ------------------------------------------------------------ pieces */
+
+/* The sample of fullzip.h both ways; every truncation and a wrong
+ * repetition index are refused. */
+static void test_fullzip(void **state) {
+  (void)state;
+  const int32_t off[] = {0, 2, 2};
+  const uint32_t vals[] = {20, 47};
+  static const uint8_t want0[] = {0x02, 20, 0, 0, 0, 0x00, 47, 0, 0, 0, 0x03}, want1[] = {0, 10, 11};
+  mw_buf_t z = MW_BUF_INIT, ri = MW_BUF_INIT, out = MW_BUF_INIT;
+  mw_fullzip_shape_t s;
+  assert_int_equal(mw_fullzip_zip_list(off, 2, (const uint8_t *)vals, 4, &z, &ri, &s), 0);
+  assert_int_equal(z.len, sizeof want0);
+  assert_memory_equal(z.data, want0, sizeof want0);
+  assert_memory_equal(ri.data, want1, sizeof want1);
+  assert_int_equal(s.num_items, 3);
+  assert_int_equal(s.num_visible_items, 2);
+  assert_int_equal(s.bits_def, 1);
+  uint16_t rep[3], def[3];
+  mw_err_t err = {0};
+  assert_int_equal(mw_fullzip_unzip(&s, z.data, z.len, ri.data, ri.len, rep, def, &out, &err), 0);
+  assert_memory_equal(out.data, vals, sizeof vals);
+  assert_int_equal(rep[0], 1);
+  assert_int_equal(rep[1], 0);
+  assert_int_equal(def[2], 1);
+  for (size_t cut = 0; cut < z.len; cut++) {
+    mw_buf_reset(&out);
+    assert_int_equal(mw_fullzip_unzip(&s, z.data, cut, ri.data, ri.len, rep, def, &out, &err), -EBADMSG);
+  }
+  ri.data[1] = 9;
+  mw_buf_reset(&out);
+  assert_int_equal(mw_fullzip_unzip(&s, z.data, z.len, ri.data, ri.len, rep, def, &out, &err), -EBADMSG);
+  mw_buf_free(&z);
+  mw_buf_free(&ri);
+  mw_buf_free(&out);
+}
+
+/* serde_json's f64 text. */
+static void test_json_double(void **state) {
+  (void)state;
+  static const struct { double v; const char *t; } cases[] = {
+      {-0.9942885637283325, "-0.9942885637283325"}, {0.9995336532592773, "0.9995336532592773"},
+      {1.0, "1.0"}, {0.0, "0.0"}, {-2.5, "-2.5"}, {100.0, "100.0"}, {0.001, "0.001"},
+      {1e-7, "1e-7"}, {1.5e-7, "1.5e-7"}, {1e20, "1e20"}, {123456.0, "123456.0"}, {(double)0.1f, "0.10000000149011612"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char out[32];
+    mw_vindex_json_double(cases[i].v, out);
+    assert_string_equal(out, cases[i].t);
+  }
+}
+
+/* The IndexMetadata entry equals the one in LanceDB's SSTable manifest
+ * (index section at offset 0) up to created_at, which we then set to
+ * LanceDB's value to compare the whole message. */
+static void test_entry_vs_golden(void **state) {
+  (void)state;
+  for (size_t c = 0; c < N_CASES; c++) {
+    gcase_t g;
+    case_load(CASES[c], &g);
+    uint8_t uuid[16];
+    for (int i = 0, j = 0; i < 16; j++) {
+      if (g.uuid[j] == '-') continue;
+      unsigned x;
+      assert_int_equal(sscanf(g.uuid + j, "%2x", &x), 1);
+      uuid[i++] = (uint8_t)x;
+      j++;
+    }
+    /* section = u32 len | IndexSection{1: IndexMetadata} */
+    const uint8_t *sec = g.manifest + 4;
+    assert_int_equal(sec[0], 0x0a);
+    size_t len = sec[1], at = 2; /* one-byte length in these fixtures */
+    assert_true(len < 128);
+    const uint8_t *ent = sec + at;
+    /* created_at: the last field, 0x40 then a varint (all but its last
+     * byte have the high bit set) */
+    size_t tail = len - 1;
+    while (tail > 0 && (ent[tail - 1] & 0x80)) tail--;
+    assert_true(tail > 0);
+    tail--;
+    assert_int_equal(ent[tail], 0x40);
+    uint64_t created = 0;
+    for (size_t i = tail + 1, sh = 0; i < len; i++, sh += 7) created |= (uint64_t)(ent[i] & 0x7f) << sh;
+    assert_true(created > 1700000000000ull); /* ms since the epoch, 2023 on */
+    mw_buf_t mine = MW_BUF_INIT;
+    mw_err_t err = {0};
+    assert_int_equal(mw_vindex_entry_encode(uuid, g.name, 1, 1, created, &mine, &err), 0);
+    assert_int_equal(mine.len, len);
+    assert_memory_equal(mine.data, ent, len);
+    mw_buf_free(&mine);
+    case_free(&g);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_golden_check),
       cmocka_unit_test(test_ours_vs_golden),
+      cmocka_unit_test(test_recall),
+      cmocka_unit_test(test_roundtrip_determinism),
+      cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_fullzip),
+      cmocka_unit_test(test_json_double),
+      cmocka_unit_test(test_entry_vs_golden),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
