@@ -36,7 +36,9 @@
 #include "lance/datafile.h"
 #include "lance/fullzip.h"
 #include "lance/hnsw.h"
+#include "lance/dataset_manifest.h"
 #include "lance/sq.h"
+#include "lance/sstable.h"
 #include "lance/vindex_file.h"
 #include "testutil.h"
 
@@ -389,7 +391,7 @@ static void test_recall(void **state) {
       self += got[0].id == i || (all[d] != MW_DIST_L2 && got[0].dist <= mw_distance(all[d], vecs + (size_t)i * dim, vecs + (size_t)i * dim, dim));
     }
     double recall = (double)hits / (nq * k);
-    print_message("hnsw %s: recall@10 %.4f (ef 100), %.4f (ef 10), self found first %u/%u, build memory %zu bytes\n",
+    print_message("# hnsw %s: recall@10 %.4f (ef 100), %.4f (ef 10), self found first %u/%u, build memory %zu bytes\n",
                   mw_distance_name(all[d]), recall, (double)hits_k / (nq * k), self, n, g.bytes);
     assert_true(recall >= 0.95);
     if (all[d] != MW_DIST_DOT) assert_int_equal(self, n); /* dot: a longer vector can beat a vector's own */
@@ -574,6 +576,132 @@ static void test_entry_vs_golden(void **state) {
   }
 }
 
+/* ------------------------------------------------------------ in an SSTable */
+
+static void sst_schema(mw_schema_t *s, uint32_t dim) {
+  mw_schema_init(s);
+  assert_true(mw_schema_add(s, "id", MW_T_INT64, false) >= 0);
+  int i = mw_schema_add(s, "vec", MW_T_FSL, true);
+  assert_true(i >= 0);
+  s->fields[i].fsl_dim = (int32_t)dim;
+  s->fields[i].item_nullable = true;
+  assert_true(mw_schema_add(s, "_tombstone", MW_T_BOOL, false) >= 0);
+  for (size_t k = 0; k < s->n_fields; k++) s->fields[k].id = (int32_t)k;
+  s->fields[0].pk_position = 1;
+  assert_int_equal(mw_kvs_set(&s->fields[0].meta, "lance-schema:unenforced-primary-key:position", "1", 1), 0);
+}
+
+/* The IndexSection of a whole manifest file, decoded; the manifest must
+ * name it at offset 0. */
+static void manifest_indexes(const uint8_t *p, size_t n, mw_index_section_t *out) {
+  mw_section_t msg, sec;
+  uint64_t pos;
+  mw_err_t err = {0};
+  assert_int_equal(mw_dmanifest_unframe(p, n, &msg, &pos, &err), 0);
+  mw_dmanifest_t m;
+  assert_int_equal(mw_dmanifest_decode(msg.data, msg.len, &m, &err), 0);
+  assert_true(m.has_index_section);
+  assert_int_equal(m.pb->index_section, 0);
+  assert_int_equal(mw_dmanifest_section_at(p, n, 0, pos, &sec, &err), 0);
+  assert_int_equal(mw_index_section_decode(sec.data, sec.len, out, &err), 0);
+  mw_dmanifest_free(&m);
+}
+
+/* An SSTable of LanceDB's l2_pq_nulls rows (two batches) with the vector
+ * index maintained: _indices/<uuid>/{index,auxiliary}.idx pass the check,
+ * name every non-null row, and the manifest's index section (at 0, as in
+ * LanceDB's) holds the entry LanceDB writes: name, fields [1], version 1,
+ * fragments {0}, VectorIndexDetails, index_version 1, the directory's uuid.
+ * An SSTable whose vectors are all null gets no index and no section. */
+static void test_sstable_with_index(void **state) {
+  (void)state;
+  gcase_t g;
+  case_load("l2_pq_nulls", &g);
+  mw_schema_t s;
+  sst_schema(&s, g.dim);
+  mw_batch_t b[2];
+  for (int k = 0; k < 2; k++) assert_int_equal(mw_batch_init(&b[k], &s), 0);
+  for (uint64_t r = 0; r < g.rows; r++) {
+    mw_batch_t *t = &b[r < g.rows / 2 ? 0 : 1];
+    int64_t id = (int64_t)(100000 + r);
+    bool f = false;
+    assert_int_equal(mw_column_append_fixed(&t->cols[0], &id, 8), 0);
+    if (valid_row(&g, r)) assert_int_equal(mw_column_append_fixed(&t->cols[1], g.vecs + r * g.dim, 4 * g.dim), 0);
+    else assert_int_equal(mw_column_append_null(&t->cols[1], &s.fields[1]), 0);
+    assert_int_equal(mw_column_append_bool(&t->cols[2], f), 0);
+    t->n_rows++;
+  }
+  const mw_batch_t *bp[2] = {&b[0], &b[1]};
+  mw_sstable_vindex_t vx = {.name = "vec_idx", .field = 1, .dist = MW_DIST_L2};
+  mw_sstable_opts_t o = {.seed = 42, .timestamp_ns = 1796661269139182145, .vindexes = &vx, .n_vindexes = 1};
+  mw_sstable_t sst;
+  mw_err_t err = {0};
+  if (mw_sstable_build(&s, bp, 2, 1, &o, &sst, &err) != 0) fail_msg("%s", err.msg);
+  assert_int_equal(sst.n_vindexes_built, 1);
+  const mw_sstable_file_t *ii = mw_sstable_find(&sst, "/index.idx"), *aa = mw_sstable_find(&sst, "/auxiliary.idx");
+  const mw_sstable_file_t *mf = mw_sstable_find(&sst, ".manifest");
+  assert_non_null(ii);
+  assert_non_null(aa);
+  assert_non_null(mf);
+  const char *under = strstr(ii->path, "/_indices/"); /* <dir>/_indices/<uuid>/index.idx */
+  assert_non_null(under);
+  mw_vindex_info_t info;
+  if (mw_vindex_check(ii->bytes.data, ii->bytes.len, aa->bytes.data, aa->bytes.len, &info, &err) != 0) fail_msg("%s", err.msg);
+  assert_int_equal(info.nodes, g.rows - 3);
+  for (uint32_t k = 0, r = 0; r < g.rows; r++)
+    if (valid_row(&g, r)) assert_int_equal(info.row_ids[k++], r);
+  mw_index_section_t mine, theirs;
+  manifest_indexes(mf->bytes.data, mf->bytes.len, &mine);
+  manifest_indexes(g.manifest, g.manifest_len, &theirs);
+  assert_int_equal(mine.n, 1);
+  assert_int_equal(theirs.n, 1);
+  const Lance__Table__IndexMetadata *x = mine.items[0].pb, *y = theirs.items[0].pb;
+  assert_string_equal(x->name, y->name);
+  assert_int_equal(x->n_fields, 1);
+  assert_int_equal(x->fields[0], y->fields[0]);
+  assert_int_equal(x->dataset_version, y->dataset_version);
+  assert_int_equal(x->fragment_bitmap.len, y->fragment_bitmap.len);
+  assert_memory_equal(x->fragment_bitmap.data, y->fragment_bitmap.data, x->fragment_bitmap.len);
+  assert_string_equal(x->index_details->type_url, y->index_details->type_url);
+  assert_int_equal(x->index_version, y->index_version);
+  char u[37];
+  snprintf(u, sizeof u, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", x->uuid->uuid.data[0],
+           x->uuid->uuid.data[1], x->uuid->uuid.data[2], x->uuid->uuid.data[3], x->uuid->uuid.data[4], x->uuid->uuid.data[5],
+           x->uuid->uuid.data[6], x->uuid->uuid.data[7], x->uuid->uuid.data[8], x->uuid->uuid.data[9], x->uuid->uuid.data[10],
+           x->uuid->uuid.data[11], x->uuid->uuid.data[12], x->uuid->uuid.data[13], x->uuid->uuid.data[14], x->uuid->uuid.data[15]);
+  assert_memory_equal(under + 10, u, 36);
+  mw_index_section_free(&mine);
+  mw_index_section_free(&theirs);
+  mw_vindex_info_free(&info);
+  mw_sstable_free(&sst);
+  /* all null: no index, no section */
+  for (int k = 0; k < 2; k++) mw_batch_reset(&b[k]);
+  for (int64_t id = 0; id < 5; id++) {
+    assert_int_equal(mw_column_append_fixed(&b[0].cols[0], &id, 8), 0);
+    assert_int_equal(mw_column_append_null(&b[0].cols[1], &s.fields[1]), 0);
+    assert_int_equal(mw_column_append_bool(&b[0].cols[2], false), 0);
+    b[0].n_rows++;
+  }
+  assert_int_equal(mw_sstable_build(&s, bp, 1, 1, &o, &sst, &err), 0);
+  assert_int_equal(sst.n_vindexes_built, 0);
+  assert_null(mw_sstable_find(&sst, "/index.idx"));
+  mf = mw_sstable_find(&sst, ".manifest");
+  mw_section_t msg;
+  uint64_t pos;
+  mw_dmanifest_t m;
+  assert_int_equal(mw_dmanifest_unframe(mf->bytes.data, mf->bytes.len, &msg, &pos, &err), 0);
+  assert_int_equal(mw_dmanifest_decode(msg.data, msg.len, &m, &err), 0);
+  assert_false(m.has_index_section);
+  mw_dmanifest_free(&m);
+  mw_sstable_free(&sst);
+  /* a vector index on a column that is not fixed_size_list<float32> */
+  vx.field = 0;
+  assert_int_equal(mw_sstable_build(&s, bp, 1, 1, &o, &sst, &err), -ENOTSUP);
+  for (int k = 0; k < 2; k++) mw_batch_free(&b[k]);
+  mw_schema_free(&s);
+  case_free(&g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_golden_check),
@@ -584,6 +712,7 @@ int main(void) {
       cmocka_unit_test(test_fullzip),
       cmocka_unit_test(test_json_double),
       cmocka_unit_test(test_entry_vs_golden),
+      cmocka_unit_test(test_sstable_with_index),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
