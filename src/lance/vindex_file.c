@@ -545,6 +545,17 @@ static int aux_file(mw_vindex_t *v, const uint64_t *row_ids, const uint8_t *code
   return rc < 0 ? mw_err_set(err, rc, "auxiliary.idx: cannot encode") : 0;
 }
 
+/* Cosine: v / |v| (a zero vector stays zero). LanceDB's reader searches a
+ * cosine IVF_HNSW_SQ index with the query normalized and L2 over the SQ
+ * codes, so the codes must be of normalized vectors (docs/indexes.md). */
+static void normalize(float *v, size_t dim) {
+  double nn = 0;
+  for (size_t i = 0; i < dim; i++) nn += (double)v[i] * v[i];
+  if (nn == 0) return;
+  float inv = (float)(1.0 / sqrt(nn));
+  for (size_t i = 0; i < dim; i++) v[i] *= inv;
+}
+
 static bool row_valid(const mw_vindex_input_t *in, uint64_t r) {
   return in->validity == NULL || (in->validity[r >> 3] >> (r & 7) & 1);
 }
@@ -559,7 +570,7 @@ int mw_vindex_build(const mw_vindex_input_t *in, mw_vindex_t *out, mw_err_t *err
   for (uint64_t r = 0; r < in->rows; r++) nodes += row_valid(in, r);
   if (nodes == 0) return mw_err_set(err, -ENODATA, "vector index: no non-null vector in %llu rows", (unsigned long long)in->rows);
   size_t dim = in->dim;
-  bool dense = nodes == in->rows;
+  bool dense = nodes == in->rows && in->dist != MW_DIST_COSINE; /* else a packed copy */
   float *packed = dense ? NULL : malloc(nodes * dim * sizeof *packed);
   uint64_t *row_ids = malloc(nodes * sizeof *row_ids);
   uint8_t *codes = malloc(nodes * dim);
@@ -569,6 +580,7 @@ int mw_vindex_build(const mw_vindex_input_t *in, mw_vindex_t *out, mw_err_t *err
   for (uint64_t r = 0, k = 0; r < in->rows; r++) {
     if (!row_valid(in, r)) continue;
     if (!dense) memcpy(packed + k * dim, in->vecs + r * dim, dim * sizeof *packed);
+    if (in->dist == MW_DIST_COSINE) normalize(packed + k * dim, dim);
     row_ids[k++] = r;
   }
   const float *vecs = dense ? in->vecs : packed;

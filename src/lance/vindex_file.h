@@ -14,7 +14,11 @@
  * validity bitmap, dim, distance type): null vectors are skipped (node ids
  * are dense over the non-null rows, _rowid names each node's row in the data
  * file), the scalar quantizer is trained on the rest (sq.h), the HNSW graph
- * built (hnsw.h); checking a pair of such files (ours or LanceDB's) as a
+ * built (hnsw.h). One deliberate difference from LanceDB 0.39.0: for cosine
+ * the vectors are normalized before both (LanceDB quantizes them raw, while
+ * its reader normalizes the query and compares by L2 over the codes: its own
+ * cosine SSTable index then finds a fresh row first for 40 of 200 rows, ours
+ * for 200; tests/interop/vindex.sh, docs/indexes.md); checking a pair of such files (ours or LanceDB's) as a
  * reader must find them (mw_vindex_check); the IndexMetadata bytes.
  *
  * Pure: bytes in, bytes out; the caller writes the files and the manifest.
