@@ -150,6 +150,38 @@ int mw_vindex_entry_encode(const uint8_t uuid[16], const char *name, int32_t fie
   return rc < 0 ? mw_err_set(err, rc, "vector index entry: out of memory") : 0;
 }
 
+int mw_vindex_details_distance(const char *type_url, const uint8_t *value, size_t len,
+                               mw_distance_t *out) {
+  assert(out != NULL);
+  if (type_url == NULL || strcmp(type_url, MW_VINDEX_DETAILS_URL) != 0) return -ENOENT;
+  uint64_t metric = 0;
+  for (size_t at = 0; at < len;) { /* the top-level fields: varint, length or fixed */
+    uint64_t key = 0, v = 0;
+    for (unsigned sh = 0;; sh += 7) {
+      if (at >= len || sh > 63) return -EBADMSG;
+      key |= (uint64_t)(value[at] & 0x7f) << sh;
+      if (!(value[at++] & 0x80)) break;
+    }
+    unsigned wt = key & 7;
+    if (wt == 0 || wt == 2)
+      for (unsigned sh = 0;; sh += 7) {
+        if (at >= len || sh > 63) return -EBADMSG;
+        v |= (uint64_t)(value[at] & 0x7f) << sh;
+        if (!(value[at++] & 0x80)) break;
+      }
+    if (wt == 2 && v > len - at) return -EBADMSG;
+    if (wt == 1 || wt == 5) v = wt == 1 ? 8 : 4;
+    if (wt != 0 && wt != 1 && wt != 2 && wt != 5) return -EBADMSG;
+    if (wt != 0 && v > len - at) return -EBADMSG;
+    if (wt != 0) at += (size_t)v;
+    if (key >> 3 == 1 && wt == 0) metric = v;
+  }
+  if (metric > MW_DIST_DOT) return -ENOTSUP;
+  static const mw_distance_t by_metric[] = {MW_DIST_L2, MW_DIST_COSINE, MW_DIST_DOT};
+  *out = by_metric[metric];
+  return 0;
+}
+
 /* ------------------------------------------------------------ Lance file assembly */
 
 typedef struct page {
@@ -552,12 +584,18 @@ static void normalize(float *v, size_t dim) {
   double nn = 0;
   for (size_t i = 0; i < dim; i++) nn += (double)v[i] * v[i];
   if (nn == 0) return;
-  float inv = (float)(1.0 / sqrt(nn));
-  for (size_t i = 0; i < dim; i++) v[i] *= inv;
+  double norm = sqrt(nn); /* in double: 1 / |v| of a denormal vector overflows a float */
+  for (size_t i = 0; i < dim; i++) v[i] = (float)(v[i] / norm);
 }
 
+/* A row gets a node when its vector is not null and every item is finite
+ * (a NaN or infinite item has no distance: it could not be found, and it
+ * would make the quantizer's bounds infinite). */
 static bool row_valid(const mw_vindex_input_t *in, uint64_t r) {
-  return in->validity == NULL || (in->validity[r >> 3] >> (r & 7) & 1);
+  if (in->validity != NULL && !(in->validity[r >> 3] >> (r & 7) & 1)) return false;
+  for (size_t i = 0; i < in->dim; i++)
+    if (!isfinite(in->vecs[r * in->dim + i])) return false;
+  return true;
 }
 
 int mw_vindex_build(const mw_vindex_input_t *in, mw_vindex_t *out, mw_err_t *err) {
@@ -568,7 +606,7 @@ int mw_vindex_build(const mw_vindex_input_t *in, mw_vindex_t *out, mw_err_t *err
                       (unsigned long long)in->rows, in->dim, (unsigned long long)MW_VINDEX_MAX_ROWS, MW_VINDEX_MAX_DIM);
   uint64_t nodes = 0;
   for (uint64_t r = 0; r < in->rows; r++) nodes += row_valid(in, r);
-  if (nodes == 0) return mw_err_set(err, -ENODATA, "vector index: no non-null vector in %llu rows", (unsigned long long)in->rows);
+  if (nodes == 0) return mw_err_set(err, -ENODATA, "vector index: no non-null, finite vector in %llu rows", (unsigned long long)in->rows);
   size_t dim = in->dim;
   bool dense = nodes == in->rows && in->dist != MW_DIST_COSINE; /* else a packed copy */
   float *packed = dense ? NULL : malloc(nodes * dim * sizeof *packed);

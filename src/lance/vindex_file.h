@@ -11,8 +11,8 @@
  *   auxiliary.idx  _rowid uint64 not null, __sq_code fixed_size_list<uint8, dim>
  *
  * Owns: building both files from an SSTable's vector column (vectors, a
- * validity bitmap, dim, distance type): null vectors are skipped (node ids
- * are dense over the non-null rows, _rowid names each node's row in the data
+ * validity bitmap, dim, distance type): null vectors, and vectors with a
+ * NaN or infinite item, are skipped (node ids are dense over the rest, _rowid names each node's row in the data
  * file), the scalar quantizer is trained on the rest (sq.h), the HNSW graph
  * built (hnsw.h). One deliberate difference from LanceDB 0.39.0: for cosine
  * the vectors are normalized before both (LanceDB quantizes them raw, while
@@ -23,8 +23,8 @@
  *
  * Pure: bytes in, bytes out; the caller writes the files and the manifest.
  *
- * Errors: negative errno with a reason in *err: -ENODATA (no non-null
- * vector: Lance skips the index then, and so must the caller), -EINVAL (bad
+ * Errors: negative errno with a reason in *err: -ENODATA (no non-null,
+ * finite vector: Lance skips the index then, and so must the caller), -EINVAL (bad
  * input), -EBADMSG (a checked file is malformed: which file, field, row),
  * -EFBIG (over a limit), -ENOMEM.
  */
@@ -109,6 +109,15 @@ void mw_vindex_info_free(mw_vindex_info_t *info);
 int mw_vindex_entry_encode(const uint8_t uuid[16], const char *name, int32_t field_id,
                            uint64_t dataset_version, uint64_t created_at_ms, mw_buf_t *out,
                            mw_err_t *err);
+
+/* The distance type of a base table's vector index, from its
+ * IndexMetadata.index_details: Any{MW_VINDEX_DETAILS_URL, value} whose
+ * field 1 is the metric (absent or 0 = l2, 1 = cosine, 2 = dot; measured on
+ * LanceDB 0.39.0's IVF_PQ and HNSW_SQ indexes). -ENOENT for another details
+ * type (a scalar or full-text index), -ENOTSUP for another metric
+ * (hamming), -EBADMSG for malformed bytes. */
+int mw_vindex_details_distance(const char *type_url, const uint8_t *value, size_t len,
+                               mw_distance_t *out);
 
 /* JSON text of a double as serde_json (ryu) prints it: the shortest digits
  * that read back to the same double, "1.0" for integral values, "1e-7"

@@ -470,7 +470,8 @@ static void test_roundtrip_determinism(void **state) {
 }
 
 /* No non-null vector: -ENODATA (Lance skips the index). One vector: a
- * one-node graph with an empty list. Bad parameters: -EINVAL. */
+ * one-node graph with an empty list. Non-finite vectors skipped. Bad
+ * parameters: -EINVAL. */
 static void test_edges(void **state) {
   (void)state;
   float v[4] = {1, 2, 3, 4};
@@ -487,6 +488,16 @@ static void test_edges(void **state) {
   assert_int_equal(info.nodes, 1);
   assert_int_equal(info.row_ids[0], 1);
   assert_int_equal(info.graph_rows, 1);
+  mw_vindex_info_free(&info);
+  mw_vindex_free(&x);
+  /* a NaN or infinite item: the row gets no node (found by fuzz_vindex) */
+  float odd[6] = {NAN, 1, 2, 3, INFINITY, 5};
+  mw_vindex_input_t in3 = {.vecs = odd, .rows = 3, .dim = 2, .dist = MW_DIST_L2};
+  assert_int_equal(mw_vindex_build(&in3, &x, &err), 0);
+  assert_int_equal(mw_vindex_check(x.index_idx.data, x.index_idx.len, x.aux_idx.data, x.aux_idx.len, &info, &err), 0);
+  assert_int_equal(info.nodes, 1);
+  assert_int_equal(info.row_ids[0], 1);
+  assert_true(info.bounds.lo == 2 && info.bounds.hi == 3);
   mw_vindex_info_free(&info);
   mw_vindex_free(&x);
   in.dim = 0;
@@ -717,6 +728,29 @@ static void test_sstable_with_index(void **state) {
   case_free(&g);
 }
 
+/* The base index's distance from its VectorIndexDetails, bytes as LanceDB
+ * 0.39.0 wrote them into base manifests (IVF_PQ l2 and dot, HNSW_SQ
+ * cosine; prefixes of the measured values). */
+static void test_details_distance(void **state) {
+  (void)state;
+  static const uint8_t l2[] = {0x22, 0x04, 0x08, 0x08, 0x10, 0x02};
+  static const uint8_t cos[] = {0x08, 0x01, 0x1a, 0x07, 0x08, 0x14, 0x10, 0xac, 0x02, 0x18, 0x07, 0x2a, 0x02, 0x08, 0x08};
+  static const uint8_t dot[] = {0x08, 0x02, 0x22, 0x04, 0x08, 0x08, 0x10, 0x04};
+  static const uint8_t ham[] = {0x08, 0x03}, bad[] = {0x0a, 0x09, 0x00};
+  mw_distance_t d = MW_DIST_DOT;
+  assert_int_equal(mw_vindex_details_distance(MW_VINDEX_DETAILS_URL, l2, sizeof l2, &d), 0);
+  assert_int_equal(d, MW_DIST_L2);
+  assert_int_equal(mw_vindex_details_distance(MW_VINDEX_DETAILS_URL, cos, sizeof cos, &d), 0);
+  assert_int_equal(d, MW_DIST_COSINE);
+  assert_int_equal(mw_vindex_details_distance(MW_VINDEX_DETAILS_URL, dot, sizeof dot, &d), 0);
+  assert_int_equal(d, MW_DIST_DOT);
+  assert_int_equal(mw_vindex_details_distance(MW_VINDEX_DETAILS_URL, NULL, 0, &d), 0);
+  assert_int_equal(d, MW_DIST_L2);
+  assert_int_equal(mw_vindex_details_distance(MW_VINDEX_DETAILS_URL, ham, sizeof ham, &d), -ENOTSUP);
+  assert_int_equal(mw_vindex_details_distance(MW_VINDEX_DETAILS_URL, bad, sizeof bad, &d), -EBADMSG);
+  assert_int_equal(mw_vindex_details_distance("/lance.index.pb.BTreeIndexDetails", NULL, 0, &d), -ENOENT);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_golden_check),
@@ -728,6 +762,7 @@ int main(void) {
       cmocka_unit_test(test_json_double),
       cmocka_unit_test(test_entry_vs_golden),
       cmocka_unit_test(test_sstable_with_index),
+      cmocka_unit_test(test_details_distance),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

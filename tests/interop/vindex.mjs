@@ -9,7 +9,8 @@
 //     N base rows, the base index on vec (createIndex's IVF_PQ or hnswSq with
 //     the distance), the default unsharded LSM write spec (every index
 //     maintained), then ROWS fresh rows (ids from 100000, every K-th vector
-//     null) through LanceDB's own writer, flushed by closeLsmWriters. The
+//     null) through LanceDB's own writer, flushed by closeLsmWriters (none
+//     with --rows 0: another writer adds them and rewrites fresh.json). The
 //     fresh rows go to DIR/fresh.json.
 //   node vindex.mjs search DIR [--uuid U]
 //     For every fresh row with a vector: LanceDB's default vector search
@@ -89,9 +90,11 @@ async function make() {
   await t.setUnenforcedPrimaryKey("id");
   await t.setLsmWriteSpec({ specType: "unsharded" });
   const spec = await t.getLsmWriteSpec();
-  const fresh = batch(schema, 100000, Number(opt.rows), Number(opt.nulls), next);
-  await t.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(fresh.table);
-  await t.closeLsmWriters();
+  const fresh = Number(opt.rows) > 0 ? batch(schema, 100000, Number(opt.rows), Number(opt.nulls), next) : { ids: [], vecs: [] };
+  if (fresh.table) { /* --rows 0: the table only, for another writer (memwald) */
+    await t.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(fresh.table);
+    await t.closeLsmWriters();
+  }
   t.close();
   const rows = fresh.ids.map((id, i) => ({ id: id.toString(), vec: fresh.vecs[i] }));
   fs.writeFileSync(path.join(dir, "fresh.json"), JSON.stringify({ distance: opt.distance, maintained: spec.maintainedIndexes, rows }));
