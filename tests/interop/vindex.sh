@@ -11,8 +11,9 @@
 # (ours-only: LanceDB's SSTable unlisted): LanceDB's vector search must then
 # miss the fresh rows (issue 27's silent miss). Then the same with
 # --vindex: every fresh row must be found first (vindex.mjs search), through
-# the index our SSTable's manifest names, and memwal-inspect must decode
-# both index files. The scratch folder is removed on success.
+# the index our SSTable's manifest names, memwal-inspect must decode both
+# index files, and its verify must check the index (and report it missing
+# when auxiliary.idx is removed). The scratch folder is removed on success.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 tool=$1; dist=$2; index=$3; shift 3
@@ -38,5 +39,17 @@ uuid=$(basename "$idx")
 for f in index.idx auxiliary.idx; do
   "${MW_INSPECT:?MW_INSPECT is not set}" show "$idx/$f" >/dev/null || { echo "vindex: memwal-inspect cannot decode $f" >&2; exit 1; }
 done
+# verify checks the index against the data file (ours-only leaves one
+# unrelated problem: LanceDB's SSTable left the manifest uncompacted)
+"$MW_INSPECT" verify "$scratch/ours/t.lance" >"$scratch/verify.txt" || true
+grep -q ': 1 SSTable vector index checked' "$scratch/verify.txt" && ! grep -q '_indices' "$scratch/verify.txt" ||
+  { cat "$scratch/verify.txt" >&2; echo "vindex: memwal-inspect verify does not pass our index" >&2; exit 1; }
+cp -r "$scratch/ours" "$scratch/broken"
+rm "$(ls -d "$scratch"/broken/t.lance/_mem_wal/*/"$dir"/_indices/*)/auxiliary.idx"
+"$MW_INSPECT" verify "$scratch/broken/t.lance" >"$scratch/verify-broken.txt" || true
+grep -q '_indices/.*auxiliary.idx: vector index storage is missing' "$scratch/verify-broken.txt" ||
+  { cat "$scratch/verify-broken.txt" >&2; echo "vindex: verify misses a missing auxiliary.idx" >&2; exit 1; }
+echo "memwal-inspect verify: our index checked; a missing auxiliary.idx reported"
+rm -rf "$scratch/broken"
 node "$here/vindex.mjs" search "$scratch/ours" --uuid "$uuid" 2>"$scratch/search.err" || { grep -v ' WARN ' "$scratch/search.err" >&2; echo "kept $scratch" >&2; exit 1; }
 rm -rf "$scratch"
