@@ -280,9 +280,11 @@ static int graph_check(const pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
     uint32_t limit = l == 0 ? 2 * info->m : info->m;
     for (uint32_t r = info->level_offsets[l]; r < info->level_offsets[l + 1] && rc == 0; r++) {
       uint32_t id = vid[r], cnt = (uint32_t)(no[r + 1] - no[r]);
-      if (id >= info->nodes || (l == 0 && id != r) || (l > 0 && (lvl[id] != l - 1 || (r > info->level_offsets[l] && vid[r - 1] >= id))))
+      if (id >= info->nodes || (l == 0 && id != r) || (l > 0 && (lvl[id] != l - 1 || (r > info->level_offsets[l] && vid[r - 1] >= id)))) {
         rc = mw_err_set(err, -EBADMSG, "index.idx: row %u (level %u) names node %u out of order or not on level %u", r, l, id, l ? l - 1 : 0);
-      else if (cnt != (uint32_t)(dof[r + 1] - dof[r]) || cnt > limit)
+        break; /* id may be past lvl[] (found by fuzz_vindex) */
+      }
+      if (cnt != (uint32_t)(dof[r + 1] - dof[r]) || cnt > limit)
         rc = mw_err_set(err, -EBADMSG, "index.idx: row %u (node %u, level %u) has %u neighbors, %d distances (limit %u)", r, id, l, cnt,
                         dof[r + 1] - dof[r], limit);
       lvl[id] = (uint8_t)l;
