@@ -15,6 +15,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #include "lance/ipc.h"
 #include "lance/legacy_v1.h"
 #include "lance/pk_index.h"
+#include "lance/vindex_file.h"
 #include "lance/shard_manifest.h"
 #include "lance/transaction.h"
 #include "lance/zone_seed.h"
@@ -359,6 +361,63 @@ static void check_pk_index(vctx_t *v, const char *dir, const dfile_t *d, int pk,
   dfile_free(&pd);
 }
 
+/* Each vector index the SSTable's manifest names: both files in
+ * _indices/<uuid>/ pass mw_vindex_check (the layout LanceDB's reader
+ * needs), on a fixed_size_list<float32> column of the data file, and name
+ * exactly the rows whose vector is not null and finite (docs/indexes.md). */
+static void check_vindexes(vctx_t *v, const char *dir, const mw_table_meta_t *t, const dfile_t *d) {
+  for (size_t i = 0; i < t->indexes.n; i++) {
+    const Lance__Table__IndexMetadata *im = t->indexes.items[i].pb;
+    mw_distance_t dist; /* an SSTable's details are empty: the distance is in the files */
+    if (im->index_details == NULL ||
+        mw_vindex_details_distance(im->index_details->type_url, NULL, 0, &dist) == -ENOENT)
+      continue; /* not a vector index */
+    char u[40] = "?", ik[MW_STORAGE_KEY_MAX_BYTES + 1], ak[MW_STORAGE_KEY_MAX_BYTES + 1];
+    if (im->uuid && im->uuid->uuid.len == 16) {
+      const uint8_t *b = im->uuid->uuid.data;
+      snprintf(u, sizeof u, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+               b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    }
+    snprintf(ik, sizeof ik, "%s_indices/%s/" MW_VINDEX_INDEX_FILE, dir, u);
+    snprintf(ak, sizeof ak, "%s_indices/%s/" MW_VINDEX_AUX_FILE, dir, u);
+    int col = -1;
+    for (size_t f = 0; im->n_fields == 1 && f < d->f.schema.n_fields; f++)
+      if (d->f.schema.fields[f].id == im->fields[0]) col = (int)f;
+    if (col < 0 || d->f.schema.fields[col].type != MW_T_FSL || d->f.schema.fields[col].item_type != MW_T_FLOAT32) {
+      problem(v, ik, "vector index '%s' is not on a fixed_size_list<float32> column of the data file", im->name);
+      continue;
+    }
+    mw_buf_t ib = MW_BUF_INIT, ab = MW_BUF_INIT;
+    mw_vindex_info_t info = {0};
+    mw_err_t err = {0};
+    if (fetch(v, ik, &ib, "vector index graph") == 0 && fetch(v, ak, &ab, "vector index storage") == 0) {
+      if (mw_vindex_check(ib.data, ib.len, ab.data, ab.len, &info, &err) < 0) {
+        problem(v, ik, "vector index '%s': %s", im->name, err.msg);
+      } else {
+        const mw_column_t *c = &d->batch.cols[col];
+        const float *vals = (const float *)(const void *)c->values.data;
+        uint32_t k = 0, dim = (uint32_t)d->f.schema.fields[col].fsl_dim;
+        for (int64_t r = 0; r < d->batch.n_rows; r++) {
+          bool node = mw_column_valid(c, r);
+          for (uint32_t j = 0; node && j < dim; j++) node = isfinite(vals[(size_t)r * dim + j]);
+          if (!node) continue;
+          if (k >= info.nodes || info.row_ids[k] != (uint64_t)r) {
+            problem(v, ak, "vector index '%s' does not name row %" PRId64 " (a vector search would miss it)", im->name, r);
+            break;
+          }
+          k++;
+        }
+        if (k < info.nodes) problem(v, ak, "vector index '%s' names %u rows, the data file has %u vectors", im->name, info.nodes, k);
+        if (info.dim != dim) problem(v, ik, "vector index '%s' has dimension %u, its column %u", im->name, info.dim, dim);
+        v->r->vector_indexes++;
+      }
+    }
+    mw_vindex_info_free(&info);
+    mw_buf_free(&ib);
+    mw_buf_free(&ab);
+  }
+}
+
 static void check_sstable(vctx_t *v, const char *shard_dir, const mw_sstable_ref_t *ref) {
   char dir[MW_STORAGE_KEY_MAX_BYTES + 1], key[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(dir, sizeof dir, "%s%s/", shard_dir, ref->path);
@@ -436,6 +495,7 @@ static void check_sstable(vctx_t *v, const char *shard_dir, const mw_sstable_ref
       mw_buf_free(&bb);
       check_pk_index(v, dir, &d, pk, dead, rows);
     }
+    check_vindexes(v, dir, &t, &d);
     free(hashes);
     free(offs);
     free(dead);
@@ -1001,6 +1061,7 @@ int mw_verify_main(const char *table, const mw_verify_opts_t *o) {
     j_set(c, "orphan_sstable_dirs", j_uint(r.orphans));
     j_set(c, "staging", j_uint(r.staging));
     j_set(c, "wal_collected", j_uint(r.wal_collected));
+    j_set(c, "vector_indexes", j_uint(r.vector_indexes));
     j_print_json(stdout, out);
     j_free(out);
   } else {
@@ -1011,6 +1072,9 @@ int mw_verify_main(const char *table, const mw_verify_opts_t *o) {
            " SSTables, %" PRIu64 " data files, %" PRIu64 " zone seeds checked; %" PRIu64 " unlisted SSTable directories\n",
            table, r.n_problems ? "FAILED" : "ok", r.n_problems, r.n_problems == 1 ? "" : "s", r.objects, r.shards,
            r.wal_entries, r.sstables, r.data_files, r.seeds, r.orphans);
+    if (r.vector_indexes)
+      printf("verify %s: %" PRIu64 " SSTable vector index%s checked (layout, graph, rows)\n", table, r.vector_indexes,
+             r.vector_indexes == 1 ? "" : "es");
     if (r.wal_collected)
       printf("verify %s: %" PRIu64 " WAL position%s at or below the replay points collected (GC), as allowed\n", table,
              r.wal_collected, r.wal_collected == 1 ? "" : "s");

@@ -59,6 +59,7 @@ typedef struct mw_verify_report {
   uint64_t shards, sstables, wal_entries, manifests, data_files, seeds, orphans;
   uint64_t staging;       /* temps of puts that never finished: listed, not checked */
   uint64_t wal_collected; /* WAL positions at or below a replay point with no entry (GC'd) */
+  uint64_t vector_indexes; /* SSTable vector indexes checked (docs/indexes.md) */
 } mw_verify_report_t;
 
 typedef struct mw_verify_opts {

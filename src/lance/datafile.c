@@ -57,6 +57,7 @@
 #include "google/protobuf/any.pb-c.h"
 #include "lance/lance_schema.h"
 #include "lance/fsst.h"
+#include "lance/fullzip.h"
 #include "lance/lz4_block.h"
 
 #define PAD_PAGE 0x48
@@ -2857,6 +2858,48 @@ done:
   return rc;
 }
 
+/* A FullZip page of a nested fixed-width leaf (Lance writes it for the
+ * HNSW graph's list<uint32>/list<float>: fullzip.h): unzip levels and
+ * values, then assemble as a MiniBlock page's. Levels with a value slot
+ * (def 0, or a null with no list below it) are the visible ones. */
+static int nested_fullzip(rctx_t *x, rlevels_t *r, const Lance__Encodings21__FullZipLayout *fz,
+                          uint64_t page_rows, int64_t *rows) {
+  const mw_field_t *leaf = r->p->f[r->p->k];
+  const CE *vc = fz->value_compression;
+  int rc = page_level_map(x, r, fz->layers, fz->n_layers);
+  if (rc < 0) return rc;
+  size_t w = mw_type_width(leaf);
+  if (is_var(leaf) || is_bool(leaf) || leaf->type == MW_T_FSL || vc == NULL || vc->compression_case != CE_FLAT ||
+      fz->details_case != LANCE__ENCODINGS21__FULL_ZIP_LAYOUT__DETAILS_BITS_PER_VALUE || vc->flat->bits_per_value != 8 * w ||
+      fz->bits_per_value != 8 * w)
+    return UNSUP(x, "nested fullzip of %s", x->col, x->page, mw_type_name(leaf->type));
+  if (x->n_bufs < 1 + (r->max_rep > 0)) return BAD(x, "fullzip page with %zu buffers", x->col, x->page, x->n_bufs);
+  if (fz->num_items > (uint64_t)x->f->max_column_bytes / 2) return BAD(x, "num_items %u", x->col, x->page, fz->num_items);
+  mw_fullzip_shape_t s = {.bits_rep = fz->bits_rep, .bits_def = fz->bits_def, .value_bytes = w,
+                          .num_items = fz->num_items, .num_visible_items = fz->num_visible_items, .rows = page_rows};
+  for (int i = 0; i <= r->p->k; i++)
+    if (r->null_level[i] > s.max_visible_def && rslot_below(r, i)) s.max_visible_def = r->null_level[i];
+  mw_buf_t rep = MW_BUF_INIT, def = MW_BUF_INIT, raw = MW_BUF_INIT;
+  mw_column_t vals = {0};
+  rctx_t v = *x;
+  v.fld = leaf, v.c = &vals, v.row0 = 0, v.n = (int64_t)fz->num_visible_items;
+  if (mw_buf_extend(&rep, 2 * (size_t)fz->num_items + 2) == NULL || mw_buf_extend(&def, 2 * (size_t)fz->num_items + 2) == NULL) { rc = -ENOMEM; goto done; }
+  rc = mw_fullzip_unzip(&s, x->buf[0], x->buf_len[0], r->max_rep ? x->buf[1] : NULL, r->max_rep ? x->buf_len[1] : 0,
+                        (uint16_t *)(void *)rep.data, (uint16_t *)(void *)def.data, &raw, x->err);
+  if (rc < 0) { mw_err_prefix(x->err, rc, "column %zu page %zu", x->col, x->page); goto done; }
+  if ((rc = mw_column_init(&vals, leaf)) < 0 || (rc = column_prepare(&v, leaf, &vals, v.n)) < 0) goto done;
+  if (raw.len) memcpy(vals.values.data, raw.data, raw.len);
+  mw_buf_reset(&vals.validity);
+  rc = assemble(x, r, r->max_rep ? (const uint16_t *)(const void *)rep.data : NULL,
+                (const uint16_t *)(const void *)def.data, (size_t)fz->num_items, &vals, rows);
+done:
+  mw_column_free(&vals);
+  mw_buf_free(&rep);
+  mw_buf_free(&def);
+  mw_buf_free(&raw);
+  return rc;
+}
+
 /* One leaf column of a nested field, assembled into r->node[]. */
 static int nested_leaf(mw_datafile_t *f, size_t col, rlevels_t *r, mw_err_t *err) {
   const uint8_t *cmp;
@@ -2891,7 +2934,8 @@ static int nested_leaf(mw_datafile_t *f, size_t col, rlevels_t *r, mw_err_t *err
     x.n = pg->length > f->n_rows ? 0 : (int64_t)pg->length; /* a bare constant page's levels */
     if (pl->layout_case == PL_MINIBLOCK) rc = nested_miniblock(&x, r, pl->mini_block_layout, &rows);
     else if (pl->layout_case == PL_CONSTANT) rc = nested_constant(&x, r, pl->constant_layout, &rows);
-    else rc = UNSUP(&x, "%s layout for a nested column", x.col, x.page, pl->layout_case == PL_FULLZIP ? "full-zip" : "this");
+    else if (pl->layout_case == PL_FULLZIP) rc = nested_fullzip(&x, r, pl->full_zip_layout, pg->length, &rows);
+    else rc = UNSUP(&x, "this layout for a nested column", x.col, x.page);
     lance__encodings21__page_layout__free_unpacked(pl, NULL);
     if (rc == 0 && (uint64_t)rows != pg->length)
       rc = BAD(&x, "levels hold %lld rows, the page %llu", x.col, x.page, (long long)rows, (unsigned long long)pg->length);

@@ -361,9 +361,12 @@ int mw_sst_manifest_encode(const mw_sst_manifest_params_t *p, mw_buf_t *out, mw_
   m.data_format = &fmt;
   m.reader_feature_flags = p->feature_flags;
   m.writer_feature_flags = p->feature_flags;
+  bool has_index = p->index_section != NULL;
+  m.index_section = 0; /* the section goes first, at offset 0 */
+  mw_section_t sec = {.data = p->index_section, .len = p->index_section_len};
   mw_buf_t msg = MW_BUF_INIT;
-  int rc = mw_dmanifest_pack(&m, false, true, false, &msg);
-  if (rc == 0) rc = mw_dmanifest_file_encode(NULL, 0, msg.data, msg.len, out);
+  int rc = mw_dmanifest_pack(&m, has_index, true, false, &msg);
+  if (rc == 0) rc = mw_dmanifest_file_encode(has_index ? &sec : NULL, has_index, msg.data, msg.len, out);
   mw_buf_free(&msg);
   return rc;
 }

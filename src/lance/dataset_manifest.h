@@ -147,6 +147,12 @@ typedef struct mw_sst_manifest_params {
   int64_t timestamp_seconds;
   int32_t timestamp_nanos;
   uint64_t feature_flags;            /* reader AND writer flags (MW_FLAG_ZONE_WRITE_SEEDS), 0 = none */
+  /* An IndexSection message (mw_index_section_encode of the SSTable's
+   * vector index entries, vindex_file.h), written as the section at offset
+   * 0 with manifest.index_section = 0, as LanceDB's flush writes it; NULL =
+   * no index section. */
+  const uint8_t *index_section;
+  size_t index_section_len;
 } mw_sst_manifest_params_t;
 
 /* Append the whole `_versions/18446744073709551614.manifest` file. */

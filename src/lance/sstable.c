@@ -40,6 +40,7 @@
 #include "lance/datafile.h"
 #include "lance/datafile_fields.h"
 #include "lance/dataset_manifest.h"
+#include "lance/vindex_file.h"
 #include "lance/deletion.h"
 #include "lance/lance_schema.h"
 #include "lance/pk_index.h"
@@ -272,7 +273,8 @@ static int hash_rows(const mw_batch_t *const *batches, size_t n, int64_t rows, u
  * with one data file holding every leaf field as a column, plus the
  * deletion file when rows were deduplicated. */
 static int manifest_file(const mw_schema_t *schema, const char *data_name, const mw_sstable_t *sst,
-                         int64_t ts_ns, bool zone_seeds, mw_buf_t *out, mw_err_t *err) {
+                         int64_t ts_ns, bool zone_seeds, const mw_buf_t *index_section, mw_buf_t *out,
+                         mw_err_t *err) {
   Lance__File__Field **fields = NULL;
   size_t n_fields = 0;
   int rc = mw_lance_fields_from_schema(schema, &fields, &n_fields);
@@ -301,6 +303,8 @@ static int manifest_file(const mw_schema_t *schema, const char *data_name, const
       .timestamp_seconds = ts_ns / 1000000000,
       .timestamp_nanos = (int32_t)(ts_ns % 1000000000),
       .feature_flags = zone_seeds ? MW_FLAG_ZONE_WRITE_SEEDS : 0,
+      .index_section = index_section ? index_section->data : NULL,
+      .index_section_len = index_section ? index_section->len : 0,
   };
   rc = mw_sst_manifest_encode(&p, out, err);
 done:
@@ -402,7 +406,8 @@ static int step_pk_index(const mw_schema_t *schema, const mw_batch_t *const *bat
 /* Step 8: the version hint, then the dataset manifest (last: it is what
  * makes the other files a dataset). */
 static int step_manifest(const mw_schema_t *schema, const mw_sstable_opts_t *opts,
-                         const char *data_name, mw_sstable_t *out, mw_err_t *err) {
+                         const char *data_name, mw_sstable_t *out, const mw_buf_t *index_section,
+                         mw_err_t *err) {
   static const char hint[] = "{\"version\":1}";
   mw_buf_t b = MW_BUF_INIT;
   int rc = mw_buf_append(&b, hint, sizeof hint - 1);
@@ -413,7 +418,7 @@ static int step_manifest(const mw_schema_t *schema, const mw_sstable_opts_t *opt
     clock_gettime(CLOCK_REALTIME, &now);
     ts = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
   }
-  if (rc == 0) rc = manifest_file(schema, data_name, out, ts, opts->zone_seeds, &b, err);
+  if (rc == 0) rc = manifest_file(schema, data_name, out, ts, opts->zone_seeds, index_section, &b, err);
   if (rc == 0) rc = add_file(out, "_versions/18446744073709551614.manifest", &b);
   mw_buf_free(&b);
   return rc;
@@ -458,7 +463,121 @@ struct mw_sstable_job {
   mw_buf_t deletions, bloom;
   /* PART_INDEX */
   mw_buf_t pk_data, pk_lookup;
+  /* PART_INDEX: the vector indexes */
+  uint8_t vuuid[MW_SSTABLE_MAX_VINDEXES][16];
+  mw_vindex_t vix[MW_SSTABLE_MAX_VINDEXES];
+  bool vbuilt[MW_SSTABLE_MAX_VINDEXES];
 };
+
+/* ------------------------------------------------------------ vector indexes */
+
+static void uuid_v4(rng_t *r, uint8_t u[16]) {
+  uint64_t a = rng_u64(r), b = rng_u64(r);
+  for (int i = 0; i < 8; i++) u[i] = (uint8_t)(a >> (56 - 8 * i)), u[8 + i] = (uint8_t)(b >> (56 - 8 * i));
+  u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
+  u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+}
+
+static void uuid_text(const uint8_t u[16], char out[37]) {
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0, k = 0; i < 16; i++) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out[k++] = '-';
+    out[k++] = hex[u[i] >> 4];
+    out[k++] = hex[u[i] & 15];
+  }
+  out[36] = '\0';
+}
+
+static int check_vindexes(const mw_schema_t *s, const mw_sstable_opts_t *o, mw_err_t *err) {
+  if (o->n_vindexes > MW_SSTABLE_MAX_VINDEXES || (o->n_vindexes && o->vindexes == NULL))
+    return mw_err_set(err, -EINVAL, "sstable: %zu vector indexes (limit %d)", o->n_vindexes, MW_SSTABLE_MAX_VINDEXES);
+  for (size_t i = 0; i < o->n_vindexes; i++) {
+    const mw_sstable_vindex_t *v = &o->vindexes[i];
+    if (v->name == NULL || v->name[0] == '\0' || strlen(v->name) >= MW_SSTABLE_INDEX_NAME_BYTES || v->field >= s->n_fields)
+      return mw_err_set(err, -EINVAL, "sstable: vector index %zu has no name or no column", i);
+    const mw_field_t *f = &s->fields[v->field];
+    if (f->type != MW_T_FSL || f->item_type != MW_T_FLOAT32 || f->fsl_dim > MW_VINDEX_MAX_DIM)
+      return mw_err_set(err, -ENOTSUP, "sstable: vector index '%s' on '%s': the column must be fixed_size_list<float32, 1..%d>",
+                        v->name, f->name, MW_VINDEX_MAX_DIM);
+  }
+  return 0;
+}
+
+/* The column's vectors and validity over every batch: borrowed from a
+ * single batch, else concatenated into *vecs_own / *valid_own. */
+static int gather_vectors(const mw_sstable_job_t *j, uint32_t field, int64_t rows, const float **vecs,
+                          const uint8_t **valid, float **vecs_own, uint8_t **valid_own) {
+  size_t dim = (size_t)j->schema->fields[field].fsl_dim;
+  if (j->n_batches == 1) {
+    const mw_column_t *c = &j->batches[0]->cols[field];
+    *vecs = (const float *)(const void *)c->values.data;
+    *valid = c->validity.len ? c->validity.data : NULL;
+    return 0;
+  }
+  *vecs_own = malloc(((size_t)rows * dim + 1) * sizeof **vecs_own);
+  *valid_own = calloc((size_t)rows / 8 + 1, 1);
+  if (*vecs_own == NULL || *valid_own == NULL) return -ENOMEM;
+  int64_t at = 0;
+  for (size_t b = 0; b < j->n_batches; b++) {
+    const mw_column_t *c = &j->batches[b]->cols[field];
+    memcpy(*vecs_own + (size_t)at * dim, c->values.data, (size_t)c->length * dim * sizeof(float));
+    for (int64_t r = 0; r < c->length; r++, at++)
+      if (mw_column_valid(c, r)) (*valid_own)[at >> 3] |= (uint8_t)(1u << (at & 7));
+  }
+  *vecs = *vecs_own, *valid = *valid_own;
+  return 0;
+}
+
+static int part_vindex(mw_sstable_job_t *j, mw_err_t *err) {
+  int rc = 0;
+  for (size_t i = 0; i < j->opts.n_vindexes && rc == 0; i++) {
+    const mw_sstable_vindex_t *v = &j->opts.vindexes[i];
+    const float *vecs = NULL;
+    const uint8_t *valid = NULL;
+    float *vo = NULL;
+    uint8_t *bo = NULL;
+    rc = gather_vectors(j, v->field, j->rows, &vecs, &valid, &vo, &bo);
+    mw_vindex_input_t in = {.vecs = vecs, .validity = valid, .rows = (uint64_t)j->rows,
+                            .dim = (uint32_t)j->schema->fields[v->field].fsl_dim, .dist = v->dist, .hnsw = v->hnsw};
+    if (rc == 0) rc = mw_vindex_build(&in, &j->vix[i], err);
+    j->vbuilt[i] = rc == 0;
+    if (rc == -ENODATA) rc = 0, mw_err_clear(err); /* no vector: no index, as Lance */
+    if (rc < 0) mw_err_prefix(err, rc, "sstable: vector index '%s'", v->name);
+    free(vo);
+    free(bo);
+  }
+  return rc;
+}
+
+/* The built indexes' files, and their IndexSection for the manifest. */
+static int vindex_files(mw_sstable_job_t *j, mw_sstable_t *out, mw_buf_t *section, mw_err_t *err) {
+  int rc = 0;
+  mw_buf_t entry = MW_BUF_INIT;
+  int64_t ts_ms = j->opts.timestamp_ns / 1000000;
+  if (ts_ms == 0) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    ts_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  }
+  for (size_t i = 0; i < j->opts.n_vindexes && rc == 0; i++) {
+    if (!j->vbuilt[i]) continue;
+    const mw_sstable_vindex_t *v = &j->opts.vindexes[i];
+    char u[37], rel[128];
+    uuid_text(j->vuuid[i], u);
+    mw_buf_reset(&entry);
+    rc = mw_vindex_entry_encode(j->vuuid[i], v->name, j->schema->fields[v->field].id, 1, (uint64_t)ts_ms, &entry, err);
+    mw_section_t e = {.data = entry.data, .len = entry.len};
+    if (rc == 0) rc = mw_index_section_encode(&e, 1, section) < 0 ? -ENOMEM : 0; /* appends one entry */
+    snprintf(rel, sizeof rel, "_indices/%s/" MW_VINDEX_AUX_FILE, u);
+    if (rc == 0) rc = add_file(out, rel, &j->vix[i].aux_idx);
+    snprintf(rel, sizeof rel, "_indices/%s/" MW_VINDEX_INDEX_FILE, u);
+    if (rc == 0) rc = add_file(out, rel, &j->vix[i].index_idx);
+    if (rc == 0) out->n_vindexes_built++;
+    if (j->vix[i].build_bytes > out->vindex_build_bytes) out->vindex_build_bytes = j->vix[i].build_bytes;
+  }
+  mw_buf_free(&entry);
+  return rc;
+}
 
 void mw_sstable_job_free(mw_sstable_job_t *job) {
   if (job == NULL) return;
@@ -467,6 +586,7 @@ void mw_sstable_job_free(mw_sstable_job_t *job) {
   mw_buf_free(&job->bloom);
   mw_buf_free(&job->pk_data);
   mw_buf_free(&job->pk_lookup);
+  for (size_t i = 0; i < MW_SSTABLE_MAX_VINDEXES; i++) mw_vindex_free(&job->vix[i]);
   free(job);
 }
 
@@ -485,6 +605,7 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
   j->opts.dir_name = NULL; /* copied into acc.dir_name below; the caller's may go */
   for (int i = 0; i < MW_SSTABLE_PARTS; i++) j->part_rc[i] = 1;
   int rc = check_input(schema, batches, n_batches, &j->rows, err);
+  if (rc == 0) rc = check_vindexes(schema, &j->opts, err);
   rng_t rng = {j->opts.seed};
   mw_sstable_opts_t names = j->opts;
   names.dir_name = opts ? opts->dir_name : NULL;
@@ -493,9 +614,11 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
     mw_sstable_job_free(j);
     return rc;
   }
-  /* every name now, in mw_sstable_build's order: data file, deletion id */
+  /* every name now, in mw_sstable_build's order: data file, deletion id,
+   * the vector indexes' uuids */
   data_file_name(&rng, j->data_name);
   j->deletion_id = rng_u64(&rng);
+  for (size_t i = 0; i < j->opts.n_vindexes; i++) uuid_v4(&rng, j->vuuid[i]);
   *job = j;
   return 0;
 }
@@ -530,6 +653,7 @@ int mw_sstable_job_run(mw_sstable_job_t *j, int part, mw_err_t *err) {
     case MW_SSTABLE_PART_KEYS: rc = part_keys(j, err); break;
     default:
       rc = step_pk_index(j->schema, j->batches, j->n_batches, &j->pk_data, &j->pk_lookup, err);
+      if (rc == 0) rc = part_vindex(j, err);
       break;
   }
   if (rc == -ENOMEM && err != NULL && err->code == 0) mw_err_set(err, rc, "sstable: out of memory");
@@ -566,7 +690,10 @@ int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {
   if (rc == 0) rc = add_file(out, "bloom_filter.bin", &j->bloom);
   if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_DATA_FILE, &j->pk_data);
   if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_LOOKUP_FILE, &j->pk_lookup);
-  if (rc == 0) rc = step_manifest(j->schema, &j->opts, j->data_name, out, err);
+  mw_buf_t section = MW_BUF_INIT;
+  if (rc == 0) rc = vindex_files(j, out, &section, err);
+  if (rc == 0) rc = step_manifest(j->schema, &j->opts, j->data_name, out, out->n_vindexes_built ? &section : NULL, err);
+  mw_buf_free(&section);
   if (rc == 0) assert(out->n_files >= 6 && out->n_files <= MW_SSTABLE_MAX_FILES);
   if (rc < 0) mw_sstable_free(out);
   mw_sstable_job_free(j);

@@ -58,6 +58,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "lance/batch.h"
+#include "lance/hnsw.h"
 
 /* One SSTable holds at most this many rows: Lance row offsets and the
  * roaring deletion bitmap are u32. */
@@ -65,7 +66,21 @@
 #define MW_SSTABLE_MAX_BATCHES 1000000
 /* "<8 hex>_gen_<u64>" plus NUL fits. */
 #define MW_SSTABLE_DIR_NAME_BYTES 40
-#define MW_SSTABLE_MAX_FILES 8
+#define MW_SSTABLE_MAX_VINDEXES 4
+#define MW_SSTABLE_MAX_FILES (8 + 2 * MW_SSTABLE_MAX_VINDEXES)
+#define MW_SSTABLE_INDEX_NAME_BYTES 256
+
+/* A vector index the table maintains (issue 27): every SSTable gets its own
+ * IVF_HNSW_SQ index of this column in _indices/<uuid>/ (index.idx,
+ * auxiliary.idx; vindex_file.h) and an IndexMetadata entry in its manifest,
+ * as LanceDB 0.39.0's flush writes them. An SSTable whose column holds no
+ * non-null vector gets none (Lance skips it too). */
+typedef struct mw_sstable_vindex {
+  const char *name;       /* the base table index's name, e.g. "vec_idx" */
+  uint32_t field;         /* top-level field: fixed_size_list<float32, dim> */
+  mw_distance_t dist;     /* the base index's distance type */
+  mw_hnsw_params_t hnsw;  /* zeros = Lance's MemWAL defaults (m 16, ef 100) */
+} mw_sstable_vindex_t;
 
 typedef struct mw_sstable_opts {
   bool zstd;            /* compress data-file values with zstd (Lance's General{ZSTD}) */
@@ -79,6 +94,11 @@ typedef struct mw_sstable_opts {
    * LanceDB 0.39.0 refuses the SSTable; docs/sstable.md). */
   bool zone_seeds;
   uint64_t seed_rows_per_zone; /* 0 = MW_SEED_DEFAULT_ROWS_PER_ZONE (8192) */
+  /* Maintained vector indexes (borrowed until the build ends), at most
+   * MW_SSTABLE_MAX_VINDEXES. The uuids come from the same generator as the
+   * other names (opts.seed). */
+  const mw_sstable_vindex_t *vindexes;
+  size_t n_vindexes;
 } mw_sstable_opts_t;
 
 typedef struct mw_sstable_file {
@@ -97,6 +117,8 @@ typedef struct mw_sstable {
   uint64_t deleted_rows;      /* rows masked by the deletion file (0 = no file) */
   uint64_t deletion_id;       /* the <u64> in _deletions/0-1-<u64>.bin */
   uint64_t data_file_bytes;
+  size_t n_vindexes_built;    /* vector indexes written (a column of nulls gets none) */
+  size_t vindex_build_bytes;  /* the largest HNSW build's memory (hnsw.h bound) */
   /* The files, in the order they are best written (manifest last). */
   mw_sstable_file_t files[MW_SSTABLE_MAX_FILES];
   size_t n_files;
@@ -124,7 +146,10 @@ void mw_sstable_free(mw_sstable_t *sst);
  * manifest, and frees the job. Parts:
  *   MW_SSTABLE_PART_DATA   the data file (zone seeds included)
  *   MW_SSTABLE_PART_KEYS   PK hashes, dedup (the deletion file), bloom filter
- *   MW_SSTABLE_PART_INDEX  the _pk_index files
+ *   MW_SSTABLE_PART_INDEX  the _pk_index files, then the maintained vector
+ *                          indexes (opts.vindexes; a part of their own would
+ *                          run them beside the others: left to the flush
+ *                          integration of issue 27, shard/flush.c)
  * Each part's error goes to the err it is given; end refuses (-ECANCELED)
  * a job with a part that failed or did not run. mw_sstable_job_free drops a
  * job at any point after begin. */

@@ -133,7 +133,8 @@ static int build(mw_flush_t *f, mw_err_t *err) {
   const mw_batch_t **ptrs = batch_ptrs(mt);
   if (ptrs == NULL) return -ENOMEM;
   mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed, .zone_seeds = f->zone_seeds,
-                         .seed_rows_per_zone = f->seed_rows_per_zone};
+                         .seed_rows_per_zone = f->seed_rows_per_zone, .vindexes = f->vindexes,
+                         .n_vindexes = f->n_vindexes};
   int rc = mw_sstable_build(mt->schema, ptrs, mt->n_batches, mt->generation, &o, &f->sst, err);
   free(ptrs);
   return rc;
@@ -190,7 +191,8 @@ static int build_parallel(mw_flush_t *f, mw_err_t *err) {
   assert(f->job == NULL && f->ptrs == NULL);
   if ((f->ptrs = batch_ptrs(mt)) == NULL) return -ENOMEM;
   mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed, .zone_seeds = f->zone_seeds,
-                         .seed_rows_per_zone = f->seed_rows_per_zone};
+                         .seed_rows_per_zone = f->seed_rows_per_zone, .vindexes = f->vindexes,
+                         .n_vindexes = f->n_vindexes};
   int rc = mw_sstable_job_begin(mt->schema, f->ptrs, mt->n_batches, mt->generation, &o, &f->job, err);
   if (rc < 0) {
     free(f->ptrs);

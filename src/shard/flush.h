@@ -60,6 +60,8 @@ struct mw_flush {
   bool zone_seeds;           /* zone write seeds v1 in every data file (sstable.h) */
   uint64_t seed_rows_per_zone; /* 0 = 8192 */
   uint64_t seed;             /* tests: deterministic names; 0 = random */
+  const mw_sstable_vindex_t *vindexes; /* maintained vector indexes (borrowed; docs/indexes.md) */
+  size_t n_vindexes;
   mw_flush_cb cb;
   bool busy;
   /* the parallel build: one work item per part of the job */

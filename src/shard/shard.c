@@ -1411,6 +1411,8 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
   s->flush.seed = cfg->sstable_seed;
   s->flush.zone_seeds = cfg->zone_write_seeds;
   s->flush.seed_rows_per_zone = cfg->zone_seed_rows_per_zone;
+  s->flush.vindexes = s->cfg.vindexes; /* the shard's own copy of the config */
+  s->flush.n_vindexes = s->cfg.n_vindexes;
   mw_storage_req_init(&s->dreq);
   s->dreq.data = s;
   uv_timer_init(loop, &s->kick);

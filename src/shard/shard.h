@@ -51,6 +51,7 @@
 
 #include "common/err.h"
 #include "lance/batch.h"
+#include "lance/sstable.h"
 #include "shard/flush.h"
 #include "shard/manifest_store.h"
 #include "shard/memtable.h"
@@ -115,6 +116,11 @@ typedef struct mw_shard_config {
   bool zone_write_seeds;
   uint64_t zone_seed_rows_per_zone;    /* 0 = 8192 */
   uint64_t sstable_seed;               /* tests: deterministic SSTable names */
+  /* The table's maintained vector indexes: every SSTable gets its own
+   * IVF_HNSW_SQ index of each (docs/indexes.md). Names point into the
+   * table's metadata, which outlives its shards. */
+  mw_sstable_vindex_t vindexes[MW_SSTABLE_MAX_VINDEXES];
+  size_t n_vindexes;
 } mw_shard_config_t;
 
 /* Lance's ShardWriterConfig defaults, except max_wal_flush_interval_ms = 1

@@ -28,6 +28,7 @@
 
 #include "common/log.h"
 #include "lance/bloom.h"
+#include "lance/vindex_file.h"
 #include "lance/route.h"
 #include "lance/sstable.h"
 
@@ -203,15 +204,68 @@ static int merge_config(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) 
   return 0;
 }
 
+/* A maintained index that is a vector index on a fixed_size_list<float32>
+ * column: its column (MemTable schema index) and distance type, from the
+ * base manifest's IndexMetadata (vindex_file.h). -ENOENT when it is another
+ * kind of index (or not in the manifest); other errors name the index. */
+static int vector_index(const mw_table_t *t, const char *name, uint32_t *field, mw_distance_t *dist, mw_err_t *err) {
+  const mw_index_section_t *ix = &t->meta.indexes;
+  for (size_t i = 0; i < ix->n; i++) {
+    const Lance__Table__IndexMetadata *pb = ix->items[i].pb;
+    if (pb->name == NULL || strcmp(pb->name, name) != 0 || pb->index_details == NULL) continue;
+    mw_distance_t d;
+    int rc = mw_vindex_details_distance(pb->index_details->type_url, pb->index_details->value.data,
+                                        pb->index_details->value.len, &d);
+    if (rc == -ENOENT) return rc;
+    if (rc < 0 || pb->n_fields != 1)
+      return mw_err_set(err, rc < 0 ? rc : -ENOTSUP, "table %s: vector index '%s': %s", t->path, name,
+                        rc == -ENOTSUP ? "a distance type other than l2, cosine, dot" : "details or fields not understood");
+    for (size_t f = 0; f < t->schema.n_fields; f++) {
+      const mw_field_t *fl = &t->schema.fields[f];
+      if (fl->id != pb->fields[0]) continue;
+      if (fl->type != MW_T_FSL || fl->item_type != MW_T_FLOAT32)
+        return mw_err_set(err, -ENOTSUP, "table %s: vector index '%s' is on '%s', not a fixed_size_list<float32>",
+                          t->path, name, fl->name);
+      if (field) *field = (uint32_t)f;
+      if (dist) *dist = d;
+      return 0;
+    }
+    return mw_err_set(err, -EBADMSG, "table %s: vector index '%s' names field id %d, not in the schema", t->path,
+                      name, pb->fields[0]);
+  }
+  return -ENOENT;
+}
+
+/* Every maintained vector index into the shards' config: each SSTable gets
+ * its own index of it (docs/indexes.md). */
+static int resolve_vindexes(mw_table_t *t, mw_err_t *err) {
+  const mw_memwal_index_t *x = &t->meta.memwal;
+  t->cfg.n_vindexes = 0;
+  for (size_t i = 0; i < x->n_maintained_indexes; i++) {
+    mw_sstable_vindex_t v = {.name = x->maintained_indexes[i]};
+    int rc = vector_index(t, v.name, &v.field, &v.dist, err);
+    if (rc == -ENOENT) continue; /* refused by check_index, or allowed unmaintained */
+    if (rc < 0) return rc;
+    if (t->cfg.n_vindexes == MW_SSTABLE_MAX_VINDEXES)
+      return mw_err_set(err, -ENOTSUP, "table %s: more than %d maintained vector indexes", t->path, MW_SSTABLE_MAX_VINDEXES);
+    t->cfg.vindexes[t->cfg.n_vindexes++] = v;
+    mw_log_info("table %s: maintains vector index '%s' on '%s' (%s): an IVF_HNSW_SQ index in every SSTable",
+                t->path, v.name, t->schema.fields[v.field].name, mw_distance_name(v.dist));
+  }
+  return 0;
+}
+
 static int check_index(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) {
   if (!t->meta.has_memwal)
     return mw_err_set(err, -ENOTSUP, "table %s has no MemWAL index (%s); initialize it with LanceDB first",
                       t->path, MW_MEMWAL_INDEX_NAME);
   const mw_memwal_index_t *x = &t->meta.memwal;
-  if (x->n_maintained_indexes > 0 && !o->allow_maintained_indexes)
-    return mw_err_set(err, -ENOTSUP,
-                      "table %s: the MemWAL index maintains index '%s'; memwald maintains only the primary key",
-                      t->path, x->maintained_indexes[0]);
+  for (size_t i = 0; i < x->n_maintained_indexes && !o->allow_maintained_indexes; i++)
+    if (vector_index(t, x->maintained_indexes[i], NULL, NULL, err) == -ENOENT)
+      return mw_err_set(err, -ENOTSUP,
+                        "table %s: the MemWAL index maintains index '%s'; memwald maintains only the primary key "
+                        "and vector indexes",
+                        t->path, x->maintained_indexes[i]);
   t->kind = x->has_spec ? x->kind : MW_SHARDING_MANUAL;
   t->route_field = -1;
   if (t->kind == MW_SHARDING_BUCKET || t->kind == MW_SHARDING_IDENTITY) {
@@ -310,6 +364,7 @@ int mw_table_load(const char *path, const mw_table_opts_t *opts, mw_table_t **ou
   if (rc == 0) rc = build_schema(t, err);
   if (rc == 0) rc = check_index(t, opts, err);
   if (rc == 0) rc = merge_config(t, opts, err);
+  if (rc == 0) rc = resolve_vindexes(t, err);
   if (rc == 0 && opts->owned != NULL) {
     t->owned = malloc((opts->n_owned ? opts->n_owned : 1) * 16);
     if (t->owned == NULL) rc = -ENOMEM;

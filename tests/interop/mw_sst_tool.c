@@ -8,7 +8,9 @@
  *   --zone-seeds (zone write seeds v1 in every data file, FLAG_ZONE_WRITE_SEEDS
  *   in every SSTable manifest), --seed-rows-per-zone N,
  *   --compare-lance (replace mode: each rebuilt SSTable must match Lance's
- *   accounting, bloom_filter.bin and deletion file byte for byte).
+ *   accounting, bloom_filter.bin and deletion file byte for byte),
+ *   --vindex NAME:COLUMN:DISTANCE (every SSTable gets the per-SSTable vector
+ *   index of the base index NAME on COLUMN, distance l2|cosine|dot; issue 27).
  *
  *   mw_sst_tool vector TABLE --mode append|replace|ours-only [--zstd] [--seed N]
  *     For every shard: decode every WAL entry with our IPC codec, then
@@ -52,7 +54,21 @@ typedef struct args {
   bool zstd, compare, zone_seeds;
   uint64_t seed, seed_rows_per_zone;
   size_t page_bytes;
+  char vindex_name[128], vindex_column[128];
+  mw_distance_t vindex_dist;
+  bool vindex;
 } args_t;
+
+/* NAME:COLUMN:DISTANCE */
+static void parse_vindex(const char *v, args_t *a) {
+  const char *c1 = strchr(v, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+  if (c2 == NULL || c1 == v || c2 == c1 + 1 || (size_t)(c1 - v) >= sizeof a->vindex_name ||
+      (size_t)(c2 - c1 - 1) >= sizeof a->vindex_column || mw_distance_parse(c2 + 1, strlen(c2 + 1), &a->vindex_dist) < 0)
+    die("--vindex wants NAME:COLUMN:l2|cosine|dot, not '%s'", v);
+  memcpy(a->vindex_name, v, (size_t)(c1 - v));
+  memcpy(a->vindex_column, c1 + 1, (size_t)(c2 - c1 - 1));
+  a->vindex = true;
+}
 
 static void parse(int argc, char **argv, args_t *a) {
   memset(a, 0, sizeof *a);
@@ -73,6 +89,7 @@ static void parse(int argc, char **argv, args_t *a) {
     else if (strcmp(k, "--page-bytes") == 0) a->page_bytes = strtoull(v, NULL, 10);
     else if (strcmp(k, "--seed-rows-per-zone") == 0) a->seed_rows_per_zone = strtoull(v, NULL, 10);
     else if (strcmp(k, "--rows-out") == 0) a->rows_out = v;
+    else if (strcmp(k, "--vindex") == 0) parse_vindex(v, a);
     else die("unknown option %s", k);
   }
 }
@@ -122,6 +139,13 @@ static void emit(const char *shard_dir, const mw_schema_t *schema, const mw_batc
                  const mw_sstable_ref_t *lance, char dir_out[MW_SSTABLE_DIR_NAME_BYTES]) {
   mw_sstable_opts_t o = {.zstd = a->zstd, .seed = a->seed ? a->seed + gen : 0, .max_page_bytes = a->page_bytes,
                          .zone_seeds = a->zone_seeds, .seed_rows_per_zone = a->seed_rows_per_zone};
+  mw_sstable_vindex_t vx = {.name = a->vindex_name, .dist = a->vindex_dist};
+  if (a->vindex) {
+    int f = mw_schema_find(schema, a->vindex_column);
+    if (f < 0) die("--vindex: no column '%s'", a->vindex_column);
+    vx.field = (uint32_t)f;
+    o.vindexes = &vx, o.n_vindexes = 1;
+  }
   mw_sstable_t sst = {0};
   mw_err_t err = {0};
   if (mw_sstable_build(schema, batches, n, gen, &o, &sst, &err) < 0) die("build gen %" PRIu64 ": %s", gen, err.msg);
@@ -130,9 +154,9 @@ static void emit(const char *shard_dir, const mw_schema_t *schema, const mw_batc
   if (mw_shard_manifest_add_sstable(m, gen, sst.dir_name, sst.in_memory_bytes, sst.physical_rows,
                                     sst.primary_key_bytes) < 0)
     die("manifest add");
-  fprintf(stderr, "wrote %s/%s: %" PRIu64 " rows, %" PRIu64 " deleted, %" PRIu64 " data bytes%s%s\n",
+  fprintf(stderr, "wrote %s/%s: %" PRIu64 " rows, %" PRIu64 " deleted, %" PRIu64 " data bytes%s%s, %zu vector indexes\n",
           shard_dir, sst.dir_name, sst.physical_rows, sst.deleted_rows, sst.data_file_bytes,
-          a->zstd ? " (zstd)" : "", a->zone_seeds ? " (zone seeds)" : "");
+          a->zstd ? " (zstd)" : "", a->zone_seeds ? " (zone seeds)" : "", sst.n_vindexes_built);
   if (dir_out != NULL) snprintf(dir_out, MW_SSTABLE_DIR_NAME_BYTES, "%s", sst.dir_name);
   mw_sstable_free(&sst);
 }
