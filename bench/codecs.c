@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
     mw_sstable_free(&sst);
   }
   /* the build in parts on threads (the flusher's way above
-   * MW_FLUSH_INLINE_ROWS rows) against one call, alternated, best of 5 each */
+   * MW_FLUSH_SERIAL_ROWS rows) against one call, alternated, best of 5 each */
   double best_whole = 1e30, best_parts = 1e30, parts_s[MW_SSTABLE_PARTS] = {0};
   double parts_cpu[MW_SSTABLE_PARTS] = {0}, min_cpu[MW_SSTABLE_PARTS] = {1e30, 1e30, 1e30};
   _Static_assert(MW_SSTABLE_PARTS == 3, "min_cpu's initialiser");

@@ -115,6 +115,9 @@ typedef struct mw_shard_config {
   bool zone_write_seeds;
   uint64_t zone_seed_rows_per_zone;    /* 0 = 8192 */
   uint64_t sstable_seed;               /* tests: deterministic SSTable names */
+  /* Benches only (mw_table_opts_t.skip_readback, no config key): flushes
+   * and compactions publish their files without reading them back. */
+  bool skip_readback;
 } mw_shard_config_t;
 
 /* Lance's ShardWriterConfig defaults, except max_wal_flush_interval_ms = 1
