@@ -106,23 +106,74 @@ static bool run_equal(const mw_field_t *f, const mw_column_t *a, int64_t ai, con
   return false;
 }
 
+/* A fixed-width value, the common widths compared without a call. */
+static bool fixed_equal(const uint8_t *a, const uint8_t *b, size_t w) {
+  uint64_t x, y;
+  switch (w) {
+    case 1: return *a == *b;
+    case 2: x = y = 0, memcpy(&x, a, 2), memcpy(&y, b, 2); return x == y;
+    case 4: x = y = 0, memcpy(&x, a, 4), memcpy(&y, b, 4); return x == y;
+    case 8: memcpy(&x, a, 8), memcpy(&y, b, 8); return x == y;
+    default: return memcmp(a, b, w) == 0;
+  }
+}
+
+/* The validity of rows [i, i+n) of c, n <= 64, as bits 0..n-1 (all ones
+ * without a bitmap). Bits past the column's length are never read as rows. */
+static uint64_t valid_bits(const mw_column_t *c, int64_t i, int64_t n) {
+  assert(n > 0 && n <= 64);
+  uint64_t mask = n == 64 ? ~0ull : (1ull << n) - 1;
+  if (c->validity.len == 0) return mask;
+  size_t byte = (size_t)(i >> 3), have = c->validity.len - byte;
+  unsigned shift = (unsigned)(i & 7);
+  uint64_t w = 0;
+  memcpy(&w, c->validity.data + byte, have < 8 ? have : 8);
+  w >>= shift;
+  if (shift > 0 && have > 8) w |= (uint64_t)c->validity.data[byte + 8] << (64 - shift);
+  return w & mask;
+}
+
+/* The valid rows `bits` of rows [ai, ai+64) / [bi, bi+64): FIXED and BOOL
+ * row by row without a call, the others by runs of valid rows (between
+ * nulls runs are short: a memcmp call per run of a fixed-width column cost
+ * more than its compare, measured). */
+static bool valid_rows_equal(const mw_field_t *f, const mw_column_t *a, int64_t ai, const mw_column_t *b,
+                             int64_t bi, uint64_t bits) {
+  mw_layout_t l = mw_field_layout(f);
+  size_t w = l == MW_LAYOUT_FIXED ? mw_type_width(f) : 0;
+  while (bits != 0) {
+    int64_t r = __builtin_ctzll(bits);
+    if (l == MW_LAYOUT_FIXED || l == MW_LAYOUT_BOOL) {
+      bits &= bits - 1;
+      bool same = w ? fixed_equal(a->values.data + (size_t)(ai + r) * w, b->values.data + (size_t)(bi + r) * w, w)
+                    : mw_bit_get(a->values.data, ai + r) == mw_bit_get(b->values.data, bi + r);
+      if (!same) return false;
+      continue;
+    }
+    uint64_t rest = ~(bits >> r);
+    int64_t len = rest == 0 ? 64 - r : __builtin_ctzll(rest);
+    if (!run_equal(f, a, ai + r, b, bi + r, len)) return false;
+    bits &= len + r >= 64 ? 0 : ~0ull << (len + r);
+  }
+  return true;
+}
+
 /* Rows [ai, ai+n) of a (read back) against [bi, bi+n) of b (written):
- * the same validity, and the same value in every valid row. */
+ * the same validity, and the same value in every valid row; 64 rows at a
+ * time when either side has nulls. */
 static bool rows_equal(const mw_field_t *f, const mw_column_t *a, int64_t ai, const mw_column_t *b,
                        int64_t bi, int64_t n) {
   assert(ai >= 0 && ai + n <= a->length);
   assert(bi >= 0 && bi + n <= b->length);
   if (n == 0) return true;
   if (a->null_count == 0 && b->null_count == 0) return run_equal(f, a, ai, b, bi, n);
-  int64_t run = 0; /* first row of the current run of valid rows */
-  for (int64_t r = 0; r < n; r++) {
-    bool va = mw_column_valid(a, ai + r);
-    if (va != mw_column_valid(b, bi + r)) return false;
-    if (va) continue;
-    if (r > run && !run_equal(f, a, ai + run, b, bi + run, r - run)) return false;
-    run = r + 1;
+  for (int64_t r = 0; r < n; r += 64) {
+    int64_t k = n - r < 64 ? n - r : 64;
+    uint64_t va = valid_bits(a, ai + r, k);
+    if (va != valid_bits(b, bi + r, k)) return false;
+    if (!valid_rows_equal(f, a, ai + r, b, bi + r, va)) return false;
   }
-  return run == n || run_equal(f, a, ai + run, b, bi + run, n - run);
+  return true;
 }
 
 /* Column `c` read back (`got`) against every batch's column c. */
@@ -265,6 +316,33 @@ static int open_batch(const mw_buf_t *b, mw_datafile_t *df, mw_batch_t *out, uin
   return 0;
 }
 
+/* An int32/int64/uint32/uint64 key as a value that orders as the key does. */
+static int64_t int_key(const mw_field_t *pk, const uint8_t *p) {
+  switch (pk->type) {
+    case MW_T_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case MW_T_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case MW_T_UINT64: { uint64_t v; memcpy(&v, p, 8); return (int64_t)(v ^ 0x8000000000000000ull); }
+    default: { int64_t v; memcpy(&v, p, 8); return v; }
+  }
+}
+
+/* Entry i of page_data against row `id` of the keys, and after entry i-1;
+ * w: the keys' width, 0 for strings. NULL, or what is wrong. */
+static const char *pk_entry_check(const mw_field_t *pk, size_t w, const mw_column_t *keys, const mw_column_t *vals,
+                                  int64_t i, int64_t id) {
+  bool valid = mw_column_valid(vals, i);
+  if (valid != mw_column_valid(keys, id)) return "is not the key of row";
+  if (!valid) return NULL;
+  const uint8_t *v = vals->values.data;
+  if (w ? !fixed_equal(v + (size_t)i * w, keys->values.data + (size_t)id * w, w)
+        : mw_pk_key_cmp(pk, vals, i, keys, id) != 0)
+    return "is not the key of row";
+  if (i == 0 || !mw_column_valid(vals, i - 1)) return NULL;
+  bool ordered = w ? int_key(pk, v + (size_t)(i - 1) * w) <= int_key(pk, v + (size_t)i * w)
+                   : mw_pk_key_cmp(pk, vals, i - 1, vals, i) <= 0;
+  return ordered ? NULL : "is out of order, at row";
+}
+
 /* page_data: (values, ids) sorted by key, every row once, key i = keys[ids[i]]. */
 static int pk_data_check(const mw_field_t *pk, const mw_column_t *keys, const mw_batch_t *d, const char *name,
                          mw_err_t *err) {
@@ -274,20 +352,15 @@ static int pk_data_check(const mw_field_t *pk, const mw_column_t *keys, const mw
     return mw_err_set(err, -EBADMSG, "read-back of %s refused: columns are not (key, uint64 id)", name);
   uint8_t *seen = calloc((size_t)n / 8 + 1, 1);
   if (seen == NULL) return -ENOMEM;
+  size_t w = mw_field_layout(pk) == MW_LAYOUT_FIXED ? mw_type_width(pk) : 0;
   int rc = 0;
   for (int64_t i = 0; rc == 0 && i < n; i++) {
     uint64_t id;
     memcpy(&id, ids->values.data + 8 * i, 8);
-    if (id >= (uint64_t)n || mw_bit_get(seen, (int64_t)id))
-      rc = mw_err_set(err, -EBADMSG, "read-back of %s refused: entry %" PRId64 " has row %" PRIu64
-                      " (out of range or twice)", name, i, id);
-    else if (mw_column_valid(vals, i) != mw_column_valid(keys, (int64_t)id) ||
-             (mw_column_valid(vals, i) && mw_pk_key_cmp(pk, vals, i, keys, (int64_t)id) != 0))
-      rc = mw_err_set(err, -EBADMSG, "read-back of %s refused: entry %" PRId64 " is not row %" PRIu64 "'s key",
-                      name, i, id);
-    else if (i > 0 && mw_column_valid(vals, i - 1) && mw_column_valid(vals, i) &&
-             mw_pk_key_cmp(pk, vals, i - 1, vals, i) > 0)
-      rc = mw_err_set(err, -EBADMSG, "read-back of %s refused: entry %" PRId64 " is out of order", name, i);
+    bool fresh = id < (uint64_t)n && !mw_bit_get(seen, (int64_t)id);
+    const char *why = fresh ? pk_entry_check(pk, w, keys, vals, i, (int64_t)id) : "names a row out of range or twice:";
+    if (why != NULL)
+      rc = mw_err_set(err, -EBADMSG, "read-back of %s refused: entry %" PRId64 " %s %" PRIu64, name, i, why, id);
     else mw_bit_set(seen, (int64_t)id, true);
   }
   free(seen);
