@@ -616,7 +616,7 @@ static int write_fragment(mw_compact_t *c, const mw_batch_t *const *parts, size_
     char name[MW_COMPACT_KEY_BYTES];
     snprintf(name, sizeof name, "data/%s", r->data_name);
     rc = mw_readback_data_file(&t->meta.schema, parts, n, r->data_file.data, r->data_file.len, name, err);
-    r->refused = rc == -EBADMSG;
+    r->refused |= rc == -EBADMSG;
   }
   if (rc == 0) rc = mw_keyindex_build(pk, kp, r->data_name, &r->data_keys, err);
   /* the next run's lookups read it from the cache: no GET, and no
