@@ -5,8 +5,9 @@
  * decoded column beside the file and its source) and walks it against the
  * source batches in step. A column's rows are compared in two levels:
  *
- *   rows_equal       validity row by row (skipped when neither side has a
- *                    null), cutting the range into runs of valid rows
+ *   rows_equal       validity 64 rows at a time (skipped when neither side
+ *                    has a null); the valid rows of each word compared
+ *                    inline (FIXED, BOOL) or by runs (the others)
  *   run_equal        a run whose rows are all valid: FIXED one memcmp,
  *                    VAR the lengths then one memcmp of the bytes, FSL one
  *                    memcmp (items compared one by one only when a side
@@ -196,6 +197,8 @@ static int column_check(const mw_field_t *f, size_t c, const mw_column_t *got,
                                  : "written as null, read back as a value");
     }
     assert(0 && "readback: a batch differs but none of its rows");
+    return mw_err_set(err, -EBADMSG, "read-back of %s refused: column '%s' rows %" PRId64 "..%" PRId64 " differ",
+                      name, f->name, at, at + want->length - 1);
   }
   assert(at == got->length);
   return 0;
