@@ -15,7 +15,11 @@
  *   - the cost of zone write seeds v1 (zone_write_seeds): the same build
  *     with and without seeds, alternated 10 times each, best of each, and
  *     the seeds alone (mw_seed_set_build, best of 10) as a share of the
- *     flush without them (target: under 10%).
+ *     flush without them (target: under 10%);
+ *   - the cost of the read-back (lance/readback.h): the build in parts
+ *     with and without it (alternated, best of 5 each; each part's thread
+ *     CPU), and the data file alone, zstd off and on: its write against its
+ *     read-back and compare.
  * Then `node bench/codecs-peer.mjs` (tests/interop/node_modules) times
  * LanceDB 0.39.0 writing the same rows: a plain dataset write, LSM puts (WAL)
  * and the memtable flush (SSTable); the last lines print the ratios.
@@ -34,6 +38,7 @@
 #include <unistd.h>
 
 #include "lance/ipc.h"
+#include "lance/readback.h"
 #include "lance/sstable.h"
 #include "lance/zone_seed.h"
 
@@ -162,6 +167,52 @@ static double build_in_parts(const mw_schema_t *s, const mw_batch_t **bp, size_t
   return t;
 }
 
+/* The read-back's cost (lance/readback.h): the build in parts with and
+ * without it, alternated, best of 5 each (wall) and each part's least
+ * thread CPU; then the data file alone, zstd off (the flush's default) and
+ * on (compaction's): its write and its read-back, least thread CPU of 5. */
+static void readback_costs(const mw_schema_t *s, const mw_batch_t **bp, size_t nb, double mb) {
+  double wall[2] = {1e30, 1e30}, cpu[2][MW_SSTABLE_PARTS];
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < MW_SSTABLE_PARTS; i++) cpu[k][i] = 1e30;
+  for (int round = 0; round < 10; round++) {
+    int skip = round & 1;
+    mw_sstable_opts_t o = {.timestamp_ns = 1, .skip_readback = skip};
+    double ps[MW_SSTABLE_PARTS], pc[MW_SSTABLE_PARTS];
+    double t = build_in_parts(s, bp, nb, &o, ps, pc);
+    if (t < wall[skip]) wall[skip] = t;
+    for (int i = 0; i < MW_SSTABLE_PARTS; i++)
+      if (pc[i] < cpu[skip][i]) cpu[skip][i] = pc[i];
+  }
+  double with = 0, without = 0;
+  for (int i = 0; i < MW_SSTABLE_PARTS; i++) with += cpu[0][i], without += cpu[1][i];
+  printf("sstable read-back: parts %.3f s with, %.3f s without (%+.1f%% wall); CPU %.3f s with, %.3f s without "
+         "(%+.1f%%): data file %.3f/%.3f, keys+dedup+bloom %.3f/%.3f, PK index %.3f/%.3f\n",
+         wall[0], wall[1], 100.0 * (wall[0] - wall[1]) / wall[1], with, without, 100.0 * (with - without) / without,
+         cpu[0][0], cpu[1][0], cpu[0][1], cpu[1][1], cpu[0][2], cpu[1][2]);
+  for (int z = 0; z < 2; z++) {
+    double wr = 1e30, rb = 1e30;
+    size_t bytes = 0;
+    for (int round = 0; round < 5; round++) {
+      mw_buf_t f = MW_BUF_INIT;
+      mw_err_t err = {0};
+      mw_sstable_opts_t o = {.zstd = z == 1};
+      double c0 = thread_cpu_s();
+      if (mw_sstable_data_file(s, bp, nb, &o, &f, &err) < 0) die("data file", &err);
+      double c1 = thread_cpu_s();
+      if (mw_readback_data_file(s, bp, nb, f.data, f.len, "bench", &err) < 0) die("read-back", &err);
+      double c2 = thread_cpu_s();
+      if (c1 - c0 < wr) wr = c1 - c0;
+      if (c2 - c1 < rb) rb = c2 - c1;
+      bytes = f.len;
+      mw_buf_free(&f);
+    }
+    printf("data file%-5s %.1f MB: written in %.3f s CPU (%.0f MB/s), read back and compared in %.3f s "
+           "(%.0f MB/s) = +%.0f%% of the write\n", z ? " zstd" : "", (double)bytes / 1e6, wr, mb / wr, rb, mb / rb,
+           100.0 * rb / wr);
+  }
+}
+
 int main(int argc, char **argv) {
   int64_t rows = 1000000, batch = 10000;
   bool peer = true;
@@ -279,7 +330,7 @@ int main(int argc, char **argv) {
     mw_sstable_free(&sst);
   }
   /* the build in parts on threads (the flusher's way above
-   * MW_FLUSH_INLINE_ROWS rows) against one call, alternated, best of 5 each */
+   * MW_FLUSH_SERIAL_ROWS rows) against one call, alternated, best of 5 each */
   double best_whole = 1e30, best_parts = 1e30, parts_s[MW_SSTABLE_PARTS] = {0};
   double parts_cpu[MW_SSTABLE_PARTS] = {0}, min_cpu[MW_SSTABLE_PARTS] = {1e30, 1e30, 1e30};
   _Static_assert(MW_SSTABLE_PARTS == 3, "min_cpu's initialiser");
@@ -351,6 +402,7 @@ int main(int argc, char **argv) {
          best[0], 100.0 * (best[1] - best[0]) / best[0]);
   printf("zone seeds alone %6.4f s  -> %.1f%% of the flush without seeds (target < 10%%)\n", seeds_alone,
          100.0 * seeds_alone / best[0]);
+  readback_costs(&s, bp, nb, mb);
   for (size_t i = 0; i < nb; i++) mw_batch_free(&b[i]);
   free(b);
   free(bp);

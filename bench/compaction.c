@@ -5,7 +5,7 @@
  *
  *   bench_compaction --dir DIR --flushes N [--rows-per-flush R] [--keys K]
  *                    [--compaction on|off] [--create] [--seed S]
- *                    [--sequential FIRST] [--runs]
+ *                    [--sequential FIRST] [--runs] [--no-readback]
  *
  * DIR/t.lance: {id int64 pk, name utf8, v float64}, unsharded (created with
  * --create by our bootstrap). Each MemTable holds R rows (max_memtable_rows),
@@ -31,6 +31,10 @@
  * fragments it started from, SSTables and rows), for the scaling figures.
  * --compact-every N: after every N flushes, and at the end, a requested
  * compaction (as `memwalctl compact`), waited for: runs of N SSTables.
+ * --no-readback: flushes and compactions publish without reading their
+ * files back first (lance/readback.h; the daemon always does): run the
+ * same command with and without it to see what the read-back costs; the
+ * result line says readback=on|off and the process's CPU seconds.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "common/log.h"
@@ -180,6 +185,13 @@ static void on_closed(mw_table_t *t) {
   closed = true;
 }
 
+/* CPU seconds of the whole process (every thread). */
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static uint64_t rnd_state = 1;
 static uint64_t rnd(void) {
   uint64_t z = (rnd_state += 0x9e3779b97f4a7c15ull);
@@ -191,12 +203,13 @@ static uint64_t rnd(void) {
 int main(int argc, char **argv) {
   const char *dir = NULL, *compaction = "on";
   uint64_t flushes = 0, rows_per_flush = 100, keys = 50000;
-  bool do_create = false, print_runs = false;
+  bool do_create = false, print_runs = false, no_readback = false;
   int64_t seq = -1;
   uint64_t compact_every = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--create") == 0) do_create = true;
     else if (strcmp(argv[i], "--runs") == 0) print_runs = true;
+    else if (strcmp(argv[i], "--no-readback") == 0) no_readback = true;
     else if (i + 1 < argc && strcmp(argv[i], "--sequential") == 0) seq = strtoll(argv[++i], NULL, 10);
     else if (i + 1 < argc && strcmp(argv[i], "--compact-every") == 0) compact_every = strtoull(argv[++i], NULL, 10);
     else if (i + 1 >= argc) die("%s needs a value", argv[i]);
@@ -226,7 +239,8 @@ int main(int argc, char **argv) {
   mw_storage_config_t sc;
   mw_storage_config_init(&sc, NULL);
   sc.durable = false;
-  mw_table_opts_t o = {.config_keys = k, .config_values = v, .n_config = 7, .storage = &sc};
+  mw_table_opts_t o = {.config_keys = k, .config_values = v, .n_config = 7, .storage = &sc,
+                       .skip_readback = no_readback};
   mw_table_t *t;
   mw_err_t err = {0};
   if (mw_table_open(&loop, table, &o, &t, &err) < 0) die("open: %s", err.msg);
@@ -326,9 +340,10 @@ int main(int argc, char **argv) {
          " listed_sstables=%" PRIu64 " uncompacted_sstables=%" PRIu64 " wal_files_deleted=%" PRIu64
          " sentinels=%" PRIu64 " folded=%" PRIu64 " base_version=%" PRIu64 " manifests_deleted=%" PRIu64
          " base_versions_deleted=%" PRIu64 " base_files_deleted=%" PRIu64 " base_bytes_deleted=%" PRIu64
-         " run_ms_total=%" PRIu64 " keyindex_built=%" PRIu64 "\n",
+         " run_ms_total=%" PRIu64 " keyindex_built=%" PRIu64 " readback=%s cpu_s=%.2f\n",
          st.flushes, written, secs, settle_ms, cs.runs, cs.sstables, st.sstables, on ? css.uncompacted : st.sstables,
          gs.wal_deleted, gs.sentinels_kept, cs.folded, cs.base_version, gs.manifests_deleted,
-         gs.base_versions_deleted, gs.base_files_deleted, gs.base_bytes_deleted, cs.total_run_ms, cs.keyindex_built);
+         gs.base_versions_deleted, gs.base_files_deleted, gs.base_bytes_deleted, cs.total_run_ms, cs.keyindex_built,
+         no_readback ? "off" : "on", cpu_s());
   return 0;
 }

@@ -5,9 +5,13 @@
  *
  *   build/bench/bench_engine [--vectors DIR] [--no-fsync] [--window SCALE]
  *                            [--no-peer] [--seconds S] [--replay-mb M]
- *                            [--parts 1234]
+ *                            [--parts 1234] [--no-readback]
  *
  * --parts runs only the listed parts (digits; default all four).
+ * --no-readback: flushes publish without reading their files back first
+ * (lance/readback.h; the daemon always does), to measure what it costs:
+ * run the same parts with and without it (part 4's flush line, part 3's
+ * acks during flushes).
  *
  * Parts (rows of the vectors' schema: id int64 PK, name utf8, v float64,
  * vec fixed_size_list<float32, 8>, _tombstone; batches generated before
@@ -59,6 +63,7 @@ typedef struct breq {
 static uint64_t *lat, *lat_flush;
 static size_t n_lat, n_lat_flush, outstanding, failed;
 static bool split_by_flush;
+static bool no_readback; /* --no-readback */
 
 static void on_write(mw_shard_write_t *w, int status, const char *reason) {
   breq_t *r = w->data;
@@ -183,7 +188,8 @@ static mw_table_t *open_fresh(uv_loop_t *loop, char *path, size_t n, bool no_fsy
   mw_storage_config_t sc;
   mw_storage_config_init(&sc, NULL);
   sc.durable = !no_fsync;
-  mw_table_opts_t o = {.storage = &sc, .config_keys = keys, .config_values = values, .n_config = n_cfg};
+  mw_table_opts_t o = {.storage = &sc, .config_keys = keys, .config_values = values, .n_config = n_cfg,
+                       .skip_readback = no_readback};
   mw_table_t *t;
   mw_err_t err = {0};
   if (mw_table_open(loop, path, &o, &t, &err) < 0) {
@@ -388,7 +394,8 @@ static void replay(uv_loop_t *loop, uint64_t mb) {
   mw_storage_config_t sc;
   mw_storage_config_init(&sc, NULL);
   sc.durable = false;
-  mw_table_opts_t o = {.storage = &sc, .config_keys = keys, .config_values = vals, .n_config = 5};
+  mw_table_opts_t o = {.storage = &sc, .config_keys = keys, .config_values = vals, .n_config = 5,
+                       .skip_readback = no_readback};
   mw_err_t err = {0};
   if (mw_table_open(loop, path, &o, &t, &err) < 0) exit(1);
   uint8_t id[16];
@@ -429,10 +436,10 @@ static void replay(uv_loop_t *loop, uint64_t mb) {
   if (mw_shard_flush(s, on_ctl, NULL) < 0) exit(1);
   while (!ctl_done) uv_run(loop, UV_RUN_ONCE);
   double fsecs = (double)(uv_hrtime() - f0) / 1e9, fcpu = cpu_s() - fc0;
-  printf("  flush (one SSTable of %" PRId64 " rows, %.1f MB in memory, no fsync): %.2f s = %.0f MB/s, "
+  printf("  flush (one SSTable of %" PRId64 " rows, %.1f MB in memory, no fsync, read-back %s): %.2f s = %.0f MB/s, "
          "%.0f rows/s; CPU %.2f s (all threads) = %.0f MB per CPU-second\n", st2.memtable_rows,
-         (double)mt_bytes / 1e6, fsecs, (double)mt_bytes / 1e6 / fsecs, (double)st2.memtable_rows / fsecs,
-         fcpu, fcpu > 0 ? (double)mt_bytes / 1e6 / fcpu : 0);
+         (double)mt_bytes / 1e6, no_readback ? "off" : "on", fsecs, (double)mt_bytes / 1e6 / fsecs,
+         (double)st2.memtable_rows / fsecs, fcpu, fcpu > 0 ? (double)mt_bytes / 1e6 / fcpu : 0);
   fflush(stdout);
   finish(loop, t, s, true, path);
 }
@@ -454,9 +461,10 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = strtod(argv[++i], NULL);
     else if (strcmp(argv[i], "--replay-mb") == 0 && i + 1 < argc) replay_mb = strtoull(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--parts") == 0 && i + 1 < argc) parts = argv[++i];
+    else if (strcmp(argv[i], "--no-readback") == 0) no_readback = true;
     else {
       fprintf(stderr, "usage: bench_engine [--vectors DIR] [--no-fsync] [--window SCALE] [--no-peer] "
-                      "[--seconds S] [--replay-mb M] [--parts 1234]\n");
+                      "[--seconds S] [--replay-mb M] [--parts 1234] [--no-readback]\n");
       return 2;
     }
   }

@@ -44,6 +44,7 @@
 #include "lance/deletion.h"
 #include "lance/lance_schema.h"
 #include "lance/pk_index.h"
+#include "lance/readback.h"
 #include "lance/zone_seed.h"
 
 /* Bytes Lance's batch store adds per stored batch beyond the column payload
@@ -314,6 +315,8 @@ done:
   return rc;
 }
 
+void (*mw_sstable_data_hook_for_tests)(mw_buf_t *file);
+
 int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
                          const mw_sstable_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
   assert(schema != NULL && out != NULL);
@@ -344,6 +347,7 @@ int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *bat
   }
   if (rc == 0)
     rc = mw_datafile_write(opts->zone_seeds ? &seeds.schema : schema, rows, n, gb, seeds.n, &dopts, out, err);
+  if (rc == 0 && mw_sstable_data_hook_for_tests != NULL) mw_sstable_data_hook_for_tests(out);
   free(gb);
   mw_seed_set_free(&seeds);
   for (size_t i = 0; views != NULL && i < n; i++) free(views[i].cols);
@@ -369,19 +373,20 @@ static int step_deletions(const uint32_t *dead, size_t n_dead, mw_buf_t *b, mw_e
   return rc < 0 ? rc : 0;
 }
 
-/* Step 6: bloom_filter.bin, one insert per physical row (of Lance 12's bloom
- * hash, the same for every row of a large_utf8/large_binary key). */
-static int step_bloom(const mw_schema_t *schema, const uint64_t *hashes, int64_t rows, mw_buf_t *b) {
+/* Step 6: bloom_filter.bin, one insert per physical row of Lance 12's bloom
+ * hash: the row's, or *same for every row of a large_utf8/large_binary key
+ * (then *hashes points at it and *rows is 1). */
+static int step_bloom(const mw_schema_t *schema, const uint64_t **hashes, int64_t *rows, uint64_t *same,
+                      mw_buf_t *b) {
   mw_bloom_t bloom = {0};
-  uint64_t same;
   for (size_t i = 0; i < schema->n_fields; i++)
-    if (schema->fields[i].pk_position == 1 && mw_pk_bloom_constant(&schema->fields[i], &same)) {
-      hashes = &same;
-      rows = 1;
+    if (schema->fields[i].pk_position == 1 && mw_pk_bloom_constant(&schema->fields[i], same)) {
+      *hashes = same;
+      *rows = 1;
     }
   int rc = mw_bloom_init(&bloom, MW_BLOOM_SST_BYTES);
   if (rc == 0) {
-    mw_bloom_insert_many(&bloom, hashes, (size_t)rows);
+    mw_bloom_insert_many(&bloom, *hashes, (size_t)*rows);
     rc = mw_bloom_encode(&bloom, b);
   }
   mw_bloom_free(&bloom);
@@ -390,17 +395,14 @@ static int step_bloom(const mw_schema_t *schema, const uint64_t *hashes, int64_t
 
 /* Step 7: _pk_index over every physical row (the single PK column). */
 static int step_pk_index(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
-                         mw_buf_t *data, mw_buf_t *lookup, mw_err_t *err) {
-  mw_column_t keys;
+                         mw_column_t *keys, mw_buf_t *data, mw_buf_t *lookup, mw_err_t *err) {
   size_t pk = 0;
   for (size_t i = 0; i < schema->n_fields; i++)
     if (schema->fields[i].pk_position == 1) pk = i;
   assert(schema->fields[pk].pk_position == 1);
-  int rc = concat_column(&schema->fields[pk], batches, n, pk, &keys);
+  int rc = concat_column(&schema->fields[pk], batches, n, pk, keys);
   if (rc < 0) return rc;
-  rc = mw_pk_index_write(&schema->fields[pk], &keys, 0, data, lookup, err);
-  mw_column_free(&keys);
-  return rc;
+  return mw_pk_index_write(&schema->fields[pk], keys, 0, data, lookup, err);
 }
 
 /* Step 8: the version hint, then the dataset manifest (last: it is what
@@ -456,6 +458,7 @@ struct mw_sstable_job {
   uint64_t deletion_id;
   mw_sstable_t acc;                 /* step 1's accounting; no files */
   int part_rc[MW_SSTABLE_PARTS];    /* 1 = not run yet */
+  bool refused[MW_SSTABLE_PARTS];   /* the part's read-back refused its files */
   /* PART_DATA */
   mw_buf_t data;
   /* PART_KEYS */
@@ -623,6 +626,35 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
   return 0;
 }
 
+/* A read-back's status: -EBADMSG marks the part refused (readback.h). */
+static int checked(mw_sstable_job_t *j, int part, int rc) {
+  if (rc == -EBADMSG) j->refused[part] = true;
+  return rc;
+}
+
+static int part_data(mw_sstable_job_t *j, mw_err_t *err) {
+  int rc = step_data_file(j->schema, j->batches, j->n_batches, &j->opts, j->acc.in_memory_bytes, &j->data, err);
+  if (rc < 0 || j->opts.skip_readback) return rc;
+  char name[160];
+  snprintf(name, sizeof name, "%s/data/%s", j->acc.dir_name, j->data_name);
+  return checked(j, MW_SSTABLE_PART_DATA,
+                 mw_readback_data_file(j->schema, j->batches, j->n_batches, j->data.data, j->data.len, name, err));
+}
+
+/* The deletion file and the bloom filter, read back. */
+static int keys_readback(mw_sstable_job_t *j, const uint32_t *dead, size_t n_dead, const uint64_t *hashes,
+                         int64_t n_hashes, mw_err_t *err) {
+  char name[160], del[MW_DELETION_NAME_BYTES];
+  int rc = 0;
+  if (n_dead > 0 && mw_deletion_name_format(0, 1, j->deletion_id, del, sizeof del) >= 0) {
+    snprintf(name, sizeof name, "%s/%s/%s", j->acc.dir_name, MW_DELETION_DIR, del);
+    rc = mw_readback_deletions(j->deletions.data, j->deletions.len, (uint64_t)j->rows, dead, n_dead, name, err);
+  }
+  snprintf(name, sizeof name, "%s/bloom_filter.bin", j->acc.dir_name);
+  if (rc == 0) rc = mw_readback_bloom(j->bloom.data, j->bloom.len, hashes, n_hashes, name, err);
+  return checked(j, MW_SSTABLE_PART_KEYS, rc);
+}
+
 static int part_keys(mw_sstable_job_t *j, mw_err_t *err) {
   uint64_t *hashes = NULL;
   uint32_t *dead = NULL;
@@ -635,9 +667,29 @@ static int part_keys(mw_sstable_job_t *j, mw_err_t *err) {
     j->deleted_rows = (uint64_t)n_dead;
     rc = step_deletions(dead, (size_t)n_dead, &j->deletions, err);
   }
-  if (rc == 0) rc = step_bloom(j->schema, hashes, j->rows, &j->bloom);
+  const uint64_t *inserted = hashes;
+  int64_t n_inserted = j->rows;
+  uint64_t same;
+  if (rc == 0) rc = step_bloom(j->schema, &inserted, &n_inserted, &same, &j->bloom);
+  if (rc == 0 && !j->opts.skip_readback) rc = keys_readback(j, dead, (size_t)n_dead, inserted, n_inserted, err);
   free(hashes);
   free(dead);
+  return rc;
+}
+
+static int part_index(mw_sstable_job_t *j, mw_err_t *err) {
+  mw_column_t keys;
+  int rc = step_pk_index(j->schema, j->batches, j->n_batches, &keys, &j->pk_data, &j->pk_lookup, err);
+  if (rc < 0) return rc;
+  if (!j->opts.skip_readback) {
+    const mw_field_t *pk = NULL;
+    for (size_t i = 0; i < j->schema->n_fields; i++)
+      if (j->schema->fields[i].pk_position == 1) pk = &j->schema->fields[i];
+    assert(pk != NULL);
+    rc = checked(j, MW_SSTABLE_PART_INDEX,
+                 mw_readback_pk_index(pk, &keys, &j->pk_data, &j->pk_lookup, j->acc.dir_name, err));
+  }
+  mw_column_free(&keys);
   return rc;
 }
 
@@ -646,19 +698,23 @@ int mw_sstable_job_run(mw_sstable_job_t *j, int part, mw_err_t *err) {
   assert(part >= 0 && part < MW_SSTABLE_PARTS && j->part_rc[part] == 1);
   int rc;
   switch (part) {
-    case MW_SSTABLE_PART_DATA:
-      rc = step_data_file(j->schema, j->batches, j->n_batches, &j->opts, j->acc.in_memory_bytes,
-                          &j->data, err);
-      break;
+    case MW_SSTABLE_PART_DATA: rc = part_data(j, err); break;
     case MW_SSTABLE_PART_KEYS: rc = part_keys(j, err); break;
     default:
-      rc = step_pk_index(j->schema, j->batches, j->n_batches, &j->pk_data, &j->pk_lookup, err);
+      rc = part_index(j, err);
       if (rc == 0) rc = part_vindex(j, err);
       break;
   }
   if (rc == -ENOMEM && err != NULL && err->code == 0) mw_err_set(err, rc, "sstable: out of memory");
   j->part_rc[part] = rc < 0 ? rc : 0;
   return j->part_rc[part];
+}
+
+bool mw_sstable_job_refused(const mw_sstable_job_t *j) {
+  assert(j != NULL);
+  for (int i = 0; i < MW_SSTABLE_PARTS; i++)
+    if (j->refused[i]) return true;
+  return false;
 }
 
 int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {

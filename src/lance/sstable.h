@@ -38,11 +38,19 @@
  * every name reproducible (tests). The manifest timestamp is opts.timestamp_ns
  * or the wall clock.
  *
+ * Read-back: every part decodes its files again and compares them with the
+ * rows (readback.h; opts.skip_readback turns it off for benches): the data
+ * file against the batches, the deletion file against the dedup's offsets,
+ * the bloom filter against every key's hash, the _pk_index files against
+ * the keys. A file that does not read back fails the build with -EBADMSG
+ * and a reason naming it (mw_sstable_job_refused tells a job's caller).
+ *
  * Vectors: item nulls under a NULL vector (arrow-js/arrow-rs write them) are
  * dropped from the data file through borrowed views of the batches; item
  * nulls inside a valid vector are refused by the datafile writer (-ENOTSUP).
  *
- * Errors: negative errno with a reason in *err: -EINVAL (schema without a
+ * Errors: negative errno with a reason in *err: -EBADMSG (a file refused by
+ * its read-back), -EINVAL (schema without a
  * trailing non-null bool `_tombstone`, no PK, no rows, batches of another
  * schema, a bad dir_name), -ENOTSUP (a composite PK, which LanceDB 0.39
  * refuses too, or a type a codec does not implement), -ENOMEM, -EFBIG (over
@@ -99,6 +107,9 @@ typedef struct mw_sstable_opts {
    * other names (opts.seed). */
   const mw_sstable_vindex_t *vindexes;
   size_t n_vindexes;
+  /* Each part reads its files back (readback.h) unless this is set: for
+   * measuring the read-back's cost only (benches). */
+  bool skip_readback;
 } mw_sstable_opts_t;
 
 typedef struct mw_sstable_file {
@@ -161,6 +172,9 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
 int mw_sstable_job_run(mw_sstable_job_t *job, int part, mw_err_t *err);
 int mw_sstable_job_end(mw_sstable_job_t *job, mw_sstable_t *out, mw_err_t *err);
 void mw_sstable_job_free(mw_sstable_job_t *job);
+/* Whether a part failed because its read-back refused its files (rather
+ * than the encoding failing): the flusher counts those. */
+bool mw_sstable_job_refused(const mw_sstable_job_t *job);
 
 /* The data-file step alone: append one Lance 2.2 data file holding the
  * rows of batches[0..n) (one schema) to `out`, with the SSTable's options
@@ -168,6 +182,11 @@ void mw_sstable_job_free(mw_sstable_job_t *job);
  * base-table fragments through this, so both get every data-file feature. */
 int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
                          const mw_sstable_opts_t *opts, mw_buf_t *out, mw_err_t *err);
+/* Tests only (NULL otherwise): called with the bytes of every data file
+ * mw_sstable_data_file has just written (the flush's and compaction's),
+ * before anything reads them back; on the encoding thread. A test corrupts
+ * them here to see the read-back refuse them. */
+extern void (*mw_sstable_data_hook_for_tests)(mw_buf_t *file);
 
 /* The file whose path ends with `suffix` (e.g. "bloom_filter.bin"), or NULL. */
 const mw_sstable_file_t *mw_sstable_find(const mw_sstable_t *sst, const char *suffix);

@@ -21,7 +21,8 @@
  *   DELS_GET     GET deletion files of fragments with hits,          |
  *                and the data of small fragments to fold             |
  *   BUILD        pool: unions, .bin files, folded rows, the new      |
- *                fragment, its key index, the commit bytes           |
+ *                fragment, each file read back (readback.h), its     |
+ *                key index, the commit bytes                         |
  *   COMMIT       base_store commit -- lost race (-EEXIST) -----------+
  *
  * The SSTables and their merge survive a lost race; the rest is redone
@@ -119,7 +120,7 @@ int mw_compact_config_set(mw_compact_config_t *c, const char *key, const char *v
 static struct {
   bool ready;
   mw_metric_t *runs_ok, *runs_failed, *conflicts, *sstables, *rows_in, *rows_written, *rows_masked;
-  mw_metric_t *keyindex_built, *seconds;
+  mw_metric_t *keyindex_built, *seconds, *refused;
   mw_metric_family_t *seconds_fam, *shard_sstables, *shard_bytes;
 } cm;
 
@@ -150,6 +151,7 @@ static void metrics_init(void) {
     cm.rows_written = mw_metric_series(rows, b);
     cm.rows_masked = mw_metric_series(rows, d);
   }
+  cm.refused = mw_flush_refused_metric("compaction");
   cm.keyindex_built = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_keyindex_built_total",
                                               "Key indexes built from base data files.", NULL, 0, NULL, 0));
   static const double b[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
@@ -570,6 +572,7 @@ static bool work_failed(mw_compact_t *c) {
   run_t *r = &c->run;
   if (r->work_rc >= 0) return false;
   mw_err_set(&r->err, r->work_rc, "%s", r->work_err.msg[0] ? r->work_err.msg : mw_strerror(r->work_rc));
+  if (r->refused) count(cm.refused, 1);
   mw_compact__fail(c, r->work_rc);
   return true;
 }

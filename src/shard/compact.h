@@ -18,7 +18,9 @@
  *   3. read each (its manifest, data file, deletion file) and merge them
  *      (lsm_merge.h) on the thread pool: rows sorted by key + every key;
  *   4. write the rows as one new fragment (Lance 2.2, sstable.h's data-file
- *      writer) and its key index (keyindex.h);
+ *      writer), read it back (readback.h: a data file that does not decode
+ *      to those rows fails the run, nothing is committed, the SSTables stay
+ *      uncompacted) and its key index (keyindex.h);
  *   5. find the base rows holding those keys through the key index of every
  *      base data file (cached; read from `_memwald/keys/`, or built once
  *      from the data file and stored there), union them with each

@@ -141,6 +141,7 @@ typedef struct run {
   char *txn_key;
   mw_err_t work_err;
   int work_rc;
+  bool refused;               /* a file of this run did not read back (readback.h) */
   uint64_t rows_masked, removed, folded, folded_rows;
 } run_t;
 

@@ -27,6 +27,12 @@
  * folded the same way at the next run (Lance's compaction materialises
  * deletions past 10 %; we wait for half, so each row is rewritten at most
  * about once per halving: the rewrite cost stays within ~2x the writes).
+ *
+ * Read-back (lance/readback.h): the new data file is decoded again on the
+ * pool, right after it is written, and compared with the rows it was
+ * written from; one that does not read back fails the run before the
+ * commit (run.refused; the SSTables stay uncompacted, the run backs off and
+ * tries again). New deletion files are read back the same way.
  */
 #include <assert.h>
 #include <errno.h>
@@ -40,6 +46,7 @@
 #include "lance/datafile.h"
 #include "lance/datafile_fields.h"
 #include "lance/deletion.h"
+#include "lance/readback.h"
 #include "lance/sstable.h"
 #include "shard/compact_int.h"
 
@@ -544,7 +551,12 @@ static int frag_deletions(mw_compact_t *c, fwork_t *f, uint64_t read_version, co
   char name[MW_DELETION_NAME_BYTES];
   mw_deletion_name_format(f->f->id, read_version, f->del_id, name, sizeof name);
   snprintf(f->del_put_key, sizeof f->del_put_key, "%s/%s", MW_DELETION_DIR, name);
-  return mw_deletion_encode(u, (size_t)k, &f->del_new, err);
+  int rc = mw_deletion_encode(u, (size_t)k, &f->del_new, err);
+  if (rc < 0 || c->t->cfg.skip_readback) return rc < 0 ? rc : 0;
+  rc = mw_readback_deletions(f->del_new.data, f->del_new.len, f->f->physical_rows, u, (size_t)k, f->del_put_key,
+                             err);
+  c->run.refused |= rc == -EBADMSG;
+  return rc;
 }
 
 /* A folded fragment: its live rows, minus the superseded ones, into `out`
@@ -587,6 +599,36 @@ static int fold_rows(const mw_table_t *t, fwork_t *f, const uint32_t *dead, int6
   return rc;
 }
 
+/* The new fragment's data file from parts[0..n) (keys kp), read back
+ * before anything else (a refusal sets r->refused), and its key index. */
+static int write_fragment(mw_compact_t *c, const mw_batch_t *const *parts, size_t n, const mw_column_t *kp,
+                          mw_err_t *err) {
+  run_t *r = &c->run;
+  const mw_table_t *t = c->t;
+  const mw_field_t *pk = &t->meta.schema.fields[c->pk_base];
+  uint8_t u[16];
+  mw_compact__random(u, sizeof u);
+  mw_data_file_name(u, r->data_name);
+  /* base fragments live long and are read often: zstd by default (compaction_zstd) */
+  mw_sstable_opts_t o = {.zstd = c->cfg.zstd, .zone_seeds = t->cfg.zone_write_seeds,
+                         .seed_rows_per_zone = t->cfg.zone_seed_rows_per_zone};
+  int rc = mw_sstable_data_file(&t->meta.schema, parts, n, &o, &r->data_file, err);
+  if (rc == 0 && !t->cfg.skip_readback) {
+    char name[MW_COMPACT_KEY_BYTES];
+    snprintf(name, sizeof name, "data/%s", r->data_name);
+    rc = mw_readback_data_file(&t->meta.schema, parts, n, r->data_file.data, r->data_file.len, name, err);
+    r->refused |= rc == -EBADMSG;
+  }
+  if (rc == 0) rc = mw_keyindex_build(pk, kp, r->data_name, &r->data_keys, err);
+  /* the next run's lookups read it from the cache: no GET, and no
+   * whole-index check of bytes that never left this process */
+  if (rc == 0) {
+    rc = mw_keyindex_decode_built(r->data_keys.data, r->data_keys.len, pk, &r->new_ki, err);
+    r->has_new_ki = true;
+  }
+  return rc;
+}
+
 /* The new fragment: every group's rows and the folded rows, one data file
  * and its key index. */
 static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
@@ -617,22 +659,7 @@ static int new_fragment(mw_compact_t *c, mw_batch_t *folded, mw_err_t *err) {
     r->new_rows += (uint64_t)parts[i]->n_rows;
   }
   assert(rc < 0 || n == 0 || (uint64_t)kp->length == r->new_rows);
-  if (rc == 0 && n > 0) {
-    uint8_t u[16];
-    mw_compact__random(u, sizeof u);
-    mw_data_file_name(u, r->data_name);
-    /* base fragments live long and are read often: zstd by default (compaction_zstd) */
-    mw_sstable_opts_t o = {.zstd = c->cfg.zstd, .zone_seeds = t->cfg.zone_write_seeds,
-                           .seed_rows_per_zone = t->cfg.zone_seed_rows_per_zone};
-    rc = mw_sstable_data_file(bs, parts, n, &o, &r->data_file, err);
-    if (rc == 0) rc = mw_keyindex_build(pk, kp, r->data_name, &r->data_keys, err);
-    /* the next run's lookups read it from the cache: no GET, and no
-     * whole-index check of bytes that never left this process */
-    if (rc == 0) {
-      rc = mw_keyindex_decode_built(r->data_keys.data, r->data_keys.len, pk, &r->new_ki, err);
-      r->has_new_ki = true;
-    }
-  }
+  if (rc == 0 && n > 0) rc = write_fragment(c, parts, n, kp, err);
   if (parts) mw_column_free(&keys);
   free(parts);
   return rc;

@@ -1,12 +1,14 @@
 /*
  * flush.c — see flush.h.
  *
- * State: CHECK (check_fenced) -> BUILD (inline, or the job's parts at once
- * on the thread pool, assembled on the loop after the last) -> PUTS
- * (all files at once; the SSTable's own Lance manifest is among them, but
+ * State: CHECK (check_fenced) -> BUILD (the job's parts on the thread
+ * pool, at once or one after another in one work item; each part reads its
+ * files back there; assembled on the loop after the last) -> PUTS (all
+ * files at once; the SSTable's own Lance manifest is among them, but
  * nobody reads the directory before the shard manifest names it) -> COMMIT.
  * The memtable is only read, never changed, so the thread-pool build may
- * share it with the loop thread.
+ * share it with the loop thread. Nothing is encoded or decoded on the loop
+ * but the SSTable's own manifest (a few hundred bytes).
  */
 #include "shard/flush.h"
 
@@ -19,6 +21,7 @@
 
 #include "common/bgprio.h"
 #include "common/log.h"
+#include "common/metrics.h"
 
 void mw_flush_init(mw_flush_t *f, uv_loop_t *loop, mw_storage_t *st, mw_mstore_t *ms, bool zstd) {
   assert(f != NULL && loop != NULL && st != NULL && ms != NULL);
@@ -128,18 +131,6 @@ static const mw_batch_t **batch_ptrs(const mw_memtable_t *mt) {
   return ptrs;
 }
 
-static int build(mw_flush_t *f, mw_err_t *err) {
-  const mw_memtable_t *mt = f->mt;
-  const mw_batch_t **ptrs = batch_ptrs(mt);
-  if (ptrs == NULL) return -ENOMEM;
-  mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed, .zone_seeds = f->zone_seeds,
-                         .seed_rows_per_zone = f->seed_rows_per_zone, .vindexes = f->vindexes,
-                         .n_vindexes = f->n_vindexes};
-  int rc = mw_sstable_build(mt->schema, ptrs, mt->n_batches, mt->generation, &o, &f->sst, err);
-  free(ptrs);
-  return rc;
-}
-
 /* One part of the job, on a pool thread: it reads the frozen MemTable
  * (nothing changes it until the flush finishes) and writes only its own
  * part's outputs in the job. A serial job runs every part in this one work
@@ -171,6 +162,7 @@ static void after_work_cb(uv_work_t *w, int status) {
       why = f->work_err[i].msg[0] ? f->work_err[i].msg : mw_strerror(rc);
     }
   mw_err_t err = {0};
+  f->refused = mw_sstable_job_refused(f->job);
   if (rc < 0) mw_sstable_job_free(f->job);
   else if ((rc = mw_sstable_job_end(f->job, &f->sst, &err)) < 0) why = err.msg;
   f->job = NULL;
@@ -186,13 +178,13 @@ static void after_work_cb(uv_work_t *w, int status) {
 
 /* Begin the job on the loop (checks, accounting, names), then queue every
  * part. 0, or the error that refused the job before any part ran. */
-static int build_parallel(mw_flush_t *f, mw_err_t *err) {
+static int build_start(mw_flush_t *f, mw_err_t *err) {
   const mw_memtable_t *mt = f->mt;
   assert(f->job == NULL && f->ptrs == NULL);
   if ((f->ptrs = batch_ptrs(mt)) == NULL) return -ENOMEM;
   mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed, .zone_seeds = f->zone_seeds,
                          .seed_rows_per_zone = f->seed_rows_per_zone, .vindexes = f->vindexes,
-                         .n_vindexes = f->n_vindexes};
+                         .n_vindexes = f->n_vindexes, .skip_readback = f->skip_readback};
   int rc = mw_sstable_job_begin(mt->schema, f->ptrs, mt->n_batches, mt->generation, &o, &f->job, err);
   if (rc < 0) {
     free(f->ptrs);
@@ -201,8 +193,9 @@ static int build_parallel(mw_flush_t *f, mw_err_t *err) {
   }
   /* The threads storage engine runs its requests on the same pool (4
    * threads by default): parts at once there would keep WAL puts waiting
-   * behind a flush, so the job runs as one work item, as a whole build. */
-  f->serial = strcmp(mw_storage_backend_name(f->st), "threads") == 0;
+   * behind a flush, so the job runs as one work item, as a whole build;
+   * so does a small MemTable, whose parts cost less than three hand-offs. */
+  f->serial = strcmp(mw_storage_backend_name(f->st), "threads") == 0 || mt->n_rows <= MW_FLUSH_SERIAL_ROWS;
   int n_works = f->serial ? 1 : MW_SSTABLE_PARTS;
   f->parts_left = 0;
   for (int i = 0; i < MW_SSTABLE_PARTS; i++) {
@@ -236,21 +229,22 @@ static void on_checked(mw_mstore_op_t *op, int status) {
   mw_sstable_free(&f->sst);
   memset(&f->sst, 0, sizeof f->sst);
   mw_err_t err = {0};
-  if (f->mt->n_rows > MW_FLUSH_INLINE_ROWS) {
-    int rc = build_parallel(f, &err);
-    if (rc < 0) {
-      mw_err_set(&f->err, rc, "shard %s: SSTable build: %s", f->ms->shard_str, err.msg);
-      finish(f, rc);
-    }
-    return;
-  }
-  int rc = build(f, &err);
+  int rc = build_start(f, &err);
   if (rc < 0) {
     mw_err_set(&f->err, rc, "shard %s: SSTable build: %s", f->ms->shard_str, err.msg);
     finish(f, rc);
-    return;
   }
-  put_files(f);
+}
+
+mw_metric_t *mw_flush_refused_metric(const char *op) {
+  assert(op != NULL);
+  static const char *const label[] = {"op"};
+  mw_metric_family_t *fam = mw_metrics_register(
+      mw_metrics_default(), MW_METRIC_COUNTER, "memwald_readback_refused_total",
+      "Files not published: they did not read back as the rows written (op=flush: an SSTable, "
+      "op=compaction: a base fragment); retried.", label, 1, NULL, 0);
+  const char *v[] = {op};
+  return fam ? mw_metric_series(fam, v) : NULL;
 }
 
 int mw_flush_start(mw_flush_t *f, const mw_memtable_t *mt, uint64_t epoch, uint64_t covered,
@@ -262,6 +256,7 @@ int mw_flush_start(mw_flush_t *f, const mw_memtable_t *mt, uint64_t epoch, uint6
   f->epoch = epoch;
   f->covered = covered;
   f->cb = cb;
+  f->refused = false;
   mw_err_clear(&f->err);
   int rc = mw_mstore_check_fenced(f->ms, &f->op, epoch, on_checked);
   if (rc == 0) f->busy = true;

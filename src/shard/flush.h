@@ -7,13 +7,16 @@
  * puts. Steps, in order:
  *
  *   1. check_fenced(epoch)                  (a fenced writer writes nothing)
- *   2. mw_sstable_build(): on the loop for small tables; above
- *      MW_FLUSH_INLINE_ROWS rows its MW_SSTABLE_PARTS parts (data file;
- *      keys, dedup and bloom filter; PK index) run at once on libuv's thread
- *      pool (one uv_work_t each), so a flush uses every core the loop does
- *      not, and the job is assembled on the loop when the last one is done
- *      (with the threads storage engine, whose requests share that pool, the
- *      parts run one after another in one work item)
+ *   2. the SSTable job (sstable.h) on libuv's thread pool: above
+ *      MW_FLUSH_SERIAL_ROWS rows its MW_SSTABLE_PARTS parts (data file;
+ *      keys, dedup and bloom filter; PK index) run at once (one uv_work_t
+ *      each), so a flush uses every core the loop does not; a smaller
+ *      MemTable's parts (and every flush with the threads storage engine,
+ *      whose requests share that pool) run one after another in one work
+ *      item. Each part reads its files back where it encoded them
+ *      (readback.h); one that does not read back fails the attempt before
+ *      anything is put (f->refused says so). The job is assembled on the
+ *      loop when the last part is done
  *   3. plain put of every file under `_mem_wal/<uuid>/<8hex>_gen_<G>/`
  *   4. commit_update: sstables += {G, dir, in_memory_bytes, physical_rows,
  *      primary_key_bytes}; replay_after = covered; last_seen =
@@ -21,10 +24,12 @@
  *
  * The manifest put is the only commit point: until the callback reports 0
  * the MemTable must stay alive (and the caller keeps it in memory). A
- * failure leaves at most an orphan directory, which readers ignore.
+ * failure leaves at most an orphan directory, which readers ignore; a
+ * refused read-back leaves nothing at all.
  *
  * Status: 0 committed; -ESTALE fenced (reason in f->err names the epoch);
- * other negative errno (reason in f->err).
+ * -EBADMSG with f->refused: a file did not read back (f->err names it and
+ * why); other negative errno (reason in f->err).
  */
 #ifndef MW_SHARD_FLUSH_H
 #define MW_SHARD_FLUSH_H
@@ -39,7 +44,7 @@
 #include "shard/memtable.h"
 #include "storage/storage.h"
 
-#define MW_FLUSH_INLINE_ROWS 4096
+#define MW_FLUSH_SERIAL_ROWS 4096
 #define MW_FLUSH_KEY_BYTES 512
 
 typedef struct mw_flush mw_flush_t;
@@ -49,6 +54,7 @@ struct mw_flush {
   void *data;
   mw_err_t err;
   mw_sstable_t sst;          /* valid after a commit until the next start */
+  bool refused;              /* the last attempt failed: its files did not read back */
   /* private */
   uv_loop_t *loop;
   mw_storage_t *st;
@@ -62,6 +68,7 @@ struct mw_flush {
   uint64_t seed;             /* tests: deterministic names; 0 = random */
   const mw_sstable_vindex_t *vindexes; /* maintained vector indexes (borrowed; docs/indexes.md) */
   size_t n_vindexes;
+  bool skip_readback;        /* benches only: measure without the read-back */
   mw_flush_cb cb;
   bool busy;
   /* the parallel build: one work item per part of the job */
@@ -85,5 +92,11 @@ void mw_flush_free(mw_flush_t *f);
  * position `covered`). -EBUSY while one runs, -EINVAL for an empty table. */
 int mw_flush_start(mw_flush_t *f, const mw_memtable_t *mt, uint64_t epoch, uint64_t covered,
                    mw_flush_cb cb);
+/* memwald_readback_refused_total{op}: files memwald wrote and refused to
+ * publish because they did not read back, op "flush" (an SSTable) or
+ * "compaction" (a base fragment). The series of `op`, its family registered
+ * on first use (on the loop thread, as every registration); NULL when the
+ * registry is full. */
+struct mw_metric *mw_flush_refused_metric(const char *op);
 
 #endif

@@ -148,7 +148,7 @@ out:
 static struct {
   bool ready;
   mw_metric_t *wal_path[4]; /* passed_through batches, bytes; encoded batches, bytes */
-  mw_metric_t *wal_entries, *wal_bytes, *mt_bytes, *flushes, *flush_failures, *fences;
+  mw_metric_t *wal_entries, *wal_bytes, *mt_bytes, *flushes, *flush_failures, *fences, *refused;
   mw_metric_t *flush_s;
   mw_metric_family_t *flush_fam;
   mw_metric_t *recovered_reclaim, *recovered_flush;
@@ -183,6 +183,7 @@ static void metrics_init(void) {
                                        "SSTables committed.", NULL, 0, NULL, 0));
   em.flush_failures = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_flush_failures_total",
                                               "Flush attempts that failed (retried).", NULL, 0, NULL, 0));
+  em.refused = mw_flush_refused_metric("flush");
   em.fences = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_fences_total",
                                       "Shards fenced by a newer epoch.", NULL, 0, NULL, 0));
   static const double b[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
@@ -514,38 +515,43 @@ static void freeze_active(mw_shard_t *s) {
   maybe_flush(s);
 }
 
+/* A failed flush attempt (not fenced, shard not parked or closing): keep
+ * the frozen MemTable (its rows stay readable and in the WAL) and try again
+ * later; nothing was committed, so no manifest points at the partial
+ * SSTable directory (and a refused read-back put nothing at all). */
+static void flush_retry_later(mw_shard_t *s, const mw_flush_t *f, int status) {
+  s->flush_failures++;
+  count(em.flush_failures, 1);
+  if (f->refused) count(em.refused, 1);
+  uint32_t shift = s->flush_failures - 1 < 7 ? s->flush_failures - 1 : 7;
+  uint64_t delay = (uint64_t)FLUSH_RETRY_BASE_MS << shift;
+  uint64_t cap = FLUSH_RETRY_MAX_MS;
+  if (s->cfg.max_fault_retry_interval_ms > 0 && s->cfg.max_fault_retry_interval_ms < cap)
+    cap = s->cfg.max_fault_retry_interval_ms;
+  if (delay > cap) delay = cap;
+  if (s->fault.status == 0) {
+    memset(&s->fault, 0, sizeof s->fault);
+    s->fault.since_ms = uv_now(s->loop) ? uv_now(s->loop) : 1;
+    snprintf(s->fault.op, sizeof s->fault.op, "flush");
+  }
+  s->fault.status = status;
+  s->fault.retries = s->flush_failures - 1;
+  snprintf(s->fault.error, sizeof s->fault.error, "%s", f->err.msg[0] ? f->err.msg : mw_strerror(status));
+  s->fault.next_retry_ms = uv_now(s->loop) + delay;
+  mw_log_warn("shard %s: flush of generation %" PRIu64 " failed (attempt %u): %s; retrying in "
+              "%" PRIu64 " ms", s->id_str, s->n_frozen ? s->frozen[0]->m.generation : 0,
+              s->flush_failures, f->err.msg[0] ? f->err.msg : mw_strerror(status), delay);
+  s->flush_retry_at_ms = uv_now(s->loop) + delay;
+  arm_timer(s);
+  update_bp(s);
+  progress(s);
+}
+
 static void on_flush_done(mw_flush_t *f, int status) {
   mw_shard_t *s = f->data;
   bool parked = s->state >= MW_SS_FENCED;
   if (status < 0 && status != -ESTALE && !parked && !s->closing) {
-    /* Keep the frozen MemTable (its rows stay readable and in the WAL) and
-     * try again later; nothing was committed, so no manifest points at the
-     * partial SSTable directory. */
-    s->flush_failures++;
-    count(em.flush_failures, 1);
-    uint32_t shift = s->flush_failures - 1 < 7 ? s->flush_failures - 1 : 7;
-    uint64_t delay = (uint64_t)FLUSH_RETRY_BASE_MS << shift;
-    uint64_t cap = FLUSH_RETRY_MAX_MS;
-    if (s->cfg.max_fault_retry_interval_ms > 0 && s->cfg.max_fault_retry_interval_ms < cap)
-      cap = s->cfg.max_fault_retry_interval_ms;
-    if (delay > cap) delay = cap;
-    if (s->fault.status == 0) {
-      memset(&s->fault, 0, sizeof s->fault);
-      s->fault.since_ms = uv_now(s->loop) ? uv_now(s->loop) : 1;
-      snprintf(s->fault.op, sizeof s->fault.op, "flush");
-    }
-    s->fault.status = status;
-    s->fault.retries = s->flush_failures - 1;
-    snprintf(s->fault.error, sizeof s->fault.error, "%s",
-             f->err.msg[0] ? f->err.msg : mw_strerror(status));
-    s->fault.next_retry_ms = uv_now(s->loop) + delay;
-    mw_log_warn("shard %s: flush of generation %" PRIu64 " failed (attempt %u): %s; retrying in "
-                "%" PRIu64 " ms", s->id_str, s->n_frozen ? s->frozen[0]->m.generation : 0,
-                s->flush_failures, f->err.msg[0] ? f->err.msg : mw_strerror(status), delay);
-    s->flush_retry_at_ms = uv_now(s->loop) + delay;
-    arm_timer(s);
-    update_bp(s);
-    progress(s);
+    flush_retry_later(s, f, status);
     return;
   }
   if (status == 0) {
@@ -1413,6 +1419,7 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
   s->flush.seed_rows_per_zone = cfg->zone_seed_rows_per_zone;
   s->flush.vindexes = s->cfg.vindexes; /* the shard's own copy of the config */
   s->flush.n_vindexes = s->cfg.n_vindexes;
+  s->flush.skip_readback = cfg->skip_readback;
   mw_storage_req_init(&s->dreq);
   s->dreq.data = s;
   uv_timer_init(loop, &s->kick);

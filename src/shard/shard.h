@@ -121,6 +121,9 @@ typedef struct mw_shard_config {
    * table's metadata, which outlives its shards. */
   mw_sstable_vindex_t vindexes[MW_SSTABLE_MAX_VINDEXES];
   size_t n_vindexes;
+  /* Benches only (mw_table_opts_t.skip_readback, no config key): flushes
+   * and compactions publish their files without reading them back. */
+  bool skip_readback;
 } mw_shard_config_t;
 
 /* Lance's ShardWriterConfig defaults, except max_wal_flush_interval_ms = 1

@@ -192,6 +192,7 @@ static int merge_config(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) 
   t->cfg.sstable_seed = o->sstable_seed;
   t->cfg.zone_write_seeds = o->zone_write_seeds;
   t->cfg.zone_seed_rows_per_zone = o->zone_seed_rows_per_zone;
+  t->cfg.skip_readback = o->skip_readback;
   if (o->zone_write_seeds)
     mw_log_notice("table %s: zone write seeds v1 on (%" PRIu64 " rows per zone): its SSTables carry "
                   "FLAG_ZONE_WRITE_SEEDS, which LanceDB 0.39.0 refuses to read", t->path,

@@ -77,6 +77,10 @@ typedef struct mw_table_opts {
    * open; without it such a table is refused, naming the flag. */
   bool zone_write_seeds;
   uint64_t zone_seed_rows_per_zone; /* 0 = 8192 */
+  /* Benches only, to measure what the read-back costs: flushes and
+   * compactions publish their files without reading them back first
+   * (lance/readback.h). No config key sets it; the daemon always checks. */
+  bool skip_readback;
   /* The daemon's identity for owner records (shard/owners.h); NULL = none
    * written. Must outlive the table. */
   const mw_owner_self_t *self;

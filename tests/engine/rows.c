@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lance/datafile.h"
+
 static char deadline_msg[160];
 
 static void on_deadline(int sig) {
@@ -131,6 +133,26 @@ void er_row_read(const mw_batch_t *b, int64_t r, er_row_t *out) {
   out->vec_null = !mw_column_valid(&c[3], r);
   if (!out->vec_null) memcpy(out->vec, c[3].values.data + 32 * r, 32);
   out->tomb = mw_bit_get(c[4].values.data, r);
+}
+
+_Atomic int er_flipped_files;
+
+int er_flip_row_count(mw_buf_t *file) {
+  mw_datafile_t df;
+  const uint8_t *p = NULL;
+  size_t len = 0;
+  int rc = mw_datafile_open(&df, file->data, file->len, NULL, NULL);
+  uint64_t n = df.n_rows;
+  if (rc == 0) rc = mw_datafile_global_buffer(&df, 0, &p, &len, NULL);
+  mw_datafile_close(&df);
+  if (rc < 0) return -1;
+  uint8_t v[10], k = 0; /* the varint of n, then the same-length varint of n ^ 1 */
+  for (uint64_t x = n; k == 0 || x > 0; x >>= 7) v[k++] = (uint8_t)((x & 0x7f) | (x > 0x7f ? 0x80 : 0));
+  if (len < (size_t)k + 1 || p[len - k - 1] != 0x10 || memcmp(p + len - k, v, k) != 0) return -1;
+  uint8_t *at = file->data + (p - file->data) + len - k;
+  at[0] ^= 1; /* the lowest bit of n is in the first varint byte */
+  er_flipped_files++;
+  return 0;
 }
 
 bool er_row_equal(const er_row_t *a, const er_row_t *b) {

@@ -51,4 +51,12 @@ int er_model_write(const er_model_t *m, FILE *f);
 void er_row_read(const mw_batch_t *b, int64_t r, er_row_t *out);
 bool er_row_equal(const er_row_t *a, const er_row_t *b);
 
+/* A writer fault for the read-back tests (lance/sstable.h's data hook): the
+ * row count in a Lance data file's FileDescriptor (its last field,
+ * `length`) becomes n ^ 1, every other byte as written: the file still
+ * opens, but its pages no longer hold its rows. Counts the files it
+ * changed in er_flipped_files (any thread). -1 when `file` is no data file. */
+extern _Atomic int er_flipped_files;
+int er_flip_row_count(mw_buf_t *file);
+
 #endif

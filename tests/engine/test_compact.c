@@ -44,6 +44,10 @@
  *                that fails (-ENOMEM, injected) fails the run with a reason
  *                naming the fragment, commits nothing (the base version and
  *                rows stay), and the next request compacts: base == model.
+ *   readback_refused  a new base data file whose row count a writer fault
+ *                changed is refused by the read-back: the run fails naming
+ *                the file, counted; nothing committed or put; the shard
+ *                keeps taking writes; without the fault: base == model.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -53,6 +57,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +65,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "lance/base_update.h"
 #include "lance/datafile.h"
 #include "lance/deletion.h"
@@ -1099,6 +1105,79 @@ static void test_find_error(void **state) {
   env_free(&e);
 }
 
+static void flip_hook(mw_buf_t *file) { (void)er_flip_row_count(file); }
+
+/* Teardown: the writer fault is off after the test, also when it failed. */
+static int hook_off(void **state) {
+  (void)state;
+  mw_sstable_data_hook_for_tests = NULL;
+  return 0;
+}
+
+/* A base fragment that does not read back is never committed: the writer
+ * fault (sstable.h's data hook) changes the new data file's row count
+ * between its encoding and its read-back; the run fails naming the file,
+ * the refusal is counted, nothing is committed or put (the base version,
+ * its live rows and compacted_sstables stay; no data file is added), the
+ * SSTables stay uncompacted and the shard keeps acknowledging writes; the
+ * fault gone, the next request compacts every acknowledged row. */
+static void test_readback_refused(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, "unsharded-small");
+  base_view_t *prior = calloc(1, sizeof *prior), *now = calloc(1, sizeof *now);
+  base_read(&e, prior);
+  mw_table_t *t = open_table(&e, NULL, 0, NULL);
+  er_model_t m;
+  er_model_init(&m, 29, KEYS);
+  write_rows(&e, t, &m, 900, 0);
+  flush_all(&e, t);
+  uint64_t top = top_generation(t, 0);
+  char *ddir = tu_strf("%s/data", e.dir);
+  char **names;
+  size_t n_data = tu_list_dir(ddir, ".lance", &names);
+  tu_free_names(names, n_data);
+  uint64_t before = atomic_load(&mw_flush_refused_metric("compaction")->value);
+  er_flipped_files = 0;
+  mw_sstable_data_hook_for_tests = flip_hook;
+  done_t d = {0};
+  assert_int_equal(mw_table_compact(t, on_compacted, &d), 0);
+  run_until(&e.loop, &d.fired);
+  mw_sstable_data_hook_for_tests = NULL;
+  assert_int_equal(d.status, -EBADMSG);
+  if (strstr(d.reason, "read-back of data/") == NULL || strstr(d.reason, ".lance refused") == NULL)
+    fail_msg("the refusal reported as: %s", d.reason);
+  assert_int_equal(er_flipped_files, 1);
+  assert_int_equal(atomic_load(&mw_flush_refused_metric("compaction")->value) - before, 1);
+  mw_compact_stats_t cs;
+  mw_compact_stats(t->compact, &cs);
+  assert_int_equal(cs.failures, 1);
+  assert_int_equal(cs.runs, 0);
+  base_read(&e, now); /* nothing committed, nothing put */
+  assert_int_equal(now->version, prior->version);
+  assert_memory_equal(now->present, prior->present, sizeof prior->present);
+  assert_int_equal(mw_memwal_compacted(&now->meta.memwal, t->shards[0]->id), 0);
+  size_t n_after = tu_list_dir(ddir, ".lance", &names);
+  tu_free_names(names, n_after);
+  assert_int_equal(n_after, n_data);
+  assert_int_equal(top_generation(t, 0), top); /* the SSTables stay listed */
+  write_rows(&e, t, &m, 120, 0); /* and the shard keeps acknowledging writes */
+  flush_all(&e, t);
+  compact(&e, t); /* the fault gone: every acknowledged row reaches the base */
+  base_read(&e, now);
+  assert_true(now->version > prior->version);
+  expect_model(prior, &m, now, NULL, NULL);
+  assert_int_equal(mw_memwal_compacted(&now->meta.memwal, t->shards[0]->id), top_generation(t, 0));
+  close_table(&e, t);
+  free(ddir);
+  er_model_free(&m);
+  mw_table_meta_free(&prior->meta);
+  mw_table_meta_free(&now->meta);
+  free(prior);
+  free(now);
+  env_free(&e);
+}
+
 int main(void) {
   mw_log_init();
   mw_log_set_level(MW_LOG_WARN);
@@ -1113,6 +1192,7 @@ int main(void) {
       cmocka_unit_test(test_new_shards),
       cmocka_unit_test(test_flush_during_merge),
       cmocka_unit_test(test_find_error),
+      cmocka_unit_test_teardown(test_readback_refused, hook_off),
   };
   return cmocka_run_group_tests_name("compact", tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "lance/datafile.h"
 #include "lance/dataset_manifest.h"
 #include "lance/zone_seed.h"
@@ -1604,6 +1606,138 @@ static void test_flush_retried_after_failure(void **state) {
   env_close(&e);
 }
 
+/* ------------------------------------------------------------ read-back */
+
+static void flip_hook(mw_buf_t *file) { (void)er_flip_row_count(file); }
+
+/* Teardown: the writer fault is off after the test, also when it failed. */
+static int hook_off(void **state) {
+  (void)state;
+  mw_sstable_data_hook_for_tests = NULL;
+  return 0;
+}
+
+static uint64_t refused_count(const char *op) {
+  return atomic_load(&mw_flush_refused_metric(op)->value);
+}
+
+/* The newest row of every key in the shard's SSTables (generation order,
+ * rows in insert order) must be the model's. */
+static void expect_sstables_hold_model(env_t *e, mw_shard_t *s, const er_model_t *m) {
+  const mw_shard_manifest_t *man = &s->ms.cached;
+  er_row_t *got = calloc((size_t)m->max_key, sizeof *got);
+  bool *seen = calloc((size_t)m->max_key, 1);
+  for (uint64_t g = 1; g <= man->current_generation; g++)
+    for (size_t i = 0; i < man->n_sstables; i++) {
+      if (man->sstables[i].generation != g) continue;
+      char *dd = tu_strf("%s/_mem_wal/" UNSHARDED "/%s/data", e->table_dir, man->sstables[i].path);
+      char **names;
+      size_t nn = tu_list_dir(dd, ".lance", &names);
+      assert_int_equal(nn, 1);
+      char *fp = tu_strf("%s/%s", dd, names[0]);
+      size_t flen;
+      uint8_t *fb = tu_read_file(fp, &flen);
+      mw_datafile_t df;
+      mw_batch_t b;
+      assert_int_equal(mw_datafile_open(&df, fb, flen, NULL, NULL), 0);
+      assert_int_equal(mw_datafile_read_batch(&df, &b, NULL), 0);
+      for (int64_t r = 0; r < b.n_rows; r++) {
+        er_row_t x;
+        er_row_read(&b, r, &x);
+        assert_true(x.id >= 0 && x.id < m->max_key);
+        got[x.id] = x;
+        seen[x.id] = true;
+      }
+      mw_batch_free(&b);
+      mw_datafile_close(&df);
+      free(fb);
+      free(fp);
+      tu_free_names(names, nn);
+      free(dd);
+    }
+  for (int64_t k = 0; k < m->max_key; k++) {
+    if (seen[k] != m->set[k]) fail_msg("key %" PRId64 ": %s", k, seen[k] ? "in an SSTable, never written" : "lost");
+    if (seen[k] && !er_row_equal(&got[k], &m->last[k])) fail_msg("key %" PRId64 ": not the newest row", k);
+  }
+  free(got);
+  free(seen);
+}
+
+/* A data file that does not read back is never published: the flush's
+ * files are put nowhere, the shard manifest stays, the rows stay in the
+ * MemTable (and the WAL), the shard stays ACTIVE and acknowledges writes,
+ * the refusal is counted and retried with backoff; once the writer fault
+ * is gone, the flush commits and every acknowledged row is in the
+ * SSTables. The fault (sstable.h's data hook) changes the data file's row
+ * count between its encoding and its read-back. */
+static void test_flush_readback_refused(void **state) {
+  (void)state;
+  env_t e;
+  const char *k[] = {"max_fault_retry_interval_ms"};
+  const char *v[] = {"200"};
+  env_open(&e, "unsharded-small", true, k, v, 1);
+  mw_shard_t *s = unsharded(&e);
+  claim_ok(&e, s);
+  er_model_t mod;
+  er_model_init(&mod, 47, 5000);
+  wreq_t r[3] = {0};
+  wctx_t c = {.expect = 2};
+  assert_int_equal(write_rows(&e, s, &mod, &r[0], &c, 0, 30), 0);
+  assert_int_equal(write_rows(&e, s, &mod, &r[1], &c, 1, 5000), 0); /* the parts at once */
+  run_until(&e.loop, &c.stop_flag);
+  assert_int_equal(c.acked, 2);
+  uint64_t version = s->ms.cached.version, before = refused_count("flush");
+  er_flipped_files = 0;
+  mw_sstable_data_hook_for_tests = flip_hook;
+  done_t d = {0};
+  assert_int_equal(mw_shard_flush(s, on_done, &d), 0);
+  poll_ctx_t p = {.s = s, .cond = flush_failed, .arg = 2};
+  wait_for(&e, &p); /* refused twice, the second after a backoff */
+  assert_false(d.fired);
+  assert_true(er_flipped_files >= 2);
+  assert_int_equal(refused_count("flush") - before, s->flush_failures);
+  const mw_shard_fault_t *fault = mw_shard_fault(s);
+  assert_non_null(fault);
+  assert_string_equal(fault->op, "flush");
+  assert_int_equal(fault->status, -EBADMSG);
+  if (strstr(fault->error, "read-back of ") == NULL || strstr(fault->error, ".lance refused") == NULL)
+    fail_msg("the refusal reported as: %s", fault->error);
+  /* nothing published, nothing put, every row still in memory */
+  assert_int_equal(s->ms.cached.version, version);
+  assert_int_equal(s->ms.cached.n_sstables, 0);
+  char *dir = shard_path(&e, "");
+  char **names;
+  size_t n_dirs = tu_list_dir(dir, "_gen_1", &names);
+  tu_free_names(names, n_dirs);
+  free(dir);
+  assert_int_equal(n_dirs, 0);
+  mw_shard_stats_t st;
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.frozen, 1);
+  assert_int_equal(s->frozen[0]->m.n_rows, 5030);
+  assert_int_equal(mw_shard_state(s), MW_SS_ACTIVE);
+  /* the shard keeps acknowledging writes meanwhile */
+  wctx_t c2 = {.expect = 1};
+  assert_int_equal(write_rows(&e, s, &mod, &r[2], &c2, 2, 40), 0);
+  run_until(&e.loop, &c2.stop_flag);
+  assert_int_equal(c2.acked, 1);
+  /* the fault gone: the retry publishes, and the next flush the rest */
+  mw_sstable_data_hook_for_tests = NULL;
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  assert_null(mw_shard_fault(s));
+  d = (done_t){0};
+  assert_int_equal(mw_shard_flush(s, on_done, &d), 0);
+  run_until(&e.loop, &d.fired);
+  assert_int_equal(d.status, 0);
+  mw_shard_stats(s, &st);
+  assert_int_equal(st.sstables, 2);
+  assert_int_equal(st.memtable_rows, 0);
+  expect_sstables_hold_model(&e, s, &mod);
+  er_model_free(&mod);
+  env_close(&e);
+}
+
 /* ----------------------------------------------------- self-recovery */
 
 static bool state_is(poll_ctx_t *p) { return mw_shard_state(p->s) == (mw_shard_state_t)p->arg; }
@@ -2132,6 +2266,7 @@ int main(void) {
       cmocka_unit_test(test_flush_retried_after_failure),
       cmocka_unit_test(test_auto_reclaim_after_wal_failure),
       cmocka_unit_test(test_flush_manifest_commit_recovers),
+      cmocka_unit_test_teardown(test_flush_readback_refused, hook_off),
       cmocka_unit_test(test_one_failed_fsync),
       cmocka_unit_test(test_router_bucket),
       cmocka_unit_test(test_drop_table),
