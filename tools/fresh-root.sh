@@ -156,7 +156,12 @@ deadline=$((SECONDS + ${MW_FRESH_TIMEOUT_S:-1800}))
 bash /root/command.sh > "$logs/command.log" 2>&1 &
 pid=$!
 # Ready when the daemon accepts on its port: until then install-deps and the build run.
+installed=""
 until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+  if [ -z "$installed" ] && grep -q '^install-deps: ok' "$logs/command.log"; then
+    installed=$SECONDS
+    echo "fresh-root: install-deps done after $installed s"
+  fi
   if ! kill -0 "$pid" 2>/dev/null; then
     wait "$pid"; rc=$?
     tail -15 "$logs/command.log"
@@ -165,7 +170,7 @@ until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
   [ "$SECONDS" -lt "$deadline" ] || { tail -15 "$logs/command.log"; fail "nothing listening on port $port after ${MW_FRESH_TIMEOUT_S:-1800} s"; }
   sleep 1
 done
-echo "fresh-root: installed, built and listening on port $port after $SECONDS s"
+echo "fresh-root: built and listening on port $port after $SECONDS s"
 exec 3<>"/dev/tcp/127.0.0.1/$port"
 printf '{"id":1,"name":"a"}\nSYNC\nQUIT\n' >&3
 reply=$(timeout 60 cat <&3)
