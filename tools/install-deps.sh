@@ -12,7 +12,9 @@
 #           gets the npm registry's `node` package, 22.x, in /usr/local),
 #           systemd (systemd-analyze verify, systemd-sysusers and
 #           systemd-tmpfiles on the installed service), man-db and groff-base
-#           (man: pages the unit names; the man pages render), rsyslog (a
+#           (man: pages the unit names; the man pages render), procps
+#           (ps for tools/rgw.sh, /bin/kill the unit's ExecReload names:
+#           not in a minbase root), rsyslog (a
 #           real log shipper forwarding JSON over TCP), and Ceph's S3
 #           gateway on a one-node cluster for the S3 tests (ceph-mon, ceph-osd,
 #           radosgw, ceph-common, uuid-runtime; tools/rgw.sh starts it),
@@ -26,7 +28,7 @@ pkgs="meson ninja-build gcc pkg-config protobuf-c-compiler libprotobuf-dev
   liburing-dev libinih-dev libsystemd-dev uuid-dev"
 if [ "${1:-}" = "--test" ]; then
   pkgs="$pkgs libcmocka-dev python3 clang libfuzzer-14-dev libclang-rt-14-dev systemd man-db
-    groff-base rsyslog debootstrap git"
+    groff-base rsyslog debootstrap git procps"
   pkgs="$pkgs ceph-mon ceph-osd radosgw ceph-common uuid-runtime curl"
   command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
   command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
