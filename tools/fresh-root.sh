@@ -63,7 +63,9 @@ work=""
 ns=""
 cleanup() { # end the chroot's namespace, copy the logs out, remove the root if nothing is mounted under it
   if [ -n "$ns" ] && kill -0 "$ns" 2>/dev/null; then
-    kill -TERM "$ns"  # unshare --kill-child: its PID namespace, and so every process in the root, ends
+    # unshare --fork ignores SIGTERM while it waits for its child: KILL it, and --kill-child
+    # ends the namespace's first process, and with it every process in the root
+    kill -KILL "$ns"
     wait "$ns" 2>/dev/null || true
   fi
   [ -n "$work" ] || return 0
@@ -111,11 +113,12 @@ fi
 root=$work/root
 mkdir "$root"
 tar -C "$root" -xf "$pristine"
-# This machine's network as it is: its resolver, and the certificate authorities its
+# This machine's network as it is: its resolver and hosts file, and the certificate authorities its
 # administrator added (/usr/local/share/ca-certificates, which Debian's ca-certificates adds
 # to the system store when command 2 installs it), so the root reaches the npm registry as
 # the machine does. Nothing of the project's comes from outside the clone.
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+cp /etc/hosts "$root/etc/hosts"  # debootstrap writes none (Debian's installer does): no localhost
 if [ -d /usr/local/share/ca-certificates ]; then
   mkdir -p "$root/usr/local/share/ca-certificates"
   cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
@@ -197,6 +200,7 @@ INNER
 set +e
 unshare --mount --pid --fork --kill-child --propagation private -- /bin/bash -c '
   set -e; r=$1
+  mount --bind "$r" "$r"  # the root a mount point, as on a machine: tests make / rprivate
   mount -t proc proc "$r/proc"
   mount --rbind /sys "$r/sys"
   mount --rbind /dev "$r/dev"
