@@ -9,7 +9,8 @@
 #           (the interop suite installs @lancedb/lancedb 0.39.0 from npm;
 #           tests/interop needs node >= 20 and LanceDB 0.39.0 declares
 #           >= 22: a node older than 20 on PATH, Debian 12's 18 included,
-#           gets the npm registry's `node` package, 22.x, in /usr/local),
+#           gets the npm registry's `node` package, 22.x, in /usr/local,
+#           and an npm older than 10 the registry's npm 11),
 #           systemd (systemd-analyze verify, systemd-sysusers and
 #           systemd-tmpfiles on the installed service), man-db and groff-base
 #           (man: pages the unit names; the man pages render), procps
@@ -23,6 +24,8 @@
 set -eu
 NODE_FROM_NPM=22.23.3   # when the node on PATH is older than NODE_MIN_MAJOR
 NODE_MIN_MAJOR=20       # tests/interop/package.json "engines"
+NPM_FROM_NPM=11.19.1    # when npm is older than NPM_MIN_MAJOR
+NPM_MIN_MAJOR=10        # writes package-lock.json's "libc" fields, as the committed lock has
 pkgs="meson ninja-build gcc pkg-config protobuf-c-compiler libprotobuf-dev
   libuv1-dev libprotobuf-c-dev libroaring-dev libcurl4-openssl-dev libzstd-dev
   liburing-dev libinih-dev libsystemd-dev uuid-dev"
@@ -55,6 +58,14 @@ if [ "${1:-}" = "--test" ]; then
       echo "install-deps: node on PATH is still $(node --version): put /usr/local/bin before /usr/bin" >&2
       exit 1
     fi
+  fi
+  # npm 9 (Debian 12's) rewrites tests/interop/package-lock.json on install (it drops the
+  # lock's "libc" fields), so the README's `npm install` would leave the tree modified
+  npm_major=$(npm --version 2>/dev/null | cut -d. -f1)
+  if [ "${npm_major:-0}" -lt "$NPM_MIN_MAJOR" ]; then
+    echo "install-deps: npm $(npm --version) is older than $NPM_MIN_MAJOR: installing npm@$NPM_FROM_NPM into /usr/local"
+    npm install -g --prefix /usr/local --no-audit --no-fund --loglevel=error "npm@$NPM_FROM_NPM"
+    hash -r
   fi
 fi
 echo "install-deps: ok"
