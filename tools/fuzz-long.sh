@@ -9,7 +9,7 @@
 #   FUZZ_MAX_SECONDS=1200 tools/fuzz-long.sh    # also stop each target after 20 min
 #
 # Configures FUZZ_BUILD (default build-fuzz) with
-#   CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false
+#   CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=disabled
 # if needed. Keeps per target in FUZZ_OUT (default $FUZZ_BUILD/long):
 #   <name>.log      libFuzzer's output          <name>.corpus/  the grown corpus
 #   <name>-crash-*  crash / leak / timeout / oom inputs (libFuzzer artifacts)
@@ -28,7 +28,9 @@ OUT=${FUZZ_OUT:-$BUILD/long}
 MAX_SECONDS=${FUZZ_MAX_SECONDS:-0}
 
 if [ ! -f "$BUILD/build.ninja" ]; then
-  CC=clang meson setup "$BUILD" -Dfuzz=true -Dtests=false >/dev/null || { echo "fuzz configure failed"; exit 1; }
+  CC=clang meson setup "$BUILD" -Dfuzz=true -Dtests=disabled >/dev/null || { echo "fuzz configure failed"; exit 1; }
+else  # a build dir from before `tests` was a feature option has it reset to auto
+  meson configure "$BUILD" -Dtests=disabled >/dev/null || { echo "fuzz configure failed"; exit 1; }
 fi
 ninja -C "$BUILD" >/dev/null || { echo "fuzz build failed"; exit 1; }
 mkdir -p "$OUT"

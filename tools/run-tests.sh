@@ -5,6 +5,10 @@
 #   2. an ASan+UBSan build: the same suites again
 #   3. each libFuzzer target for FUZZ_SECONDS (default 60) from its committed
 #      corpus, two targets at a time
+#   4. README command 1 on a bare Debian 12 root from a clean clone of the
+#      committed HEAD (tools/fresh-root.sh): one test, passed or failed
+# The builds are configured with -Dtests=enabled (a missing cmocka fails here;
+# README command 1's tools/build.sh leaves it at auto).
 # Prints meson's summary per build and ends with one line
 #   "memwald tests: N passed, M failed, K skipped"
 # where K counts whole tests that skipped (exit 77: e.g. io_uring refused by
@@ -89,14 +93,19 @@ if [ -z "${MW_S3_ENDPOINT:-}" ]; then
   fi
 fi
 
+configure() { # DIR OPTION...: set up DIR once; the options are applied on every run
+  local dir=$1; shift
+  if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "$@" >/dev/null; else meson setup "$dir" "$@"; fi
+}
+
 step "build (debugoptimized)"
-{ [ -f build/build.ninja ] || meson setup build; } && ninja -C build || { echo "build failed"; exit 1; }
+configure build -Dtests=enabled && ninja -C build || { echo "build failed"; exit 1; }
 step "tests (build)"
 meson test -C build --print-errorlogs --num-processes 2 || fail=1
 count build
 
 step "build (address,undefined sanitizers)"
-{ [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false; } \
+configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dtests=enabled \
   && ninja -C build-asan || { echo "sanitizer build failed"; exit 1; }
 step "tests (build-asan)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 meson test -C build-asan --print-errorlogs --num-processes 2 || fail=1
@@ -127,7 +136,7 @@ fuzz_result() { # $1 = target name, $2 = its exit status: print and count
     failed=$((failed + 1)); fail=1
   fi
 }
-if [ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false >/dev/null; then
+if CC=clang configure build-fuzz -Dfuzz=true -Dtests=disabled >/dev/null; then
   if ninja -C build-fuzz; then
     fuzz_targets=()
     for t in build-fuzz/fuzz/fuzz_*; do
@@ -146,6 +155,16 @@ if [ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true 
   fi
 else
   echo "fuzz configure failed"; failed=$((failed + 1)); fail=1
+fi
+
+step "fresh Debian 12 root: README command 1 from a clean clone (tools/fresh-root.sh)"
+# One test: debootstrap's bare root (cached), the committed HEAD cloned inside,
+# README command 1 run there, one row written and its SYNC answered.
+if tools/fresh-root.sh; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); fail=1
+  fails="${fails}FAILED fresh-root: README command 1 on a bare Debian 12 root (logs in ${MW_FRESH_CACHE:-/var/cache/memwald-fresh}/logs)"$'\n'
 fi
 
 echo

@@ -8,7 +8,9 @@
  * for their grace period, counters). Borrows the table, its shards (only
  * those ACTIVE here are collected, under their epoch) and the compactor's
  * per-shard state (which generation the base records as compacted, since
- * when). Uses its own manifest operation, never a shard's.
+ * when). Uses its own manifest operation, never a shard's, on the shard's
+ * manifest store: a stop of the shard (seal, release, abort) waits for a
+ * trim in flight there (shard.c progress), and GC starts none meanwhile.
  *
  * Per shard, in this order, one step per tick:
  *   scan    once per process: LIST `_mem_wal/<uuid>/` for the lowest WAL

@@ -96,12 +96,18 @@ static void hint_key(const mw_mstore_t *ms, char *out, size_t n) {
 
 /* ------------------------------------------------------------------ finish */
 
+/* The op ends: its callback, then the store's on_idle when it was the last
+ * one in flight (the callback may have started another). */
 static void finish(mw_mstore_op_t *op, int status) {
+  mw_mstore_t *ms = op->ms;
   assert(op->busy);
+  assert(ms->n_busy > 0);
   op->busy = false;
   op->phase = P_IDLE;
-  if (status < 0 && op->err.code == 0) mw_err_set(&op->err, status, "shard %s: %s", op->ms->shard_str, mw_strerror(status));
+  ms->n_busy--;
+  if (status < 0 && op->err.code == 0) mw_err_set(&op->err, status, "shard %s: %s", ms->shard_str, mw_strerror(status));
   op->cb(op, status);
+  if (ms->n_busy == 0 && ms->on_idle != NULL) ms->on_idle(ms->idle_arg);
 }
 
 static void set_cache(mw_mstore_t *ms, const mw_shard_manifest_t *m) {
@@ -413,16 +419,21 @@ static int start(mw_mstore_t *ms, mw_mstore_op_t *op, int kind, uint64_t epoch, 
   op->attempts = 0;
   op->stored_epoch = 0;
   mw_err_clear(&op->err);
+  assert(ms->n_busy < MW_MSTORE_MAX_OPS);
   op->busy = true;
+  ms->n_busy++;
   op->req.data = op;
   return 0;
 }
 
-/* First submission failed: the op is idle again and the callback will not run. */
+/* First submission failed: the op is idle again and the callback will not
+ * run (nor on_idle: the caller learns it from the return value). */
 static int started(mw_mstore_op_t *op, int rc) {
   if (rc < 0) {
+    assert(op->ms->n_busy > 0);
     op->busy = false;
     op->phase = P_IDLE;
+    op->ms->n_busy--;
   }
   return rc;
 }

@@ -18,6 +18,8 @@
  *
  * After every successful manifest put, version_hint.json is overwritten
  * (plain put, best effort: a failure is logged, §1.3) before the callback.
+ * The store counts its operations in flight and tells its owner when the
+ * last one ends (on_idle).
  *
  * Model: as storage.h — a start function returns a negative errno at once
  * (the callback will not run) or 0, and the callback runs exactly once later
@@ -44,6 +46,7 @@
 #define MW_MSTORE_CLAIM_ATTEMPTS 16
 #define MW_MSTORE_COMMIT_ATTEMPTS 10
 #define MW_MSTORE_MAX_PROBES 16
+#define MW_MSTORE_MAX_OPS 64
 /* "_mem_wal/" + uuid + "/manifest/" + name */
 #define MW_MSTORE_DIR_BYTES 64
 #define MW_MSTORE_KEY_BYTES 192
@@ -57,6 +60,15 @@ typedef struct mw_mstore {
   uint32_t scan_batch;    /* manifest_scan_batch_size, 1..MW_MSTORE_MAX_PROBES */
   bool has_cached;
   mw_shard_manifest_t cached;
+  /* Operations in flight on this store, whoever runs them (the shard, its
+   * flusher, its WAL's fence checks, GC's trim), at most MW_MSTORE_MAX_OPS. */
+  uint32_t n_busy;
+  /* Called on the loop after an operation's callback has run when no
+   * operation is left in flight (NULL: nobody listens). The shard's stops
+   * (release, abort, seal) wait for it: once one answers, no manifest of
+   * this process is still on its way to storage. */
+  void (*on_idle)(void *arg);
+  void *idle_arg;
 } mw_mstore_t;
 
 typedef struct mw_mstore_op mw_mstore_op_t;

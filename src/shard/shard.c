@@ -1128,26 +1128,37 @@ static void progress(mw_shard_t *s) {
   }
   if (!s->stopping || s->state != MW_SS_ACTIVE) return;
   if (!mw_wal_idle(&s->wal)) return;
+  /* GC's trim may still be committing a manifest: a stop answers after it
+   * (on_manifests_idle calls back here), so nothing of ours lands after. */
   if (s->ctl == CTL_RELEASE) {
     freeze_active(s);
-    if (s->n_frozen > 0 || s->flush.busy) return;
+    if (s->n_frozen > 0 || s->flush.busy || s->ms.n_busy > 0) return;
     char msg[96];
     snprintf(msg, sizeof msg, "shard %s released", s->id_str);
     park(s, MW_SS_CLOSED, -ESHUTDOWN, msg);
     s->ctl_status = 0;
     return;
   }
-  if (s->ctl == CTL_ABORT && !s->flush.busy) {
+  if (s->ctl == CTL_ABORT && !s->flush.busy && s->ms.n_busy == 0) {
     char msg[96];
     snprintf(msg, sizeof msg, "shard %s aborted (unflushed rows stay in the WAL)", s->id_str);
     park(s, MW_SS_CLOSED, -ESHUTDOWN, msg);
     s->ctl_status = 0;
     return;
   }
-  if (s->ctl == CTL_SEAL && !s->flush.busy && !s->op.busy) {
+  if (s->ctl == CTL_SEAL && !s->flush.busy && !s->op.busy && s->ms.n_busy == 0) {
     int rc = mw_mstore_commit_update(&s->ms, &s->op, s->epoch, seal_update, s, on_sealed);
     if (rc < 0) park(s, rc == -ESTALE ? MW_SS_FENCED : MW_SS_FAILED, rc, s->op.err.msg);
   }
+}
+
+/* The shard's manifest store has nothing in flight: a stop that waited for
+ * GC's trim (progress) moves on. */
+static void on_manifests_idle(void *arg) {
+  mw_shard_t *s = arg;
+  assert(s != NULL);
+  assert(s->ms.n_busy == 0);
+  if (s->stopping && !s->closing) progress(s);
 }
 
 /* An operator's claim of a shard this process holds ACTIVE. An idle shard
@@ -1398,6 +1409,8 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
     return mw_err_set(err, -EINVAL, "shard: durable_write needs a WAL flush trigger");
   mw_shard_uuid_format(shard_id, s->id_str);
   mw_mstore_init(&s->ms, st, shard_id, cfg->shard_spec_id, cfg->manifest_scan_batch_size);
+  s->ms.on_idle = on_manifests_idle;
+  s->ms.idle_arg = s;
   mw_mstore_op_init(&s->op);
   s->op.data = s;
   mw_shard_manifest_init(&s->claimed);

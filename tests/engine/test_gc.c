@@ -42,6 +42,11 @@
  *                 up to the newest and the hint names one of them; a stale
  *                 hint naming a deleted version still leads our claim to the
  *                 newest (LIST fallback), not to a version GC freed.
+ *   release_waits_for_trim  a release that begins while GC's trim (a
+ *                 commit of the shard manifest) is on its way to storage
+ *                 answers after the trim landed: the manifest the released
+ *                 shard holds is the newest on storage, and none comes
+ *                 later (a busy machine's test_history found one).
  *   history_peer_cleanup  a peer commits a version and its cleanup deletes
  *                 our listing's newest between our LIST and our GET of it
  *                 (split_brain_gc's lost data files): that run deletes
@@ -1112,6 +1117,63 @@ static void test_history_peer_cleanup(void **state) {
   env_free(&e);
 }
 
+/* ------------------------------------------------ release waits for trim */
+
+/* The newest shard-manifest version in the shard's manifest/ directory. */
+static uint64_t newest_shard_manifest(const env_t *e) {
+  char *md = tu_strf("%s/_mem_wal/" UNSHARDED "/manifest", e->dir);
+  size_t n;
+  char **names = list_dir(md, "", &n);
+  uint64_t hi = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v;
+    if (mw_shard_manifest_name_parse(names[i], &v) == 0 && v > hi) hi = v;
+  }
+  free_list(names, n);
+  free(md);
+  return hi;
+}
+
+/* A manifest operation in flight while the shard itself is idle: GC's trim. */
+static bool manifest_op_in_flight(void *arg) {
+  mw_shard_t *s = arg;
+  return s->ms.n_busy > 0;
+}
+
+static void test_release_waits_for_trim(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e);
+  mw_table_t *t = open_table(&e, "on"); /* grace 0: a trim right after a compaction */
+  mw_shard_t *s = unsharded(t);
+  er_model_t m;
+  er_model_init(&m, 41, 500);
+  for (int i = 0; i < 3; i++) assert_int_equal(write_one(&e, s, t, &m, 60), 0);
+  ctl(&e, mw_shard_flush, s);
+  /* every storage operation starts 100 ms late: the trim's put is long on
+   * its way, and a release of an idle shard needs none */
+  mw_storage_fault_t f = {.delay_ms = 100};
+  assert_int_equal(mw_storage_fault_set(t->st, &f), 0);
+  done_t d = {0};
+  assert_int_equal(mw_table_compact(t, on_compacted, &d), 0);
+  run_until(&e.loop, flag_set, &d.fired);
+  if (d.status != 0) fail_msg("compaction: %s", d.reason);
+  mw_gc_stats_t gs0, gs;
+  mw_gc_stats(t->gc, &gs0);
+  run_until(&e.loop, manifest_op_in_flight, s);
+  ctl(&e, mw_shard_release, s);
+  assert_int_equal(s->ms.n_busy, 0);
+  uint64_t held = s->ms.cached.version;
+  mw_gc_stats(t->gc, &gs);
+  assert_int_equal(gs.trims, gs0.trims + 1); /* the trim landed before the release answered */
+  assert_int_equal(s->ms.cached.n_sstables, 0);
+  assert_int_equal(mw_storage_fault_set(t->st, NULL), 0);
+  close_table(&e, t);
+  assert_int_equal(newest_shard_manifest(&e), held);
+  er_model_free(&m);
+  env_free(&e);
+}
+
 int main(void) {
   mw_log_init();
   mw_log_set_level(getenv("MW_TEST_LOG") ? MW_LOG_INFO : MW_LOG_WARN);
@@ -1126,6 +1188,7 @@ int main(void) {
       cmocka_unit_test(test_trim_lost_to_claim),
       cmocka_unit_test(test_history),
       cmocka_unit_test(test_history_peer_cleanup),
+      cmocka_unit_test(test_release_waits_for_trim),
   };
   return cmocka_run_group_tests_name("gc", tests, NULL, NULL);
 }
