@@ -1,7 +1,9 @@
 #!/bin/sh
 # bootstrap_lancedb.sh TOOL — LanceDB 0.39.0 opens tables memwald created
 # (unsharded, bucket(id,4), identity(region)), reports the same write spec,
-# writes rows through its LSM writer (mergeInsert) and reads them back.
+# writes rows through its LSM writer (mergeInsert) and reads them back; then
+# memwal-inspect decodes and verifies the three tables
+# (tests/inspect/inspect_tables.py, MW_INSPECT).
 # Needs node >= 20 and tests/interop/node_modules.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,4 +32,5 @@ run identity 'identity(region)' \
   '{"specType":"identity","column":"region","maintainedIndexes":[],"writerConfigDefaults":{"max_wal_flush_interval_ms":"50"}}' \
   '[{"id":10,"region":"eu","v":1},{"id":11,"region":"eu","v":2}]' \
   max_wal_flush_interval_ms=50
+python3 "$here/../inspect/inspect_tables.py" --min-tables 3 "$scratch"
 rm -rf "$scratch"

@@ -28,6 +28,8 @@ blocking half on a thread of its own per table (daemon/tables.c), so:
              completes. d added back afterwards opens and serves: nothing
              half-registered was left under its name.
 
+At the end memwal-inspect decodes and verifies the four tables on S3.
+
 The hold is the proxy's: a request waits until the test releases it — no
 clock stands in for the slowness. TAP output.
 """
@@ -212,6 +214,8 @@ listen = 127.0.0.1:0
         want["d"] = {i: i * 7 for i in range(3000, 3100)}
         check("LanceDB 0.39.0 reads every acknowledged row of the four tables from S3", not errs and got == want,
               errs + f" got {[(t, len(v)) for t, v in got.items()]}")
+        for t in ("a", "b", "c", "d"):  # every object decodes, verify passes, on S3
+            e2e_util.inspect_under(f"s3://{bucket}/db/{t}.lance")
     finally:
         proxy.release()
         if d.p.poll() is None:

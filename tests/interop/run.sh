@@ -89,14 +89,13 @@ esac
 # (tests/inspect/inspect_tables.py); `ours-only` unlists Lance's SSTables by
 # construction (our SSTable covers the same WAL rows): verify names that, and
 # must find nothing else. On S3 the objects are inspected where they are
-# (memwal-inspect reads through the storage layer).
-if [ -n "${MW_INSPECT:-}" ]; then
-  set --
-  [ "$kind $what" = "vector ours-only" ] && set -- --allow "left the manifest before compaction"
-  case $t in
-    s3://*) python3 "$here/../inspect/inspect_tables.py" "$@" --table "$t" ;;
-    *) python3 "$here/../inspect/inspect_tables.py" --min-tables 1 "$@" "$scratch" ;;
-  esac
-fi
+# (memwal-inspect reads through the storage layer). Not optional: without
+# memwal-inspect (MW_INSPECT, which meson sets) the scenario fails.
+set --
+[ "$kind $what" = "vector ours-only" ] && set -- --allow "left the manifest before compaction"
+case $t in
+  s3://*) python3 "$here/../inspect/inspect_tables.py" "$@" --table "$t" ;;
+  *) python3 "$here/../inspect/inspect_tables.py" --min-tables 1 "$@" "$scratch" ;;
+esac
 case $t in s3://*) s3_table_down "$t" ;; esac
 rm -rf "$scratch"

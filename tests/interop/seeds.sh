@@ -3,7 +3,7 @@
 # and without zone write seeds v1 into two copies of a vector's table; then
 # seeds.mjs checks that LanceDB 0.39.0 reads the plain copy, refuses the
 # seeded one (FLAG_ZONE_WRITE_SEEDS), and that apache-arrow reads every seed
-# with exactly the statistics the rows give.
+# with exactly the statistics the rows give; memwal-inspect verifies both.
 #
 #   seeds.sh TOOL
 #
@@ -31,4 +31,7 @@ rc=0
 node "$here/seeds.mjs" "$scratch/seeded.lance" "$scratch/plain.lance" "$scratch/rows.jsonl" > "$scratch/log" 2>&1 || rc=$?
 grep -v ' WARN ' "$scratch/log" || true
 [ "$rc" -eq 0 ] || exit "$rc"
+# both tables decode with memwal-inspect (zone seeds checked against the
+# values) and verify passes (tests/inspect/inspect_tables.py, MW_INSPECT)
+python3 "$here/../inspect/inspect_tables.py" --min-tables 2 "$scratch"
 rm -rf "$scratch"
