@@ -33,6 +33,8 @@ function locate(vector, i) {
   throw new Error(`row ${i} past the end of a ${vector.length}-row vector`);
 }
 
+const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true, fatal: true });
+
 function int128(words, j) {
   let v = 0n;
   for (let w = 3; w >= 0; w--) v = (v << 32n) | BigInt(words[4 * j + w] >>> 0);
@@ -49,7 +51,13 @@ export function exactCell(vector, i) {
     }
     case T.Float: return vector.get(i);
     case T.Bool: return vector.get(i);
-    case T.Utf8: case T.LargeUtf8: return vector.get(i);
+    case T.Utf8: case T.LargeUtf8: {
+      // decoded here: apache-arrow's get() drops a leading U+FEFF (its
+      // TextDecoder strips a byte order mark), which is part of the value
+      const { d, j } = locate(vector, i);
+      const off = d.valueOffsets;
+      return UTF8.decode(d.values.subarray(Number(off[j]), Number(off[j + 1])));
+    }
     case T.Binary: case T.LargeBinary: case T.FixedSizeBinary: return Array.from(vector.get(i));
     case T.Timestamp: case T.Date: case T.Time: {
       const { d, j } = locate(vector, i);
