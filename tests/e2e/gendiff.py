@@ -51,6 +51,7 @@ import argparse
 import json
 import os
 import random
+import re
 import select
 import shutil
 import signal
@@ -104,11 +105,28 @@ class Worker:
     when it succeeded); one command at a time. Node's stderr goes to log."""
 
     def __init__(self, log, env):
+        self.logpath, self.env = log, env
         self.log = open(log, "w")
+        self.start()
+
+    def start(self):
         self.p = subprocess.Popen(["node", NODE, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.log, env=env, text=True)
+                                  stderr=self.log, env=self.env, text=True)
         self.busy = False
         CHILDREN.append(self.p)
+
+    def died(self):
+        """When the process has died (LanceDB aborts the whole process on
+        some files): its exit and the tail of its log, and a new process
+        started; else None."""
+        if self.p.poll() is None:
+            return None
+        self.log.flush()
+        with open(self.logpath, errors="replace") as f:
+            tail = [l for l in f.read().splitlines() if " WARN " not in l and not re.match(r"\s+(\d+:|at) ", l)][-6:]
+        why = f"exit {self.p.returncode}: " + " | ".join(tail)
+        self.start()
+        return why
 
     def submit(self, *words):
         assert not self.busy, "one command at a time"
@@ -121,8 +139,12 @@ class Worker:
         self.busy = False
         r, _, _ = select.select([self.p.stdout], [], [], timeout)
         line = self.p.stdout.readline() if r else ""
+        if not line and self.p.poll() is None:
+            self.p.kill()  # hung: a new process takes the next command
+            self.p.wait()
+            return f"gendiff.mjs serve gave no reply within {timeout} s: {self.died()}"
         if not line:
-            return f"gendiff.mjs serve gave no reply within {timeout} s (exit {self.p.poll()})"
+            return f"gendiff.mjs serve died: {self.died()}"
         reply = json.loads(line)
         return None if reply["ok"] else reply["error"][-1500:]
 
@@ -284,9 +306,14 @@ class Run:
         rc, out, err = ctl(sock, *args, timeout=1800)
         return None if rc == 0 else f"memwalctl {' '.join(args)} ({what}) failed: rc={rc} {out} {err}".strip()
 
-    def read(self, bdir, stage, seeds):
-        e = self.reader.run("read", bdir, stage, *seeds)
-        return e and f"gendiff.mjs read {stage} failed: {e}"
+    def read(self, bdir, stage, seeds, probs):
+        """LanceDB reads each case's table, one table a command: a reader
+        that dies on a table (LanceDB aborts the process on some files) is
+        that case's problem, and a new reader goes on with the next."""
+        for s in seeds:
+            e = self.reader.run("read", bdir, stage, s)
+            if e:
+                probs[s].append(f"{stage}: LanceDB's reader failed on memwald's table: {e[-800:]}")
 
     def batch(self, bdir, seeds):
         """One batch at the daemon, its cases judged; prepare already ran."""
@@ -338,13 +365,19 @@ class Run:
                         probs[c["seed"]].append(e)
             self.timed(cmd, t0)
             t0 = time.monotonic()
-            broken = broken or self.read(bdir, stage, [c["seed"] for c in cases])
+            if not broken:
+                self.read(bdir, stage, [c["seed"] for c in cases], probs)
             self.timed("read", t0)
             if broken:
+                for c in cases:
+                    probs[c["seed"]].append(f"{stage}: not judged, the batch broke: {broken[:300]}")
                 break
             ph = dict(STAGES)[stage]
             for c in cases:
-                probs[c["seed"]] += judge_stage(os.path.join(bdir, f"s{c['seed']}"), stage, ph)
+                cdir = os.path.join(bdir, f"s{c['seed']}")
+                if os.path.exists(os.path.join(cdir, f"{stage}.jsonl")) or os.path.exists(
+                        os.path.join(cdir, f"{stage}.error")):
+                    probs[c["seed"]] += judge_stage(cdir, stage, ph)
         t0 = time.monotonic()
         rc = d.stop(timeout=300)
         if rc != 0 and not broken:
