@@ -37,7 +37,8 @@ column), and the command that reruns that one seed.
              [--batch B] [--long] [--keep]
 
 Case i of a run has seed BASE + i. Defaults come from the environment, so
-`meson test gendiff` takes them too: MW_GENDIFF_CASES (default 200),
+`meson test gendiff` takes them too: MW_GENDIFF_CASES (default 200; meson
+says 50 in a sanitizer build through MW_GENDIFF_DEFAULT_CASES),
 MW_GENDIFF_SECONDS (stop starting batches after this long; with it and no
 case count, cases are unlimited), MW_GENDIFF_SEED (default: a random base,
 printed), MW_GENDIFF_BATCH (cases per daemon, default 25), MW_GENDIFF_LONG=1
@@ -380,8 +381,13 @@ class Run:
                     probs[c["seed"]] += judge_stage(cdir, stage, ph)
         t0 = time.monotonic()
         rc = d.stop(timeout=300)
-        if rc != 0 and not broken:
-            broken = f"the daemon exited {rc} on SIGTERM: " + "\n".join(d.lines[-20:])
+        with open(os.path.join(bdir, "memwald.log"), "w") as f:
+            f.write("\n".join(d.lines) + "\n")
+        if rc != 0 and not broken:  # a sanitizer's report: its first lines and its summary
+            report = [l for l in d.lines if "ERROR: " in l or "SUMMARY: " in l or "runtime error" in l]
+            first = next((i for i, l in enumerate(d.lines) if "ERROR: " in l or "leak of" in l), len(d.lines))
+            broken = (f"the daemon exited {rc} on SIGTERM (its log: {bdir}/memwald.log): "
+                      + "\n".join(report[:3] + d.lines[first:first + 12] + d.lines[-3:]))
         for c in cases:
             t = os.path.join(bdir, f"s{c['seed']}", "mw", "t.lance")
             if self.inspect is None:
@@ -435,8 +441,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     a = ap.parse_args()
     e2e_util.MEMWALD, e2e_util.MEMWALCTL = a.memwald, a.memwalctl
-    if a.cases < 0:
-        a.cases = 0 if a.seconds > 0 else 200
+    if a.cases < 0:  # meson sets the default: 200, or 50 in a sanitizer build
+        a.cases = 0 if a.seconds > 0 else env_int("MW_GENDIFF_DEFAULT_CASES", 200)
     if a.cases == 0 and a.seconds <= 0:
         ap.error("--cases 0 (unlimited) needs --seconds")
     if not os.path.isdir(os.path.join(HERE, "..", "interop", "node_modules", "apache-arrow-21")):
