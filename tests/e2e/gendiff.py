@@ -82,8 +82,11 @@ def env_int(name, default):
 
 
 def read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
+    """The file's lines, split at \\n only (str.splitlines also splits at
+    U+2028, U+0085 and others, which JSON.stringify leaves raw in strings)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        text = f.read()
+    return text[:-1].split("\n") if text else []
 
 
 def wrap_schema(schema, width=150):
