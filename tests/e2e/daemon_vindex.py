@@ -38,7 +38,7 @@ def scenario(tmp, dist, index, dim):
     r = subprocess.run(["node", VINDEX, "make", tmp, "--distance", dist, "--index", index, "--dim", str(dim),
                         "--rows", "0"], capture_output=True, text=True, timeout=180)
     check(f"{tag} LanceDB makes the table with a maintained vector index", r.returncode == 0
-          and '"vec_idx"' in r.stdout, r.stdout + r.stderr[-2000:])
+          and '"vec_idx"' in r.stdout, f"exit status {r.returncode}\n" + r.stdout + r.stderr[-2000:])
     if r.returncode != 0:
         return
     conf, sock = os.path.join(tmp, "memwald.conf"), os.path.join(tmp, "admin.sock")
