@@ -2304,14 +2304,19 @@ static int miniblock_chunks(rctx_t *x, rctx_t *xv, const Lance__Encodings21__Min
  * layer is nullable; non-zero = null) and, for a valid row, its length
  * (bits_per_offset wide) and bytes; buffer 1 is a repetition index of row
  * starts, not needed to read the page whole. The values may be FSST
- * (Fsst{table, Variable}, each value decompressed on its own). Two rows,
+ * (Fsst{table, Variable}, each value decompressed on its own) or, for
+ * values over 32 KiB, General{zstd, Variable}: each value u64 LE raw
+ * length || zstd frame (Lance's CompressedBufferEncoder). Two rows,
  * null then "abc":
  *   01 | 00 03 00 00 00 61 62 63 */
 static int fullzip_var(rctx_t *x, const Lance__Encodings21__FullZipLayout *fz) {
   const mw_field_t *f = x->fld;
   const CE *vc = fz->value_compression;
   const Lance__Encodings21__Fsst *fs = NULL;
-  if (vc->compression_case == CE_FSST) {
+  bool zs = vc->compression_case == CE_GENERAL && vc->general->compression != NULL &&
+            vc->general->compression->scheme == SCHEME_ZSTD; /* each value u64 raw || frame */
+  if (zs) vc = vc->general->values;
+  if (vc != NULL && vc->compression_case == CE_FSST && !zs) {
     fs = vc->fsst;
     vc = fs->values;
   }
@@ -2339,7 +2344,10 @@ static int fullzip_var(rctx_t *x, const Lance__Encodings21__FullZipLayout *fz) {
     uint64_t len = ow == 4 ? mw_load_u32le(p + at) : mw_load_u64le(p + at);
     at += ow;
     if (len > n - at) return BAD(x, "fullzip row %lld: %llu bytes past the buffer", x->col, x->page, (long long)i, (unsigned long long)len);
-    int rc = fs && t.compressed ? var_put_fsst(x, r, &t, p + at, (size_t)len, var_max) : var_put(x, r, p + at, (size_t)len);
+    const uint8_t *vp = p + at;
+    size_t vn = (size_t)len;
+    int rc = zs && vn > 0 ? zstd_buf(x, &x->scratch, &vp, &vn, var_max) : 0;
+    if (rc == 0) rc = fs && t.compressed ? var_put_fsst(x, r, &t, vp, vn, var_max) : var_put(x, r, vp, vn);
     if (rc < 0) return rc;
     if (x->c->values.len > var_max) return BAD(x, "values exceed %zu bytes", x->col, x->page, var_max);
     at += (size_t)len;
