@@ -56,40 +56,48 @@ static void put_text(char **p, size_t n, int64_t k, bool b64) {
   *p += m;
 }
 
+static void put(char **p, const char *s) {
+  size_t n = strlen(s);
+  memcpy(*p, s, n);
+  *p += n;
+}
+
 static void put_member(char **p, const char *name, size_t n, int64_t k, bool b64, bool list) {
-  *p += sprintf(*p, ", \"%s\":", name);
+  put(p, ", \"");
+  put(p, name);
+  put(p, "\":");
   if (n == 0) {
-    *p += sprintf(*p, "null");
+    put(p, "null");
     return;
   }
-  *p += sprintf(*p, list ? "[\"" : "\"");
+  put(p, list ? "[\"" : "\"");
   put_text(p, n, k, b64);
-  *p += sprintf(*p, list ? "\", null, \"x\"]" : "\"");
+  put(p, list ? "\", null, \"x\"]" : "\"");
 }
 
 static void rows(const mw_schema_t *s, int64_t from, int64_t to, int mix, mw_batch_t *b) {
   mw_jsonrow_parser_t jp;
   mw_jsonrow_error_t e;
-  char *line = malloc(LINE_MAX_BYTES);
-  assert_non_null(line);
+  static char line[LINE_MAX_BYTES];
   assert_int_equal(mw_jsonrow_init(&jp, s, NULL), 0);
   assert_int_equal(mw_batch_init(b, s), 0);
   for (int64_t k = from; k < to; k++) {
-    char *p = line;
-    p += sprintf(p, "{\"id\":%lld", (long long)k);
+    char *p = line, num[64];
+    snprintf(num, sizeof num, "{\"id\":%lld", (long long)k);
+    put(&p, num);
     put_member(&p, "s", len_of(k, 1, mix), k, false, false);
     put_member(&p, "ls", len_of(k, 2, mix), k, false, false);
     put_member(&p, "b", len_of(k, 3, mix), k, true, false);
     put_member(&p, "lb", len_of(k, 4, mix), k, true, false);
     put_member(&p, "l", len_of(k, 5, mix), k, false, true);
-    p += sprintf(p, ", \"st\":{\"a\":%lld", (long long)k);
+    snprintf(num, sizeof num, ", \"st\":{\"a\":%lld", (long long)k);
+    put(&p, num);
     put_member(&p, "t", len_of(k, 6, mix), k, false, false);
-    p += sprintf(p, "}}");
+    put(&p, "}}");
     assert_true((size_t)(p - line) < LINE_MAX_BYTES);
     if (mw_jsonrow_parse(&jp, line, (size_t)(p - line), false, b, &e) != 0) fail_msg("row %lld: %s", (long long)k, e.msg);
   }
   mw_jsonrow_free(&jp);
-  free(line);
 }
 
 static void dump(const mw_batch_t *b, mw_buf_t *out) {
