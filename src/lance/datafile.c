@@ -65,6 +65,7 @@
 #define CHUNK_BYTES 4096
 #define CHUNK_MAX_VALUES 4096
 #define CHUNK_MAX_DECODE_VALUES 32768
+#define VAR_MINIBLOCK_MAX_LEN 256 /* a longer utf8/binary value makes its page FullZip */
 #define FASTLANES_BLOCK 1024
 #define DEFAULT_ZSTD_LEVEL 3
 #define URL_PAGE21 "/lance.encodings21.PageLayout"
@@ -398,6 +399,7 @@ static int mb_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64
   for (int64_t row = start; row < end;) {
     int64_t cnt = mb_chunk_values(f, c, row, end);
     assert(cnt > 0 && cnt <= CHUNK_MAX_VALUES);
+    assert(cnt >= 2 || row + cnt == end); /* Lance refuses log_num_values 0 before the last */
     if ((rc = mb_chunk(w, f, c, row, cnt, nulls, row + cnt == end)) < 0) return rc;
     row += cnt;
   }
@@ -624,6 +626,18 @@ static bool bool_all_false(const mw_column_t *c) {
   return true;
 }
 
+static int fullzip_var_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64_t start,
+                            int64_t end);
+
+/* Longest value of rows [a, b) of a utf8/binary column (a null's is 0). */
+static size_t var_max_len(const mw_column_t *c, int64_t a, int64_t b) {
+  const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+  size_t m = 0;
+  for (int64_t r = a; r < b; r++)
+    if ((size_t)(off[r + 1] - off[r]) > m) m = (size_t)(off[r + 1] - off[r]);
+  return m;
+}
+
 static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) {
   if (c->length == 0) return 0;
   if (f->type == MW_T_BOOL && c->null_count == 0 && bool_all_false(c))
@@ -634,7 +648,9 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
   int rc;
   for (int64_t s = 0; s < c->length;) {
     int64_t e = mb_page_end(w, f, c, s);
-    rc = count_nulls(c, s, e) == e - s ? all_null_page(w, s, e - s) : mb_page(w, f, c, s, e);
+    if (count_nulls(c, s, e) == e - s) rc = all_null_page(w, s, e - s);
+    else if (is_var(f) && var_max_len(c, s, e) >= VAR_MINIBLOCK_MAX_LEN) rc = fullzip_var_page(w, f, c, s, e);
+    else rc = mb_page(w, f, c, s, e);
     if (rc < 0) return rc;
     s = e;
   }
@@ -819,6 +835,67 @@ static void value_compression(const mw_field_t *f, vcomp_t *v) {
     v->flat.bits_per_value = is_bool(f) ? 1 : 8 * mw_type_width(f);
     v->ce.compression_case = CE_FLAT, v->ce.flat = &v->flat;
   }
+}
+
+/* Rows [start, end) of a utf8/binary column holding a value of
+ * VAR_MINIBLOCK_MAX_LEN bytes or more: a FullZip page, as Lance writes
+ * such a page (its "narrow" test; MiniBlock chunks of two such values
+ * could not stay near 4 KiB, and a one-value chunk that is not a page's
+ * last is refused). Buffer 0: per row [control byte = def level, only
+ * when the page has nulls] + for a valid row its length (offset width)
+ * and bytes; buffer 1: the byte offset of each row start, plus the end,
+ * each as wide as Lance's BytepackedIntegerEncoder makes them (the
+ * narrowest of 1, 2, 4, 8 holding its bound on the buffer's length).
+ * Values stay uncompressed (Variable), zstd or not. */
+static int fullzip_var_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64_t start,
+                            int64_t end) {
+  assert(start < end);
+  assert(is_var(f));
+  const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
+  size_t ow = off_width(f), n = (size_t)(end - start);
+  bool nulls = count_nulls(c, start, end) > 0;
+  uint64_t bound = var_bytes(c, start, end) + (nulls ? n : 0) + ow * n;
+  size_t iw = bound <= UINT8_MAX ? 1 : bound <= UINT16_MAX ? 2 : bound <= UINT32_MAX ? 4 : 8;
+  mw_buf_reset(&w->data);
+  mw_buf_reset(&w->words);
+  int rc = 0;
+  uint8_t le[8];
+  for (int64_t r = start; r <= end && rc == 0; r++) {
+    for (size_t i = 0; i < iw; i++) le[i] = (uint8_t)((uint64_t)w->data.len >> (8 * i));
+    rc = mw_buf_append(&w->words, le, iw); /* the row's start (the end after the last) */
+    if (rc < 0 || r == end) break;
+    bool valid = mw_column_valid(c, r);
+    uint8_t ctrl = !valid;
+    if (nulls) rc = mw_buf_append(&w->data, &ctrl, 1);
+    if (rc < 0 || !valid) continue;
+    uint64_t len = (uint64_t)(off[r + 1] - off[r]);
+    for (size_t i = 0; i < ow; i++) le[i] = (uint8_t)(len >> (8 * i));
+    rc = mw_buf_append(&w->data, le, ow);
+    if (rc == 0 && len > 0) rc = mw_buf_append(&w->data, c->values.data + off[r], (size_t)len);
+  }
+  if (rc < 0) return rc;
+  assert(w->data.len <= bound);
+  vcomp_t vc;
+  value_compression(f, &vc);
+  Lance__Encodings21__RepDefLayer layer = nulls ? LAYER_NULLABLE : LAYER_ALL_VALID;
+  Lance__Encodings21__FullZipLayout fz = LANCE__ENCODINGS21__FULL_ZIP_LAYOUT__INIT;
+  fz.bits_def = nulls ? 1 : 0;
+  fz.details_case = LANCE__ENCODINGS21__FULL_ZIP_LAYOUT__DETAILS_BITS_PER_OFFSET;
+  fz.bits_per_offset = (uint32_t)(8 * ow);
+  fz.num_items = fz.num_visible_items = (uint32_t)n;
+  fz.value_compression = &vc.ce;
+  fz.n_layers = 1;
+  fz.layers = &layer;
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = PL_FULLZIP;
+  pl.full_zip_layout = &fz;
+  if ((rc = add_page(w, &pl.base, (uint64_t)n, (uint64_t)start)) < 0) return rc;
+  wpage_t *pg = &w->pages[w->n_pages - 1];
+  pg->n_bufs = 2;
+  pg->size[0] = w->data.len;
+  pg->size[1] = w->words.len;
+  if ((rc = put_buffer(w, w->data.data, w->data.len, &pg->off[0])) < 0) return rc;
+  return put_buffer(w, w->words.data, w->words.len, &pg->off[1]);
 }
 
 /* Raw u16 levels (Flat{16}) for a nested page. */
@@ -2227,14 +2304,19 @@ static int miniblock_chunks(rctx_t *x, rctx_t *xv, const Lance__Encodings21__Min
  * layer is nullable; non-zero = null) and, for a valid row, its length
  * (bits_per_offset wide) and bytes; buffer 1 is a repetition index of row
  * starts, not needed to read the page whole. The values may be FSST
- * (Fsst{table, Variable}, each value decompressed on its own). Two rows,
+ * (Fsst{table, Variable}, each value decompressed on its own) or, for
+ * values over 32 KiB, General{zstd, Variable}: each value u64 LE raw
+ * length || zstd frame (Lance's CompressedBufferEncoder). Two rows,
  * null then "abc":
  *   01 | 00 03 00 00 00 61 62 63 */
 static int fullzip_var(rctx_t *x, const Lance__Encodings21__FullZipLayout *fz) {
   const mw_field_t *f = x->fld;
   const CE *vc = fz->value_compression;
   const Lance__Encodings21__Fsst *fs = NULL;
-  if (vc->compression_case == CE_FSST) {
+  bool zs = vc->compression_case == CE_GENERAL && vc->general->compression != NULL &&
+            vc->general->compression->scheme == SCHEME_ZSTD; /* each value u64 raw || frame */
+  if (zs) vc = vc->general->values;
+  if (vc != NULL && vc->compression_case == CE_FSST && !zs) {
     fs = vc->fsst;
     vc = fs->values;
   }
@@ -2262,7 +2344,10 @@ static int fullzip_var(rctx_t *x, const Lance__Encodings21__FullZipLayout *fz) {
     uint64_t len = ow == 4 ? mw_load_u32le(p + at) : mw_load_u64le(p + at);
     at += ow;
     if (len > n - at) return BAD(x, "fullzip row %lld: %llu bytes past the buffer", x->col, x->page, (long long)i, (unsigned long long)len);
-    int rc = fs && t.compressed ? var_put_fsst(x, r, &t, p + at, (size_t)len, var_max) : var_put(x, r, p + at, (size_t)len);
+    const uint8_t *vp = p + at;
+    size_t vn = (size_t)len;
+    int rc = zs && vn > 0 ? zstd_buf(x, &x->scratch, &vp, &vn, var_max) : 0;
+    if (rc == 0) rc = fs && t.compressed ? var_put_fsst(x, r, &t, vp, vn, var_max) : var_put(x, r, vp, vn);
     if (rc < 0) return rc;
     if (x->c->values.len > var_max) return BAD(x, "values exceed %zu bytes", x->col, x->page, var_max);
     at += (size_t)len;

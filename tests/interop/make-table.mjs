@@ -4,7 +4,7 @@
 // shard (manifest, WAL entry, one SSTable) into it, so mw_sst_tool can add
 // generations on top.
 //
-//   node make-table.mjs DB_DIR --kind wide|strpk|types|nested
+//   node make-table.mjs DB_DIR --kind wide|strpk|types|nested|empty1|empty|emptybig|bigstr
 //
 // wide : id int64 PK, i32 int32, u32 uint32, u64 uint64, f32 float32,
 //        flag bool, bin binary, s utf8, vec fixed_size_list<float32, 4>
@@ -21,6 +21,8 @@
 //        holds 1, 300 (no list item at all: the flush) or 34 000
 //        rows (items only in keys 0..99: a nested column's first page holds
 //        32 767 levels with items, its second levels only)
+// bigstr: id int64 PK + types_lib.bigCatalogue (strings and binaries of
+//        1.5-40 KB among small ones and nulls, flat and nested; 300 rows)
 // Base rows: keys 0..19; then mergeInserts of keys 10..39 and 30..49
 // (updates and inserts; 30..39 twice, so Lance's SSTable gets a deletion
 // file) through the LSM writer, closed (flushed to generation 1).
@@ -41,9 +43,9 @@ const arrow = require("apache-arrow"); // LanceDB's copy: its tables pass instan
 const lib = await import("./types_lib.mjs");
 
 const [dbDir, flag, kind] = process.argv.slice(2);
-const EDGE = { empty1: [1, 0, 0], empty: [300, 0, 0], emptybig: [34000, 0, 100] }; // rows, fewFrom, few
+const EDGE = { empty1: [1, 0, 0], empty: [300, 0, 0], emptybig: [34000, 0, 100], bigstr: [300, 0, 0] }; // rows, fewFrom, few
 if (!dbDir || flag !== "--kind" || !["wide", "strpk", "types", "nested", ...Object.keys(EDGE)].includes(kind)) {
-  console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk|types|nested|empty1|empty|emptybig");
+  console.error("usage: node make-table.mjs DB_DIR --kind wide|strpk|types|nested|empty1|empty|emptybig|bigstr");
   process.exit(2);
 }
 const F = (n, t, nullable = true) => new arrow.Field(n, t, nullable);
@@ -68,6 +70,7 @@ if (kind === "wide") {
 // update changes every value (the row of key k + 1000 under key k)
 const edge = EDGE[kind];
 const cat = kind === "types" || kind === "nested" ? lib.catalogue(arrow, { nested: kind === "nested" })
+  : kind === "bigstr" ? lib.bigCatalogue(arrow)
   : edge ? lib.edgeCatalogue(arrow, { fewFrom: edge[1], few: edge[2] }) : null;
 const table = (rows) => {
   if (!cat) return lancedb.makeArrowTable(rows, { schema });

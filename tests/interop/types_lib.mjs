@@ -149,6 +149,43 @@ export function edgeCatalogue(arrow, opts = {}) {
   return cols.map(([name, type, text, value, nullable]) => ({ name, type, text, value, nullable: nullable ?? true }));
 }
 
+// utf8/binary values of 256 bytes and more (issue 26, gendiff seed 116):
+// Lance writes their pages FullZip; ours once made MiniBlock chunks of one
+// value that LanceDB refuses. Row k mixes small values, 1.5-3.5 KB values,
+// a 40 KB one now and then (Lance: per-value zstd), and nulls, in every
+// string and binary type; inside a list and a struct, up to 255 bytes.
+export function bigCatalogue(arrow) {
+  const F = (n, t, nullable = true) => new arrow.Field(n, t, nullable);
+  const len = (k, col) => {
+    const h = ((k * 2654435761) >>> 0) ^ (col * 40503);
+    if (h % 11 === 0) return null;
+    if (h % 5 === 0) return h % 17 === 0 ? 40000 : 1500 + (h % 2000);
+    return 1 + (h % 40);
+  };
+  const text = (k, col) => {
+    const n = len(k, col);
+    return n === null ? null : Array.from({ length: n }, (_, i) => String.fromCharCode(97 + ((k + i) % 26))).join("");
+  };
+  const bytes = (k, col) => {
+    const n = len(k, col);
+    return n === null ? null : Array.from({ length: n }, (_, i) => (k * 7 + i) & 255);
+  };
+  const cols = [
+    ["s", () => new arrow.Utf8(), "string", (k) => text(k, 1)],
+    ["ls", () => new arrow.LargeUtf8(), "large_string", (k) => text(k, 2)],
+    ["b", () => new arrow.Binary(), "binary", (k) => bytes(k, 3)],
+    ["lb", () => new arrow.LargeBinary(), "large_binary", (k) => bytes(k, 4)],
+    // nested leaves: distinct values under 256 bytes (Lance writes longer
+    // ones as a nested FullZip and repeated ones as a dictionary, which our
+    // reader, and so memwal-inspect, cannot read yet)
+    ["l", () => new arrow.List(F("item", new arrow.Utf8())), "list<string>",
+      (k) => (text(k, 5) === null ? null : [`${k}:${text(k, 5)}`.slice(0, 255), null, `x${k}`])],
+    ["st", () => new arrow.Struct([F("a", new arrow.Int32()), F("t", new arrow.Utf8())]), "struct<a: int32, t: string>",
+      (k) => ({ a: k, t: text(k, 6) === null ? null : `${k}:${text(k, 6)}`.slice(0, 255) })],
+  ];
+  return cols.map(([name, type, text, value]) => ({ name, type, text, value, nullable: true }));
+}
+
 // The table: id int64 primary key, the catalogue, nothing else.
 export function tableFields(arrow, cat) {
   return [new arrow.Field("id", new arrow.Int64(), false),
