@@ -259,9 +259,13 @@ def judge_stage(cdir, stage, phase):
     err = os.path.join(cdir, f"{stage}.error")
     if os.path.exists(err):
         return [f"{stage}: LanceDB cannot read memwald's table: {open(err).read().strip()[:600]}"]
-    if not os.path.exists(os.path.join(cdir, f"r{phase}.jsonl")):
-        return []  # no reference: judge_prepare said why
-    got, want = read_lines(os.path.join(cdir, f"{stage}.jsonl")), read_lines(os.path.join(cdir, f"r{phase}.jsonl"))
+    ref = os.path.join(cdir, f"r{phase}.jsonl")
+    if not os.path.exists(ref):
+        # LanceDB's own writer failed on the case (ref.error): the model,
+        # which LanceDB's table equals wherever it exists, is the reference
+        got, want = read_lines(os.path.join(cdir, f"{stage}.jsonl")), read_lines(os.path.join(cdir, f"m{phase}.jsonl"))
+        return [f"{stage} (against the model): " + l for l in first_diff(got, want)] if got != want else []
+    got, want = read_lines(os.path.join(cdir, f"{stage}.jsonl")), read_lines(ref)
     probs = []
     if got != want:
         probs += [f"{stage}: " + l for l in first_diff(got, want)]
@@ -274,14 +278,16 @@ def judge_stage(cdir, stage, phase):
 
 
 def judge_prepare(cdir):
-    """Problems of the case itself: LanceDB's own writer refused it, or its
-    table does not read back as the model (a fault of the test or of
-    LanceDB, named as such)."""
-    err = os.path.join(cdir, "ref.error")
-    if os.path.exists(err):
-        return ["LanceDB's own writer failed on the case (no reference): " + open(err).read().strip()[:600]]
+    """Problems of the case itself: LanceDB's table does not read back as
+    the model (a fault of the test or of LanceDB, named as such). Where
+    LanceDB's own writer failed (ref.error: LanceDB 0.39.0 cannot read back
+    some nested shapes it wrote itself, e.g. a non-null list in a nullable
+    struct: "Structural validity has 15 entries for an array with 17
+    values"), memwald's table is judged against the model from there on."""
     probs = []
     for p in (1, 2, 3):
+        if not os.path.exists(os.path.join(cdir, f"r{p}.jsonl")):
+            break  # LanceDB's writer failed here (ref.error): memwald is judged against the model
         got, want = read_lines(os.path.join(cdir, f"r{p}.jsonl")), read_lines(os.path.join(cdir, f"m{p}.jsonl"))
         if got != want:
             probs += [f"reference after p{p} differs from the model (test or LanceDB): "
@@ -429,7 +435,10 @@ class Run:
                       f"{' --long' if self.a.long else ''} --keep"]
             check(f"seed {s}: {what}", False, "\n".join(detail))
         else:
-            check(f"seed {s}: {what}: equal after flush, flush, compaction, compaction; verify ok", True)
+            err = os.path.join(bdir, f"s{s}", "ref.error")
+            against = ("the model (LanceDB's own writer failed on this case: "
+                       + open(err).read().strip().splitlines()[0][:200] + ")") if os.path.exists(err) else "LanceDB's table"
+            check(f"seed {s}: {what}: equal to {against} after flush, flush, compaction, compaction; verify ok", True)
 
 
 def main():
