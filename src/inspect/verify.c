@@ -626,12 +626,8 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
   free(e);
 }
 
-static void check_shard(vctx_t *v, shard_info_t *si) {
-  char dir[MW_STORAGE_KEY_MAX_BYTES + 1], prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
-  snprintf(dir, sizeof dir, MEM_WAL "%s/", si->uuid);
-  snprintf(prefix, sizeof prefix, "%smanifest/", dir);
-  v->r->shards++;
-  /* the manifest chain, in version order */
+/* The versions of the shard manifests under prefix, ascending; *n_out of them. */
+static uint64_t *shard_versions(vctx_t *v, const char *prefix, size_t *n_out) {
   size_t at = first_with(v, prefix), n = 0;
   uint64_t *vers = NULL;
   for (size_t i = at; i < v->n && starts(v->keys[i], prefix); i++) {
@@ -652,107 +648,156 @@ static void check_shard(vctx_t *v, shard_info_t *si) {
       vers[j] = vers[j - 1];
       vers[j - 1] = t;
     }
-  mw_shard_manifest_t prev, cur, latest;
-  mw_shard_manifest_init(&prev);
-  mw_shard_manifest_init(&latest);
-  bool have_prev = false, have_latest = false;
-  uint64_t max_epoch = 0, comp = compacted_gen(v, si->id);
-  for (size_t i = 0; i < n; i++) {
-    char name[MW_BITREV_NAME_BYTES], key[MW_STORAGE_KEY_MAX_BYTES + 1];
-    mw_shard_manifest_name(vers[i], name, sizeof name);
-    snprintf(key, sizeof key, "%s%s", prefix, name);
-    if (i > 0 && vers[i] != vers[i - 1] + 1)
-      problem(v, key, "shard manifest versions jump from %" PRIu64 " to %" PRIu64, vers[i - 1], vers[i]);
-    mw_buf_t b = MW_BUF_INIT;
-    mw_err_t err = {0};
-    v->r->manifests++;
-    if (fetch(v, key, &b, "shard manifest") < 0) {
-      mw_buf_free(&b);
-      continue;
-    }
-    int rc = mw_shard_manifest_decode(b.data, b.len, &cur, &err);
+  *n_out = n;
+  return vers;
+}
+
+/* Fetches and decodes manifest vers[i] into *cur (its key into key);
+ * a negative return means there is none to check (the problem is named). */
+static int load_shard_manifest(vctx_t *v, const char *prefix, const uint64_t *vers, size_t i, char *key,
+                               mw_shard_manifest_t *cur) {
+  char name[MW_BITREV_NAME_BYTES];
+  mw_shard_manifest_name(vers[i], name, sizeof name);
+  snprintf(key, MW_STORAGE_KEY_MAX_BYTES + 1, "%s%s", prefix, name);
+  if (i > 0 && vers[i] != vers[i - 1] + 1)
+    problem(v, key, "shard manifest versions jump from %" PRIu64 " to %" PRIu64, vers[i - 1], vers[i]);
+  mw_buf_t b = MW_BUF_INIT;
+  mw_err_t err = {0};
+  v->r->manifests++;
+  if (fetch(v, key, &b, "shard manifest") < 0) {
     mw_buf_free(&b);
-    if (rc < 0) {
-      problem(v, key, "shard manifest does not decode: %s", err.msg);
-      mw_shard_manifest_free(&cur);
-      continue;
-    }
-    if (cur.version != vers[i]) problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, cur.version, vers[i]);
-    if (cur.has_shard_id && memcmp(cur.shard_id, si->id, 16) != 0) problem(v, key, "names another shard id than its directory");
-    if (cur.writer_epoch > max_epoch) max_epoch = cur.writer_epoch;
-    for (size_t k = 0; k < cur.n_sstables; k++) {
-      if (cur.sstables[k].generation >= cur.current_generation)
-        problem(v, key, "SSTable generation %" PRIu64 " is not below current_generation %" PRIu64, cur.sstables[k].generation,
-                cur.current_generation);
-      for (size_t j = 0; j < k; j++)
-        if (cur.sstables[j].generation == cur.sstables[k].generation)
-          problem(v, key, "SSTable generation %" PRIu64 " is listed twice", cur.sstables[k].generation);
-    }
-    if (have_prev) {
-      if (cur.writer_epoch < prev.writer_epoch)
-        problem(v, key, "writer_epoch went down from %" PRIu64 " to %" PRIu64, prev.writer_epoch, cur.writer_epoch);
-      if (cur.replay_after_wal_entry_position < prev.replay_after_wal_entry_position)
-        problem(v, key, "replay_after_wal_entry_position went down from %" PRIu64 " to %" PRIu64,
-                prev.replay_after_wal_entry_position, cur.replay_after_wal_entry_position);
-      if (cur.current_generation < prev.current_generation)
-        problem(v, key, "current_generation went down from %" PRIu64 " to %" PRIu64, prev.current_generation, cur.current_generation);
-      for (size_t j = 0; j < prev.n_sstables; j++) {
-        bool kept = false;
-        for (size_t k = 0; k < cur.n_sstables && !kept; k++) kept = cur.sstables[k].generation == prev.sstables[j].generation;
-        if (!kept && prev.sstables[j].generation > comp)
-          problem(v, key, "SSTable generation %" PRIu64 " (%s) left the manifest before compaction covered it "
-                  "(compacted_sstables reaches generation %" PRIu64 ")", prev.sstables[j].generation, prev.sstables[j].path, comp);
-      }
-    }
+    return -ENOENT;
+  }
+  int rc = mw_shard_manifest_decode(b.data, b.len, cur, &err);
+  mw_buf_free(&b);
+  if (rc < 0) {
+    problem(v, key, "shard manifest does not decode: %s", err.msg);
+    mw_shard_manifest_free(cur);
+  }
+  return rc;
+}
+
+/* One manifest alone: its version, its shard id, its SSTable generations. */
+static void check_shard_manifest(vctx_t *v, const char *key, const mw_shard_manifest_t *cur, uint64_t ver,
+                                 const uint8_t id[16]) {
+  if (cur->version != ver) problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, cur->version, ver);
+  if (cur->has_shard_id && memcmp(cur->shard_id, id, 16) != 0) problem(v, key, "names another shard id than its directory");
+  for (size_t k = 0; k < cur->n_sstables; k++) {
+    if (cur->sstables[k].generation >= cur->current_generation)
+      problem(v, key, "SSTable generation %" PRIu64 " is not below current_generation %" PRIu64, cur->sstables[k].generation,
+              cur->current_generation);
+    for (size_t j = 0; j < k; j++)
+      if (cur->sstables[j].generation == cur->sstables[k].generation)
+        problem(v, key, "SSTable generation %" PRIu64 " is listed twice", cur->sstables[k].generation);
+  }
+}
+
+/* From one manifest to the next: nothing goes down, no SSTable leaves
+ * before compaction (generation comp) covers it. */
+static void check_manifest_step(vctx_t *v, const char *key, const mw_shard_manifest_t *prev,
+                                const mw_shard_manifest_t *cur, uint64_t comp) {
+  if (cur->writer_epoch < prev->writer_epoch)
+    problem(v, key, "writer_epoch went down from %" PRIu64 " to %" PRIu64, prev->writer_epoch, cur->writer_epoch);
+  if (cur->replay_after_wal_entry_position < prev->replay_after_wal_entry_position)
+    problem(v, key, "replay_after_wal_entry_position went down from %" PRIu64 " to %" PRIu64,
+            prev->replay_after_wal_entry_position, cur->replay_after_wal_entry_position);
+  if (cur->current_generation < prev->current_generation)
+    problem(v, key, "current_generation went down from %" PRIu64 " to %" PRIu64, prev->current_generation, cur->current_generation);
+  for (size_t j = 0; j < prev->n_sstables; j++) {
+    bool kept = false;
+    for (size_t k = 0; k < cur->n_sstables && !kept; k++) kept = cur->sstables[k].generation == prev->sstables[j].generation;
+    if (!kept && prev->sstables[j].generation > comp)
+      problem(v, key, "SSTable generation %" PRIu64 " (%s) left the manifest before compaction covered it "
+              "(compacted_sstables reaches generation %" PRIu64 ")", prev->sstables[j].generation, prev->sstables[j].path, comp);
+  }
+}
+
+/* The manifest chain, in version order. Returns whether one decoded (then
+ * the last is copied to *latest); *max_epoch is raised to every epoch seen. */
+static bool check_manifest_chain(vctx_t *v, shard_info_t *si, const char *prefix, mw_shard_manifest_t *latest,
+                                 uint64_t *max_epoch) {
+  size_t n = 0;
+  uint64_t *vers = shard_versions(v, prefix, &n);
+  mw_shard_manifest_t prev, cur;
+  mw_shard_manifest_init(&prev);
+  bool have_prev = false;
+  uint64_t comp = compacted_gen(v, si->id);
+  for (size_t i = 0; i < n; i++) {
+    char key[MW_STORAGE_KEY_MAX_BYTES + 1];
+    if (load_shard_manifest(v, prefix, vers, i, key, &cur) < 0) continue;
+    check_shard_manifest(v, key, &cur, vers[i], si->id);
+    if (cur.writer_epoch > *max_epoch) *max_epoch = cur.writer_epoch;
+    if (have_prev) check_manifest_step(v, key, &prev, &cur, comp);
     mw_shard_manifest_free(&prev);
     prev = cur;
     have_prev = true;
     mw_shard_manifest_init(&cur);
   }
   if (have_prev) {
-    mw_shard_manifest_copy(&latest, &prev);
-    have_latest = true;
-    si->current_generation = latest.current_generation;
+    mw_shard_manifest_copy(latest, &prev);
+    si->current_generation = latest->current_generation;
     si->has_manifest = true;
   }
   mw_shard_manifest_free(&prev);
   free(vers);
-  /* the hint is never ahead of the manifests */
+  return have_prev;
+}
+
+/* the hint is never ahead of the manifests */
+static void check_version_hint(vctx_t *v, const char *prefix, const mw_shard_manifest_t *latest) {
   char hkey[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(hkey, sizeof hkey, "%sversion_hint.json", prefix);
-  if (has_key(v, hkey)) {
-    mw_buf_t b = MW_BUF_INIT;
-    uint64_t hv;
-    mw_err_t err = {0};
-    if (fetch(v, hkey, &b, "version hint") == 0) {
-      if (mw_version_hint_parse(b.data, b.len, &hv, &err) < 0) problem(v, hkey, "%s", err.msg);
-      else if (have_latest && hv > latest.version)
-        problem(v, hkey, "hints version %" PRIu64 ", the latest manifest is %" PRIu64, hv, latest.version);
-    }
-    mw_buf_free(&b);
+  if (!has_key(v, hkey)) return;
+  mw_buf_t b = MW_BUF_INIT;
+  uint64_t hv;
+  mw_err_t err = {0};
+  if (fetch(v, hkey, &b, "version hint") == 0) {
+    if (mw_version_hint_parse(b.data, b.len, &hv, &err) < 0) problem(v, hkey, "%s", err.msg);
+    else if (latest != NULL && hv > latest->version)
+      problem(v, hkey, "hints version %" PRIu64 ", the latest manifest is %" PRIu64, hv, latest->version);
   }
+  mw_buf_free(&b);
+}
+
+/* directories the manifest does not list: crash leftovers, ignored by readers */
+static void count_orphans(vctx_t *v, const char *dir, const mw_shard_manifest_t *latest) {
+  size_t at = first_with(v, dir);
+  char last[256] = "";
+  for (size_t i = at; i < v->n && starts(v->keys[i], dir); i++) {
+    const char *rest = v->keys[i] + strlen(dir);
+    const char *slash = strchr(rest, '/');
+    if (slash == NULL || (size_t)(slash - rest) >= sizeof last) continue;
+    char sub[256];
+    memcpy(sub, rest, (size_t)(slash - rest));
+    sub[slash - rest] = 0;
+    if (strcmp(sub, last) == 0 || strcmp(sub, "wal") == 0 || strcmp(sub, "manifest") == 0) continue;
+    snprintf(last, sizeof last, "%s", sub);
+    bool listed = false;
+    for (size_t k = 0; k < latest->n_sstables && !listed; k++) listed = strcmp(latest->sstables[k].path, sub) == 0;
+    if (!listed) v->r->orphans++;
+  }
+}
+
+static void check_shard(vctx_t *v, shard_info_t *si) {
+  assert(v != NULL);
+  assert(si != NULL);
+  char dir[MW_STORAGE_KEY_MAX_BYTES + 1], prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(dir, sizeof dir, MEM_WAL "%s/", si->uuid);
+  snprintf(prefix, sizeof prefix, "%smanifest/", dir);
+  v->r->shards++;
+  mw_shard_manifest_t latest;
+  mw_shard_manifest_init(&latest);
+  uint64_t max_epoch = 0;
+  bool have_latest = check_manifest_chain(v, si, prefix, &latest, &max_epoch);
+  assert(!have_latest || si->has_manifest);
+  check_version_hint(v, prefix, have_latest ? &latest : NULL);
   check_wal(v, dir, have_latest ? &latest : NULL, max_epoch);
   if (have_latest) {
     if (latest.wal_entry_position_last_seen < latest.replay_after_wal_entry_position)
       problem(v, dir, "wal_entry_position_last_seen %" PRIu64 " is below replay_after %" PRIu64,
               latest.wal_entry_position_last_seen, latest.replay_after_wal_entry_position);
     for (size_t k = 0; k < latest.n_sstables; k++) check_sstable(v, dir, &latest.sstables[k]);
-    /* directories the manifest does not list: crash leftovers, ignored by readers */
-    size_t at2 = first_with(v, dir);
-    char last[256] = "";
-    for (size_t i = at2; i < v->n && starts(v->keys[i], dir); i++) {
-      const char *rest = v->keys[i] + strlen(dir);
-      const char *slash = strchr(rest, '/');
-      if (slash == NULL || (size_t)(slash - rest) >= sizeof last) continue;
-      char sub[256];
-      memcpy(sub, rest, (size_t)(slash - rest));
-      sub[slash - rest] = 0;
-      if (strcmp(sub, last) == 0 || strcmp(sub, "wal") == 0 || strcmp(sub, "manifest") == 0) continue;
-      snprintf(last, sizeof last, "%s", sub);
-      bool listed = false;
-      for (size_t k = 0; k < latest.n_sstables && !listed; k++) listed = strcmp(latest.sstables[k].path, sub) == 0;
-      if (!listed) v->r->orphans++;
-    }
+    count_orphans(v, dir, &latest);
   }
   mw_shard_manifest_free(&latest);
 }
