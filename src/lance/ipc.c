@@ -814,10 +814,111 @@ static int read_dictionary_encoding(dec_t *d, const mw_fbr_t *r, const mw_fbt_t 
   return 0;
 }
 
+static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth);
+
+/* Int {bitWidth, is_signed} */
+static int read_int_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  static const mw_type_t sgn[4] = {MW_T_INT8, MW_T_INT16, MW_T_INT32, MW_T_INT64};
+  static const mw_type_t uns[4] = {MW_T_UINT8, MW_T_UINT16, MW_T_UINT32, MW_T_UINT64};
+  int32_t i32;
+  uint8_t u8;
+  int rc;
+  if ((rc = mw_fbr_i32(r, ty, 0, 0, &i32, f->name)) < 0) return rc;
+  if ((rc = mw_fbr_u8(r, ty, 1, 0, &u8, f->name)) < 0) return rc;
+  int k = i32 == 8 ? 0 : i32 == 16 ? 1 : i32 == 32 ? 2 : i32 == 64 ? 3 : -1;
+  if (k < 0) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit integers", f->name, i32);
+  f->type = u8 ? sgn[k] : uns[k];
+  return 0;
+}
+
+/* Time {unit, bitWidth}: 32 bits hold s or ms, 64 bits us or ns */
+static int read_time_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  int32_t i32;
+  int16_t i16;
+  int rc;
+  if ((rc = mw_fbr_i16(r, ty, 0, MW_UNIT_MS, &i16, f->name)) < 0) return rc;
+  if ((rc = mw_fbr_i32(r, ty, 1, 32, &i32, f->name)) < 0) return rc;
+  if (!(i32 == 32 && (i16 == MW_UNIT_S || i16 == MW_UNIT_MS)) &&
+      !(i32 == 64 && (i16 == MW_UNIT_US || i16 == MW_UNIT_NS)))
+    return bad_at(d, r->base + ty->pos, f->name, "time unit does not match its bit width");
+  f->type = i32 == 32 ? MW_T_TIME32 : MW_T_TIME64;
+  f->unit = (uint8_t)i16;
+  return 0;
+}
+
+/* Timestamp {unit, timezone} */
+static int read_timestamp_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  const char *tz = NULL;
+  size_t tzn = 0;
+  int16_t i16;
+  int rc;
+  if ((rc = mw_fbr_i16(r, ty, 0, 0, &i16, f->name)) < 0) return rc;
+  if (i16 < 0 || i16 > MW_UNIT_NS) return bad_at(d, r->base + ty->pos, f->name, "bad timestamp unit");
+  if ((rc = mw_fbr_string(r, ty, 1, &tz, &tzn, f->name)) < 0) return rc;
+  f->type = MW_T_TIMESTAMP;
+  f->unit = (uint8_t)i16;
+  if (rc == 1 && tzn > 0) {
+    if (tzn > MW_MAX_TZ_BYTES) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: time zone of %zu bytes", f->name, tzn);
+    if ((rc = take_string(d, r->base + ty->pos, tz, tzn, &f->tz, "time zone")) < 0) return rc;
+  }
+  return 0;
+}
+
+/* Decimal {precision, scale, bitWidth}: 128 bits only */
+static int read_decimal_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  const char *w = f->name;
+  int32_t prec, scale, bits;
+  int rc;
+  if ((rc = mw_fbr_i32(r, ty, 0, 0, &prec, w)) < 0 || (rc = mw_fbr_i32(r, ty, 1, 0, &scale, w)) < 0 ||
+      (rc = mw_fbr_i32(r, ty, 2, 128, &bits, w)) < 0)
+    return rc;
+  if (bits != 128) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit decimals", w, bits);
+  if (prec < 1 || prec > MW_MAX_DECIMAL_PRECISION || scale < -prec || scale > prec)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: decimal precision %d scale %d", w, prec, scale);
+  f->type = MW_T_DECIMAL128;
+  f->precision = (uint8_t)prec;
+  f->scale = (int8_t)scale;
+  return 0;
+}
+
+/* FixedSizeList {listSize} of one number child (the Field table at cstart). */
+static int read_fsl_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, const mw_fbt_t *ty, size_t cstart,
+                         size_t ccount, mw_field_t *f, int depth) {
+  assert(depth <= MW_MAX_NESTING);
+  const char *w = f->name;
+  mw_fbt_t child;
+  int32_t dim;
+  int rc;
+  if ((rc = mw_fbr_i32(r, ty, 0, 0, &dim, w)) < 0) return rc;
+  if (dim <= 0) return bad_at(d, r->base + ty->pos, w, "list size <= 0");
+  if (dim > MW_MAX_FSL_DIM)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list size %d", w, dim);
+  if (ccount != 1) return bad_at(d, r->base + ft->pos, w, "list without one child");
+  if ((rc = mw_fbr_table_at(r, cstart, &child, w)) < 0) return rc;
+  mw_field_t item = {.name = (char *)"item", .item_type = MW_T_FLOAT32};
+  uint8_t nullable, ctt;
+  /* check the child's type id first: only a number child is read, so a
+   * list whose child is itself (a cycle) cannot recurse */
+  if ((rc = mw_fbr_u8(r, &child, 2, 0, &ctt, w)) < 0) return rc;
+  if (ctt != TY_FLOAT && ctt != TY_INT)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: fixed_size_list of Arrow type id %u", w, ctt);
+  if ((rc = read_type(d, r, &child, &item, depth + 1)) < 0) return rc;
+  if (!mw_type_info(item.type)->fsl_item)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list of %s", w, mw_type_name(item.type));
+  if ((rc = mw_fbr_u8(r, &child, 1, 0, &nullable, w)) < 0) return rc;
+  f->type = MW_T_FSL;
+  f->item_type = item.type;
+  f->fsl_dim = dim;
+  f->item_nullable = nullable != 0;
+  return 0;
+}
+
 /* Read one Field table's type into f (type, parameters, children). */
 static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth) {
+  assert(f != NULL);
+  assert(depth >= 0);
   uint8_t tt;
-  mw_fbt_t ty, child;
+  mw_fbt_t ty;
   size_t cstart = 0, ccount = 0;
   const char *w = f->name;
   int rc = mw_fbr_u8(r, ft, 2, 0, &tt, w);
@@ -833,18 +934,8 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
   if (!nested && ccount != 0) return bad_at(d, r->base + ft->pos, w, "unexpected children");
   int32_t i32;
   int16_t i16;
-  uint8_t u8;
   switch (tt) {
-    case TY_INT: {
-      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &i32, w)) < 0) return rc;
-      if ((rc = mw_fbr_u8(r, &ty, 1, 0, &u8, w)) < 0) return rc;
-      static const mw_type_t sgn[4] = {MW_T_INT8, MW_T_INT16, MW_T_INT32, MW_T_INT64};
-      static const mw_type_t uns[4] = {MW_T_UINT8, MW_T_UINT16, MW_T_UINT32, MW_T_UINT64};
-      int k = i32 == 8 ? 0 : i32 == 16 ? 1 : i32 == 32 ? 2 : i32 == 64 ? 3 : -1;
-      if (k < 0) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit integers", w, i32);
-      f->type = u8 ? sgn[k] : uns[k];
-      return 0;
-    }
+    case TY_INT: return read_int_type(d, r, &ty, f);
     case TY_FLOAT:
       if ((rc = mw_fbr_i16(r, &ty, 0, 0, &i16, w)) < 0) return rc;
       if (i16 < 0 || i16 > 2) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: float precision %d", w, i16);
@@ -867,67 +958,10 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
       if (i16 != DATE_DAY && i16 != DATE_MS) return bad_at(d, r->base + ty.pos, w, "bad date unit");
       f->type = i16 == DATE_DAY ? MW_T_DATE32 : MW_T_DATE64;
       return 0;
-    case TY_TIME:
-      if ((rc = mw_fbr_i16(r, &ty, 0, MW_UNIT_MS, &i16, w)) < 0) return rc;
-      if ((rc = mw_fbr_i32(r, &ty, 1, 32, &i32, w)) < 0) return rc;
-      if (!(i32 == 32 && (i16 == MW_UNIT_S || i16 == MW_UNIT_MS)) &&
-          !(i32 == 64 && (i16 == MW_UNIT_US || i16 == MW_UNIT_NS)))
-        return bad_at(d, r->base + ty.pos, w, "time unit does not match its bit width");
-      f->type = i32 == 32 ? MW_T_TIME32 : MW_T_TIME64;
-      f->unit = (uint8_t)i16;
-      return 0;
-    case TY_TIMESTAMP: {
-      const char *tz = NULL;
-      size_t tzn = 0;
-      if ((rc = mw_fbr_i16(r, &ty, 0, 0, &i16, w)) < 0) return rc;
-      if (i16 < 0 || i16 > MW_UNIT_NS) return bad_at(d, r->base + ty.pos, w, "bad timestamp unit");
-      if ((rc = mw_fbr_string(r, &ty, 1, &tz, &tzn, w)) < 0) return rc;
-      f->type = MW_T_TIMESTAMP;
-      f->unit = (uint8_t)i16;
-      if (rc == 1 && tzn > 0) {
-        if (tzn > MW_MAX_TZ_BYTES) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: time zone of %zu bytes", w, tzn);
-        if ((rc = take_string(d, r->base + ty.pos, tz, tzn, &f->tz, "time zone")) < 0) return rc;
-      }
-      return 0;
-    }
-    case TY_DECIMAL: {
-      int32_t prec, scale, bits;
-      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &prec, w)) < 0 || (rc = mw_fbr_i32(r, &ty, 1, 0, &scale, w)) < 0 ||
-          (rc = mw_fbr_i32(r, &ty, 2, 128, &bits, w)) < 0)
-        return rc;
-      if (bits != 128) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit decimals", w, bits);
-      if (prec < 1 || prec > MW_MAX_DECIMAL_PRECISION || scale < -prec || scale > prec)
-        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: decimal precision %d scale %d", w, prec, scale);
-      f->type = MW_T_DECIMAL128;
-      f->precision = (uint8_t)prec;
-      f->scale = (int8_t)scale;
-      return 0;
-    }
-    case TY_FSL: {
-      int32_t dim;
-      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &dim, w)) < 0) return rc;
-      if (dim <= 0) return bad_at(d, r->base + ty.pos, w, "list size <= 0");
-      if (dim > MW_MAX_FSL_DIM)
-        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list size %d", w, dim);
-      if (ccount != 1) return bad_at(d, r->base + ft->pos, w, "list without one child");
-      if ((rc = mw_fbr_table_at(r, cstart, &child, w)) < 0) return rc;
-      mw_field_t item = {.name = (char *)"item", .item_type = MW_T_FLOAT32};
-      uint8_t nullable, ctt;
-      /* check the child's type id first: only a number child is read, so a
-       * list whose child is itself (a cycle) cannot recurse */
-      if ((rc = mw_fbr_u8(r, &child, 2, 0, &ctt, w)) < 0) return rc;
-      if (ctt != TY_FLOAT && ctt != TY_INT)
-        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: fixed_size_list of Arrow type id %u", w, ctt);
-      if ((rc = read_type(d, r, &child, &item, depth + 1)) < 0) return rc;
-      if (!mw_type_info(item.type)->fsl_item)
-        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list of %s", w, mw_type_name(item.type));
-      if ((rc = mw_fbr_u8(r, &child, 1, 0, &nullable, w)) < 0) return rc;
-      f->type = MW_T_FSL;
-      f->item_type = item.type;
-      f->fsl_dim = dim;
-      f->item_nullable = nullable != 0;
-      return 0;
-    }
+    case TY_TIME: return read_time_type(d, r, &ty, f);
+    case TY_TIMESTAMP: return read_timestamp_type(d, r, &ty, f);
+    case TY_DECIMAL: return read_decimal_type(d, r, &ty, f);
+    case TY_FSL: return read_fsl_type(d, r, ft, &ty, cstart, ccount, f, depth);
     case TY_LIST: case TY_LARGE_LIST: case TY_STRUCT:
       f->type = tt == TY_LIST ? MW_T_LIST : tt == TY_LARGE_LIST ? MW_T_LARGE_LIST : MW_T_STRUCT;
       if (f->type != MW_T_STRUCT && ccount != 1) return bad_at(d, r->base + ft->pos, w, "list without one child");
