@@ -521,9 +521,9 @@ static uint64_t compacted_gen(const vctx_t *v, const uint8_t id[16]) {
   return g;
 }
 
-static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *latest, uint64_t max_epoch) {
-  char prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
-  snprintf(prefix, sizeof prefix, "%swal/", dir);
+/* The WAL entries under prefix, sorted by position (names are bit-reversed:
+ * key order is not position order); *n_out of them. */
+static walent_t *wal_entries(vctx_t *v, const char *prefix, size_t *n_out) {
   size_t at = first_with(v, prefix), cap = 0, n = 0;
   walent_t *e = NULL;
   for (size_t i = at; i < v->n && starts(v->keys[i], prefix); i++) {
@@ -543,23 +543,24 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
     snprintf(e[n].key, sizeof e[n].key, "%s", v->keys[i]);
     n++;
   }
-  /* sort by position (names are bit-reversed: key order is not position order) */
   for (size_t i = 1; i < n; i++)
     for (size_t j = i; j > 0 && e[j - 1].pos > e[j].pos; j--) {
       walent_t t = e[j];
       e[j] = e[j - 1];
       e[j - 1] = t;
     }
-  uint64_t replay = latest ? latest->replay_after_wal_entry_position : 0;
+  *n_out = n;
+  return e;
+}
+
+/* Positions above the replay point are contiguous; each entry decodes and
+ * names its writer epoch (filled into e[i], with ok and sentinel). */
+static void read_wal_entries(vctx_t *v, walent_t *e, size_t n, uint64_t replay, uint64_t max_epoch) {
   uint64_t expect = replay + 1;
-  /* below the replay point entries may be gone: GC collects them (keeping
-   * fence sentinels), and nothing reads them any more; counted, not a problem */
-  uint64_t below = 0;
-  for (size_t i = 0; i < n; i++) below += e[i].pos >= 1 && e[i].pos <= replay;
-  v->r->wal_collected += replay - (below < replay ? below : replay);
   mw_ipc_reader_t rd;
   mw_ipc_reader_init(&rd);
   for (size_t i = 0; i < n; i++) {
+    assert(i == 0 || e[i - 1].pos <= e[i].pos);
     if (e[i].pos > replay) {
       if (e[i].pos != expect)
         problem(v, e[i].key, "WAL positions %" PRIu64 "..%" PRIu64 " are missing (entries above the replay point %" PRIu64
@@ -585,8 +586,35 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
     mw_buf_free(&b);
   }
   mw_ipc_reader_free(&rd);
-  /* epochs never go down; one sentinel per epoch, before its data; an epoch
-   * that follows another writer's entries starts with its sentinel */
+}
+
+/* The epoch of e[i], its first entry: one sentinel, before its data; an epoch
+ * above the lowest that has data above the replay point starts with one. */
+static void check_epoch_sentinel(vctx_t *v, const walent_t *e, size_t n, size_t i, uint64_t lowest, uint64_t replay) {
+  assert(i < n);
+  assert(e[i].ok);
+  size_t sentinels = 0, first_data = SIZE_MAX, first_sentinel = SIZE_MAX;
+  for (size_t k = i; k < n; k++) {
+    if (!e[k].ok || e[k].epoch != e[i].epoch) continue;
+    if (e[k].sentinel) {
+      sentinels++;
+      if (first_sentinel == SIZE_MAX) first_sentinel = k;
+      else problem(v, e[k].key, "a second fence sentinel for epoch %" PRIu64 " (first at position %" PRIu64 ")", e[k].epoch,
+                   e[first_sentinel].pos);
+    } else if (first_data == SIZE_MAX) {
+      first_data = k;
+    }
+  }
+  if (first_sentinel != SIZE_MAX && first_data != SIZE_MAX && first_data < first_sentinel)
+    problem(v, e[first_data].key, "data of epoch %" PRIu64 " before that epoch's fence sentinel (position %" PRIu64 ")",
+            e[i].epoch, e[first_sentinel].pos);
+  if (sentinels == 0 && e[i].epoch > lowest && first_data != SIZE_MAX && e[first_data].pos > replay)
+    problem(v, e[first_data].key, "epoch %" PRIu64 " took over the shard without a fence sentinel", e[i].epoch);
+}
+
+/* epochs never go down; one sentinel per epoch, before its data; an epoch
+ * that follows another writer's entries starts with its sentinel */
+static void check_wal_epochs(vctx_t *v, const walent_t *e, size_t n, uint64_t replay) {
   uint64_t prev = 0, lowest = UINT64_MAX;
   for (size_t i = 0; i < n; i++)
     if (e[i].ok && e[i].epoch < lowest) lowest = e[i].epoch;
@@ -601,28 +629,26 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
                                      : "");
     prev = e[i].epoch > prev ? e[i].epoch : prev;
     if (e[i].sentinel && e[i].epoch > fenced_by) fenced_by = e[i].epoch;
-    size_t sentinels = 0, first_data = SIZE_MAX, first_sentinel = SIZE_MAX;
     bool first_of_epoch = true;
     for (size_t k = 0; k < i; k++)
       if (e[k].ok && e[k].epoch == e[i].epoch) first_of_epoch = false;
-    if (!first_of_epoch) continue;
-    for (size_t k = i; k < n; k++) {
-      if (!e[k].ok || e[k].epoch != e[i].epoch) continue;
-      if (e[k].sentinel) {
-        sentinels++;
-        if (first_sentinel == SIZE_MAX) first_sentinel = k;
-        else problem(v, e[k].key, "a second fence sentinel for epoch %" PRIu64 " (first at position %" PRIu64 ")", e[k].epoch,
-                     e[first_sentinel].pos);
-      } else if (first_data == SIZE_MAX) {
-        first_data = k;
-      }
-    }
-    if (first_sentinel != SIZE_MAX && first_data != SIZE_MAX && first_data < first_sentinel)
-      problem(v, e[first_data].key, "data of epoch %" PRIu64 " before that epoch's fence sentinel (position %" PRIu64 ")",
-              e[i].epoch, e[first_sentinel].pos);
-    if (sentinels == 0 && e[i].epoch > lowest && first_data != SIZE_MAX && e[first_data].pos > replay)
-      problem(v, e[first_data].key, "epoch %" PRIu64 " took over the shard without a fence sentinel", e[i].epoch);
+    if (first_of_epoch) check_epoch_sentinel(v, e, n, i, lowest, replay);
   }
+}
+
+static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *latest, uint64_t max_epoch) {
+  char prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(prefix, sizeof prefix, "%swal/", dir);
+  size_t n = 0;
+  walent_t *e = wal_entries(v, prefix, &n);
+  uint64_t replay = latest ? latest->replay_after_wal_entry_position : 0;
+  /* below the replay point entries may be gone: GC collects them (keeping
+   * fence sentinels), and nothing reads them any more; counted, not a problem */
+  uint64_t below = 0;
+  for (size_t i = 0; i < n; i++) below += e[i].pos >= 1 && e[i].pos <= replay;
+  v->r->wal_collected += replay - (below < replay ? below : replay);
+  read_wal_entries(v, e, n, replay, max_epoch);
+  check_wal_epochs(v, e, n, replay);
   free(e);
 }
 
