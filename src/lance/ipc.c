@@ -1701,53 +1701,54 @@ static bool spans_full(const mw_fbr_t *r, size_t nodes, const mw_field_t *f, siz
   }
 }
 
-/* One record batch message re-framed for target (see ipc.h). */
-static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b,
-                       const mw_ipc_stream_t *st, const mw_schema_t *target, const int *map,
-                       mw_buf_t *out, mw_err_t *err) {
-  const mw_schema_t *fs = &st->schema;
-  int64_t rows;
-  mw_fbt_t comp;
-  int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
-  if (rc < 0) return rc;
-  if (rows == 0) return 0;
-  if ((rc = mw_fbr_table(r, bt, 3, &comp, "compression")) < 0) return rc;
-  if (rc == 1) return -ENOTSUP;
-  rb_span_t span[MW_MAX_FIELDS];
-  size_t want_nodes = 0, want_bufs = 0, nodes, bufs, n_nodes, n_bufs;
+/* The stream's node and buffer vectors of batch bt (positions in r), checked
+ * to be ones rebatch can re-frame: every field's spans full, every buffer
+ * 8-aligned inside the body. Fills span[] per stream field. */
+static int rb_source(const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b, const mw_schema_t *fs, rb_span_t *span,
+                     size_t *nodes, size_t *bufs, size_t *n_bufs) {
+  assert(fs->n_fields <= MW_MAX_FIELDS);
+  size_t want_nodes = 0, want_bufs = 0, n_nodes;
+  int rc;
   for (size_t j = 0; j < fs->n_fields; j++) {
     span[j].node0 = want_nodes, span[j].buf0 = want_bufs;
     count_field(&fs->fields[j], &want_nodes, &want_bufs);
     span[j].n_nodes = want_nodes - span[j].node0, span[j].n_bufs = want_bufs - span[j].buf0;
   }
-  if ((rc = mw_fbr_vector(r, bt, 1, 16, want_nodes, &nodes, &n_nodes, "nodes")) < 0 ||
-      (rc = mw_fbr_vector(r, bt, 2, 16, want_bufs, &bufs, &n_bufs, "buffers")) < 0)
+  if ((rc = mw_fbr_vector(r, bt, 1, 16, want_nodes, nodes, &n_nodes, "nodes")) < 0 ||
+      (rc = mw_fbr_vector(r, bt, 2, 16, want_bufs, bufs, n_bufs, "buffers")) < 0)
     return rc;
-  if (n_nodes != want_nodes || n_bufs != want_bufs) return -ENOTSUP;
+  if (n_nodes != want_nodes || *n_bufs != want_bufs) return -ENOTSUP;
   for (size_t j = 0, k = 0; j < fs->n_fields; j++)
-    if (!spans_full(r, nodes, &fs->fields[j], &k)) return -ENOTSUP;
-  size_t body_len = (b->len + 7) & ~(size_t)7, extra = 0;
-  for (size_t i = 0; i < n_bufs; i++) {
-    uint64_t off = mw_load_u64le(r->p + bufs + 16 * i), len = mw_load_u64le(r->p + bufs + 16 * i + 8);
+    if (!spans_full(r, *nodes, &fs->fields[j], &k)) return -ENOTSUP;
+  for (size_t i = 0; i < *n_bufs; i++) {
+    uint64_t off = mw_load_u64le(r->p + *bufs + 16 * i), len = mw_load_u64le(r->p + *bufs + 16 * i + 8);
     if (off % 8 != 0 || off > b->len || len > b->len - off) return -ENOTSUP;
   }
-  /* the target's nodes and buffers: the stream's, reordered, plus a
-   * false bitmap (no validity buffer) for each absent bool */
-  size_t tn = 0, tb = 0;
+  return 0;
+}
+
+/* The target's node and buffer counts (*tn, *tb) and the bytes its absent
+ * bools' false bitmaps add to the body (*extra). */
+static int rb_target_size(const mw_schema_t *target, const int *map, const rb_span_t *span, int64_t rows, size_t *tn,
+                          size_t *tb, size_t *extra) {
+  *tn = *tb = *extra = 0;
   for (size_t i = 0; i < target->n_fields; i++) {
     if (map[i] >= 0) {
-      tn += span[map[i]].n_nodes, tb += span[map[i]].n_bufs;
+      *tn += span[map[i]].n_nodes, *tb += span[map[i]].n_bufs;
       continue;
     }
     if (target->fields[i].type != MW_T_BOOL || target->fields[i].nullable) return -ENOTSUP;
-    tn += 1, tb += 2;
-    extra += ((size_t)(rows + 7) / 8 + 7) & ~(size_t)7;
+    *tn += 1, *tb += 2;
+    *extra += ((size_t)(rows + 7) / 8 + 7) & ~(size_t)7;
   }
-  int64_t *tnode = malloc((tn ? tn : 1) * 16), *tbuf = malloc((tb ? tb : 1) * 16);
-  if (tnode == NULL || tbuf == NULL) {
-    rc = -ENOMEM;
-    goto done;
-  }
+  return 0;
+}
+
+/* the target's nodes and buffers: the stream's, reordered, plus a
+ * false bitmap (no validity buffer) for each absent bool */
+static void rb_fill(const mw_fbr_t *r, size_t nodes, size_t bufs, const mw_schema_t *target, const int *map,
+                    const rb_span_t *span, int64_t rows, size_t body_len, int64_t *tnode, int64_t *tbuf, size_t tn,
+                    size_t tb, size_t extra) {
   size_t an = 0, ab = 0, at = body_len;
   for (size_t i = 0; i < target->n_fields; i++) {
     if (map[i] < 0) {
@@ -1768,7 +1769,16 @@ static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, cons
       tbuf[2 * ab + 1] = (int64_t)mw_load_u64le(r->p + bufs + 16 * (sp->buf0 + k) + 8);
     }
   }
-  assert(an == tn && ab == tb && at == body_len + extra);
+  assert(an == tn);
+  assert(ab == tb);
+  assert(at == body_len + extra);
+}
+
+/* The re-framed message: RecordBatch{rows, tnode, tbuf}, then the stream's
+ * body and the false bitmaps (extra zero bytes). */
+static int rb_write(mw_fbb_t *fb, int64_t rows, const int64_t *tnode, size_t tn, const int64_t *tbuf, size_t tb,
+                    const body_t *b, size_t body_len, size_t extra, mw_buf_t *out) {
+  assert(body_len >= b->len);
   mw_fbb_reset(fb);
   uint32_t vb = mw_fbb_vec_structs(fb, tbuf, tb, 16, 8);
   uint32_t vn = mw_fbb_vec_structs(fb, tnode, tn, 16, 8);
@@ -1779,17 +1789,42 @@ static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, cons
   uint32_t rbt = mw_fbb_table_end(fb);
   const uint8_t *mp;
   size_t mn;
-  if ((rc = mw_fbb_finish(fb, fb_message(fb, HDR_BATCH, rbt, (int64_t)(body_len + extra)), &mp, &mn)) < 0)
-    goto done;
+  int rc = mw_fbb_finish(fb, fb_message(fb, HDR_BATCH, rbt, (int64_t)(body_len + extra)), &mp, &mn);
+  if (rc < 0) return rc;
   size_t meta = pad64(mn + 8);
-  if ((rc = mw_buf_reserve(out, meta + body_len + extra)) < 0) goto done;
+  if ((rc = mw_buf_reserve(out, meta + body_len + extra)) < 0) return rc;
   mw_buf_put_u32le(out, 0xFFFFFFFFu);
   mw_buf_put_u32le(out, (uint32_t)(meta - 8));
   mw_buf_append(out, mp, mn);
   mw_buf_fill(out, 0, meta - 8 - mn);
   mw_buf_append(out, b->p, b->len);
   mw_buf_fill(out, 0, body_len - b->len + extra); /* padding, then the false bitmaps */
-done:
+  return 0;
+}
+
+/* One record batch message re-framed for target (see ipc.h). */
+static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b,
+                       const mw_ipc_stream_t *st, const mw_schema_t *target, const int *map,
+                       mw_buf_t *out, mw_err_t *err) {
+  int64_t rows;
+  mw_fbt_t comp;
+  int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
+  if (rc < 0) return rc;
+  if (rows == 0) return 0;
+  if ((rc = mw_fbr_table(r, bt, 3, &comp, "compression")) < 0) return rc;
+  if (rc == 1) return -ENOTSUP;
+  rb_span_t span[MW_MAX_FIELDS];
+  size_t nodes, bufs, n_bufs, tn, tb, extra;
+  if ((rc = rb_source(r, bt, b, &st->schema, span, &nodes, &bufs, &n_bufs)) < 0) return rc;
+  if ((rc = rb_target_size(target, map, span, rows, &tn, &tb, &extra)) < 0) return rc;
+  size_t body_len = (b->len + 7) & ~(size_t)7;
+  int64_t *tnode = malloc((tn ? tn : 1) * 16), *tbuf = malloc((tb ? tb : 1) * 16);
+  if (tnode == NULL || tbuf == NULL) {
+    rc = -ENOMEM;
+  } else {
+    rb_fill(r, nodes, bufs, target, map, span, rows, body_len, tnode, tbuf, tn, tb, extra);
+    rc = rb_write(fb, rows, tnode, tn, tbuf, tb, b, body_len, extra, out);
+  }
   free(tnode);
   free(tbuf);
   (void)err;
