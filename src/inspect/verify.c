@@ -869,7 +869,8 @@ static void check_compacted_shards(vctx_t *v) {
   }
 }
 
-static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_latest) {
+/* The names of the table's manifests under _versions/ (borrowed from v->keys); *n_out of them. */
+static char **base_manifest_names(vctx_t *v, size_t *n_out) {
   char **names = NULL;
   size_t n = 0;
   size_t at = first_with(v, "_versions/");
@@ -881,6 +882,76 @@ static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_lates
       names[n++] = (char *)base;
     }
   }
+  *n_out = n;
+  return names;
+}
+
+/* What the walk over the base table's versions carries from one to the next. */
+typedef struct {
+  bool flagged; /* FLAG_ZONE_WRITE_SEEDS was set, first at flagged_at */
+  uint64_t flagged_at;
+  mw_compacted_sstable_t *pc; /* the previous version's compacted_sstables */
+  size_t npc;
+  uint64_t pc_version;
+} base_walk_t;
+
+/* One decoded version want: version = name, the seeds flag kept,
+ * compacted_sstables grown; then it becomes the previous version. */
+static void check_base_version(vctx_t *v, base_walk_t *w, const char *key, uint64_t want, const mw_table_meta_t *t) {
+  assert(want > w->pc_version);
+  if (t->manifest.pb->version != want)
+    problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, t->manifest.pb->version, want);
+  check_flags(v, key, t->reader_feature_flags, t->writer_feature_flags, 0);
+  bool f = t->reader_feature_flags & MW_FLAG_ZONE_WRITE_SEEDS;
+  if (w->flagged && !f)
+    problem(v, key, "FLAG_ZONE_WRITE_SEEDS was set at version %" PRIu64 " and is gone (derived versions keep it)", w->flagged_at);
+  if (f && !w->flagged) w->flagged = true, w->flagged_at = want;
+  check_compacted_grows(v, key, w->pc, w->npc, w->pc_version, t);
+  free(w->pc);
+  w->pc = NULL, w->npc = 0, w->pc_version = want;
+  if (t->has_memwal && t->memwal.n_compacted) {
+    w->npc = t->memwal.n_compacted;
+    w->pc = malloc(w->npc * sizeof *w->pc);
+    if (w->pc == NULL) abort();
+    memcpy(w->pc, t->memwal.compacted, w->npc * sizeof *w->pc);
+  }
+}
+
+/* Fetches, decodes and checks version want (its manifest name); the latest
+ * version's metadata moves to *latest_meta. Returns whether it did. */
+static bool read_base_version(vctx_t *v, base_walk_t *w, const char *name, uint64_t want, uint64_t latest,
+                              mw_table_meta_t *latest_meta) {
+  char key[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(key, sizeof key, "_versions/%s", name);
+  mw_buf_t b = MW_BUF_INIT;
+  bool moved = false;
+  v->r->manifests++;
+  if (fetch(v, key, &b, "manifest") == 0) {
+    mw_table_meta_t t;
+    mw_err_t err = {0};
+    int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, &t, &err);
+    if (rc < 0 && rc != -ENOTSUP) {
+      problem(v, key, "manifest does not decode: %s", err.msg);
+    } else if (rc == 0) {
+      check_base_version(v, w, key, want, &t);
+      if (want == latest) {
+        *latest_meta = t;
+        moved = true;
+        memset(&t, 0, sizeof t);
+      }
+    }
+    /* -ENOTSUP: a column type or feature memwald does not write: still a readable table */
+    mw_table_meta_free(&t);
+  }
+  mw_buf_free(&b);
+  return moved;
+}
+
+static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_latest) {
+  assert(latest_meta != NULL);
+  assert(have_latest != NULL);
+  size_t n = 0;
+  char **names = base_manifest_names(v, &n);
   *have_latest = false;
   if (n == 0) {
     problem(v, "_versions/", "the table has no manifest");
@@ -895,56 +966,16 @@ static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_lates
   uint64_t *vv = calloc(n, sizeof *vv);
   if (vv == NULL) abort();
   for (size_t i = 0; i < n; i++) mw_dmanifest_name_parse(names[i], &vv[i], NULL);
-  bool flagged = false;
-  uint64_t flagged_at = 0;
-  mw_compacted_sstable_t *pc = NULL; /* the previous version's compacted_sstables */
-  size_t npc = 0;
-  uint64_t pc_version = 0;
+  base_walk_t w = {0};
   for (uint64_t want = 0;;) { /* ascending versions */
     size_t best = SIZE_MAX;
     for (size_t i = 0; i < n; i++)
       if (vv[i] > want && (best == SIZE_MAX || vv[i] < vv[best])) best = i;
     if (best == SIZE_MAX) break;
     want = vv[best];
-    char key[MW_STORAGE_KEY_MAX_BYTES + 1];
-    snprintf(key, sizeof key, "_versions/%s", names[best]);
-    mw_buf_t b = MW_BUF_INIT;
-    v->r->manifests++;
-    if (fetch(v, key, &b, "manifest") == 0) {
-      mw_table_meta_t t;
-      mw_err_clear(&err);
-      int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, &t, &err);
-      if (rc < 0 && rc != -ENOTSUP) {
-        problem(v, key, "manifest does not decode: %s", err.msg);
-      } else if (rc == 0) {
-        if (t.manifest.pb->version != want)
-          problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, t.manifest.pb->version, want);
-        check_flags(v, key, t.reader_feature_flags, t.writer_feature_flags, 0);
-        bool f = t.reader_feature_flags & MW_FLAG_ZONE_WRITE_SEEDS;
-        if (flagged && !f)
-          problem(v, key, "FLAG_ZONE_WRITE_SEEDS was set at version %" PRIu64 " and is gone (derived versions keep it)", flagged_at);
-        if (f && !flagged) flagged = true, flagged_at = want;
-        check_compacted_grows(v, key, pc, npc, pc_version, &t);
-        free(pc);
-        pc = NULL, npc = 0, pc_version = want;
-        if (t.has_memwal && t.memwal.n_compacted) {
-          npc = t.memwal.n_compacted;
-          pc = malloc(npc * sizeof *pc);
-          if (pc == NULL) abort();
-          memcpy(pc, t.memwal.compacted, npc * sizeof *pc);
-        }
-        if (want == latest) {
-          *latest_meta = t;
-          *have_latest = true;
-          memset(&t, 0, sizeof t);
-        }
-      }
-      /* -ENOTSUP: a column type or feature memwald does not write: still a readable table */
-      mw_table_meta_free(&t);
-    }
-    mw_buf_free(&b);
+    if (read_base_version(v, &w, names[best], want, latest, latest_meta)) *have_latest = true;
   }
-  free(pc);
+  free(w.pc);
   free(vv);
   free(names);
   if (*have_latest) {
