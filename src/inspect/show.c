@@ -955,7 +955,92 @@ static j_t *v1_field_j(const mw_v1_field_t *fl) {
   return o;
 }
 
+static j_t *v1_manifest_j(const mw_v1_manifest_t *m) {
+  j_t *mj = j_obj();
+  j_t *fa = j_set(mj, "fields", j_arr());
+  for (size_t i = 0; i < m->n_fields; i++) j_push(fa, v1_field_j(&m->fields[i]));
+  j_t *fr = j_set(mj, "fragments", j_arr());
+  for (size_t i = 0; i < m->n_fragments; i++) {
+    j_t *e = j_push(fr, j_obj());
+    j_set(e, "id", j_uint(m->fragments[i].id));
+    j_t *pa = j_set(e, "files", j_arr());
+    for (size_t k = 0; k < m->fragments[i].n_files; k++) j_push(pa, j_str(m->fragments[i].paths[k]));
+  }
+  j_set(mj, "version", j_uint(m->version));
+  j_set(mj, "version_aux_data", j_uint(m->version_aux_data));
+  if (m->metadata.n) j_set(mj, "metadata", kvs_j(&m->metadata));
+  if (m->has_index_section) j_set(mj, "index_section", j_uint(m->index_section));
+  if (m->has_timestamp) j_set(mj, "timestamp", j_fmt("%" PRId64 ".%09d", m->ts_seconds, m->ts_nanos));
+  if (m->tag) j_set(mj, "tag", j_str(m->tag));
+  if (m->writer_library) j_set(mj, "writer", j_fmt("%s %s", m->writer_library, m->writer_version ? m->writer_version : ""));
+  if (m->data_format) j_set(mj, "data_format", j_fmt("%s %s", m->data_format, m->data_format_version ? m->data_format_version : ""));
+  if (m->n_unknown) j_set(mj, "fields_not_in_format_proto", j_uint(m->n_unknown));
+  return mj;
+}
+
+/* the page table */
+static j_t *v1_pages_j(const mw_v1_file_t *f) {
+  j_t *pt = j_arr();
+  for (size_t fi = 0; fi < f->pages.n_fields; fi++)
+    for (size_t b = 0; b < f->pages.n_batches; b++) {
+      uint64_t pos, items;
+      if (mw_v1_page(f, false, (int32_t)fi, b, &pos, &items, NULL) < 0) continue;
+      j_t *e = j_push(pt, j_obj());
+      j_set(e, "field_id", j_uint(fi));
+      j_set(e, "batch", j_uint(b));
+      j_set(e, "position", j_uint(pos));
+      j_set(e, "items", j_uint(items));
+    }
+  return pt;
+}
+
+/* the values of every decodable top-level field */
+static int v1_values_j(mw_v1_file_t *f, const mw_show_opts_t *o, j_t *vals, mw_err_t *err) {
+  int rc = 0;
+  for (size_t i = 0; f->has_manifest && i < f->manifest.n_fields && rc == 0; i++) {
+    const mw_v1_field_t *fl = &f->manifest.fields[i];
+    mw_field_t mf;
+    mw_column_t c = {0};
+    mw_err_t e2 = {0};
+    if (fl->parent_id != -1 || mw_v1_field_type(fl, &mf, &e2) < 0) {
+      j_set(vals, fl->name, j_fmt("(not decoded: %s)", e2.msg[0] ? e2.msg : "nested field"));
+      continue;
+    }
+    rc = mw_v1_read_column(f, false, fl, &mf, &c, err);
+    if (rc == 0) j_set(vals, fl->name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
+    column_free(&c);
+  }
+  return rc;
+}
+
+/* the statistics: their fields, and their values named parent.field */
+static int v1_stats_j(mw_v1_file_t *f, const mw_show_opts_t *o, j_t *st, mw_err_t *err) {
+  assert(f->has_stats);
+  j_set(st, "page_table_position", j_uint(f->stats_pages.position));
+  j_t *sf = j_set(st, "fields", j_arr());
+  for (size_t i = 0; i < f->n_stats_fields; i++) j_push(sf, v1_field_j(&f->stats_fields[i]));
+  j_t *sv = j_set(st, "values", j_obj());
+  int rc = 0;
+  for (size_t i = 0; i < f->n_stats_fields && rc == 0; i++) {
+    const mw_v1_field_t *fl = &f->stats_fields[i];
+    mw_field_t mf;
+    mw_column_t c = {0};
+    if (mw_v1_field_type(fl, &mf, NULL) < 0) continue; /* struct parents */
+    const char *parent = "?";
+    for (size_t k = 0; k < f->n_stats_fields; k++)
+      if (f->stats_fields[k].id == fl->parent_id) parent = f->stats_fields[k].name;
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s", parent, fl->name);
+    rc = mw_v1_read_column(f, true, fl, &mf, &c, err);
+    if (rc == 0) j_set(sv, name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
+    column_free(&c);
+  }
+  return rc;
+}
+
 static int show_v1(const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out, mw_err_t *err) {
+  assert(o != NULL);
+  assert(out != NULL);
   mw_v1_file_t f;
   int rc = mw_v1_open(&f, p, n, err);
   if (rc < 0) {
@@ -969,75 +1054,10 @@ static int show_v1(const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out
   j_t *bo = j_set(out, "batch_offsets", j_arr());
   for (size_t i = 0; i < f.n_batch_offsets; i++) j_push(bo, j_uint(f.batch_offsets[i]));
   j_set(out, "rows", j_uint(mw_v1_rows(&f)));
-  if (f.has_manifest) {
-    const mw_v1_manifest_t *m = &f.manifest;
-    j_t *mj = j_set(out, "manifest", j_obj());
-    j_t *fa = j_set(mj, "fields", j_arr());
-    for (size_t i = 0; i < m->n_fields; i++) j_push(fa, v1_field_j(&m->fields[i]));
-    j_t *fr = j_set(mj, "fragments", j_arr());
-    for (size_t i = 0; i < m->n_fragments; i++) {
-      j_t *e = j_push(fr, j_obj());
-      j_set(e, "id", j_uint(m->fragments[i].id));
-      j_t *pa = j_set(e, "files", j_arr());
-      for (size_t k = 0; k < m->fragments[i].n_files; k++) j_push(pa, j_str(m->fragments[i].paths[k]));
-    }
-    j_set(mj, "version", j_uint(m->version));
-    j_set(mj, "version_aux_data", j_uint(m->version_aux_data));
-    if (m->metadata.n) j_set(mj, "metadata", kvs_j(&m->metadata));
-    if (m->has_index_section) j_set(mj, "index_section", j_uint(m->index_section));
-    if (m->has_timestamp) j_set(mj, "timestamp", j_fmt("%" PRId64 ".%09d", m->ts_seconds, m->ts_nanos));
-    if (m->tag) j_set(mj, "tag", j_str(m->tag));
-    if (m->writer_library) j_set(mj, "writer", j_fmt("%s %s", m->writer_library, m->writer_version ? m->writer_version : ""));
-    if (m->data_format) j_set(mj, "data_format", j_fmt("%s %s", m->data_format, m->data_format_version ? m->data_format_version : ""));
-    if (m->n_unknown) j_set(mj, "fields_not_in_format_proto", j_uint(m->n_unknown));
-  }
-  /* the page table, then the values of every decodable top-level field */
-  j_t *pt = j_set(out, "pages", j_arr());
-  for (size_t fi = 0; fi < f.pages.n_fields; fi++)
-    for (size_t b = 0; b < f.pages.n_batches; b++) {
-      uint64_t pos, items;
-      if (mw_v1_page(&f, false, (int32_t)fi, b, &pos, &items, NULL) < 0) continue;
-      j_t *e = j_push(pt, j_obj());
-      j_set(e, "field_id", j_uint(fi));
-      j_set(e, "batch", j_uint(b));
-      j_set(e, "position", j_uint(pos));
-      j_set(e, "items", j_uint(items));
-    }
-  j_t *vals = j_set(out, "values", j_obj());
-  for (size_t i = 0; f.has_manifest && i < f.manifest.n_fields && rc == 0; i++) {
-    const mw_v1_field_t *fl = &f.manifest.fields[i];
-    mw_field_t mf;
-    mw_column_t c = {0};
-    mw_err_t e2 = {0};
-    if (fl->parent_id != -1 || mw_v1_field_type(fl, &mf, &e2) < 0) {
-      j_set(vals, fl->name, j_fmt("(not decoded: %s)", e2.msg[0] ? e2.msg : "nested field"));
-      continue;
-    }
-    rc = mw_v1_read_column(&f, false, fl, &mf, &c, err);
-    if (rc == 0) j_set(vals, fl->name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
-    column_free(&c);
-  }
-  if (rc == 0 && f.has_stats) {
-    j_t *st = j_set(out, "statistics", j_obj());
-    j_set(st, "page_table_position", j_uint(f.stats_pages.position));
-    j_t *sf = j_set(st, "fields", j_arr());
-    for (size_t i = 0; i < f.n_stats_fields; i++) j_push(sf, v1_field_j(&f.stats_fields[i]));
-    j_t *sv = j_set(st, "values", j_obj());
-    for (size_t i = 0; i < f.n_stats_fields && rc == 0; i++) {
-      const mw_v1_field_t *fl = &f.stats_fields[i];
-      mw_field_t mf;
-      mw_column_t c = {0};
-      if (mw_v1_field_type(fl, &mf, NULL) < 0) continue; /* struct parents */
-      const char *parent = "?";
-      for (size_t k = 0; k < f.n_stats_fields; k++)
-        if (f.stats_fields[k].id == fl->parent_id) parent = f.stats_fields[k].name;
-      char name[256];
-      snprintf(name, sizeof name, "%s.%s", parent, fl->name);
-      rc = mw_v1_read_column(&f, true, fl, &mf, &c, err);
-      if (rc == 0) j_set(sv, name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
-      column_free(&c);
-    }
-  }
+  if (f.has_manifest) j_set(out, "manifest", v1_manifest_j(&f.manifest));
+  j_set(out, "pages", v1_pages_j(&f));
+  rc = v1_values_j(&f, o, j_set(out, "values", j_obj()), err);
+  if (rc == 0 && f.has_stats) rc = v1_stats_j(&f, o, j_set(out, "statistics", j_obj()), err);
   mw_v1_close(&f);
   return rc;
 }
