@@ -418,25 +418,98 @@ static void check_vindexes(vctx_t *v, const char *dir, const mw_table_meta_t *t,
   }
 }
 
+/* Fetches and decodes an SSTable manifest into *t; a negative return means
+ * there is none to check (the problem is named, *t freed). */
+static int load_sstable_meta(vctx_t *v, const char *key, mw_table_meta_t *t) {
+  mw_buf_t b = MW_BUF_INIT;
+  if (fetch(v, key, &b, "SSTable manifest") < 0) {
+    mw_buf_free(&b);
+    return -ENOENT;
+  }
+  mw_err_t err = {0};
+  int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, t, &err);
+  mw_buf_free(&b);
+  if (rc < 0) {
+    problem(v, key, "SSTable manifest does not decode: %s", err.msg);
+    mw_table_meta_free(t);
+  }
+  return rc;
+}
+
+/* deletions = the rows a later copy of the same key supersedes */
+static void check_dedup(vctx_t *v, const char *where, const uint64_t *hashes, int64_t rows, const uint32_t *offs,
+                        size_t n_offs) {
+  assert(rows >= 0);
+  uint32_t *want = malloc(((size_t)rows + 1) * sizeof *want);
+  if (want == NULL) abort();
+  int64_t nw = mw_dedup_deletions(hashes, rows, want);
+  if (nw >= 0 && ((size_t)nw != n_offs || (nw > 0 && memcmp(want, offs, (size_t)nw * 4) != 0)))
+    problem(v, where, "the deletion file masks %zu rows, but %" PRId64 " rows are superseded by a later row with the same key",
+            n_offs, nw);
+  free(want);
+}
+
+/* the bloom filter knows every key */
+static void check_bloom(vctx_t *v, const char *dir, const uint64_t *hashes, int64_t rows) {
+  char bkey[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(bkey, sizeof bkey, "%sbloom_filter.bin", dir);
+  mw_buf_t bb = MW_BUF_INIT;
+  mw_err_t err = {0};
+  if (has_key(v, bkey) && fetch(v, bkey, &bb, "bloom filter") == 0) {
+    mw_bloom_t bf = {0};
+    if (mw_bloom_decode(&bf, bb.data, bb.len, &err) < 0) {
+      problem(v, bkey, "bloom filter does not decode: %s", err.msg);
+    } else {
+      for (int64_t r = 0; r < rows; r++)
+        if (!mw_bloom_check(&bf, hashes[r])) {
+          problem(v, bkey, "row %" PRId64 "'s key is not in the bloom filter (a point lookup would miss it)", r);
+          break;
+        }
+    }
+    mw_bloom_free(&bf);
+  }
+  mw_buf_free(&bb);
+}
+
+/* The keys of an SSTable's data file (key: its manifest, dkey: the file):
+ * its deletions, its bloom filter and its primary-key index. */
+static void check_sstable_keys(vctx_t *v, const char *dir, const char *key, const char *dkey,
+                               const Lance__Table__DataFragment *fr, const dfile_t *d) {
+  assert(d->have_batch);
+  int pk = pk_index_of(&d->f.schema);
+  int64_t rows = d->batch.n_rows;
+  uint32_t *offs = NULL;
+  size_t n_offs = 0;
+  uint8_t *dead = calloc((size_t)rows + 1, 1);
+  if (dead == NULL) abort();
+  if (fr->deletion_file && read_deletion(v, dir, fr->id, fr->deletion_file, fr->physical_rows, &offs, &n_offs) == 0)
+    for (size_t i = 0; i < n_offs; i++) dead[offs[i]] = 1;
+  uint64_t *hashes = malloc(((size_t)rows + 1) * sizeof *hashes);
+  if (hashes == NULL) abort();
+  mw_err_t err = {0};
+  if (pk < 0) {
+    problem(v, dkey, "SSTable data file has no primary-key field");
+  } else if (mw_pk_hash_batch(&d->batch, hashes, &err) < 0) {
+    problem(v, dkey, "primary key cannot be hashed: %s", err.msg);
+  } else {
+    check_dedup(v, fr->deletion_file ? key : dkey, hashes, rows, offs, n_offs);
+    check_bloom(v, dir, hashes, rows);
+    check_pk_index(v, dir, d, pk, dead, rows);
+  }
+  free(hashes);
+  free(offs);
+  free(dead);
+}
+
 static void check_sstable(vctx_t *v, const char *shard_dir, const mw_sstable_ref_t *ref) {
+  assert(shard_dir != NULL);
+  assert(ref != NULL);
   char dir[MW_STORAGE_KEY_MAX_BYTES + 1], key[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(dir, sizeof dir, "%s%s/", shard_dir, ref->path);
   snprintf(key, sizeof key, "%s%s", dir, SST_MANIFEST);
   v->r->sstables++;
-  mw_buf_t b = MW_BUF_INIT;
-  if (fetch(v, key, &b, "SSTable manifest") < 0) {
-    mw_buf_free(&b);
-    return;
-  }
   mw_table_meta_t t;
-  mw_err_t err = {0};
-  int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, &t, &err);
-  mw_buf_free(&b);
-  if (rc < 0) {
-    problem(v, key, "SSTable manifest does not decode: %s", err.msg);
-    mw_table_meta_free(&t);
-    return;
-  }
+  if (load_sstable_meta(v, key, &t) < 0) return;
   const Lance__Table__Manifest *pb = t.manifest.pb;
   if (pb->n_fragments != 1 || pb->fragments[0]->n_files != 1) {
     problem(v, key, "an SSTable has one fragment of one data file; this manifest has %zu fragments", pb->n_fragments);
@@ -451,54 +524,8 @@ static void check_sstable(vctx_t *v, const char *shard_dir, const mw_sstable_ref
   dfile_t d;
   if (check_fragment_file(v, dkey, &t.schema, fr, 0, &d) == 0 && d.have_batch) {
     check_flags(v, key, pb->reader_feature_flags, pb->writer_feature_flags, d.v1_seeds);
-    int pk = pk_index_of(&d.f.schema);
-    int64_t rows = d.batch.n_rows;
-    uint32_t *offs = NULL;
-    size_t n_offs = 0;
-    uint8_t *dead = calloc((size_t)rows + 1, 1);
-    if (dead == NULL) abort();
-    if (fr->deletion_file && read_deletion(v, dir, fr->id, fr->deletion_file, fr->physical_rows, &offs, &n_offs) == 0)
-      for (size_t i = 0; i < n_offs; i++) dead[offs[i]] = 1;
-    uint64_t *hashes = malloc(((size_t)rows + 1) * sizeof *hashes);
-    if (hashes == NULL) abort();
-    if (pk < 0) {
-      problem(v, dkey, "SSTable data file has no primary-key field");
-    } else if ((rc = mw_pk_hash_batch(&d.batch, hashes, &err)) < 0) {
-      problem(v, dkey, "primary key cannot be hashed: %s", err.msg);
-    } else {
-      /* deletions = the rows a later copy of the same key supersedes */
-      uint32_t *want = malloc(((size_t)rows + 1) * sizeof *want);
-      if (want == NULL) abort();
-      int64_t nw = mw_dedup_deletions(hashes, rows, want);
-      if (nw >= 0 && ((size_t)nw != n_offs || (nw > 0 && memcmp(want, offs, (size_t)nw * 4) != 0)))
-        problem(v, fr->deletion_file ? key : dkey,
-                "the deletion file masks %zu rows, but %" PRId64 " rows are superseded by a later row with the same key",
-                n_offs, nw);
-      free(want);
-      /* the bloom filter knows every key */
-      char bkey[MW_STORAGE_KEY_MAX_BYTES + 1];
-      snprintf(bkey, sizeof bkey, "%sbloom_filter.bin", dir);
-      mw_buf_t bb = MW_BUF_INIT;
-      if (has_key(v, bkey) && fetch(v, bkey, &bb, "bloom filter") == 0) {
-        mw_bloom_t bf = {0};
-        if (mw_bloom_decode(&bf, bb.data, bb.len, &err) < 0) {
-          problem(v, bkey, "bloom filter does not decode: %s", err.msg);
-        } else {
-          for (int64_t r = 0; r < rows; r++)
-            if (!mw_bloom_check(&bf, hashes[r])) {
-              problem(v, bkey, "row %" PRId64 "'s key is not in the bloom filter (a point lookup would miss it)", r);
-              break;
-            }
-        }
-        mw_bloom_free(&bf);
-      }
-      mw_buf_free(&bb);
-      check_pk_index(v, dir, &d, pk, dead, rows);
-    }
+    check_sstable_keys(v, dir, key, dkey, fr, &d);
     check_vindexes(v, dir, &t, &d);
-    free(hashes);
-    free(offs);
-    free(dead);
   }
   dfile_free(&d);
   mw_table_meta_free(&t);
