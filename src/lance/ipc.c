@@ -147,6 +147,40 @@ static uint32_t fb_children_end(mw_ipc_writer_t *w, const mw_field_t *f, size_t 
   return v;
 }
 
+/* The slots of a field-less or parameter type table (open in b), and its
+ * type id; -EINVAL for a type the Arrow schema cannot carry. */
+static int fb_plain_type(mw_fbb_t *b, const mw_field_t *f, uint8_t *tt) {
+  switch (f->type) {
+    case MW_T_BOOL: *tt = TY_BOOL; break;
+    case MW_T_UTF8: *tt = TY_UTF8; break;
+    case MW_T_BINARY: *tt = TY_BINARY; break;
+    case MW_T_LARGE_UTF8: *tt = TY_LARGE_UTF8; break;
+    case MW_T_LARGE_BINARY: *tt = TY_LARGE_BINARY; break;
+    case MW_T_FIXED_BINARY:
+      mw_fbb_slot_i32(b, 0, f->byte_width, 0);
+      *tt = TY_FIXED_BINARY;
+      break;
+    case MW_T_DATE32: case MW_T_DATE64:
+      mw_fbb_slot_i16(b, 0, f->type == MW_T_DATE32 ? DATE_DAY : DATE_MS, DATE_MS);
+      *tt = TY_DATE;
+      break;
+    case MW_T_TIME32: case MW_T_TIME64:
+      mw_fbb_slot_i32(b, 1, f->type == MW_T_TIME32 ? 32 : 64, 32);
+      mw_fbb_slot_i16(b, 0, f->unit, MW_UNIT_MS);
+      *tt = TY_TIME;
+      break;
+    case MW_T_DECIMAL128:
+      mw_fbb_slot_i32(b, 0, f->precision, 0);
+      mw_fbb_slot_i32(b, 1, f->scale, 0);
+      mw_fbb_slot_i32(b, 2, 128, 128);
+      *tt = TY_DECIMAL;
+      break;
+    default:
+      return -EINVAL;
+  }
+  return 0;
+}
+
 /* The type table and children vector of a field, in the order arrow-rs'
  * get_fb_field_type creates them: numbers make the empty children vector
  * first; the field-less, parameter and temporal tables come before it;
@@ -156,6 +190,7 @@ static uint32_t fb_children_end(mw_ipc_writer_t *w, const mw_field_t *f, size_t 
  * string, even an empty one that nothing references. */
 static int fb_type(mw_ipc_writer_t *w, const mw_field_t *f, uint8_t *tt, uint32_t *type,
                    uint32_t *children, int depth) {
+  assert(depth <= MW_MAX_NESTING);
   mw_fbb_t *b = &w->fbb;
   const mw_type_info_t *ti = mw_field_info(f);
   int rc;
@@ -197,34 +232,7 @@ static int fb_type(mw_ipc_writer_t *w, const mw_field_t *f, uint8_t *tt, uint32_
     }
     default:
       mw_fbb_table_start(b);
-      switch (f->type) {
-        case MW_T_BOOL: *tt = TY_BOOL; break;
-        case MW_T_UTF8: *tt = TY_UTF8; break;
-        case MW_T_BINARY: *tt = TY_BINARY; break;
-        case MW_T_LARGE_UTF8: *tt = TY_LARGE_UTF8; break;
-        case MW_T_LARGE_BINARY: *tt = TY_LARGE_BINARY; break;
-        case MW_T_FIXED_BINARY:
-          mw_fbb_slot_i32(b, 0, f->byte_width, 0);
-          *tt = TY_FIXED_BINARY;
-          break;
-        case MW_T_DATE32: case MW_T_DATE64:
-          mw_fbb_slot_i16(b, 0, f->type == MW_T_DATE32 ? DATE_DAY : DATE_MS, DATE_MS);
-          *tt = TY_DATE;
-          break;
-        case MW_T_TIME32: case MW_T_TIME64:
-          mw_fbb_slot_i32(b, 1, f->type == MW_T_TIME32 ? 32 : 64, 32);
-          mw_fbb_slot_i16(b, 0, f->unit, MW_UNIT_MS);
-          *tt = TY_TIME;
-          break;
-        case MW_T_DECIMAL128:
-          mw_fbb_slot_i32(b, 0, f->precision, 0);
-          mw_fbb_slot_i32(b, 1, f->scale, 0);
-          mw_fbb_slot_i32(b, 2, 128, 128);
-          *tt = TY_DECIMAL;
-          break;
-        default:
-          return -EINVAL;
-      }
+      if ((rc = fb_plain_type(b, f, tt)) < 0) return rc;
       break;
   }
   *type = mw_fbb_table_end(b);
