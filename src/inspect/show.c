@@ -792,6 +792,8 @@ static j_t *df_global_buffers_j(const mw_datafile_t *f, const uint8_t *p, j_t *o
 /* Lance columns are the leaves in pre-order (a list or struct field has one
  * per leaf below it); a field's values go with its first column. */
 static void df_leaves_init(df_show_t *d) {
+  assert(d->data == NULL);
+  assert(d->leaves == NULL);
   const mw_schema_t *s = &d->f.schema;
   d->data = calloc(s->n_fields + 1, sizeof *d->data);
   d->have = calloc(s->n_fields + 1, sizeof *d->have);
@@ -842,6 +844,8 @@ static int df_field_values(df_show_t *d, uint32_t c, j_t *e, mw_err_t *err) {
 
 /* columns: pages and encodings, and the values when asked */
 static int df_columns_j(df_show_t *d, j_t *out, mw_err_t *err) {
+  assert(d->leaves != NULL);
+  assert(d->top == 0);
   j_t *cols = j_set(out, "columns", j_arr());
   int rc = 0;
   for (uint32_t c = 0; c < d->f.n_columns && rc == 0; c++) {
@@ -856,11 +860,13 @@ static int df_columns_j(df_show_t *d, j_t *out, mw_err_t *err) {
     free(pages);
     if (d->top < d->f.schema.n_fields && c == d->first[d->top]) rc = df_field_values(d, c, e, err);
   }
+  assert(d->top <= d->f.schema.n_fields);
   return rc;
 }
 
 /* One zone write seed named in the schema metadata, validated against the values. */
 static void df_seed_j(const df_show_t *d, const mw_kv_t *kv, j_t *gb, j_t *e) {
+  assert(strncmp(kv->key, MW_SEED_META_PREFIX, strlen(MW_SEED_META_PREFIX)) == 0);
   const char *colname = kv->key + strlen(MW_SEED_META_PREFIX);
   j_set(e, "column", j_str(colname));
   mw_seed_locator_t loc;
@@ -1066,7 +1072,9 @@ static int show_v1(const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out
 
 int mw_show(const char *key, mw_kind_t kind, const uint8_t *p, size_t n, const mw_show_opts_t *o,
             j_t **out, mw_err_t *err) {
-  assert(key != NULL && out != NULL && o != NULL);
+  assert(key != NULL);
+  assert(out != NULL);
+  assert(o != NULL);
   j_t *t = j_obj();
   j_set(t, "key", j_str(key));
   j_set(t, "kind", j_str(mw_kind_name(kind)));

@@ -576,6 +576,7 @@ static walent_t *wal_entries(vctx_t *v, const char *prefix, size_t *n_out) {
       e[j] = e[j - 1];
       e[j - 1] = t;
     }
+  for (size_t i = 1; i < n; i++) assert(e[i - 1].pos <= e[i].pos);
   *n_out = n;
   return e;
 }
@@ -948,6 +949,7 @@ static void check_base_version(vctx_t *v, base_walk_t *w, const char *key, uint6
  * version's metadata moves to *latest_meta. Returns whether it did. */
 static bool read_base_version(vctx_t *v, base_walk_t *w, const char *name, uint64_t want, uint64_t latest,
                               mw_table_meta_t *latest_meta) {
+  assert(want > 0);
   char key[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(key, sizeof key, "_versions/%s", name);
   mw_buf_t b = MW_BUF_INIT;
@@ -1100,7 +1102,8 @@ void mw_verify_report_free(mw_verify_report_t *r) {
 }
 
 int mw_verify_table(mw_sio_t *s, mw_verify_report_t *r, mw_err_t *err) {
-  assert(s != NULL && r != NULL);
+  assert(s != NULL);
+  assert(r != NULL);
   memset(r, 0, sizeof *r);
   r->problems = j_arr();
   vctx_t v = {.s = s, .r = r};

@@ -292,7 +292,9 @@ static int emit_metadata(mw_ipc_writer_t *w, uint32_t root, mw_buf_t *out, size_
 }
 
 int mw_ipc_writer_schema_table(mw_ipc_writer_t *w, const mw_schema_t *s, uint32_t *off) {
-  assert(w != NULL && s != NULL && off != NULL);
+  assert(w != NULL);
+  assert(s != NULL);
+  assert(off != NULL);
   mw_fbb_t *b = &w->fbb;
   size_t mark;
   if (scratch_push(w, s->n_fields * 4, &mark) < 0) return -ENOMEM;
@@ -457,7 +459,8 @@ static int collect(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch_t *b
     int rc = collect_column(w, e, &s->fields[i], &bt->cols[i], bt->n_rows, 0, err);
     if (rc < 0) return rc;
   }
-  assert(e->n_nodes == nodes && e->n_bufs == bufs);
+  assert(e->n_nodes == nodes);
+  assert(e->n_bufs == bufs);
   return 0;
 }
 
@@ -579,7 +582,9 @@ done:
 static int encode_stream(mw_ipc_writer_t *w, const mw_schema_t *schema,
                          const mw_batch_t *const *batches, const mw_ipc_part_t *parts, size_t n,
                          const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  assert(w != NULL && schema != NULL && out != NULL);
+  assert(w != NULL);
+  assert(schema != NULL);
+  assert(out != NULL);
   assert((batches == NULL) != (parts == NULL) || n == 0);
   size_t start = out->len;
   int rc = 0;
@@ -1029,7 +1034,9 @@ static int read_schema(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *st, mw_schem
 
 int mw_ipc_schema_table_decode(const mw_fbr_t *r, const mw_fbt_t *t, const mw_ipc_limits_t *lim,
                                mw_schema_t *out, mw_err_t *err) {
-  assert(r != NULL && t != NULL && out != NULL);
+  assert(r != NULL);
+  assert(t != NULL);
+  assert(out != NULL);
   dec_t d = {.p = r->p, .n = r->n, .err = err, .copy_budget = r->n, .str_budget = r->n};
   if (lim) d.lim = *lim;
   else mw_ipc_limits_default(&d.lim);
@@ -1186,7 +1193,8 @@ static int view_offsets(dec_t *d, body_t *b, int64_t len, const uint8_t *op, mw_
   mw_buf_free(&c->offsets);
   mw_buf_view(&c->offsets, op, (size_t)(len + 1) * 4);
   *end = o[len];
-  assert(o[0] == 0 && *end >= 0);
+  assert(o[0] == 0);
+  assert(*end >= 0);
   return 0;
 }
 
@@ -1221,7 +1229,8 @@ static int take_offsets(dec_t *d, body_t *b, int64_t len, bool large, mw_column_
   if (bad) return bad_at(d, b->pos, what, "offsets not monotone or a span over 2 GiB");
   *base = first;
   *end = prev;
-  assert(o[0] == 0 && c->offsets.len == (size_t)(len + 1) * 4);
+  assert(o[0] == 0);
+  assert(c->offsets.len == (size_t)(len + 1) * 4);
   return 0;
 }
 
@@ -1445,7 +1454,8 @@ static int read_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *bt, body_t *b
            : read_column(d, b, &s->fields[i], rows, true, &out->cols[i], 0);
     if (rc < 0) goto fail;
   }
-  assert(b->next_node == b->n_nodes && b->next_buf == b->n_bufs);
+  assert(b->next_node == b->n_nodes);
+  assert(b->next_buf == b->n_bufs);
   return 0;
 fail:
   mw_batch_free(out);
@@ -1581,7 +1591,8 @@ static void reader_set_schema(mw_ipc_reader_t *rd, mw_schema_t *ns) {
 
 static int reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
                          const mw_ipc_limits_t *lim, bool view, mw_err_t *err) {
-  assert(rd != NULL && (p != NULL || n == 0));
+  assert(rd != NULL);
+  assert(p != NULL || n == 0);
   dec_t d = {.p = p, .n = n, .err = err, .copy_budget = n, .str_budget = n, .rd = rd, .view = view};
   if (lim) d.lim = *lim;
   else mw_ipc_limits_default(&d.lim);
@@ -1668,7 +1679,8 @@ int mw_ipc_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
 
 int mw_ipc_decode_view(mw_blob_t *blob, const mw_ipc_limits_t *lim, mw_ipc_stream_t *out,
                        mw_err_t *err) {
-  assert(blob != NULL && out != NULL);
+  assert(blob != NULL);
+  assert(out != NULL);
   int rc = decode_stream(mw_blob_data(blob), mw_blob_len(blob), lim, true, out, err);
   for (size_t i = 0; rc == 0 && i < out->n_batches; i++)
     if (mw_batch_view_bytes(&out->batches[i]) > 0) rc = mw_batch_adopt(&out->batches[i], blob);
@@ -1739,6 +1751,8 @@ static int rb_source(const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b, con
  * bools' false bitmaps add to the body (*extra). */
 static int rb_target_size(const mw_schema_t *target, const int *map, const rb_span_t *span, int64_t rows, size_t *tn,
                           size_t *tb, size_t *extra) {
+  assert(target->n_fields <= MW_MAX_FIELDS);
+  assert(rows > 0);
   *tn = *tb = *extra = 0;
   for (size_t i = 0; i < target->n_fields; i++) {
     if (map[i] >= 0) {
@@ -1841,8 +1855,13 @@ static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, cons
 
 int mw_ipc_rebatch(const uint8_t *p, size_t n, const mw_ipc_stream_t *st,
                    const mw_schema_t *target, const int *map, mw_buf_t *out, mw_err_t *err) {
-  assert(p != NULL && st != NULL && target != NULL && map != NULL && out != NULL);
-  assert(target->n_fields <= MW_MAX_FIELDS && st->schema.n_fields <= MW_MAX_FIELDS);
+  assert(p != NULL);
+  assert(st != NULL);
+  assert(target != NULL);
+  assert(map != NULL);
+  assert(out != NULL);
+  assert(target->n_fields <= MW_MAX_FIELDS);
+  assert(st->schema.n_fields <= MW_MAX_FIELDS);
   if (st->n_dict_fields > 0) return -ENOTSUP;
   bool used[MW_MAX_FIELDS] = {false};
   for (size_t i = 0; i < target->n_fields; i++) {

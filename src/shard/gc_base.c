@@ -446,7 +446,8 @@ static void on_deleted(mw_storage_req_t *req, int status) {
 }
 
 static void del_add(mw_gc_base_t *b, size_t i, const char *key) {
-  assert(b->n_del < MW_GC_BASE_BATCH && i < b->n_ios);
+  assert(b->n_del < MW_GC_BASE_BATCH);
+  assert(i < b->n_ios);
   b->del_io[b->n_del] = i;
   b->del_keys[b->n_del++] = key;
 }
@@ -454,7 +455,8 @@ static void del_add(mw_gc_base_t *b, size_t i, const char *key) {
 /* The wave's queued keys in one request; on refusal each gets its status. */
 static void del_submit(mw_gc_base_t *b) {
   _Static_assert(MW_GC_BASE_BATCH <= MW_STORAGE_DELETE_MANY_MAX, "one delete_many a wave");
-  assert(b->n_del > 0 && b->pending == 0);
+  assert(b->n_del > 0);
+  assert(b->pending == 0);
   mw_storage_req_init(&b->del_req);
   b->del_req.data = b;
   int rc = mw_storage_delete_many(b->st, &b->del_req, b->del_keys, b->n_del, b->del_st, on_deleted);
@@ -753,7 +755,8 @@ static void on_versions(mw_storage_req_t *req, int status) {
 /* ------------------------------------------------------------- lifecycle */
 
 int mw_gc_base_new(mw_storage_t *st, const char *name, mw_gc_base_t **out) {
-  assert(st != NULL && out != NULL);
+  assert(st != NULL);
+  assert(out != NULL);
   mw_gc_base_t *b = calloc(1, sizeof *b);
   if (b == NULL) return -ENOMEM;
   b->st = st;
@@ -785,7 +788,8 @@ void mw_gc_base_free(mw_gc_base_t *b) {
 }
 
 int mw_gc_base_run(mw_gc_base_t *b, uint64_t retention_ms, mw_gc_base_cb cb, void *arg) {
-  assert(b != NULL && cb != NULL);
+  assert(b != NULL);
+  assert(cb != NULL);
   assert(b->phase == B_IDLE);
   b->cb = cb;
   b->cb_arg = arg;
@@ -801,6 +805,7 @@ int mw_gc_base_run(mw_gc_base_t *b, uint64_t retention_ms, mw_gc_base_cb cb, voi
 }
 
 void mw_gc_base_stats(const mw_gc_base_t *b, mw_gc_base_stats_t *out) {
-  assert(b != NULL && out != NULL);
+  assert(b != NULL);
+  assert(out != NULL);
   *out = b->stats;
 }
