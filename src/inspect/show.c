@@ -836,7 +836,7 @@ static int df_field_values(df_show_t *d, uint32_t c, j_t *e, mw_err_t *err) {
   if (c < d->n_leaves && fld != d->leaves[c]) j_set(e, "of_field", j_str(fld->name));
   int vrc = mw_column_init(&d->data[top], fld);
   if (vrc == 0) vrc = mw_datafile_read_column(&d->f, top, &d->data[top], &e2);
-  if (vrc < 0) return mw_err_set(err, vrc, "%s", e2.msg);
+  if (vrc != 0) return mw_err_set(err, vrc, "%s", e2.msg);
   d->have[top] = true;
   if (d->o->max_rows != 0) j_set(e, "values", column_rows_j(fld, &d->data[top], cap_rows(d->o, d->data[top].length)));
   return 0;
