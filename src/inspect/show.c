@@ -744,140 +744,201 @@ static j_t *buffers_j(const mw_page_info_t *pi) {
   return a;
 }
 
-static int show_datafile_v2(const uint8_t *p, size_t n, mw_kind_t kind, const mw_show_opts_t *o, j_t *out,
-                            mw_err_t *err) {
+/* One data file being shown: the open file and the values read so far. */
+typedef struct {
   mw_datafile_t f;
-  int rc = mw_datafile_open(&f, p, n, NULL, err);
-  if (rc < 0) return rc;
-  bool v20 = f.major == 0 || (f.major == 2 && f.minor == 0);
-  j_set(out, "format", j_fmt("lance %s (footer %u.%u)", v20 ? "2.0" : f.minor == 1 ? "2.1" : "2.2", f.major, f.minor));
+  const uint8_t *p;
+  const mw_show_opts_t *o;
+  mw_column_t *data;         /* per top-level field, read with its first column */
+  bool *have;                /* data[i] was read */
+  size_t *first;             /* the first Lance column of each top-level field */
+  const mw_field_t **leaves; /* the leaf field of each Lance column */
+  size_t n_leaves;
+  size_t top; /* the next top-level field whose values are to be read */
+} df_show_t;
+
+static void df_header_j(const mw_datafile_t *f, j_t *out) {
+  bool v20 = f->major == 0 || (f->major == 2 && f->minor == 0);
+  j_set(out, "format", j_fmt("lance %s (footer %u.%u)", v20 ? "2.0" : f->minor == 1 ? "2.1" : "2.2", f->major, f->minor));
   j_t *ft = j_set(out, "footer", j_obj());
-  j_set(ft, "column_meta_start", j_uint(f.column_meta_start));
-  j_set(ft, "cmo_table", j_uint(f.cmo_start));
-  j_set(ft, "gbo_table", j_uint(f.gbo_start));
-  j_set(ft, "global_buffers", j_uint(f.n_global_buffers));
-  j_set(ft, "columns", j_uint(f.n_columns));
-  j_set(out, "rows", j_uint(f.n_rows));
-  j_set(out, "schema", schema_j(&f.schema));
-  j_set(out, "schema_metadata", kvs_j(&f.schema.meta));
-  /* global buffers and what refers to them */
+  j_set(ft, "column_meta_start", j_uint(f->column_meta_start));
+  j_set(ft, "cmo_table", j_uint(f->cmo_start));
+  j_set(ft, "gbo_table", j_uint(f->gbo_start));
+  j_set(ft, "global_buffers", j_uint(f->n_global_buffers));
+  j_set(ft, "columns", j_uint(f->n_columns));
+  j_set(out, "rows", j_uint(f->n_rows));
+  j_set(out, "schema", schema_j(&f->schema));
+  j_set(out, "schema_metadata", kvs_j(&f->schema.meta));
+}
+
+/* global buffers and what refers to them */
+static j_t *df_global_buffers_j(const mw_datafile_t *f, const uint8_t *p, j_t *out) {
   j_t *gb = j_set(out, "global_buffers", j_arr());
-  for (uint32_t i = 0; i < f.n_global_buffers; i++) {
+  for (uint32_t i = 0; i < f->n_global_buffers; i++) {
     const uint8_t *bp;
     size_t bn;
     j_t *e = j_push(gb, j_obj());
     j_set(e, "index", j_uint(i));
-    if (mw_datafile_global_buffer(&f, i, &bp, &bn, NULL) == 0) {
+    if (mw_datafile_global_buffer(f, i, &bp, &bn, NULL) == 0) {
       j_set(e, "offset", j_uint((uint64_t)(bp - p)));
       j_set(e, "size", j_uint(bn));
     }
     if (i == 0) j_set(e, "holds", j_str("FileDescriptor (schema, rows)"));
   }
-  /* columns: pages and encodings, and the values when asked */
-  j_t *cols = j_set(out, "columns", j_arr());
-  mw_column_t *data = calloc(f.schema.n_fields + 1, sizeof *data);
-  bool *have = calloc(f.schema.n_fields + 1, sizeof *have);
-  /* Lance columns are the leaves in pre-order (a list or struct field has
-   * one per leaf below it); a field's values go with its first column */
-  size_t *first = calloc(f.schema.n_fields + 1, sizeof *first);
-  if (data == NULL || have == NULL || first == NULL) abort();
+  assert(gb->n == f->n_global_buffers);
+  return gb;
+}
+
+/* Lance columns are the leaves in pre-order (a list or struct field has one
+ * per leaf below it); a field's values go with its first column. */
+static void df_leaves_init(df_show_t *d) {
+  assert(d->data == NULL);
+  assert(d->leaves == NULL);
+  const mw_schema_t *s = &d->f.schema;
+  d->data = calloc(s->n_fields + 1, sizeof *d->data);
+  d->have = calloc(s->n_fields + 1, sizeof *d->have);
+  d->first = calloc(s->n_fields + 1, sizeof *d->first);
+  if (d->data == NULL || d->have == NULL || d->first == NULL) abort();
   size_t n_leaves = 0;
-  for (size_t i = 0; i < f.schema.n_fields; i++) {
-    mw_schema_t one = {.fields = &f.schema.fields[i], .n_fields = 1};
-    first[i] = n_leaves;
+  for (size_t i = 0; i < s->n_fields; i++) {
+    mw_schema_t one = {.fields = &s->fields[i], .n_fields = 1};
+    d->first[i] = n_leaves;
     int nl = mw_lance_leaves(&one, NULL, NULL, 4 * MW_MAX_FIELDS);
     n_leaves += nl > 0 ? (size_t)nl : 0;
   }
-  const mw_field_t **leaves = calloc(n_leaves + 1, sizeof *leaves);
-  if (leaves == NULL) abort();
-  if (mw_lance_leaves(&f.schema, leaves, NULL, n_leaves) != (int)n_leaves) n_leaves = 0;
-  size_t top = 0;
-  for (uint32_t c = 0; c < f.n_columns && rc == 0; c++) {
+  d->leaves = calloc(n_leaves + 1, sizeof *d->leaves);
+  if (d->leaves == NULL) abort();
+  if (mw_lance_leaves(s, d->leaves, NULL, n_leaves) != (int)n_leaves) n_leaves = 0;
+  d->n_leaves = n_leaves;
+  d->top = 0;
+}
+
+static j_t *df_pages_j(const mw_page_info_t *pages, size_t np, const mw_show_opts_t *o) {
+  j_t *pa = j_arr();
+  for (size_t k = 0; k < np && (int64_t)k < cap_rows(o, (int64_t)np); k++) {
+    j_t *pg = j_push(pa, j_obj());
+    j_set(pg, "rows", j_uint(pages[k].rows));
+    j_set(pg, "first_row", j_uint(pages[k].priority));
+    j_set(pg, "layout", j_str(pages[k].layout));
+    j_set(pg, "encoding", j_str(pages[k].encoding));
+    j_set(pg, "buffers", buffers_j(&pages[k]));
+  }
+  return pa;
+}
+
+/* Reads the values of top-level field d->top, whose first column is c. */
+static int df_field_values(df_show_t *d, uint32_t c, j_t *e, mw_err_t *err) {
+  assert(d->top < d->f.schema.n_fields);
+  assert(c == d->first[d->top]);
+  size_t top = d->top++;
+  mw_err_t e2 = {0};
+  const mw_field_t *fld = &d->f.schema.fields[top];
+  if (c < d->n_leaves && fld != d->leaves[c]) j_set(e, "of_field", j_str(fld->name));
+  int vrc = mw_column_init(&d->data[top], fld);
+  if (vrc == 0) vrc = mw_datafile_read_column(&d->f, top, &d->data[top], &e2);
+  if (vrc != 0) return mw_err_set(err, vrc, "%s", e2.msg);
+  d->have[top] = true;
+  if (d->o->max_rows != 0) j_set(e, "values", column_rows_j(fld, &d->data[top], cap_rows(d->o, d->data[top].length)));
+  return 0;
+}
+
+/* columns: pages and encodings, and the values when asked */
+static int df_columns_j(df_show_t *d, j_t *out, mw_err_t *err) {
+  assert(d->leaves != NULL);
+  assert(d->top == 0);
+  j_t *cols = j_set(out, "columns", j_arr());
+  int rc = 0;
+  for (uint32_t c = 0; c < d->f.n_columns && rc == 0; c++) {
     j_t *e = j_push(cols, j_obj());
     j_set(e, "index", j_uint(c));
-    if (c < n_leaves) j_set(e, "field", j_str(leaves[c]->name));
+    if (c < d->n_leaves) j_set(e, "field", j_str(d->leaves[c]->name));
     mw_page_info_t *pages = NULL;
     size_t np = 0;
-    if ((rc = mw_datafile_column_info(&f, c, &pages, &np, err)) < 0) break;
+    if ((rc = mw_datafile_column_info(&d->f, c, &pages, &np, err)) < 0) break;
     j_set(e, "pages_total", j_uint(np));
-    j_t *pa = j_set(e, "pages", j_arr());
-    for (size_t k = 0; k < np && (int64_t)k < cap_rows(o, (int64_t)np); k++) {
-      j_t *pg = j_push(pa, j_obj());
-      j_set(pg, "rows", j_uint(pages[k].rows));
-      j_set(pg, "first_row", j_uint(pages[k].priority));
-      j_set(pg, "layout", j_str(pages[k].layout));
-      j_set(pg, "encoding", j_str(pages[k].encoding));
-      j_set(pg, "buffers", buffers_j(&pages[k]));
-    }
+    j_set(e, "pages", df_pages_j(pages, np, d->o));
     free(pages);
-    if (top < f.schema.n_fields && c == first[top]) {
-      mw_err_t e2 = {0};
-      const mw_field_t *fld = &f.schema.fields[top];
-      if (c < n_leaves && fld != leaves[c]) j_set(e, "of_field", j_str(fld->name));
-      int vrc = mw_column_init(&data[top], fld);
-      if (vrc == 0) vrc = mw_datafile_read_column(&f, top, &data[top], &e2);
-      if (vrc == 0) {
-        have[top] = true;
-        if (o->max_rows != 0) j_set(e, "values", column_rows_j(fld, &data[top], cap_rows(o, data[top].length)));
-      } else {
-        rc = mw_err_set(err, vrc, "%s", e2.msg);
-      }
-      top++;
-    }
+    if (d->top < d->f.schema.n_fields && c == d->first[d->top]) rc = df_field_values(d, c, e, err);
   }
-  free(leaves);
-  free(first);
-  /* zone write seeds, validated against the values */
-  if (rc == 0) {
-    j_t *seeds = j_set(out, "zone_seeds", j_arr());
-    size_t pl = strlen(MW_SEED_META_PREFIX);
-    for (size_t i = 0; i < f.schema.meta.n; i++) {
-      const mw_kv_t *kv = &f.schema.meta.items[i];
-      if (strncmp(kv->key, MW_SEED_META_PREFIX, pl) != 0) continue;
-      j_t *e = j_push(seeds, j_obj());
-      const char *colname = kv->key + pl;
-      j_set(e, "column", j_str(colname));
-      mw_seed_locator_t loc;
-      mw_err_t e2 = {0};
-      if (mw_seed_locator_parse(kv->value, kv->value_len, &loc, &e2) < 0) {
-        j_set(e, "valid", j_bool(false));
-        j_set(e, "problem", j_str(e2.msg));
-        continue;
-      }
-      j_set(e, "buffer", j_uint(loc.buffer_index));
-      j_set(e, "rows_per_zone", j_uint(loc.rows_per_zone));
-      int fi = mw_schema_find(&f.schema, colname);
-      const uint8_t *bp;
-      size_t bn;
-      if (fi < 0) {
-        j_set(e, "valid", j_bool(false));
-        j_set(e, "problem", j_fmt("no column named %s", colname));
-      } else if (mw_datafile_global_buffer(&f, loc.buffer_index, &bp, &bn, &e2) < 0) {
-        j_set(e, "valid", j_bool(false));
-        j_set(e, "problem", j_str(e2.msg));
-      } else {
-        seed_fill(e, bp, bn, &f.schema.fields[fi], have[fi] ? &data[fi] : NULL, loc.rows_per_zone, f.n_rows, o);
-        if (loc.buffer_index < gb->n) j_set(gb->items[loc.buffer_index], "holds", j_fmt("zone write seed of %s", colname));
-      }
-    }
+  assert(d->top <= d->f.schema.n_fields);
+  return rc;
+}
+
+/* One zone write seed named in the schema metadata, validated against the values. */
+static void df_seed_j(const df_show_t *d, const mw_kv_t *kv, j_t *gb, j_t *e) {
+  assert(strncmp(kv->key, MW_SEED_META_PREFIX, strlen(MW_SEED_META_PREFIX)) == 0);
+  const char *colname = kv->key + strlen(MW_SEED_META_PREFIX);
+  j_set(e, "column", j_str(colname));
+  mw_seed_locator_t loc;
+  mw_err_t e2 = {0};
+  if (mw_seed_locator_parse(kv->value, kv->value_len, &loc, &e2) < 0) {
+    j_set(e, "valid", j_bool(false));
+    j_set(e, "problem", j_str(e2.msg));
+    return;
   }
-  /* pk index views: page_data entries must be sorted by (key, row address) */
-  if (rc == 0 && kind == MW_KIND_PK_DATA && f.schema.n_fields == 2 && have[0] && have[1]) {
-    const uint64_t *ids = (const uint64_t *)(const void *)data[1].values.data;
-    int64_t bad = -1;
-    for (int64_t r = 1; r < data[0].length && bad < 0; r++) {
-      int c = mw_pk_key_cmp(&f.schema.fields[0], &data[0], r - 1, &data[0], r);
-      if (c > 0 || (c == 0 && ids[r - 1] >= ids[r])) bad = r;
-    }
-    j_t *pk = j_set(out, "pk_index", j_obj());
-    j_set(pk, "entries", j_int(data[0].length));
-    j_set(pk, "sorted_by_key_then_row", j_bool(bad < 0));
-    if (bad >= 0) j_set(pk, "first_unsorted_entry", j_int(bad));
+  j_set(e, "buffer", j_uint(loc.buffer_index));
+  j_set(e, "rows_per_zone", j_uint(loc.rows_per_zone));
+  int fi = mw_schema_find(&d->f.schema, colname);
+  const uint8_t *bp;
+  size_t bn;
+  if (fi < 0) {
+    j_set(e, "valid", j_bool(false));
+    j_set(e, "problem", j_fmt("no column named %s", colname));
+  } else if (mw_datafile_global_buffer(&d->f, loc.buffer_index, &bp, &bn, &e2) < 0) {
+    j_set(e, "valid", j_bool(false));
+    j_set(e, "problem", j_str(e2.msg));
+  } else {
+    seed_fill(e, bp, bn, &d->f.schema.fields[fi], d->have[fi] ? &d->data[fi] : NULL, loc.rows_per_zone, d->f.n_rows, d->o);
+    if (loc.buffer_index < gb->n) j_set(gb->items[loc.buffer_index], "holds", j_fmt("zone write seed of %s", colname));
   }
-  for (size_t i = 0; i < f.schema.n_fields; i++) mw_column_free(&data[i]);
-  free(data);
-  free(have);
-  mw_datafile_close(&f);
+}
+
+/* zone write seeds, validated against the values */
+static void df_seeds_j(const df_show_t *d, j_t *gb, j_t *out) {
+  j_t *seeds = j_set(out, "zone_seeds", j_arr());
+  size_t pl = strlen(MW_SEED_META_PREFIX);
+  for (size_t i = 0; i < d->f.schema.meta.n; i++) {
+    const mw_kv_t *kv = &d->f.schema.meta.items[i];
+    if (strncmp(kv->key, MW_SEED_META_PREFIX, pl) != 0) continue;
+    df_seed_j(d, kv, gb, j_push(seeds, j_obj()));
+  }
+}
+
+/* pk index views: page_data entries must be sorted by (key, row address) */
+static void df_pk_j(const df_show_t *d, j_t *out) {
+  assert(d->f.schema.n_fields == 2);
+  assert(d->have[0]);
+  assert(d->have[1]);
+  const mw_column_t *data = d->data;
+  const uint64_t *ids = (const uint64_t *)(const void *)data[1].values.data;
+  int64_t bad = -1;
+  for (int64_t r = 1; r < data[0].length && bad < 0; r++) {
+    int c = mw_pk_key_cmp(&d->f.schema.fields[0], &data[0], r - 1, &data[0], r);
+    if (c > 0 || (c == 0 && ids[r - 1] >= ids[r])) bad = r;
+  }
+  j_t *pk = j_set(out, "pk_index", j_obj());
+  j_set(pk, "entries", j_int(data[0].length));
+  j_set(pk, "sorted_by_key_then_row", j_bool(bad < 0));
+  if (bad >= 0) j_set(pk, "first_unsorted_entry", j_int(bad));
+}
+
+static int show_datafile_v2(const uint8_t *p, size_t n, mw_kind_t kind, const mw_show_opts_t *o, j_t *out,
+                            mw_err_t *err) {
+  df_show_t d = {.p = p, .o = o};
+  int rc = mw_datafile_open(&d.f, p, n, NULL, err);
+  if (rc < 0) return rc;
+  df_header_j(&d.f, out);
+  j_t *gb = df_global_buffers_j(&d.f, p, out);
+  df_leaves_init(&d);
+  rc = df_columns_j(&d, out, err);
+  free(d.leaves);
+  free(d.first);
+  if (rc == 0) df_seeds_j(&d, gb, out);
+  if (rc == 0 && kind == MW_KIND_PK_DATA && d.f.schema.n_fields == 2 && d.have[0] && d.have[1]) df_pk_j(&d, out);
+  for (size_t i = 0; i < d.f.schema.n_fields; i++) mw_column_free(&d.data[i]);
+  free(d.data);
+  free(d.have);
+  mw_datafile_close(&d.f);
   return rc;
 }
 
@@ -900,7 +961,92 @@ static j_t *v1_field_j(const mw_v1_field_t *fl) {
   return o;
 }
 
+static j_t *v1_manifest_j(const mw_v1_manifest_t *m) {
+  j_t *mj = j_obj();
+  j_t *fa = j_set(mj, "fields", j_arr());
+  for (size_t i = 0; i < m->n_fields; i++) j_push(fa, v1_field_j(&m->fields[i]));
+  j_t *fr = j_set(mj, "fragments", j_arr());
+  for (size_t i = 0; i < m->n_fragments; i++) {
+    j_t *e = j_push(fr, j_obj());
+    j_set(e, "id", j_uint(m->fragments[i].id));
+    j_t *pa = j_set(e, "files", j_arr());
+    for (size_t k = 0; k < m->fragments[i].n_files; k++) j_push(pa, j_str(m->fragments[i].paths[k]));
+  }
+  j_set(mj, "version", j_uint(m->version));
+  j_set(mj, "version_aux_data", j_uint(m->version_aux_data));
+  if (m->metadata.n) j_set(mj, "metadata", kvs_j(&m->metadata));
+  if (m->has_index_section) j_set(mj, "index_section", j_uint(m->index_section));
+  if (m->has_timestamp) j_set(mj, "timestamp", j_fmt("%" PRId64 ".%09d", m->ts_seconds, m->ts_nanos));
+  if (m->tag) j_set(mj, "tag", j_str(m->tag));
+  if (m->writer_library) j_set(mj, "writer", j_fmt("%s %s", m->writer_library, m->writer_version ? m->writer_version : ""));
+  if (m->data_format) j_set(mj, "data_format", j_fmt("%s %s", m->data_format, m->data_format_version ? m->data_format_version : ""));
+  if (m->n_unknown) j_set(mj, "fields_not_in_format_proto", j_uint(m->n_unknown));
+  return mj;
+}
+
+/* the page table */
+static j_t *v1_pages_j(const mw_v1_file_t *f) {
+  j_t *pt = j_arr();
+  for (size_t fi = 0; fi < f->pages.n_fields; fi++)
+    for (size_t b = 0; b < f->pages.n_batches; b++) {
+      uint64_t pos, items;
+      if (mw_v1_page(f, false, (int32_t)fi, b, &pos, &items, NULL) < 0) continue;
+      j_t *e = j_push(pt, j_obj());
+      j_set(e, "field_id", j_uint(fi));
+      j_set(e, "batch", j_uint(b));
+      j_set(e, "position", j_uint(pos));
+      j_set(e, "items", j_uint(items));
+    }
+  return pt;
+}
+
+/* the values of every decodable top-level field */
+static int v1_values_j(mw_v1_file_t *f, const mw_show_opts_t *o, j_t *vals, mw_err_t *err) {
+  int rc = 0;
+  for (size_t i = 0; f->has_manifest && i < f->manifest.n_fields && rc == 0; i++) {
+    const mw_v1_field_t *fl = &f->manifest.fields[i];
+    mw_field_t mf;
+    mw_column_t c = {0};
+    mw_err_t e2 = {0};
+    if (fl->parent_id != -1 || mw_v1_field_type(fl, &mf, &e2) < 0) {
+      j_set(vals, fl->name, j_fmt("(not decoded: %s)", e2.msg[0] ? e2.msg : "nested field"));
+      continue;
+    }
+    rc = mw_v1_read_column(f, false, fl, &mf, &c, err);
+    if (rc == 0) j_set(vals, fl->name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
+    column_free(&c);
+  }
+  return rc;
+}
+
+/* the statistics: their fields, and their values named parent.field */
+static int v1_stats_j(mw_v1_file_t *f, const mw_show_opts_t *o, j_t *st, mw_err_t *err) {
+  assert(f->has_stats);
+  j_set(st, "page_table_position", j_uint(f->stats_pages.position));
+  j_t *sf = j_set(st, "fields", j_arr());
+  for (size_t i = 0; i < f->n_stats_fields; i++) j_push(sf, v1_field_j(&f->stats_fields[i]));
+  j_t *sv = j_set(st, "values", j_obj());
+  int rc = 0;
+  for (size_t i = 0; i < f->n_stats_fields && rc == 0; i++) {
+    const mw_v1_field_t *fl = &f->stats_fields[i];
+    mw_field_t mf;
+    mw_column_t c = {0};
+    if (mw_v1_field_type(fl, &mf, NULL) < 0) continue; /* struct parents */
+    const char *parent = "?";
+    for (size_t k = 0; k < f->n_stats_fields; k++)
+      if (f->stats_fields[k].id == fl->parent_id) parent = f->stats_fields[k].name;
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s", parent, fl->name);
+    rc = mw_v1_read_column(f, true, fl, &mf, &c, err);
+    if (rc == 0) j_set(sv, name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
+    column_free(&c);
+  }
+  return rc;
+}
+
 static int show_v1(const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out, mw_err_t *err) {
+  assert(o != NULL);
+  assert(out != NULL);
   mw_v1_file_t f;
   int rc = mw_v1_open(&f, p, n, err);
   if (rc < 0) {
@@ -914,75 +1060,10 @@ static int show_v1(const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out
   j_t *bo = j_set(out, "batch_offsets", j_arr());
   for (size_t i = 0; i < f.n_batch_offsets; i++) j_push(bo, j_uint(f.batch_offsets[i]));
   j_set(out, "rows", j_uint(mw_v1_rows(&f)));
-  if (f.has_manifest) {
-    const mw_v1_manifest_t *m = &f.manifest;
-    j_t *mj = j_set(out, "manifest", j_obj());
-    j_t *fa = j_set(mj, "fields", j_arr());
-    for (size_t i = 0; i < m->n_fields; i++) j_push(fa, v1_field_j(&m->fields[i]));
-    j_t *fr = j_set(mj, "fragments", j_arr());
-    for (size_t i = 0; i < m->n_fragments; i++) {
-      j_t *e = j_push(fr, j_obj());
-      j_set(e, "id", j_uint(m->fragments[i].id));
-      j_t *pa = j_set(e, "files", j_arr());
-      for (size_t k = 0; k < m->fragments[i].n_files; k++) j_push(pa, j_str(m->fragments[i].paths[k]));
-    }
-    j_set(mj, "version", j_uint(m->version));
-    j_set(mj, "version_aux_data", j_uint(m->version_aux_data));
-    if (m->metadata.n) j_set(mj, "metadata", kvs_j(&m->metadata));
-    if (m->has_index_section) j_set(mj, "index_section", j_uint(m->index_section));
-    if (m->has_timestamp) j_set(mj, "timestamp", j_fmt("%" PRId64 ".%09d", m->ts_seconds, m->ts_nanos));
-    if (m->tag) j_set(mj, "tag", j_str(m->tag));
-    if (m->writer_library) j_set(mj, "writer", j_fmt("%s %s", m->writer_library, m->writer_version ? m->writer_version : ""));
-    if (m->data_format) j_set(mj, "data_format", j_fmt("%s %s", m->data_format, m->data_format_version ? m->data_format_version : ""));
-    if (m->n_unknown) j_set(mj, "fields_not_in_format_proto", j_uint(m->n_unknown));
-  }
-  /* the page table, then the values of every decodable top-level field */
-  j_t *pt = j_set(out, "pages", j_arr());
-  for (size_t fi = 0; fi < f.pages.n_fields; fi++)
-    for (size_t b = 0; b < f.pages.n_batches; b++) {
-      uint64_t pos, items;
-      if (mw_v1_page(&f, false, (int32_t)fi, b, &pos, &items, NULL) < 0) continue;
-      j_t *e = j_push(pt, j_obj());
-      j_set(e, "field_id", j_uint(fi));
-      j_set(e, "batch", j_uint(b));
-      j_set(e, "position", j_uint(pos));
-      j_set(e, "items", j_uint(items));
-    }
-  j_t *vals = j_set(out, "values", j_obj());
-  for (size_t i = 0; f.has_manifest && i < f.manifest.n_fields && rc == 0; i++) {
-    const mw_v1_field_t *fl = &f.manifest.fields[i];
-    mw_field_t mf;
-    mw_column_t c = {0};
-    mw_err_t e2 = {0};
-    if (fl->parent_id != -1 || mw_v1_field_type(fl, &mf, &e2) < 0) {
-      j_set(vals, fl->name, j_fmt("(not decoded: %s)", e2.msg[0] ? e2.msg : "nested field"));
-      continue;
-    }
-    rc = mw_v1_read_column(&f, false, fl, &mf, &c, err);
-    if (rc == 0) j_set(vals, fl->name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
-    column_free(&c);
-  }
-  if (rc == 0 && f.has_stats) {
-    j_t *st = j_set(out, "statistics", j_obj());
-    j_set(st, "page_table_position", j_uint(f.stats_pages.position));
-    j_t *sf = j_set(st, "fields", j_arr());
-    for (size_t i = 0; i < f.n_stats_fields; i++) j_push(sf, v1_field_j(&f.stats_fields[i]));
-    j_t *sv = j_set(st, "values", j_obj());
-    for (size_t i = 0; i < f.n_stats_fields && rc == 0; i++) {
-      const mw_v1_field_t *fl = &f.stats_fields[i];
-      mw_field_t mf;
-      mw_column_t c = {0};
-      if (mw_v1_field_type(fl, &mf, NULL) < 0) continue; /* struct parents */
-      const char *parent = "?";
-      for (size_t k = 0; k < f.n_stats_fields; k++)
-        if (f.stats_fields[k].id == fl->parent_id) parent = f.stats_fields[k].name;
-      char name[256];
-      snprintf(name, sizeof name, "%s.%s", parent, fl->name);
-      rc = mw_v1_read_column(&f, true, fl, &mf, &c, err);
-      if (rc == 0) j_set(sv, name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
-      column_free(&c);
-    }
-  }
+  if (f.has_manifest) j_set(out, "manifest", v1_manifest_j(&f.manifest));
+  j_set(out, "pages", v1_pages_j(&f));
+  rc = v1_values_j(&f, o, j_set(out, "values", j_obj()), err);
+  if (rc == 0 && f.has_stats) rc = v1_stats_j(&f, o, j_set(out, "statistics", j_obj()), err);
   mw_v1_close(&f);
   return rc;
 }
@@ -991,7 +1072,9 @@ static int show_v1(const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out
 
 int mw_show(const char *key, mw_kind_t kind, const uint8_t *p, size_t n, const mw_show_opts_t *o,
             j_t **out, mw_err_t *err) {
-  assert(key != NULL && out != NULL && o != NULL);
+  assert(key != NULL);
+  assert(out != NULL);
+  assert(o != NULL);
   j_t *t = j_obj();
   j_set(t, "key", j_str(key));
   j_set(t, "kind", j_str(mw_kind_name(kind)));

@@ -418,25 +418,98 @@ static void check_vindexes(vctx_t *v, const char *dir, const mw_table_meta_t *t,
   }
 }
 
+/* Fetches and decodes an SSTable manifest into *t; a negative return means
+ * there is none to check (the problem is named, *t freed). */
+static int load_sstable_meta(vctx_t *v, const char *key, mw_table_meta_t *t) {
+  mw_buf_t b = MW_BUF_INIT;
+  if (fetch(v, key, &b, "SSTable manifest") < 0) {
+    mw_buf_free(&b);
+    return -ENOENT;
+  }
+  mw_err_t err = {0};
+  int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, t, &err);
+  mw_buf_free(&b);
+  if (rc < 0) {
+    problem(v, key, "SSTable manifest does not decode: %s", err.msg);
+    mw_table_meta_free(t);
+  }
+  return rc;
+}
+
+/* deletions = the rows a later copy of the same key supersedes */
+static void check_dedup(vctx_t *v, const char *where, const uint64_t *hashes, int64_t rows, const uint32_t *offs,
+                        size_t n_offs) {
+  assert(rows >= 0);
+  uint32_t *want = malloc(((size_t)rows + 1) * sizeof *want);
+  if (want == NULL) abort();
+  int64_t nw = mw_dedup_deletions(hashes, rows, want);
+  if (nw >= 0 && ((size_t)nw != n_offs || (nw > 0 && memcmp(want, offs, (size_t)nw * 4) != 0)))
+    problem(v, where, "the deletion file masks %zu rows, but %" PRId64 " rows are superseded by a later row with the same key",
+            n_offs, nw);
+  free(want);
+}
+
+/* the bloom filter knows every key */
+static void check_bloom(vctx_t *v, const char *dir, const uint64_t *hashes, int64_t rows) {
+  char bkey[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(bkey, sizeof bkey, "%sbloom_filter.bin", dir);
+  mw_buf_t bb = MW_BUF_INIT;
+  mw_err_t err = {0};
+  if (has_key(v, bkey) && fetch(v, bkey, &bb, "bloom filter") == 0) {
+    mw_bloom_t bf = {0};
+    if (mw_bloom_decode(&bf, bb.data, bb.len, &err) < 0) {
+      problem(v, bkey, "bloom filter does not decode: %s", err.msg);
+    } else {
+      for (int64_t r = 0; r < rows; r++)
+        if (!mw_bloom_check(&bf, hashes[r])) {
+          problem(v, bkey, "row %" PRId64 "'s key is not in the bloom filter (a point lookup would miss it)", r);
+          break;
+        }
+    }
+    mw_bloom_free(&bf);
+  }
+  mw_buf_free(&bb);
+}
+
+/* The keys of an SSTable's data file (key: its manifest, dkey: the file):
+ * its deletions, its bloom filter and its primary-key index. */
+static void check_sstable_keys(vctx_t *v, const char *dir, const char *key, const char *dkey,
+                               const Lance__Table__DataFragment *fr, const dfile_t *d) {
+  assert(d->have_batch);
+  int pk = pk_index_of(&d->f.schema);
+  int64_t rows = d->batch.n_rows;
+  uint32_t *offs = NULL;
+  size_t n_offs = 0;
+  uint8_t *dead = calloc((size_t)rows + 1, 1);
+  if (dead == NULL) abort();
+  if (fr->deletion_file && read_deletion(v, dir, fr->id, fr->deletion_file, fr->physical_rows, &offs, &n_offs) == 0)
+    for (size_t i = 0; i < n_offs; i++) dead[offs[i]] = 1;
+  uint64_t *hashes = malloc(((size_t)rows + 1) * sizeof *hashes);
+  if (hashes == NULL) abort();
+  mw_err_t err = {0};
+  if (pk < 0) {
+    problem(v, dkey, "SSTable data file has no primary-key field");
+  } else if (mw_pk_hash_batch(&d->batch, hashes, &err) < 0) {
+    problem(v, dkey, "primary key cannot be hashed: %s", err.msg);
+  } else {
+    check_dedup(v, fr->deletion_file ? key : dkey, hashes, rows, offs, n_offs);
+    check_bloom(v, dir, hashes, rows);
+    check_pk_index(v, dir, d, pk, dead, rows);
+  }
+  free(hashes);
+  free(offs);
+  free(dead);
+}
+
 static void check_sstable(vctx_t *v, const char *shard_dir, const mw_sstable_ref_t *ref) {
+  assert(shard_dir != NULL);
+  assert(ref != NULL);
   char dir[MW_STORAGE_KEY_MAX_BYTES + 1], key[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(dir, sizeof dir, "%s%s/", shard_dir, ref->path);
   snprintf(key, sizeof key, "%s%s", dir, SST_MANIFEST);
   v->r->sstables++;
-  mw_buf_t b = MW_BUF_INIT;
-  if (fetch(v, key, &b, "SSTable manifest") < 0) {
-    mw_buf_free(&b);
-    return;
-  }
   mw_table_meta_t t;
-  mw_err_t err = {0};
-  int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, &t, &err);
-  mw_buf_free(&b);
-  if (rc < 0) {
-    problem(v, key, "SSTable manifest does not decode: %s", err.msg);
-    mw_table_meta_free(&t);
-    return;
-  }
+  if (load_sstable_meta(v, key, &t) < 0) return;
   const Lance__Table__Manifest *pb = t.manifest.pb;
   if (pb->n_fragments != 1 || pb->fragments[0]->n_files != 1) {
     problem(v, key, "an SSTable has one fragment of one data file; this manifest has %zu fragments", pb->n_fragments);
@@ -451,54 +524,8 @@ static void check_sstable(vctx_t *v, const char *shard_dir, const mw_sstable_ref
   dfile_t d;
   if (check_fragment_file(v, dkey, &t.schema, fr, 0, &d) == 0 && d.have_batch) {
     check_flags(v, key, pb->reader_feature_flags, pb->writer_feature_flags, d.v1_seeds);
-    int pk = pk_index_of(&d.f.schema);
-    int64_t rows = d.batch.n_rows;
-    uint32_t *offs = NULL;
-    size_t n_offs = 0;
-    uint8_t *dead = calloc((size_t)rows + 1, 1);
-    if (dead == NULL) abort();
-    if (fr->deletion_file && read_deletion(v, dir, fr->id, fr->deletion_file, fr->physical_rows, &offs, &n_offs) == 0)
-      for (size_t i = 0; i < n_offs; i++) dead[offs[i]] = 1;
-    uint64_t *hashes = malloc(((size_t)rows + 1) * sizeof *hashes);
-    if (hashes == NULL) abort();
-    if (pk < 0) {
-      problem(v, dkey, "SSTable data file has no primary-key field");
-    } else if ((rc = mw_pk_hash_batch(&d.batch, hashes, &err)) < 0) {
-      problem(v, dkey, "primary key cannot be hashed: %s", err.msg);
-    } else {
-      /* deletions = the rows a later copy of the same key supersedes */
-      uint32_t *want = malloc(((size_t)rows + 1) * sizeof *want);
-      if (want == NULL) abort();
-      int64_t nw = mw_dedup_deletions(hashes, rows, want);
-      if (nw >= 0 && ((size_t)nw != n_offs || (nw > 0 && memcmp(want, offs, (size_t)nw * 4) != 0)))
-        problem(v, fr->deletion_file ? key : dkey,
-                "the deletion file masks %zu rows, but %" PRId64 " rows are superseded by a later row with the same key",
-                n_offs, nw);
-      free(want);
-      /* the bloom filter knows every key */
-      char bkey[MW_STORAGE_KEY_MAX_BYTES + 1];
-      snprintf(bkey, sizeof bkey, "%sbloom_filter.bin", dir);
-      mw_buf_t bb = MW_BUF_INIT;
-      if (has_key(v, bkey) && fetch(v, bkey, &bb, "bloom filter") == 0) {
-        mw_bloom_t bf = {0};
-        if (mw_bloom_decode(&bf, bb.data, bb.len, &err) < 0) {
-          problem(v, bkey, "bloom filter does not decode: %s", err.msg);
-        } else {
-          for (int64_t r = 0; r < rows; r++)
-            if (!mw_bloom_check(&bf, hashes[r])) {
-              problem(v, bkey, "row %" PRId64 "'s key is not in the bloom filter (a point lookup would miss it)", r);
-              break;
-            }
-        }
-        mw_bloom_free(&bf);
-      }
-      mw_buf_free(&bb);
-      check_pk_index(v, dir, &d, pk, dead, rows);
-    }
+    check_sstable_keys(v, dir, key, dkey, fr, &d);
     check_vindexes(v, dir, &t, &d);
-    free(hashes);
-    free(offs);
-    free(dead);
   }
   dfile_free(&d);
   mw_table_meta_free(&t);
@@ -521,9 +548,9 @@ static uint64_t compacted_gen(const vctx_t *v, const uint8_t id[16]) {
   return g;
 }
 
-static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *latest, uint64_t max_epoch) {
-  char prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
-  snprintf(prefix, sizeof prefix, "%swal/", dir);
+/* The WAL entries under prefix, sorted by position (names are bit-reversed:
+ * key order is not position order); *n_out of them. */
+static walent_t *wal_entries(vctx_t *v, const char *prefix, size_t *n_out) {
   size_t at = first_with(v, prefix), cap = 0, n = 0;
   walent_t *e = NULL;
   for (size_t i = at; i < v->n && starts(v->keys[i], prefix); i++) {
@@ -543,23 +570,25 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
     snprintf(e[n].key, sizeof e[n].key, "%s", v->keys[i]);
     n++;
   }
-  /* sort by position (names are bit-reversed: key order is not position order) */
   for (size_t i = 1; i < n; i++)
     for (size_t j = i; j > 0 && e[j - 1].pos > e[j].pos; j--) {
       walent_t t = e[j];
       e[j] = e[j - 1];
       e[j - 1] = t;
     }
-  uint64_t replay = latest ? latest->replay_after_wal_entry_position : 0;
+  for (size_t i = 1; i < n; i++) assert(e[i - 1].pos <= e[i].pos);
+  *n_out = n;
+  return e;
+}
+
+/* Positions above the replay point are contiguous; each entry decodes and
+ * names its writer epoch (filled into e[i], with ok and sentinel). */
+static void read_wal_entries(vctx_t *v, walent_t *e, size_t n, uint64_t replay, uint64_t max_epoch) {
   uint64_t expect = replay + 1;
-  /* below the replay point entries may be gone: GC collects them (keeping
-   * fence sentinels), and nothing reads them any more; counted, not a problem */
-  uint64_t below = 0;
-  for (size_t i = 0; i < n; i++) below += e[i].pos >= 1 && e[i].pos <= replay;
-  v->r->wal_collected += replay - (below < replay ? below : replay);
   mw_ipc_reader_t rd;
   mw_ipc_reader_init(&rd);
   for (size_t i = 0; i < n; i++) {
+    assert(i == 0 || e[i - 1].pos <= e[i].pos);
     if (e[i].pos > replay) {
       if (e[i].pos != expect)
         problem(v, e[i].key, "WAL positions %" PRIu64 "..%" PRIu64 " are missing (entries above the replay point %" PRIu64
@@ -585,8 +614,35 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
     mw_buf_free(&b);
   }
   mw_ipc_reader_free(&rd);
-  /* epochs never go down; one sentinel per epoch, before its data; an epoch
-   * that follows another writer's entries starts with its sentinel */
+}
+
+/* The epoch of e[i], its first entry: one sentinel, before its data; an epoch
+ * above the lowest that has data above the replay point starts with one. */
+static void check_epoch_sentinel(vctx_t *v, const walent_t *e, size_t n, size_t i, uint64_t lowest, uint64_t replay) {
+  assert(i < n);
+  assert(e[i].ok);
+  size_t sentinels = 0, first_data = SIZE_MAX, first_sentinel = SIZE_MAX;
+  for (size_t k = i; k < n; k++) {
+    if (!e[k].ok || e[k].epoch != e[i].epoch) continue;
+    if (e[k].sentinel) {
+      sentinels++;
+      if (first_sentinel == SIZE_MAX) first_sentinel = k;
+      else problem(v, e[k].key, "a second fence sentinel for epoch %" PRIu64 " (first at position %" PRIu64 ")", e[k].epoch,
+                   e[first_sentinel].pos);
+    } else if (first_data == SIZE_MAX) {
+      first_data = k;
+    }
+  }
+  if (first_sentinel != SIZE_MAX && first_data != SIZE_MAX && first_data < first_sentinel)
+    problem(v, e[first_data].key, "data of epoch %" PRIu64 " before that epoch's fence sentinel (position %" PRIu64 ")",
+            e[i].epoch, e[first_sentinel].pos);
+  if (sentinels == 0 && e[i].epoch > lowest && first_data != SIZE_MAX && e[first_data].pos > replay)
+    problem(v, e[first_data].key, "epoch %" PRIu64 " took over the shard without a fence sentinel", e[i].epoch);
+}
+
+/* epochs never go down; one sentinel per epoch, before its data; an epoch
+ * that follows another writer's entries starts with its sentinel */
+static void check_wal_epochs(vctx_t *v, const walent_t *e, size_t n, uint64_t replay) {
   uint64_t prev = 0, lowest = UINT64_MAX;
   for (size_t i = 0; i < n; i++)
     if (e[i].ok && e[i].epoch < lowest) lowest = e[i].epoch;
@@ -601,37 +657,31 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
                                      : "");
     prev = e[i].epoch > prev ? e[i].epoch : prev;
     if (e[i].sentinel && e[i].epoch > fenced_by) fenced_by = e[i].epoch;
-    size_t sentinels = 0, first_data = SIZE_MAX, first_sentinel = SIZE_MAX;
     bool first_of_epoch = true;
     for (size_t k = 0; k < i; k++)
       if (e[k].ok && e[k].epoch == e[i].epoch) first_of_epoch = false;
-    if (!first_of_epoch) continue;
-    for (size_t k = i; k < n; k++) {
-      if (!e[k].ok || e[k].epoch != e[i].epoch) continue;
-      if (e[k].sentinel) {
-        sentinels++;
-        if (first_sentinel == SIZE_MAX) first_sentinel = k;
-        else problem(v, e[k].key, "a second fence sentinel for epoch %" PRIu64 " (first at position %" PRIu64 ")", e[k].epoch,
-                     e[first_sentinel].pos);
-      } else if (first_data == SIZE_MAX) {
-        first_data = k;
-      }
-    }
-    if (first_sentinel != SIZE_MAX && first_data != SIZE_MAX && first_data < first_sentinel)
-      problem(v, e[first_data].key, "data of epoch %" PRIu64 " before that epoch's fence sentinel (position %" PRIu64 ")",
-              e[i].epoch, e[first_sentinel].pos);
-    if (sentinels == 0 && e[i].epoch > lowest && first_data != SIZE_MAX && e[first_data].pos > replay)
-      problem(v, e[first_data].key, "epoch %" PRIu64 " took over the shard without a fence sentinel", e[i].epoch);
+    if (first_of_epoch) check_epoch_sentinel(v, e, n, i, lowest, replay);
   }
+}
+
+static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *latest, uint64_t max_epoch) {
+  char prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(prefix, sizeof prefix, "%swal/", dir);
+  size_t n = 0;
+  walent_t *e = wal_entries(v, prefix, &n);
+  uint64_t replay = latest ? latest->replay_after_wal_entry_position : 0;
+  /* below the replay point entries may be gone: GC collects them (keeping
+   * fence sentinels), and nothing reads them any more; counted, not a problem */
+  uint64_t below = 0;
+  for (size_t i = 0; i < n; i++) below += e[i].pos >= 1 && e[i].pos <= replay;
+  v->r->wal_collected += replay - (below < replay ? below : replay);
+  read_wal_entries(v, e, n, replay, max_epoch);
+  check_wal_epochs(v, e, n, replay);
   free(e);
 }
 
-static void check_shard(vctx_t *v, shard_info_t *si) {
-  char dir[MW_STORAGE_KEY_MAX_BYTES + 1], prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
-  snprintf(dir, sizeof dir, MEM_WAL "%s/", si->uuid);
-  snprintf(prefix, sizeof prefix, "%smanifest/", dir);
-  v->r->shards++;
-  /* the manifest chain, in version order */
+/* The versions of the shard manifests under prefix, ascending; *n_out of them. */
+static uint64_t *shard_versions(vctx_t *v, const char *prefix, size_t *n_out) {
   size_t at = first_with(v, prefix), n = 0;
   uint64_t *vers = NULL;
   for (size_t i = at; i < v->n && starts(v->keys[i], prefix); i++) {
@@ -652,107 +702,156 @@ static void check_shard(vctx_t *v, shard_info_t *si) {
       vers[j] = vers[j - 1];
       vers[j - 1] = t;
     }
-  mw_shard_manifest_t prev, cur, latest;
-  mw_shard_manifest_init(&prev);
-  mw_shard_manifest_init(&latest);
-  bool have_prev = false, have_latest = false;
-  uint64_t max_epoch = 0, comp = compacted_gen(v, si->id);
-  for (size_t i = 0; i < n; i++) {
-    char name[MW_BITREV_NAME_BYTES], key[MW_STORAGE_KEY_MAX_BYTES + 1];
-    mw_shard_manifest_name(vers[i], name, sizeof name);
-    snprintf(key, sizeof key, "%s%s", prefix, name);
-    if (i > 0 && vers[i] != vers[i - 1] + 1)
-      problem(v, key, "shard manifest versions jump from %" PRIu64 " to %" PRIu64, vers[i - 1], vers[i]);
-    mw_buf_t b = MW_BUF_INIT;
-    mw_err_t err = {0};
-    v->r->manifests++;
-    if (fetch(v, key, &b, "shard manifest") < 0) {
-      mw_buf_free(&b);
-      continue;
-    }
-    int rc = mw_shard_manifest_decode(b.data, b.len, &cur, &err);
+  *n_out = n;
+  return vers;
+}
+
+/* Fetches and decodes manifest vers[i] into *cur (its key into key);
+ * a negative return means there is none to check (the problem is named). */
+static int load_shard_manifest(vctx_t *v, const char *prefix, const uint64_t *vers, size_t i, char *key,
+                               mw_shard_manifest_t *cur) {
+  char name[MW_BITREV_NAME_BYTES];
+  mw_shard_manifest_name(vers[i], name, sizeof name);
+  snprintf(key, MW_STORAGE_KEY_MAX_BYTES + 1, "%s%s", prefix, name);
+  if (i > 0 && vers[i] != vers[i - 1] + 1)
+    problem(v, key, "shard manifest versions jump from %" PRIu64 " to %" PRIu64, vers[i - 1], vers[i]);
+  mw_buf_t b = MW_BUF_INIT;
+  mw_err_t err = {0};
+  v->r->manifests++;
+  if (fetch(v, key, &b, "shard manifest") < 0) {
     mw_buf_free(&b);
-    if (rc < 0) {
-      problem(v, key, "shard manifest does not decode: %s", err.msg);
-      mw_shard_manifest_free(&cur);
-      continue;
-    }
-    if (cur.version != vers[i]) problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, cur.version, vers[i]);
-    if (cur.has_shard_id && memcmp(cur.shard_id, si->id, 16) != 0) problem(v, key, "names another shard id than its directory");
-    if (cur.writer_epoch > max_epoch) max_epoch = cur.writer_epoch;
-    for (size_t k = 0; k < cur.n_sstables; k++) {
-      if (cur.sstables[k].generation >= cur.current_generation)
-        problem(v, key, "SSTable generation %" PRIu64 " is not below current_generation %" PRIu64, cur.sstables[k].generation,
-                cur.current_generation);
-      for (size_t j = 0; j < k; j++)
-        if (cur.sstables[j].generation == cur.sstables[k].generation)
-          problem(v, key, "SSTable generation %" PRIu64 " is listed twice", cur.sstables[k].generation);
-    }
-    if (have_prev) {
-      if (cur.writer_epoch < prev.writer_epoch)
-        problem(v, key, "writer_epoch went down from %" PRIu64 " to %" PRIu64, prev.writer_epoch, cur.writer_epoch);
-      if (cur.replay_after_wal_entry_position < prev.replay_after_wal_entry_position)
-        problem(v, key, "replay_after_wal_entry_position went down from %" PRIu64 " to %" PRIu64,
-                prev.replay_after_wal_entry_position, cur.replay_after_wal_entry_position);
-      if (cur.current_generation < prev.current_generation)
-        problem(v, key, "current_generation went down from %" PRIu64 " to %" PRIu64, prev.current_generation, cur.current_generation);
-      for (size_t j = 0; j < prev.n_sstables; j++) {
-        bool kept = false;
-        for (size_t k = 0; k < cur.n_sstables && !kept; k++) kept = cur.sstables[k].generation == prev.sstables[j].generation;
-        if (!kept && prev.sstables[j].generation > comp)
-          problem(v, key, "SSTable generation %" PRIu64 " (%s) left the manifest before compaction covered it "
-                  "(compacted_sstables reaches generation %" PRIu64 ")", prev.sstables[j].generation, prev.sstables[j].path, comp);
-      }
-    }
+    return -ENOENT;
+  }
+  int rc = mw_shard_manifest_decode(b.data, b.len, cur, &err);
+  mw_buf_free(&b);
+  if (rc < 0) {
+    problem(v, key, "shard manifest does not decode: %s", err.msg);
+    mw_shard_manifest_free(cur);
+  }
+  return rc;
+}
+
+/* One manifest alone: its version, its shard id, its SSTable generations. */
+static void check_shard_manifest(vctx_t *v, const char *key, const mw_shard_manifest_t *cur, uint64_t ver,
+                                 const uint8_t id[16]) {
+  if (cur->version != ver) problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, cur->version, ver);
+  if (cur->has_shard_id && memcmp(cur->shard_id, id, 16) != 0) problem(v, key, "names another shard id than its directory");
+  for (size_t k = 0; k < cur->n_sstables; k++) {
+    if (cur->sstables[k].generation >= cur->current_generation)
+      problem(v, key, "SSTable generation %" PRIu64 " is not below current_generation %" PRIu64, cur->sstables[k].generation,
+              cur->current_generation);
+    for (size_t j = 0; j < k; j++)
+      if (cur->sstables[j].generation == cur->sstables[k].generation)
+        problem(v, key, "SSTable generation %" PRIu64 " is listed twice", cur->sstables[k].generation);
+  }
+}
+
+/* From one manifest to the next: nothing goes down, no SSTable leaves
+ * before compaction (generation comp) covers it. */
+static void check_manifest_step(vctx_t *v, const char *key, const mw_shard_manifest_t *prev,
+                                const mw_shard_manifest_t *cur, uint64_t comp) {
+  if (cur->writer_epoch < prev->writer_epoch)
+    problem(v, key, "writer_epoch went down from %" PRIu64 " to %" PRIu64, prev->writer_epoch, cur->writer_epoch);
+  if (cur->replay_after_wal_entry_position < prev->replay_after_wal_entry_position)
+    problem(v, key, "replay_after_wal_entry_position went down from %" PRIu64 " to %" PRIu64,
+            prev->replay_after_wal_entry_position, cur->replay_after_wal_entry_position);
+  if (cur->current_generation < prev->current_generation)
+    problem(v, key, "current_generation went down from %" PRIu64 " to %" PRIu64, prev->current_generation, cur->current_generation);
+  for (size_t j = 0; j < prev->n_sstables; j++) {
+    bool kept = false;
+    for (size_t k = 0; k < cur->n_sstables && !kept; k++) kept = cur->sstables[k].generation == prev->sstables[j].generation;
+    if (!kept && prev->sstables[j].generation > comp)
+      problem(v, key, "SSTable generation %" PRIu64 " (%s) left the manifest before compaction covered it "
+              "(compacted_sstables reaches generation %" PRIu64 ")", prev->sstables[j].generation, prev->sstables[j].path, comp);
+  }
+}
+
+/* The manifest chain, in version order. Returns whether one decoded (then
+ * the last is copied to *latest); *max_epoch is raised to every epoch seen. */
+static bool check_manifest_chain(vctx_t *v, shard_info_t *si, const char *prefix, mw_shard_manifest_t *latest,
+                                 uint64_t *max_epoch) {
+  size_t n = 0;
+  uint64_t *vers = shard_versions(v, prefix, &n);
+  mw_shard_manifest_t prev, cur;
+  mw_shard_manifest_init(&prev);
+  bool have_prev = false;
+  uint64_t comp = compacted_gen(v, si->id);
+  for (size_t i = 0; i < n; i++) {
+    char key[MW_STORAGE_KEY_MAX_BYTES + 1];
+    if (load_shard_manifest(v, prefix, vers, i, key, &cur) < 0) continue;
+    check_shard_manifest(v, key, &cur, vers[i], si->id);
+    if (cur.writer_epoch > *max_epoch) *max_epoch = cur.writer_epoch;
+    if (have_prev) check_manifest_step(v, key, &prev, &cur, comp);
     mw_shard_manifest_free(&prev);
     prev = cur;
     have_prev = true;
     mw_shard_manifest_init(&cur);
   }
   if (have_prev) {
-    mw_shard_manifest_copy(&latest, &prev);
-    have_latest = true;
-    si->current_generation = latest.current_generation;
+    mw_shard_manifest_copy(latest, &prev);
+    si->current_generation = latest->current_generation;
     si->has_manifest = true;
   }
   mw_shard_manifest_free(&prev);
   free(vers);
-  /* the hint is never ahead of the manifests */
+  return have_prev;
+}
+
+/* the hint is never ahead of the manifests */
+static void check_version_hint(vctx_t *v, const char *prefix, const mw_shard_manifest_t *latest) {
   char hkey[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(hkey, sizeof hkey, "%sversion_hint.json", prefix);
-  if (has_key(v, hkey)) {
-    mw_buf_t b = MW_BUF_INIT;
-    uint64_t hv;
-    mw_err_t err = {0};
-    if (fetch(v, hkey, &b, "version hint") == 0) {
-      if (mw_version_hint_parse(b.data, b.len, &hv, &err) < 0) problem(v, hkey, "%s", err.msg);
-      else if (have_latest && hv > latest.version)
-        problem(v, hkey, "hints version %" PRIu64 ", the latest manifest is %" PRIu64, hv, latest.version);
-    }
-    mw_buf_free(&b);
+  if (!has_key(v, hkey)) return;
+  mw_buf_t b = MW_BUF_INIT;
+  uint64_t hv;
+  mw_err_t err = {0};
+  if (fetch(v, hkey, &b, "version hint") == 0) {
+    if (mw_version_hint_parse(b.data, b.len, &hv, &err) < 0) problem(v, hkey, "%s", err.msg);
+    else if (latest != NULL && hv > latest->version)
+      problem(v, hkey, "hints version %" PRIu64 ", the latest manifest is %" PRIu64, hv, latest->version);
   }
+  mw_buf_free(&b);
+}
+
+/* directories the manifest does not list: crash leftovers, ignored by readers */
+static void count_orphans(vctx_t *v, const char *dir, const mw_shard_manifest_t *latest) {
+  size_t at = first_with(v, dir);
+  char last[256] = "";
+  for (size_t i = at; i < v->n && starts(v->keys[i], dir); i++) {
+    const char *rest = v->keys[i] + strlen(dir);
+    const char *slash = strchr(rest, '/');
+    if (slash == NULL || (size_t)(slash - rest) >= sizeof last) continue;
+    char sub[256];
+    memcpy(sub, rest, (size_t)(slash - rest));
+    sub[slash - rest] = 0;
+    if (strcmp(sub, last) == 0 || strcmp(sub, "wal") == 0 || strcmp(sub, "manifest") == 0) continue;
+    snprintf(last, sizeof last, "%s", sub);
+    bool listed = false;
+    for (size_t k = 0; k < latest->n_sstables && !listed; k++) listed = strcmp(latest->sstables[k].path, sub) == 0;
+    if (!listed) v->r->orphans++;
+  }
+}
+
+static void check_shard(vctx_t *v, shard_info_t *si) {
+  assert(v != NULL);
+  assert(si != NULL);
+  char dir[MW_STORAGE_KEY_MAX_BYTES + 1], prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(dir, sizeof dir, MEM_WAL "%s/", si->uuid);
+  snprintf(prefix, sizeof prefix, "%smanifest/", dir);
+  v->r->shards++;
+  mw_shard_manifest_t latest;
+  mw_shard_manifest_init(&latest);
+  uint64_t max_epoch = 0;
+  bool have_latest = check_manifest_chain(v, si, prefix, &latest, &max_epoch);
+  assert(!have_latest || si->has_manifest);
+  check_version_hint(v, prefix, have_latest ? &latest : NULL);
   check_wal(v, dir, have_latest ? &latest : NULL, max_epoch);
   if (have_latest) {
     if (latest.wal_entry_position_last_seen < latest.replay_after_wal_entry_position)
       problem(v, dir, "wal_entry_position_last_seen %" PRIu64 " is below replay_after %" PRIu64,
               latest.wal_entry_position_last_seen, latest.replay_after_wal_entry_position);
     for (size_t k = 0; k < latest.n_sstables; k++) check_sstable(v, dir, &latest.sstables[k]);
-    /* directories the manifest does not list: crash leftovers, ignored by readers */
-    size_t at2 = first_with(v, dir);
-    char last[256] = "";
-    for (size_t i = at2; i < v->n && starts(v->keys[i], dir); i++) {
-      const char *rest = v->keys[i] + strlen(dir);
-      const char *slash = strchr(rest, '/');
-      if (slash == NULL || (size_t)(slash - rest) >= sizeof last) continue;
-      char sub[256];
-      memcpy(sub, rest, (size_t)(slash - rest));
-      sub[slash - rest] = 0;
-      if (strcmp(sub, last) == 0 || strcmp(sub, "wal") == 0 || strcmp(sub, "manifest") == 0) continue;
-      snprintf(last, sizeof last, "%s", sub);
-      bool listed = false;
-      for (size_t k = 0; k < latest.n_sstables && !listed; k++) listed = strcmp(latest.sstables[k].path, sub) == 0;
-      if (!listed) v->r->orphans++;
-    }
+    count_orphans(v, dir, &latest);
   }
   mw_shard_manifest_free(&latest);
 }
@@ -798,7 +897,8 @@ static void check_compacted_shards(vctx_t *v) {
   }
 }
 
-static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_latest) {
+/* The names of the table's manifests under _versions/ (borrowed from v->keys); *n_out of them. */
+static char **base_manifest_names(vctx_t *v, size_t *n_out) {
   char **names = NULL;
   size_t n = 0;
   size_t at = first_with(v, "_versions/");
@@ -810,6 +910,77 @@ static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_lates
       names[n++] = (char *)base;
     }
   }
+  *n_out = n;
+  return names;
+}
+
+/* What the walk over the base table's versions carries from one to the next. */
+typedef struct {
+  bool flagged; /* FLAG_ZONE_WRITE_SEEDS was set, first at flagged_at */
+  uint64_t flagged_at;
+  mw_compacted_sstable_t *pc; /* the previous version's compacted_sstables */
+  size_t npc;
+  uint64_t pc_version;
+} base_walk_t;
+
+/* One decoded version want: version = name, the seeds flag kept,
+ * compacted_sstables grown; then it becomes the previous version. */
+static void check_base_version(vctx_t *v, base_walk_t *w, const char *key, uint64_t want, const mw_table_meta_t *t) {
+  assert(want > w->pc_version);
+  if (t->manifest.pb->version != want)
+    problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, t->manifest.pb->version, want);
+  check_flags(v, key, t->reader_feature_flags, t->writer_feature_flags, 0);
+  bool f = t->reader_feature_flags & MW_FLAG_ZONE_WRITE_SEEDS;
+  if (w->flagged && !f)
+    problem(v, key, "FLAG_ZONE_WRITE_SEEDS was set at version %" PRIu64 " and is gone (derived versions keep it)", w->flagged_at);
+  if (f && !w->flagged) w->flagged = true, w->flagged_at = want;
+  check_compacted_grows(v, key, w->pc, w->npc, w->pc_version, t);
+  free(w->pc);
+  w->pc = NULL, w->npc = 0, w->pc_version = want;
+  if (t->has_memwal && t->memwal.n_compacted) {
+    w->npc = t->memwal.n_compacted;
+    w->pc = malloc(w->npc * sizeof *w->pc);
+    if (w->pc == NULL) abort();
+    memcpy(w->pc, t->memwal.compacted, w->npc * sizeof *w->pc);
+  }
+}
+
+/* Fetches, decodes and checks version want (its manifest name); the latest
+ * version's metadata moves to *latest_meta. Returns whether it did. */
+static bool read_base_version(vctx_t *v, base_walk_t *w, const char *name, uint64_t want, uint64_t latest,
+                              mw_table_meta_t *latest_meta) {
+  assert(want > 0);
+  char key[MW_STORAGE_KEY_MAX_BYTES + 1];
+  snprintf(key, sizeof key, "_versions/%s", name);
+  mw_buf_t b = MW_BUF_INIT;
+  bool moved = false;
+  v->r->manifests++;
+  if (fetch(v, key, &b, "manifest") == 0) {
+    mw_table_meta_t t;
+    mw_err_t err = {0};
+    int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, &t, &err);
+    if (rc < 0 && rc != -ENOTSUP) {
+      problem(v, key, "manifest does not decode: %s", err.msg);
+    } else if (rc == 0) {
+      check_base_version(v, w, key, want, &t);
+      if (want == latest) {
+        *latest_meta = t;
+        moved = true;
+        memset(&t, 0, sizeof t);
+      }
+    }
+    /* -ENOTSUP: a column type or feature memwald does not write: still a readable table */
+    mw_table_meta_free(&t);
+  }
+  mw_buf_free(&b);
+  return moved;
+}
+
+static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_latest) {
+  assert(latest_meta != NULL);
+  assert(have_latest != NULL);
+  size_t n = 0;
+  char **names = base_manifest_names(v, &n);
   *have_latest = false;
   if (n == 0) {
     problem(v, "_versions/", "the table has no manifest");
@@ -824,56 +995,16 @@ static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_lates
   uint64_t *vv = calloc(n, sizeof *vv);
   if (vv == NULL) abort();
   for (size_t i = 0; i < n; i++) mw_dmanifest_name_parse(names[i], &vv[i], NULL);
-  bool flagged = false;
-  uint64_t flagged_at = 0;
-  mw_compacted_sstable_t *pc = NULL; /* the previous version's compacted_sstables */
-  size_t npc = 0;
-  uint64_t pc_version = 0;
+  base_walk_t w = {0};
   for (uint64_t want = 0;;) { /* ascending versions */
     size_t best = SIZE_MAX;
     for (size_t i = 0; i < n; i++)
       if (vv[i] > want && (best == SIZE_MAX || vv[i] < vv[best])) best = i;
     if (best == SIZE_MAX) break;
     want = vv[best];
-    char key[MW_STORAGE_KEY_MAX_BYTES + 1];
-    snprintf(key, sizeof key, "_versions/%s", names[best]);
-    mw_buf_t b = MW_BUF_INIT;
-    v->r->manifests++;
-    if (fetch(v, key, &b, "manifest") == 0) {
-      mw_table_meta_t t;
-      mw_err_clear(&err);
-      int rc = mw_table_meta_read_ex(b.data, b.len, MW_FLAG_ZONE_WRITE_SEEDS, &t, &err);
-      if (rc < 0 && rc != -ENOTSUP) {
-        problem(v, key, "manifest does not decode: %s", err.msg);
-      } else if (rc == 0) {
-        if (t.manifest.pb->version != want)
-          problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, t.manifest.pb->version, want);
-        check_flags(v, key, t.reader_feature_flags, t.writer_feature_flags, 0);
-        bool f = t.reader_feature_flags & MW_FLAG_ZONE_WRITE_SEEDS;
-        if (flagged && !f)
-          problem(v, key, "FLAG_ZONE_WRITE_SEEDS was set at version %" PRIu64 " and is gone (derived versions keep it)", flagged_at);
-        if (f && !flagged) flagged = true, flagged_at = want;
-        check_compacted_grows(v, key, pc, npc, pc_version, &t);
-        free(pc);
-        pc = NULL, npc = 0, pc_version = want;
-        if (t.has_memwal && t.memwal.n_compacted) {
-          npc = t.memwal.n_compacted;
-          pc = malloc(npc * sizeof *pc);
-          if (pc == NULL) abort();
-          memcpy(pc, t.memwal.compacted, npc * sizeof *pc);
-        }
-        if (want == latest) {
-          *latest_meta = t;
-          *have_latest = true;
-          memset(&t, 0, sizeof t);
-        }
-      }
-      /* -ENOTSUP: a column type or feature memwald does not write: still a readable table */
-      mw_table_meta_free(&t);
-    }
-    mw_buf_free(&b);
+    if (read_base_version(v, &w, names[best], want, latest, latest_meta)) *have_latest = true;
   }
-  free(pc);
+  free(w.pc);
   free(vv);
   free(names);
   if (*have_latest) {
@@ -971,7 +1102,8 @@ void mw_verify_report_free(mw_verify_report_t *r) {
 }
 
 int mw_verify_table(mw_sio_t *s, mw_verify_report_t *r, mw_err_t *err) {
-  assert(s != NULL && r != NULL);
+  assert(s != NULL);
+  assert(r != NULL);
   memset(r, 0, sizeof *r);
   r->problems = j_arr();
   vctx_t v = {.s = s, .r = r};

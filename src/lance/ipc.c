@@ -147,6 +147,40 @@ static uint32_t fb_children_end(mw_ipc_writer_t *w, const mw_field_t *f, size_t 
   return v;
 }
 
+/* The slots of a field-less or parameter type table (open in b), and its
+ * type id; -EINVAL for a type the Arrow schema cannot carry. */
+static int fb_plain_type(mw_fbb_t *b, const mw_field_t *f, uint8_t *tt) {
+  switch (f->type) {
+    case MW_T_BOOL: *tt = TY_BOOL; break;
+    case MW_T_UTF8: *tt = TY_UTF8; break;
+    case MW_T_BINARY: *tt = TY_BINARY; break;
+    case MW_T_LARGE_UTF8: *tt = TY_LARGE_UTF8; break;
+    case MW_T_LARGE_BINARY: *tt = TY_LARGE_BINARY; break;
+    case MW_T_FIXED_BINARY:
+      mw_fbb_slot_i32(b, 0, f->byte_width, 0);
+      *tt = TY_FIXED_BINARY;
+      break;
+    case MW_T_DATE32: case MW_T_DATE64:
+      mw_fbb_slot_i16(b, 0, f->type == MW_T_DATE32 ? DATE_DAY : DATE_MS, DATE_MS);
+      *tt = TY_DATE;
+      break;
+    case MW_T_TIME32: case MW_T_TIME64:
+      mw_fbb_slot_i32(b, 1, f->type == MW_T_TIME32 ? 32 : 64, 32);
+      mw_fbb_slot_i16(b, 0, f->unit, MW_UNIT_MS);
+      *tt = TY_TIME;
+      break;
+    case MW_T_DECIMAL128:
+      mw_fbb_slot_i32(b, 0, f->precision, 0);
+      mw_fbb_slot_i32(b, 1, f->scale, 0);
+      mw_fbb_slot_i32(b, 2, 128, 128);
+      *tt = TY_DECIMAL;
+      break;
+    default:
+      return -EINVAL;
+  }
+  return 0;
+}
+
 /* The type table and children vector of a field, in the order arrow-rs'
  * get_fb_field_type creates them: numbers make the empty children vector
  * first; the field-less, parameter and temporal tables come before it;
@@ -156,6 +190,7 @@ static uint32_t fb_children_end(mw_ipc_writer_t *w, const mw_field_t *f, size_t 
  * string, even an empty one that nothing references. */
 static int fb_type(mw_ipc_writer_t *w, const mw_field_t *f, uint8_t *tt, uint32_t *type,
                    uint32_t *children, int depth) {
+  assert(depth <= MW_MAX_NESTING);
   mw_fbb_t *b = &w->fbb;
   const mw_type_info_t *ti = mw_field_info(f);
   int rc;
@@ -197,34 +232,7 @@ static int fb_type(mw_ipc_writer_t *w, const mw_field_t *f, uint8_t *tt, uint32_
     }
     default:
       mw_fbb_table_start(b);
-      switch (f->type) {
-        case MW_T_BOOL: *tt = TY_BOOL; break;
-        case MW_T_UTF8: *tt = TY_UTF8; break;
-        case MW_T_BINARY: *tt = TY_BINARY; break;
-        case MW_T_LARGE_UTF8: *tt = TY_LARGE_UTF8; break;
-        case MW_T_LARGE_BINARY: *tt = TY_LARGE_BINARY; break;
-        case MW_T_FIXED_BINARY:
-          mw_fbb_slot_i32(b, 0, f->byte_width, 0);
-          *tt = TY_FIXED_BINARY;
-          break;
-        case MW_T_DATE32: case MW_T_DATE64:
-          mw_fbb_slot_i16(b, 0, f->type == MW_T_DATE32 ? DATE_DAY : DATE_MS, DATE_MS);
-          *tt = TY_DATE;
-          break;
-        case MW_T_TIME32: case MW_T_TIME64:
-          mw_fbb_slot_i32(b, 1, f->type == MW_T_TIME32 ? 32 : 64, 32);
-          mw_fbb_slot_i16(b, 0, f->unit, MW_UNIT_MS);
-          *tt = TY_TIME;
-          break;
-        case MW_T_DECIMAL128:
-          mw_fbb_slot_i32(b, 0, f->precision, 0);
-          mw_fbb_slot_i32(b, 1, f->scale, 0);
-          mw_fbb_slot_i32(b, 2, 128, 128);
-          *tt = TY_DECIMAL;
-          break;
-        default:
-          return -EINVAL;
-      }
+      if ((rc = fb_plain_type(b, f, tt)) < 0) return rc;
       break;
   }
   *type = mw_fbb_table_end(b);
@@ -284,7 +292,9 @@ static int emit_metadata(mw_ipc_writer_t *w, uint32_t root, mw_buf_t *out, size_
 }
 
 int mw_ipc_writer_schema_table(mw_ipc_writer_t *w, const mw_schema_t *s, uint32_t *off) {
-  assert(w != NULL && s != NULL && off != NULL);
+  assert(w != NULL);
+  assert(s != NULL);
+  assert(off != NULL);
   mw_fbb_t *b = &w->fbb;
   size_t mark;
   if (scratch_push(w, s->n_fields * 4, &mark) < 0) return -ENOMEM;
@@ -449,7 +459,8 @@ static int collect(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch_t *b
     int rc = collect_column(w, e, &s->fields[i], &bt->cols[i], bt->n_rows, 0, err);
     if (rc < 0) return rc;
   }
-  assert(e->n_nodes == nodes && e->n_bufs == bufs);
+  assert(e->n_nodes == nodes);
+  assert(e->n_bufs == bufs);
   return 0;
 }
 
@@ -571,7 +582,9 @@ done:
 static int encode_stream(mw_ipc_writer_t *w, const mw_schema_t *schema,
                          const mw_batch_t *const *batches, const mw_ipc_part_t *parts, size_t n,
                          const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  assert(w != NULL && schema != NULL && out != NULL);
+  assert(w != NULL);
+  assert(schema != NULL);
+  assert(out != NULL);
   assert((batches == NULL) != (parts == NULL) || n == 0);
   size_t start = out->len;
   int rc = 0;
@@ -814,10 +827,111 @@ static int read_dictionary_encoding(dec_t *d, const mw_fbr_t *r, const mw_fbt_t 
   return 0;
 }
 
+static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth);
+
+/* Int {bitWidth, is_signed} */
+static int read_int_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  static const mw_type_t sgn[4] = {MW_T_INT8, MW_T_INT16, MW_T_INT32, MW_T_INT64};
+  static const mw_type_t uns[4] = {MW_T_UINT8, MW_T_UINT16, MW_T_UINT32, MW_T_UINT64};
+  int32_t i32;
+  uint8_t u8;
+  int rc;
+  if ((rc = mw_fbr_i32(r, ty, 0, 0, &i32, f->name)) < 0) return rc;
+  if ((rc = mw_fbr_u8(r, ty, 1, 0, &u8, f->name)) < 0) return rc;
+  int k = i32 == 8 ? 0 : i32 == 16 ? 1 : i32 == 32 ? 2 : i32 == 64 ? 3 : -1;
+  if (k < 0) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit integers", f->name, i32);
+  f->type = u8 ? sgn[k] : uns[k];
+  return 0;
+}
+
+/* Time {unit, bitWidth}: 32 bits hold s or ms, 64 bits us or ns */
+static int read_time_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  int32_t i32;
+  int16_t i16;
+  int rc;
+  if ((rc = mw_fbr_i16(r, ty, 0, MW_UNIT_MS, &i16, f->name)) < 0) return rc;
+  if ((rc = mw_fbr_i32(r, ty, 1, 32, &i32, f->name)) < 0) return rc;
+  if (!(i32 == 32 && (i16 == MW_UNIT_S || i16 == MW_UNIT_MS)) &&
+      !(i32 == 64 && (i16 == MW_UNIT_US || i16 == MW_UNIT_NS)))
+    return bad_at(d, r->base + ty->pos, f->name, "time unit does not match its bit width");
+  f->type = i32 == 32 ? MW_T_TIME32 : MW_T_TIME64;
+  f->unit = (uint8_t)i16;
+  return 0;
+}
+
+/* Timestamp {unit, timezone} */
+static int read_timestamp_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  const char *tz = NULL;
+  size_t tzn = 0;
+  int16_t i16;
+  int rc;
+  if ((rc = mw_fbr_i16(r, ty, 0, 0, &i16, f->name)) < 0) return rc;
+  if (i16 < 0 || i16 > MW_UNIT_NS) return bad_at(d, r->base + ty->pos, f->name, "bad timestamp unit");
+  if ((rc = mw_fbr_string(r, ty, 1, &tz, &tzn, f->name)) < 0) return rc;
+  f->type = MW_T_TIMESTAMP;
+  f->unit = (uint8_t)i16;
+  if (rc == 1 && tzn > 0) {
+    if (tzn > MW_MAX_TZ_BYTES) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: time zone of %zu bytes", f->name, tzn);
+    if ((rc = take_string(d, r->base + ty->pos, tz, tzn, &f->tz, "time zone")) < 0) return rc;
+  }
+  return 0;
+}
+
+/* Decimal {precision, scale, bitWidth}: 128 bits only */
+static int read_decimal_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  const char *w = f->name;
+  int32_t prec, scale, bits;
+  int rc;
+  if ((rc = mw_fbr_i32(r, ty, 0, 0, &prec, w)) < 0 || (rc = mw_fbr_i32(r, ty, 1, 0, &scale, w)) < 0 ||
+      (rc = mw_fbr_i32(r, ty, 2, 128, &bits, w)) < 0)
+    return rc;
+  if (bits != 128) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit decimals", w, bits);
+  if (prec < 1 || prec > MW_MAX_DECIMAL_PRECISION || scale < -prec || scale > prec)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: decimal precision %d scale %d", w, prec, scale);
+  f->type = MW_T_DECIMAL128;
+  f->precision = (uint8_t)prec;
+  f->scale = (int8_t)scale;
+  return 0;
+}
+
+/* FixedSizeList {listSize} of one number child (the Field table at cstart). */
+static int read_fsl_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, const mw_fbt_t *ty, size_t cstart,
+                         size_t ccount, mw_field_t *f, int depth) {
+  assert(depth <= MW_MAX_NESTING);
+  const char *w = f->name;
+  mw_fbt_t child;
+  int32_t dim;
+  int rc;
+  if ((rc = mw_fbr_i32(r, ty, 0, 0, &dim, w)) < 0) return rc;
+  if (dim <= 0) return bad_at(d, r->base + ty->pos, w, "list size <= 0");
+  if (dim > MW_MAX_FSL_DIM)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list size %d", w, dim);
+  if (ccount != 1) return bad_at(d, r->base + ft->pos, w, "list without one child");
+  if ((rc = mw_fbr_table_at(r, cstart, &child, w)) < 0) return rc;
+  mw_field_t item = {.name = (char *)"item", .item_type = MW_T_FLOAT32};
+  uint8_t nullable, ctt;
+  /* check the child's type id first: only a number child is read, so a
+   * list whose child is itself (a cycle) cannot recurse */
+  if ((rc = mw_fbr_u8(r, &child, 2, 0, &ctt, w)) < 0) return rc;
+  if (ctt != TY_FLOAT && ctt != TY_INT)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: fixed_size_list of Arrow type id %u", w, ctt);
+  if ((rc = read_type(d, r, &child, &item, depth + 1)) < 0) return rc;
+  if (!mw_type_info(item.type)->fsl_item)
+    return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list of %s", w, mw_type_name(item.type));
+  if ((rc = mw_fbr_u8(r, &child, 1, 0, &nullable, w)) < 0) return rc;
+  f->type = MW_T_FSL;
+  f->item_type = item.type;
+  f->fsl_dim = dim;
+  f->item_nullable = nullable != 0;
+  return 0;
+}
+
 /* Read one Field table's type into f (type, parameters, children). */
 static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth) {
+  assert(f != NULL);
+  assert(depth >= 0);
   uint8_t tt;
-  mw_fbt_t ty, child;
+  mw_fbt_t ty;
   size_t cstart = 0, ccount = 0;
   const char *w = f->name;
   int rc = mw_fbr_u8(r, ft, 2, 0, &tt, w);
@@ -833,18 +947,8 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
   if (!nested && ccount != 0) return bad_at(d, r->base + ft->pos, w, "unexpected children");
   int32_t i32;
   int16_t i16;
-  uint8_t u8;
   switch (tt) {
-    case TY_INT: {
-      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &i32, w)) < 0) return rc;
-      if ((rc = mw_fbr_u8(r, &ty, 1, 0, &u8, w)) < 0) return rc;
-      static const mw_type_t sgn[4] = {MW_T_INT8, MW_T_INT16, MW_T_INT32, MW_T_INT64};
-      static const mw_type_t uns[4] = {MW_T_UINT8, MW_T_UINT16, MW_T_UINT32, MW_T_UINT64};
-      int k = i32 == 8 ? 0 : i32 == 16 ? 1 : i32 == 32 ? 2 : i32 == 64 ? 3 : -1;
-      if (k < 0) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit integers", w, i32);
-      f->type = u8 ? sgn[k] : uns[k];
-      return 0;
-    }
+    case TY_INT: return read_int_type(d, r, &ty, f);
     case TY_FLOAT:
       if ((rc = mw_fbr_i16(r, &ty, 0, 0, &i16, w)) < 0) return rc;
       if (i16 < 0 || i16 > 2) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: float precision %d", w, i16);
@@ -867,67 +971,10 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
       if (i16 != DATE_DAY && i16 != DATE_MS) return bad_at(d, r->base + ty.pos, w, "bad date unit");
       f->type = i16 == DATE_DAY ? MW_T_DATE32 : MW_T_DATE64;
       return 0;
-    case TY_TIME:
-      if ((rc = mw_fbr_i16(r, &ty, 0, MW_UNIT_MS, &i16, w)) < 0) return rc;
-      if ((rc = mw_fbr_i32(r, &ty, 1, 32, &i32, w)) < 0) return rc;
-      if (!(i32 == 32 && (i16 == MW_UNIT_S || i16 == MW_UNIT_MS)) &&
-          !(i32 == 64 && (i16 == MW_UNIT_US || i16 == MW_UNIT_NS)))
-        return bad_at(d, r->base + ty.pos, w, "time unit does not match its bit width");
-      f->type = i32 == 32 ? MW_T_TIME32 : MW_T_TIME64;
-      f->unit = (uint8_t)i16;
-      return 0;
-    case TY_TIMESTAMP: {
-      const char *tz = NULL;
-      size_t tzn = 0;
-      if ((rc = mw_fbr_i16(r, &ty, 0, 0, &i16, w)) < 0) return rc;
-      if (i16 < 0 || i16 > MW_UNIT_NS) return bad_at(d, r->base + ty.pos, w, "bad timestamp unit");
-      if ((rc = mw_fbr_string(r, &ty, 1, &tz, &tzn, w)) < 0) return rc;
-      f->type = MW_T_TIMESTAMP;
-      f->unit = (uint8_t)i16;
-      if (rc == 1 && tzn > 0) {
-        if (tzn > MW_MAX_TZ_BYTES) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: time zone of %zu bytes", w, tzn);
-        if ((rc = take_string(d, r->base + ty.pos, tz, tzn, &f->tz, "time zone")) < 0) return rc;
-      }
-      return 0;
-    }
-    case TY_DECIMAL: {
-      int32_t prec, scale, bits;
-      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &prec, w)) < 0 || (rc = mw_fbr_i32(r, &ty, 1, 0, &scale, w)) < 0 ||
-          (rc = mw_fbr_i32(r, &ty, 2, 128, &bits, w)) < 0)
-        return rc;
-      if (bits != 128) return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: %d-bit decimals", w, bits);
-      if (prec < 1 || prec > MW_MAX_DECIMAL_PRECISION || scale < -prec || scale > prec)
-        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: decimal precision %d scale %d", w, prec, scale);
-      f->type = MW_T_DECIMAL128;
-      f->precision = (uint8_t)prec;
-      f->scale = (int8_t)scale;
-      return 0;
-    }
-    case TY_FSL: {
-      int32_t dim;
-      if ((rc = mw_fbr_i32(r, &ty, 0, 0, &dim, w)) < 0) return rc;
-      if (dim <= 0) return bad_at(d, r->base + ty.pos, w, "list size <= 0");
-      if (dim > MW_MAX_FSL_DIM)
-        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list size %d", w, dim);
-      if (ccount != 1) return bad_at(d, r->base + ft->pos, w, "list without one child");
-      if ((rc = mw_fbr_table_at(r, cstart, &child, w)) < 0) return rc;
-      mw_field_t item = {.name = (char *)"item", .item_type = MW_T_FLOAT32};
-      uint8_t nullable, ctt;
-      /* check the child's type id first: only a number child is read, so a
-       * list whose child is itself (a cycle) cannot recurse */
-      if ((rc = mw_fbr_u8(r, &child, 2, 0, &ctt, w)) < 0) return rc;
-      if (ctt != TY_FLOAT && ctt != TY_INT)
-        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: fixed_size_list of Arrow type id %u", w, ctt);
-      if ((rc = read_type(d, r, &child, &item, depth + 1)) < 0) return rc;
-      if (!mw_type_info(item.type)->fsl_item)
-        return mw_err_set(d->err, -ENOTSUP, "ipc: field %s: list of %s", w, mw_type_name(item.type));
-      if ((rc = mw_fbr_u8(r, &child, 1, 0, &nullable, w)) < 0) return rc;
-      f->type = MW_T_FSL;
-      f->item_type = item.type;
-      f->fsl_dim = dim;
-      f->item_nullable = nullable != 0;
-      return 0;
-    }
+    case TY_TIME: return read_time_type(d, r, &ty, f);
+    case TY_TIMESTAMP: return read_timestamp_type(d, r, &ty, f);
+    case TY_DECIMAL: return read_decimal_type(d, r, &ty, f);
+    case TY_FSL: return read_fsl_type(d, r, ft, &ty, cstart, ccount, f, depth);
     case TY_LIST: case TY_LARGE_LIST: case TY_STRUCT:
       f->type = tt == TY_LIST ? MW_T_LIST : tt == TY_LARGE_LIST ? MW_T_LARGE_LIST : MW_T_STRUCT;
       if (f->type != MW_T_STRUCT && ccount != 1) return bad_at(d, r->base + ft->pos, w, "list without one child");
@@ -987,7 +1034,9 @@ static int read_schema(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *st, mw_schem
 
 int mw_ipc_schema_table_decode(const mw_fbr_t *r, const mw_fbt_t *t, const mw_ipc_limits_t *lim,
                                mw_schema_t *out, mw_err_t *err) {
-  assert(r != NULL && t != NULL && out != NULL);
+  assert(r != NULL);
+  assert(t != NULL);
+  assert(out != NULL);
   dec_t d = {.p = r->p, .n = r->n, .err = err, .copy_budget = r->n, .str_budget = r->n};
   if (lim) d.lim = *lim;
   else mw_ipc_limits_default(&d.lim);
@@ -1144,7 +1193,8 @@ static int view_offsets(dec_t *d, body_t *b, int64_t len, const uint8_t *op, mw_
   mw_buf_free(&c->offsets);
   mw_buf_view(&c->offsets, op, (size_t)(len + 1) * 4);
   *end = o[len];
-  assert(o[0] == 0 && *end >= 0);
+  assert(o[0] == 0);
+  assert(*end >= 0);
   return 0;
 }
 
@@ -1179,7 +1229,8 @@ static int take_offsets(dec_t *d, body_t *b, int64_t len, bool large, mw_column_
   if (bad) return bad_at(d, b->pos, what, "offsets not monotone or a span over 2 GiB");
   *base = first;
   *end = prev;
-  assert(o[0] == 0 && c->offsets.len == (size_t)(len + 1) * 4);
+  assert(o[0] == 0);
+  assert(c->offsets.len == (size_t)(len + 1) * 4);
   return 0;
 }
 
@@ -1403,7 +1454,8 @@ static int read_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *bt, body_t *b
            : read_column(d, b, &s->fields[i], rows, true, &out->cols[i], 0);
     if (rc < 0) goto fail;
   }
-  assert(b->next_node == b->n_nodes && b->next_buf == b->n_bufs);
+  assert(b->next_node == b->n_nodes);
+  assert(b->next_buf == b->n_bufs);
   return 0;
 fail:
   mw_batch_free(out);
@@ -1539,7 +1591,8 @@ static void reader_set_schema(mw_ipc_reader_t *rd, mw_schema_t *ns) {
 
 static int reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
                          const mw_ipc_limits_t *lim, bool view, mw_err_t *err) {
-  assert(rd != NULL && (p != NULL || n == 0));
+  assert(rd != NULL);
+  assert(p != NULL || n == 0);
   dec_t d = {.p = p, .n = n, .err = err, .copy_budget = n, .str_budget = n, .rd = rd, .view = view};
   if (lim) d.lim = *lim;
   else mw_ipc_limits_default(&d.lim);
@@ -1626,7 +1679,8 @@ int mw_ipc_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
 
 int mw_ipc_decode_view(mw_blob_t *blob, const mw_ipc_limits_t *lim, mw_ipc_stream_t *out,
                        mw_err_t *err) {
-  assert(blob != NULL && out != NULL);
+  assert(blob != NULL);
+  assert(out != NULL);
   int rc = decode_stream(mw_blob_data(blob), mw_blob_len(blob), lim, true, out, err);
   for (size_t i = 0; rc == 0 && i < out->n_batches; i++)
     if (mw_batch_view_bytes(&out->batches[i]) > 0) rc = mw_batch_adopt(&out->batches[i], blob);
@@ -1667,53 +1721,56 @@ static bool spans_full(const mw_fbr_t *r, size_t nodes, const mw_field_t *f, siz
   }
 }
 
-/* One record batch message re-framed for target (see ipc.h). */
-static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b,
-                       const mw_ipc_stream_t *st, const mw_schema_t *target, const int *map,
-                       mw_buf_t *out, mw_err_t *err) {
-  const mw_schema_t *fs = &st->schema;
-  int64_t rows;
-  mw_fbt_t comp;
-  int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
-  if (rc < 0) return rc;
-  if (rows == 0) return 0;
-  if ((rc = mw_fbr_table(r, bt, 3, &comp, "compression")) < 0) return rc;
-  if (rc == 1) return -ENOTSUP;
-  rb_span_t span[MW_MAX_FIELDS];
-  size_t want_nodes = 0, want_bufs = 0, nodes, bufs, n_nodes, n_bufs;
+/* The stream's node and buffer vectors of batch bt (positions in r), checked
+ * to be ones rebatch can re-frame: every field's spans full, every buffer
+ * 8-aligned inside the body. Fills span[] per stream field. */
+static int rb_source(const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b, const mw_schema_t *fs, rb_span_t *span,
+                     size_t *nodes, size_t *bufs, size_t *n_bufs) {
+  assert(fs->n_fields <= MW_MAX_FIELDS);
+  size_t want_nodes = 0, want_bufs = 0, n_nodes;
+  int rc;
   for (size_t j = 0; j < fs->n_fields; j++) {
     span[j].node0 = want_nodes, span[j].buf0 = want_bufs;
     count_field(&fs->fields[j], &want_nodes, &want_bufs);
     span[j].n_nodes = want_nodes - span[j].node0, span[j].n_bufs = want_bufs - span[j].buf0;
   }
-  if ((rc = mw_fbr_vector(r, bt, 1, 16, want_nodes, &nodes, &n_nodes, "nodes")) < 0 ||
-      (rc = mw_fbr_vector(r, bt, 2, 16, want_bufs, &bufs, &n_bufs, "buffers")) < 0)
+  if ((rc = mw_fbr_vector(r, bt, 1, 16, want_nodes, nodes, &n_nodes, "nodes")) < 0 ||
+      (rc = mw_fbr_vector(r, bt, 2, 16, want_bufs, bufs, n_bufs, "buffers")) < 0)
     return rc;
-  if (n_nodes != want_nodes || n_bufs != want_bufs) return -ENOTSUP;
+  if (n_nodes != want_nodes || *n_bufs != want_bufs) return -ENOTSUP;
   for (size_t j = 0, k = 0; j < fs->n_fields; j++)
-    if (!spans_full(r, nodes, &fs->fields[j], &k)) return -ENOTSUP;
-  size_t body_len = (b->len + 7) & ~(size_t)7, extra = 0;
-  for (size_t i = 0; i < n_bufs; i++) {
-    uint64_t off = mw_load_u64le(r->p + bufs + 16 * i), len = mw_load_u64le(r->p + bufs + 16 * i + 8);
+    if (!spans_full(r, *nodes, &fs->fields[j], &k)) return -ENOTSUP;
+  for (size_t i = 0; i < *n_bufs; i++) {
+    uint64_t off = mw_load_u64le(r->p + *bufs + 16 * i), len = mw_load_u64le(r->p + *bufs + 16 * i + 8);
     if (off % 8 != 0 || off > b->len || len > b->len - off) return -ENOTSUP;
   }
-  /* the target's nodes and buffers: the stream's, reordered, plus a
-   * false bitmap (no validity buffer) for each absent bool */
-  size_t tn = 0, tb = 0;
+  return 0;
+}
+
+/* The target's node and buffer counts (*tn, *tb) and the bytes its absent
+ * bools' false bitmaps add to the body (*extra). */
+static int rb_target_size(const mw_schema_t *target, const int *map, const rb_span_t *span, int64_t rows, size_t *tn,
+                          size_t *tb, size_t *extra) {
+  assert(target->n_fields <= MW_MAX_FIELDS);
+  assert(rows > 0);
+  *tn = *tb = *extra = 0;
   for (size_t i = 0; i < target->n_fields; i++) {
     if (map[i] >= 0) {
-      tn += span[map[i]].n_nodes, tb += span[map[i]].n_bufs;
+      *tn += span[map[i]].n_nodes, *tb += span[map[i]].n_bufs;
       continue;
     }
     if (target->fields[i].type != MW_T_BOOL || target->fields[i].nullable) return -ENOTSUP;
-    tn += 1, tb += 2;
-    extra += ((size_t)(rows + 7) / 8 + 7) & ~(size_t)7;
+    *tn += 1, *tb += 2;
+    *extra += ((size_t)(rows + 7) / 8 + 7) & ~(size_t)7;
   }
-  int64_t *tnode = malloc((tn ? tn : 1) * 16), *tbuf = malloc((tb ? tb : 1) * 16);
-  if (tnode == NULL || tbuf == NULL) {
-    rc = -ENOMEM;
-    goto done;
-  }
+  return 0;
+}
+
+/* the target's nodes and buffers: the stream's, reordered, plus a
+ * false bitmap (no validity buffer) for each absent bool */
+static void rb_fill(const mw_fbr_t *r, size_t nodes, size_t bufs, const mw_schema_t *target, const int *map,
+                    const rb_span_t *span, int64_t rows, size_t body_len, int64_t *tnode, int64_t *tbuf, size_t tn,
+                    size_t tb, size_t extra) {
   size_t an = 0, ab = 0, at = body_len;
   for (size_t i = 0; i < target->n_fields; i++) {
     if (map[i] < 0) {
@@ -1734,7 +1791,16 @@ static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, cons
       tbuf[2 * ab + 1] = (int64_t)mw_load_u64le(r->p + bufs + 16 * (sp->buf0 + k) + 8);
     }
   }
-  assert(an == tn && ab == tb && at == body_len + extra);
+  assert(an == tn);
+  assert(ab == tb);
+  assert(at == body_len + extra);
+}
+
+/* The re-framed message: RecordBatch{rows, tnode, tbuf}, then the stream's
+ * body and the false bitmaps (extra zero bytes). */
+static int rb_write(mw_fbb_t *fb, int64_t rows, const int64_t *tnode, size_t tn, const int64_t *tbuf, size_t tb,
+                    const body_t *b, size_t body_len, size_t extra, mw_buf_t *out) {
+  assert(body_len >= b->len);
   mw_fbb_reset(fb);
   uint32_t vb = mw_fbb_vec_structs(fb, tbuf, tb, 16, 8);
   uint32_t vn = mw_fbb_vec_structs(fb, tnode, tn, 16, 8);
@@ -1745,17 +1811,42 @@ static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, cons
   uint32_t rbt = mw_fbb_table_end(fb);
   const uint8_t *mp;
   size_t mn;
-  if ((rc = mw_fbb_finish(fb, fb_message(fb, HDR_BATCH, rbt, (int64_t)(body_len + extra)), &mp, &mn)) < 0)
-    goto done;
+  int rc = mw_fbb_finish(fb, fb_message(fb, HDR_BATCH, rbt, (int64_t)(body_len + extra)), &mp, &mn);
+  if (rc < 0) return rc;
   size_t meta = pad64(mn + 8);
-  if ((rc = mw_buf_reserve(out, meta + body_len + extra)) < 0) goto done;
+  if ((rc = mw_buf_reserve(out, meta + body_len + extra)) < 0) return rc;
   mw_buf_put_u32le(out, 0xFFFFFFFFu);
   mw_buf_put_u32le(out, (uint32_t)(meta - 8));
   mw_buf_append(out, mp, mn);
   mw_buf_fill(out, 0, meta - 8 - mn);
   mw_buf_append(out, b->p, b->len);
   mw_buf_fill(out, 0, body_len - b->len + extra); /* padding, then the false bitmaps */
-done:
+  return 0;
+}
+
+/* One record batch message re-framed for target (see ipc.h). */
+static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b,
+                       const mw_ipc_stream_t *st, const mw_schema_t *target, const int *map,
+                       mw_buf_t *out, mw_err_t *err) {
+  int64_t rows;
+  mw_fbt_t comp;
+  int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
+  if (rc < 0) return rc;
+  if (rows == 0) return 0;
+  if ((rc = mw_fbr_table(r, bt, 3, &comp, "compression")) < 0) return rc;
+  if (rc == 1) return -ENOTSUP;
+  rb_span_t span[MW_MAX_FIELDS];
+  size_t nodes, bufs, n_bufs, tn, tb, extra;
+  if ((rc = rb_source(r, bt, b, &st->schema, span, &nodes, &bufs, &n_bufs)) < 0) return rc;
+  if ((rc = rb_target_size(target, map, span, rows, &tn, &tb, &extra)) < 0) return rc;
+  size_t body_len = (b->len + 7) & ~(size_t)7;
+  int64_t *tnode = malloc((tn ? tn : 1) * 16), *tbuf = malloc((tb ? tb : 1) * 16);
+  if (tnode == NULL || tbuf == NULL) {
+    rc = -ENOMEM;
+  } else {
+    rb_fill(r, nodes, bufs, target, map, span, rows, body_len, tnode, tbuf, tn, tb, extra);
+    rc = rb_write(fb, rows, tnode, tn, tbuf, tb, b, body_len, extra, out);
+  }
   free(tnode);
   free(tbuf);
   (void)err;
@@ -1764,8 +1855,13 @@ done:
 
 int mw_ipc_rebatch(const uint8_t *p, size_t n, const mw_ipc_stream_t *st,
                    const mw_schema_t *target, const int *map, mw_buf_t *out, mw_err_t *err) {
-  assert(p != NULL && st != NULL && target != NULL && map != NULL && out != NULL);
-  assert(target->n_fields <= MW_MAX_FIELDS && st->schema.n_fields <= MW_MAX_FIELDS);
+  assert(p != NULL);
+  assert(st != NULL);
+  assert(target != NULL);
+  assert(map != NULL);
+  assert(out != NULL);
+  assert(target->n_fields <= MW_MAX_FIELDS);
+  assert(st->schema.n_fields <= MW_MAX_FIELDS);
   if (st->n_dict_fields > 0) return -ENOTSUP;
   bool used[MW_MAX_FIELDS] = {false};
   for (size_t i = 0; i < target->n_fields; i++) {

@@ -276,126 +276,158 @@ static void stale_listing(mw_gc_base_t *b, uint64_t vanished) {
   finish(b, 0, "manifest read");
 }
 
+static void wave_done(mw_gc_base_t *b);
+
+/* The version a tag file names ({"version": N, ...}: Lance's tag file); 0 if none. */
+static uint64_t tag_version(const mw_buf_t *buf) {
+  const char *s = (const char *)buf->data;
+  size_t n = buf->len;
+  char tmp[512];
+  if (n >= sizeof tmp) n = sizeof tmp - 1;
+  memcpy(tmp, s, n);
+  tmp[n] = '\0';
+  const char *v = strstr(tmp, "\"version\"");
+  uint64_t ver = 0;
+  if (v != NULL && (v = strchr(v, ':')) != NULL) ver = strtoull(v + 1, NULL, 10);
+  return ver;
+}
+
+/* B_TAG_GET: one tag file read; read the next, or fetch the manifests. */
+static void tag_done(mw_gc_base_t *b, int first) {
+  assert(b->phase == B_TAG_GET);
+  assert(b->n_ios == 1);
+  bio_t *io = &b->ios[0];
+  if (first < 0) {
+    finish(b, first, "tag read");
+    return;
+  }
+  if (io->status == 0) {
+    uint64_t ver = tag_version(&io->req.buf);
+    if (ver == 0) {
+      finish(b, -EBADMSG, "tag file without a version");
+      return;
+    }
+    if (b->n_tagged < MW_GC_BASE_MAX_TAGS) b->tagged[b->n_tagged++] = ver;
+  }
+  b->n_ios = 0;
+  if (b->tag_next < b->n_tags) {
+    bio_t *nio = io_next(b, b->tag_next);
+    int rc = mw_storage_get(b->st, &nio->req, b->tag_keys[b->tag_next++], 0, 4096, on_io);
+    if (rc < 0) finish(b, rc, "tag read");
+    else b->pending = 1;
+    return;
+  }
+  b->phase = B_FETCH;
+  b->cursor = 0;
+  fetch_wave(b);
+}
+
+/* B_FETCH: a wave of manifests read; fill their versions, or stop the run. */
+static void fetch_done(mw_gc_base_t *b, int first) {
+  assert(b->phase == B_FETCH);
+  uint64_t vanished = 0;
+  for (size_t i = 0; i < b->n_ios && first == 0; i++) {
+    bio_t *io = &b->ios[i];
+    assert(io->idx < b->n_vers);
+    bver_t *v = b->vers[io->idx];
+    if (io->status == -ENOENT) { /* deleted after our listing: see stale_listing() */
+      v->ts_ms = -1;
+      v->fetched = false;
+      if (vanished == 0) vanished = v->version;
+      continue;
+    }
+    mw_err_t err = {0};
+    int rc = bver_fill(v, io->req.buf.data, io->req.buf.len, &err);
+    if (rc < 0) {
+      mw_log_warn("table %s: base history GC: version %" PRIu64 " refused: %s (nothing deleted)", b->name,
+                  v->version, err.msg[0] ? err.msg : mw_strerror(rc));
+      first = rc;
+    }
+  }
+  if (first < 0) {
+    finish(b, first, "manifest read");
+    return;
+  }
+  if (vanished != 0) {
+    stale_listing(b, vanished);
+    return;
+  }
+  fetch_wave(b);
+}
+
+/* B_HEAD: a wave of victims sized; delete those present in one request. */
+static void head_done(mw_gc_base_t *b, int first) {
+  assert(b->phase == B_HEAD);
+  if (first < 0) {
+    finish(b, first, "file head");
+    return;
+  }
+  size_t n = b->n_ios;
+  b->phase = B_DELETE;
+  b->pending = b->n_del = 0;
+  for (size_t i = 0; i < n; i++) {
+    bio_t *io = &b->ios[i];
+    if (io->status == -ENOENT) continue;
+    assert(io->idx < b->n_victims);
+    io->present = true;
+    b->run_bytes += io->req.size;
+    b->stats.bytes_deleted += io->req.size;
+    mw_buf_reset(&io->req.buf);
+    del_add(b, i, b->victims[io->idx]);
+  }
+  if (b->n_del > 0) del_submit(b);
+  assert(b->pending <= 1);
+  if (b->pending == 0) wave_done(b);
+}
+
+/* B_DELETE: a wave of victims deleted; count them, head the next wave. */
+static void delete_done(mw_gc_base_t *b, int first) {
+  assert(b->phase == B_DELETE);
+  if (first < 0) {
+    finish(b, first, "file delete");
+    return;
+  }
+  for (size_t i = 0; i < b->n_ios; i++)
+    if (b->ios[i].present) {
+      b->run_files++;
+      b->stats.files_deleted++;
+    }
+  head_wave(b);
+}
+
+/* B_MANIFESTS: a wave of old manifests deleted; count them, delete the next. */
+static void manifests_done(mw_gc_base_t *b, int first) {
+  assert(b->phase == B_MANIFESTS);
+  if (first < 0) {
+    finish(b, first, "manifest delete");
+    return;
+  }
+  for (size_t i = 0; i < b->n_ios; i++) {
+    assert(b->ios[i].idx < b->n_old);
+    bver_t *v = b->vers[b->old[b->ios[i].idx]];
+    b->run_versions++;
+    b->stats.versions_deleted++;
+    b->run_bytes += v->bytes;
+    b->stats.bytes_deleted += v->bytes;
+  }
+  manifest_wave(b);
+}
+
+/* Every request of the wave has answered: the first error other than
+ * -ENOENT (absent: done already) ends the run, else the phase moves on. */
 static void wave_done(mw_gc_base_t *b) {
+  assert(b->pending == 0);
+  assert(b->n_ios <= MW_GC_BASE_BATCH);
   int first = 0;
   for (size_t i = 0; i < b->n_ios && first == 0; i++)
     if (b->ios[i].status < 0 && b->ios[i].status != -ENOENT) first = b->ios[i].status;
   switch (b->phase) {
-    case B_TAG_GET: {
-      bio_t *io = &b->ios[0];
-      if (first < 0) {
-        finish(b, first, "tag read");
-        return;
-      }
-      if (io->status == 0) {
-        /* {"version": N, ...}: Lance's tag file */
-        const char *s = (const char *)io->req.buf.data;
-        size_t n = io->req.buf.len;
-        char tmp[512];
-        if (n >= sizeof tmp) n = sizeof tmp - 1;
-        memcpy(tmp, s, n);
-        tmp[n] = '\0';
-        const char *v = strstr(tmp, "\"version\"");
-        uint64_t ver = 0;
-        if (v != NULL && (v = strchr(v, ':')) != NULL) ver = strtoull(v + 1, NULL, 10);
-        if (ver == 0) {
-          finish(b, -EBADMSG, "tag file without a version");
-          return;
-        }
-        if (b->n_tagged < MW_GC_BASE_MAX_TAGS) b->tagged[b->n_tagged++] = ver;
-      }
-      b->n_ios = 0;
-      if (b->tag_next < b->n_tags) {
-        bio_t *nio = io_next(b, b->tag_next);
-        int rc = mw_storage_get(b->st, &nio->req, b->tag_keys[b->tag_next++], 0, 4096, on_io);
-        if (rc < 0) finish(b, rc, "tag read");
-        else b->pending = 1;
-        return;
-      }
-      b->phase = B_FETCH;
-      b->cursor = 0;
-      fetch_wave(b);
-      return;
-    }
-    case B_FETCH: {
-      uint64_t vanished = 0;
-      for (size_t i = 0; i < b->n_ios && first == 0; i++) {
-        bio_t *io = &b->ios[i];
-        bver_t *v = b->vers[io->idx];
-        if (io->status == -ENOENT) { /* deleted after our listing: see stale_listing() */
-          v->ts_ms = -1;
-          v->fetched = false;
-          if (vanished == 0) vanished = v->version;
-          continue;
-        }
-        mw_err_t err = {0};
-        int rc = bver_fill(v, io->req.buf.data, io->req.buf.len, &err);
-        if (rc < 0) {
-          mw_log_warn("table %s: base history GC: version %" PRIu64 " refused: %s (nothing deleted)", b->name,
-                      v->version, err.msg[0] ? err.msg : mw_strerror(rc));
-          first = rc;
-        }
-      }
-      if (first < 0) {
-        finish(b, first, "manifest read");
-        return;
-      }
-      if (vanished != 0) {
-        stale_listing(b, vanished);
-        return;
-      }
-      fetch_wave(b);
-      return;
-    }
-    case B_HEAD: {
-      if (first < 0) {
-        finish(b, first, "file head");
-        return;
-      }
-      size_t n = b->n_ios;
-      b->phase = B_DELETE;
-      b->pending = b->n_del = 0;
-      for (size_t i = 0; i < n; i++) {
-        bio_t *io = &b->ios[i];
-        if (io->status == -ENOENT) continue;
-        io->present = true;
-        b->run_bytes += io->req.size;
-        b->stats.bytes_deleted += io->req.size;
-        mw_buf_reset(&io->req.buf);
-        del_add(b, i, b->victims[io->idx]);
-      }
-      if (b->n_del > 0) del_submit(b);
-      if (b->pending == 0) wave_done(b);
-      return;
-    }
-    case B_DELETE:
-      if (first < 0) {
-        finish(b, first, "file delete");
-        return;
-      }
-      for (size_t i = 0; i < b->n_ios; i++)
-        if (b->ios[i].present) {
-          b->run_files++;
-          b->stats.files_deleted++;
-        }
-      head_wave(b);
-      return;
-    case B_MANIFESTS:
-      if (first < 0) {
-        finish(b, first, "manifest delete");
-        return;
-      }
-      for (size_t i = 0; i < b->n_ios; i++) {
-        bver_t *v = b->vers[b->old[b->ios[i].idx]];
-        b->run_versions++;
-        b->stats.versions_deleted++;
-        b->run_bytes += v->bytes;
-        b->stats.bytes_deleted += v->bytes;
-      }
-      manifest_wave(b);
-      return;
-    default:
-      assert(0);
+    case B_TAG_GET: tag_done(b, first); return;
+    case B_FETCH: fetch_done(b, first); return;
+    case B_HEAD: head_done(b, first); return;
+    case B_DELETE: delete_done(b, first); return;
+    case B_MANIFESTS: manifests_done(b, first); return;
+    default: assert(0);
   }
 }
 
@@ -414,7 +446,8 @@ static void on_deleted(mw_storage_req_t *req, int status) {
 }
 
 static void del_add(mw_gc_base_t *b, size_t i, const char *key) {
-  assert(b->n_del < MW_GC_BASE_BATCH && i < b->n_ios);
+  assert(b->n_del < MW_GC_BASE_BATCH);
+  assert(i < b->n_ios);
   b->del_io[b->n_del] = i;
   b->del_keys[b->n_del++] = key;
 }
@@ -422,7 +455,8 @@ static void del_add(mw_gc_base_t *b, size_t i, const char *key) {
 /* The wave's queued keys in one request; on refusal each gets its status. */
 static void del_submit(mw_gc_base_t *b) {
   _Static_assert(MW_GC_BASE_BATCH <= MW_STORAGE_DELETE_MANY_MAX, "one delete_many a wave");
-  assert(b->n_del > 0 && b->pending == 0);
+  assert(b->n_del > 0);
+  assert(b->pending == 0);
   mw_storage_req_init(&b->del_req);
   b->del_req.data = b;
   int rc = mw_storage_delete_many(b->st, &b->del_req, b->del_keys, b->n_del, b->del_st, on_deleted);
@@ -721,7 +755,8 @@ static void on_versions(mw_storage_req_t *req, int status) {
 /* ------------------------------------------------------------- lifecycle */
 
 int mw_gc_base_new(mw_storage_t *st, const char *name, mw_gc_base_t **out) {
-  assert(st != NULL && out != NULL);
+  assert(st != NULL);
+  assert(out != NULL);
   mw_gc_base_t *b = calloc(1, sizeof *b);
   if (b == NULL) return -ENOMEM;
   b->st = st;
@@ -753,7 +788,8 @@ void mw_gc_base_free(mw_gc_base_t *b) {
 }
 
 int mw_gc_base_run(mw_gc_base_t *b, uint64_t retention_ms, mw_gc_base_cb cb, void *arg) {
-  assert(b != NULL && cb != NULL);
+  assert(b != NULL);
+  assert(cb != NULL);
   assert(b->phase == B_IDLE);
   b->cb = cb;
   b->cb_arg = arg;
@@ -769,6 +805,7 @@ int mw_gc_base_run(mw_gc_base_t *b, uint64_t retention_ms, mw_gc_base_cb cb, voi
 }
 
 void mw_gc_base_stats(const mw_gc_base_t *b, mw_gc_base_stats_t *out) {
-  assert(b != NULL && out != NULL);
+  assert(b != NULL);
+  assert(out != NULL);
   *out = b->stats;
 }
