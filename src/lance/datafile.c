@@ -653,6 +653,9 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
  *   list with nulls            NULLABLE_LIST        null = L
  *   list with empty lists      EMPTYABLE_LIST       empty = L
  *   no nulls (and no empties)  ALL_VALID_ITEM / ALL_VALID_LIST   no level
+ * A member of a struct with nulls counts as having nulls (not-null ones
+ * too, down to a list): Lance's reader nulls it there and Arrow wants a
+ * not-null member's nulls masked by its own struct (docs/sstable.md).
  * Rep levels: the outermost list is max_rep, the innermost 1; the first item
  * of a list gets the level of the outermost list starting there, the others
  * 0. A null or empty list, or a null ancestor above a list, is a "special"
@@ -699,17 +702,22 @@ static bool any_empty_list(const mw_column_t *c) {
  * empty lists gets levels, as Lance decides per page). */
 static void path_levels(lpath_t *p) {
   uint16_t def = 0, rep = 0;
+  bool has_nulls[MAX_PATH];
   for (int i = 0; i <= p->k; i++) {
     bool list = mw_field_layout(p->f[i]) == MW_LAYOUT_LIST;
-    bool nulls = p->c[i]->null_count > 0, empty = list && any_empty_list(p->c[i]);
-    def += (uint16_t)(nulls + empty);
+    /* a member of a struct with nulls is null there too (not-null ones
+     * included: Arrow needs their nulls masked by their own struct's) */
+    has_nulls[i] = p->c[i]->null_count > 0 ||
+                   (i > 0 && mw_field_layout(p->f[i - 1]) == MW_LAYOUT_STRUCT && has_nulls[i - 1]);
+    bool empty = list && any_empty_list(p->c[i]);
+    def += (uint16_t)(has_nulls[i] + empty);
     rep += list;
   }
   p->max_def = def;
   p->max_rep = rep;
   for (int i = 0; i <= p->k; i++) {
     bool list = mw_field_layout(p->f[i]) == MW_LAYOUT_LIST;
-    bool nulls = p->c[i]->null_count > 0, empty = list && any_empty_list(p->c[i]);
+    bool nulls = has_nulls[i], empty = list && any_empty_list(p->c[i]);
     p->null_level[i] = p->empty_level[i] = p->rep_level[i] = 0;
     if (list) {
       p->rep_level[i] = rep--;
@@ -2599,6 +2607,24 @@ static int page_level_map(rctx_t *x, rlevels_t *r, const Lance__Encodings21__Rep
 
 static bool rslot_below(const rlevels_t *r, int i) { return slot_below(r->p, i); }
 
+/* Below a null struct at depth e, Lance's reader makes the leaf null and
+ * each member whose layer is nullable; Arrow then needs a not-null
+ * member's nulls masked by its own struct's. The first not-null member i
+ * left unmasked (its struct's layer all-valid), or -1. LanceDB 0.39.0
+ * refuses such a page ("Found unmasked nulls for non-nullable StructArray
+ * field"); our writer once made it (issue 26, gendiff seed 2035979854). */
+static int unmasked_below(const rlevels_t *r, int e) {
+  const lpath_t *p = r->p;
+  assert(e >= 0);
+  assert(e <= p->k);
+  for (int i = e + 2; i <= p->k; i++) {
+    if (mw_field_layout(p->f[i - 1]) != MW_LAYOUT_STRUCT) return -1;
+    bool nulls_here = i == p->k || r->null_level[i] != 0;
+    if (!p->f[i]->nullable && r->null_level[i - 1] == 0 && nulls_here) return i;
+  }
+  return -1;
+}
+
 /* One row (or null/filler) at node i of the path, keeping the parent list's
  * end in step. */
 static int node_row(rlevels_t *r, int i, bool valid) {
@@ -2667,6 +2693,8 @@ static int assemble(rctx_t *x, rlevels_t *r, const uint16_t *rep, const uint16_t
       rc = node_row(r, e, true);
     } else if (kind == NUL) {
       if (!p->f[e]->nullable) return BAD(x, "null in the non-nullable field '%s'", x->col, x->page, p->f[e]->name);
+      int u = mw_field_layout(p->f[e]) == MW_LAYOUT_STRUCT ? unmasked_below(r, e) : -1;
+      if (u >= 0) return BAD(x, "the non-nullable field '%s' is null below the null '%s' with no nulls in its struct's layer", x->col, x->page, p->f[u]->name, p->f[e]->name);
       if (e == k) {
         rc = leaf_row(r, vals, slot, true);
       } else {
