@@ -14,6 +14,13 @@
  * item that is null. The file the old writer made for the first schema
  * (data/nestnull/old_writer_s_x2_n.lance, 300 rows) is refused by our
  * reader, naming the field, as LanceDB refuses it.
+ *
+ * The Arrow side (lance/ipc.c): LanceDB's WAL entries carry those members
+ * null where their struct is (apache-arrow, as LanceDB writes them:
+ * data/nestnull/masked_nulls.arrows, 6 rows, `s` null in rows 1 and 4). We
+ * read them as valid (the field says not null), counting their bitmaps in
+ * Lance's size estimate as Lance does; a null in a not-null member whose
+ * struct is valid (unmasked_null.arrows, row 2) is refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +36,7 @@
 #include "exact_json.h"
 #include "lance/datafile.h"
 #include "lance/datafile_info.h"
+#include "lance/ipc.h"
 #include "lance/schema_text.h"
 #include "net/jsonrow.h"
 #include "testutil.h"
@@ -133,11 +141,63 @@ static void test_old_file_refused(void **state) {
   free(path);
 }
 
+static uint8_t *data_file(const char *name, size_t *n) {
+  const char *root = getenv("MW_SOURCE_ROOT");
+  char *path = tu_strf("%s/tests/formats/data/nestnull/%s", root ? root : ".", name);
+  uint8_t *d = tu_read_file(path, n);
+  if (d == NULL) fail_msg("cannot read %s", path);
+  free(path);
+  return d;
+}
+
+/* apache-arrow's stream with x2 and n null under the null s. */
+static void test_ipc_masked_nulls(void **state) {
+  (void)state;
+  size_t n = 0;
+  uint8_t *d = data_file("masked_nulls.arrows", &n);
+  mw_ipc_stream_t st;
+  mw_err_t err = {0};
+  if (mw_ipc_decode(d, n, NULL, &st, &err) != 0) fail_msg("decode: %s", err.msg);
+  assert_int_equal(st.n_batches, 1);
+  const mw_batch_t *b = &st.batches[0];
+  const mw_column_t *s = &b->cols[1], *x2 = &s->children[1], *nn = &x2->children[0];
+  assert_int_equal(s->null_count, 2);
+  assert_int_equal(x2->null_count, 0);
+  assert_int_equal(nn->null_count, 0);
+  assert_int_equal(x2->validity.len, 0);
+  assert_int_equal(nn->validity.len, 0);
+  for (int64_t r = 0; r < 6; r++) {
+    uint64_t v;
+    memcpy(&v, nn->values.data + 8 * r, 8);
+    if (r % 3 != 1) assert_int_equal(v, 100 + r);
+  }
+  /* 40 + id 48 + s 1 + a (1 + 24) + x2 1 + n (1 + 48): x2's and n's bitmaps
+   * count, as in LanceDB's arrays */
+  assert_int_equal(mw_batch_lance_bytes(b), 164);
+  mw_ipc_stream_free(&st);
+  free(d);
+}
+
+/* x2 null in row 2, where s is valid: refused. */
+static void test_ipc_unmasked_null(void **state) {
+  (void)state;
+  size_t n = 0;
+  uint8_t *d = data_file("unmasked_null.arrows", &n);
+  mw_ipc_stream_t st;
+  mw_err_t err = {0};
+  assert_int_equal(mw_ipc_decode(d, n, NULL, &st, &err), -EBADMSG);
+  if (strstr(err.msg, "x2") == NULL || strstr(err.msg, "nulls in a non-nullable field") == NULL)
+    fail_msg("'%s'", err.msg);
+  free(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_notnull_in_null_struct),
       cmocka_unit_test(test_notnull_in_null_item),
       cmocka_unit_test(test_old_file_refused),
+      cmocka_unit_test(test_ipc_masked_nulls),
+      cmocka_unit_test(test_ipc_unmasked_null),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
