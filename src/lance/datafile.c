@@ -674,6 +674,7 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
  * not (issue 26: a list without items once got no pages). */
 
 #define NESTED_MAX_LEVELS 32767
+#define NESTED_CHUNK_BYTES 32768 /* values per nested page (one chunk) */
 #define MAX_PATH (MW_MAX_NESTING + 2)
 
 typedef struct lpath {
@@ -1023,7 +1024,19 @@ static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t
   return put_buffer(w, idx, sizeof idx, &pg->off[2]);
 }
 
-/* Every page of one leaf column. */
+/* Value bytes slot `row` of the leaf adds to a nested chunk. */
+static size_t slot_value_bytes(const lpath_t *p, int64_t row) {
+  const mw_field_t *leaf = p->f[p->k];
+  if (is_bool(leaf)) return 1;
+  if (is_var(leaf)) return off_width(leaf) + var_bytes(p->c[p->k], row, row + 1);
+  return mw_type_width(leaf);
+}
+
+/* Every page of one leaf column. A page is one MiniBlock chunk, so its
+ * values stay under NESTED_CHUNK_BYTES (a row's worth more at most when one
+ * row is larger): LanceDB decodes a whole chunk for each range of rows it
+ * takes, and with deletions over a chunk of 14 MB it asked for 58 GB and
+ * aborted (gendiff seed 1036). */
 static int write_leaf_path(writer_t *w, lpath_t *p) {
   levels_t lv = {MW_BUF_INIT, MW_BUF_INIT, MW_BUF_INIT, MW_BUF_INIT};
   path_levels(p);
@@ -1038,15 +1051,20 @@ static int write_leaf_path(writer_t *w, lpath_t *p) {
   if (rc == 0) rc = mw_buf_append(&lv.row_start, &end, 8);
   const uint64_t *rs = (const uint64_t *)(const void *)lv.row_start.data;
   const int64_t *slot = (const int64_t *)(const void *)lv.slot.data;
+  size_t limit = w->max_page_bytes < NESTED_CHUNK_BYTES ? w->max_page_bytes : NESTED_CHUNK_BYTES;
   for (int64_t ra = 0; ra < rows && rc == 0;) {
-    /* whole rows while the levels fit one chunk and the values one page */
-    int64_t rb = ra + 1;
+    /* whole rows while the levels and the values fit one chunk */
+    int64_t rb = ra;
     size_t bytes = 0;
-    while (rb < rows && rs[rb + 1] - rs[ra] <= NESTED_MAX_LEVELS && bytes <= w->max_page_bytes) {
+    while (rb < rows && rs[rb + 1] - rs[ra] <= NESTED_MAX_LEVELS) {
+      size_t row_bytes = 0;
       for (uint64_t i = rs[rb]; i < rs[rb + 1]; i++)
-        if (slot[i] >= 0) bytes += 8;
+        if (slot[i] >= 0) row_bytes += slot_value_bytes(p, slot[i]);
+      if (rb > ra && bytes + row_bytes > limit) break;
+      bytes += row_bytes;
       rb++;
     }
+    if (rb == ra) rb = ra + 1; /* one row over the level limit: refused below */
     if (rs[rb] - rs[ra] > NESTED_MAX_LEVELS) {
       rc = mw_err_set(w->err, -EFBIG, "field '%s': row %lld has %llu levels (limit %d)",
                       p->f[0]->name, (long long)ra, (unsigned long long)(rs[rb] - rs[ra]), NESTED_MAX_LEVELS);
@@ -2736,6 +2754,14 @@ static int levels_decode(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, in
 /* The chunks of a nested MiniBlock page: their levels appended to rep and
  * def (u16 each; zeros where a chunk has none), their values decoded into
  * v's column (v->n values). */
+/* A nested MiniBlock chunk over this many bytes in a page of more than one
+ * row is refused: LanceDB decodes the whole chunk for each range of rows it
+ * takes (a scan with deletions), and over our old writer's 14 MB chunk of
+ * strings it asked for 58 GB and aborted (gendiff seed 1036). Lance's
+ * writer keeps chunks small (wide values go to FullZip); ours keeps a
+ * nested page's values under NESTED_CHUNK_BYTES, levels under 128 KiB. */
+#define NESTED_READ_MAX_CHUNK_BYTES (1u << 20)
+
 static int nested_chunks(rctx_t *x, rctx_t *v, const Lance__Encodings21__MiniBlockLayout *mb, mw_buf_t *rep,
                          mw_buf_t *def) {
   size_t nvb = (size_t)mb->num_buffers, ww = mb->has_large_chunk ? 4 : 2;
@@ -2750,6 +2776,9 @@ static int nested_chunks(rctx_t *x, rctx_t *v, const Lance__Encodings21__MiniBlo
     int64_t cnt = ci + 1 == n_words ? items - done_vals : (int64_t)1 << (wd & 15);
     if (cnt < 0 || cnt > items - done_vals) return BAD(x, "chunk %llu holds %lld values", x->col, x->page, (unsigned long long)ci, (long long)cnt);
     if (cbytes > dlen - at) return BAD(x, "chunk %llu overruns the data buffer", x->col, x->page, (unsigned long long)ci);
+    if (cbytes > NESTED_READ_MAX_CHUNK_BYTES && x->n > 1) /* see NESTED_READ_MAX_CHUNK_BYTES */
+      return BAD(x, "chunk %llu of %llu bytes over %lld rows: LanceDB cannot take rows from it", x->col, x->page,
+                 (unsigned long long)ci, (unsigned long long)cbytes, (long long)x->n);
     const uint8_t *cp = data + at;
     size_t hn = 2 + 2 * (hr + hd) + nvb * ww;
     if (hn > cbytes) return BAD(x, "chunk %llu header truncated", x->col, x->page, (unsigned long long)ci);
