@@ -2635,6 +2635,7 @@ static int unmasked_below(const rlevels_t *r, int e) {
   const lpath_t *p = r->p;
   assert(e >= 0);
   assert(e <= p->k);
+  if (mw_field_layout(p->f[e]) != MW_LAYOUT_STRUCT) return -1;
   for (int i = e + 2; i <= p->k; i++) {
     if (mw_field_layout(p->f[i - 1]) != MW_LAYOUT_STRUCT) return -1;
     bool nulls_here = i == p->k || r->null_level[i] != 0;
@@ -2711,8 +2712,7 @@ static int assemble(rctx_t *x, rlevels_t *r, const uint16_t *rep, const uint16_t
       rc = node_row(r, e, true);
     } else if (kind == NUL) {
       if (!p->f[e]->nullable) return BAD(x, "null in the non-nullable field '%s'", x->col, x->page, p->f[e]->name);
-      int u = mw_field_layout(p->f[e]) == MW_LAYOUT_STRUCT ? unmasked_below(r, e) : -1;
-      if (u >= 0) return BAD(x, "the non-nullable field '%s' is null below the null '%s' with no nulls in its struct's layer", x->col, x->page, p->f[u]->name, p->f[e]->name);
+      if ((rc = unmasked_below(r, e)) >= 0) return BAD(x, "the non-nullable field '%s' is null below the null '%s' with no nulls in its struct's layer", x->col, x->page, p->f[rc]->name, p->f[e]->name);
       if (e == k) {
         rc = leaf_row(r, vals, slot, true);
       } else {
