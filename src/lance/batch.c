@@ -1153,9 +1153,12 @@ static int64_t bitmap_bytes(int64_t bits) { return (bits + 7) / 8; }
 /* Arrow slice payload of one column (arrow-rs get_slice_memory_size):
  * validity only when there are nulls; utf8 = 4·len offsets + value bytes
  * (8·len for large types); a list adds its offsets and items, a struct its
- * children. */
-static int64_t column_lance_bytes(const mw_field_t *f, const mw_column_t *c) {
-  int64_t n = c->null_count > 0 ? bitmap_bytes(c->length) : 0;
+ * children. `under_null`: a struct above (no list between) has nulls here;
+ * a not-null member then has a bitmap too in Lance's arrays (null where its
+ * struct is; we keep it valid, issue 26). */
+static int64_t column_lance_bytes(const mw_field_t *f, const mw_column_t *c, bool under_null) {
+  bool nulls = c->null_count > 0 || (under_null && !f->nullable);
+  int64_t n = nulls ? bitmap_bytes(c->length) : 0;
   int64_t ow = mw_field_info(f)->large ? 8 : 4;
   switch (mw_field_layout(f)) {
     case MW_LAYOUT_BOOL: return n + bitmap_bytes(c->length);
@@ -1166,10 +1169,10 @@ static int64_t column_lance_bytes(const mw_field_t *f, const mw_column_t *c) {
       return n + ow * c->length + (int64_t)(off[c->length] - off[0]);
     }
     case MW_LAYOUT_LIST:
-      return n + ow * c->length + column_lance_bytes(&f->children[0], &c->children[0]);
+      return n + ow * c->length + column_lance_bytes(&f->children[0], &c->children[0], false);
     case MW_LAYOUT_STRUCT:
       for (uint32_t i = 0; i < f->n_children; i++)
-        n += column_lance_bytes(&f->children[i], &c->children[i]);
+        n += column_lance_bytes(&f->children[i], &c->children[i], nulls);
       return n;
     case MW_LAYOUT_FSL:
       n += c->item_null_count > 0 ? bitmap_bytes(c->length * f->fsl_dim) : 0;
@@ -1181,7 +1184,7 @@ static int64_t column_lance_bytes(const mw_field_t *f, const mw_column_t *c) {
 int64_t mw_batch_lance_bytes(const mw_batch_t *b) {
   assert(b != NULL && b->schema != NULL);
   int64_t n = MW_BATCH_LANCE_OVERHEAD_BYTES;
-  for (size_t i = 0; i < b->schema->n_fields; i++) n += column_lance_bytes(&b->schema->fields[i], &b->cols[i]);
+  for (size_t i = 0; i < b->schema->n_fields; i++) n += column_lance_bytes(&b->schema->fields[i], &b->cols[i], false);
   assert(n >= MW_BATCH_LANCE_OVERHEAD_BYTES);
   return n;
 }

@@ -669,6 +669,9 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
  *   list with nulls            NULLABLE_LIST        null = L
  *   list with empty lists      EMPTYABLE_LIST       empty = L
  *   no nulls (and no empties)  ALL_VALID_ITEM / ALL_VALID_LIST   no level
+ * A member of a struct with nulls counts as having nulls (not-null ones
+ * too, down to a list): Lance's reader nulls it there and Arrow wants a
+ * not-null member's nulls masked by its own struct (docs/sstable.md).
  * Rep levels: the outermost list is max_rep, the innermost 1; the first item
  * of a list gets the level of the outermost list starting there, the others
  * 0. A null or empty list, or a null ancestor above a list, is a "special"
@@ -687,6 +690,7 @@ static int write_column(writer_t *w, const mw_field_t *f, const mw_column_t *c) 
  * not (issue 26: a list without items once got no pages). */
 
 #define NESTED_MAX_LEVELS 32767
+#define NESTED_CHUNK_BYTES 32768 /* values per nested page (one chunk) */
 #define MAX_PATH (MW_MAX_NESTING + 2)
 
 typedef struct lpath {
@@ -715,17 +719,22 @@ static bool any_empty_list(const mw_column_t *c) {
  * empty lists gets levels, as Lance decides per page). */
 static void path_levels(lpath_t *p) {
   uint16_t def = 0, rep = 0;
+  bool has_nulls[MAX_PATH];
   for (int i = 0; i <= p->k; i++) {
     bool list = mw_field_layout(p->f[i]) == MW_LAYOUT_LIST;
-    bool nulls = p->c[i]->null_count > 0, empty = list && any_empty_list(p->c[i]);
-    def += (uint16_t)(nulls + empty);
+    /* a member of a struct with nulls is null there too (not-null ones
+     * included: Arrow needs their nulls masked by their own struct's) */
+    has_nulls[i] = p->c[i]->null_count > 0 ||
+                   (i > 0 && mw_field_layout(p->f[i - 1]) == MW_LAYOUT_STRUCT && has_nulls[i - 1]);
+    bool empty = list && any_empty_list(p->c[i]);
+    def += (uint16_t)(has_nulls[i] + empty);
     rep += list;
   }
   p->max_def = def;
   p->max_rep = rep;
   for (int i = 0; i <= p->k; i++) {
     bool list = mw_field_layout(p->f[i]) == MW_LAYOUT_LIST;
-    bool nulls = p->c[i]->null_count > 0, empty = list && any_empty_list(p->c[i]);
+    bool nulls = has_nulls[i], empty = list && any_empty_list(p->c[i]);
     p->null_level[i] = p->empty_level[i] = p->rep_level[i] = 0;
     if (list) {
       p->rep_level[i] = rep--;
@@ -1092,7 +1101,19 @@ static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t
   return put_buffer(w, idx, sizeof idx, &pg->off[2]);
 }
 
-/* Every page of one leaf column. */
+/* Value bytes slot `row` of the leaf adds to a nested chunk. */
+static size_t slot_value_bytes(const lpath_t *p, int64_t row) {
+  const mw_field_t *leaf = p->f[p->k];
+  if (is_bool(leaf)) return 1;
+  if (is_var(leaf)) return off_width(leaf) + var_bytes(p->c[p->k], row, row + 1);
+  return mw_type_width(leaf);
+}
+
+/* Every page of one leaf column. A page is one MiniBlock chunk, so its
+ * values stay under NESTED_CHUNK_BYTES (a row's worth more at most when one
+ * row is larger): LanceDB decodes a whole chunk for each range of rows it
+ * takes, and with deletions over a chunk of 14 MB it asked for 58 GB and
+ * aborted (gendiff seed 1036). */
 static int write_leaf_path(writer_t *w, lpath_t *p) {
   levels_t lv = {MW_BUF_INIT, MW_BUF_INIT, MW_BUF_INIT, MW_BUF_INIT};
   path_levels(p);
@@ -1107,15 +1128,20 @@ static int write_leaf_path(writer_t *w, lpath_t *p) {
   if (rc == 0) rc = mw_buf_append(&lv.row_start, &end, 8);
   const uint64_t *rs = (const uint64_t *)(const void *)lv.row_start.data;
   const int64_t *slot = (const int64_t *)(const void *)lv.slot.data;
+  size_t limit = w->max_page_bytes < NESTED_CHUNK_BYTES ? w->max_page_bytes : NESTED_CHUNK_BYTES;
   for (int64_t ra = 0; ra < rows && rc == 0;) {
-    /* whole rows while the levels fit one chunk and the values one page */
-    int64_t rb = ra + 1;
+    /* whole rows while the levels and the values fit one chunk */
+    int64_t rb = ra;
     size_t bytes = 0;
-    while (rb < rows && rs[rb + 1] - rs[ra] <= NESTED_MAX_LEVELS && bytes <= w->max_page_bytes) {
+    while (rb < rows && rs[rb + 1] - rs[ra] <= NESTED_MAX_LEVELS) {
+      size_t row_bytes = 0;
       for (uint64_t i = rs[rb]; i < rs[rb + 1]; i++)
-        if (slot[i] >= 0) bytes += 8;
+        if (slot[i] >= 0) row_bytes += slot_value_bytes(p, slot[i]);
+      if (rb > ra && bytes + row_bytes > limit) break;
+      bytes += row_bytes;
       rb++;
     }
+    if (rb == ra) rb = ra + 1; /* one row over the level limit: refused below */
     if (rs[rb] - rs[ra] > NESTED_MAX_LEVELS) {
       rc = mw_err_set(w->err, -EFBIG, "field '%s': row %lld has %llu levels (limit %d)",
                       p->f[0]->name, (long long)ra, (unsigned long long)(rs[rb] - rs[ra]), NESTED_MAX_LEVELS);
@@ -2684,6 +2710,25 @@ static int page_level_map(rctx_t *x, rlevels_t *r, const Lance__Encodings21__Rep
 
 static bool rslot_below(const rlevels_t *r, int i) { return slot_below(r->p, i); }
 
+/* Below a null struct at depth e, Lance's reader makes the leaf null and
+ * each member whose layer is nullable; Arrow then needs a not-null
+ * member's nulls masked by its own struct's. The first not-null member i
+ * left unmasked (its struct's layer all-valid), or -1. LanceDB 0.39.0
+ * refuses such a page ("Found unmasked nulls for non-nullable StructArray
+ * field"); our writer once made it (issue 26, gendiff seed 2035979854). */
+static int unmasked_below(const rlevels_t *r, int e) {
+  const lpath_t *p = r->p;
+  assert(e >= 0);
+  assert(e <= p->k);
+  if (mw_field_layout(p->f[e]) != MW_LAYOUT_STRUCT) return -1;
+  for (int i = e + 2; i <= p->k; i++) {
+    if (mw_field_layout(p->f[i - 1]) != MW_LAYOUT_STRUCT) return -1;
+    bool nulls_here = i == p->k || r->null_level[i] != 0;
+    if (!p->f[i]->nullable && r->null_level[i - 1] == 0 && nulls_here) return i;
+  }
+  return -1;
+}
+
 /* One row (or null/filler) at node i of the path, keeping the parent list's
  * end in step. */
 static int node_row(rlevels_t *r, int i, bool valid) {
@@ -2752,6 +2797,7 @@ static int assemble(rctx_t *x, rlevels_t *r, const uint16_t *rep, const uint16_t
       rc = node_row(r, e, true);
     } else if (kind == NUL) {
       if (!p->f[e]->nullable) return BAD(x, "null in the non-nullable field '%s'", x->col, x->page, p->f[e]->name);
+      if ((rc = unmasked_below(r, e)) >= 0) return BAD(x, "the non-nullable field '%s' is null below the null '%s' with no nulls in its struct's layer", x->col, x->page, p->f[rc]->name, p->f[e]->name);
       if (e == k) {
         rc = leaf_row(r, vals, slot, true);
       } else {
@@ -2793,6 +2839,14 @@ static int levels_decode(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, in
 /* The chunks of a nested MiniBlock page: their levels appended to rep and
  * def (u16 each; zeros where a chunk has none), their values decoded into
  * v's column (v->n values). */
+/* A nested MiniBlock chunk over this many bytes in a page of more than one
+ * row is refused: LanceDB decodes the whole chunk for each range of rows it
+ * takes (a scan with deletions), and over our old writer's 14 MB chunk of
+ * strings it asked for 58 GB and aborted (gendiff seed 1036). Lance's
+ * writer keeps chunks small (wide values go to FullZip); ours keeps a
+ * nested page's values under NESTED_CHUNK_BYTES, levels under 128 KiB. */
+#define NESTED_READ_MAX_CHUNK_BYTES (1u << 20)
+
 static int nested_chunks(rctx_t *x, rctx_t *v, const Lance__Encodings21__MiniBlockLayout *mb, mw_buf_t *rep,
                          mw_buf_t *def) {
   size_t nvb = (size_t)mb->num_buffers, ww = mb->has_large_chunk ? 4 : 2;
@@ -2807,6 +2861,9 @@ static int nested_chunks(rctx_t *x, rctx_t *v, const Lance__Encodings21__MiniBlo
     int64_t cnt = ci + 1 == n_words ? items - done_vals : (int64_t)1 << (wd & 15);
     if (cnt < 0 || cnt > items - done_vals) return BAD(x, "chunk %llu holds %lld values", x->col, x->page, (unsigned long long)ci, (long long)cnt);
     if (cbytes > dlen - at) return BAD(x, "chunk %llu overruns the data buffer", x->col, x->page, (unsigned long long)ci);
+    if (cbytes > NESTED_READ_MAX_CHUNK_BYTES && x->n > 1) /* see NESTED_READ_MAX_CHUNK_BYTES */
+      return BAD(x, "chunk %llu of %llu bytes over %lld rows: LanceDB cannot take rows from it", x->col, x->page,
+                 (unsigned long long)ci, (unsigned long long)cbytes, (long long)x->n);
     const uint8_t *cp = data + at;
     size_t hn = 2 + 2 * (hr + hd) + nvb * ww;
     if (hn > cbytes) return BAD(x, "chunk %llu header truncated", x->col, x->page, (unsigned long long)ci);

@@ -1159,17 +1159,27 @@ static int take_bits(dec_t *d, body_t *b, const uint8_t *p, size_t n, int64_t bi
   return 0;
 }
 
+/* A validity buffer into dst. Nulls in a non-nullable field are refused
+ * unless `mask` (the validity of the struct above, NULL: none) is null at
+ * each of them: Arrow allows those (a null struct's members, which
+ * LanceDB's writer makes null too, issue 26); then dst holds the bits for
+ * the members below and 1 is returned (the caller drops them). */
 static int take_validity(dec_t *d, body_t *b, int64_t len, int64_t nulls, bool nullable,
-                         mw_buf_t *dst, const char *what) {
+                         const mw_buf_t *mask, mw_buf_t *dst, const char *what) {
   const uint8_t *p;
   size_t n;
   int rc = next_buf(d, b, 0, &p, &n, what);
   if (rc < 0 || nulls == 0) return rc;
-  if (!nullable) return bad_at(d, b->pos, what, "nulls in a non-nullable field");
+  if (!nullable && (mask == NULL || mask->len == 0)) return bad_at(d, b->pos, what, "nulls in a non-nullable field");
   if ((rc = take_bits(d, b, p, n, len, dst, what)) < 0) return rc;
   if (count_zero_bits(dst->data, len) != nulls)
     return bad_at(d, b->pos, what, "null_count does not match the validity bitmap");
-  return 0;
+  if (nullable) return 0;
+  assert(mask->len >= bitmap_bytes(len));
+  for (int64_t i = 0; i < len; i++)
+    if (!mw_bit_get(dst->data, i) && mw_bit_get(mask->data, i))
+      return bad_at(d, b->pos, what, "nulls in a non-nullable field");
+  return 1;
 }
 
 static int take_fixed(dec_t *d, body_t *b, size_t need, mw_buf_t *dst, const char *what) {
@@ -1277,7 +1287,7 @@ static int fsl_pad_child(mw_column_t *c, int64_t have, int64_t want, size_t item
 }
 
 static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, bool exact,
-                       mw_column_t *c, int depth);
+                       const mw_buf_t *mask, mw_column_t *c, int depth);
 
 /* Keep items [base, end) of a list's child (arrow writers may leave the
  * child longer than its offsets say, or start the offsets past 0). */
@@ -1294,20 +1304,12 @@ static int slice_child(mw_column_t *c, const mw_field_t *f, int64_t base, int64_
   return 0;
 }
 
-/* One column (and its children) of `rows` rows, or at least `rows` when
- * not exact (a list's child, sliced by the caller). */
-static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, bool exact,
+/* The buffers after a column's validity: its values, offsets, children
+ * (`mask`: the validity its struct members' nulls must sit under). */
+static int read_values(dec_t *d, body_t *b, const mw_field_t *f, int64_t len, const mw_buf_t *mask,
                        mw_column_t *c, int depth) {
-  int64_t len, nulls;
   const char *w = f->name;
-  if (depth > MW_MAX_NESTING) return bad_at(d, b->r->base, w, "nested too deep");
-  int rc = next_node(d, b, &len, &nulls, w);
-  if (rc < 0) return rc;
-  if (exact ? len != rows : len < rows)
-    return bad_at(d, b->r->base, w, "field node length differs from its parent's");
-  c->length = len;
-  c->null_count = nulls;
-  if ((rc = take_validity(d, b, len, nulls, f->nullable, &c->validity, w)) < 0) return rc;
+  int rc;
   switch (mw_field_layout(f)) {
     case MW_LAYOUT_BOOL: {
       const uint8_t *p;
@@ -1321,12 +1323,12 @@ static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, b
       int64_t base, end;
       if ((rc = take_offsets(d, b, len, mw_field_info(f)->large, c, &base, &end, w)) < 0) return rc;
       mw_column_t *ch = &c->children[0];
-      if ((rc = read_column(d, b, &f->children[0], end, false, ch, depth + 1)) < 0) return rc;
+      if ((rc = read_column(d, b, &f->children[0], end, false, NULL, ch, depth + 1)) < 0) return rc;
       return base != 0 || ch->length != end ? slice_child(ch, &f->children[0], base, end) : 0;
     }
     case MW_LAYOUT_STRUCT:
       for (uint32_t i = 0; i < f->n_children; i++)
-        if ((rc = read_column(d, b, &f->children[i], len, true, &c->children[i], depth + 1)) < 0)
+        if ((rc = read_column(d, b, &f->children[i], len, true, mask, &c->children[i], depth + 1)) < 0)
           return rc;
       return 0;
     case MW_LAYOUT_FSL: {
@@ -1336,7 +1338,7 @@ static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, b
       if (!fsl_short_child_ok(c, len, clen, f->fsl_dim))
         return bad_at(d, b->r->base, w, "list child length is not length*size");
       c->item_null_count = cnulls;
-      if ((rc = take_validity(d, b, clen, cnulls, f->item_nullable, &c->item_validity, w)) < 0)
+      if ((rc = take_validity(d, b, clen, cnulls, f->item_nullable, NULL, &c->item_validity, w)) < 0)
         return rc;
       if ((rc = take_fixed(d, b, (size_t)clen * iw, &c->values, w)) < 0) return rc;
       return clen < len * f->fsl_dim ? fsl_pad_child(c, clen, len * f->fsl_dim, iw) : 0;
@@ -1344,6 +1346,30 @@ static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, b
     default:
       return take_fixed(d, b, (size_t)len * mw_type_width(f), &c->values, w);
   }
+}
+
+/* One column (and its children) of `rows` rows, or at least `rows` when
+ * not exact (a list's child, sliced by the caller). A non-nullable member
+ * whose nulls sit under its struct's (`mask`) is read as valid. */
+static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, bool exact,
+                       const mw_buf_t *mask, mw_column_t *c, int depth) {
+  int64_t len, nulls;
+  const char *w = f->name;
+  if (depth > MW_MAX_NESTING) return bad_at(d, b->r->base, w, "nested too deep");
+  int rc = next_node(d, b, &len, &nulls, w);
+  if (rc < 0) return rc;
+  if (exact ? len != rows : len < rows)
+    return bad_at(d, b->r->base, w, "field node length differs from its parent's");
+  c->length = len;
+  c->null_count = nulls;
+  if ((rc = take_validity(d, b, len, nulls, f->nullable, mask, &c->validity, w)) < 0) return rc;
+  bool masked = rc == 1;
+  rc = read_values(d, b, f, len, c->validity.len ? &c->validity : mask, c, depth);
+  if (masked) { /* valid as the field says; its struct is null there */
+    c->null_count = 0;
+    mw_buf_free(&c->validity);
+  }
+  return rc;
 }
 
 static struct dict *dict_of(dec_t *d, size_t field) {
@@ -1372,7 +1398,7 @@ static int read_dict_column(dec_t *d, body_t *b, struct dict *x, const mw_field_
   int rc = next_node(d, b, &len, &nulls, w);
   if (rc < 0) return rc;
   if (len != rows) return bad_at(d, b->r->base, w, "field node length differs from the batch length");
-  if ((rc = take_validity(d, b, len, nulls, f->nullable, &bits, w)) < 0) goto done;
+  if ((rc = take_validity(d, b, len, nulls, f->nullable, NULL, &bits, w)) < 0) goto done;
   if ((rc = next_buf(d, b, 1, &p, &n, w)) < 0) goto done;
   if (n / x->index_width < (size_t)len) {
     rc = bad_at(d, b->pos, w, "dictionary indices buffer too short");
@@ -1451,7 +1477,7 @@ static int read_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *bt, body_t *b
   for (size_t i = 0; i < s->n_fields; i++) {
     struct dict *x = s == &d->rd->stream.schema ? dict_of(d, i) : NULL;
     rc = x ? read_dict_column(d, b, x, &s->fields[i], rows, &out->cols[i])
-           : read_column(d, b, &s->fields[i], rows, true, &out->cols[i], 0);
+           : read_column(d, b, &s->fields[i], rows, true, NULL, &out->cols[i], 0);
     if (rc < 0) goto fail;
   }
   assert(b->next_node == b->n_nodes);

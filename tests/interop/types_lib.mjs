@@ -81,6 +81,13 @@ export function catalogue(arrow, opts = {}) {
       ["l_st", () => new arrow.List(F("item", new arrow.Struct([F("k", new arrow.Utf8()), F("v", new arrow.Int64())]))),
         "list<struct<k: string, v: int64>>",
         (k) => (k % 6 === 0 ? null : Array.from({ length: k % 3 }, (_, i) => (i === 1 && k % 2 ? null : { k: `k${i}`, v: big(k * 10 + i) })))],
+      // a not-null struct of a not-null member inside a struct that is
+      // null in some rows (gendiff seed 2035979854: the layers below it
+      // must be nullable, docs/sstable.md)
+      ["st_nn", () => new arrow.Struct([F("a", new arrow.Int32()),
+        F("x2", new arrow.Struct([F("n", new arrow.Uint64(), false), F("m", new arrow.Int32())]), false)]),
+      "struct<a: int32, x2: struct<n: uint64 not null, m: int32> not null>",
+        (k) => (k % 4 === 1 ? null : { a: k, x2: { n: big(100 + k), m: k % 2 ? null : k } })],
     );
   }
   if (opts.large) {
