@@ -1301,31 +1301,39 @@ static int check_inputs(const mw_schema_t *schema, const mw_batch_t *const *batc
   return 0;
 }
 
-int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batches,
-                      size_t n_batches, const mw_datafile_gbuf_t *extra, size_t n_extra,
-                      const mw_datafile_write_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  assert(schema != NULL && out != NULL);
-  assert(batches != NULL || n_batches == 0);
-  int rc = check_inputs(schema, batches, n_batches, n_extra, err);
-  if (rc < 0) return rc;
-  writer_t w = {.out = out, .base = out->len, .err = err};
-  w.max_page_bytes = opts && opts->max_page_bytes ? opts->max_page_bytes
-                                                  : MW_DATAFILE_DEFAULT_PAGE_BYTES;
-  if (w.max_page_bytes < MW_DATAFILE_MIN_PAGE_BYTES) w.max_page_bytes = MW_DATAFILE_MIN_PAGE_BYTES;
-  w.zstd = opts && opts->zstd;
-  w.zstd_level = opts && opts->zstd_level ? opts->zstd_level : DEFAULT_ZSTD_LEVEL;
-  /* one Lance column per leaf field (lists and structs have none) */
-  int n_cols = mw_lance_leaves(schema, NULL, NULL, 4 * MW_MAX_FIELDS);
-  if (n_cols < 0) return mw_err_set(err, -EINVAL, "schema has too many fields");
-  uint64_t *cmo = calloc(2 * (size_t)n_cols + 1, sizeof *cmo);
-  uint64_t *gbo = calloc(2 * (n_extra + 1), sizeof *gbo);
-  w.colmeta_len = calloc((size_t)n_cols + 1, sizeof *w.colmeta_len);
-  mw_column_t nested_concat = {0};
-  rc = -ENOMEM;
-  if (cmo == NULL || gbo == NULL || w.colmeta_len == NULL) goto fail;
-  if (w.zstd && (w.zc = ZSTD_createCCtx()) == NULL) goto fail;
-  /* reserve the whole file up front: growing a 100 MB buffer by doubling
-   * costs more than encoding it */
+/* The writer's options and scratch for one file; writer_free releases
+ * whatever was made. */
+static int writer_init(writer_t *w, const mw_datafile_write_opts_t *opts, int n_cols, mw_buf_t *out,
+                       mw_err_t *err) {
+  assert(n_cols >= 0);
+  *w = (writer_t){.out = out, .base = out->len, .err = err};
+  w->max_page_bytes = opts && opts->max_page_bytes ? opts->max_page_bytes : MW_DATAFILE_DEFAULT_PAGE_BYTES;
+  if (w->max_page_bytes < MW_DATAFILE_MIN_PAGE_BYTES) w->max_page_bytes = MW_DATAFILE_MIN_PAGE_BYTES;
+  w->zstd = opts && opts->zstd;
+  w->zstd_level = opts && opts->zstd_level ? opts->zstd_level : DEFAULT_ZSTD_LEVEL;
+  w->colmeta_len = calloc((size_t)n_cols + 1, sizeof *w->colmeta_len);
+  if (w->colmeta_len == NULL) return -ENOMEM;
+  if (w->zstd && (w->zc = ZSTD_createCCtx()) == NULL) return -ENOMEM;
+  return 0;
+}
+
+static void writer_free(writer_t *w) {
+  pages_clear(w);
+  free(w->pages);
+  mw_buf_free(&w->words);
+  mw_buf_free(&w->data);
+  mw_buf_free(&w->raw);
+  mw_buf_free(&w->zbuf);
+  mw_buf_free(&w->colmeta);
+  column_free(&w->concat);
+  free(w->colmeta_len);
+  ZSTD_freeCCtx(w->zc);
+}
+
+/* Reserve the whole file up front (growing a 100 MB buffer by doubling
+ * costs more than encoding it); returns the rows of all batches. */
+static int64_t reserve_file(mw_buf_t *out, const mw_schema_t *schema, const mw_batch_t *const *batches,
+                            size_t n_batches) {
   int64_t rows = 0;
   size_t estimate = 65536;
   for (size_t i = 0; i < n_batches; i++) {
@@ -1335,57 +1343,78 @@ int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batche
       estimate += batches[i]->cols[c].values.len + batches[i]->cols[c].offsets.len;
   }
   if (estimate < MW_BUF_MAX_BYTES - out->len) (void)mw_buf_reserve(out, estimate);
-  size_t col = 0;
-  for (size_t fi = 0; fi < schema->n_fields; fi++) {
-    const mw_field_t *f = &schema->fields[fi];
-    mw_layout_t l = mw_field_layout(f);
-    bool nested = l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT;
-    const mw_column_t *c = n_batches == 1 ? &batches[0]->cols[fi] : nested ? &nested_concat : &w.concat;
-    /* several batches: concatenate this column (memory reused across columns) */
-    mw_buf_reset(&w.concat.values), mw_buf_reset(&w.concat.validity), mw_buf_reset(&w.concat.offsets);
-    rc = 0;
-    if (n_batches != 1 && nested) { /* none: an empty tree */
-      mw_column_free(&nested_concat);
-      rc = mw_column_init(&nested_concat, f);
-      for (size_t i = 0; i < n_batches && rc == 0; i++)
-        rc = mw_column_append_range(&nested_concat, &batches[i]->cols[fi], f, 0, batches[i]->n_rows);
-    } else if (n_batches > 1 && l != MW_LAYOUT_FSL) { /* FSL: read in place (write_fsl) */
-      rc = concat_column(f, batches, n_batches, fi, &w.concat);
-    }
-    if (rc < 0) {
-      mw_err_set(err, rc, "field '%s': cannot concatenate batches", f->name);
-      goto fail;
-    }
-    if (nested) {
-      lpath_t path = {.f = {f}, .c = {c}};
-      rc = write_nested(&w, &path, 0, &col);
-    } else {
-      colsrc_t src = {.bs = batches, .nb = n_batches, .fi = fi};
-      rc = l == MW_LAYOUT_FSL ? write_fsl(&w, f, &src) : write_column(&w, f, c);
-      if (rc == 0) rc = flush_column_meta(&w, col++);
-    }
-    if (rc < 0) {
-      mw_err_set(err, rc, "field '%s': cannot encode column", f->name);
-      goto fail;
-    }
+  assert(rows >= 0);
+  return rows;
+}
+
+/* Field fi of every batch as one column: the only batch's own, or a
+ * concatenation (flat columns into w->concat, nested ones into *nested,
+ * memory reused across fields). FSL columns are read in place. */
+static int field_column(writer_t *w, const mw_field_t *f, const mw_batch_t *const *batches,
+                        size_t n_batches, size_t fi, mw_column_t *nested, const mw_column_t **c) {
+  mw_layout_t l = mw_field_layout(f);
+  bool is_nested = l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT;
+  *c = n_batches == 1 ? &batches[0]->cols[fi] : is_nested ? nested : &w->concat;
+  mw_buf_reset(&w->concat.values), mw_buf_reset(&w->concat.validity), mw_buf_reset(&w->concat.offsets);
+  int rc = 0;
+  if (n_batches != 1 && is_nested) { /* none: an empty tree */
+    mw_column_free(nested);
+    rc = mw_column_init(nested, f);
+    for (size_t i = 0; i < n_batches && rc == 0; i++)
+      rc = mw_column_append_range(nested, &batches[i]->cols[fi], f, 0, batches[i]->n_rows);
+  } else if (n_batches > 1 && l != MW_LAYOUT_FSL) {
+    rc = concat_column(f, batches, n_batches, fi, &w->concat);
   }
-  assert(col == (size_t)n_cols);
-  rc = 0;
-  for (size_t i = 0; i < n_extra; i++) {
+  if (rc < 0) return mw_err_set(w->err, rc, "field '%s': cannot concatenate batches", f->name);
+  return 0;
+}
+
+/* One top-level field's columns (one per leaf), advancing *col. */
+static int write_field(writer_t *w, const mw_schema_t *schema, const mw_batch_t *const *batches,
+                       size_t n_batches, size_t fi, mw_column_t *nested, size_t *col) {
+  assert(fi < schema->n_fields);
+  const mw_field_t *f = &schema->fields[fi];
+  const mw_column_t *c = NULL;
+  int rc = field_column(w, f, batches, n_batches, fi, nested, &c);
+  if (rc < 0) return rc;
+  assert(c != NULL);
+  mw_layout_t l = mw_field_layout(f);
+  if (l == MW_LAYOUT_LIST || l == MW_LAYOUT_STRUCT) {
+    lpath_t path = {.f = {f}, .c = {c}};
+    rc = write_nested(w, &path, 0, col);
+  } else {
+    colsrc_t src = {.bs = batches, .nb = n_batches, .fi = fi};
+    rc = l == MW_LAYOUT_FSL ? write_fsl(w, f, &src) : write_column(w, f, c);
+    if (rc == 0) rc = flush_column_meta(w, (*col)++);
+  }
+  if (rc < 0) return mw_err_set(w->err, rc, "field '%s': cannot encode column", f->name);
+  return 0;
+}
+
+/* Everything after the pages: the extra global buffers, the descriptor
+ * (global buffer 0), the column metadata, both offset tables and the
+ * footer (docs/sstable.md "Data file"). */
+static int write_tail(writer_t *w, const mw_schema_t *schema, int64_t rows, const mw_datafile_gbuf_t *extra,
+                      size_t n_extra, size_t n_cols) {
+  mw_buf_t *out = w->out;
+  uint64_t *cmo = calloc(2 * n_cols + 1, sizeof *cmo);
+  uint64_t *gbo = calloc(2 * (n_extra + 1), sizeof *gbo);
+  int rc = cmo != NULL && gbo != NULL ? 0 : -ENOMEM;
+  for (size_t i = 0; i < n_extra && rc == 0; i++) {
     gbo[2 * (i + 1) + 1] = extra[i].len;
-    if ((rc = put_buffer(&w, extra[i].data, extra[i].len, &gbo[2 * (i + 1)])) < 0) goto fail;
+    rc = put_buffer(w, extra[i].data, extra[i].len, &gbo[2 * (i + 1)]);
   }
-  if ((rc = write_descriptor(&w, schema, (uint64_t)rows, &gbo[0], &gbo[1])) < 0) goto fail;
-  uint64_t cm_start = out->len - w.base, at = cm_start;
-  if ((rc = mw_buf_append(out, w.colmeta.data, w.colmeta.len)) < 0) goto fail;
-  for (size_t i = 0; i < (size_t)n_cols; i++) {
+  if (rc == 0) rc = write_descriptor(w, schema, (uint64_t)rows, &gbo[0], &gbo[1]);
+  uint64_t cm_start = out->len - w->base, at = cm_start;
+  if (rc == 0) rc = mw_buf_append(out, w->colmeta.data, w->colmeta.len);
+  for (size_t i = 0; i < n_cols && rc == 0; i++) {
     cmo[2 * i] = at;
-    cmo[2 * i + 1] = w.colmeta_len[i];
-    at += w.colmeta_len[i];
+    cmo[2 * i + 1] = w->colmeta_len[i];
+    at += w->colmeta_len[i];
   }
-  uint64_t cmo_start = out->len - w.base;
-  for (size_t i = 0; i < 2 * (size_t)n_cols && rc >= 0; i++) rc = mw_buf_put_u64le(out, cmo[i]);
-  uint64_t gbo_start = out->len - w.base;
+  uint64_t cmo_start = out->len - w->base;
+  for (size_t i = 0; i < 2 * n_cols && rc >= 0; i++) rc = mw_buf_put_u64le(out, cmo[i]);
+  uint64_t gbo_start = out->len - w->base;
   for (size_t i = 0; i < 2 * (n_extra + 1) && rc >= 0; i++) rc = mw_buf_put_u64le(out, gbo[i]);
   if (rc >= 0) rc = mw_buf_put_u64le(out, cm_start);
   if (rc >= 0) rc = mw_buf_put_u64le(out, cmo_start);
@@ -1395,26 +1424,39 @@ int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batche
   if (rc >= 0) rc = mw_buf_put_u16le(out, 2);
   if (rc >= 0) rc = mw_buf_put_u16le(out, 2);
   if (rc >= 0) rc = mw_buf_append(out, "LANC", 4);
-  if (rc < 0) goto fail;
-  rc = 0;
-  goto done;
-fail:
-  mw_err_set(err, rc, "data file write failed");
-  out->len = w.base;
-done:
-  pages_clear(&w);
-  free(w.pages);
-  mw_buf_free(&w.words);
-  mw_buf_free(&w.data);
-  mw_buf_free(&w.raw);
-  mw_buf_free(&w.zbuf);
-  mw_buf_free(&w.colmeta);
-  column_free(&w.concat);
-  mw_column_free(&nested_concat);
-  free(w.colmeta_len);
-  ZSTD_freeCCtx(w.zc);
   free(cmo);
   free(gbo);
+  return rc < 0 ? rc : 0;
+}
+
+int mw_datafile_write(const mw_schema_t *schema, const mw_batch_t *const *batches,
+                      size_t n_batches, const mw_datafile_gbuf_t *extra, size_t n_extra,
+                      const mw_datafile_write_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
+  assert(schema != NULL);
+  assert(out != NULL);
+  assert(batches != NULL || n_batches == 0);
+  int rc = check_inputs(schema, batches, n_batches, n_extra, err);
+  if (rc < 0) return rc;
+  /* one Lance column per leaf field (lists and structs have none) */
+  int n_cols = mw_lance_leaves(schema, NULL, NULL, 4 * MW_MAX_FIELDS);
+  if (n_cols < 0) return mw_err_set(err, -EINVAL, "schema has too many fields");
+  writer_t w;
+  mw_column_t nested_concat = {0};
+  size_t col = 0;
+  rc = writer_init(&w, opts, n_cols, out, err);
+  int64_t rows = rc == 0 ? reserve_file(out, schema, batches, n_batches) : 0;
+  for (size_t fi = 0; fi < schema->n_fields && rc == 0; fi++)
+    rc = write_field(&w, schema, batches, n_batches, fi, &nested_concat, &col);
+  if (rc == 0) {
+    assert(col == (size_t)n_cols);
+    rc = write_tail(&w, schema, rows, extra, n_extra, (size_t)n_cols);
+  }
+  if (rc < 0) {
+    mw_err_set(err, rc, "data file write failed");
+    out->len = w.base;
+  }
+  writer_free(&w);
+  mw_column_free(&nested_concat);
   return rc;
 }
 
@@ -1900,9 +1942,127 @@ static int general_buf(rctx_t *x, int scheme, mw_buf_t *dst, const uint8_t **p, 
 static int fsst_values(rctx_t *x, const Lance__Encodings21__Fsst *fs, const uint8_t *const *vb, const size_t *vn,
                        int64_t r, int64_t cnt, const uint16_t *def, bool compressed, size_t var_max);
 
+/* The value compressions of a MiniBlock chunk, one function each; p/n is
+ * the chunk's first value buffer, already through General (zstd, lz4). */
+static int mbv_flat(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int64_t r, int64_t cnt) {
+  const mw_field_t *f = x->fld;
+  size_t w = mw_type_width(f);
+  uint64_t bits = f->type == MW_T_BOOL ? 1 : 8 * w;
+  if (is_var(f) || f->type == MW_T_FSL || ce->flat->bits_per_value != bits || ce->flat->data)
+    return UNSUP(x, "flat of %llu bits for %s", x->col, x->page, (unsigned long long)ce->flat->bits_per_value, mw_type_name(f->type));
+  if (n < ((size_t)cnt * bits + 7) / 8) return BAD(x, "value buffer of %zu bytes for %lld values", x->col, x->page, n, (long long)cnt);
+  if (f->type == MW_T_BOOL) bits_copy_out(x, r, p, cnt);
+  else memcpy(slot(x, r), p, (size_t)cnt * w);
+  return 0;
+}
+
+static int mbv_inline_bp(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int64_t r, int64_t cnt) {
+  const mw_field_t *f = x->fld;
+  size_t w = mw_type_width(f);
+  unsigned t = (unsigned)ce->inline_bitpacking->uncompressed_bits_per_value;
+  /* Lance bitpacks any 1/2/4/8-byte fixed type as unsigned bits
+   * (integers, temporal types, even float16) */
+  if (mw_field_layout(f) != MW_LAYOUT_FIXED || (w != 1 && w != 2 && w != 4 && w != 8) ||
+      t != 8 * w || ce->inline_bitpacking->values)
+    return UNSUP(x, "inline bitpacking of %u bits for %s", x->col, x->page, t, mw_type_name(f->type));
+  return inline_bp(x, p, n, r, cnt, t);
+}
+
+static int mbv_variable(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int64_t r, int64_t cnt) {
+  const mw_field_t *f = x->fld;
+  const CE *oc = ce->variable->offsets;
+  if (!is_var(f) || oc == NULL || oc->compression_case != CE_FLAT || ce->variable->values ||
+      (oc->flat->bits_per_value != 32 && oc->flat->bits_per_value != 64) || oc->flat->data)
+    return UNSUP(x, "variable encoding variant for %s", x->col, x->page, mw_type_name(f->type));
+  size_t ow = oc->flat->bits_per_value / 8;
+  if (n / ow < (size_t)cnt + 1) return BAD(x, "offsets truncated (%zu bytes)", x->col, x->page, n);
+  uint64_t prev = ow == 4 ? mw_load_u32le(p) : mw_load_u64le(p);
+  for (int64_t i = 0; i < cnt; i++) {
+    uint64_t e = ow == 4 ? mw_load_u32le(p + 4 * (i + 1)) : mw_load_u64le(p + 8 * (i + 1));
+    if (e < prev || e > n) return BAD(x, "string offset %llu of value %lld out of range", x->col, x->page, (unsigned long long)e, (long long)i);
+    int rc = var_put(x, r + i, p + prev, (size_t)(e - prev));
+    if (rc < 0) return rc;
+    prev = e;
+  }
+  return 0;
+}
+
+/* Item k of row `row` of a vector column is null (the column's item bitmap,
+ * made all valid on the first null item). */
+static int fsl_item_null(rctx_t *x, int64_t row, int64_t k) {
+  const mw_field_t *f = x->fld;
+  mw_column_t *c = x->c;
+  assert(k < f->fsl_dim);
+  if (c->item_validity.len == 0) {
+    size_t tot = (size_t)c->length * (size_t)f->fsl_dim;
+    size_t nb = (tot + 7) / 8;
+    if (mw_buf_fill(&c->item_validity, 0xFF, nb) < 0) return -ENOMEM;
+    if (tot & 7) c->item_validity.data[nb - 1] = (uint8_t)((1u << (tot & 7)) - 1);
+  }
+  mw_bit_set(c->item_validity.data, row * f->fsl_dim + k, false);
+  c->item_null_count++;
+  return 0;
+}
+
+static int mbv_fsl(rctx_t *x, const CE *ce, const uint8_t *const *vb, const size_t *vn, const uint8_t *p,
+                   size_t n, bool compressed, int64_t r, int64_t cnt, const uint16_t *def) {
+  const mw_field_t *f = x->fld;
+  const Lance__Encodings21__FixedSizeList *fl = ce->fixed_size_list;
+  if (f->type != MW_T_FSL || fl->items_per_value != (uint64_t)f->fsl_dim || fl->values == NULL ||
+      fl->values->compression_case != CE_FLAT || fl->values->flat->bits_per_value != 8 * mw_fsl_item_width(f))
+    return UNSUP(x, "fixed_size_list variant for %s", x->col, x->page, mw_type_name(f->type));
+  size_t items = (size_t)cnt * (size_t)f->fsl_dim;
+  const uint8_t *vp = p;
+  size_t vpn = n;
+  if (fl->has_validity) {
+    if (compressed) return UNSUP(x, "compressed fsl with validity", x->col, x->page);
+    if (n < (items + 7) / 8) return BAD(x, "fsl validity truncated", x->col, x->page);
+    vp = vb[1], vpn = vn[1];
+  }
+  size_t iw = mw_fsl_item_width(f);
+  if (vpn < items * iw) return BAD(x, "fsl values of %zu bytes for %lld rows", x->col, x->page, vpn, (long long)cnt);
+  memcpy(slot(x, r), vp, items * iw);
+  for (int64_t i = 0; i < cnt; i++) {
+    if (def && def[i]) {
+      memset(slot(x, r + i), 0, mw_type_width(f));
+      continue;
+    }
+    for (int64_t k = 0; fl->has_validity && k < f->fsl_dim; k++)
+      if (!mw_bit_get(p, i * f->fsl_dim + k) && fsl_item_null(x, r + i, k) < 0) return -ENOMEM;
+  }
+  return 0;
+}
+
+/* Lance's RLE (physical/rle.rs): two value buffers per chunk, the run
+ * values Flat{8w} and their lengths Flat{8} (1..255 each):
+ *   values 01 00 00 00 02 00 00 00   lengths 03 02   -> 1 1 1 2 2 */
+static int mbv_rle(rctx_t *x, const CE *ce, const uint8_t *const *vb, const size_t *vn, const uint8_t *p,
+                   size_t n, bool compressed, int64_t r, int64_t cnt) {
+  const mw_field_t *f = x->fld;
+  size_t w = mw_type_width(f);
+  const Lance__Encodings21__Rle *rl = ce->rle;
+  if (mw_field_layout(f) != MW_LAYOUT_FIXED || (w != 1 && w != 2 && w != 4 && w != 8) || compressed ||
+      rl->values == NULL || rl->values->compression_case != CE_FLAT ||
+      rl->values->flat->bits_per_value != 8 * w || rl->run_lengths == NULL ||
+      rl->run_lengths->compression_case != CE_FLAT || rl->run_lengths->flat->bits_per_value != 8)
+    return UNSUP(x, "rle variant for %s", x->col, x->page, mw_type_name(f->type));
+  size_t runs = vn[1];
+  if (vb[1] == NULL || n / w < runs) return BAD(x, "rle of %zu runs with %zu value bytes", x->col, x->page, runs, n);
+  int64_t at = 0;
+  for (size_t i = 0; i < runs; i++) {
+    uint8_t len = vb[1][i];
+    if (len == 0 || len > cnt - at) return BAD(x, "rle run %zu of %u values overruns the chunk's %lld", x->col, x->page, i, len, (long long)cnt);
+    for (uint8_t k = 0; k < len; k++) memcpy(slot(x, r + at + k), p + i * w, w);
+    at += len;
+  }
+  if (at != cnt) return BAD(x, "rle runs hold %lld of %lld values", x->col, x->page, (long long)at, (long long)cnt);
+  return 0;
+}
+
 static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const size_t *vn,
                      int64_t r, int64_t cnt, const uint16_t *def) {
   const mw_field_t *f = x->fld;
+  assert(cnt >= 0);
   const uint8_t *p = vb[0];
   size_t n = vn[0];
   const CE *ce;
@@ -1914,101 +2074,12 @@ static int mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const si
   size_t var_max = x->f->max_column_bytes < INT32_MAX ? (size_t)x->f->max_column_bytes : INT32_MAX;
   size_t max_raw = is_var(f) ? var_max : (size_t)cnt * (mw_type_width(f) + 8) + 4096;
   if ((rc = general_buf(x, scheme, &x->scratch2, &p, &n, max_raw)) < 0) return rc;
-  size_t w = mw_type_width(f);
   switch (ce->compression_case) {
-    case CE_FLAT: {
-      uint64_t bits = f->type == MW_T_BOOL ? 1 : 8 * w;
-      if (is_var(f) || f->type == MW_T_FSL || ce->flat->bits_per_value != bits || ce->flat->data)
-        return UNSUP(x, "flat of %llu bits for %s", x->col, x->page, (unsigned long long)ce->flat->bits_per_value, mw_type_name(f->type));
-      if (n < ((size_t)cnt * bits + 7) / 8) return BAD(x, "value buffer of %zu bytes for %lld values", x->col, x->page, n, (long long)cnt);
-      if (f->type == MW_T_BOOL) bits_copy_out(x, r, p, cnt);
-      else memcpy(slot(x, r), p, (size_t)cnt * w);
-      return 0;
-    }
-    case CE_INLINE_BP: {
-      unsigned t = (unsigned)ce->inline_bitpacking->uncompressed_bits_per_value;
-      /* Lance bitpacks any 1/2/4/8-byte fixed type as unsigned bits
-       * (integers, temporal types, even float16) */
-      if (mw_field_layout(f) != MW_LAYOUT_FIXED || (w != 1 && w != 2 && w != 4 && w != 8) ||
-          t != 8 * w || ce->inline_bitpacking->values)
-        return UNSUP(x, "inline bitpacking of %u bits for %s", x->col, x->page, t, mw_type_name(f->type));
-      return inline_bp(x, p, n, r, cnt, t);
-    }
-    case CE_VARIABLE: {
-      const CE *oc = ce->variable->offsets;
-      if (!is_var(f) || oc == NULL || oc->compression_case != CE_FLAT || ce->variable->values ||
-          (oc->flat->bits_per_value != 32 && oc->flat->bits_per_value != 64) || oc->flat->data)
-        return UNSUP(x, "variable encoding variant for %s", x->col, x->page, mw_type_name(f->type));
-      size_t ow = oc->flat->bits_per_value / 8;
-      if (n / ow < (size_t)cnt + 1) return BAD(x, "offsets truncated (%zu bytes)", x->col, x->page, n);
-      uint64_t prev = ow == 4 ? mw_load_u32le(p) : mw_load_u64le(p);
-      for (int64_t i = 0; i < cnt; i++) {
-        uint64_t e = ow == 4 ? mw_load_u32le(p + 4 * (i + 1)) : mw_load_u64le(p + 8 * (i + 1));
-        if (e < prev || e > n) return BAD(x, "string offset %llu of value %lld out of range", x->col, x->page, (unsigned long long)e, (long long)i);
-        if ((rc = var_put(x, r + i, p + prev, (size_t)(e - prev))) < 0) return rc;
-        prev = e;
-      }
-      return 0;
-    }
-    case CE_FSL: {
-      const Lance__Encodings21__FixedSizeList *fl = ce->fixed_size_list;
-      if (f->type != MW_T_FSL || fl->items_per_value != (uint64_t)f->fsl_dim || fl->values == NULL ||
-          fl->values->compression_case != CE_FLAT ||
-          fl->values->flat->bits_per_value != 8 * mw_fsl_item_width(f))
-        return UNSUP(x, "fixed_size_list variant for %s", x->col, x->page, mw_type_name(f->type));
-      size_t items = (size_t)cnt * (size_t)f->fsl_dim;
-      const uint8_t *vp = p;
-      size_t vpn = n;
-      if (fl->has_validity) {
-        if (compressed) return UNSUP(x, "compressed fsl with validity", x->col, x->page);
-        if (n < (items + 7) / 8) return BAD(x, "fsl validity truncated", x->col, x->page);
-        vp = vb[1], vpn = vn[1];
-      }
-      size_t iw = mw_fsl_item_width(f);
-      if (vpn < items * iw) return BAD(x, "fsl values of %zu bytes for %lld rows", x->col, x->page, vpn, (long long)cnt);
-      memcpy(slot(x, r), vp, items * iw);
-      for (int64_t i = 0; i < cnt; i++) {
-        if (def && def[i]) {
-          memset(slot(x, r + i), 0, w);
-        } else if (fl->has_validity) {
-          for (int64_t k = 0; k < f->fsl_dim; k++) {
-            if (mw_bit_get(p, i * f->fsl_dim + k)) continue;
-            mw_column_t *c = x->c;
-            if (c->item_validity.len == 0) {
-              size_t nb = ((size_t)x->c->length * (size_t)f->fsl_dim + 7) / 8;
-              if (mw_buf_fill(&c->item_validity, 0xFF, nb) < 0) return -ENOMEM;
-              size_t tot = (size_t)x->c->length * (size_t)f->fsl_dim;
-              if (tot & 7) c->item_validity.data[nb - 1] = (uint8_t)((1u << (tot & 7)) - 1);
-            }
-            mw_bit_set(c->item_validity.data, (r + i) * f->fsl_dim + k, false);
-            c->item_null_count++;
-          }
-        }
-      }
-      return 0;
-    }
-    case CE_RLE: {
-      /* Lance's RLE (physical/rle.rs): two value buffers per chunk, the run
-       * values Flat{8w} and their lengths Flat{8} (1..255 each):
-       *   values 01 00 00 00 02 00 00 00   lengths 03 02   -> 1 1 1 2 2 */
-      const Lance__Encodings21__Rle *rl = ce->rle;
-      if (mw_field_layout(f) != MW_LAYOUT_FIXED || (w != 1 && w != 2 && w != 4 && w != 8) || compressed ||
-          rl->values == NULL || rl->values->compression_case != CE_FLAT ||
-          rl->values->flat->bits_per_value != 8 * w || rl->run_lengths == NULL ||
-          rl->run_lengths->compression_case != CE_FLAT || rl->run_lengths->flat->bits_per_value != 8)
-        return UNSUP(x, "rle variant for %s", x->col, x->page, mw_type_name(f->type));
-      size_t runs = vn[1];
-      if (vb[1] == NULL || n / w < runs) return BAD(x, "rle of %zu runs with %zu value bytes", x->col, x->page, runs, n);
-      int64_t at = 0;
-      for (size_t i = 0; i < runs; i++) {
-        uint8_t len = vb[1][i];
-        if (len == 0 || len > cnt - at) return BAD(x, "rle run %zu of %u values overruns the chunk's %lld", x->col, x->page, i, len, (long long)cnt);
-        for (uint8_t k = 0; k < len; k++) memcpy(slot(x, r + at + k), p + i * w, w);
-        at += len;
-      }
-      if (at != cnt) return BAD(x, "rle runs hold %lld of %lld values", x->col, x->page, (long long)at, (long long)cnt);
-      return 0;
-    }
+    case CE_FLAT: return mbv_flat(x, ce, p, n, r, cnt);
+    case CE_INLINE_BP: return mbv_inline_bp(x, ce, p, n, r, cnt);
+    case CE_VARIABLE: return mbv_variable(x, ce, p, n, r, cnt);
+    case CE_FSL: return mbv_fsl(x, ce, vb, vn, p, n, compressed, r, cnt, def);
+    case CE_RLE: return mbv_rle(x, ce, vb, vn, p, n, compressed, r, cnt);
     case CE_FSST: return fsst_values(x, ce->fsst, vb, vn, r, cnt, def, compressed, var_max);
     default:
       return UNSUP(x, "value compression %d not implemented", x->col, x->page, (int)ce->compression_case);
