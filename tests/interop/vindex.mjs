@@ -28,13 +28,19 @@
 //     Prints "ok rows=N ..." or the misses, exit 1.
 //   node vindex.mjs lsm DIR MODEL.json
 //     MODEL = {rows: [{id, vec}] every live row with a vector, fresh: [id]
-//     the rows another writer (memwald) wrote, stale: [{id, vec}] vectors an
+//     the rows written since the table was made, stale: [{id, vec}] vectors an
 //     update replaced, deleted: [{id, vec}] deleted rows' last vectors}.
 //     LanceDB's default vector search (l2, 10 neighbors, LSM routing):
 //     each fresh row's own vector answers that row first; a stale or deleted
 //     vector never answers its row; and every row any of these searches
 //     answers is live, with the model's vector for it (never an old
 //     version). Prints "ok ..." or the failures, exit 1.
+//   node vindex.mjs lance-write DIR ROWS.json [--model MODEL.json] [--end close|kill]
+//     LanceDB's own shard writer (unsharded table) writes ROWS ([{id, vec}])
+//     in one mergeInsert, which takes the shard over from the writer before
+//     it (claim, fence, replay of its WAL); with --model the lsm check runs
+//     on the writer's handle; then closeLsmWriters (flush), or with --end
+//     kill a SIGKILL of this process (the rows stay in LanceDB's WAL).
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -49,7 +55,8 @@ const arrow = await import("apache-arrow");
 
 const [cmd, dir, ...rest] = process.argv.slice(2);
 const opt = { distance: "l2", index: "ivfpq", dim: "16", base: "300", rows: "200", nulls: "0" };
-for (let i = 0; i < rest.length; i += 2) opt[rest[i].replace(/^--/, "")] = rest[i + 1];
+for (let i = 0; i < rest.length; i++) if (rest[i].startsWith("--")) opt[rest[i].slice(2)] = rest[++i];
+const args = rest.filter((a, i) => !a.startsWith("--") && !(i > 0 && rest[i - 1].startsWith("--")));
 const dim = Number(opt.dim);
 
 function rng(seed) {
@@ -174,10 +181,9 @@ async function search() {
   console.log(`ok ${line}${uuid ? `; the plan reads the SSTable through index ${uuid}` : ""}`);
 }
 
-async function lsm() {
-  const model = JSON.parse(fs.readFileSync(rest[0], "utf8"));
-  const db = await connect(dir);
-  const t = await db.openTable("t");
+// The lsm check on table handle t; the failures (empty: passed) and the
+// summary line.
+async function lsmCheck(t, model) {
   const live = new Map(model.rows.map((r) => [String(r.id), r.vec]));
   const same = (a, b) => a !== null && b !== null && a.length === b.length && a.every((x, i) => Math.fround(x) === Math.fround(b[i]));
   const fails = [];
@@ -211,18 +217,67 @@ async function lsm() {
       if (kind === "deleted" && got.includes(String(r.id))) fail(`deleted row ${r.id} answered`);
     }
   }
-  t.close();
-  const line = `fresh rows ${n.fresh}, found first ${n.first} (limit(1): ${n.k1}); stale vectors ${n.stale}, deleted rows ${n.deleted}; ${n.answered} answers checked`;
-  if (fails.length || n.first !== n.fresh || n.fresh === 0) {
-    console.error(`FAIL: ${line}\n  ${fails.join("\n  ")}`);
+  if (n.fresh === 0) fails.push("no fresh row to search for");
+  return { fails, line: `fresh rows ${n.fresh}, found first ${n.first} (limit(1): ${n.k1}); stale vectors ${n.stale}, deleted rows ${n.deleted}; ${n.answered} answers checked` };
+}
+
+function report(what, r) {
+  if (r.fails.length) {
+    console.error(`FAIL: ${what}${r.line}\n  ${r.fails.join("\n  ")}`);
     process.exit(1);
   }
-  console.log(`ok ${line}`);
+  console.log(`ok ${what}${r.line}`);
+}
+
+async function lsm() {
+  const model = JSON.parse(fs.readFileSync(args[0], "utf8"));
+  const db = await connect(dir);
+  const t = await db.openTable("t");
+  const r = await lsmCheck(t, model);
+  t.close();
+  report("", r);
+}
+
+// LanceDB's own shard writer on the unsharded table: one mergeInsert of
+// ROWS (its first write claims the shard: epoch + 1, fence sentinel, replay
+// of the WAL the previous writer left), then --model's lsm check on the
+// writer's own handle (base index + SSTables + its MemTable), then `close`
+// (closeLsmWriters: its MemTable flushed under its epoch) or `kill` (SIGKILL
+// of this process: its rows stay in its WAL only, for the next writer).
+async function lanceWrite() {
+  const rows = JSON.parse(fs.readFileSync(args[0], "utf8"));
+  const db = await connect(dir);
+  const t = await db.openTable("t");
+  const d = (await t.schema()).fields[1].type.listSize; /* its arrow module is not ours: the schema anew */
+  const schema = new arrow.Schema([
+    new arrow.Field("id", new arrow.Int64(), false),
+    new arrow.Field("vec", new arrow.FixedSizeList(d, new arrow.Field("item", new arrow.Float32(), true)), true),
+  ]);
+  const table = batchOf(schema, d, rows);
+  await t.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(table);
+  console.log(`ok LanceDB's writer wrote ${rows.length} rows`);
+  if (opt.model) report("on the writer's handle: ", await lsmCheck(t, JSON.parse(fs.readFileSync(opt.model, "utf8"))));
+  if (opt.end === "kill") process.kill(process.pid, "SIGKILL");
+  await t.closeLsmWriters();
+  t.close();
+  console.log("ok LanceDB's writer closed (flushed)");
+}
+
+// An Arrow table of rows [{id, vec}] (no null vector) in schema's layout.
+function batchOf(schema, d, rows) {
+  const flat = new Float32Array(rows.length * d);
+  rows.forEach((r, i) => flat.set(r.vec, i * d));
+  const vec = arrow.makeData({ type: schema.fields[1].type, length: rows.length, nullCount: 0,
+    child: arrow.makeData({ type: new arrow.Float32(), length: rows.length * d, data: flat }) });
+  const id = arrow.vectorFromArray(rows.map((r) => BigInt(r.id)), new arrow.Int64()).data[0];
+  const data = arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.length, nullCount: 0, children: [id, vec] });
+  return new arrow.Table(schema, [new arrow.RecordBatch(schema, data)]);
 }
 
 if (cmd === "make") await make();
 else if (cmd === "search") await search();
 else if (cmd === "lsm") await lsm();
+else if (cmd === "lance-write") await lanceWrite();
 else throw new Error("usage: vindex.mjs make|search DIR [options]");
 // Exit at once, as check.mjs does, rather than wait for LanceDB's native
 // threads to wind down: a CI run on a loaded machine saw `make` print its
