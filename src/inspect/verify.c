@@ -15,7 +15,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <math.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -395,20 +394,10 @@ static void check_vindexes(vctx_t *v, const char *dir, const mw_table_meta_t *t,
         problem(v, ik, "vector index '%s': %s", im->name, err.msg);
       } else {
         const mw_column_t *c = &d->batch.cols[col];
-        const float *vals = (const float *)(const void *)c->values.data;
-        uint32_t k = 0, dim = (uint32_t)d->f.schema.fields[col].fsl_dim;
-        for (int64_t r = 0; r < d->batch.n_rows; r++) {
-          bool node = mw_column_valid(c, r);
-          for (uint32_t j = 0; node && j < dim; j++) node = isfinite(vals[(size_t)r * dim + j]);
-          if (!node) continue;
-          if (k >= info.nodes || info.row_ids[k] != (uint64_t)r) {
-            problem(v, ak, "vector index '%s' does not name row %" PRId64 " (a vector search would miss it)", im->name, r);
-            break;
-          }
-          k++;
-        }
-        if (k < info.nodes) problem(v, ak, "vector index '%s' names %u rows, the data file has %u vectors", im->name, info.nodes, k);
-        if (info.dim != dim) problem(v, ik, "vector index '%s' has dimension %u, its column %u", im->name, info.dim, dim);
+        mw_vindex_input_t in = {.vecs = (const float *)(const void *)c->values.data,
+                                .validity = c->validity.len ? c->validity.data : NULL,
+                                .rows = (uint64_t)d->batch.n_rows, .dim = (uint32_t)d->f.schema.fields[col].fsl_dim};
+        if (mw_vindex_check_rows(&info, &in, &err) < 0) problem(v, ak, "vector index '%s': %s", im->name, err.msg);
         v->r->vector_indexes++;
       }
     }
