@@ -4,7 +4,7 @@
  *
  *   no_uring PROGRAM [ARGS...]
  *
- * Used by the e2e suite to prove memwald falls back to its thread-pool
+ * Used by the daemon suite to prove memwald falls back to its thread-pool
  * storage backend and says so once in its log.
  */
 #include <errno.h>

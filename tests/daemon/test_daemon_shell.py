@@ -6,7 +6,7 @@ Covers issue 2's daemon contract: config errors name file, line and key;
 and READY=1 (sd_notify, received on a datagram socket we own); SIGHUP reloads
 log_level; WATCHDOG=1 pings when WATCHDOG_USEC is set; SIGTERM stops with
 STOPPING=1 and exit 0; journald prefixes under JOURNAL_STREAM. The systemd
-unit is checked where it is installed (tests/e2e/install.py).
+unit is checked where it is installed (tests/daemon/test_install.py).
 
 Synchronisation is by reading the daemon's own log lines and notify
 datagrams with deadlines, never by sleeping. Output is TAP.
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))  # e2e_util
 import e2e_util  # noqa: E402
 from e2e_util import Daemon, check, plan  # noqa: E402
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))  # e2e_util
 from e2e_util import check, plan, tidy  # noqa: E402
 
 BUILD = os.environ["MW_BUILD_ROOT"]

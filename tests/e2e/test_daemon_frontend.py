@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """e2e: the producers' protocol against the real memwald binary and engine.
 
-tests/e2e/test_frontend.py checks the server over a fake engine, where every
+tests/net/test_frontend.py checks the server over a fake engine, where every
 engine failure can be staged; this test provokes each reply code with real
 input and real engine state on the real daemon, then checks the result with
 LanceDB 0.39.0:

@@ -16,7 +16,7 @@ its base fragment, and LanceDB refused the table ("Non-leaf field 'li' ...
 has column_index=..., but non-leaf fields should have column_index=-1 in
 file format 2.1+").
 
-  daemon_types_compact.py MEMWALD MEMWALCTL [--s3]
+  test_daemon_types_compact.py MEMWALD MEMWALCTL [--s3]
 
 Local disk: a table LanceDB makes (defaults: plain SSTables, zstd base
 fragments), and one memwald bootstraps from the same schema (create = true;
@@ -31,7 +31,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 import e2e_util  # noqa: E402
-from daemon_types import merged, node, send_phase, start, top_level_fields  # noqa: E402
+from test_daemon_types import merged, node, send_phase, start, top_level_fields  # noqa: E402
 from e2e_util import check, ctl, plan  # noqa: E402
 
 e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]

@@ -33,7 +33,7 @@ One TAP point per case; a failure prints the seed, the schema, each stage
 that differed and how (LanceDB's error, or the first differing row and
 column), and the command that reruns that one seed.
 
-  gendiff.py MEMWALD MEMWALCTL [--cases N] [--seconds S] [--seed BASE]
+  test_gendiff.py MEMWALD MEMWALCTL [--cases N] [--seconds S] [--seed BASE]
              [--batch B] [--long] [--keep]
 
 Case i of a run has seed BASE + i. Defaults come from the environment, so
@@ -43,7 +43,7 @@ MW_GENDIFF_SECONDS (stop starting batches after this long; with it and no
 case count, cases are unlimited), MW_GENDIFF_SEED (default: a random base,
 printed), MW_GENDIFF_BATCH (cases per daemon, default 25), MW_GENDIFF_LONG=1
 (more of the largest row counts). Rerun one seed:
-`gendiff.py MEMWALD MEMWALCTL --seed S --cases 1` (or MW_GENDIFF_SEED=S
+`test_gendiff.py MEMWALD MEMWALCTL --seed S --cases 1` (or MW_GENDIFF_SEED=S
 MW_GENDIFF_CASES=1 meson test -C build gendiff). The night's run:
 `MW_GENDIFF_LONG=1 MW_GENDIFF_SECONDS=28800 MW_GENDIFF_CASES=0 meson test
 -C build gendiff -t 0` (docs/reliability.md).

@@ -79,7 +79,7 @@ in them. A waits
 until its GC has reached the horizon of every shard before stopping. Check 1
 (LanceDB reads exactly the acked state) is unchanged and decides.
 
-usage: split_brain.py MEMWALD MEMWALCTL [--seed S] [--claims N] [--rounds R]
+usage: test_split_brain.py MEMWALD MEMWALCTL [--seed S] [--claims N] [--rounds R]
                       [--variant daemons|lancedb|both] [--memtable-rows N] [--keep]
 """
 import argparse

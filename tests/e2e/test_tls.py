@@ -485,7 +485,7 @@ def main():
     lines.append('cert shipper "CN=producer-a,O=memwald-test" t=write,delete')
     creds = os.path.join(tmp, "creds")
     with open(creds, "w") as f:
-        f.write("# made by tests/e2e/tls.py\n" + "\n".join(lines) + "\n")
+        f.write("# made by tests/e2e/test_tls.py\n" + "\n".join(lines) + "\n")
     check("the credentials file holds hashes, never a token",
           not any(t in open(creds).read() for t in tok.values()) and "sha256:" in open(creds).read())
     metrics_port = free_port()

@@ -8,7 +8,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 tool=$1
-if [ ! -d "$here/../interop/node_modules/@lancedb/lancedb" ]; then
+if [ ! -d "$here/node_modules/@lancedb/lancedb" ]; then
   echo "bootstrap: tests/interop/node_modules is missing: run 'npm install --no-audit --no-fund' in tests/interop" >&2
   exit 1
 fi

@@ -1,7 +1,7 @@
 /*
  * test_base_update.c — the compaction commit of a base table (base_update.h).
  *
- * Golden: tests/formats/data/compact/lsm_update/t.lance was written by
+ * Golden: tests/lance/data/compact/lsm_update/t.lance was written by
  * LanceDB 0.39.0 (tools/gen-compact-fixtures.mjs). Its version 4 is
  * `Table.update(id in [10, 14))`, an Update transaction on version 3. Given
  * version 3 and the plan read back from version 4 (the deletion file, the
@@ -34,7 +34,7 @@
 static uint8_t *version_file(uint64_t v, size_t *len) {
   char name[MW_DMANIFEST_NAME_BYTES];
   assert_true(mw_dmanifest_name(v, name, sizeof name) > 0);
-  char *path = tu_strf("%s/tests/formats/data/compact/lsm_update/t.lance/_versions/%s",
+  char *path = tu_strf("%s/tests/lance/data/compact/lsm_update/t.lance/_versions/%s",
                        getenv("MW_SOURCE_ROOT"), name);
   uint8_t *p = tu_read_file(path, len);
   if (p == NULL) fail_msg("cannot read %s", path);
@@ -87,7 +87,7 @@ static void test_golden_update(void **state) {
   assert_int_equal(c.first_fragment_id, 1);
   assert_string_equal(c.txn_name, m4->transaction_file);
   assert_int_equal(c.live_rows, 2000);
-  char *txn_path = tu_strf("%s/tests/formats/data/compact/lsm_update/t.lance/_transactions/%s",
+  char *txn_path = tu_strf("%s/tests/lance/data/compact/lsm_update/t.lance/_transactions/%s",
                            getenv("MW_SOURCE_ROOT"), c.txn_name);
   size_t tlen;
   uint8_t *txn = tu_read_file(txn_path, &tlen);

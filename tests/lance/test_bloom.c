@@ -5,9 +5,9 @@
  * independent Python implementation in ../shared/reference/bloom.py (which
  * reproduces Lance's bloom files), over the byte strings spelled out in each
  * test. Golden test: for every SSTable of the vectors, the keys listed in
- * tests/formats/data/sst_keys/ (tools/gen-misc-fixtures.py, from the WAL
+ * tests/lance/data/sst_keys/ (tools/gen-misc-fixtures.py, from the WAL
  * entries the SSTable covers) rebuild its bloom_filter.bin byte for byte.
- * Per key type: tests/formats/data/bloom_types/ (tools/gen-bloom-fixtures.mjs)
+ * Per key type: tests/lance/data/bloom_types/ (tools/gen-bloom-fixtures.mjs)
  * holds a bloom_filter.bin Lance's own writer flushed for 300 int32, int64,
  * utf8 and binary keys, which must be rebuilt byte for byte, and Lance's
  * refusal of uint32, uint64 and bool keys, which we must refuse too.
@@ -39,7 +39,7 @@ typedef struct keys {
 static char *data_dir(void) {
   const char *root = getenv("MW_SOURCE_ROOT");
   assert_non_null(root);
-  return tu_strf("%s/tests/formats/data", root);
+  return tu_strf("%s/tests/lance/data", root);
 }
 
 static void keys_load(const char *path, keys_t *k) {
@@ -436,7 +436,7 @@ static void test_bloom_golden(void **state) {
 
 /* ------------------------------------------------- bloom per key type */
 
-/* tests/formats/data/bloom_types/<type>.keys: "type <name>", "rows <n>",
+/* tests/lance/data/bloom_types/<type>.keys: "type <name>", "rows <n>",
  * then one key per line (integers in decimal, utf8/binary as 'x' + hex). */
 typedef struct type_fixture {
   const char *name;

@@ -278,7 +278,7 @@ static void test_reader_refuses_short_columns(void **state) {
 static void test_issue26_file_refused(void **state) {
   (void)state;
   const char *root = getenv("MW_SOURCE_ROOT");
-  char *path = tu_strf("%s/tests/formats/data/empty/issue26_tags.lance", root ? root : ".");
+  char *path = tu_strf("%s/tests/lance/data/empty/issue26_tags.lance", root ? root : ".");
   size_t n = 0;
   uint8_t *d = tu_read_file(path, &n);
   if (d == NULL) fail_msg("cannot read %s", path);
@@ -303,7 +303,7 @@ static void test_issue26_file_refused(void **state) {
 
 static char *data_path(const char *name) {
   const char *root = getenv("MW_SOURCE_ROOT");
-  return tu_strf("%s/tests/formats/data/empty/%s", root ? root : ".", name);
+  return tu_strf("%s/tests/lance/data/empty/%s", root ? root : ".", name);
 }
 
 /* Lance column of top-level field fi (fields before it have one per leaf). */

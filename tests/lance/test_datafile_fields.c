@@ -3,7 +3,7 @@
  * (lance/datafile_fields.h) against the manifests LanceDB 0.39.0 wrote for
  * a table with list, struct, list of struct, struct with a list,
  * fixed_size_list and list of fixed_size_list columns, in Lance file
- * versions 2.0, 2.1 and 2.2 (tests/formats/data/layout,
+ * versions 2.0, 2.1 and 2.2 (tests/lance/data/layout,
  * tools/gen-layout-fixtures.mjs).
  *
  * Golden: the mapping memwald builds from the manifest's schema is byte for
@@ -39,8 +39,8 @@ typedef struct golden {
 static void golden_load(golden_t *g, const char *tag, bool open_file) {
   memset(g, 0, sizeof *g);
   const char *root = getenv("MW_SOURCE_ROOT");
-  char *mp = tu_strf("%s/tests/formats/data/layout/%s.manifest", root ? root : ".", tag);
-  char *dp = tu_strf("%s/tests/formats/data/layout/%s.lance", root ? root : ".", tag);
+  char *mp = tu_strf("%s/tests/lance/data/layout/%s.manifest", root ? root : ".", tag);
+  char *dp = tu_strf("%s/tests/lance/data/layout/%s.lance", root ? root : ".", tag);
   g->man = tu_read_file(mp, &g->man_len);
   g->data = tu_read_file(dp, &g->data_len);
   if (g->man == NULL || g->data == NULL) fail_msg("cannot read %s or %s", mp, dp);

@@ -130,7 +130,7 @@ static void test_notnull_in_null_item(void **state) {
 static void test_old_file_refused(void **state) {
   (void)state;
   const char *root = getenv("MW_SOURCE_ROOT");
-  char *path = tu_strf("%s/tests/formats/data/nestnull/old_writer_s_x2_n.lance", root ? root : ".");
+  char *path = tu_strf("%s/tests/lance/data/nestnull/old_writer_s_x2_n.lance", root ? root : ".");
   size_t n = 0;
   uint8_t *d = tu_read_file(path, &n);
   if (d == NULL) fail_msg("cannot read %s", path);
@@ -149,7 +149,7 @@ static void test_old_file_refused(void **state) {
 
 static uint8_t *data_file(const char *name, size_t *n) {
   const char *root = getenv("MW_SOURCE_ROOT");
-  char *path = tu_strf("%s/tests/formats/data/nestnull/%s", root ? root : ".", name);
+  char *path = tu_strf("%s/tests/lance/data/nestnull/%s", root ? root : ".", name);
   uint8_t *d = tu_read_file(path, n);
   if (d == NULL) fail_msg("cannot read %s", path);
   free(path);

@@ -4,13 +4,13 @@
  * Golden test: for every SSTable in the vectors, its `_deletions/<name>.bin`
  * decodes, re-encodes to identical bytes, is named 0-1-<u64>.bin, and holds
  * exactly the offsets our dedup (bloom.h) computes from the SSTable's keys
- * (tests/formats/data/sst_keys/, tools/gen-misc-fixtures.py). Corruption
+ * (tests/lance/data/sst_keys/, tools/gen-misc-fixtures.py). Corruption
  * tests: every truncation and every single-bit flip of a two-container file
  * and of each golden file either fails cleanly or decodes to a bitmap that
  * re-encodes to the mutated bytes.
  *
  * The ARROW_ARRAY kind: the two `.arrow` files LanceDB 0.39.0 wrote in
- * tests/formats/data/compact/lsm_update (tools/gen-compact-fixtures.mjs) hold
+ * tests/lance/data/compact/lsm_update (tools/gen-compact-fixtures.mjs) hold
  * exactly the offsets its update and delete removed; every truncation and
  * bit flip of the small one fails cleanly or decodes to a valid set. The
  * union of sorted sets is checked against a brute-force bitmap.
@@ -254,7 +254,7 @@ static void test_golden(void **state) {
   const char *vec = tu_vectors_dir();
   const char *root = getenv("MW_SOURCE_ROOT");
   assert_non_null(root);
-  char *kdir = tu_strf("%s/tests/formats/data/sst_keys", root);
+  char *kdir = tu_strf("%s/tests/lance/data/sst_keys", root);
   char **names;
   size_t n = tu_list_dir(kdir, ".txt", &names);
   assert_true(n >= 13);
@@ -342,7 +342,7 @@ static void test_golden(void **state) {
 
 /* The .arrow file of fixture version `v` (0-<v>-<random>.arrow). */
 static uint8_t *arrow_fixture(unsigned v, size_t *len) {
-  char *dir = tu_strf("%s/tests/formats/data/compact/lsm_update/t.lance/_deletions",
+  char *dir = tu_strf("%s/tests/lance/data/compact/lsm_update/t.lance/_deletions",
                       getenv("MW_SOURCE_ROOT"));
   char **names;
   size_t n = tu_list_dir(dir, ".arrow", &names);

@@ -442,7 +442,7 @@ static void test_decode_view(void **state) {
   check_view_decode(enc.data, enc.len, false, "all types, zstd");
   /* apache-arrow's short fixed_size_list child: padded, so copied (the
    * other columns view) */
-  char *path = tu_strf("%s/tests/formats/data/arrowjs/short_fsl.arrow", getenv("MW_SOURCE_ROOT"));
+  char *path = tu_strf("%s/tests/lance/data/arrowjs/short_fsl.arrow", getenv("MW_SOURCE_ROOT"));
   size_t sn;
   uint8_t *sp = tu_read_file(path, &sn);
   assert_non_null(sp);
@@ -733,7 +733,7 @@ static void test_limits(void **state) {
   free(p);
 }
 
-/* apache-arrow for JavaScript 18.1.0 wrote this stream (tests/formats/data/
+/* apache-arrow for JavaScript 18.1.0 wrote this stream (tests/lance/data/
  * arrowjs/short_fsl.arrow): vec fixed_size_list<float32,2> of [[1,2],[3,4],
  * null] whose child holds 4 floats, not 6 (no values for the trailing null
  * slot). It decodes, padded: the null slot reads as null with zeros behind. */
@@ -741,7 +741,7 @@ static void test_arrowjs_short_fsl_child(void **state) {
   (void)state;
   const char *root = getenv("MW_SOURCE_ROOT");
   assert_non_null(root);
-  char *path = tu_strf("%s/tests/formats/data/arrowjs/short_fsl.arrow", root);
+  char *path = tu_strf("%s/tests/lance/data/arrowjs/short_fsl.arrow", root);
   size_t n;
   uint8_t *p = tu_read_file(path, &n);
   assert_non_null(p);

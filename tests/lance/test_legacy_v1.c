@@ -1,7 +1,7 @@
 /*
  * test_legacy_v1.c — Lance v1 ("legacy", format.proto) data files.
  *
- * Golden files: tests/formats/data/legacy_v1/<name>.lance were written by LanceDB
+ * Golden files: tests/lance/data/legacy_v1/<name>.lance were written by LanceDB
  * 0.39.0 (tests/interop/make-legacy-v1.mjs, dataStorageVersion "legacy"),
  * and <name>.expected holds what LanceDB read back from them, cell by cell. Our
  * reader must print exactly those cells: every type v1 stores (int32, int64,
@@ -36,7 +36,7 @@ static char *data_path(const char *name) {
   if (dir != NULL) return tu_strf("%s/%s", dir, name);
   const char *src = getenv("MW_SOURCE_ROOT");
   if (src == NULL) fail_msg("MW_SOURCE_ROOT is not set");
-  return tu_strf("%s/tests/formats/data/legacy_v1/%s", src, name);
+  return tu_strf("%s/tests/lance/data/legacy_v1/%s", src, name);
 }
 
 /* One cell in the .expected notation (see make-legacy-v1.mjs). */

@@ -4,7 +4,7 @@
  * Proves: every test vector of memwal.md §8.3 (hashes and buckets), every
  * UUID of §8.4 and of the vectors README ("Layout facts": buckets 0..6,
  * unsharded), and that every id in the WAL entries of each bucket4-small
- * shard (tests/formats/data/wal_ids/, from tools/gen-misc-fixtures.py)
+ * shard (tests/lance/data/wal_ids/, from tools/gen-misc-fixtures.py)
  * buckets, with 4 buckets, to the bucket whose UUID names that shard.
  * Non-ASCII string vectors (sign-extended leftover bytes) come from a
  * literal Python transcription of §8.3; they guard against regressions
@@ -287,7 +287,7 @@ static void test_bucket4_golden(void **state) {
   const char *root = getenv("MW_SOURCE_ROOT");
   assert_non_null(root);
   (void)tu_vectors_dir(); /* the fixtures were derived from these */
-  char *dir = tu_strf("%s/tests/formats/data/wal_ids", root);
+  char *dir = tu_strf("%s/tests/lance/data/wal_ids", root);
   char **names;
   size_t n = tu_list_dir(dir, ".txt", &names);
   assert_true(n >= 8);

@@ -2,7 +2,7 @@
  * test_table_create.c — table bootstrap (src/lance/table_create.h) against
  * tables LanceDB 0.39.0 itself wrote.
  *
- * Golden: tests/e2e/data/bootstrap/{unsharded,bucket,identity}.lance were made
+ * Golden: tests/lance/data/bootstrap/{unsharded,bucket,identity}.lance were made
  * by `createEmptyTable("t", schema with the PK position metadata on id)` then
  * `setLsmWriteSpec(...)` (schema id:int64 not null PK, region:string, v:double;
  * specs unsharded, bucket(id,4), identity(region) with writer default
@@ -29,7 +29,7 @@
 static char *data_path(const char *rel) {
   const char *root = getenv("MW_SOURCE_ROOT");
   char *p = NULL;
-  assert_true(asprintf(&p, "%s/tests/e2e/data/bootstrap/%s", root ? root : ".", rel) > 0);
+  assert_true(asprintf(&p, "%s/tests/lance/data/bootstrap/%s", root ? root : ".", rel) > 0);
   return p;
 }
 

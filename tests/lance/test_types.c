@@ -1,6 +1,6 @@
 /*
  * test_types.c — every column type memwald supports, against files LanceDB
- * 0.39.0 (Lance 12) wrote for tables of those types (tests/formats/data/types,
+ * 0.39.0 (Lance 12) wrote for tables of those types (tests/lance/data/types,
  * made by tools/gen-type-fixtures.mjs; "flat" = scalars, temporal, decimal,
  * large and fixed binaries, fixed_size_lists; "nested" = lists and structs
  * with nulls at every level):
@@ -42,7 +42,7 @@ typedef struct expect {
 
 static char *data_path(const char *kind, const char *suffix) {
   const char *root = getenv("MW_SOURCE_ROOT");
-  return tu_strf("%s/tests/formats/data/types/%s.%s", root ? root : ".", kind, suffix);
+  return tu_strf("%s/tests/lance/data/types/%s.%s", root ? root : ".", kind, suffix);
 }
 
 static uint8_t *read_data(const char *kind, const char *suffix, size_t *n) {

@@ -2,7 +2,7 @@
  * test_vindex.c — the per-SSTable vector index (IVF_HNSW_SQ): FullZip list
  * pages, the scalar quantizer, the HNSW builder and the two index files.
  *
- * Golden data: tests/formats/data/vindex/<case>/ (tools/gen-vindex-fixtures.mjs)
+ * Golden data: tests/lance/data/vindex/<case>/ (tools/gen-vindex-fixtures.mjs)
  * holds index.idx, auxiliary.idx and the SSTable manifest LanceDB 0.39.0's
  * own MemWAL writer flushed for the vectors in vectors.f32 (case.txt: rows,
  * dim, distance, index name, index uuid, null rows). Cases: l2 under a
@@ -61,7 +61,7 @@ typedef struct gcase {
 static char *case_path(const char *c, const char *file) {
   const char *root = getenv("MW_SOURCE_ROOT");
   assert_non_null(root);
-  return tu_strf("%s/tests/formats/data/vindex/%s/%s", root, c, file);
+  return tu_strf("%s/tests/lance/data/vindex/%s/%s", root, c, file);
 }
 
 static uint8_t *load(const char *c, const char *file, size_t *len) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """e2e: the admin socket (src/net/admin.h), memwalctl and HTTP /metrics.
 
-Runs tests/e2e/frontend_harness with --admin and --metrics-listen (its fake
+Runs tests/net/frontend_harness with --admin and --metrics-listen (its fake
 engine answers every admin command, see the harness header) and drives it
 with the real memwalctl binary, raw Unix sockets and HTTP requests.
 Output is TAP.
@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))  # e2e_util
 import e2e_util  # noqa: E402
 from e2e_util import check, ctl, plan, run_main  # noqa: E402
 

@@ -439,7 +439,7 @@ static void test_rebatch_refusals(void **state) {
   (void)state;
   rebatch_file("fuzz/corpus/arrowframe/apache-arrow-dict_table.arrow", -ENOTSUP);
   rebatch_file("fuzz/corpus/arrowframe/apache-arrow-dict_stream.arrow", -ENOTSUP);
-  rebatch_file("tests/formats/data/arrowjs/short_fsl.arrow", -ENOTSUP);
+  rebatch_file("tests/lance/data/arrowjs/short_fsl.arrow", -ENOTSUP);
   rebatch_file("fuzz/corpus/arrowframe/all-types-zstd.arrow", -ENOTSUP);
   rebatch_file("fuzz/corpus/arrowframe/lancedb-types-nested.arrow", 0);
   rebatch_file("fuzz/corpus/arrowframe/all-types-2batches.arrow", 0);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """e2e: the producers' protocol over real sockets (src/net/server.h).
 
-Runs tests/e2e/frontend_harness (the real server over a fake in-memory engine,
+Runs tests/net/frontend_harness (the real server over a fake in-memory engine,
 see its header for the fake tables) and talks to it with plain sockets:
 every ERR code provoked by real bad input, other connections unharmed,
 SYNC/PING/QUIT semantics, IPv6, max_connections, AUTH, idle timeout, ARROW
@@ -25,7 +25,7 @@ import threading
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))  # e2e_util
 from e2e_util import Client, check, fill_until_stalled, plan, poll, rss_kb, run_main  # noqa: E402
 
 HARNESS = sys.argv[1]

@@ -6,7 +6,7 @@ table as LanceDB would (src/lance/table_create.h), frontend_real serves it
 through the real engine (src/net/engine_table.h), we send upserts, an
 update, deletes and a bad line over TCP, check every reply, stop (shards
 released: flushed to SSTables), and read the table back with LanceDB
-(read_rows.mjs): exactly the model's rows must come back. Then the admin
+(tests/e2e/read_rows.mjs): exactly the model's rows must come back. Then the admin
 socket over the real engine (status, flush, seal -> ERR sealed, unseal,
 release, claim), and Lance's own WAL entries sent as ARROW frames, read back
 equal to the golden vector's rows (check.mjs).
@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))  # e2e_util
 import e2e_util  # noqa: E402
 from e2e_util import check, ctl_json, plan, run_main, tidy  # noqa: E402
 
@@ -98,7 +98,7 @@ def scenario(name, spec):
     s.close()
     rc, out, err = stop(p)
     check(f"{name}: shards released and table closed", rc == 0 and "BYE" in out, out + err)
-    r = subprocess.run(["node", os.path.join(HERE, "read_rows.mjs"), d], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(["node", os.path.join(HERE, "..", "e2e", "read_rows.mjs"), d], capture_output=True, text=True, timeout=120)
     rows = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
     want = [model[k] for k in sorted(model)]
     check(f"{name}: LanceDB reads exactly the acknowledged rows ({len(want)})", r.returncode == 0 and rows == want,
@@ -157,7 +157,7 @@ def admin_scenario():
     s.close()
     rc, out, err = stop(p)
     check("admin: shards released and table closed", rc == 0, out + err)
-    r = subprocess.run(["node", os.path.join(HERE, "read_rows.mjs"), d], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(["node", os.path.join(HERE, "..", "e2e", "read_rows.mjs"), d], capture_output=True, text=True, timeout=120)
     rows = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
     check("admin: LanceDB reads the model's rows", rows == [model[k] for k in sorted(model)],
           r.stderr + "\n" + "\n".join(map(json.dumps, rows[:3])))

@@ -1,6 +1,6 @@
 /*
  * proof_tool.c — the engine side of the takeover / drop / crash proofs
- * (tests/engine/proofs.mjs drives it and LanceDB 0.39.0 together). Every
+ * (tests/shard/proofs.mjs drives it and LanceDB 0.39.0 together). Every
  * line it prints goes out with one write(2), so a parent reading the pipe
  * sees each event exactly when it happened, even if this process is killed
  * right after.
