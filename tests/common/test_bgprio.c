@@ -26,6 +26,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "common/bgprio.h"
 
 static int nice_now(void) {
@@ -90,5 +92,5 @@ int main(void) {
       cmocka_unit_test(test_restore_permitted),
       cmocka_unit_test(test_restore_not_permitted),
   };
-  return cmocka_run_group_tests_name("bgprio", tests, NULL, NULL);
+  return tu_run_group_name("bgprio", tests, NULL, NULL);
 }

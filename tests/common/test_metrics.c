@@ -14,6 +14,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "common/metrics.h"
 
 /* Returns the number of sample lines, or -1 with *why set. */
@@ -151,5 +153,5 @@ int main(void) {
       cmocka_unit_test(test_render_and_parse),
       cmocka_unit_test(test_series_limit_and_bad_names),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

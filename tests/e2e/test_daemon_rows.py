@@ -21,7 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import Client, Daemon, check, ctl, plan, poll, port_of, tidy  # noqa: E402
+from e2e_util import Client, Daemon, check, chosen, ctl, plan, poll, port_of, tidy  # noqa: E402
 
 e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -231,11 +231,14 @@ sstable_zstd = {"true" if zstd else "false"}
 
 
 def main():
+    # MW_TEST=bucket4 runs that spec alone
+    todo = chosen([("unsharded", ("unsharded", False)), ("bucket4", ("bucket(id,4)", True)),
+                   ("identity", ("identity(region)", False))])
     if not os.path.isdir(os.path.join(SRC, "tests", "interop", "node_modules", "@lancedb", "lancedb")):
         print("not ok 1 - tests/interop/node_modules is missing: run npm install --no-audit --no-fund there")
         print("1..1")
         return 1
-    for spec, zstd in [("unsharded", False), ("bucket(id,4)", True), ("identity(region)", False)]:
+    for _, (spec, zstd) in todo:
         tmp = tempfile.mkdtemp(prefix="memwald-e2e-rows-")
         try:
             scenario(tmp, spec, zstd)

@@ -35,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import Client, Daemon, check, ctl, ctl_json, plan, poll, port_of, tidy  # noqa: E402
+from e2e_util import Client, Daemon, check, chosen, ctl, ctl_json, plan, poll, port_of, tidy  # noqa: E402
 
 e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -199,12 +199,15 @@ def scenario(tmp, spec, want_shards, slow_stop):
 
 
 def main():
+    # MW_TEST=identity runs that spec alone
+    todo = chosen([("bucket1024", ("bucket(id,1024)", 1024, False)),
+                   ("bucket1024_slow_stop", ("bucket(id,1024)", 1024, True)),
+                   ("identity", ("identity(region)", REGIONS, False))])
     if not os.path.isdir(os.path.join(SRC, "tests", "interop", "node_modules", "@lancedb", "lancedb")):
         print("not ok 1 - tests/interop/node_modules is missing: run npm install --no-audit --no-fund there")
         print("1..1")
         return 1
-    for spec, shards, slow in (("bucket(id,1024)", 1024, False), ("bucket(id,1024)", 1024, True),
-                               ("identity(region)", REGIONS, False)):
+    for _, (spec, shards, slow) in todo:
         tmp = tempfile.mkdtemp(prefix="memwald-e2e-buckets-")
         try:
             scenario(tmp, spec, shards, slow)

@@ -38,7 +38,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import Client, Daemon, check, ctl_json, plan, poll, port_of, tidy  # noqa: E402
+from e2e_util import Client, Daemon, check, chosen, ctl_json, plan, poll, port_of, tidy  # noqa: E402
 
 e2e_util.MEMWALD, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2]
 SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -270,7 +270,8 @@ def test_same_node(tmp):
 
 
 def main():
-    for fn in (test_dead_writer, test_busy_peer, test_same_node):
+    # MW_TEST=test_busy_peer runs that scenario alone
+    for _, fn in chosen([(f.__name__, f) for f in (test_dead_writer, test_busy_peer, test_same_node)]):
         tmp = tempfile.mkdtemp(prefix="memwald-e2e-recovery-")
         try:
             fn(tmp)

@@ -98,7 +98,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import Client, check, ctl_json, plan, poll, port_of, results  # noqa: E402
+from e2e_util import Client, check, chosen, ctl_json, plan, poll, port_of, results  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("memwald")
@@ -939,13 +939,15 @@ def variant_lancedb(tmp, seed):
 
 
 def main():
+    # MW_TEST=lancedb runs that variant alone (as --variant lancedb does)
+    todo = chosen([("daemons", variant_daemons), ("lancedb", variant_lancedb)])
     if not os.path.isdir(os.path.join(SRC, "tests", "interop", "node_modules", "@lancedb", "lancedb")):
         print("not ok 1 - tests/interop/node_modules is missing: run npm install --no-audit --no-fund there")
         print("1..1")
         return 1
     note(f"seed {ARGS.seed}, claims {ARGS.claims}, rounds {ARGS.rounds}, gc {'on' if ARGS.gc else 'off'}")
     t0 = time.monotonic()
-    for name, fn in (("daemons", variant_daemons), ("lancedb", variant_lancedb)):
+    for name, fn in todo:
         if ARGS.variant not in (name, "both"):
             continue
         tmp = tempfile.mkdtemp(prefix=f"memwald-split-{name}{'-gc' if ARGS.gc else ''}-")

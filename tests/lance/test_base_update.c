@@ -24,6 +24,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "cases.h"
 #include <uuid/uuid.h>
 
 #include "lance/base_update.h"
@@ -285,5 +287,5 @@ int main(void) {
       cmocka_unit_test(test_compaction_commit),
       cmocka_unit_test(test_bad_plans),
   };
-  return cmocka_run_group_tests_name("base_update", tests, NULL, NULL);
+  return tu_run_group_name("base_update", tests, NULL, NULL);
 }

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/batch.h"
 
 /* Every bit at or past `bits` in a bitmap buffer is zero. */
@@ -725,5 +727,5 @@ int main(void) {
       cmocka_unit_test(test_buf_views),
       cmocka_unit_test(test_batch_views),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

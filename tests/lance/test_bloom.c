@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/bloom.h"
 #include "testutil.h"
 
@@ -668,5 +670,5 @@ int main(void) {
       cmocka_unit_test(test_bloom_golden),      cmocka_unit_test(test_bloom_types_golden),
       cmocka_unit_test(test_speed_1m),
   };
-  return cmocka_run_group_tests_name("bloom", tests, NULL, NULL);
+  return tu_run_group_name("bloom", tests, NULL, NULL);
 }

@@ -26,6 +26,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/fsst.h"
 #include "lance/lz4_block.h"
 
@@ -327,5 +329,5 @@ int main(void) {
       cmocka_unit_test(test_fsst_decode),       cmocka_unit_test(test_fsst_off),
       cmocka_unit_test(test_fsst_bad_tables),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

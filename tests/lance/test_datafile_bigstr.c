@@ -27,6 +27,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "exact_json.h"
 #include "lance/datafile.h"
 #include "lance/datafile_info.h"
@@ -236,5 +238,5 @@ int main(void) {
       cmocka_unit_test(test_roundtrips),
       cmocka_unit_test(test_fullzip_bytes),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

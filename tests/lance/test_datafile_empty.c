@@ -36,6 +36,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "exact_json.h"
 #include "lance/datafile.h"
 #include "lance/datafile_info.h"
@@ -390,5 +392,5 @@ int main(void) {
       cmocka_unit_test(test_issue26_file_refused),
       cmocka_unit_test(test_golden_lancedb_empty),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

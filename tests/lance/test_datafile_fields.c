@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/datafile.h"
 #include "lance/datafile_fields.h"
 #include "lance/dataset_manifest.h"
@@ -241,5 +243,5 @@ int main(void) {
       cmocka_unit_test(test_refuses_each_wrong_mapping),
       cmocka_unit_test(test_build_limits),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

@@ -39,6 +39,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "exact_json.h"
 #include "lance/datafile.h"
 #include "lance/datafile_info.h"
@@ -248,5 +250,5 @@ int main(void) {
       cmocka_unit_test(test_ipc_unmasked_null),
       cmocka_unit_test(test_wide_values_split),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/dataset_manifest.h"
 #include "lance/shard_manifest.h"
 #include "testutil.h"
@@ -618,5 +620,5 @@ int main(void) {
       cmocka_unit_test(test_framing_errors),
       cmocka_unit_test(test_nested_field_zero_refused),
   };
-  return cmocka_run_group_tests_name("dataset_manifest", tests, NULL, NULL);
+  return tu_run_group_name("dataset_manifest", tests, NULL, NULL);
 }

@@ -26,6 +26,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/bloom.h"
 #include "lance/deletion.h"
 #include "testutil.h"
@@ -455,5 +457,5 @@ int main(void) {
       cmocka_unit_test(test_golden),        cmocka_unit_test(test_arrow_golden),
       cmocka_unit_test(test_arrow_corrupt), cmocka_unit_test(test_union),
   };
-  return cmocka_run_group_tests_name("deletion", tests, NULL, NULL);
+  return tu_run_group_name("deletion", tests, NULL, NULL);
 }

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/ipc.h"
 #include "testutil.h"
 
@@ -780,5 +782,5 @@ int main(void) {
       cmocka_unit_test(test_arrowjs_short_fsl_child),
       cmocka_unit_test(test_decode_view),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/keyindex.h"
 #include "lance/pk_index.h"
 
@@ -383,5 +385,5 @@ int main(void) {
       cmocka_unit_test(test_sorted),
       cmocka_unit_test(test_corrupt),
   };
-  return cmocka_run_group_tests_name("keyindex", tests, NULL, NULL);
+  return tu_run_group_name("keyindex", tests, NULL, NULL);
 }

@@ -26,6 +26,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/legacy_v1.h"
 #include "testutil.h"
 
@@ -364,5 +366,5 @@ int main(void) {
       cmocka_unit_test(test_golden_mutations), cmocka_unit_test(test_built),
       cmocka_unit_test(test_built_refusals),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

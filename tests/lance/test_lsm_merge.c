@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/lsm_merge.h"
 #include "lance/pk_index.h"
 
@@ -340,5 +342,5 @@ int main(void) {
       cmocka_unit_test(test_moved),
       cmocka_unit_test(test_refusals),
   };
-  return cmocka_run_group_tests_name("lsm_merge", tests, NULL, NULL);
+  return tu_run_group_name("lsm_merge", tests, NULL, NULL);
 }

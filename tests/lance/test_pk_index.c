@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/datafile.h"
 #include "lance/pk_index.h"
 #include "testutil.h"
@@ -379,5 +381,5 @@ int main(void) {
       cmocka_unit_test(test_rejects),
       cmocka_unit_test(test_golden_lance_index),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

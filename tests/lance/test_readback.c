@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/bloom.h"
 #include "lance/datafile.h"
 #include "lance/deletion.h"
@@ -308,5 +310,5 @@ int main(void) {
       cmocka_unit_test(test_bloom_deletions_pk_index),
       cmocka_unit_test(test_sstable_build_reads_back),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

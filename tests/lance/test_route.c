@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/route.h"
 #include "testutil.h"
 
@@ -359,5 +361,5 @@ int main(void) {
       cmocka_unit_test(test_shard_uuids),  cmocka_unit_test(test_uuid_text),
       cmocka_unit_test(test_scalar_text),  cmocka_unit_test(test_bucket4_golden),
   };
-  return cmocka_run_group_tests_name("route", tests, NULL, NULL);
+  return tu_run_group_name("route", tests, NULL, NULL);
 }

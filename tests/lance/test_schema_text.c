@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/schema_text.h"
 
 static void schema_ok(const char *text, mw_schema_t *s) {
@@ -478,5 +480,5 @@ int main(void) {
       cmocka_unit_test(test_shards),      cmocka_unit_test(test_tombstone_and_ids),
       cmocka_unit_test(test_schema_types),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

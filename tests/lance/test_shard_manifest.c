@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/shard_manifest.h"
 #include "testutil.h"
 
@@ -454,5 +456,5 @@ int main(void) {
       cmocka_unit_test(test_latest_search),
       cmocka_unit_test(test_latest_search_golden),
   };
-  return cmocka_run_group_tests_name("shard_manifest", tests, NULL, NULL);
+  return tu_run_group_name("shard_manifest", tests, NULL, NULL);
 }

@@ -32,6 +32,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "../interop/shardio.c"
 #include "lance/bloom.h"
 #include "lance/datafile.h"
@@ -793,5 +795,5 @@ int main(void) {
       cmocka_unit_test(test_zone_seeds),
       cmocka_unit_test(test_golden_vectors),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

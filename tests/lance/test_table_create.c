@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/dataset_manifest.h"
 #include "lance/schema_text.h"
 #include "lance/table_create.h"
@@ -212,5 +214,5 @@ int main(void) {
       cmocka_unit_test(test_golden_identity), cmocka_unit_test(test_random_readback),
       cmocka_unit_test(test_refusals),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/dataset_manifest.h"
 #include "lance/transaction.h"
 #include "testutil.h"
@@ -189,5 +191,5 @@ int main(void) {
       cmocka_unit_test(test_op_names), cmocka_unit_test(test_golden),
       cmocka_unit_test(test_manifest_sections), cmocka_unit_test(test_update),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

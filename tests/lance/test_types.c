@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "exact_json.h"
 #include "lance/dataset_manifest.h"
 #include "lance/datafile.h"
@@ -440,5 +442,5 @@ int main(void) {
       cmocka_unit_test(test_frames),
       cmocka_unit_test(test_dictionary_frames),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

@@ -31,6 +31,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "encodings_v2_1.pb-c.h"
 #include "file2.pb-c.h"
 #include "google/protobuf/any.pb-c.h"
@@ -793,5 +795,5 @@ int main(void) {
       cmocka_unit_test(test_details_distance),
       cmocka_unit_test(test_check_refuses),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

@@ -34,6 +34,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/deletion.h"
 #include "lance/ipc_file.h"
 #include "lance/zone_seed.h"
@@ -1143,5 +1145,5 @@ int main(void) {
       cmocka_unit_test(test_decode_rules),     cmocka_unit_test(test_version0),
       cmocka_unit_test(test_locator),          cmocka_unit_test(test_ipc_file),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

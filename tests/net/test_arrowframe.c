@@ -27,6 +27,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/ipc.h"
 #include "lance/schema_text.h"
 #include "net/arrowframe.h"
@@ -695,5 +697,5 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_utf8_seeds, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

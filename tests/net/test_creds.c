@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "net/creds.h"
 
 #define HASH_A "sha256:8766b9cb08e6040b704f1e3ee1e186efccf2635b1d2634d6525333007e6aeae1"
@@ -102,5 +104,5 @@ static void test_auth_token(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_golden), cmocka_unit_test(test_refusals),
                                      cmocka_unit_test(test_auth_token)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

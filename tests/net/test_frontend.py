@@ -26,7 +26,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))  # e2e_util
-from e2e_util import Client, check, fill_until_stalled, plan, poll, rss_kb, run_main  # noqa: E402
+from e2e_util import Client, check, chosen, fill_until_stalled, plan, poll, rss_kb, run_main  # noqa: E402
 
 HARNESS = sys.argv[1]
 VECTORS = os.environ.get("MW_VECTORS", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "vectors"))
@@ -635,11 +635,9 @@ def test_parse_stop(h):
     c.close()
 
 
-def main():
-    import resource
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < 4096 and hard > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+def case_server():
+    """The main server (two listeners, IPv6, a line limit) and a second one
+    with a token: the protocol, then exactly the acknowledged rows stored."""
     h = Harness("--listen", "127.0.0.1:0", "--listen", "[::1]:0", "--max-line-bytes", "4096")
     t = Harness("--token", "s3cret")
     try:
@@ -659,42 +657,91 @@ def main():
     check("fake engine stored exactly the acknowledged rows",
           rows.get("events") == 12 + 3 + 1 + 100 + 6 + 1000 and rows.get("other") == 1
           and rows.get("fenced") == 0 and rows.get("partial") == 2, rows)
+
+
+def case_max_connections():
     m = Harness("--max-connections", "2")
     test_max_connections(m.ports[0])
     m.stop()
+
+
+def case_idle():
     i = Harness("--idle-ms", "1500", "--max-reply", "4096")
     test_idle(i.ports[0])
     test_idle_paused(i)
     i.stop()
+
+
+def case_listener_none():
     n = Harness("--replies", "none")
     test_listener_none(n.ports[0])
     rc, rows, _ = n.stop()
     check("replies=none: every row sent stored", rc == 0 and rows.get("events") == 2000, rows)
+
+
+def case_rejects_logged():
     r = Harness("--metrics-listen", "127.0.0.1:0")
     test_rejects_logged(r)
     r.stop()
-    d = Harness()
-    rc = test_drain(d)
+
+
+def case_drain():
+    rc = test_drain(Harness())
     check("harness stops cleanly after the drain", rc == 0, f"exit status {rc}")
+
+
+def case_drain_timeout():
     test_drain_timeout(Harness("--drain-ms", "100"))
+
+
+def case_parse_order():
     p = Harness()
     want = test_parse_order(p)
     rc, rows, _ = p.stop()
     check("after the pipelined groups the engine holds exactly their good rows",
           rc == 0 and rows.get("events") == want["events"] and rows.get("other") == want["other"], (rows, want))
+
+
+def case_parse_backpressure():
     b = Harness("--max-unacked", "65536")
     n = test_parse_backpressure(b)
     rc, rows, _ = b.stop()
     check("the stuck table stored exactly the rows submitted (the drain waits for them)",
           rc == 0 and rows.get("stuck") == n, (rc, rows, n))
+
+
+def case_parse_stop():
     test_parse_stop(Harness())
+
+
+def case_gather_writes():
     test_gather_writes(Harness("--gather-ms", "60000"))
+
+
+def case_unacked_backpressure():
     u = Harness("--max-unacked", "4096")
     test_unacked_backpressure(u.ports[0])
     rc, rows, _ = u.stop()
     check("slow table stored all rows", rows.get("slow") == 3000, rows)
-    return plan()
 
+
+# Each case starts harnesses of its own; MW_TEST=idle runs one alone.
+CASES = [("server", case_server), ("max_connections", case_max_connections), ("idle", case_idle),
+         ("listener_none", case_listener_none), ("rejects_logged", case_rejects_logged),
+         ("drain", case_drain), ("drain_timeout", case_drain_timeout), ("parse_order", case_parse_order),
+         ("parse_backpressure", case_parse_backpressure), ("parse_stop", case_parse_stop),
+         ("gather_writes", case_gather_writes), ("unacked_backpressure", case_unacked_backpressure)]
+
+
+def main():
+    todo = chosen(CASES)
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 4096 and hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    for _, case in todo:
+        case()
+    return plan()
 
 if __name__ == "__main__":
     run_main(main, CHILDREN)  # never leaves a harness behind, whatever failed

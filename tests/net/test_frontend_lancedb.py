@@ -22,7 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))  # e2e_util
 import e2e_util  # noqa: E402
-from e2e_util import check, ctl_json, plan, run_main, tidy  # noqa: E402
+from e2e_util import check, chosen, ctl_json, plan, run_main, tidy  # noqa: E402
 
 TOOL, REAL, e2e_util.MEMWALCTL = sys.argv[1], sys.argv[2], sys.argv[3]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -242,14 +242,15 @@ def arrow_scenario():
 
 
 def main():
+    # MW_TEST=drop runs that scenario alone
+    todo = chosen([("unsharded", lambda: scenario("unsharded", "unsharded")),
+                   ("bucket4", lambda: scenario("bucket4", "bucket(id,4)")),
+                   ("admin", admin_scenario), ("drop", drop_scenario), ("arrow", arrow_scenario)])
     if not os.path.isdir(os.path.join(HERE, "..", "interop", "node_modules", "@lancedb", "lancedb")):
         print("Bail out! tests/interop/node_modules is missing (npm install in tests/interop)")
         return 1
-    scenario("unsharded", "unsharded")
-    scenario("bucket4", "bucket(id,4)")
-    admin_scenario()
-    drop_scenario()
-    arrow_scenario()
+    for _, run in todo:
+        run()
     return plan()
 
 

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "net/jsonrow.h"
 
 enum { ID, I32, U32, U64, F32, F64, B, S, BIN, VEC, TOMB, NCOLS };
@@ -727,5 +729,5 @@ int main(void) {
       cmocka_unit_test(test_limits_and_api), cmocka_unit_test(test_wide_schema),
       cmocka_unit_test(test_fsl_item_bitmap),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

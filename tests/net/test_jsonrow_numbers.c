@@ -27,6 +27,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/schema_text.h"
 #include "net/jsonrow.h"
 
@@ -578,5 +580,5 @@ int main(void) {
       cmocka_unit_test(test_vector128_values),
       cmocka_unit_test(test_vector128_refusals),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

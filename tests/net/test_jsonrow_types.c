@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "exact_json.h"
 #include "lance/schema_text.h"
 #include "net/jsonrow.h"
@@ -307,5 +309,5 @@ int main(void) {
       cmocka_unit_test(test_decimals),   cmocka_unit_test(test_binaries),
       cmocka_unit_test(test_lists_and_structs), cmocka_unit_test(test_depth),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

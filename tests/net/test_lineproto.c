@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "net/lineproto.h"
 
 static void feed(mw_lineproto_t *lp, const char *s) {
@@ -316,5 +318,5 @@ int main(void) {
       cmocka_unit_test(test_codes),   cmocka_unit_test(test_random),
       cmocka_unit_test(test_reply_modes), cmocka_unit_test(test_partial),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "cases.h"
 #include <uv.h>
 
 #include "net/rowjob.h"
@@ -227,5 +229,5 @@ int main(void) {
       cmocka_unit_test(test_max_group_rows_and_reuse),
       cmocka_unit_test(test_pool_runs_on_workers),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

@@ -55,6 +55,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -1194,5 +1196,5 @@ int main(void) {
       cmocka_unit_test(test_find_error),
       cmocka_unit_test_teardown(test_readback_refused, hook_off),
   };
-  return cmocka_run_group_tests_name("compact", tests, NULL, NULL);
+  return tu_run_group_name("compact", tests, NULL, NULL);
 }

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -2275,5 +2277,5 @@ int main(void) {
       cmocka_unit_test(test_open_sweeps_leftovers),
       cmocka_unit_test(test_zone_seeds_table),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }

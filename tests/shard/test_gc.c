@@ -58,6 +58,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -1190,5 +1192,5 @@ int main(void) {
       cmocka_unit_test(test_history_peer_cleanup),
       cmocka_unit_test(test_release_waits_for_trim),
   };
-  return cmocka_run_group_tests_name("gc", tests, NULL, NULL);
+  return tu_run_group_name("gc", tests, NULL, NULL);
 }

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "lance/bloom.h"
 #include "shard/memtable.h"
 
@@ -237,5 +239,5 @@ int main(void) {
       cmocka_unit_test(test_heap_close_to_arrow_size),
       cmocka_unit_test(test_schema_mismatch_refused),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_run_group(tests, NULL, NULL);
 }
