@@ -1,7 +1,7 @@
 /*
  * rows.h — deterministic rows for the vectors' schema (id int64 PK, name
  * utf8, v float64, vec fixed_size_list<float32, 8>, then _tombstone) and a
- * model of the table's final state per key, for the engine tests and the
+ * model of the table's final state per key, for the shard tests and the
  * LanceDB interop tool. Test-only.
  */
 #ifndef MW_TESTS_ENGINE_ROWS_H
