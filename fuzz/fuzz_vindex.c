@@ -13,7 +13,7 @@
  *          auxiliary.idx = the rest: mw_vindex_check must return an error
  *          or a consistent info, never crash, leak or allocate unboundedly.
  * Seeds: fuzz/corpus/vindex/ (LanceDB's four fixture pairs from
- * tests/formats/data/vindex and one pair of ours, framed as above; FZIP and
+ * tests/lance/data/vindex and one pair of ours, framed as above; FZIP and
  * HNSW inputs).
  */
 #include <stddef.h>
