@@ -501,7 +501,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
     }
   if (strcmp(name, "allow_unmaintained_indexes") == 0) /* removed with issue 27 */
     return fail(c, section, name, "%s", "'allow_unmaintained_indexes' was removed: memwald opens tables whose "
-                "write spec maintains BTree, inverted or vector indexes without it (docs/indexes.md); delete the line");
+                "write spec maintains BTree or vector indexes without it (docs/indexes.md); delete the line");
   return fail(c, section, name, "unknown key '%s'", name);
 }
 

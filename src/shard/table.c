@@ -245,7 +245,7 @@ static int resolve_vindexes(mw_table_t *t, mw_err_t *err) {
   for (size_t i = 0; i < x->n_maintained_indexes; i++) {
     mw_sstable_vindex_t v = {.name = x->maintained_indexes[i]};
     int rc = vector_index(t, v.name, &v.field, &v.dist, err);
-    if (rc == -ENOENT) continue; /* a BTree or inverted index (check_index) */
+    if (rc == -ENOENT) continue; /* a BTree index (check_index) */
     if (rc < 0) return rc;
     if (t->cfg.n_vindexes == MW_SSTABLE_MAX_VINDEXES)
       return mw_err_set(err, -ENOTSUP, "table %s: more than %d maintained vector indexes", t->path, MW_SSTABLE_MAX_VINDEXES);
@@ -256,36 +256,39 @@ static int resolve_vindexes(mw_table_t *t, mw_err_t *err) {
   return 0;
 }
 
-/* The kinds of index LanceDB 0.39.0's MemWAL maintains besides vector
- * indexes (lance mem_wal/index.rs refuses every other kind, Bitmap included,
- * in a write spec). memwald writes nothing per SSTable for them: LanceDB's
- * filtered search and fullTextSearch read an SSTable whose manifest lists no
- * such index by scanning its data (a full filter, a FlatMatchQuery) and give
- * the answers its own indexed SSTables give (docs/indexes.md). */
-static const char *const scalar_kinds[][2] = {
-    {"/lance.table.BTreeIndexDetails", "BTree"},
-    {"/lance.table.InvertedIndexDetails", "inverted (full-text)"},
-};
-
-/* A maintained index that is not a vector index: accepted when it is a kind
- * LanceDB's searches read from SSTables without a per-SSTable index,
- * refused (naming it) otherwise. */
+/* A maintained index that is not a vector index. LanceDB 0.39.0's MemWAL
+ * maintains BTree, inverted and vector indexes only (mem_wal/index.rs refuses
+ * every other kind, Bitmap included, in a write spec).
+ * - BTree: accepted. memwald writes no per-SSTable BTree: LanceDB's filtered
+ *   search reads an SSTable whose manifest lists none with a full filter over
+ *   its data and gives the same rows (docs/indexes.md).
+ * - inverted (full-text): refused. On an SSTable without the index LanceDB
+ *   searches with its default tokenizer, not the index's (no lower-casing,
+ *   stemming, stop words, folding): other rows and scores than its own
+ *   indexed SSTables give, and memwald does not write the inverted index.
+ * Anything else: refused, naming its type. */
 static int scalar_index(const mw_table_t *t, const char *name, mw_err_t *err) {
   const mw_index_section_t *ix = &t->meta.indexes;
   for (size_t i = 0; i < ix->n; i++) {
     const Lance__Table__IndexMetadata *pb = ix->items[i].pb;
     if (pb->name == NULL || strcmp(pb->name, name) != 0) continue;
     const char *url = pb->index_details && pb->index_details->type_url ? pb->index_details->type_url : "(none)";
-    for (size_t k = 0; k < sizeof scalar_kinds / sizeof scalar_kinds[0]; k++) {
-      if (strcmp(url, scalar_kinds[k][0]) != 0) continue;
-      mw_log_info("table %s: maintains %s index '%s': LanceDB searches memwald's SSTables by scanning them "
-                  "(no per-SSTable index file; docs/indexes.md)", t->path, scalar_kinds[k][1], name);
+    if (strcmp(url, "/lance.table.BTreeIndexDetails") == 0) {
+      mw_log_info("table %s: maintains BTree index '%s': LanceDB filters memwald's SSTables by scanning them "
+                  "(no per-SSTable BTree; docs/indexes.md)", t->path, name);
       return 0;
     }
+    if (strcmp(url, "/lance.table.InvertedIndexDetails") == 0)
+      return mw_err_set(err, -ENOTSUP,
+                        "table %s: the MemWAL index maintains full-text index '%s'; memwald does not write the "
+                        "per-SSTable inverted index, and LanceDB's fullTextSearch over an SSTable without it "
+                        "tokenizes differently (other rows and scores): leave '%s' out of the write spec's "
+                        "maintained indexes (docs/indexes.md)",
+                        t->path, name, name);
     return mw_err_set(err, -ENOTSUP,
                       "table %s: the MemWAL index maintains index '%s' of type %s; memwald (like LanceDB 0.39.0's "
-                      "MemWAL) maintains only BTree, inverted (full-text) and vector indexes: leave it out of the "
-                      "write spec's maintained indexes",
+                      "MemWAL) maintains only BTree and vector indexes: leave it out of the write spec's "
+                      "maintained indexes",
                       t->path, name, url);
   }
   return mw_err_set(err, -EBADMSG, "table %s: the MemWAL index maintains index '%s', which is not in the manifest",
