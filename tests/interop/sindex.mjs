@@ -7,8 +7,9 @@
 //   node sindex.mjs make DIR --kinds btree[,bitmap][,fts]
 //     A table DIR/t.lance {id int64 PK, vec fixed_size_list<float32, 8>,
 //     num int64, cat utf8, text utf8} of 300 base rows (ids 0..299) with an
-//     IVF_PQ index on vec and, per kind, a BTree index on num, a Bitmap index
-//     on cat, an inverted (FTS) index on text; then the LSM write spec:
+//     IVF_PQ index on vec and, per kind, a BTree index on num (and on cat
+//     without bitmap), a Bitmap index on cat, an inverted (FTS) index on text;
+//     then the LSM write spec:
 //     unsharded with maintainedIndexes omitted (LanceDB's default: every
 //     index maintained), or, with bitmap, every index but the Bitmap one
 //     (LanceDB 0.39.0 refuses to maintain a Bitmap index: setLsmWriteSpec
@@ -22,7 +23,9 @@
 //     fresh values, where("num = old") for the updated rows' stale values
 //     (nothing), a vector search prefiltered on num (the row's own vector
 //     filtered to its num: that row alone; filtered to num >= 100000: the
-//     brute-force nearest first), and where on cat (Bitmap or no index).
+//     brute-force nearest first), where on cat (BTree, or Bitmap: unmaintained),
+//     and the plan of where on num (and on cat with a BTree) reads the SSTable
+//     through its per-SSTable BTree (a ScalarIndexQuery in the SSTable's arm).
 //     Prints "ok N checks ..." or the failures, exit 1.
 //   node sindex.mjs fts-make DIR [--params JSON]
 //   node sindex.mjs fts-compare DIR --other DIR2
@@ -80,6 +83,7 @@ async function makeOne(d, kinds) {
   await t.createIndex("vec", { config: lancedb.Index.ivfPq({ numPartitions: 1, numSubVectors: 1 }) });
   if (kinds.includes("btree")) await t.createIndex("num", { config: lancedb.Index.btree() });
   if (kinds.includes("bitmap")) await t.createIndex("cat", { config: lancedb.Index.bitmap() });
+  else if (kinds.includes("btree")) await t.createIndex("cat", { config: lancedb.Index.btree() });
   if (kinds.includes("fts")) await t.createIndex("text", { config: lancedb.Index.fts() });
   await t.setUnenforcedPrimaryKey("id");
   let refused = null;
@@ -154,6 +158,18 @@ async function check() {
     await expect("where cat = 'k3'", t.query().where("cat = 'k3'").select(["id"]).limit(10000), where((r) => r.cat === "k3"));
     await expect("where cat = 'kupd'", t.query().where("cat = 'kupd'").select(["id"]).limit(10000), where((r) => r.cat === "kupd"));
   }
+  // LanceDB reads the SSTable through its BTree (memwald's, sindex.h): the
+  // SSTable arm of the plan (the LanceRead of a _mem_wal data file) holds a
+  // ScalarIndexQuery on the index
+  const planned = async (expr, index) => {
+    n++;
+    const plan = await t.query().where(expr).explainPlan(true);
+    const arm = plan.slice(plan.indexOf("_mem_wal"), plan.indexOf("PkBlockFilterExec") > plan.indexOf("_mem_wal") ? plan.indexOf("PkBlockFilterExec") : undefined);
+    if (!arm.includes(`@${index}(BTree)`)) fails.push(`where ${expr}: the SSTable arm reads no BTree ${index}:\n${plan}`);
+  };
+  const sst = fresh[3];
+  if (kinds.includes("btree")) await planned(`num = ${sst.num}`, "num_idx");
+  if (kinds.includes("btree") && !kinds.includes("bitmap")) await planned(`cat = '${sst.cat}'`, "cat_idx");
   t.close();
   if (fails.length) {
     console.error(`FAIL: ${fails.length} of ${n} checks\n  ${fails.join("\n  ")}`);
