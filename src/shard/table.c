@@ -271,12 +271,15 @@ static int resolve_vindexes(mw_table_t *t, mw_err_t *err) {
  * (docs/indexes.md). */
 static int btree_index(mw_table_t *t, const Lance__Table__IndexMetadata *pb, const char *name, bool record,
                        mw_err_t *err) {
+  if (!record) return 0; /* check_index; resolve_vindexes records it once the config is set */
   uint32_t f = 0;
   while (f < t->schema.n_fields && (pb->n_fields != 1 || t->schema.fields[f].id != pb->fields[0])) f++;
-  if (f == t->schema.n_fields)
-    return mw_err_set(err, -EBADMSG, "table %s: BTree index '%s' does not name one field of the schema", t->path, name);
+  if (f == t->schema.n_fields) { /* a nested field (or not one field): no top-level column to index */
+    mw_log_info("table %s: maintains BTree index '%s' on a field that is not a top-level column: no per-SSTable "
+                "BTree; LanceDB filters memwald's SSTables by scanning them (docs/indexes.md)", t->path, name);
+    return 0;
+  }
   const mw_field_t *fl = &t->schema.fields[f];
-  if (!record) return 0; /* check_index; resolve_vindexes records it once the config is set */
   if (!mw_btree_type_ok(fl->type)) {
     mw_log_info("table %s: maintains BTree index '%s' on '%s' (%s): no per-SSTable BTree for that type; LanceDB "
                 "filters memwald's SSTables by scanning them (docs/indexes.md)", t->path, name, fl->name,

@@ -2,16 +2,18 @@
 """e2e (issue 27): memwald maintains a LanceDB table's scalar and full-text indexes.
 
 LanceDB 0.39.0 makes a table {id int64 PK, vec fixed_size_list<float32, 8>,
-num int64, cat utf8, text utf8} of 300 rows with an IVF_PQ index on vec and,
-per scenario, a BTree index on num, a Bitmap index on cat, an inverted (FTS)
-index on text, and the default LSM write spec (every index maintained; with a
+num int64, cat utf8, text utf8, score float64} of 300 rows with an IVF_PQ index on vec and,
+per scenario, BTree indexes on num (int64), score (float64: memwald writes
+no per-SSTable BTree for that type, LanceDB scans) and cat (utf8) or a Bitmap
+index on cat, an inverted (FTS) index on text, and the default LSM write spec (every index maintained; with a
 Bitmap index LanceDB refuses that default, so the spec lists every other
 index) (tests/interop/sindex.mjs make). memwald opens it (before this it
 refused: "memwald maintains only the primary key and vector indexes"),
 takes 200 new rows and 50 updates of base rows over TCP, flushes on
 `memwalctl flush` and stops on SIGTERM. Then LanceDB's filtered searches
 (query().where on num and cat, vector searches prefiltered on num) must find
-every fresh row and no stale value (sindex.mjs check). A table that also
+every fresh row and no stale value, and read memwald's SSTable through its
+BTrees (sindex.mjs check). A table that also
 maintains a full-text index must be refused at open, naming the index and
 why (tests/interop/sindex_fts.sh measures the why).
 Synchronisation is by the daemon's replies and log lines. TAP.

@@ -6,9 +6,10 @@
 //
 //   node sindex.mjs make DIR --kinds btree[,bitmap][,fts]
 //     A table DIR/t.lance {id int64 PK, vec fixed_size_list<float32, 8>,
-//     num int64, cat utf8, text utf8} of 300 base rows (ids 0..299) with an
-//     IVF_PQ index on vec and, per kind, a BTree index on num (and on cat
-//     without bitmap), a Bitmap index on cat, an inverted (FTS) index on text;
+//     num int64, cat utf8, text utf8, score float64} of 300 base rows (ids 0..299) with an
+//     IVF_PQ index on vec and, per kind, a BTree index on num, on score
+//     float64 (and on cat without bitmap), a Bitmap index on cat, an inverted
+//     (FTS) index on text;
 //     then the LSM write spec:
 //     unsharded with maintainedIndexes omitted (LanceDB's default: every
 //     index maintained), or, with bitmap, every index but the Bitmap one
@@ -48,9 +49,9 @@ for (let i = 0; i < rest.length; i += 2) opt[rest[i].replace(/^--/, "")] = rest[
 const DIM = 8;
 const FRUIT = ["apple", "cherry", "lemon"];
 const vecOf = (id, salt) => Array.from({ length: DIM }, (_, j) => Math.fround(Math.sin(id * 1.7 + j * 0.31 + salt)));
-const baseRow = (id) => ({ id, vec: vecOf(id, 0), num: id, cat: `k${id % 7}`, text: `base ${FRUIT[id % 3]} u${id}` });
-const newRow = (id) => ({ id, vec: vecOf(id, 0), num: id, cat: `k${id % 7}`, text: `fresh ${FRUIT[id % 3]} u${id}` });
-const updRow = (id) => ({ id, vec: vecOf(id, 9), num: 500000 + id, cat: "kupd", text: `mango updated u${id}` });
+const baseRow = (id) => ({ id, vec: vecOf(id, 0), num: id, cat: `k${id % 7}`, text: `base ${FRUIT[id % 3]} u${id}`, score: id / 4 });
+const newRow = (id) => ({ id, vec: vecOf(id, 0), num: id, cat: `k${id % 7}`, text: `fresh ${FRUIT[id % 3]} u${id}`, score: id / 4 });
+const updRow = (id) => ({ id, vec: vecOf(id, 9), num: 500000 + id, cat: "kupd", text: `mango updated u${id}`, score: -id - 1 });
 
 const schema = new arrow.Schema([
   new arrow.Field("id", new arrow.Int64(), false),
@@ -58,6 +59,7 @@ const schema = new arrow.Schema([
   new arrow.Field("num", new arrow.Int64(), true),
   new arrow.Field("cat", new arrow.Utf8(), true),
   new arrow.Field("text", new arrow.Utf8(), true),
+  new arrow.Field("score", new arrow.Float64(), true),
 ]);
 const toArrow = (rows) =>
   new arrow.Table(schema, [
@@ -72,6 +74,7 @@ const toArrow = (rows) =>
         arrow.vectorFromArray(rows.map((r) => BigInt(r.num)), new arrow.Int64()).data[0],
         arrow.vectorFromArray(rows.map((r) => r.cat), new arrow.Utf8()).data[0],
         arrow.vectorFromArray(rows.map((r) => r.text), new arrow.Utf8()).data[0],
+        arrow.vectorFromArray(rows.map((r) => r.score), new arrow.Float64()).data[0],
       ],
     })),
   ]);
@@ -84,6 +87,8 @@ async function makeOne(d, kinds) {
   if (kinds.includes("btree")) await t.createIndex("num", { config: lancedb.Index.btree() });
   if (kinds.includes("bitmap")) await t.createIndex("cat", { config: lancedb.Index.bitmap() });
   else if (kinds.includes("btree")) await t.createIndex("cat", { config: lancedb.Index.btree() });
+  /* float64: no per-SSTable BTree from memwald (LanceDB scans those SSTables) */
+  if (kinds.includes("btree")) await t.createIndex("score", { config: lancedb.Index.btree() });
   if (kinds.includes("fts")) await t.createIndex("text", { config: lancedb.Index.fts() });
   await t.setUnenforcedPrimaryKey("id");
   let refused = null;
@@ -157,6 +162,9 @@ async function check() {
   if (kinds.includes("bitmap") || kinds.includes("btree")) {
     await expect("where cat = 'k3'", t.query().where("cat = 'k3'").select(["id"]).limit(10000), where((r) => r.cat === "k3"));
     await expect("where cat = 'kupd'", t.query().where("cat = 'kupd'").select(["id"]).limit(10000), where((r) => r.cat === "kupd"));
+    await expect("where score >= 25000.25", t.query().where("score >= 25000.25").select(["id"]).limit(10000), where((r) => r.score >= 25000.25));
+    await expect("where score < 0", t.query().where("score < 0").select(["id"]).limit(10000), where((r) => r.score < 0));
+    await expect("where score = 3", t.query().where("score = 3").select(["id"]), where((r) => r.score === 3));
   }
   // LanceDB reads the SSTable through its BTree (memwald's, sindex.h): the
   // SSTable arm of the plan (the LanceRead of a _mem_wal data file) holds a
