@@ -223,7 +223,7 @@ int mw_daemon_check_tables(const mw_config_t *cfg, mw_err_t *err) {
     const mw_table_config_t *tc = &cfg->tables[i];
     mw_storage_config_t sc;
     mw_daemon_storage_config(cfg, tc, tc->uri, &sc);
-    mw_table_opts_t o = {.allow_maintained_indexes = tc->allow_unmaintained_indexes, .storage = &sc};
+    mw_table_opts_t o = {.storage = &sc};
     mw_err_t e = {0};
     int orc = mw_table_drop_interrupted(tc->uri, &o, &e);
     if (orc == 1) continue; /* start-up finishes that drop */

@@ -119,7 +119,6 @@ static const cfg_key_t keys[] = {
     {SC_TABLE, "stats_log_interval_ms", T_INT, TB(stats_log_interval_ms), 0, 86400000, false},
     {SC_TABLE, "wal_compression", T_WALC, TB(wal_compression), 0, 0, false},
     {SC_TABLE, "sstable_zstd", T_BOOL, TB(sstable_zstd), 0, 1, false},
-    {SC_TABLE, "allow_unmaintained_indexes", T_BOOL, TB(allow_unmaintained_indexes), 0, 1, false},
     {SC_TABLE, "zone_write_seeds", T_BOOL, TB(zone_write_seeds), 0, 1, false},
     {SC_TABLE, "zone_seed_rows_per_zone", T_INT, TB(zone_seed_rows_per_zone), 1, 1073741824, false},
     {SC_TABLE, "compaction", T_TRIBOOL, TB(compaction), 0, 1, false},
@@ -500,6 +499,9 @@ static int on_key(void *user, const char *section, const char *name, const char 
       if (scope == SC_TABLE) note_where(c, &keys[i], base, section);
       return assign(c, &keys[i], base, section, value);
     }
+  if (strcmp(name, "allow_unmaintained_indexes") == 0) /* removed with issue 27 */
+    return fail(c, section, name, "%s", "'allow_unmaintained_indexes' was removed: memwald opens tables whose "
+                "write spec maintains BTree or vector indexes without it (docs/indexes.md); delete the line");
   return fail(c, section, name, "unknown key '%s'", name);
 }
 

@@ -223,7 +223,6 @@ static void opening_init(opening_t *op, mw_daemon_tables_t *dt, const mw_config_
   mw_daemon_storage_config(cfg, tc, tc->uri, &op->sc);
   size_t n = writer_settings(tc, op->keys, op->values, op->buf);
   op->o = (mw_table_opts_t){.config_keys = op->keys, .config_values = op->values, .n_config = n,
-                            .allow_maintained_indexes = tc->allow_unmaintained_indexes,
                             .storage = &op->sc, .self = &dt->owner.self,
                             .zone_write_seeds = tc->zone_write_seeds,
                             .zone_seed_rows_per_zone =

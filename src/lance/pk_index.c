@@ -17,6 +17,10 @@
  * range needs. Strings are qsorted by memcmp then length (Arrow's byte
  * order), ties by row. Null keys first, by row.
  *
+ * The same writer builds a maintained BTree index's two files for an SSTable
+ * (sindex.h): pages of 4096 entries there, and a page with nulls has a null
+ * min (mw_btree_shape_t), as LanceDB 0.39.0 writes them.
+ *
  * page_lookup for the reference SSTable (300 int64 keys 0..263):
  *   min 0 (int64, nullable) | max 263 | null_count 0 (uint32) | page_idx 0 (uint32)
  *   schema metadata: batch_size = "8192", range_partitioned = "false"
@@ -25,6 +29,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,8 +295,16 @@ fail:
   return rc;
 }
 
+/* One row per page of page_rows entries. A page's min is its first non-null
+ * key (the _pk_index's keys are never null), or null when the page holds
+ * nulls and null_min is set (a maintained BTree's, as LanceDB writes it). */
 static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows,
-                        int64_t n_nulls, int64_t n, mw_buf_t *out, mw_err_t *err) {
+                        int64_t n_nulls, int64_t n, const mw_btree_shape_t *shape, mw_buf_t *out,
+                        mw_err_t *err) {
+  assert(shape->page_rows > 0);
+  assert(shape->page_rows <= MW_PK_INDEX_PAGE_ROWS);
+  char bs[24];
+  int bs_len = snprintf(bs, sizeof bs, "%u", shape->page_rows);
   mw_schema_t s;
   mw_batch_t b = {0};
   mw_schema_init(&s);
@@ -299,17 +312,17 @@ static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uin
   if (rc >= 0) rc = mw_schema_add(&s, "max", pk->type, true);
   if (rc >= 0) rc = mw_schema_add(&s, "null_count", MW_T_UINT32, false);
   if (rc >= 0) rc = mw_schema_add(&s, "page_idx", MW_T_UINT32, false);
-  if (rc >= 0) rc = mw_kvs_set(&s.meta, "batch_size", "8192", 4);
+  if (rc >= 0) rc = mw_kvs_set(&s.meta, "batch_size", bs, (size_t)bs_len);
   if (rc >= 0) rc = mw_kvs_set(&s.meta, "range_partitioned", "false", 5);
   if (rc < 0) goto fail;
   for (size_t i = 0; i < s.n_fields; i++) s.fields[i].id = (int32_t)i;
   if ((rc = mw_batch_init(&b, &s)) < 0) goto fail;
   uint32_t page = 0;
-  for (int64_t at = 0; at < n; at += MW_PK_INDEX_PAGE_ROWS, page++) {
-    int64_t end = at + MW_PK_INDEX_PAGE_ROWS < n ? at + MW_PK_INDEX_PAGE_ROWS : n;
+  for (int64_t at = 0; at < n; at += shape->page_rows, page++) {
+    int64_t end = at + shape->page_rows < n ? at + shape->page_rows : n;
     /* nulls sort first: this page holds the ones in [at, n_nulls) */
     uint32_t nulls = (uint32_t)(n_nulls > at ? (n_nulls < end ? n_nulls : end) - at : 0);
-    int64_t lo = at + nulls < end ? at + nulls : at;
+    int64_t lo = at + nulls < end && !(shape->null_min && nulls) ? at + nulls : at;
     if ((rc = put_key(&b.cols[0], &s.fields[0], keys, rows[lo])) < 0 ||
         (rc = put_key(&b.cols[1], &s.fields[1], keys, rows[end - 1])) < 0 ||
         (rc = mw_column_append_fixed(&b.cols[2], &nulls, 4)) < 0 ||
@@ -327,11 +340,25 @@ fail:
 
 int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,
                       mw_buf_t *page_data, mw_buf_t *page_lookup, mw_err_t *err) {
-  assert(pk_field != NULL && keys != NULL);
-  assert(page_data != NULL && page_lookup != NULL);
+  static const mw_btree_shape_t pk_shape = {.page_rows = MW_PK_INDEX_PAGE_ROWS, .null_min = false};
+  return mw_btree_index_write(pk_field, keys, fragment_id, &pk_shape, page_data, page_lookup, err);
+}
+
+bool mw_btree_type_ok(mw_type_t t) {
+  /* the key types (types.c `pk`) plus unsigned ints, which sort the same way */
+  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 || is_str(t);
+}
+
+int mw_btree_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,
+                         const mw_btree_shape_t *shape, mw_buf_t *page_data, mw_buf_t *page_lookup,
+                         mw_err_t *err) {
+  assert(pk_field != NULL);
+  assert(keys != NULL);
+  assert(page_data != NULL);
+  assert(page_lookup != NULL);
+  assert(shape != NULL);
   mw_type_t t = pk_field->type;
-  if (!(t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 || is_str(t)))
-    /* the key types (types.c `pk`) plus unsigned ints, which sort the same way */
+  if (!mw_btree_type_ok(t))
     return mw_err_set(err, -EINVAL, "pk field '%s': type %s cannot be indexed", pk_field->name,
                       mw_type_name(t));
   int64_t n = keys->length;
@@ -347,7 +374,7 @@ int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint3
   size_t d0 = page_data->len;
   int rc = mw_pk_sort_rows(pk_field, keys, rows, &n_nulls);
   if (rc >= 0) rc = build_data(pk_field, keys, rows, fragment_id, n, page_data, err);
-  if (rc >= 0) rc = build_lookup(pk_field, keys, rows, n_nulls, n, page_lookup, err);
+  if (rc >= 0) rc = build_lookup(pk_field, keys, rows, n_nulls, n, shape, page_lookup, err);
   if (rc < 0) {
     page_data->len = d0;
     mw_err_set(err, rc, "pk index for '%s' failed", pk_field->name);

@@ -40,6 +40,7 @@
 #include "lance/datafile.h"
 #include "lance/datafile_fields.h"
 #include "lance/dataset_manifest.h"
+#include "lance/sindex.h"
 #include "lance/vindex_file.h"
 #include "lance/deletion.h"
 #include "lance/lance_schema.h"
@@ -470,6 +471,9 @@ struct mw_sstable_job {
   uint8_t vuuid[MW_SSTABLE_MAX_VINDEXES][16];
   mw_vindex_t vix[MW_SSTABLE_MAX_VINDEXES];
   bool vbuilt[MW_SSTABLE_MAX_VINDEXES];
+  /* PART_INDEX: the BTree indexes */
+  uint8_t suuid[MW_SSTABLE_MAX_SINDEXES][16];
+  mw_buf_t sdata[MW_SSTABLE_MAX_SINDEXES], slookup[MW_SSTABLE_MAX_SINDEXES];
 };
 
 /* ------------------------------------------------------------ vector indexes */
@@ -582,6 +586,79 @@ static int vindex_files(mw_sstable_job_t *j, mw_sstable_t *out, mw_buf_t *sectio
   return rc;
 }
 
+/* ------------------------------------------------------------ BTree indexes */
+
+static int check_sindexes(const mw_schema_t *s, const mw_sstable_opts_t *o, mw_err_t *err) {
+  if (o->n_sindexes > MW_SSTABLE_MAX_SINDEXES || (o->n_sindexes && o->sindexes == NULL))
+    return mw_err_set(err, -EINVAL, "sstable: %zu BTree indexes (limit %d)", o->n_sindexes, MW_SSTABLE_MAX_SINDEXES);
+  for (size_t i = 0; i < o->n_sindexes; i++) {
+    const mw_sstable_sindex_t *x = &o->sindexes[i];
+    if (x->name == NULL || x->name[0] == '\0' || strlen(x->name) >= MW_SSTABLE_INDEX_NAME_BYTES || x->field >= s->n_fields)
+      return mw_err_set(err, -EINVAL, "sstable: BTree index %zu has no name or no column", i);
+    if (!mw_btree_type_ok(s->fields[x->field].type))
+      return mw_err_set(err, -ENOTSUP, "sstable: BTree index '%s' on '%s': type %s is not indexed here", x->name,
+                        s->fields[x->field].name, mw_type_name(s->fields[x->field].type));
+  }
+  return 0;
+}
+
+static int checked(mw_sstable_job_t *j, int part, int rc);
+
+/* Each maintained BTree over every physical row, read back against the
+ * column (sindex.h). */
+static int part_sindex(mw_sstable_job_t *j, mw_err_t *err) {
+  int rc = 0;
+  for (size_t i = 0; i < j->opts.n_sindexes && rc == 0; i++) {
+    const mw_sstable_sindex_t *x = &j->opts.sindexes[i];
+    const mw_field_t *f = &j->schema->fields[x->field];
+    mw_column_t col;
+    rc = concat_column(f, j->batches, j->n_batches, x->field, &col);
+    if (rc < 0) return rc;
+    rc = mw_sindex_build(f, &col, &j->sdata[i], &j->slookup[i], err);
+    if (rc == 0 && !j->opts.skip_readback)
+      rc = checked(j, MW_SSTABLE_PART_INDEX,
+                   mw_sindex_check(j->sdata[i].data, j->sdata[i].len, j->slookup[i].data, j->slookup[i].len, f, &col,
+                                   NULL, err));
+    if (rc < 0) mw_err_prefix(err, rc, "sstable: BTree index '%s'", x->name);
+    mw_column_free(&col);
+  }
+  return rc;
+}
+
+static int64_t now_ms(const mw_sstable_opts_t *o) {
+  int64_t ts_ms = o->timestamp_ns / 1000000;
+  if (ts_ms == 0) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    ts_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  }
+  return ts_ms;
+}
+
+/* The BTree indexes' files, and their entries in the IndexSection (first,
+ * as LanceDB's flush lists them). */
+static int sindex_files(mw_sstable_job_t *j, mw_sstable_t *out, mw_buf_t *section, mw_err_t *err) {
+  int rc = 0;
+  mw_buf_t entry = MW_BUF_INIT;
+  for (size_t i = 0; i < j->opts.n_sindexes && rc == 0; i++) {
+    const mw_sstable_sindex_t *x = &j->opts.sindexes[i];
+    char u[37], rel[128];
+    uuid_text(j->suuid[i], u);
+    mw_buf_reset(&entry);
+    rc = mw_sindex_entry_encode(j->suuid[i], x->name, j->schema->fields[x->field].id, (uint64_t)now_ms(&j->opts),
+                                j->sdata[i].len, j->slookup[i].len, &entry, err);
+    mw_section_t e = {.data = entry.data, .len = entry.len};
+    if (rc == 0) rc = mw_index_section_encode(&e, 1, section) < 0 ? -ENOMEM : 0; /* appends one entry */
+    snprintf(rel, sizeof rel, "_indices/%s/" MW_SINDEX_DATA_FILE, u);
+    if (rc == 0) rc = add_file(out, rel, &j->sdata[i]);
+    snprintf(rel, sizeof rel, "_indices/%s/" MW_SINDEX_LOOKUP_FILE, u);
+    if (rc == 0) rc = add_file(out, rel, &j->slookup[i]);
+    if (rc == 0) out->n_sindexes_built++;
+  }
+  mw_buf_free(&entry);
+  return rc;
+}
+
 void mw_sstable_job_free(mw_sstable_job_t *job) {
   if (job == NULL) return;
   mw_buf_free(&job->data);
@@ -590,6 +667,7 @@ void mw_sstable_job_free(mw_sstable_job_t *job) {
   mw_buf_free(&job->pk_data);
   mw_buf_free(&job->pk_lookup);
   for (size_t i = 0; i < MW_SSTABLE_MAX_VINDEXES; i++) mw_vindex_free(&job->vix[i]);
+  for (size_t i = 0; i < MW_SSTABLE_MAX_SINDEXES; i++) mw_buf_free(&job->sdata[i]), mw_buf_free(&job->slookup[i]);
   free(job);
 }
 
@@ -609,6 +687,7 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
   for (int i = 0; i < MW_SSTABLE_PARTS; i++) j->part_rc[i] = 1;
   int rc = check_input(schema, batches, n_batches, &j->rows, err);
   if (rc == 0) rc = check_vindexes(schema, &j->opts, err);
+  if (rc == 0) rc = check_sindexes(schema, &j->opts, err);
   rng_t rng = {j->opts.seed};
   mw_sstable_opts_t names = j->opts;
   names.dir_name = opts ? opts->dir_name : NULL;
@@ -622,6 +701,7 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
   data_file_name(&rng, j->data_name);
   j->deletion_id = rng_u64(&rng);
   for (size_t i = 0; i < j->opts.n_vindexes; i++) uuid_v4(&rng, j->vuuid[i]);
+  for (size_t i = 0; i < j->opts.n_sindexes; i++) uuid_v4(&rng, j->suuid[i]);
   *job = j;
   return 0;
 }
@@ -702,6 +782,7 @@ int mw_sstable_job_run(mw_sstable_job_t *j, int part, mw_err_t *err) {
     case MW_SSTABLE_PART_KEYS: rc = part_keys(j, err); break;
     default:
       rc = part_index(j, err);
+      if (rc == 0) rc = part_sindex(j, err);
       if (rc == 0) rc = part_vindex(j, err);
       break;
   }
@@ -747,8 +828,10 @@ int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {
   if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_DATA_FILE, &j->pk_data);
   if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_LOOKUP_FILE, &j->pk_lookup);
   mw_buf_t section = MW_BUF_INIT;
+  if (rc == 0) rc = sindex_files(j, out, &section, err);
   if (rc == 0) rc = vindex_files(j, out, &section, err);
-  if (rc == 0) rc = step_manifest(j->schema, &j->opts, j->data_name, out, out->n_vindexes_built ? &section : NULL, err);
+  bool indexed = out->n_vindexes_built + out->n_sindexes_built > 0;
+  if (rc == 0) rc = step_manifest(j->schema, &j->opts, j->data_name, out, indexed ? &section : NULL, err);
   mw_buf_free(&section);
   if (rc == 0) assert(out->n_files >= 6 && out->n_files <= MW_SSTABLE_MAX_FILES);
   if (rc < 0) mw_sstable_free(out);

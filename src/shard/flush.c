@@ -184,7 +184,8 @@ static int build_start(mw_flush_t *f, mw_err_t *err) {
   if ((f->ptrs = batch_ptrs(mt)) == NULL) return -ENOMEM;
   mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed, .zone_seeds = f->zone_seeds,
                          .seed_rows_per_zone = f->seed_rows_per_zone, .vindexes = f->vindexes,
-                         .n_vindexes = f->n_vindexes, .skip_readback = f->skip_readback};
+                         .n_vindexes = f->n_vindexes, .sindexes = f->sindexes, .n_sindexes = f->n_sindexes,
+                         .skip_readback = f->skip_readback};
   int rc = mw_sstable_job_begin(mt->schema, f->ptrs, mt->n_batches, mt->generation, &o, &f->job, err);
   if (rc < 0) {
     free(f->ptrs);

@@ -1432,6 +1432,8 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
   s->flush.seed_rows_per_zone = cfg->zone_seed_rows_per_zone;
   s->flush.vindexes = s->cfg.vindexes; /* the shard's own copy of the config */
   s->flush.n_vindexes = s->cfg.n_vindexes;
+  s->flush.sindexes = s->cfg.sindexes;
+  s->flush.n_sindexes = s->cfg.n_sindexes;
   s->flush.skip_readback = cfg->skip_readback;
   mw_storage_req_init(&s->dreq);
   s->dreq.data = s;

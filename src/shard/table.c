@@ -28,6 +28,8 @@
 
 #include "common/log.h"
 #include "lance/bloom.h"
+#include "lance/pk_index.h"
+#include "lance/sindex.h"
 #include "lance/vindex_file.h"
 #include "lance/route.h"
 #include "lance/sstable.h"
@@ -237,15 +239,22 @@ static int vector_index(const mw_table_t *t, const char *name, uint32_t *field, 
   return -ENOENT;
 }
 
-/* Every maintained vector index into the shards' config: each SSTable gets
- * its own index of it (docs/indexes.md). */
+/* Every maintained vector and BTree index into the shards' config: each
+ * SSTable gets its own index of it (docs/indexes.md). */
+static int scalar_index(mw_table_t *t, const char *name, bool record, mw_err_t *err);
+
 static int resolve_vindexes(mw_table_t *t, mw_err_t *err) {
   const mw_memwal_index_t *x = &t->meta.memwal;
   t->cfg.n_vindexes = 0;
+  t->cfg.n_sindexes = 0;
   for (size_t i = 0; i < x->n_maintained_indexes; i++) {
     mw_sstable_vindex_t v = {.name = x->maintained_indexes[i]};
     int rc = vector_index(t, v.name, &v.field, &v.dist, err);
-    if (rc == -ENOENT) continue; /* refused by check_index, or allowed unmaintained */
+    if (rc == -ENOENT) { /* a BTree index (check_index passed it): into cfg.sindexes */
+      rc = scalar_index(t, v.name, true, err);
+      if (rc < 0) return rc;
+      continue;
+    }
     if (rc < 0) return rc;
     if (t->cfg.n_vindexes == MW_SSTABLE_MAX_VINDEXES)
       return mw_err_set(err, -ENOTSUP, "table %s: more than %d maintained vector indexes", t->path, MW_SSTABLE_MAX_VINDEXES);
@@ -256,17 +265,77 @@ static int resolve_vindexes(mw_table_t *t, mw_err_t *err) {
   return 0;
 }
 
+/* A maintained BTree index: on a column whose type sindex.h indexes, every
+ * SSTable gets its own BTree (cfg.sindexes); on another type none, and
+ * LanceDB's filtered search scans those SSTables, which gives the same rows
+ * (docs/indexes.md). */
+static int btree_index(mw_table_t *t, const Lance__Table__IndexMetadata *pb, const char *name, bool record,
+                       mw_err_t *err) {
+  if (!record) return 0; /* check_index; resolve_vindexes records it once the config is set */
+  uint32_t f = 0;
+  while (f < t->schema.n_fields && (pb->n_fields != 1 || t->schema.fields[f].id != pb->fields[0])) f++;
+  if (f == t->schema.n_fields) { /* a nested field (or not one field): no top-level column to index */
+    mw_log_info("table %s: maintains BTree index '%s' on a field that is not a top-level column: no per-SSTable "
+                "BTree; LanceDB filters memwald's SSTables by scanning them (docs/indexes.md)", t->path, name);
+    return 0;
+  }
+  const mw_field_t *fl = &t->schema.fields[f];
+  if (!mw_btree_type_ok(fl->type)) {
+    mw_log_info("table %s: maintains BTree index '%s' on '%s' (%s): no per-SSTable BTree for that type; LanceDB "
+                "filters memwald's SSTables by scanning them (docs/indexes.md)", t->path, name, fl->name,
+                mw_type_name(fl->type));
+    return 0;
+  }
+  if (t->cfg.n_sindexes == MW_SSTABLE_MAX_SINDEXES)
+    return mw_err_set(err, -ENOTSUP, "table %s: more than %d maintained BTree indexes", t->path, MW_SSTABLE_MAX_SINDEXES);
+  t->cfg.sindexes[t->cfg.n_sindexes++] = (mw_sstable_sindex_t){.name = name, .field = f};
+  mw_log_info("table %s: maintains BTree index '%s' on '%s': a BTree in every SSTable", t->path, name, fl->name);
+  return 0;
+}
+
+/* A maintained index that is not a vector index. LanceDB 0.39.0's MemWAL
+ * maintains BTree, inverted and vector indexes only (mem_wal/index.rs refuses
+ * every other kind, Bitmap included, in a write spec).
+ * - BTree: accepted (btree_index).
+ * - inverted (full-text): refused. On an SSTable without the index LanceDB
+ *   searches with its default tokenizer, not the index's (no lower-casing,
+ *   stemming, stop words, folding): other rows and scores than its own
+ *   indexed SSTables give, and memwald does not write the inverted index.
+ * Anything else: refused, naming its type. */
+static int scalar_index(mw_table_t *t, const char *name, bool record, mw_err_t *err) {
+  const mw_index_section_t *ix = &t->meta.indexes;
+  for (size_t i = 0; i < ix->n; i++) {
+    const Lance__Table__IndexMetadata *pb = ix->items[i].pb;
+    if (pb->name == NULL || strcmp(pb->name, name) != 0) continue;
+    const char *url = pb->index_details && pb->index_details->type_url ? pb->index_details->type_url : "(none)";
+    if (strcmp(url, MW_SINDEX_DETAILS_URL) == 0) return btree_index(t, pb, name, record, err);
+    if (strcmp(url, "/lance.table.InvertedIndexDetails") == 0)
+      return mw_err_set(err, -ENOTSUP,
+                        "table %s: the MemWAL index maintains full-text index '%s'; memwald does not write the "
+                        "per-SSTable inverted index, and LanceDB's fullTextSearch over an SSTable without it "
+                        "tokenizes differently (other rows and scores): leave '%s' out of the write spec's "
+                        "maintained indexes (docs/indexes.md)",
+                        t->path, name, name);
+    return mw_err_set(err, -ENOTSUP,
+                      "table %s: the MemWAL index maintains index '%s' of type %s; memwald (like LanceDB 0.39.0's "
+                      "MemWAL) maintains only BTree and vector indexes: leave it out of the write spec's "
+                      "maintained indexes",
+                      t->path, name, url);
+  }
+  return mw_err_set(err, -EBADMSG, "table %s: the MemWAL index maintains index '%s', which is not in the manifest",
+                    t->path, name);
+}
+
 static int check_index(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) {
   if (!t->meta.has_memwal)
     return mw_err_set(err, -ENOTSUP, "table %s has no MemWAL index (%s); initialize it with LanceDB first",
                       t->path, MW_MEMWAL_INDEX_NAME);
   const mw_memwal_index_t *x = &t->meta.memwal;
-  for (size_t i = 0; i < x->n_maintained_indexes && !o->allow_maintained_indexes; i++)
-    if (vector_index(t, x->maintained_indexes[i], NULL, NULL, err) == -ENOENT)
-      return mw_err_set(err, -ENOTSUP,
-                        "table %s: the MemWAL index maintains index '%s'; memwald maintains only the primary key "
-                        "and vector indexes",
-                        t->path, x->maintained_indexes[i]);
+  for (size_t i = 0; i < x->n_maintained_indexes; i++) {
+    int rc = vector_index(t, x->maintained_indexes[i], NULL, NULL, err); /* -ENOENT sets no reason */
+    if (rc == -ENOENT) rc = scalar_index(t, x->maintained_indexes[i], false, err);
+    if (rc < 0) return rc;
+  }
   t->kind = x->has_spec ? x->kind : MW_SHARDING_MANUAL;
   t->route_field = -1;
   if (t->kind == MW_SHARDING_BUCKET || t->kind == MW_SHARDING_IDENTITY) {

@@ -147,6 +147,11 @@ def main():
     check("--check: `shards` a list for an unsharded table -> refused, naming its line",
           r.returncode == 2 and f"{c6}:9: [table t] shards:" in r.stderr and "only `shards = all`" in r.stderr,
           r.stderr)
+    c6b = conf(tmp, "removed.conf", "allow_unmaintained_indexes = true\n")
+    r = run(["-c", c6b, "--check"])
+    check("--check: the removed allow_unmaintained_indexes -> refused, naming its line and why",
+          r.returncode == 2 and f"{c6b}:9: [table t] allow_unmaintained_indexes:" in r.stderr
+          and "was removed" in r.stderr, r.stderr)
 
     # --- memwalctl ----------------------------------------------------------
     c7 = conf(tmp, "ctl.conf", "schema = id:int64 not null\n")

@@ -366,7 +366,8 @@ async function crash() {
   console.log(`crash proof took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
-// Tables LanceDB makes that memwald must refuse at open, with the reason.
+// Tables LanceDB makes that memwald must refuse at open, with the reason
+// (and one it used to refuse: a maintained BTree index).
 async function refusals() {
   const db = await connect(lancedb, loc);
   const base = range(0, 10).map((i) => ({ id: BigInt(i), name: `n${i}`, v: i }));
@@ -396,7 +397,9 @@ async function refusals() {
   t2.close();
   check(err === null, `LanceDB made a MemWAL index maintaining v_idx${err ? ": " + err : ""}`);
   l = await open("maintained");
-  check(/^open -95 .*maintains index 'v_idx'; memwald maintains only the primary key/.test(l), `maintained index: ${l}`);
+  // a maintained BTree index (v is float64) needs nothing per SSTable:
+  // LanceDB's filtered search scans the SSTables (docs/indexes.md)
+  check(l === "open ok", `a table maintaining a BTree index opens: ${l}`);
   const t3 = await mk("plain");
   await t3.setLsmWriteSpec({ specType: "unsharded", maintainedIndexes: [], writerConfigDefaults: {} });
   t3.close();
