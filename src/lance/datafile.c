@@ -191,6 +191,36 @@ static void pages_clear(writer_t *w) {
   w->n_pages = 0;
 }
 
+/* A page buffer to write: bytes and their length. */
+typedef struct wbuf {
+  const void *p;
+  size_t n;
+} wbuf_t;
+
+/* Add a page whose layout is `layout` (a MiniBlockLayout, FullZipLayout or
+ * ConstantLayout, as `lc` says) holding rows [first, first + rows), and
+ * write its buffers bufs[0..n_bufs) in order, each 64-aligned. */
+static int page_write(writer_t *w, Lance__Encodings21__PageLayout__LayoutCase lc, void *layout,
+                      int64_t first, int64_t rows, const wbuf_t *bufs, size_t n_bufs) {
+  assert(layout != NULL);
+  assert(n_bufs <= 3);
+  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
+  pl.layout_case = lc;
+  if (lc == PL_MINIBLOCK) pl.mini_block_layout = layout;
+  else if (lc == PL_FULLZIP) pl.full_zip_layout = layout;
+  else pl.constant_layout = layout;
+  assert(lc == PL_MINIBLOCK || lc == PL_FULLZIP || lc == PL_CONSTANT);
+  int rc = add_page(w, &pl.base, (uint64_t)rows, (uint64_t)first);
+  if (rc < 0) return rc;
+  wpage_t *pg = &w->pages[w->n_pages - 1];
+  pg->n_bufs = n_bufs;
+  for (size_t i = 0; i < n_bufs && rc == 0; i++) {
+    pg->size[i] = bufs[i].n;
+    rc = put_buffer(w, bufs[i].p, bufs[i].n, &pg->off[i]);
+  }
+  return rc;
+}
+
 /* Serialize the pending pages of one column into w->colmeta. */
 static int flush_column_meta(writer_t *w, size_t col) {
   static const uint8_t col_enc_value[] = {0x0a, 0x00}; /* ColumnEncoding{values: Empty} */
@@ -432,16 +462,8 @@ static int mb_page(writer_t *w, const mw_field_t *f, const mw_column_t *c, int64
   mb.num_buffers = 1;
   mb.num_items = (uint64_t)(end - start);
   mb.has_large_chunk = 1;
-  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-  pl.layout_case = PL_MINIBLOCK;
-  pl.mini_block_layout = &mb;
-  if ((rc = add_page(w, &pl.base, (uint64_t)(end - start), (uint64_t)start)) < 0) return rc;
-  wpage_t *pg = &w->pages[w->n_pages - 1];
-  pg->n_bufs = 2;
-  pg->size[0] = w->words.len;
-  pg->size[1] = w->data.len;
-  if ((rc = put_buffer(w, w->words.data, w->words.len, &pg->off[0])) < 0) return rc;
-  return put_buffer(w, w->data.data, w->data.len, &pg->off[1]);
+  wbuf_t bufs[2] = {{w->words.data, w->words.len}, {w->data.data, w->data.len}};
+  return page_write(w, PL_MINIBLOCK, &mb, start, end - start, bufs, 2);
 }
 
 /* A column given as the same field of several batches, in order, read
@@ -523,15 +545,13 @@ static int fullzip_page(writer_t *w, const mw_field_t *f, const colsrc_t *s, int
   fz.value_compression = &ce_fsl;
   fz.n_layers = 1;
   fz.layers = &layer;
-  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-  pl.layout_case = PL_FULLZIP;
-  pl.full_zip_layout = &fz;
-  if ((rc = add_page(w, &pl.base, (uint64_t)(end - start), (uint64_t)start)) < 0) return rc;
+  wbuf_t buf = {w->data.data, n};
+  if (nulls) return page_write(w, PL_FULLZIP, &fz, start, end - start, &buf, 1);
+  /* no nulls: the rows as they are, each segment's stretch in turn */
+  if ((rc = page_write(w, PL_FULLZIP, &fz, start, end - start, NULL, 0)) < 0) return rc;
   wpage_t *pg = &w->pages[w->n_pages - 1];
   pg->n_bufs = 1;
   pg->size[0] = n;
-  if (nulls) return put_buffer(w, w->data.data, n, &pg->off[0]);
-  /* no nulls: the rows as they are, each segment's stretch in turn */
   if ((rc = put_buffer(w, NULL, 0, &pg->off[0])) < 0) return rc;
   colsrc_seek(s, start, &k, &base);
   for (int64_t r = start; r < end && rc == 0; r = base) {
@@ -553,10 +573,7 @@ static int all_null_page(writer_t *w, int64_t first, int64_t n) {
   Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
   cl.n_layers = 1;
   cl.layers = &layer;
-  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-  pl.layout_case = PL_CONSTANT;
-  pl.constant_layout = &cl;
-  return add_page(w, &pl.base, (uint64_t)n, (uint64_t)first);
+  return page_write(w, PL_CONSTANT, &cl, first, n, NULL, 0);
 }
 
 /* A FixedSizeList column: FullZip pages of whole rows. */
@@ -587,10 +604,7 @@ static int constant_false_page(writer_t *w, int64_t n) {
   cl.layers = &layer;
   cl.inline_value.data = &zero;
   cl.inline_value.len = 1;
-  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-  pl.layout_case = PL_CONSTANT;
-  pl.constant_layout = &cl;
-  return add_page(w, &pl.base, (uint64_t)n, 0);
+  return page_write(w, PL_CONSTANT, &cl, 0, n, NULL, 0);
 }
 
 /* A utf8/binary column of n rows all empty, none null: a ConstantLayout
@@ -608,15 +622,8 @@ static int empty_value_page(writer_t *w, const mw_field_t *f, int64_t n) {
   Lance__Encodings21__ConstantLayout cl = LANCE__ENCODINGS21__CONSTANT_LAYOUT__INIT;
   cl.n_layers = 1;
   cl.layers = &layer;
-  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-  pl.layout_case = PL_CONSTANT;
-  pl.constant_layout = &cl;
-  int rc = add_page(w, &pl.base, (uint64_t)n, 0);
-  if (rc < 0) return rc;
-  wpage_t *pg = &w->pages[w->n_pages - 1];
-  pg->n_bufs = 1;
-  pg->size[0] = len;
-  return put_buffer(w, v, len, &pg->off[0]);
+  wbuf_t buf = {v, len};
+  return page_write(w, PL_CONSTANT, &cl, 0, n, &buf, 1);
 }
 
 static bool bool_all_false(const mw_column_t *c) {
@@ -895,16 +902,8 @@ static int fullzip_var_page(writer_t *w, const mw_field_t *f, const mw_column_t 
   fz.value_compression = &vc.ce;
   fz.n_layers = 1;
   fz.layers = &layer;
-  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-  pl.layout_case = PL_FULLZIP;
-  pl.full_zip_layout = &fz;
-  if ((rc = add_page(w, &pl.base, (uint64_t)n, (uint64_t)start)) < 0) return rc;
-  wpage_t *pg = &w->pages[w->n_pages - 1];
-  pg->n_bufs = 2;
-  pg->size[0] = w->data.len;
-  pg->size[1] = w->words.len;
-  if ((rc = put_buffer(w, w->data.data, w->data.len, &pg->off[0])) < 0) return rc;
-  return put_buffer(w, w->words.data, w->words.len, &pg->off[1]);
+  wbuf_t bufs[2] = {{w->data.data, w->data.len}, {w->words.data, w->words.len}};
+  return page_write(w, PL_FULLZIP, &fz, start, (int64_t)n, bufs, 2);
 }
 
 /* Raw u16 levels (Flat{16}) for a nested page. */
@@ -995,16 +994,8 @@ static int levels_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t
   cl.def_compression = ce_def;
   cl.num_rep_values = p->max_rep ? nlev : 0;
   cl.num_def_values = nlev;
-  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-  pl.layout_case = PL_CONSTANT;
-  pl.constant_layout = &cl;
-  if ((rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra)) < 0) return rc;
-  wpage_t *pg = &w->pages[w->n_pages - 1];
-  pg->n_bufs = 2;
-  pg->size[0] = w->raw.len;
-  pg->size[1] = w->zbuf.len;
-  if ((rc = put_buffer(w, w->raw.data, w->raw.len, &pg->off[0])) < 0) return rc;
-  return put_buffer(w, w->zbuf.data, w->zbuf.len, &pg->off[1]);
+  wbuf_t bufs[2] = {{w->raw.data, w->raw.len}, {w->zbuf.data, w->zbuf.len}};
+  return page_write(w, PL_CONSTANT, &cl, ra, rb - ra, bufs, 2);
 }
 
 /* The one MiniBlock chunk of a nested page into w->data (its word into
@@ -1083,22 +1074,11 @@ static int nested_page(writer_t *w, const lpath_t *p, const levels_t *lv, size_t
   mb.repetition_index_depth = has_rep ? 1 : 0;
   mb.num_items = slots;
   mb.has_large_chunk = 1;
-  Lance__Encodings21__PageLayout pl = LANCE__ENCODINGS21__PAGE_LAYOUT__INIT;
-  pl.layout_case = PL_MINIBLOCK;
-  pl.mini_block_layout = &mb;
-  if ((rc = add_page(w, &pl.base, (uint64_t)(rb - ra), (uint64_t)ra)) < 0) return rc;
-  wpage_t *pg = &w->pages[w->n_pages - 1];
-  pg->n_bufs = has_rep ? 3 : 2;
-  pg->size[0] = w->words.len;
-  pg->size[1] = w->data.len;
-  if ((rc = put_buffer(w, w->words.data, w->words.len, &pg->off[0])) < 0) return rc;
-  if ((rc = put_buffer(w, w->data.data, w->data.len, &pg->off[1])) < 0) return rc;
-  if (!has_rep) return 0;
   uint8_t idx[16]; /* the repetition index: rows in the chunk, 0 leftovers */
   mw_store_u64le(idx, (uint64_t)(rb - ra));
   mw_store_u64le(idx + 8, 0);
-  pg->size[2] = sizeof idx;
-  return put_buffer(w, idx, sizeof idx, &pg->off[2]);
+  wbuf_t bufs[3] = {{w->words.data, w->words.len}, {w->data.data, w->data.len}, {idx, sizeof idx}};
+  return page_write(w, PL_MINIBLOCK, &mb, ra, rb - ra, bufs, has_rep ? 3 : 2);
 }
 
 /* Value bytes slot `row` of the leaf adds to a nested chunk. */
@@ -1229,13 +1209,6 @@ static int concat_column(const mw_field_t *f, const mw_batch_t *const *bs, size_
   return 0;
 }
 
-static void column_free(mw_column_t *c) {
-  mw_buf_free(&c->validity);
-  mw_buf_free(&c->values);
-  mw_buf_free(&c->offsets);
-  mw_buf_free(&c->item_validity);
-}
-
 static int write_descriptor(writer_t *w, const mw_schema_t *s, uint64_t rows, uint64_t *pos,
                             uint64_t *len) {
   Lance__File__Field **fields = NULL;
@@ -1325,7 +1298,7 @@ static void writer_free(writer_t *w) {
   mw_buf_free(&w->raw);
   mw_buf_free(&w->zbuf);
   mw_buf_free(&w->colmeta);
-  column_free(&w->concat);
+  mw_column_free(&w->concat);
   free(w->colmeta_len);
   ZSTD_freeCCtx(w->zc);
 }
