@@ -27,6 +27,8 @@
  * or stored raw (told apart by the buffer length). */
 int mw_df_def_ool16(rctx_t *x, unsigned wbits, const uint8_t *p, size_t n, int64_t cnt,
                      uint16_t *lv) {
+  assert(cnt >= 0);
+  assert(lv != NULL);
   uint64_t vals[FASTLANES_BLOCK];
   if (wbits == 0 || wbits > 16) return BAD(x, "def bitpacking width %u", x->col, x->page, wbits);
   size_t wpc = 64 * (size_t)wbits, words = n / 2, full = (size_t)cnt / FASTLANES_BLOCK;
@@ -47,6 +49,8 @@ int mw_df_def_ool16(rctx_t *x, unsigned wbits, const uint8_t *p, size_t n, int64
 /* FastLanes unpack of one 1024-value block of T-bit values packed at W bits. */
 void mw_df_fastlanes_unpack(const uint8_t *src, unsigned t, unsigned wbits, uint64_t *out) {
   static const unsigned order[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+  assert(t == 8 || t == 16 || t == 32 || t == 64);
+  assert(wbits <= t); /* checked against the file by every caller */
   unsigned lanes = FASTLANES_BLOCK / t, tb = t / 8;
   uint64_t mask = wbits == 64 ? ~0ull : ((1ull << wbits) - 1);
   for (unsigned lane = 0; lane < lanes; lane++) {
@@ -72,6 +76,7 @@ void mw_df_fastlanes_unpack(const uint8_t *src, unsigned t, unsigned wbits, uint
 
 /* Load a tb-byte (1, 2, 4, 8) little-endian unsigned integer. */
 uint64_t mw_df_load_uint(const uint8_t *p, size_t tb) {
+  assert(tb == 1 || tb == 2 || tb == 4 || tb == 8);
   switch (tb) {
     case 1: return p[0];
     case 2: return mw_load_u16le(p);
@@ -86,6 +91,7 @@ int mw_df_inline_bp(rctx_t *x, const uint8_t *p, size_t n, int64_t r, int64_t cn
   uint64_t vals[FASTLANES_BLOCK];
   size_t tb = t / 8, at = 0;
   assert(tb == 1 || tb == 2 || tb == 4 || tb == 8);
+  assert(r + cnt <= x->c->length); /* inside the pre-sized column */
   for (int64_t done = 0; done < cnt; done += FASTLANES_BLOCK) {
     if (n - at < tb) return BAD(x, "bitpacked chunk truncated at byte %zu", x->col, x->page, at);
     uint64_t wbits = mw_df_load_uint(p + at, tb);

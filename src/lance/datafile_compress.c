@@ -52,6 +52,7 @@ int mw_df_unwrap_general(rctx_t *x, const CE *vc, const CE **inner, int *scheme)
   if (sc != SCHEME_ZSTD && sc != SCHEME_LZ4) return UNSUP(x, "general compression scheme %d", x->col, x->page, sc);
   *scheme = sc;
   *inner = vc->general->values;
+  assert(*scheme != 0); /* with a wrapper, the caller decompresses */
   if ((*inner)->compression_case == CE_GENERAL) return UNSUP(x, "nested general compression", x->col, x->page);
   return 0;
 }
@@ -107,6 +108,8 @@ static ZSTD_DCtx *file_dctx(mw_datafile_t *f) {
 /* Decompress a ZSTD value buffer (u64 raw length || frame, or a bare frame)
  * into dst; *p and *n then describe dst. */
 int mw_df_zstd_buf(rctx_t *x, mw_buf_t *dst, const uint8_t **p, size_t *n, size_t max_raw) {
+  /* the output is never the input: it is decoded into scratch */
+  assert(dst->cap == 0 || *p < dst->data || *p >= dst->data + dst->cap);
   const uint8_t *src = *p;
   size_t sn = *n;
   uint64_t raw;
@@ -133,6 +136,7 @@ int mw_df_zstd_buf(rctx_t *x, mw_buf_t *dst, const uint8_t **p, size_t *n, size_
 
 /* Decompress an LZ4 buffer (u32 LE raw length || LZ4 block) into dst. */
 static int lz4_buf(rctx_t *x, mw_buf_t *dst, const uint8_t **p, size_t *n, size_t max_raw) {
+  assert(dst->cap == 0 || *p < dst->data || *p >= dst->data + dst->cap); /* not the input */
   if (*n < 4) return BAD(x, "lz4 buffer of %zu bytes", x->col, x->page, *n);
   uint32_t raw = mw_load_u32le(*p);
   if (raw > max_raw) return BAD(x, "lz4 raw length %u exceeds %zu", x->col, x->page, raw, max_raw);

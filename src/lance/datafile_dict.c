@@ -58,6 +58,7 @@ static int dict_inline_bp(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, d
   if ((d->w != 1 && d->w != 2 && d->w != 4 && d->w != 8) || t != 8 * d->w || ce->inline_bitpacking->values)
     return UNSUP(x, "dictionary of inline bitpacking(%u) for %s", x->col, x->page, t, mw_type_name(f->type));
   if (mw_buf_fill(&d->col.values, 0, (size_t)d->n * d->w) < 0) return -ENOMEM;
+  d->col.length = (int64_t)d->n;
   rctx_t xd = *x; /* unpack into the dictionary's own column (no scratch used) */
   xd.c = &d->col, xd.row0 = 0;
   int rc = mw_df_inline_bp(&xd, p, n, 0, (int64_t)d->n, t);
@@ -157,6 +158,8 @@ static unsigned index_bits(const CE *vc) {
 
 /* Rows [row0, row0 + n) of x->c from the indices (idx, iw bytes each). */
 static int dict_gather(rctx_t *x, const dict_t *d, const uint8_t *idx, size_t iw) {
+  assert(iw == 1 || iw == 2 || iw == 4 || iw == 8);
+  assert(x->row0 + x->n <= x->c->length);
   for (int64_t i = 0; i < x->n; i++) {
     int64_t r = x->row0 + i;
     bool null = !mw_bit_get(x->c->validity.data, r);
@@ -200,6 +203,7 @@ int mw_df_dict_page(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *mb, si
   dict_t d;
   int rc = dict_decode(x, mb, &d);
   if (rc == 0 && mw_buf_fill(&icol.values, 0, (size_t)x->n * iw) < 0) rc = -ENOMEM;
+  icol.length = x->n;
   if (rc == 0) rc = mw_df_miniblock_chunks(x, &xi, mb, nvb);
   if (rc == 0) rc = dict_gather(x, &d, icol.values.data, iw);
   mw_buf_free(&xi.scratch);

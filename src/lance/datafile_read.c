@@ -31,6 +31,8 @@
 
 /* Copy `cnt` bits from src (bit offset 0) to the bool column at row r. */
 void mw_df_bits_copy_out(rctx_t *x, int64_t r, const uint8_t *src, int64_t cnt) {
+  assert(cnt >= 0);
+  assert(r + cnt <= x->c->length); /* inside the pre-sized column */
   uint8_t *dst = x->c->values.data;
   if ((r & 7) == 0) {
     memcpy(dst + (r >> 3), src, (size_t)(cnt + 7) / 8);
@@ -43,6 +45,8 @@ void mw_df_bits_copy_out(rctx_t *x, int64_t r, const uint8_t *src, int64_t cnt) 
 /* Append one utf8/binary value (row order is guaranteed by the caller). */
 int mw_df_var_put(rctx_t *x, int64_t r, const uint8_t *p, size_t n) {
   int32_t *off = (int32_t *)(void *)x->c->offsets.data;
+  assert(r < x->c->length);
+  assert((size_t)off[r] == x->c->values.len); /* rows in order, none skipped */
   if (x->c->values.len + n > INT32_MAX) return BAD(x, "string data exceeds 2 GiB", x->col, x->page);
   if (n && mw_buf_append(&x->c->values, p, n) < 0) return -ENOMEM;
   off[r + 1] = (int32_t)x->c->values.len;
@@ -53,6 +57,8 @@ int mw_df_var_put(rctx_t *x, int64_t r, const uint8_t *p, size_t n) {
  * bytes per code byte); the column stays within max bytes. */
 int mw_df_var_put_fsst(rctx_t *x, int64_t r, const mw_fsst_table_t *t, const uint8_t *p, size_t n, size_t max) {
   mw_column_t *c = x->c;
+  assert(r < c->length);
+  assert((size_t)((const int32_t *)(const void *)c->offsets.data)[r] == c->values.len); /* in order */
   size_t cap = n * MW_FSST_MAX_SYMBOL_BYTES, got;
   if (mw_buf_reserve(&c->values, cap + 1) < 0) return -ENOMEM;
   if (mw_fsst_decode(t, p, n, c->values.data + c->values.len, cap, &got) < 0)
@@ -67,6 +73,7 @@ int mw_df_var_put_fsst(rctx_t *x, int64_t r, const mw_fsst_table_t *t, const uin
 /* The page's buffers, checked against the file, into x->buf. */
 int mw_df_page_buffers(rctx_t *x, const Lance__File__V2__ColumnMetadata__Page *pg) {
   const mw_datafile_t *f = x->f;
+  assert(pg != NULL);
   if (pg->n_buffer_offsets != pg->n_buffer_sizes || pg->n_buffer_offsets > MW_DATAFILE_MAX_PAGE_BUFFERS)
     return BAD(x, "%zu buffer offsets, %zu sizes", x->col, x->page, pg->n_buffer_offsets, pg->n_buffer_sizes);
   x->n_bufs = pg->n_buffer_offsets;
@@ -82,6 +89,8 @@ int mw_df_page_buffers(rctx_t *x, const Lance__File__V2__ColumnMetadata__Page *p
 
 static int read_page(rctx_t *x, const Lance__File__V2__ColumnMetadata__Page *pg) {
   const mw_datafile_t *f = x->f;
+  assert(x->n >= 0);
+  assert(x->row0 + x->n <= x->c->length); /* read_flat checked the page's rows */
   int brc = mw_df_page_buffers(x, pg);
   if (brc != 0) return brc;
   if (pg->encoding == NULL || pg->encoding->location_case != LANCE__FILE__V2__ENCODING__LOCATION_DIRECT)
@@ -105,6 +114,8 @@ static int read_page(rctx_t *x, const Lance__File__V2__ColumnMetadata__Page *pg)
 
 /* Size the empty column for n rows (values zeroed, validity all ones). */
 int mw_df_column_prepare(rctx_t *x, const mw_field_t *fl, mw_column_t *c, int64_t n) {
+  assert(n >= 0);
+  assert(c->length == 0);
   size_t vb = is_var(fl) ? 0 : fl->type == MW_T_BOOL ? (size_t)(n + 7) / 8 : (size_t)n * mw_type_width(fl);
   if (vb > x->f->max_column_bytes || (is_var(fl) && 4 * (uint64_t)n > x->f->max_column_bytes))
     return mw_err_set(x->err, -EFBIG, "column %zu: %lld rows of %s exceed the %llu-byte limit", x->col,
@@ -123,7 +134,9 @@ int mw_df_column_prepare(rctx_t *x, const mw_field_t *fl, mw_column_t *c, int64_
 
 int mw_datafile_column_metadata(const mw_datafile_t *f, uint32_t col, const uint8_t **p,
                                 size_t *n, mw_err_t *err) {
-  assert(f != NULL && p != NULL && n != NULL);
+  assert(f != NULL);
+  assert(p != NULL);
+  assert(n != NULL);
   if (col >= f->n_columns) return mw_err_set(err, -EINVAL, "column %u of %u", col, f->n_columns);
   const uint8_t *e = f->data + f->cmo_start + 16 * (uint64_t)col;
   uint64_t pos = mw_load_u64le(e), sz = mw_load_u64le(e + 8);
@@ -138,6 +151,7 @@ int mw_datafile_column_metadata(const mw_datafile_t *f, uint32_t col, const uint
 /* Lance column `field` (a leaf at the top level) into out. */
 static int read_flat(mw_datafile_t *f, size_t field, const mw_field_t *fld, mw_column_t *out,
                      mw_err_t *err) {
+  assert(field < f->n_columns); /* open matched the leaves to the columns */
   const uint8_t *cmp;
   size_t cmn;
   int rc = mw_datafile_column_metadata(f, (uint32_t)field, &cmp, &cmn, err);
@@ -176,6 +190,7 @@ static int read_flat(mw_datafile_t *f, size_t field, const mw_field_t *fld, mw_c
     rc = mw_err_set(err, -EBADMSG, "column %zu: %lld nulls in a non-nullable field", field, (long long)out->null_count);
     goto done;
   }
+  assert(out->length == (int64_t)f->n_rows); /* sized so; pages fill, never grow it */
   rc = 0;
 done:
   lance__file__v2__column_metadata__free_unpacked(cm, NULL);
@@ -194,7 +209,8 @@ static size_t first_column(const mw_schema_t *s, size_t field) {
 }
 
 int mw_datafile_read_column(mw_datafile_t *f, size_t field, mw_column_t *out, mw_err_t *err) {
-  assert(f != NULL && out != NULL);
+  assert(f != NULL);
+  assert(out != NULL);
   assert(out->length == 0);
   if (field >= f->schema.n_fields) return mw_err_set(err, -EINVAL, "field %zu of %zu", field, f->schema.n_fields);
   const mw_field_t *fld = &f->schema.fields[field];
@@ -206,7 +222,9 @@ int mw_datafile_read_column(mw_datafile_t *f, size_t field, mw_column_t *out, mw
 
 int mw_datafile_global_buffer(const mw_datafile_t *f, uint32_t idx, const uint8_t **p, size_t *n,
                               mw_err_t *err) {
-  assert(f != NULL && p != NULL && n != NULL);
+  assert(f != NULL);
+  assert(p != NULL);
+  assert(n != NULL);
   if (idx >= f->n_global_buffers) return mw_err_set(err, -EINVAL, "global buffer %u of %u", idx, f->n_global_buffers);
   const uint8_t *e = f->data + f->gbo_start + 16 * (uint64_t)idx;
   uint64_t pos = mw_load_u64le(e), sz = mw_load_u64le(e + 8);
@@ -219,6 +237,7 @@ int mw_datafile_global_buffer(const mw_datafile_t *f, uint32_t idx, const uint8_
 }
 
 static int parse_descriptor(mw_datafile_t *f, uint64_t max_rows, mw_err_t *err) {
+  assert(max_rows <= MW_MAX_BATCH_ROWS); /* clamped by open */
   const uint8_t *p;
   size_t n;
   int rc = mw_datafile_global_buffer(f, 0, &p, &n, err);
@@ -295,6 +314,7 @@ int mw_datafile_open(mw_datafile_t *f, const uint8_t *data, size_t len,
 
 void mw_datafile_close(mw_datafile_t *f) {
   if (f == NULL) return;
+  assert(f->zstd_dctx != NULL || !f->zstd_dctx_owned);
   if (f->zstd_dctx_owned) ZSTD_freeDCtx(f->zstd_dctx);
   f->zstd_dctx = NULL;
   f->zstd_dctx_owned = false;
@@ -304,7 +324,8 @@ void mw_datafile_close(mw_datafile_t *f) {
 }
 
 int mw_datafile_read_batch(mw_datafile_t *f, mw_batch_t *out, mw_err_t *err) {
-  assert(f != NULL && out != NULL);
+  assert(f != NULL);
+  assert(out != NULL);
   int rc = mw_batch_init(out, &f->schema);
   if (rc < 0) return rc;
   for (size_t i = 0; i < f->schema.n_fields; i++) {

@@ -27,6 +27,7 @@ typedef struct pbv {
 } pbv_t;
 
 static int pb_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
+  assert(*i <= n);
   uint64_t r = 0;
   for (int s = 0; s < 64; s += 7) {
     if (*i >= n) return -EBADMSG;
@@ -42,6 +43,7 @@ static int pb_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
 
 /* Find the last field `num` in msg; varint → *v, bytes → *sub. 1 = found. */
 static int pb_find(pbv_t msg, uint32_t num, uint64_t *v, pbv_t *sub) {
+  assert(msg.p != NULL || msg.n == 0);
   size_t i = 0;
   int found = 0;
   while (i < msg.n) {
@@ -63,12 +65,14 @@ static int pb_find(pbv_t msg, uint32_t num, uint64_t *v, pbv_t *sub) {
       return -EBADMSG;
     }
   }
+  assert(i == msg.n); /* each field ended inside the message */
   return found;
 }
 
 /* Legacy Flat{bits, buffer{index, type=page}} → page buffer. */
 static int legacy_flat(rctx_t *x, pbv_t arr, uint64_t want_bits, const uint8_t **p,
                        uint64_t *len) {
+  assert(want_bits == 1 || want_bits % 8 == 0);
   pbv_t flat, bufm;
   uint64_t bits = 0, idx = 0, type = 0;
   if (pb_find(arr, 1, NULL, &flat) != 1) return UNSUP(x, "2.0 encoding is not flat", x->col, x->page);
@@ -88,6 +92,7 @@ static int legacy_flat(rctx_t *x, pbv_t arr, uint64_t want_bits, const uint8_t *
 
 static int legacy_values(rctx_t *x, pbv_t arr) {
   int64_t n = x->n;
+  assert(!is_var(x->fld)); /* legacy_binary */
   const uint8_t *p;
   uint64_t len;
   int rc;
@@ -116,6 +121,7 @@ static int legacy_values(rctx_t *x, pbv_t arr) {
 }
 
 static int legacy_binary(rctx_t *x, pbv_t bin) {
+  assert(is_var(x->fld));
   pbv_t ind, bytes, nul, nn, inner;
   uint64_t adj = 0;
   const uint8_t *ip, *bp;
@@ -140,11 +146,13 @@ static int legacy_binary(rctx_t *x, pbv_t bin) {
     if ((rc = mw_df_var_put(x, x->row0 + i, bp + prev, (size_t)(end - prev))) < 0) return rc;
     prev = end;
   }
+  assert(prev <= bl);
   return 0;
 }
 
 /* A 2.0 page: its ArrayEncoding (p, n) decoded into rows [row0, row0 + n). */
 int mw_df_legacy_page(rctx_t *x, const uint8_t *p, size_t n) {
+  assert(p != NULL || n == 0);
   pbv_t arr = {p, n};
   pbv_t nul, sub, bin;
   int rc;

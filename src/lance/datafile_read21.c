@@ -26,6 +26,7 @@
 #include "lance/datafile_internal.h"
 
 static int miniblock_page(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *mb) {
+  assert(x->row0 + x->n <= x->c->length); /* read_flat checked the page's rows */
   if (mb->rep_compression || mb->repetition_index_depth)
     return UNSUP(x, "miniblock with repetition", x->col, x->page);
   if (mb->value_compression == NULL) return BAD(x, "miniblock without value compression", x->col, x->page);
@@ -50,6 +51,7 @@ static int miniblock_page(rctx_t *x, const Lance__Encodings21__MiniBlockLayout *
  * to xv (x itself, or the index column of a dictionary page). */
 int mw_df_miniblock_chunks(rctx_t *x, rctx_t *xv, const Lance__Encodings21__MiniBlockLayout *mb, size_t nvb) {
   const CE *dc = mb->def_compression;
+  assert(xv->row0 + x->n <= xv->c->length); /* the values' column holds the page */
   size_t ww = mb->has_large_chunk ? 4 : 2, sw = ww;
   const uint8_t *words = x->buf[0], *data = x->buf[1];
   uint64_t n_words = x->buf_len[0] / ww, dlen = x->buf_len[1], at = 0;
@@ -92,6 +94,7 @@ int mw_df_miniblock_chunks(rctx_t *x, rctx_t *xv, const Lance__Encodings21__Mini
     done += cnt;
     at += cbytes;
   }
+  assert(at <= dlen); /* every chunk was checked to fit */
   if (done != x->n) return BAD(x, "chunks hold %lld of %lld values", x->col, x->page, (long long)done, (long long)x->n);
   return 0;
 }
@@ -108,6 +111,7 @@ int mw_df_miniblock_chunks(rctx_t *x, rctx_t *xv, const Lance__Encodings21__Mini
  *   01 | 00 03 00 00 00 61 62 63 */
 static int fullzip_var(rctx_t *x, const Lance__Encodings21__FullZipLayout *fz) {
   const mw_field_t *f = x->fld;
+  assert(is_var(f));
   const CE *vc = fz->value_compression;
   const Lance__Encodings21__Fsst *fs = NULL;
   bool zs = vc->compression_case == CE_GENERAL && vc->general->compression != NULL &&
@@ -149,6 +153,7 @@ static int fullzip_var(rctx_t *x, const Lance__Encodings21__FullZipLayout *fz) {
     if (x->c->values.len > vmax) return BAD(x, "values exceed %zu bytes", x->col, x->page, vmax);
     at += (size_t)len;
   }
+  assert(at <= n); /* every row was checked to fit */
   if (at != n) return BAD(x, "fullzip buffer holds %zu bytes after the last row", x->col, x->page, n - at);
   return 0;
 }
@@ -180,6 +185,7 @@ static int fullzip_page_read(rctx_t *x, const Lance__Encodings21__FullZipLayout 
   } else {
     return UNSUP(x, "fullzip value compression %d for %s", x->col, x->page, (int)vc->compression_case, mw_type_name(f->type));
   }
+  assert(!is_var(f)); /* fixed-width rows from here */
   size_t vbytes = validity ? ((size_t)f->fsl_dim + 7) / 8 : 0;
   vbits = (size_t)fz->bits_per_value;
   if (vbits != 8 * (w + vbytes)) return BAD(x, "fullzip bits_per_value %zu", x->col, x->page, vbits);
@@ -205,6 +211,8 @@ static int fullzip_page_read(rctx_t *x, const Lance__Encodings21__FullZipLayout 
 
 /* Every row of the page gets the inline value v (len bytes). */
 int mw_df_constant_fill(rctx_t *x, const mw_field_t *f, const uint8_t *v, size_t len) {
+  assert(len > 0);
+  assert(x->row0 + x->n <= x->c->length);
   if (f->type == MW_T_BOOL) {
     if (len != 1 || v[0] > 1) return UNSUP(x, "bool constant of %zu bytes", x->col, x->page, len);
     for (int64_t i = 0; v[0] && i < x->n; i++) mw_bit_set(x->c->values.data, x->row0 + i, true);
@@ -225,6 +233,7 @@ int mw_df_constant_fill(rctx_t *x, const mw_field_t *f, const uint8_t *v, size_t
  * (large types: 16 bytes of u64 offsets). Every valid row of the page gets it. */
 int mw_df_constant_scalar(rctx_t *x, const uint8_t *p, uint64_t n) {
   const mw_field_t *f = x->fld;
+  assert(x->row0 + x->n <= x->c->length);
   if (!is_var(f)) return UNSUP(x, "constant value buffer for %s", x->col, x->page, mw_type_name(f->type));
   if (n < 12 || mw_load_u32le(p) != 2) return BAD(x, "constant value buffer of %llu bytes: not 2 buffers", x->col, x->page, (unsigned long long)n);
   uint64_t ol = mw_load_u32le(p + 4), dl = mw_load_u32le(p + 8);
@@ -260,6 +269,7 @@ static int constant_page(rctx_t *x, const Lance__Encodings21__ConstantLayout *cl
   size_t len = cl->inline_value.len;
   bool value_buf = len == 0 && (x->n_bufs == 1 || x->n_bufs == 3);
   size_t d0 = value_buf ? 1 : 0; /* the first rep/def buffer */
+  assert(d0 <= x->n_bufs);
   if (x->n_bufs - d0 != 0 && x->n_bufs - d0 != 2)
     return UNSUP(x, "constant layout with %zu buffers", x->col, x->page, x->n_bufs);
   if (x->n_bufs - d0 == 2) {
@@ -289,6 +299,7 @@ static int constant_page(rctx_t *x, const Lance__Encodings21__ConstantLayout *cl
 }
 
 int mw_df_page21(rctx_t *x, const uint8_t *val, size_t len) {
+  assert(val != NULL || len == 0);
   Lance__Encodings21__PageLayout *pl = lance__encodings21__page_layout__unpack(NULL, len, val);
   if (pl == NULL) return BAD(x, "PageLayout protobuf malformed", x->col, x->page);
   int rc;

@@ -67,7 +67,8 @@ static int page_level_map(rctx_t *x, rlevels_t *r, const Lance__Encodings21__Rep
       default: break;
     }
   }
-  assert(def == 0 && rep == 0);
+  assert(def == 0); /* every layer's levels mapped, down to 0 = valid */
+  assert(rep == 0);
   return 0;
 }
 
@@ -95,6 +96,8 @@ static int unmasked_below(const rlevels_t *r, int e) {
 /* One row (or null/filler) at node i of the path, keeping the parent list's
  * end in step. */
 static int node_row(rlevels_t *r, int i, bool valid) {
+  assert(i >= 0);
+  assert(i < r->p->k); /* leaves go through leaf_row */
   const mw_field_t *f = r->p->f[i];
   mw_column_t *c = r->node[i];
   int rc;
@@ -108,6 +111,7 @@ static int node_row(rlevels_t *r, int i, bool valid) {
 
 /* The leaf's row: value slot j of vals, or a null. */
 static int leaf_row(rlevels_t *r, const mw_column_t *vals, int64_t j, bool null) {
+  assert(j < vals->length); /* assemble checked the slot */
   const mw_field_t *f = r->p->f[r->p->k];
   mw_column_t *c = r->node[r->p->k];
   int rc = null ? mw_column_append_null(c, f) : mw_column_append_range(c, vals, f, j, 1);
@@ -184,12 +188,14 @@ static int assemble(rctx_t *x, rlevels_t *r, const uint16_t *rep, const uint16_t
     if (rc < 0) return rc;
     slot += has_slot;
   }
+  assert(slot <= vals->length); /* each slot was checked before use */
   if (slot != vals->length) return BAD(x, "%lld value slots for %lld values", x->col, x->page, (long long)slot, (long long)vals->length);
   return 0;
 }
 
 /* Decode `cnt` levels with compression ce (NULL: all 0) into dst (u16). */
 static int levels_decode(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int64_t cnt, mw_buf_t *dst) {
+  assert(cnt >= 0);
   uint16_t *d = mw_buf_extend(dst, 2 * (size_t)cnt);
   if (d == NULL && cnt > 0) return -ENOMEM;
   if (ce == NULL) return 0;
@@ -217,6 +223,7 @@ static int nested_chunks(rctx_t *x, rctx_t *v, const Lance__Encodings21__MiniBlo
   const uint8_t *words = x->buf[0], *data = x->buf[1];
   uint64_t n_words = x->buf_len[0] / ww, dlen = x->buf_len[1], at = 0;
   int64_t done_vals = 0, items = v->n;
+  assert(v->c->length == items); /* sized for the page's items */
   int rc = 0;
   for (uint64_t ci = 0; ci < n_words && rc == 0; ci++) {
     uint32_t wd = ww == 4 ? mw_load_u32le(words + 4 * ci) : mw_load_u16le(words + 2 * ci);
@@ -252,6 +259,7 @@ static int nested_chunks(rctx_t *x, rctx_t *v, const Lance__Encodings21__MiniBlo
     done_vals += cnt;
     at += cbytes;
   }
+  assert(at <= dlen); /* every chunk was checked to fit */
   if (rc == 0 && done_vals != items) return BAD(x, "chunks hold %lld of %lld values", x->col, x->page, (long long)done_vals, (long long)items);
   return rc;
 }
@@ -283,6 +291,7 @@ static int nested_miniblock(rctx_t *x, rlevels_t *r, const Lance__Encodings21__M
   if ((rc = mw_column_init(&vals, leaf)) < 0 || (rc = mw_df_column_prepare(&v, leaf, &vals, items)) < 0) goto done;
   if (is_var(leaf)) ((int32_t *)(void *)vals.offsets.data)[0] = 0;
   if ((rc = nested_chunks(x, &v, mb, &rep, &def)) < 0) goto done;
+  assert(vals.length == items); /* chunks fill the column, never grow it */
   mw_buf_reset(&vals.validity); /* nulls come from the levels */
   vals.null_count = 0;
   bool levels = mb->rep_compression || mb->def_compression;
@@ -310,6 +319,7 @@ static int64_t constant_slots(const rlevels_t *r, const uint16_t *dv, uint64_t n
       slot = r->null_level[k] == dv[i] && (k == r->p->k || mw_df_slot_below(r->p, k));
     slots += slot;
   }
+  assert(*valid <= slots); /* a valid level is a slot */
   return slots;
 }
 
@@ -326,6 +336,7 @@ static int nested_constant(rctx_t *x, rlevels_t *r, const Lance__Encodings21__Co
   int rc = page_level_map(x, r, cl->layers, cl->n_layers);
   if (rc < 0) return rc;
   size_t d0 = x->n_bufs == 1 || x->n_bufs == 3; /* a value buffer first */
+  assert(d0 <= x->n_bufs);
   bool bare = x->n_bufs == d0;
   if (x->n_bufs > 3) return UNSUP(x, "nested constant layout with %zu buffers", x->col, x->page, x->n_bufs);
   if (bare && (r->max_rep > 0 || r->max_def > 0)) return BAD(x, "nested constant layout without levels for nullable layers", x->col, x->page);
@@ -378,6 +389,7 @@ static int nested_fullzip(rctx_t *x, rlevels_t *r, const Lance__Encodings21__Ful
       fz->details_case != LANCE__ENCODINGS21__FULL_ZIP_LAYOUT__DETAILS_BITS_PER_VALUE || vc->flat->bits_per_value != 8 * w ||
       fz->bits_per_value != 8 * w)
     return UNSUP(x, "nested fullzip of %s", x->col, x->page, mw_type_name(leaf->type));
+  assert(w > 0); /* a fixed-width leaf */
   if (x->n_bufs < 1 + (r->max_rep > 0)) return BAD(x, "fullzip page with %zu buffers", x->col, x->page, x->n_bufs);
   if (fz->num_items > (uint64_t)x->f->max_column_bytes / 2) return BAD(x, "num_items %u", x->col, x->page, fz->num_items);
   mw_fullzip_shape_t s = {.bits_rep = fz->bits_rep, .bits_def = fz->bits_def, .value_bytes = w,
@@ -407,6 +419,7 @@ done:
 
 /* One leaf column of a nested field, assembled into r->node[]. */
 static int nested_leaf(mw_datafile_t *f, size_t col, rlevels_t *r, mw_err_t *err) {
+  assert(col < f->n_columns); /* open matched the leaves to the columns */
   const uint8_t *cmp;
   size_t cmn;
   int rc = mw_datafile_column_metadata(f, (uint32_t)col, &cmp, &cmn, err);
@@ -463,6 +476,7 @@ static int nested_read(mw_datafile_t *f, size_t *col, lpath_t *p, rlevels_t *r, 
   mw_layout_t l = mw_field_layout(fd);
   if (l != MW_LAYOUT_LIST && l != MW_LAYOUT_STRUCT) {
     p->k = depth;
+    assert(r->node[depth] != NULL);
     return nested_leaf(f, (*col)++, r, err);
   }
   for (uint32_t i = 0; i < fd->n_children; i++) {

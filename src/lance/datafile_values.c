@@ -28,6 +28,7 @@ static int fsst_values(rctx_t *x, const Lance__Encodings21__Fsst *fs, const uint
 
 /* Decode def levels of one chunk into x->scratch as u16. */
 int mw_df_def_decode(rctx_t *x, const CE *dc, const uint8_t *p, size_t n, int64_t cnt) {
+  assert(cnt >= 0);
   mw_buf_reset(&x->scratch);
   uint16_t *lv = mw_buf_extend(&x->scratch, 2 * (size_t)cnt);
   if (lv == NULL) return -ENOMEM;
@@ -84,6 +85,7 @@ int mw_df_def_decode(rctx_t *x, const CE *dc, const uint8_t *p, size_t n, int64_
 /* The value compressions of a MiniBlock chunk, one function each; p/n is
  * the chunk's first value buffer, already through General (zstd, lz4). */
 static int mbv_flat(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int64_t r, int64_t cnt) {
+  assert(ce->compression_case == CE_FLAT);
   const mw_field_t *f = x->fld;
   size_t w = mw_type_width(f);
   uint64_t bits = f->type == MW_T_BOOL ? 1 : 8 * w;
@@ -96,6 +98,7 @@ static int mbv_flat(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int64_t
 }
 
 static int mbv_inline_bp(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int64_t r, int64_t cnt) {
+  assert(ce->compression_case == CE_INLINE_BP);
   const mw_field_t *f = x->fld;
   size_t w = mw_type_width(f);
   unsigned t = (unsigned)ce->inline_bitpacking->uncompressed_bits_per_value;
@@ -108,6 +111,7 @@ static int mbv_inline_bp(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, in
 }
 
 static int mbv_variable(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int64_t r, int64_t cnt) {
+  assert(ce->compression_case == CE_VARIABLE);
   const mw_field_t *f = x->fld;
   const CE *oc = ce->variable->offsets;
   if (!is_var(f) || oc == NULL || oc->compression_case != CE_FLAT || ce->variable->values ||
@@ -123,6 +127,7 @@ static int mbv_variable(rctx_t *x, const CE *ce, const uint8_t *p, size_t n, int
     if (rc < 0) return rc;
     prev = e;
   }
+  assert(prev <= n); /* every offset was checked */
   return 0;
 }
 
@@ -147,6 +152,7 @@ static int mbv_fsl(rctx_t *x, const CE *ce, const uint8_t *const *vb, const size
                    size_t n, bool compressed, int64_t r, int64_t cnt, const uint16_t *def) {
   const mw_field_t *f = x->fld;
   const Lance__Encodings21__FixedSizeList *fl = ce->fixed_size_list;
+  assert(ce->compression_case == CE_FSL);
   if (f->type != MW_T_FSL || fl->items_per_value != (uint64_t)f->fsl_dim || fl->values == NULL ||
       fl->values->compression_case != CE_FLAT || fl->values->flat->bits_per_value != 8 * mw_fsl_item_width(f))
     return UNSUP(x, "fixed_size_list variant for %s", x->col, x->page, mw_type_name(f->type));
@@ -180,6 +186,7 @@ static int mbv_rle(rctx_t *x, const CE *ce, const uint8_t *const *vb, const size
   const mw_field_t *f = x->fld;
   size_t w = mw_type_width(f);
   const Lance__Encodings21__Rle *rl = ce->rle;
+  assert(ce->compression_case == CE_RLE);
   if (mw_field_layout(f) != MW_LAYOUT_FIXED || (w != 1 && w != 2 && w != 4 && w != 8) || compressed ||
       rl->values == NULL || rl->values->compression_case != CE_FLAT ||
       rl->values->flat->bits_per_value != 8 * w || rl->run_lengths == NULL ||
@@ -202,6 +209,7 @@ int mw_df_mb_values(rctx_t *x, const CE *vc, const uint8_t *const *vb, const siz
                      int64_t r, int64_t cnt, const uint16_t *def) {
   const mw_field_t *f = x->fld;
   assert(cnt >= 0);
+  assert(r + cnt <= x->c->length); /* inside the pre-sized column */
   const uint8_t *p = vb[0];
   size_t n = vn[0];
   const CE *ce;
