@@ -17,11 +17,13 @@
  * the file is untrusted: a bad offset, length or count is -EBADMSG naming
  * the column, page and byte, never an assert.
  *
- * Sample: the footer (last 40 bytes) of a 2.2 file with 3 columns and 1
- * global buffer, column metadata at 0x2c0:
- *   c0 02 00 00 00 00 00 00 | <u64 cmo> | <u64 gbo> | 01 00 00 00 |
- *   03 00 00 00 | 02 00 02 00 | "LANC"
- * (datafile_write.c has a whole one Lance wrote).
+ * Sample: the footer (last 40 bytes) of a 1479-byte file our writer made
+ * (fuzz/corpus/datafile/mw_pk_utf8.lance: 2 columns, 1 global buffer):
+ *   83 04 00 00 00 00 00 00 | 6f 05 00 00 00 00 00 00 | 8f 05 00 00 00 00 00 00
+ *   column metadata at 1155   CMO table at 1391         GBO table at 1423
+ *   01 00 00 00 | 02 00 00 00 | 02 00 02 00 | 4c 41 4e 43
+ *   G = 1         C = 2         2.2           "LANC"
+ * open checks 1391 + 2 x 16 <= 1439 and 1423 + 1 x 16 <= 1439 (the footer).
  */
 #include "lance/datafile_internal.h"
 

@@ -17,11 +17,15 @@
  * Nested fields' pages go to datafile_read_nested.c instead; it shares
  * the constant decoders here.
  *
- * Sample: the MiniBlock chunk word 0x30 of a page's last chunk: (0x30 >> 4)
- * + 1 = 4 words of 8 bytes, 2^(0x30 & 15) values unless it is the last
- * (then the page's remaining rows). The chunk (3 int32, the second null):
- *   03 00 | 06 00 | 10 00 00 00 | 00 00 01 00 00 00 fe fe |
- *   07 00 00 00 00 00 00 00 09 00 00 00 00 00 00 00
+ * Sample: a utf8 MiniBlock page our writer made (fuzz/corpus/datafile/
+ * mw_pk_utf8.lance). Buffer 0, one chunk word: d0 03 00 00 = (0x3d + 1) x 8
+ * = 496 bytes, log2 0: the page's last chunk, holding its remaining 50
+ * rows. Buffer 1, the chunk:
+ *   32 00 | 64 00 | 80 01 00 00      50 levels, 100 def bytes, 384 value bytes
+ *   01 00 01 00 ... 00 00 | fe fe fe fe   def levels (13 nulls first), to 8
+ *   cc 00 00 00 cc 00 00 00 ... cd 00 00 00 ...
+ *                                    51 u32 offsets from 204 (= 4 x 51) on,
+ *                                    then the strings' bytes
  */
 #include "lance/datafile_internal.h"
 
