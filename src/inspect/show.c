@@ -25,11 +25,11 @@
 #include "lance/ipc_file.h"
 #include "lance/lance_schema.h"
 #include "lance/legacy_v1.h"
+#include "lance/owners_json.h"
 #include "lance/pk_index.h"
 #include "lance/shard_manifest.h"
 #include "lance/transaction.h"
 #include "lance/zone_seed.h"
-#include "shard/owners.h"
 #include "storage/storage.h"
 
 static const char *const KIND_NAMES[MW_KIND_COUNT_] = {
@@ -606,9 +606,8 @@ static void show_staging(const char *key, size_t n, j_t *out) {
 
 /* An owner record: a hint of which daemon holds the shard (never a lock). */
 static int show_owner(const char *key, const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
-  mw_owner_rec_t r;
-  memset(&r, 0, sizeof r);
-  int rc = mw_owner_parse((const char *)p, n, &r);
+  mw_owner_json_t r;
+  int rc = mw_owner_json_parse((const char *)p, n, &r, NULL);
   if (rc < 0) return mw_err_set(err, rc, "%s: owner record malformed (want node, address and epoch in %d bytes)", key,
                                 MW_OWNER_RECORD_BYTES);
   j_set(out, "node", j_str(r.node));
