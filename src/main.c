@@ -12,6 +12,7 @@
  *
  * Exit codes: 0 clean stop, 1 runtime failure, 2 bad usage or configuration.
  */
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -494,11 +495,11 @@ static int parse_args(mw_daemon_t *d, int argc, char **argv, int *mode) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  static mw_daemon_t d; /* large (config tables): keep it off the stack */
-  int mode = 0;
-  mw_log_init();
-  if (parse_args(&d, argc, argv, &mode) < 0) return 2;
+/* The modes that only read the configuration: --print-keys, --version,
+ * --check, --print-config. Returns the exit code, or -1 to run the daemon
+ * (the configuration loaded and checked). */
+static int offline(mw_daemon_t *d, int mode) {
+  assert(mode == 0 || strchr("KVkp", mode) != NULL);
   if (mode == 'K') { /* every known key, for docs and tests */
     for (size_t i = 0; i < mw_config_key_count(); i++)
       printf("%s%s\n", mw_config_key_name(i), mw_config_key_reloadable(i) ? " (reloadable)" : "");
@@ -509,30 +510,37 @@ int main(int argc, char **argv) {
     return 0;
   }
   mw_err_t err = {0};
-  if (mw_config_load(&d.cfg, d.config_path, d.sets, d.n_sets, &err) < 0 ||
-      (mode != 'p' && mw_daemon_check_config(&d.cfg, &err) < 0)) {
+  if (mw_config_load(&d->cfg, d->config_path, d->sets, d->n_sets, &err) < 0 ||
+      (mode != 'p' && mw_daemon_check_config(&d->cfg, &err) < 0)) {
     fprintf(stderr, "memwald: %s\n", err.msg);
     return 2;
   }
   if (mode == 'k') {
-    if (mw_daemon_check_tables(&d.cfg, &err) < 0) {
+    if (mw_daemon_check_tables(&d->cfg, &err) < 0) {
       fprintf(stderr, "memwald: %s\n", err.msg);
       return 2;
     }
-    printf("%s: ok\n", d.config_path ? d.config_path : "(defaults)");
+    printf("%s: ok\n", d->config_path ? d->config_path : "(defaults)");
     return 0;
   }
   if (mode == 'p') {
-    mw_config_print(&d.cfg, stdout);
+    mw_config_print(&d->cfg, stdout);
     return 0;
   }
-  mw_log_set_level(d.cfg.log_level);
-  signal(SIGPIPE, SIG_IGN);
+  return -1;
+}
 
+/* The loop, the test hooks, data_dir's storage, the tables and listeners,
+ * signals, the watchdog and the trim timer. Returns the exit code on a
+ * failure, or -1 once the daemon is ready. */
+static int start(mw_daemon_t *d) {
+  assert(d->loop == NULL);
+  assert(d->storage == NULL);
+  mw_err_t err = {0};
   int rc;
-  d.loop = uv_default_loop();
-  d.started_ms = uv_now(d.loop);
-  if (mw_testhook_init(d.loop, &err) < 0) { /* tests only: MEMWALD_CRASH_AT, _POWER_LOSS */
+  d->loop = uv_default_loop();
+  d->started_ms = uv_now(d->loop);
+  if (mw_testhook_init(d->loop, &err) < 0) { /* tests only: MEMWALD_CRASH_AT, _POWER_LOSS */
     mw_log_err("%s", err.msg);
     return 2;
   }
@@ -540,19 +548,33 @@ int main(int argc, char **argv) {
   if (mw_testhook_active() || (test_faults != NULL && strcmp(test_faults, "1") == 0))
     mw_storage_fault_metrics_enable(); /* the test-only series, before any storage opens */
   mw_storage_config_t scfg;
-  mw_daemon_storage_config(&d.cfg, NULL, d.cfg.data_dir, &scfg);
-  if ((rc = mw_storage_open(d.loop, &scfg, &d.storage, &err)) < 0) {
-    mw_log_err("storage at %s: %s", d.cfg.data_dir, err.msg[0] ? err.msg : strerror(-rc));
+  mw_daemon_storage_config(&d->cfg, NULL, d->cfg.data_dir, &scfg);
+  if ((rc = mw_storage_open(d->loop, &scfg, &d->storage, &err)) < 0) {
+    mw_log_err("storage at %s: %s", d->cfg.data_dir, err.msg[0] ? err.msg : strerror(-rc));
     return 1;
   }
   build_info();
-  if (start_front(&d) < 0) return 1;
-  if ((rc = start_signals(&d)) < 0 || (rc = mw_notify_start(&d.notify, d.loop)) < 0 ||
-      (rc = mw_memtrim_start(&d.memtrim, d.loop, (uint64_t)d.cfg.memory_trim_interval_ms,
+  if (start_front(d) < 0) return 1;
+  if ((rc = start_signals(d)) < 0 || (rc = mw_notify_start(&d->notify, d->loop)) < 0 ||
+      (rc = mw_memtrim_start(&d->memtrim, d->loop, (uint64_t)d->cfg.memory_trim_interval_ms,
                              mw_metrics_default())) < 0) {
     mw_log_err("start-up: %s", uv_strerror(rc));
     return 1;
   }
+  assert(d->storage != NULL);
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  static mw_daemon_t d; /* large (config tables): keep it off the stack */
+  int mode = 0;
+  mw_log_init();
+  if (parse_args(&d, argc, argv, &mode) < 0) return 2;
+  int code = offline(&d, mode);
+  if (code >= 0) return code;
+  mw_log_set_level(d.cfg.log_level);
+  signal(SIGPIPE, SIG_IGN);
+  if ((code = start(&d)) >= 0) return code;
   mw_log_notice("memwald %s started: config=%s data_dir=%s storage=%s tables=%zu log_level=%s "
                 "pid=%d",
                 MW_VERSION, d.config_path ? d.config_path : "(defaults)", d.cfg.data_dir,
@@ -560,7 +582,8 @@ int main(int argc, char **argv) {
                 mw_log_level_name(d.cfg.log_level), (int)getpid());
   mw_notify_ready("running");
   uv_run(d.loop, UV_RUN_DEFAULT);
-  rc = uv_loop_close(d.loop);
+  assert(d.stopping > 0); /* the loop ends only after begin_stop closed every handle */
+  int rc = uv_loop_close(d.loop);
   if (rc != 0) mw_log_warn("event loop closed with handles still open: %s", uv_strerror(rc));
   mw_fe_tables_free(&d.tables.fe);
   mw_tls_ctx_free(d.tls);

@@ -462,6 +462,87 @@ static int make_token(int argc, char **argv) {
   return 0;
 }
 
+/* The admin socket's path: -s, else the admin_socket of -c CONFIG, else
+ * $MEMWALD_ADMIN_SOCKET, else DEFAULT_SOCKET. NULL after printing why the
+ * configuration names none. */
+static const char *socket_path(const char *sock, const char *config) {
+  static mw_config_t cfg; /* large: off the stack */
+  if (sock == NULL && config != NULL) {
+    mw_err_t err = {0};
+    if (mw_config_load(&cfg, config, NULL, 0, &err) < 0) {
+      fprintf(stderr, "memwalctl: -c %s: %s\n", config, err.msg);
+      return NULL;
+    }
+    if (cfg.admin_socket[0] == '\0') {
+      fprintf(stderr, "memwalctl: -c %s: admin_socket is empty (the admin socket is off)\n", config);
+      return NULL;
+    }
+    sock = cfg.admin_socket;
+  }
+  if (sock == NULL) sock = getenv("MEMWALD_ADMIN_SOCKET");
+  if (sock == NULL || *sock == '\0') sock = DEFAULT_SOCKET;
+  assert(*sock != '\0');
+  return sock;
+}
+
+/* argv[0..argc) joined by spaces, with a newline, into line[cap]: the
+ * request. Its length, or -1 after printing why an argument cannot go. */
+static int request_line(int argc, char **argv, char *line, size_t cap) {
+  assert(argc > 0);
+  assert(cap >= MAX_REQUEST_BYTES + 2);
+  size_t n = 0;
+  for (int i = 0; i < argc; i++) {
+    size_t l = strlen(argv[i]);
+    if (l == 0 || strpbrk(argv[i], " \t\r\n")) {
+      fprintf(stderr, "memwalctl: argument \"%s\" is empty or holds whitespace\n", argv[i]);
+      return -1;
+    }
+    if (n + l + 2 > MAX_REQUEST_BYTES) {
+      fputs("memwalctl: request too long\n", stderr);
+      return -1;
+    }
+    if (n) line[n++] = ' ';
+    memcpy(line + n, argv[i], l);
+    n += l;
+  }
+  line[n++] = '\n';
+  line[n] = 0;
+  assert(n <= MAX_REQUEST_BYTES);
+  return (int)n;
+}
+
+/* The daemon's reply to cmd: checked ({"ok":bool,...}), then printed (or
+ * echoed with --json). The exit status: 0 ok, 1 the daemon said no, 3 the
+ * reply is not one. */
+static int answer(const char *sock, const char *cmd, const char *reply, size_t len, bool json) {
+  assert(reply != NULL);
+  assert(cmd != NULL);
+  jp_t jp = {reply, reply + len, NULL};
+  jv_t v;
+  int rc = jvalue(&jp, &v, 0);
+  ws(&jp);
+  if (rc < 0 || jp.p != jp.end || v.t != J_OBJ || !jget(&v, "ok") || jget(&v, "ok")->t != J_BOOL) {
+    fprintf(stderr, "memwalctl: bad reply from %s (%s): %.200s\n", sock, jp.err ? jp.err : "not a reply object",
+            reply);
+    jv_free(&v);
+    return 3;
+  }
+  bool ok = jget(&v, "ok")->b;
+  int status = 0;
+  if (json) fwrite(reply, 1, len, stdout);
+  if (!ok) {
+    const jv_t *e = jget(&v, "error");
+    fprintf(stderr, "memwalctl: %s: %s\n", cmd, e && e->t == J_STR ? e->s : "failed");
+    status = 1;
+  } else if (!json) {
+    const jv_t *r = jget(&v, "result");
+    static const jv_t empty = {.t = J_OBJ};
+    print_result(cmd, r ? r : &empty);
+  }
+  jv_free(&v);
+  return status;
+}
+
 int main(int argc, char **argv) {
   const char *sock = NULL, *config = NULL;
   bool json = false;
@@ -484,67 +565,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (strcmp(argv[optind], "token") == 0) return make_token(argc - optind, argv + optind);
-  static mw_config_t cfg; /* large: off the stack */
-  if (sock == NULL && config != NULL) {
-    mw_err_t err = {0};
-    if (mw_config_load(&cfg, config, NULL, 0, &err) < 0) {
-      fprintf(stderr, "memwalctl: -c %s: %s\n", config, err.msg);
-      return 2;
-    }
-    if (cfg.admin_socket[0] == '\0') {
-      fprintf(stderr, "memwalctl: -c %s: admin_socket is empty (the admin socket is off)\n", config);
-      return 2;
-    }
-    sock = cfg.admin_socket;
-  }
-  if (sock == NULL) sock = getenv("MEMWALD_ADMIN_SOCKET");
-  if (sock == NULL || *sock == '\0') sock = DEFAULT_SOCKET;
+  if ((sock = socket_path(sock, config)) == NULL) return 2;
   char line[MAX_REQUEST_BYTES + 2];
-  size_t n = 0;
-  for (int i = optind; i < argc; i++) {
-    size_t l = strlen(argv[i]);
-    if (l == 0 || strpbrk(argv[i], " \t\r\n")) {
-      fprintf(stderr, "memwalctl: argument \"%s\" is empty or holds whitespace\n", argv[i]);
-      return 2;
-    }
-    if (n + l + 2 > MAX_REQUEST_BYTES) {
-      fputs("memwalctl: request too long\n", stderr);
-      return 2;
-    }
-    if (n) line[n++] = ' ';
-    memcpy(line + n, argv[i], l);
-    n += l;
-  }
-  line[n++] = '\n';
-  line[n] = 0;
+  if (request_line(argc - optind, argv + optind, line, sizeof line) < 0) return 2;
   char *reply = NULL;
   size_t len = 0;
   if (request(sock, line, &reply, &len) < 0) return 3;
-  jp_t jp = {reply, reply + len, NULL};
-  jv_t v;
-  int rc = jvalue(&jp, &v, 0);
-  ws(&jp);
-  if (rc < 0 || jp.p != jp.end || v.t != J_OBJ || !jget(&v, "ok") || jget(&v, "ok")->t != J_BOOL) {
-    fprintf(stderr, "memwalctl: bad reply from %s (%s): %.200s\n", sock, jp.err ? jp.err : "not a reply object",
-            reply);
-    if (rc == 0) jv_free(&v);
-    else jv_free(&v);
-    free(reply);
-    return 3;
-  }
-  bool ok = jget(&v, "ok")->b;
-  int status = 0;
-  if (json) fwrite(reply, 1, len, stdout);
-  if (!ok) {
-    const jv_t *e = jget(&v, "error");
-    fprintf(stderr, "memwalctl: %s: %s\n", argv[optind], e && e->t == J_STR ? e->s : "failed");
-    status = 1;
-  } else if (!json) {
-    const jv_t *r = jget(&v, "result");
-    static const jv_t empty = {.t = J_OBJ};
-    print_result(argv[optind], r ? r : &empty);
-  }
-  jv_free(&v);
+  int status = answer(sock, argv[optind], reply, len, json);
   free(reply);
   return status;
 }
