@@ -92,7 +92,10 @@ static void grow(j_t *c) {
 }
 
 j_t *j_set(j_t *obj, const char *key, j_t *v) {
-  assert(obj != NULL && obj->t == J_OBJ && key != NULL && v != NULL);
+  assert(obj != NULL);
+  assert(obj->t == J_OBJ);
+  assert(key != NULL);
+  assert(v != NULL);
   grow(obj);
   obj->keys[obj->n] = strdup(key);
   if (obj->keys[obj->n] == NULL) abort();
@@ -101,7 +104,9 @@ j_t *j_set(j_t *obj, const char *key, j_t *v) {
 }
 
 j_t *j_push(j_t *arr, j_t *v) {
-  assert(arr != NULL && arr->t == J_ARR && v != NULL);
+  assert(arr != NULL);
+  assert(arr->t == J_ARR);
+  assert(v != NULL);
   grow(arr);
   arr->items[arr->n++] = v;
   return v;
