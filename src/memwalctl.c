@@ -99,6 +99,8 @@ typedef struct jp {
 } jp_t;
 
 static void jv_free(jv_t *v) {
+  assert(v != NULL);
+  assert(v->t == J_ARR || v->t == J_OBJ || v->n == 0); /* only containers hold items */
   for (size_t i = 0; i < v->n; i++) {
     jv_free(&v->items[i]);
     if (v->keys) free(v->keys[i]);
@@ -109,10 +111,13 @@ static void jv_free(jv_t *v) {
 }
 
 static void ws(jp_t *j) {
+  assert(j->p <= j->end);
   while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
 }
 
 static int put_utf8(char *o, unsigned cp) {
+  assert(o != NULL);
+  assert(cp <= 0xffff); /* from four hex digits */
   if (cp < 0x80) return o[0] = (char)cp, 1;
   if (cp < 0x800) return o[0] = (char)(0xc0 | cp >> 6), o[1] = (char)(0x80 | (cp & 0x3f)), 2;
   if (cp < 0x10000)
@@ -123,6 +128,8 @@ static int put_utf8(char *o, unsigned cp) {
 }
 
 static int hex4(const char *p, unsigned *out) {
+  assert(p != NULL);
+  assert(out != NULL);
   unsigned v = 0;
   for (int i = 0; i < 4; i++) {
     char c = p[i];
@@ -185,6 +192,8 @@ bad:
 }
 
 static int jvalue(jp_t *j, jv_t *v, int depth) {
+  assert(j->p <= j->end);
+  assert(depth >= 0);
   memset(v, 0, sizeof *v);
   if (depth > MAX_DEPTH) return j->err = "nested too deeply", -1;
   ws(j);
@@ -250,6 +259,7 @@ static int jvalue(jp_t *j, jv_t *v, int depth) {
 }
 
 static const jv_t *jget(const jv_t *o, const char *k) {
+  assert(k != NULL);
   if (!o || o->t != J_OBJ) return NULL;
   for (size_t i = 0; i < o->n; i++)
     if (strcmp(o->keys[i], k) == 0) return &o->items[i];
@@ -275,6 +285,8 @@ static const char *const COL_KEY[N_COLS] = {NULL, "id", "key", "state", "status"
                                             "memtable_rows", "memtable_bytes", "frozen", "sstables"};
 
 static void print_status(const jv_t *r) {
+  assert(r != NULL);
+  assert(r->t == J_OBJ);
   printf("memwald %s, up %ss, %s connection(s)", jtext(jget(r, "version")), jtext(jget(r, "uptime_s")),
          jtext(jget(r, "connections")));
   const jv_t *heap = jget(r, "heap_live_bytes"); /* absent from older daemons */
@@ -306,6 +318,8 @@ static void print_status(const jv_t *r) {
 /* Under the table: why each parked shard is parked, each fault episode,
  * and the storage of each table that has failed or has faults injected. */
 static void print_faults(const jv_t *r) {
+  assert(r != NULL);
+  assert(r->t == J_OBJ);
   const jv_t *tables = jget(r, "tables");
   for (size_t t = 0; tables && tables->t == J_ARR && t < tables->n; t++) {
     const jv_t *tab = &tables->items[t];
@@ -338,6 +352,8 @@ static void print_faults(const jv_t *r) {
 }
 
 static void print_result(const char *cmd, const jv_t *r) {
+  assert(cmd != NULL);
+  assert(r != NULL);
   if (strcmp(cmd, "status") == 0 && r->t == J_OBJ) {
     print_status(r);
     print_faults(r);
@@ -358,6 +374,8 @@ static void print_result(const char *cmd, const jv_t *r) {
 /* ------------------------------------------------------------------ main */
 
 static int request(const char *path, const char *line, char **reply, size_t *len) {
+  assert(path != NULL);
+  assert(reply != NULL);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof sa.sun_path) {
     fprintf(stderr, "memwalctl: socket path too long: %s\n", path);
@@ -428,6 +446,8 @@ static int request(const char *path, const char *line, char **reply, size_t *len
 
 /* `token NAME GRANT...`: see the top of the file. */
 static int make_token(int argc, char **argv) {
+  assert(argc >= 1);
+  assert(strcmp(argv[0], "token") == 0);
   static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   if (argc < 3 || strpbrk(argv[1], " \t\r\n") != NULL) {
     fputs("memwalctl: token NAME GRANT... (GRANT: TABLE=write, TABLE=delete, TABLE=write,delete)\n", stderr);
@@ -544,6 +564,8 @@ static int answer(const char *sock, const char *cmd, const char *reply, size_t l
 }
 
 int main(int argc, char **argv) {
+  assert(argc >= 1);
+  assert(argv != NULL);
   const char *sock = NULL, *config = NULL;
   bool json = false;
   static const struct option lo[] = {{"socket", 1, 0, 's'}, {"config", 1, 0, 'c'}, {"json", 0, 0, 'j'},

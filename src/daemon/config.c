@@ -246,6 +246,8 @@ static int parse_replies(const char *v, mw_replies_mode_t *out) {
 }
 
 static int parse_bool(const char *v, bool *out) {
+  assert(v != NULL);
+  assert(out != NULL);
   static const char *const yes[] = {"true", "yes", "on", "1"};
   static const char *const no[] = {"false", "no", "off", "0"};
   for (size_t i = 0; i < 4; i++) {
@@ -255,7 +257,13 @@ static int parse_bool(const char *v, bool *out) {
   return -EINVAL;
 }
 
+/* The one integer parser of the configuration: decimal, an optional binary
+ * size suffix (KiB, MiB, GiB), no overflow. The key's limits are checked by
+ * set_int. (Issue 29: when src/common/ has a shared number parser, this is
+ * the one function to switch to it.) */
 static int parse_int(const char *v, int64_t *out) {
+  assert(v != NULL);
+  assert(out != NULL);
   errno = 0;
   char *end;
   long long n = strtoll(v, &end, 10);
@@ -297,6 +305,8 @@ typedef struct load_ctx {
 
 static int fail(load_ctx_t *c, const char *section, const char *name, const char *fmt,
                 const char *arg) {
+  assert(section != NULL);
+  assert(fmt != NULL);
   char reason[256];
   snprintf(reason, sizeof reason, fmt, arg);
   snprintf(c->msg, sizeof c->msg, "[%.160s] %.96s: %.240s", section, name, reason);
@@ -312,6 +322,8 @@ static bool valid_table_name(const char *n) {
 }
 
 static mw_table_config_t *table_get(mw_config_t *cfg, const char *name, bool create) {
+  assert(valid_table_name(name)); /* on_key checked it */
+  assert(cfg->n_tables <= MW_CONFIG_MAX_TABLES);
   for (size_t i = 0; i < cfg->n_tables; i++)
     if (strcmp(cfg->tables[i].name, name) == 0) return &cfg->tables[i];
   if (!create || cfg->n_tables >= MW_CONFIG_MAX_TABLES) return NULL;
@@ -321,6 +333,8 @@ static mw_table_config_t *table_get(mw_config_t *cfg, const char *name, bool cre
 }
 
 static int add_listen(load_ctx_t *c, const char *section, const char *name, const char *value) {
+  assert(c->source == 1 || c->source == 2);
+  assert(c->cfg->n_listen <= MW_CONFIG_MAX_LISTEN);
   mw_config_t *cfg = c->cfg;
   if (c->listen_source != c->source) cfg->n_listen = 0; /* a new source replaces the list */
   c->listen_source = c->source;
@@ -529,6 +543,8 @@ static int spot_line(const load_ctx_t *c, const char *section, const char *key) 
 
 /* Record where a table key's value comes from (the file's line or --set). */
 static void note_where(load_ctx_t *c, const cfg_key_t *k, mw_table_config_t *t, const char *section) {
+  assert(c->source == 1 || c->source == 2);
+  assert(t != NULL);
   int *line = &t->key_lines[table_slot(k)];
   if (c->source == 2) *line = MW_CONFIG_FROM_SET;
   else if (*line <= 0) *line = spot_line(c, section, k->name);
@@ -539,6 +555,8 @@ static void note_where(load_ctx_t *c, const cfg_key_t *k, mw_table_config_t *t, 
  * called by --set handling with the same contract. */
 static int on_key(void *user, const char *section, const char *name, const char *value) {
   load_ctx_t *c = user;
+  assert(section != NULL);
+  assert(c->source == 1 || c->source == 2); /* the file, then --set */
   scope_t scope;
   void *base;
   if (strcmp(section, "daemon") == 0) {
@@ -580,6 +598,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
 
 /* "daemon.log_level=debug" or "table.events.uri=/x" -> on_key(). */
 static int apply_set(load_ctx_t *c, const char *arg) {
+  assert(arg != NULL);
+  assert(c->source == 2);
   char buf[MW_CONFIG_MAX_VALUE_BYTES + 256];
   if (strlen(arg) >= sizeof buf) {
     snprintf(c->msg, sizeof c->msg, "too long");
@@ -655,6 +675,8 @@ static int check_tls(mw_config_t *cfg, mw_err_t *err) {
 }
 
 static int check_config(mw_config_t *cfg, mw_err_t *err) {
+  assert(cfg->n_tables <= MW_CONFIG_MAX_TABLES);
+  assert(cfg->n_listen <= MW_CONFIG_MAX_LISTEN);
   for (size_t i = 0; i < cfg->n_tables; i++) {
     mw_table_config_t *t = &cfg->tables[i];
     if (t->uri[0] == '\0')
@@ -677,6 +699,8 @@ static int check_config(mw_config_t *cfg, mw_err_t *err) {
 
 /* One line of the file: a section header or a `key =` at its start. */
 static void scan_spot(load_ctx_t *c, const char *l, int line, char *section, size_t cap) {
+  assert(section != NULL);
+  assert(cap > 0);
   if (c->n_spots >= MAX_SPOTS) return;
   size_t k = 0;
   if (*l == '[') {
@@ -698,6 +722,8 @@ static void scan_spot(load_ctx_t *c, const char *l, int line, char *section, siz
  * into pieces it then misparses; refuse them up front with the line number.
  * The same pass notes where each section and key is (scan_spot). */
 static int check_line_lengths(FILE *f, const char *path, load_ctx_t *c, mw_err_t *err) {
+  assert(f != NULL);
+  assert(c->spots != NULL);
   char l[INI_MAX_LINE + 1], section[136] = "";
   int line = 0;
   while (fgets(l, sizeof l, f) != NULL) {
@@ -721,6 +747,8 @@ static int check_line_lengths(FILE *f, const char *path, load_ctx_t *c, mw_err_t
 /* Parse one source: the file (source 1), then the --set list (source 2). */
 static int load_sources(mw_config_t *cfg, const char *name, FILE *f, const char *const *sets,
                         size_t n_sets, mw_err_t *err) {
+  assert(cfg != NULL);
+  assert(sets != NULL || n_sets == 0);
   load_ctx_t c = {.cfg = cfg, .err = err, .source = 1, .name = name};
   if (f != NULL) {
     c.spots = calloc(MAX_SPOTS, sizeof *c.spots);
@@ -770,6 +798,8 @@ int mw_config_load(mw_config_t *cfg, const char *path, const char *const *sets, 
 }
 
 const mw_table_config_t *mw_config_table(const mw_config_t *cfg, const char *name) {
+  assert(cfg != NULL);
+  assert(name != NULL);
   for (size_t i = 0; i < cfg->n_tables; i++)
     if (strcmp(cfg->tables[i].name, name) == 0) return &cfg->tables[i];
   return NULL;
@@ -793,6 +823,8 @@ void mw_config_key_where(const mw_config_t *cfg, const mw_table_config_t *t, con
 }
 
 static void print_value(FILE *f, const cfg_key_t *k, const void *base) {
+  assert(k >= keys);
+  assert(k < keys + N_KEYS);
   const char *field = (const char *)base + k->off;
   switch (k->type) {
     case T_STR:
@@ -832,6 +864,8 @@ static void print_value(FILE *f, const cfg_key_t *k, const void *base) {
 }
 
 void mw_config_print(const mw_config_t *cfg, void *file) {
+  assert(cfg != NULL);
+  assert(file != NULL);
   FILE *f = file;
   for (int s = SC_DAEMON; s <= SC_STORAGE; s++) {
     fprintf(f, "[%s]\n", scope_names[s]);

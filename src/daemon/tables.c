@@ -220,6 +220,8 @@ typedef struct opening {
 
 static void opening_init(opening_t *op, mw_daemon_tables_t *dt, const mw_config_t *cfg,
                          const mw_table_config_t *tc) {
+  assert(tc != NULL);
+  assert(tc->uri[0] != '\0'); /* the configuration check requires one */
   memset(op, 0, sizeof *op);
   op->cfg = cfg;
   op->tc = tc;
@@ -236,6 +238,9 @@ static void opening_init(opening_t *op, mw_daemon_tables_t *dt, const mw_config_
 
 static int load_table(const mw_table_config_t *tc, const mw_table_opts_t *o, bool raced,
                       mw_table_t **t, mw_err_t *err) {
+  assert(tc != NULL);
+  assert(o != NULL);
+  assert(t != NULL);
   uint64_t deadline = uv_hrtime() + (uint64_t)MW_DAEMON_CREATE_WAIT_MS * 1000000u;
   for (;;) {
     mw_err_t e = {0};
@@ -250,6 +255,8 @@ static int load_table(const mw_table_config_t *tc, const mw_table_opts_t *o, boo
 
 /* The blocking half (any thread). */
 static int opening_load(opening_t *op) {
+  assert(op->tc != NULL);
+  assert(op->t == NULL); /* loaded once */
   const mw_table_config_t *tc = op->tc;
   const mw_table_opts_t *o = &op->o;
   mw_err_t *err = &op->err;
@@ -361,12 +368,16 @@ static void opening_spawn(opening_t *op) {
 }
 
 static void opening_join(opening_t *op) {
+  assert(op != NULL);
   if (op->threaded) uv_thread_join(&op->thread);
   op->threaded = false;
 }
 
 int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
                           mw_err_t *err) {
+  assert(loop != NULL);
+  assert(cfg != NULL);
+  assert(dt != NULL);
   memset(dt, 0, sizeof *dt);
   dt->loop = loop;
   int rc = mw_daemon_owner_open(&dt->owner, cfg, err);
@@ -537,6 +548,8 @@ static void table_closed(mw_table_t *t) {
 }
 
 static void close_tables(mw_daemon_tables_t *dt) {
+  assert(dt->pending == 0); /* every release answered */
+  assert(dt->flushing == 0);
   dt->pending = 1; /* holds until every close is started */
   closing = dt;
   for (size_t i = 0; i < dt->n; i++) {
@@ -568,6 +581,8 @@ static void release_drop(mw_daemon_tables_t *dt) {
  * in its WAL, which the newer owner replays. Not a failure of the stop. */
 static void shard_done(mw_daemon_tables_t *dt, mw_shard_t *s, int status, const char *reason,
                        const char *what) {
+  assert(what != NULL);
+  assert(dt->pending > 0); /* the shard answering still holds its count */
   if (status == -ESTALE && s != NULL) {
     mw_log_notice("shard %s: a newer owner took it before the %s; it replays our WAL",
                   mw_shard_id_str(s), what);
@@ -615,6 +630,8 @@ static void on_retry(uv_timer_t *h);
 /* Start shard s's release, or past the deadline its abort: 0 when asked
  * (its callback will drop the count of `pending` taken here). */
 static int release_one(mw_daemon_tables_t *dt, mw_shard_t *s, bool hurry) {
+  assert(s != NULL);
+  assert(dt->releasing); /* only a release pass asks shards */
   mw_shard_stats_t st;
   mw_shard_stats(s, &st);
   bool rows = st.memtable_rows > 0 || st.frozen > 0;

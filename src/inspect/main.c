@@ -68,16 +68,20 @@ static const char USAGE[] =
     "Exit status: 0 ok, 1 decode failure or verify problems, 2 usage, 3 cannot read.\n";
 
 static int usage_error(const char *msg) {
+  assert(msg != NULL);
   fprintf(stderr, "memwal-inspect: %s\n%s", msg, USAGE);
   return 2;
 }
 
 static void print(const j_t *t, bool json) {
+  assert(t != NULL);
   if (json) j_print_json(stdout, t);
   else j_print_text(stdout, t);
 }
 
 static int cmd_show(int argc, char **argv, bool json, const mw_show_opts_t *so, const char *kind_name) {
+  assert(argv != NULL);
+  assert(so != NULL);
   if (argc != 1 && argc != 2) return usage_error("show takes PATH, or TABLE and KEY");
   char root[4096], key[MW_STORAGE_KEY_MAX_BYTES + 1], shown[8192];
   if (argc == 1) {
@@ -147,6 +151,8 @@ static int open_listed(const char *root, const char *prefix, mw_sio_t *s, char *
 }
 
 static int cmd_ls(int argc, char **argv, bool json) {
+  assert(argv != NULL);
+  assert(argc >= 0);
   if (argc != 1 && argc != 2) return usage_error("ls takes TABLE [PREFIX]");
   mw_sio_t s;
   char **keys = NULL;
@@ -176,6 +182,8 @@ static int cmd_ls(int argc, char **argv, bool json) {
 
 /* show of every object under prefix; exit 1 when one does not decode. */
 static int cmd_dump(int argc, char **argv, bool json, const mw_show_opts_t *so) {
+  assert(argv != NULL);
+  assert(so != NULL);
   if (argc != 1 && argc != 2) return usage_error("dump takes TABLE [PREFIX]");
   mw_sio_t s;
   mw_err_t err = {0};
@@ -213,6 +221,8 @@ static int cmd_dump(int argc, char **argv, bool json, const mw_show_opts_t *so) 
 }
 
 int main(int argc, char **argv) {
+  assert(argc >= 1);
+  assert(argv != NULL);
   static const struct option longopts[] = {
       {"json", no_argument, NULL, 'j'},  {"rows", required_argument, NULL, 'n'},
       {"kind", required_argument, NULL, 'k'}, {"quiet", no_argument, NULL, 'q'},

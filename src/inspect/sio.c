@@ -65,6 +65,7 @@ int mw_sio_head(mw_sio_t *s, const char *key, uint64_t *size, mw_err_t *err) {
 }
 
 void mw_sio_free_keys(char **keys, size_t n) {
+  assert(keys != NULL || n == 0);
   for (size_t i = 0; keys != NULL && i < n; i++) free(keys[i]);
   free(keys);
 }
