@@ -19,7 +19,9 @@ static void on_tick(uv_timer_t *t);
 
 int mw_daemon_stats_start(mw_daemon_stats_t *s, uv_loop_t *loop, mw_daemon_tables_t *dt,
                           mw_metrics_t *metrics) {
-  assert(s != NULL && loop != NULL && dt != NULL);
+  assert(s != NULL);
+  assert(loop != NULL);
+  assert(dt != NULL);
   memset(s, 0, sizeof *s);
   s->loop = loop;
   s->dt = dt;

@@ -35,7 +35,9 @@
 
 void mw_daemon_storage_config(const mw_config_t *cfg, const mw_table_config_t *tc, const char *uri,
                               mw_storage_config_t *out) {
-  assert(cfg != NULL && uri != NULL && out != NULL);
+  assert(cfg != NULL);
+  assert(uri != NULL);
+  assert(out != NULL);
   mw_storage_config_init(out, uri);
   out->backend = cfg->io_backend;
   out->max_inflight = (uint32_t)cfg->max_inflight;
@@ -49,7 +51,8 @@ void mw_daemon_storage_config(const mw_config_t *cfg, const mw_table_config_t *t
     out->s3.path_style = tc->s3_path_style;
     out->s3.allow_http = tc->s3_allow_http;
   }
-  assert(out->max_inflight > 0 && out->max_object_bytes > 0);
+  assert(out->max_inflight > 0);
+  assert(out->max_object_bytes > 0);
 }
 
 /* ------------------------------------------------------------ bootstrap */
@@ -75,7 +78,8 @@ int mw_daemon_mkdir_parent(const char *file) {
 }
 
 int mw_daemon_table_create(const mw_table_config_t *tc, const mw_table_opts_t *o, mw_err_t *err) {
-  assert(tc != NULL && o != NULL);
+  assert(tc != NULL);
+  assert(o != NULL);
   mw_schema_t schema;
   mw_shard_spec_t spec;
   mw_table_files_t files;
@@ -216,6 +220,8 @@ typedef struct opening {
 
 static void opening_init(opening_t *op, mw_daemon_tables_t *dt, const mw_config_t *cfg,
                          const mw_table_config_t *tc) {
+  assert(tc != NULL);
+  assert(tc->uri[0] != '\0'); /* the configuration check requires one */
   memset(op, 0, sizeof *op);
   op->cfg = cfg;
   op->tc = tc;
@@ -231,6 +237,9 @@ static void opening_init(opening_t *op, mw_daemon_tables_t *dt, const mw_config_
 
 static int load_table(const mw_table_config_t *tc, const mw_table_opts_t *o, bool raced,
                       mw_table_t **t, mw_err_t *err) {
+  assert(tc != NULL);
+  assert(o != NULL);
+  assert(t != NULL);
   uint64_t deadline = uv_hrtime() + (uint64_t)MW_DAEMON_CREATE_WAIT_MS * 1000000u;
   for (;;) {
     mw_err_t e = {0};
@@ -245,6 +254,8 @@ static int load_table(const mw_table_config_t *tc, const mw_table_opts_t *o, boo
 
 /* The blocking half (any thread). */
 static int opening_load(opening_t *op) {
+  assert(op->tc != NULL);
+  assert(op->t == NULL); /* loaded once */
   const mw_table_config_t *tc = op->tc;
   const mw_table_opts_t *o = &op->o;
   mw_err_t *err = &op->err;
@@ -290,7 +301,8 @@ static int opening_load(opening_t *op) {
 
 static void opening_run(void *arg) {
   opening_t *op = arg;
-  assert(op->rc == 0 && op->t == NULL);
+  assert(op->rc == 0);
+  assert(op->t == NULL);
   op->rc = opening_load(op);
   if (op->rc < 0) {
     mw_table_unload(op->t);
@@ -304,7 +316,8 @@ static void opening_run(void *arg) {
 static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) {
   const mw_table_config_t *tc = op->tc;
   if (op->rc < 0) return mw_err_set(err, op->rc, "%s", op->err.msg);
-  assert(op->t != NULL && dt->n == dt->fe.n);
+  assert(op->t != NULL);
+  assert(dt->n == dt->fe.n);
   mw_table_t *t = op->t;
   op->t = NULL;
   if (dt->n >= MW_CONFIG_MAX_TABLES) {
@@ -354,12 +367,16 @@ static void opening_spawn(opening_t *op) {
 }
 
 static void opening_join(opening_t *op) {
+  assert(op != NULL);
   if (op->threaded) uv_thread_join(&op->thread);
   op->threaded = false;
 }
 
 int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
                           mw_err_t *err) {
+  assert(loop != NULL);
+  assert(cfg != NULL);
+  assert(dt != NULL);
   memset(dt, 0, sizeof *dt);
   dt->loop = loop;
   int rc = mw_daemon_owner_open(&dt->owner, cfg, err);
@@ -427,7 +444,8 @@ static void on_added(uv_async_t *h) {
   } else {
     rc = opening_finish(dt, &a->op, &err);
   }
-  assert(a->op.t == NULL && dt->adding > 0);
+  assert(a->op.t == NULL);
+  assert(dt->adding > 0);
   dt->adding--;
   adding_t **pp = &dt->adds;
   while (*pp != a) pp = &(*pp)->next;
@@ -450,7 +468,11 @@ static void on_added(uv_async_t *h) {
 
 int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const mw_table_config_t *tc,
                          mw_daemon_added_cb cb, void *arg, mw_err_t *err) {
-  assert(dt != NULL && dt->loop != NULL && cfg != NULL && tc != NULL && cb != NULL);
+  assert(dt != NULL);
+  assert(dt->loop != NULL);
+  assert(cfg != NULL);
+  assert(tc != NULL);
+  assert(cb != NULL);
   if (dt->stopping) return mw_err_set(err, -ESHUTDOWN, "[table %s] memwald is stopping", tc->name);
   if (dt->n + dt->adding >= MW_CONFIG_MAX_TABLES)
     return mw_err_set(err, -ENOSPC, "[table %s] more than %d tables opened since start: restart "
@@ -493,7 +515,8 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t de
                           void (*cb)(void *, int), void *arg);
 
 static void release_done(mw_daemon_tables_t *dt) {
-  assert(dt->releasing && dt->pending == 0);
+  assert(dt->releasing);
+  assert(dt->pending == 0);
   closing = NULL;
   if (dt->cancelling > 0) { /* openings this removal cancelled: their end first */
     dt->rel_parked = true;
@@ -524,6 +547,8 @@ static void table_closed(mw_table_t *t) {
 }
 
 static void close_tables(mw_daemon_tables_t *dt) {
+  assert(dt->pending == 0); /* every release answered */
+  assert(dt->flushing == 0);
   dt->pending = 1; /* holds until every close is started */
   closing = dt;
   for (size_t i = 0; i < dt->n; i++) {
@@ -555,6 +580,8 @@ static void release_drop(mw_daemon_tables_t *dt) {
  * in its WAL, which the newer owner replays. Not a failure of the stop. */
 static void shard_done(mw_daemon_tables_t *dt, mw_shard_t *s, int status, const char *reason,
                        const char *what) {
+  assert(what != NULL);
+  assert(dt->pending > 0); /* the shard answering still holds its count */
   if (status == -ESTALE && s != NULL) {
     mw_log_notice("shard %s: a newer owner took it before the %s; it replays our WAL",
                   mw_shard_id_str(s), what);
@@ -602,6 +629,8 @@ static void on_retry(uv_timer_t *h);
 /* Start shard s's release, or past the deadline its abort: 0 when asked
  * (its callback will drop the count of `pending` taken here). */
 static int release_one(mw_daemon_tables_t *dt, mw_shard_t *s, bool hurry) {
+  assert(s != NULL);
+  assert(dt->releasing); /* only a release pass asks shards */
   mw_shard_stats_t st;
   mw_shard_stats(s, &st);
   bool rows = st.memtable_rows > 0 || st.frozen > 0;
@@ -671,7 +700,8 @@ static void release_pass(mw_daemon_tables_t *dt) {
 
 static void on_retry(uv_timer_t *h) {
   mw_daemon_tables_t *dt = h->data;
-  assert(dt->retry_armed && dt->pending > 0);
+  assert(dt->retry_armed);
+  assert(dt->pending > 0);
   dt->retry_armed = false;
   release_pass(dt);
   release_drop(dt); /* the armed timer's hold */
@@ -679,8 +709,10 @@ static void on_retry(uv_timer_t *h) {
 
 static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t deadline_ms,
                           void (*cb)(void *, int), void *arg) {
-  assert(!dt->releasing && cb != NULL);
-  assert(dt->flushing == 0 && !dt->retry_armed);
+  assert(!dt->releasing);
+  assert(cb != NULL);
+  assert(dt->flushing == 0);
+  assert(!dt->retry_armed);
   dt->releasing = true;
   dt->rel_cb = cb;
   dt->rel_arg = arg;
@@ -709,7 +741,8 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t de
 
 void mw_daemon_tables_close(mw_daemon_tables_t *dt, uint64_t flush_deadline_ms,
                             void (*cb)(void *arg, int failures), void *arg) {
-  assert(dt->loop != NULL && !dt->stopping);
+  assert(dt->loop != NULL);
+  assert(!dt->stopping);
   dt->stopping = true;
   dt->stop_deadline_ms = flush_deadline_ms;
   if (dt->adding > 0) { /* a reload's openings first: their threads end, on_added goes on */
@@ -721,7 +754,8 @@ void mw_daemon_tables_close(mw_daemon_tables_t *dt, uint64_t flush_deadline_ms,
 }
 
 static void close_start(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg) {
-  assert(dt->stopping && dt->adding == 0);
+  assert(dt->stopping);
+  assert(dt->adding == 0);
   if (dt->releasing) { /* a reload's removal first */
     dt->stop_waiting = true;
     dt->stop_cb = cb;
@@ -735,7 +769,9 @@ static void close_start(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failur
 
 int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, size_t n,
                             void (*cb)(void *arg, int failures), void *arg, mw_err_t *err) {
-  assert(dt != NULL && (names != NULL || n == 0) && cb != NULL);
+  assert(dt != NULL);
+  assert(names != NULL || n == 0);
+  assert(cb != NULL);
   if (dt->stopping) return mw_err_set(err, -ESHUTDOWN, "memwald is stopping");
   if (dt->releasing) return mw_err_set(err, -EBUSY, "tables removed by an earlier reload are still "
                                                      "being released");

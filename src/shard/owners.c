@@ -56,34 +56,15 @@ int mw_owner_encode(const mw_owner_self_t *self, uint64_t epoch, char *out, size
   return n;
 }
 
-/* The string value of "name" (no escapes: we never write any) into out. */
-static int json_str(const char *j, size_t n, const char *name, char *out, size_t cap) {
-  char pat[48];
-  snprintf(pat, sizeof pat, "\"%s\":\"", name);
-  const char *a = memmem(j, n, pat, strlen(pat));
-  if (a == NULL) return -EBADMSG;
-  a += strlen(pat);
-  const char *z = memchr(a, '"', (size_t)(j + n - a));
-  if (z == NULL || (size_t)(z - a) >= cap || memchr(a, '\\', (size_t)(z - a)) != NULL) return -EBADMSG;
-  memcpy(out, a, (size_t)(z - a));
-  out[z - a] = '\0';
-  return 0;
-}
-
+/* lance/owners_json.h's parse, into the cache's record. */
 int mw_owner_parse(const char *json, size_t n, mw_owner_rec_t *out) {
   assert(json != NULL && out != NULL);
-  if (n == 0 || n > MW_OWNER_RECORD_BYTES) return -EBADMSG;
-  int rc = json_str(json, n, "node", out->node, sizeof out->node);
-  if (rc == 0) rc = json_str(json, n, "address", out->address, sizeof out->address);
+  mw_owner_json_t j;
+  int rc = mw_owner_json_parse(json, n, &j, NULL);
   if (rc < 0) return rc;
-  const char *e = memmem(json, n, "\"epoch\":", 8);
-  if (e == NULL) return -EBADMSG;
-  char num[24];
-  size_t k = 0;
-  for (e += 8; e < json + n && k + 1 < sizeof num && *e >= '0' && *e <= '9'; e++) num[k++] = *e;
-  num[k] = '\0';
-  if (k == 0) return -EBADMSG;
-  out->epoch = strtoull(num, NULL, 10);
+  memcpy(out->node, j.node, sizeof out->node);
+  memcpy(out->address, j.address, sizeof out->address);
+  out->epoch = j.epoch;
   out->known = true;
   return 0;
 }
