@@ -15,10 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
-#include <unistd.h>
+
+#include "net/listen.h"
 
 struct mw_admin_req {
   uv_pipe_t pipe;
@@ -45,20 +44,30 @@ struct mw_admin {
   bool stopping, listener_open;
 };
 
-static const struct {
-  const char *name;
-  int min_args, max_args;
-  const char *usage;
-} COMMANDS[] = {
-    {"status", 0, 0, "status"},        {"metrics", 0, 0, "metrics"},
-    {"flush", 0, 2, "flush [TABLE [SHARD]]"}, {"seal", 2, 2, "seal TABLE SHARD"},
-    {"unseal", 2, 2, "unseal TABLE SHARD"}, {"drop", 2, 2, "drop TABLE SHARD"},
-    {"drop-table", 1, 1, "drop-table TABLE"}, {"claim", 2, 2, "claim TABLE SHARD"},
-    {"release", 2, 2, "release TABLE SHARD"}, {"compact", 0, 1, "compact [TABLE]"},
-    /* tests only: refused unless memwald runs with MEMWALD_TEST_FAULTS=1 */
-    {"fault", 2, 4, "fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear"},
+/* The one command table (admin.h), indexed by id. */
+static const mw_admin_command_t COMMANDS[MW_ADMIN_N_COMMANDS] = {
+    [MW_ADMIN_STATUS] = {"status", MW_ADMIN_STATUS, 0, 0, "status"},
+    [MW_ADMIN_METRICS] = {"metrics", MW_ADMIN_METRICS, 0, 0, "metrics"},
+    [MW_ADMIN_FLUSH] = {"flush", MW_ADMIN_FLUSH, 0, 2, "flush [TABLE [SHARD]]"},
+    [MW_ADMIN_SEAL] = {"seal", MW_ADMIN_SEAL, 2, 2, "seal TABLE SHARD"},
+    [MW_ADMIN_UNSEAL] = {"unseal", MW_ADMIN_UNSEAL, 2, 2, "unseal TABLE SHARD"},
+    [MW_ADMIN_DROP] = {"drop", MW_ADMIN_DROP, 2, 2, "drop TABLE SHARD"},
+    [MW_ADMIN_DROP_TABLE] = {"drop-table", MW_ADMIN_DROP_TABLE, 1, 1, "drop-table TABLE"},
+    [MW_ADMIN_CLAIM] = {"claim", MW_ADMIN_CLAIM, 2, 2, "claim TABLE SHARD"},
+    [MW_ADMIN_RELEASE] = {"release", MW_ADMIN_RELEASE, 2, 2, "release TABLE SHARD"},
+    [MW_ADMIN_COMPACT] = {"compact", MW_ADMIN_COMPACT, 0, 1, "compact [TABLE]"},
+    [MW_ADMIN_FAULT] = {"fault", MW_ADMIN_FAULT, 2, 4,
+                        "fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear"},
 };
-#define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+const mw_admin_command_t *mw_admin_command(const char *name) {
+  assert(name != NULL);
+  for (size_t k = 0; k < MW_ADMIN_N_COMMANDS; k++) {
+    assert(COMMANDS[k].id == (mw_admin_cmd_t)k); /* the table is indexed by id */
+    if (strcmp(COMMANDS[k].name, name) == 0) return &COMMANDS[k];
+  }
+  return NULL;
+}
 
 int mw_admin_json_str(mw_buf_t *out, const char *s) {
   assert(out && s);
@@ -183,21 +192,20 @@ static void dispatch(mw_admin_req_t *r) {
     reply_error(r, "empty request; commands: status, metrics, flush, compact, seal, unseal, drop, drop-table, claim, release");
     return;
   }
-  size_t k = 0;
-  while (k < N_COMMANDS && strcmp(COMMANDS[k].name, argv[0]) != 0) k++;
+  const mw_admin_command_t *cmd = mw_admin_command(argv[0]);
   char msg[MW_ADMIN_MAX_REQUEST_BYTES + 128];
-  if (k == N_COMMANDS) {
+  if (cmd == NULL) {
     snprintf(msg, sizeof msg, "unknown command \"%.200s\"; commands: status, metrics, flush, compact, seal, unseal, drop, drop-table, claim, release", argv[0]);
     reply_error(r, msg);
     return;
   }
-  if (argc - 1 < COMMANDS[k].min_args || argc - 1 > COMMANDS[k].max_args) {
-    snprintf(msg, sizeof msg, "usage: %s", COMMANDS[k].usage);
+  if (argc - 1 < cmd->min_args || argc - 1 > cmd->max_args) {
+    snprintf(msg, sizeof msg, "usage: %s", cmd->usage);
     reply_error(r, msg);
     return;
   }
   mw_admin_t *a = r->a;
-  if (strcmp(argv[0], "metrics") == 0) {
+  if (cmd->id == MW_ADMIN_METRICS) {
     mw_buf_t text = MW_BUF_INIT, j = MW_BUF_INIT;
     int rc = a->metrics ? mw_metrics_render(a->metrics, &text) : 0;
     if (rc == 0) rc = mw_buf_append(&text, "", 1);
@@ -284,22 +292,6 @@ static void on_connection(uv_stream_t *l, int status) {
 
 /* ------------------------------------------------------------------ public */
 
-/* Remove a stale socket file; refuse when something still accepts on it. */
-static int clear_stale(const char *path, mw_err_t *err) {
-  struct stat st;
-  if (lstat(path, &st) < 0) return errno == ENOENT ? 0 : mw_err_set(err, -errno, "admin socket %s: %s", path, strerror(errno));
-  if (!S_ISSOCK(st.st_mode)) return mw_err_set(err, -EEXIST, "admin socket %s: exists and is not a socket", path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-  int live = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-  close(fd);
-  if (live) return mw_err_set(err, -EADDRINUSE, "admin socket %s: another process is listening on it", path);
-  unlink(path);
-  return 0;
-}
-
 static void on_listener_closed(uv_handle_t *h) {
   mw_admin_t *a = h->data;
   a->listener_open = false;
@@ -312,8 +304,6 @@ int mw_admin_start(uv_loop_t *loop, const char *path, const mw_admin_engine_t *e
   *out = NULL;
   if (strlen(path) == 0 || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
     return mw_err_set(err, -ENAMETOOLONG, "admin socket %s: empty or too long for a Unix socket", path);
-  int rc = clear_stale(path, err);
-  if (rc < 0) return rc;
   mw_admin_t *a = calloc(1, sizeof *a);
   if (!a || !(a->path = strdup(path))) {
     free(a);
@@ -322,16 +312,9 @@ int mw_admin_start(uv_loop_t *loop, const char *path, const mw_admin_engine_t *e
   a->loop = loop;
   a->eng = *engine;
   a->metrics = metrics;
-  uv_pipe_init(loop, &a->listener, 0);
-  a->listener.data = a;
   a->listener_open = true;
-  rc = uv_pipe_bind(&a->listener, path);
-  bool bound = rc == 0;
-  if (rc == 0 && chmod(path, 0660) < 0) rc = -errno;
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&a->listener, 64, on_connection);
+  int rc = mw_listen_unix(loop, &a->listener, path, 0660, on_connection, a, "admin socket", err);
   if (rc < 0) {
-    if (bound) unlink(path);
-    mw_err_set(err, rc, "admin socket %s: %s", path, uv_strerror(rc));
     a->stopping = true;
     uv_close((uv_handle_t *)&a->listener, on_listener_closed);
     return rc;

@@ -62,11 +62,47 @@ void mw_fe_tables_drop(mw_fe_tables_t *ts, const mw_table_t *t) {
     if (ts->tables[i] == t) ts->dropped[i] = true;
 }
 
-mw_table_t *mw_fe_tables_find(const mw_fe_tables_t *ts, const char *name) {
-  assert(ts && name);
+void mw_fe_tables_drop_at(mw_fe_tables_t *ts, size_t i) {
+  assert(ts != NULL);
+  assert(i < ts->n);
+  ts->dropped[i] = true;
+}
+
+size_t mw_fe_tables_count(const mw_fe_tables_t *ts) {
+  assert(ts != NULL);
+  assert(ts->n <= MW_FE_MAX_TABLES);
+  return ts->n;
+}
+
+const char *mw_fe_tables_name(const mw_fe_tables_t *ts, size_t i) {
+  assert(ts != NULL);
+  assert(i < ts->n);
+  return ts->names[i];
+}
+
+mw_table_t *mw_fe_tables_table(const mw_fe_tables_t *ts, size_t i) {
+  assert(ts != NULL);
+  assert(i < ts->n);
+  return ts->tables[i];
+}
+
+mw_table_t *mw_fe_tables_live(const mw_fe_tables_t *ts, size_t i) {
+  assert(ts != NULL);
+  assert(i < ts->n);
+  return ts->dropped[i] ? NULL : ts->tables[i];
+}
+
+int mw_fe_tables_index(const mw_fe_tables_t *ts, const char *name) {
+  assert(ts != NULL);
+  assert(name != NULL);
   for (size_t i = 0; i < ts->n; i++)
-    if (!ts->dropped[i] && strcmp(ts->names[i], name) == 0) return ts->tables[i];
-  return NULL;
+    if (!ts->dropped[i] && ts->tables[i] != NULL && strcmp(ts->names[i], name) == 0) return (int)i;
+  return -ENOENT;
+}
+
+mw_table_t *mw_fe_tables_find(const mw_fe_tables_t *ts, const char *name) {
+  int i = mw_fe_tables_index(ts, name);
+  return i < 0 ? NULL : ts->tables[i];
 }
 
 /* The server's handle of entry i: i + 1, as a pointer (never NULL). */

@@ -5,7 +5,6 @@
  */
 #include "net/http_metrics.h"
 
-#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -13,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/listen.h"
 #include "net/server.h" /* mw_server_addr_parse */
 
 typedef struct hconn {
@@ -267,11 +267,8 @@ int mw_http_metrics_start(uv_loop_t *loop, const char *listen, mw_metrics_t *met
   h->loop = loop;
   h->metrics = metrics;
   h->tls = tls;
-  uv_tcp_init(loop, &h->listener);
-  h->listener.data = h;
   h->listener_open = true;
-  int rc = uv_tcp_bind(&h->listener, (struct sockaddr *)&sa, sa.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&h->listener, 64, on_connection);
+  int rc = mw_listen_tcp(loop, &h->listener, &sa, MW_LISTEN_SMALL_BACKLOG, on_connection, h);
   if (rc < 0) {
     mw_err_set(err, rc, "metrics_listen %s: %s", listen, uv_strerror(rc));
     h->stopping = true;
@@ -290,9 +287,6 @@ void mw_http_metrics_stop(mw_http_metrics_t *h) {
 }
 
 int mw_http_metrics_port(const mw_http_metrics_t *h) {
-  struct sockaddr_storage sa;
-  int len = sizeof sa;
-  if (uv_tcp_getsockname(&h->listener, (struct sockaddr *)&sa, &len) < 0) return -EINVAL;
-  return ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
-                                        : ((struct sockaddr_in *)&sa)->sin_port);
+  assert(h != NULL);
+  return mw_listen_port(&h->listener);
 }

@@ -41,6 +41,7 @@
 #include "lance/ipc.h"
 #include "net/arrowframe.h"
 #include "net/jsonrow.h"
+#include "net/listen.h"
 #include "net/lineproto.h"
 #include "net/rowjob.h"
 #include "net/workpool.h"
@@ -50,6 +51,8 @@
  * flight stops reading (backpressure), so at most this many chunks of one
  * connection wait for a worker. */
 #define PARSE_JOBS 4
+/* Connections waiting for accept on a producers' listener. */
+#define MW_SERVER_BACKLOG 1024
 /* A lone write's run, at most this many lines and bytes, while no other
  * parse is in flight on the whole server, is parsed on the loop thread at
  * once: its ack would wait for a worker's wake-up and gain nothing (~256
@@ -1652,14 +1655,6 @@ static void opts_defaults(mw_server_opts_t *o) {
   if (!o->max_preauth_bytes) o->max_preauth_bytes = MW_SERVER_DEFAULT_MAX_PREAUTH_BYTES;
 }
 
-/* Whether a bound address is loopback (127.0.0.0/8, ::1). */
-static bool addr_loopback(const struct sockaddr_storage *sa) {
-  if (sa->ss_family == AF_INET)
-    return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-  if (sa->ss_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-  return false;
-}
-
 /* The credentials and the auth_token principal; creds is taken over. */
 static int creds_with_token(const mw_server_t *s, mw_creds_t **creds) {
   if (s->token == NULL) return 0;
@@ -1674,13 +1669,9 @@ static int listen_on(mw_server_t *s, size_t i, const char *addr, mw_err_t *err) 
   struct sockaddr_storage sa;
   int rc = mw_server_addr_parse(addr, &sa, err);
   if (rc < 0) return rc;
-  uv_tcp_t *l = &s->listeners[i];
-  uv_tcp_init(s->loop, l);
-  l->data = s;
-  s->n_listeners++;
-  if (addr_loopback(&sa)) s->listen_auth_in_clear[i] = true;
-  rc = uv_tcp_bind(l, (struct sockaddr *)&sa, sa.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)l, 1024, on_connection);
+  s->n_listeners++; /* initialised below whatever happens: mw_server_stop closes it */
+  if (mw_listen_loopback(&sa)) s->listen_auth_in_clear[i] = true;
+  rc = mw_listen_tcp(s->loop, &s->listeners[i], &sa, MW_SERVER_BACKLOG, on_connection, s);
   if (rc < 0) mw_err_set(err, rc, "listen %s: %s", addr, uv_strerror(rc));
   return rc;
 }
@@ -1854,10 +1845,7 @@ void mw_server_set_creds(mw_server_t *s, mw_creds_t *creds) {
 }
 
 int mw_server_port(const mw_server_t *s, size_t i) {
+  assert(s != NULL);
   if (i >= s->n_listeners) return -EINVAL;
-  struct sockaddr_storage sa;
-  int len = sizeof sa;
-  if (uv_tcp_getsockname(&s->listeners[i], (struct sockaddr *)&sa, &len) < 0) return -EINVAL;
-  return ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
-                                        : ((struct sockaddr_in *)&sa)->sin_port);
+  return mw_listen_port(&s->listeners[i]);
 }
