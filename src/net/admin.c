@@ -70,7 +70,8 @@ const mw_admin_command_t *mw_admin_command(const char *name) {
 }
 
 int mw_admin_json_str(mw_buf_t *out, const char *s) {
-  assert(out && s);
+  assert(out);
+  assert(s);
   int rc = mw_buf_append(out, "\"", 1);
   for (const unsigned char *p = (const unsigned char *)s; *p && rc == 0; p++) {
     char esc[8];
@@ -92,12 +93,15 @@ int mw_admin_json_str(mw_buf_t *out, const char *s) {
 /* ------------------------------------------------------------------ lifetime */
 
 static void admin_maybe_free(mw_admin_t *a) {
+  assert(a->n_reqs <= MW_ADMIN_MAX_CONNECTIONS + 1); /* one over: accepted to be refused */
   if (!a->stopping || a->listener_open || a->n_reqs > 0) return;
   free(a->path);
   free(a);
 }
 
 static void req_maybe_free(mw_admin_req_t *r) {
+  assert(r->handles >= 0);
+  assert(r->handles <= 2); /* pipe and timer */
   if (r->handles > 0 || (r->dispatched && !r->replied)) return;
   mw_buf_free(&r->out);
   free(r);
@@ -105,6 +109,8 @@ static void req_maybe_free(mw_admin_req_t *r) {
 
 static void on_req_closed(uv_handle_t *h) {
   mw_admin_req_t *r = h->data;
+  assert(r->closing); /* only req_close closes its handles */
+  assert(r->handles > 0);
   if (--r->handles == 0) {
     mw_admin_t *a = r->a;
     if (a) {
@@ -131,16 +137,20 @@ static void req_close(mw_admin_req_t *r) {
 static void on_written(uv_write_t *w, int status) {
   (void)status;
   mw_admin_req_t *r = w->data;
+  assert(r->out.len > 0); /* a reply was written */
   req_close(r);
 }
 
 static void send_reply(mw_admin_req_t *r) {
+  assert(!r->closing); /* nothing is written to a closing socket */
+  assert(r->out.len > 0);
   uv_buf_t b = uv_buf_init((char *)r->out.data, (unsigned)r->out.len);
   r->wr.data = r;
   if (uv_write(&r->wr, (uv_stream_t *)&r->pipe, &b, 1, on_written) < 0) req_close(r);
 }
 
 static void reply_error(mw_admin_req_t *r, const char *msg) {
+  assert(msg != NULL);
   mw_buf_reset(&r->out);
   int rc = mw_buf_append(&r->out, "{\"ok\":false,\"error\":", 20);
   if (rc == 0) rc = mw_admin_json_str(&r->out, msg);
@@ -150,7 +160,8 @@ static void reply_error(mw_admin_req_t *r, const char *msg) {
 }
 
 void mw_admin_reply(mw_admin_req_t *r, int status, const char *text) {
-  assert(r && !r->replied);
+  assert(r);
+  assert(!r->replied);
   r->replied = true;
   if (r->closing) { /* client gone or admin stopped */
     req_maybe_free(r);
@@ -172,6 +183,8 @@ void mw_admin_reply(mw_admin_req_t *r, int status, const char *text) {
 /* ------------------------------------------------------------------ commands */
 
 static void dispatch(mw_admin_req_t *r) {
+  assert(!r->dispatched); /* one command per connection */
+  assert(r->len <= MW_ADMIN_MAX_REQUEST_BYTES); /* buf has room for the NUL */
   char *argv[MW_ADMIN_MAX_ARGS + 2];
   int argc = 0;
   char *save = NULL;
@@ -231,6 +244,7 @@ static void dispatch(mw_admin_req_t *r) {
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
   (void)hint;
   mw_admin_req_t *r = h->data;
+  assert(r->len < MW_ADMIN_MAX_REQUEST_BYTES); /* room left: a full buffer is reset or ends */
   *b = uv_buf_init(r->buf + r->len, (unsigned)(MW_ADMIN_MAX_REQUEST_BYTES - r->len));
 }
 
@@ -243,6 +257,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     return;
   }
   if (n > 0) r->len += (size_t)n;
+  assert(r->len <= MW_ADMIN_MAX_REQUEST_BYTES); /* libuv fills at most what on_alloc gave */
   bool line = memchr(r->buf, '\n', r->len) != NULL;
   if (!line && n != UV_EOF) {
     if (r->len == MW_ADMIN_MAX_REQUEST_BYTES) { /* keep reading so the close is clean */
@@ -262,6 +277,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
 
 static void on_timeout(uv_timer_t *t) {
   mw_admin_req_t *r = t->data;
+  assert(r->handles == 2); /* a timer firing is open, and so is its pipe */
   if (!r->dispatched && !r->closing) {
     uv_read_stop((uv_stream_t *)&r->pipe);
     reply_error(r, "no request within 10 s");
@@ -271,6 +287,7 @@ static void on_timeout(uv_timer_t *t) {
 static void on_connection(uv_stream_t *l, int status) {
   mw_admin_t *a = l->data;
   if (status < 0 || a->stopping) return;
+  assert(a->listener_open);
   mw_admin_req_t *r = calloc(1, sizeof *r);
   if (!r) return;
   uv_pipe_init(a->loop, &r->pipe, 0);
@@ -294,13 +311,18 @@ static void on_connection(uv_stream_t *l, int status) {
 
 static void on_listener_closed(uv_handle_t *h) {
   mw_admin_t *a = h->data;
+  assert(a->stopping); /* closed by a stop or a failed start */
+  assert(a->listener_open);
   a->listener_open = false;
   admin_maybe_free(a);
 }
 
 int mw_admin_start(uv_loop_t *loop, const char *path, const mw_admin_engine_t *engine,
                    mw_metrics_t *metrics, mw_admin_t **out, mw_err_t *err) {
-  assert(loop && path && engine && out);
+  assert(loop);
+  assert(path);
+  assert(engine);
+  assert(out);
   *out = NULL;
   if (strlen(path) == 0 || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
     return mw_err_set(err, -ENAMETOOLONG, "admin socket %s: empty or too long for a Unix socket", path);
@@ -324,7 +346,8 @@ int mw_admin_start(uv_loop_t *loop, const char *path, const mw_admin_engine_t *e
 }
 
 void mw_admin_stop(mw_admin_t *a) {
-  assert(a && !a->stopping);
+  assert(a);
+  assert(!a->stopping);
   a->stopping = true;
   unlink(a->path);
   uv_close((uv_handle_t *)&a->listener, on_listener_closed);

@@ -248,6 +248,8 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
 static void start_compactions(op_t *o);
 
 static void op_finish(op_t *o) {
+  assert(o->left == 0); /* every count dropped */
+  assert(o->r != NULL);
   if (o->status == 0 && strcmp(o->cmd, "compact") == 0 && !o->compacting) {
     start_compactions(o); /* the flushes committed: now compact */
     return;
@@ -310,6 +312,7 @@ static void on_shard_done(mw_shard_t *s, int status, const char *reason, void *a
 
 static void on_drop_done(mw_table_t *t, int status, const char *reason, void *arg) {
   op_t *o = arg;
+  assert(o->t == t); /* drop-table names one table */
   if (status == 0) mw_fe_tables_drop(o->a->tables, t); /* committed: gone for clients */
   op_done(o, status, reason);
 }
@@ -321,6 +324,8 @@ static void on_compacted(void *arg, int status, const char *reason) {
 /* compact, second step: every table's compaction, one reply for all. */
 static void start_compactions(op_t *o) {
   mw_fe_admin_t *a = o->a;
+  assert(!o->compacting); /* the second step runs once */
+  assert(o->status == 0);  /* after flushes that all succeeded */
   o->compacting = true;
   o->left = 1;
   o->n = 0;
@@ -567,6 +572,7 @@ static void run_fault(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc
 /* `flush [TABLE [SHARD]]`. */
 static void run_flush(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
                       const char *const *argv) {
+  assert(argc <= 3); /* flush [TABLE [SHARD]] (admin.c) */
   (void)c;
   start_flush(a, o, argc, argv);
   op_done(o, 0, NULL);
@@ -575,6 +581,7 @@ static void run_flush(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc
 /* `compact [TABLE]`: flush every shard, then compact. */
 static void run_compact(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
                         const char *const *argv) {
+  assert(argc <= 2); /* compact [TABLE] (admin.c) */
   (void)c;
   mw_table_housekeeping_t hk = {0};
   if (o->t) mw_table_housekeeping(o->t, &hk);

@@ -162,6 +162,7 @@ static int fail_mismatch(ctx_t *c, const mw_field_t *f, const uint8_t *at) {
 static size_t path_push(ctx_t *c, const char *name, int64_t index) {
   char *p = c->p->path;
   size_t at = strlen(p), cap = sizeof c->p->path;
+  assert(at < cap); /* NUL-terminated: snprintf truncates */
   if (name) snprintf(p + at, cap - at, "%s%s", at ? "." : "", name);
   else snprintf(p + at, cap - at, "[%lld]", (long long)index);
   return at;
@@ -431,6 +432,8 @@ static int scan_literal(ctx_t *c, const char *lit, size_t n) {
 
 /* Skip any JSON value (members the row does not use), depth-limited. */
 static int skip_value(ctx_t *c, uint32_t depth) {
+  assert(depth >= 1);
+  assert(depth <= c->p->opts.max_depth);
   char d[16];
   if (c->pos >= c->e)
     return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected a value, got end of line",
@@ -812,7 +815,8 @@ static __attribute__((noinline)) int put_vector(ctx_t *c, const mw_field_t *f, m
   bool f32 = f->item_type == MW_T_FLOAT32;
   uint8_t *room = mw_column_fsl_room(col, f);
   if (room == NULL) return NOMEM(c);
-  assert(dim >= 1 && dim <= MW_MAX_FSL_DIM);
+  assert(dim >= 1);
+  assert(dim <= MW_MAX_FSL_DIM);
   p = skip_ws(at + 1, e);
   if (p < e && *p == ']') {
     p++;
@@ -878,7 +882,7 @@ static int fail_depth(ctx_t *c) {
 /* After a list's element or a struct's member: ',' (*more = true, the
  * next one's start skipped to) or the closing byte (*more = false, past
  * it); anything else is a parse error naming both. */
-static int next_item(ctx_t *c, uint8_t close, bool *more) {
+static MW_ALWAYS_INLINE int next_item(ctx_t *c, uint8_t close, bool *more) {
   assert(close == ']' || close == '}');
   char d[16];
   c->pos = skip_ws(c->pos, c->e);
@@ -927,7 +931,8 @@ static int put_list(ctx_t *c, const mw_field_t *f, mw_column_t *col, uint32_t de
 /* A member's name and its ':' at c->pos (of the row: a "field", of a
  * struct value: a "member"): the name (decoded when it has escapes) in
  * *key, c->pos at its value. */
-static int member_name(ctx_t *c, const char *what, const uint8_t **key, size_t *key_len) {
+static MW_ALWAYS_INLINE int member_name(ctx_t *c, const char *what, const uint8_t **key,
+                                        size_t *key_len) {
   char d[16];
   const uint8_t *raw;
   size_t raw_len;
@@ -1122,7 +1127,8 @@ static int lookup(const mw_jsonrow_parser_t *p, const uint8_t *k, size_t n, int 
 
 int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
                     const mw_jsonrow_opts_t *opts) {
-  assert(p != NULL && schema != NULL);
+  assert(p != NULL);
+  assert(schema != NULL);
   memset(p, 0, sizeof *p);
   p->schema = schema;
   p->pk = p->tombstone = p->keep = -1;
@@ -1199,7 +1205,6 @@ static int read_key(ctx_t *c, int guess, int *fi, const uint8_t **key, size_t *k
   int rc = member_name(c, "field", key, key_len);
   if (rc < 0) return rc;
   *fi = lookup(c->p, *key, *key_len, guess);
-  assert(*fi < (int)c->p->schema->n_fields);
   return 0;
 }
 
@@ -1264,23 +1269,11 @@ static int parse_row(ctx_t *c) {
                 (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
   c->pos = skip_ws(c->pos + 1, c->e);
   int guess = 0, rc;
-  if (c->pos < c->e && *c->pos == '}') {
-    c->pos++;
-  } else {
-    for (;;) {
-      if ((rc = parse_member(c, &guess)) < 0) return rc;
-      c->pos = skip_ws(c->pos, c->e);
-      if (c->pos < c->e && *c->pos == ',') {
-        c->pos = skip_ws(c->pos + 1, c->e);
-        continue;
-      }
-      if (c->pos < c->e && *c->pos == '}') {
-        c->pos++;
-        break;
-      }
-      return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ',' or '}', got %s",
-                  (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
-    }
+  bool more = !(c->pos < c->e && *c->pos == '}');
+  if (!more) c->pos++;
+  while (more) {
+    if ((rc = parse_member(c, &guess)) < 0) return rc;
+    if ((rc = next_item(c, '}', &more)) < 0) return rc;
   }
   c->pos = skip_ws(c->pos, c->e);
   if (c->pos != c->e)
@@ -1291,7 +1284,9 @@ static int parse_row(ctx_t *c) {
 
 int mw_jsonrow_parse(mw_jsonrow_parser_t *p, const char *line, size_t len, bool is_delete,
                      mw_batch_t *out, mw_jsonrow_error_t *err) {
-  assert(p != NULL && p->schema != NULL && out != NULL);
+  assert(p != NULL);
+  assert(p->schema != NULL);
+  assert(out != NULL);
   assert(out->schema == p->schema || out->schema->n_fields == p->schema->n_fields);
   ctx_t c = {p, (const uint8_t *)line, (const uint8_t *)line + len, (const uint8_t *)line,
              out, err, is_delete};

@@ -44,24 +44,6 @@ int mw_jsonrow_num_strtof(const mw_jsonrow_num_t *n, void *c_locale, mw_buf_t *s
   return 0;
 }
 
-int mw_jsonrow_num_int(const mw_jsonrow_num_t *n, mw_type_t t, uint64_t *bits) {
-  assert(n != NULL);
-  assert(bits != NULL);
-  if (n->frac_exp) return -EDOM;
-  const mw_type_info_t *ti = mw_type_info(t);
-  unsigned bitsw = 8 * ti->width;
-  assert(bitsw >= 8);
-  assert(bitsw <= 64);
-  uint64_t m = n->mant;
-  uint64_t umax = bitsw == 64 ? UINT64_MAX : (UINT64_C(1) << bitsw) - 1;
-  bool ok = !n->ovf;
-  if (ti->order == MW_ORDER_SIGNED) ok = ok && m <= (n->neg ? umax / 2 + 1 : umax / 2);
-  else ok = ok && m <= umax && (!n->neg || m == 0);
-  if (!ok) return -ERANGE;
-  *bits = n->neg ? 0 - m : m; /* two's complement; truncated by the caller */
-  return 0;
-}
-
 bool mw_jsonrow_f64_to_f16(double d, uint16_t *out) {
   assert(out != NULL);
   uint64_t b;

@@ -22,6 +22,8 @@
 #ifndef MW_NET_JSONROW_NUMBER_H
 #define MW_NET_JSONROW_NUMBER_H
 
+#include <assert.h>
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -91,15 +93,33 @@ static MW_ALWAYS_INLINE bool mw_jsonrow_double_to_float_once(double d, float *ou
   return true;
 }
 
+/* An integer of type t (width 1, 2, 4, 8; signed or not) as two's
+ * complement bits in *bits (the caller stores the low `width` bytes).
+ * -EDOM for a fraction or exponent, -ERANGE when it does not fit. Inline:
+ * once per integer value. */
+static MW_ALWAYS_INLINE int mw_jsonrow_num_int(const mw_jsonrow_num_t *n, mw_type_t t, uint64_t *bits) {
+  assert(n != NULL);
+  assert(bits != NULL);
+  if (n->frac_exp) return -EDOM;
+  const mw_type_info_t *ti = mw_type_info(t);
+  unsigned bitsw = 8 * ti->width;
+  assert(bitsw >= 8);
+  assert(bitsw <= 64);
+  uint64_t m = n->mant;
+  uint64_t umax = bitsw == 64 ? UINT64_MAX : (UINT64_C(1) << bitsw) - 1;
+  bool ok = !n->ovf;
+  if (ti->order == MW_ORDER_SIGNED) ok = ok && m <= (n->neg ? umax / 2 + 1 : umax / 2);
+  else ok = ok && m <= umax && (!n->neg || m == 0);
+  if (!ok) return -ERANGE;
+  *bits = n->neg ? 0 - m : m; /* two's complement; truncated by the caller */
+  return 0;
+}
+
 /* The number off the fast paths, through strtod_l/strtof_l in c_locale
  * (a locale_t), its text copied NUL-terminated into scratch. 0, -ERANGE
  * (infinite), -ENOMEM. */
 int mw_jsonrow_num_strtod(const mw_jsonrow_num_t *n, void *c_locale, mw_buf_t *scratch, double *out);
 int mw_jsonrow_num_strtof(const mw_jsonrow_num_t *n, void *c_locale, mw_buf_t *scratch, float *out);
-/* An integer of type t (width 1, 2, 4, 8; signed or not) as two's
- * complement bits in *bits (the caller stores the low `width` bytes).
- * -EDOM for a fraction or exponent, -ERANGE when it does not fit. */
-int mw_jsonrow_num_int(const mw_jsonrow_num_t *n, mw_type_t t, uint64_t *bits);
 /* IEEE binary16 nearest to d (ties to even); false when it overflows. */
 bool mw_jsonrow_f64_to_f16(double d, uint16_t *out);
 /* A JSON-number-like integer filling the string s[0..n) into *num; false
