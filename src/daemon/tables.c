@@ -311,16 +311,17 @@ static void opening_run(void *arg) {
   assert((op->rc == 0) == (op->t != NULL));
 }
 
-/* The loop half: start the loaded table and serve it. The table's index in
- * dt->tables and in dt->fe is the same. */
+/* The loop half: start the loaded table and serve it. dt->fe is the one
+ * registry of tables: its index is the table's index in dt->which,
+ * dt->asked and the owner records. */
 static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) {
   const mw_table_config_t *tc = op->tc;
   if (op->rc < 0) return mw_err_set(err, op->rc, "%s", op->err.msg);
   assert(op->t != NULL);
-  assert(dt->n == dt->fe.n);
   mw_table_t *t = op->t;
   op->t = NULL;
-  if (dt->n >= MW_CONFIG_MAX_TABLES) {
+  size_t n = mw_fe_tables_count(&dt->fe);
+  if (n >= MW_CONFIG_MAX_TABLES) {
     mw_table_unload(t);
     return mw_err_set(err, -ENOSPC, "[table %s] more than %d tables opened since start: restart "
                       "memwald to open more", tc->name, MW_CONFIG_MAX_TABLES);
@@ -333,7 +334,7 @@ static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) 
     return rc;
   }
   if ((rc = mw_table_start(dt->loop, t, &op->o, err)) < 0) return rc; /* t is freed */
-  rc = mw_daemon_owner_hook(&dt->owner, dt->n, tc->name, t);
+  rc = mw_daemon_owner_hook(&dt->owner, n, tc->name, t);
   if (rc < 0) mw_err_set(err, rc, "[table %s] owner records", tc->name);
   if (rc == 0 && (rc = mw_fe_tables_add(&dt->fe, tc->name, t)) < 0)
     mw_err_set(err, rc, "[table %s] cannot register", tc->name);
@@ -341,10 +342,8 @@ static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) 
     if (mw_table_close(t, forget_table) < 0) mw_log_err("table %s: close refused", tc->name);
     return rc;
   }
-  assert((size_t)rc == dt->n);
+  assert((size_t)rc == n);
   mw_testhook_attach(tc->uri, mw_table_storage(t));
-  dt->tables[dt->n++] = t;
-  assert(dt->n == dt->fe.n);
   if (tc->claim == MW_CLAIM_EAGER && (rc = mw_table_claim_owned(t)) < 0)
     return mw_err_set(err, rc, "[table %s] eager claim failed", tc->name);
   /* whatever `claim` says: owned shards with unflushed WAL entries nobody
@@ -474,7 +473,7 @@ int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const m
   assert(tc != NULL);
   assert(cb != NULL);
   if (dt->stopping) return mw_err_set(err, -ESHUTDOWN, "[table %s] memwald is stopping", tc->name);
-  if (dt->n + dt->adding >= MW_CONFIG_MAX_TABLES)
+  if (mw_fe_tables_count(&dt->fe) + dt->adding >= MW_CONFIG_MAX_TABLES)
     return mw_err_set(err, -ENOSPC, "[table %s] more than %d tables opened since start: restart "
                       "memwald to open more", tc->name, MW_CONFIG_MAX_TABLES);
   adding_t *a = malloc(sizeof *a);
@@ -533,7 +532,7 @@ static void release_done(mw_daemon_tables_t *dt) {
   if (dt->stop_waiting) { /* the removal is done: now the stop */
     dt->stop_waiting = false;
     bool all[MW_CONFIG_MAX_TABLES];
-    for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < dt->n && dt->tables[i] != NULL;
+    for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < mw_fe_tables_count(&dt->fe) && mw_fe_tables_table(&dt->fe, i) != NULL;
     release_start(dt, all, dt->stop_deadline_ms, dt->stop_cb, dt->stop_arg);
   }
 }
@@ -551,16 +550,15 @@ static void close_tables(mw_daemon_tables_t *dt) {
   assert(dt->flushing == 0);
   dt->pending = 1; /* holds until every close is started */
   closing = dt;
-  for (size_t i = 0; i < dt->n; i++) {
+  for (size_t i = 0; i < mw_fe_tables_count(&dt->fe); i++) {
     free(dt->asked[i]);
     dt->asked[i] = NULL;
-    mw_table_t *t = dt->tables[i];
+    mw_table_t *t = mw_fe_tables_table(&dt->fe, i);
     if (!dt->which[i] || t == NULL) continue;
-    dt->tables[i] = NULL;
     mw_fe_tables_remove(&dt->fe, i);
     dt->pending++;
     if (mw_table_close(t, table_closed) < 0) {
-      mw_log_err("table %s: close refused", dt->fe.names[i]);
+      mw_log_err("table %s: close refused", mw_fe_tables_name(&dt->fe, i));
       dt->failures++;
       dt->pending--;
     }
@@ -652,8 +650,8 @@ static void release_pass(mw_daemon_tables_t *dt) {
   uint64_t now = uv_now(dt->loop);
   bool hurry = dt->flush_deadline_ms != 0 && now >= dt->flush_deadline_ms;
   size_t waiting = 0, queued = 0;
-  for (size_t i = 0; i < dt->n; i++) {
-    mw_table_t *t = dt->tables[i];
+  for (size_t i = 0; i < mw_fe_tables_count(&dt->fe); i++) {
+    mw_table_t *t = mw_fe_tables_table(&dt->fe, i);
     if (!dt->which[i] || t == NULL) continue;
     size_t n_shards = mw_table_shard_count(t);
     for (size_t k = 0; k < n_shards && dt->asked[i]; k++) {
@@ -720,18 +718,19 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t de
   dt->flush_deadline_ms = deadline_ms;
   dt->unflushed = 0;
   dt->pending = 1;
-  for (size_t i = 0; i < dt->n; i++) {
-    dt->which[i] = which[i] && dt->tables[i] != NULL;
+  for (size_t i = 0; i < mw_fe_tables_count(&dt->fe); i++) {
+    mw_table_t *t = mw_fe_tables_table(&dt->fe, i);
+    dt->which[i] = which[i] && t != NULL;
     if (!dt->which[i]) continue;
-    size_t n_shards = mw_table_shard_count(dt->tables[i]);
+    size_t n_shards = mw_table_shard_count(t);
     for (size_t k = 0; k < n_shards; k++) { /* waiting for a slot, they start no flush of their own */
       mw_table_shard_info_t ts;
-      mw_table_shard_at(dt->tables[i], k, &ts);
+      mw_table_shard_at(t, k, &ts);
       mw_shard_hold_age_flush(ts.shard);
     }
-    dt->asked[i] = calloc(mw_table_shard_count(dt->tables[i]) + 1, sizeof *dt->asked[i]);
+    dt->asked[i] = calloc(n_shards + 1, sizeof *dt->asked[i]);
     if (!dt->asked[i]) { /* its shards stay unreleased; their rows stay in the WAL */
-      mw_log_err("table %s: out of memory, its shards are not released", dt->fe.names[i]);
+      mw_log_err("table %s: out of memory, its shards are not released", mw_fe_tables_name(&dt->fe, i));
       dt->failures++;
     }
   }
@@ -763,7 +762,7 @@ static void close_start(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failur
     return;
   }
   bool all[MW_CONFIG_MAX_TABLES];
-  for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < dt->n && dt->tables[i] != NULL;
+  for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < mw_fe_tables_count(&dt->fe) && mw_fe_tables_table(&dt->fe, i) != NULL;
   release_start(dt, all, dt->stop_deadline_ms, cb, arg);
 }
 
@@ -779,10 +778,8 @@ int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, si
   adding_t *cancel[MW_CONFIG_MAX_TABLES];
   size_t nc = 0;
   for (size_t k = 0; k < n; k++) {
-    size_t i = 0;
-    while (i < dt->n && (dt->tables[i] == NULL || dt->fe.dropped[i] || strcmp(dt->fe.names[i], names[k]) != 0))
-      i++;
-    if (i < dt->n) {
+    int i = mw_fe_tables_index(&dt->fe, names[k]);
+    if (i >= 0) {
       which[i] = true;
       continue;
     }
@@ -792,8 +789,8 @@ int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, si
     assert(nc < MW_CONFIG_MAX_TABLES);
     cancel[nc++] = a; /* still opening: cancelled below, once every name is known */
   }
-  for (size_t i = 0; i < dt->n; i++)
-    if (which[i]) dt->fe.dropped[i] = true; /* gone for clients from now: writes in flight finish */
+  for (size_t i = 0; i < mw_fe_tables_count(&dt->fe); i++)
+    if (which[i]) mw_fe_tables_drop_at(&dt->fe, i); /* gone for clients from now: writes in flight finish */
   for (size_t k = 0; k < nc; k++) {
     mw_log_notice("table %s: removed while opening; the open is thrown away when it ends",
                   cancel[k]->op.tc->name);
