@@ -1,6 +1,6 @@
 /*
  * fuzz_sindex.c — libFuzzer target for the per-SSTable BTree index decoder
- * (src/lance/sindex.c's mw_sindex_check over datafile.c's reader) and its
+ * (src/lance/sindex.c's mw_sindex_check over the data-file reader) and its
  * builder.
  * Input kinds, by their first 4 bytes:
  *   "BLDI" then int64 LE values, a value whose low byte is 0x80 a null:

@@ -334,14 +334,6 @@ static j_t *column_rows_j(const mw_field_t *f, const mw_column_t *c, int64_t cap
   return a;
 }
 
-static void column_free(mw_column_t *c) {
-  mw_buf_free(&c->validity);
-  mw_buf_free(&c->values);
-  mw_buf_free(&c->offsets);
-  mw_buf_free(&c->item_validity);
-  memset(c, 0, sizeof *c);
-}
-
 /* ----------------------------------------------------------- WAL entry */
 
 static int show_wal(const char *key, const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out,
@@ -1103,7 +1095,7 @@ static int v1_values_j(mw_v1_file_t *f, const mw_show_opts_t *o, j_t *vals, mw_e
     }
     rc = mw_v1_read_column(f, false, fl, &mf, &c, err);
     if (rc == 0) j_set(vals, fl->name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
-    column_free(&c);
+    mw_column_free(&c);
   }
   return rc;
 }
@@ -1128,7 +1120,7 @@ static int v1_stats_j(mw_v1_file_t *f, const mw_show_opts_t *o, j_t *st, mw_err_
     snprintf(name, sizeof name, "%s.%s", parent, fl->name);
     rc = mw_v1_read_column(f, true, fl, &mf, &c, err);
     if (rc == 0) j_set(sv, name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
-    column_free(&c);
+    mw_column_free(&c);
   }
   return rc;
 }

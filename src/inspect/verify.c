@@ -121,14 +121,6 @@ static int fetch(vctx_t *v, const char *key, mw_buf_t *out, const char *what) {
   return rc;
 }
 
-static void column_free(mw_column_t *c) {
-  mw_buf_free(&c->validity);
-  mw_buf_free(&c->values);
-  mw_buf_free(&c->offsets);
-  mw_buf_free(&c->item_validity);
-  memset(c, 0, sizeof *c);
-}
-
 /* ------------------------------------------------------------ data files */
 
 typedef struct dfile {
@@ -221,7 +213,7 @@ static int check_datafile(vctx_t *v, const char *key, uint64_t rows, uint64_t si
       if (mw_v1_field_type(&f.manifest.fields[i], &mf, NULL) == 0 &&
           mw_v1_read_column(&f, false, &f.manifest.fields[i], &mf, &c, &err) < 0)
         rc = -EBADMSG;
-      column_free(&c);
+      mw_column_free(&c);
     }
     if (rc < 0) problem(v, key, "legacy v1 data file does not decode: %s", err.msg);
     mw_v1_close(&f);

@@ -956,7 +956,7 @@ static int append_row(mw_column_t *dst, const mw_column_t *src, const mw_field_t
 }
 
 /* Reference path: one row at a time. Nested, bool and FSL columns take it;
- * the bulk path below must give the same rows (tests/formats/test_batch.c). */
+ * the bulk path below must give the same rows (tests/lance/test_batch.c). */
 static int append_rows(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                        int64_t start, int64_t count) {
   for (int64_t r = start; r < start + count; r++) {

@@ -272,7 +272,7 @@ int mw_column_append_bytes(mw_column_t *c, const void *p, size_t n);
 int mw_column_list_end(mw_column_t *c);
 /* STRUCT: close a valid row whose children each got one value. */
 int mw_column_struct_end(mw_column_t *c);
-/* For decoders assembling nested columns level by level (datafile.c): a
+/* For decoders assembling nested columns level by level (datafile_read_nested.c): a
  * LIST or STRUCT row whose children the caller fills. A LIST row starts
  * empty at its child's end, and mw_column_list_grow() moves its end to the
  * child's length after items were appended; a STRUCT row's children must

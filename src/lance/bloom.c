@@ -23,7 +23,7 @@
  * newer Lance's compute_pk_hash feeds), while Lance 12's bloom for them holds
  * one constant hash (mw_pk_bloom_constant). Each key type rebuilds a
  * bloom_filter.bin written by Lance byte for byte
- * (tests/formats/data/bloom_types, tools/gen-bloom-fixtures.mjs). Every other type (uint32, uint64, bool, the
+ * (tests/lance/data/bloom_types, tools/gen-bloom-fixtures.mjs). Every other type (uint32, uint64, bool, the
  * narrow, half-float, temporal and fixed-size types) is refused (-ENOTSUP):
  * Lance refuses them as keys or cannot flush them, so no bloom we wrote for
  * them could agree with its probes.
@@ -159,7 +159,7 @@ static inline uint64_t sip_short(bool has_word, uint64_t word, uint64_t tail, ui
 
 /* The key types of types.c (`pk`); large strings and binaries hash as
  * their 32-bit-offset twins (str / [u8] Hash), verified against Lance's
- * blooms in tests/formats/data/bloom_types. */
+ * blooms in tests/lance/data/bloom_types. */
 static bool pk_type_ok(mw_type_t t) {
   switch (t) {
     case MW_T_INT32: case MW_T_INT64: case MW_T_UTF8: case MW_T_BINARY:

@@ -2,7 +2,7 @@
  * pk_index.c — `_pk_index/page_data.lance` + `page_lookup.lance` (§7.1).
  *
  * Design: gather (key, row) pairs, sort them by key then row, and write both
- * files with the data-file writer (datafile.c). Lance's own flusher writes
+ * files with the data-file writer (datafile_write*.c). Lance's own flusher writes
  * these as 2.0 files, but 2.2 index files read back correctly too [E✓ pk22 in
  * lance-files.md §7.1], and writing 2.2 keeps one tested writer and one
  * layout for everything memwald emits; the reader handles both.

@@ -375,7 +375,7 @@ fail:
 /* ------------------------------------------------------------- primary key */
 
 /* The key types Lance 12 accepts (types.c `pk`; setUnenforcedPrimaryKey's
- * refusals are in tests/formats/data/bloom_types/). */
+ * refusals are in tests/lance/data/bloom_types/). */
 static bool pk_type_ok(mw_type_t t) { return mw_type_info(t)->pk; }
 
 /* Column name at the current token -> field index. */

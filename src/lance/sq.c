@@ -2,7 +2,7 @@
  * sq.c — the 8-bit scalar quantizer (sq.h). Truncation, not rounding: Rust's
  * `as u8` on the scaled f64, which saturates (negative and NaN -> 0, past
  * 255 -> 255); checked byte for byte against auxiliary.idx files LanceDB
- * 0.39.0 wrote (tests/formats/data/vindex).
+ * 0.39.0 wrote (tests/lance/data/vindex).
  */
 #include "lance/sq.h"
 

@@ -108,7 +108,7 @@ static uint64_t pk_payload(const mw_batch_t *b) {
 
 int mw_sstable_check_schema(const mw_schema_t *schema, mw_err_t *err) {
   assert(schema != NULL);
-  /* every type of types.h has a data-file encoding (datafile.c); what is
+  /* every type of types.h has a data-file encoding (datafile_write*.c); what is
    * left to check is each field's parameters */
   for (size_t i = 0; i < schema->n_fields; i++) {
     char why[160];

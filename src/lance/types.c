@@ -6,7 +6,7 @@
  * takes "Int32, Int64, Utf8, LargeUtf8, Binary, LargeBinary,
  * FixedSizeBinary" (its error text), but its flush then refuses a
  * FixedSizeBinary key ("unsupported type FixedSizeBinary(16) for hashing",
- * tests/formats/data/bloom_types/fixed_size_binary.rejected), so that one is
+ * tests/lance/data/bloom_types/fixed_size_binary.rejected), so that one is
  * not a key here;
  * `bucket`/`identity` are the types whose Iceberg hash and identity bytes
  * route.c implements and tests against LanceDB; the narrow and temporal

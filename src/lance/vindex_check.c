@@ -2,7 +2,7 @@
  * vindex_check.c — read and check a pair of per-SSTable vector index files
  * (mw_vindex_check in vindex_file.h), ours or LanceDB's.
  *
- * Design: both files are decoded whole by the data-file reader (datafile.c,
+ * Design: both files are decoded whole by the data-file reader (datafile_read*.c,
  * FullZip lists included); the schema metadata values are small JSON texts
  * of a fixed shape, read by key with a few bounded scanners rather than a
  * JSON parser; the IVF global buffer by a protobuf wire walk. The graph is

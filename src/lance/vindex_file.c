@@ -2,7 +2,7 @@
  * vindex_file.c — build index.idx and auxiliary.idx (vindex_file.h).
  *
  * The files are laid out as LanceDB 0.39.0 lays them out (measured on
- * tests/formats/data/vindex, tools/gen-vindex-fixtures.mjs): global buffer 1
+ * tests/lance/data/vindex, tools/gen-vindex-fixtures.mjs): global buffer 1
  * (the IVF protobuf) at offset 0, then each column's one page, then the
  * FileDescriptor (global buffer 0), column metadata, the CMO and GBO tables
  * and the 40-byte footer; every buffer but the descriptor starts on a
@@ -21,7 +21,7 @@
  *   12 01 00 | 1a <n> varint(R) | 22 <n> { 08 02 | 12 <n> 01 varint(D) |
  *   1a <n> <4D zero bytes> }
  * This file builds both files with its own small Lance-file assembler (the
- * column shapes are fixed, and datafile.c's writer has no FullZip list).
+ * column shapes are fixed, and the data-file writer has no FullZip list).
  */
 #include "lance/vindex_file.h"
 
