@@ -74,37 +74,30 @@ static inline float lanes_sum(const lanes_t *acc) {
   return s;
 }
 
-static inline float dot(const float *a, const float *b, uint32_t dim) {
+/* One pass for both sums: sq = false gives a·b, sq = true gives |a − b|².
+ * Always called with a constant sq, so each caller's copy keeps one loop. */
+static inline float lanes_reduce(const float *a, const float *b, uint32_t dim, bool sq) {
   lanes_t acc = {0};
   uint32_t i = 0;
   for (; i + LANES <= dim; i += LANES) {
     lanes_t x, y;
     lanes_load(&x, a + i);
     lanes_load(&y, b + i);
+    if (sq) x -= y, y = x;
     acc += x * y;
   }
   float s = lanes_sum(&acc);
-  for (; i < dim; i++) s += a[i] * b[i];
+  for (; i < dim; i++) {
+    float x = a[i], y = b[i];
+    if (sq) x -= y, y = x;
+    s += x * y;
+  }
   return s;
 }
 
-static inline float l2(const float *a, const float *b, uint32_t dim) {
-  lanes_t acc = {0};
-  uint32_t i = 0;
-  for (; i + LANES <= dim; i += LANES) {
-    lanes_t x, y;
-    lanes_load(&x, a + i);
-    lanes_load(&y, b + i);
-    lanes_t d = x - y;
-    acc += d * d;
-  }
-  float s = lanes_sum(&acc);
-  for (; i < dim; i++) {
-    float d = a[i] - b[i];
-    s += d * d;
-  }
-  return s;
-}
+static inline float dot(const float *a, const float *b, uint32_t dim) { return lanes_reduce(a, b, dim, false); }
+
+static inline float l2(const float *a, const float *b, uint32_t dim) { return lanes_reduce(a, b, dim, true); }
 
 /* Where the CPU has AVX2 the eight lanes run in one register: the distance
  * entry points are cloned and glibc's ifunc picks the clone at load time
