@@ -72,7 +72,8 @@ void mw_field_free(mw_field_t *f) {
 }
 
 int mw_field_add_child(mw_field_t *parent, const char *name, mw_type_t type, bool nullable) {
-  assert(parent != NULL && name != NULL);
+  assert(parent != NULL);
+  assert(name != NULL);
   mw_layout_t l = mw_field_layout(parent);
   if (l != MW_LAYOUT_LIST && l != MW_LAYOUT_STRUCT) return -EINVAL;
   if ((l == MW_LAYOUT_LIST && parent->n_children >= 1) ||
@@ -170,7 +171,9 @@ static int field_check(const mw_field_t *f, int depth, char *why, size_t why_len
 }
 
 int mw_field_check(const mw_field_t *f, char *why, size_t why_len) {
-  assert(f != NULL && why != NULL && why_len > 0);
+  assert(f != NULL);
+  assert(why != NULL);
+  assert(why_len > 0);
   why[0] = 0;
   return field_check(f, 0, why, why_len);
 }
@@ -203,7 +206,8 @@ static bool type_equal(const mw_field_t *a, const mw_field_t *b, bool strict) {
 }
 
 bool mw_field_type_equal(const mw_field_t *a, const mw_field_t *b) {
-  assert(a != NULL && b != NULL);
+  assert(a != NULL);
+  assert(b != NULL);
   return type_equal(a, b, false);
 }
 
@@ -250,7 +254,9 @@ static void type_text(const mw_field_t *f, char *out, size_t len, size_t *at) {
 }
 
 const char *mw_field_type_text(const mw_field_t *f, char *out, size_t out_len) {
-  assert(f != NULL && out != NULL && out_len >= 8);
+  assert(f != NULL);
+  assert(out != NULL);
+  assert(out_len >= 8);
   size_t at = 0;
   out[0] = 0;
   type_text(f, out, out_len, &at);
@@ -262,7 +268,8 @@ const char *mw_field_type_text(const mw_field_t *f, char *out, size_t out_len) {
 /* ---------------------------------------------------------------- metadata */
 
 int mw_kvs_set(mw_kvs_t *kvs, const char *key, const void *value, size_t value_len) {
-  assert(kvs != NULL && key != NULL);
+  assert(kvs != NULL);
+  assert(key != NULL);
   uint8_t *v = malloc(value_len + 1);
   if (v == NULL) return -ENOMEM;
   if (value_len > 0) memcpy(v, value, value_len);
@@ -339,7 +346,8 @@ void mw_schema_free(mw_schema_t *s) {
 }
 
 int mw_schema_add(mw_schema_t *s, const char *name, mw_type_t type, bool nullable) {
-  assert(s != NULL && name != NULL);
+  assert(s != NULL);
+  assert(name != NULL);
   if (s->n_fields >= MW_MAX_FIELDS) return -EFBIG;
   mw_field_t *fields = realloc(s->fields, (s->n_fields + 1) * sizeof *fields);
   if (fields == NULL) return -ENOMEM;
@@ -386,7 +394,8 @@ bool mw_schema_equal(const mw_schema_t *a, const mw_schema_t *b) {
 /* ----------------------------------------------------------------- columns */
 
 int mw_column_init(mw_column_t *c, const mw_field_t *f) {
-  assert(c != NULL && f != NULL);
+  assert(c != NULL);
+  assert(f != NULL);
   memset(c, 0, sizeof *c);
   mw_layout_t l = mw_field_layout(f);
   if ((l == MW_LAYOUT_VAR || l == MW_LAYOUT_LIST) && mw_buf_fill(&c->offsets, 0, 4) < 0)
@@ -438,7 +447,8 @@ uint64_t mw_column_mem_bytes(const mw_column_t *c) {
 /* ----------------------------------------------------------------- batches */
 
 int mw_batch_init(mw_batch_t *b, const mw_schema_t *schema) {
-  assert(b != NULL && schema != NULL);
+  assert(b != NULL);
+  assert(schema != NULL);
   b->schema = schema;
   b->n_rows = 0;
   b->backing = NULL;
@@ -558,7 +568,8 @@ static int column_reserve_total(mw_column_t *dst, const mw_column_t *const *srcs
 }
 
 int mw_batch_concat(mw_batch_t *dst, const mw_batch_t *srcs, size_t n) {
-  assert(dst != NULL && (srcs != NULL || n == 0));
+  assert(dst != NULL);
+  assert(srcs != NULL || n == 0);
   const int64_t before = dst->n_rows;
   mw_buf_reset(&dst->wal_ipc);
   dst->wal_ipc_head = 0;
@@ -640,7 +651,8 @@ static int column_validate(const mw_column_t *c, const mw_field_t *f) {
 }
 
 int mw_column_validate(const mw_column_t *c, const mw_field_t *f) {
-  assert(c != NULL && f != NULL);
+  assert(c != NULL);
+  assert(f != NULL);
   return column_validate(c, f);
 }
 
@@ -660,13 +672,15 @@ int mw_batch_validate(const mw_batch_t *b) {
 static int64_t list_row_of(const mw_column_t *c, int64_t k) {
   const int32_t *off = (const int32_t *)(const void *)c->offsets.data;
   int64_t lo = 0, hi = c->length; /* invariant: off[lo] <= k < off[hi] */
-  assert(off[0] <= k && k < off[c->length]);
+  assert(off[0] <= k);
+  assert(k < off[c->length]);
   while (hi - lo > 1) {
     int64_t mid = lo + (hi - lo) / 2;
     if (off[mid] <= k) lo = mid;
     else hi = mid;
   }
-  assert(off[lo] <= k && k < off[lo + 1]);
+  assert(off[lo] <= k);
+  assert(k < off[lo + 1]);
   return lo;
 }
 
@@ -703,13 +717,17 @@ static bool utf8_find(const mw_column_t *c, const mw_field_t *f, int depth, int6
 
 bool mw_column_utf8_find(const mw_column_t *c, const mw_field_t *f, const char *name,
                          int64_t *row, char *path, size_t path_len) {
-  assert(c != NULL && f != NULL && name != NULL);
-  assert(path != NULL && path_len > 0);
+  assert(c != NULL);
+  assert(f != NULL);
+  assert(name != NULL);
+  assert(path != NULL);
+  assert(path_len > 0);
   size_t at = 0;
   path[0] = '\0';
   put(path, path_len, &at, "%s", name);
   bool found = utf8_find(c, f, 0, row, path, path_len, at);
-  assert(!found || (*row >= 0 && *row < c->length));
+  assert(!found || *row >= 0);
+  assert(!found || *row < c->length);
   return found;
 }
 
@@ -828,7 +846,8 @@ void *mw_column_fsl_room(mw_column_t *c, const mw_field_t *f) {
 int mw_column_fsl_commit(mw_column_t *c, const mw_field_t *f) {
   assert(f->type == MW_T_FSL);
   size_t w = mw_type_width(f);
-  assert(!mw_buf_is_view(&c->values) && c->values.cap - c->values.len >= w);
+  assert(!mw_buf_is_view(&c->values));
+  assert(c->values.cap - c->values.len >= w);
   if (items_push(c, f->fsl_dim, true) < 0) return -ENOMEM;
   if (column_push_validity(c, true) < 0) return -ENOMEM;
   c->values.len += w;
@@ -881,7 +900,8 @@ int mw_column_append_parent(mw_column_t *c, bool valid) {
 }
 
 void mw_column_list_grow(mw_column_t *c) {
-  assert(c->n_children == 1 && c->offsets.len == (size_t)(c->length + 1) * 4);
+  assert(c->n_children == 1);
+  assert(c->offsets.len == (size_t)(c->length + 1) * 4);
   assert(c->children[0].length <= INT32_MAX);
   int32_t end = (int32_t)c->children[0].length;
   memcpy(c->offsets.data + 4 * c->length, &end, 4);
@@ -972,7 +992,8 @@ static int64_t bits_zeros(const uint8_t *bits, int64_t from, int64_t to) {
   for (; i < to && i % 8; i++) zeros += !mw_bit_get(bits, i);
   for (; i + 8 <= to; i += 8) zeros += 8 - __builtin_popcount(bits[i / 8]);
   for (; i < to; i++) zeros += !mw_bit_get(bits, i);
-  assert(zeros >= 0 && zeros <= to - from);
+  assert(zeros >= 0);
+  assert(zeros <= to - from);
   return zeros;
 }
 
@@ -1035,7 +1056,8 @@ static int append_fixed_range(mw_column_t *dst, const mw_column_t *src, const mw
 static int append_var_range(mw_column_t *dst, const mw_column_t *src, int64_t start, int64_t count) {
   const int32_t *so = (const int32_t *)(const void *)src->offsets.data;
   int64_t a = so[start], b = so[start + count];
-  assert(a >= 0 && b >= a);
+  assert(a >= 0);
+  assert(b >= a);
   assert(b <= (int64_t)src->values.len);
   if ((size_t)(b - a) > (size_t)INT32_MAX - dst->values.len) return -EFBIG;
   assert(dst->offsets.len == (size_t)(dst->length + 1) * 4);
@@ -1057,8 +1079,11 @@ static int append_var_range(mw_column_t *dst, const mw_column_t *src, int64_t st
 
 int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                            int64_t start, int64_t count) {
-  assert(start >= 0 && count >= 0 && start + count <= src->length);
-  assert(dst->n_children == f->n_children && src->n_children == f->n_children);
+  assert(start >= 0);
+  assert(count >= 0);
+  assert(start + count <= src->length);
+  assert(dst->n_children == f->n_children);
+  assert(src->n_children == f->n_children);
   if (count == 0) return 0;
   /* the bitmaps' tail rule (bits past the end are zero) and a materialised
    * bitmap's exact length let the bulk copy extend them in place */
@@ -1082,8 +1107,11 @@ int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_fi
 
 int mw_column_append_range_rows(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                                 int64_t start, int64_t count) {
-  assert(start >= 0 && count >= 0 && start + count <= src->length);
-  assert(dst->n_children == f->n_children && src->n_children == f->n_children);
+  assert(start >= 0);
+  assert(count >= 0);
+  assert(start + count <= src->length);
+  assert(dst->n_children == f->n_children);
+  assert(src->n_children == f->n_children);
   return append_rows(dst, src, f, start, count);
 }
 
@@ -1100,7 +1128,8 @@ static int64_t bitmap_truncate(mw_buf_t *bm, int64_t from, int64_t to, int64_t t
 }
 
 void mw_column_truncate(mw_column_t *c, const mw_field_t *f, int64_t length) {
-  assert(length >= 0 && length <= c->length);
+  assert(length >= 0);
+  assert(length <= c->length);
   int64_t old = c->length;
   mw_layout_t l = mw_field_layout(f);
   /* children may run ahead of their parent, at any depth (a row failed half
@@ -1143,7 +1172,8 @@ void mw_column_truncate(mw_column_t *c, const mw_field_t *f, int64_t length) {
    * the first null arrived */
   if (c->null_count == 0) c->validity.len = 0;
   if (c->item_null_count == 0) c->item_validity.len = 0;
-  assert(c->null_count >= 0 && c->item_null_count >= 0);
+  assert(c->null_count >= 0);
+  assert(c->item_null_count >= 0);
 }
 
 /* ------------------------------------------------------------ accounting */
@@ -1182,7 +1212,8 @@ static int64_t column_lance_bytes(const mw_field_t *f, const mw_column_t *c, boo
 }
 
 int64_t mw_batch_lance_bytes(const mw_batch_t *b) {
-  assert(b != NULL && b->schema != NULL);
+  assert(b != NULL);
+  assert(b->schema != NULL);
   int64_t n = MW_BATCH_LANCE_OVERHEAD_BYTES;
   for (size_t i = 0; i < b->schema->n_fields; i++) n += column_lance_bytes(&b->schema->fields[i], &b->cols[i], false);
   assert(n >= MW_BATCH_LANCE_OVERHEAD_BYTES);

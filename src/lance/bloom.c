@@ -86,7 +86,8 @@ static inline void sip_compress(mw_sip13_t *s, uint64_t m) {
 
 void mw_sip13_write(mw_sip13_t *s, const void *p, size_t n) {
   const uint8_t *q = p;
-  assert(s != NULL && s->ntail < 8);
+  assert(s != NULL);
+  assert(s->ntail < 8);
   assert(p != NULL || n == 0);
   s->total += n;
   if (s->ntail) {
@@ -114,7 +115,8 @@ static inline void sip_write_u8(mw_sip13_t *s, uint8_t v) {
 }
 
 uint64_t mw_sip13_finish(const mw_sip13_t *s) {
-  assert(s != NULL && s->ntail < 8);
+  assert(s != NULL);
+  assert(s->ntail < 8);
   uint64_t v0 = s->v0, v1 = s->v1, v2 = s->v2, v3 = s->v3;
   uint64_t b = (s->total & 0xff) << 56 | s->tail;
   v3 ^= b;
@@ -239,7 +241,8 @@ static int check_column(const mw_field_t *f, const mw_column_t *c, int64_t n_row
 
 int mw_pk_hash_columns(const mw_field_t *const *fields, const mw_column_t *const *cols,
                        size_t n_cols, int64_t n_rows, uint64_t *out, mw_err_t *err) {
-  assert(fields != NULL && cols != NULL);
+  assert(fields != NULL);
+  assert(cols != NULL);
   assert(out != NULL || n_rows == 0);
   if (n_cols == 0 || n_cols > MW_MAX_FIELDS || n_rows < 0)
     return mw_err_set(err, -EINVAL, "pk hash: %zu columns, %lld rows", n_cols, (long long)n_rows);
@@ -268,7 +271,8 @@ int mw_pk_hash_columns(const mw_field_t *const *fields, const mw_column_t *const
 }
 
 bool mw_pk_bloom_constant(const mw_field_t *f, uint64_t *hash) {
-  assert(f != NULL && hash != NULL);
+  assert(f != NULL);
+  assert(hash != NULL);
   if (f->type != MW_T_LARGE_UTF8 && f->type != MW_T_LARGE_BINARY) return false;
   static const uint8_t not_null = 0;
   *hash = mw_siphash13(0, 0, &not_null, 1);
@@ -276,7 +280,8 @@ bool mw_pk_bloom_constant(const mw_field_t *f, uint64_t *hash) {
 }
 
 int mw_pk_hash_batch(const mw_batch_t *b, uint64_t *out, mw_err_t *err) {
-  assert(b != NULL && b->schema != NULL);
+  assert(b != NULL);
+  assert(b->schema != NULL);
   const mw_schema_t *sc = b->schema;
   const mw_field_t *fields[MW_MAX_FIELDS];
   const mw_column_t *cols[MW_MAX_FIELDS];
@@ -311,7 +316,8 @@ int mw_pk_hash_batch(const mw_batch_t *b, uint64_t *out, mw_err_t *err) {
  * partition lists its rows in ascending order; idx NULL means rows 0..n-1. */
 static void dedup_part(const uint64_t *h, const uint32_t *idx, size_t n, uint64_t *slots,
                        size_t cap, int shift, uint64_t *del) {
-  assert(cap >= 2 * n && (cap & (cap - 1)) == 0);
+  assert(cap >= 2 * n);
+  assert((cap & (cap - 1)) == 0);
   memset(slots, 0, cap * sizeof *slots);
   size_t mask = cap - 1;
   bool seen_zero = false;
@@ -343,7 +349,8 @@ static void *carve(uint8_t **cur, size_t bytes) {
 
 int64_t mw_dedup_run(mw_dedup_t *d, const uint64_t *hashes, int64_t n, uint32_t *out_offsets) {
   assert(d != NULL);
-  assert((hashes != NULL && out_offsets != NULL) || n == 0);
+  assert(hashes != NULL || n == 0);
+  assert(out_offsets != NULL || n == 0);
   if (n < 0 || n > MW_DEDUP_MAX_ROWS) return -EINVAL;
   if (n < 2) return 0;
   size_t rows = (size_t)n;
@@ -451,7 +458,8 @@ size_t mw_bloom_bytes_for(uint64_t ndv, double fpp) {
   if (bytes < MW_BLOOM_MIN_BYTES) bytes = MW_BLOOM_MIN_BYTES;
   size_t p = MW_BLOOM_MIN_BYTES;
   while (p < bytes) p <<= 1;
-  assert(p >= MW_BLOOM_MIN_BYTES && p <= MW_BLOOM_MAX_BYTES);
+  assert(p >= MW_BLOOM_MIN_BYTES);
+  assert(p <= MW_BLOOM_MAX_BYTES);
   return p;
 }
 
@@ -485,7 +493,8 @@ static inline uint32_t *block_of(const mw_bloom_t *bf, uint64_t h) {
 }
 
 void mw_bloom_insert(mw_bloom_t *bf, uint64_t hash) {
-  assert(bf != NULL && bf->n_blocks > 0);
+  assert(bf != NULL);
+  assert(bf->n_blocks > 0);
   uint32_t *w = block_of(bf, hash);
   uint32_t x = (uint32_t)hash;
   for (int i = 0; i < 8; i++) w[i] |= 1u << ((x * SALT[i]) >> 27);
@@ -499,7 +508,8 @@ void mw_bloom_insert(mw_bloom_t *bf, uint64_t hash) {
 _Static_assert(BLOOM_PREFETCH_MIN_BYTES > MW_BLOOM_SST_BYTES, "SSTable filters stay unprefetched");
 
 void mw_bloom_insert_many(mw_bloom_t *bf, const uint64_t *hashes, size_t n) {
-  assert(bf != NULL && bf->n_blocks > 0);
+  assert(bf != NULL);
+  assert(bf->n_blocks > 0);
   assert(hashes != NULL || n == 0);
   size_t i = 0;
   if (bf->n_blocks * MW_BLOOM_BLOCK_BYTES >= BLOOM_PREFETCH_MIN_BYTES)
@@ -511,7 +521,8 @@ void mw_bloom_insert_many(mw_bloom_t *bf, const uint64_t *hashes, size_t n) {
 }
 
 bool mw_bloom_check(const mw_bloom_t *bf, uint64_t hash) {
-  assert(bf != NULL && bf->n_blocks > 0);
+  assert(bf != NULL);
+  assert(bf->n_blocks > 0);
   const uint32_t *w = block_of(bf, hash);
   uint32_t x = (uint32_t)hash;
   for (int i = 0; i < 8; i++)
@@ -520,7 +531,8 @@ bool mw_bloom_check(const mw_bloom_t *bf, uint64_t hash) {
 }
 
 int mw_bloom_encode(const mw_bloom_t *bf, mw_buf_t *out) {
-  assert(bf != NULL && out != NULL);
+  assert(bf != NULL);
+  assert(out != NULL);
   assert(bf->n_blocks > 0);
   size_t n_words = bf->n_blocks * 8;
   uint8_t *p = mw_buf_extend(out, n_words * 4);

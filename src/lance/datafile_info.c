@@ -223,7 +223,9 @@ static int page_info(const mw_datafile_t *f, uint32_t col, size_t k, const Lance
 
 int mw_datafile_column_info(const mw_datafile_t *f, uint32_t col, mw_page_info_t **pages,
                             size_t *n_pages, mw_err_t *err) {
-  assert(f != NULL && pages != NULL && n_pages != NULL);
+  assert(f != NULL);
+  assert(pages != NULL);
+  assert(n_pages != NULL);
   *pages = NULL;
   *n_pages = 0;
   const uint8_t *p;

@@ -204,7 +204,8 @@ int mw_deletion_cardinality(const uint8_t *p, size_t len, uint64_t *card, mw_err
 int mw_deletion_decode(const uint8_t *p, size_t len, uint64_t max_rows, uint32_t **offsets,
                        size_t *n, mw_err_t *err) {
   assert(p != NULL || len == 0);
-  assert(offsets != NULL && n != NULL);
+  assert(offsets != NULL);
+  assert(n != NULL);
   *offsets = NULL;
   *n = 0;
   scan_t s;
@@ -303,7 +304,9 @@ static int parse_u64(const char **s, uint64_t *v) {
 int mw_deletion_name_parse(const char *name, uint64_t *fragment_id, uint64_t *read_version,
                            uint64_t *id) {
   assert(name != NULL);
-  assert(fragment_id != NULL && read_version != NULL && id != NULL);
+  assert(fragment_id != NULL);
+  assert(read_version != NULL);
+  assert(id != NULL);
   const char *s = name;
   uint64_t f, v, i;
   if (parse_u64(&s, &f) < 0 || *s++ != '-') return -EINVAL;
@@ -376,7 +379,8 @@ static int cmp_u32(const void *a, const void *b) {
 int mw_deletion_arrow_decode(const uint8_t *p, size_t len, uint64_t max_rows, uint32_t **offsets,
                              size_t *n, mw_err_t *err) {
   assert(p != NULL || len == 0);
-  assert(offsets != NULL && n != NULL);
+  assert(offsets != NULL);
+  assert(n != NULL);
   *offsets = NULL;
   *n = 0;
   if (len > MW_DELETION_MAX_BYTES)
@@ -436,7 +440,8 @@ done:
 int64_t mw_deletion_union(const uint32_t *a, size_t na, const uint32_t *b, size_t nb,
                           uint32_t **out) {
   assert(out != NULL);
-  assert((a != NULL || na == 0) && (b != NULL || nb == 0));
+  assert(a != NULL || na == 0);
+  assert(b != NULL || nb == 0);
   *out = NULL;
   for (size_t i = 1; i < na; i++)
     if (a[i] <= a[i - 1]) return -EINVAL;
@@ -454,7 +459,8 @@ int64_t mw_deletion_union(const uint32_t *a, size_t na, const uint32_t *b, size_
       j++;
     }
   }
-  assert(k <= na + nb && k >= (na > nb ? na : nb));
+  assert(k <= na + nb);
+  assert(k >= (na > nb ? na : nb));
   *out = u;
   return (int64_t)k;
 }

@@ -72,7 +72,8 @@ static void pad(mw_fbb_t *b, size_t n) {
 }
 
 static void align(mw_fbb_t *b, size_t len, size_t al) {
-  assert(al && (al & (al - 1)) == 0);
+  assert(al);
+  assert((al & (al - 1)) == 0);
   if (al > b->min_align) b->min_align = al;
   size_t n = (size_t)(-(mw_fbb_used(b) + len)) & (al - 1);
   if (n) pad(b, n);
@@ -95,7 +96,9 @@ static uint32_t push_uoff(mw_fbb_t *b, uint32_t target) {
 }
 
 static void track(mw_fbb_t *b, int slot, uint32_t off) {
-  assert(slot >= 0 && slot < MW_FBB_MAX_SLOTS && b->n_locs < MW_FBB_MAX_SLOTS);
+  assert(slot >= 0);
+  assert(slot < MW_FBB_MAX_SLOTS);
+  assert(b->n_locs < MW_FBB_MAX_SLOTS);
   b->locs[b->n_locs].off = off;
   b->locs[b->n_locs].voff = (uint16_t)(4 + 2 * slot);
   b->n_locs++;

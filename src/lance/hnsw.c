@@ -297,7 +297,8 @@ static void visit_reset(mw_hnsw_t *g) {
 /* Beam search of width ef at level lv from ep; the results, sorted, in
  * g->res[0 .. return value). */
 static uint32_t beam(mw_hnsw_t *g, const float *q, float qn, mw_hnsw_link_t ep, uint16_t lv, size_t ef) {
-  assert(ef >= 1 && ef <= g->cap);
+  assert(ef >= 1);
+  assert(ef <= g->cap);
   heap_t cand = {g->cand, 0, 2 * g->cap, false}, res = {g->res, 0, ef, true};
   visit_reset(g);
   g->visited[ep.id] = g->epoch;
@@ -341,7 +342,9 @@ static mw_hnsw_link_t greedy(const mw_hnsw_t *g, const float *q, float qn, mw_hn
 }
 
 int mw_hnsw_search(mw_hnsw_t *g, const float *q, uint32_t k, uint32_t ef, mw_hnsw_link_t *out) {
-  assert(g != NULL && q != NULL && out != NULL);
+  assert(g != NULL);
+  assert(q != NULL);
+  assert(out != NULL);
   if (g->n == 0 || k == 0) return 0;
   size_t width = ef > k ? ef : k;
   if (width > g->cap) width = g->cap;
@@ -409,7 +412,8 @@ static int alloc_graph(mw_hnsw_t *g, const mw_hnsw_params_t *p, uint64_t blocks)
 
 int mw_hnsw_build(mw_hnsw_t *g, const float *vecs, uint32_t n, uint32_t dim, mw_distance_t dist,
                   const mw_hnsw_params_t *in, mw_err_t *err) {
-  assert(g != NULL && vecs != NULL);
+  assert(g != NULL);
+  assert(vecs != NULL);
   memset(g, 0, sizeof *g);
   mw_hnsw_params_t p;
   params_resolve(in, &p);

@@ -111,7 +111,9 @@ static int walk_frames(const uint8_t *p, size_t start, size_t end, blocks_t *out
 int mw_ipc_file_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
                        const mw_batch_t *const *batches, size_t n_batches, mw_buf_t *out,
                        mw_err_t *err) {
-  assert(w != NULL && schema != NULL && out != NULL);
+  assert(w != NULL);
+  assert(schema != NULL);
+  assert(out != NULL);
   size_t base = out->len;
   blocks_t bl = {0};
   uint8_t *raw = NULL;
@@ -214,7 +216,8 @@ static int read_footer(const uint8_t *p, size_t f, size_t fn, const mw_ipc_limit
 
 int mw_ipc_file_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
                        mw_ipc_stream_t *out, mw_err_t *err) {
-  assert(out != NULL && (p != NULL || n == 0));
+  assert(out != NULL);
+  assert(p != NULL || n == 0);
   memset(out, 0, sizeof *out);
   mw_schema_init(&out->schema);
   if (n < MW_IPC_FILE_MIN_BYTES)

@@ -57,7 +57,8 @@ static const char *simple_name(mw_type_t t) {
 }
 
 int mw_lance_logical(const mw_field_t *f, char *out, size_t out_len) {
-  assert(f != NULL && out != NULL);
+  assert(f != NULL);
+  assert(out != NULL);
   int n;
   const char *unit = mw_unit_name(f->unit);
   switch (f->type) {
@@ -285,7 +286,9 @@ static int write_tree(wstate_t *w, const mw_field_t *f, int32_t parent, int dept
 }
 
 int mw_lance_fields_from_schema(const mw_schema_t *s, Lance__File__Field ***out, size_t *n_out) {
-  assert(s != NULL && out != NULL && n_out != NULL);
+  assert(s != NULL);
+  assert(out != NULL);
+  assert(n_out != NULL);
   if (s->n_fields > MW_MAX_FIELDS) return -EINVAL;
   size_t total = 0;
   for (size_t i = 0; i < s->n_fields; i++) total += mw_field_count(&s->fields[i]);

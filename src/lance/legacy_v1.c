@@ -415,7 +415,8 @@ static int check_table(const mw_v1_file_t *f, const mw_v1_pages_t *t, const char
 }
 
 int mw_v1_open(mw_v1_file_t *f, const uint8_t *p, size_t n, mw_err_t *err) {
-  assert(f != NULL && (p != NULL || n == 0));
+  assert(f != NULL);
+  assert(p != NULL || n == 0);
   memset(f, 0, sizeof *f);
   f->data = p;
   f->len = n;
@@ -456,7 +457,9 @@ uint64_t mw_v1_rows(const mw_v1_file_t *f) {
 
 int mw_v1_page(const mw_v1_file_t *f, bool stats, int32_t field_id, size_t batch, uint64_t *pos,
                uint64_t *items, mw_err_t *err) {
-  assert(f != NULL && pos != NULL && items != NULL);
+  assert(f != NULL);
+  assert(pos != NULL);
+  assert(items != NULL);
   const mw_v1_pages_t *t = stats ? &f->stats_pages : &f->pages;
   if (field_id < 0 || (size_t)field_id >= t->n_fields || batch >= t->n_batches)
     return mw_err_set(err, -EINVAL, "lance v1: no page for field %d batch %zu (%zu fields x %zu batches)", field_id,
@@ -478,7 +481,8 @@ int mw_v1_field_type(const mw_v1_field_t *fl, mw_field_t *out, mw_err_t *err) {
       {"uint64", MW_T_UINT64}, {"float", MW_T_FLOAT32}, {"double", MW_T_FLOAT64},
       {"bool", MW_T_BOOL},     {"string", MW_T_UTF8},   {"large_string", MW_T_UTF8},
       {"binary", MW_T_BINARY}, {"large_binary", MW_T_BINARY}};
-  assert(fl != NULL && out != NULL);
+  assert(fl != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   out->name = fl->name;
   out->nullable = fl->nullable;
@@ -556,7 +560,10 @@ static int read_fixed(const mw_v1_file_t *f, const mw_field_t *mf, uint64_t pos,
 
 int mw_v1_read_column(const mw_v1_file_t *f, bool stats, const mw_v1_field_t *fl,
                       const mw_field_t *mf, mw_column_t *out, mw_err_t *err) {
-  assert(f != NULL && fl != NULL && mf != NULL && out != NULL);
+  assert(f != NULL);
+  assert(fl != NULL);
+  assert(mf != NULL);
+  assert(out != NULL);
   assert(out->length == 0);
   bool var = mf->type == MW_T_UTF8 || mf->type == MW_T_BINARY;
   int want = var ? MW_V1_ENC_VAR_BINARY : MW_V1_ENC_PLAIN;

@@ -74,11 +74,13 @@ _Static_assert(RADIX_PASSES_MAX * RADIX_DIGIT_MAX_BITS >= 64, "the passes cover 
  * counts come from one read of the input; a digit equal in every word is a
  * pass skipped. */
 static int radix_sort_words(uint64_t *a, size_t n, unsigned lo, unsigned bits) {
-  assert(bits >= 1 && lo + bits <= 64);
+  assert(bits >= 1);
+  assert(lo + bits <= 64);
   unsigned passes = (bits + RADIX_DIGIT_MAX_BITS - 1) / RADIX_DIGIT_MAX_BITS;
   unsigned dbits = (bits + passes - 1) / passes;
   size_t radix = (size_t)1 << dbits, mask = radix - 1;
-  assert(passes <= RADIX_PASSES_MAX && dbits <= RADIX_DIGIT_MAX_BITS);
+  assert(passes <= RADIX_PASSES_MAX);
+  assert(dbits <= RADIX_DIGIT_MAX_BITS);
   size_t *cnt = calloc(passes * radix, sizeof *cnt);
   uint64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
   if (cnt == NULL || tmp == NULL) {
@@ -145,7 +147,8 @@ static unsigned bit_width(uint64_t x) { return x ? 64u - (unsigned)__builtin_clz
  * row share one word when they fit, radix-sorted on the key bits alone;
  * else the 16-byte (key, row) sort (returns 0). k is overwritten. */
 static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
-  assert(k != NULL && rows != NULL);
+  assert(k != NULL);
+  assert(rows != NULL);
   uint64_t lo = m ? k[0] : 0, hi = lo;
   bool ascending = true;
   for (size_t i = 1; i < m; i++) {
@@ -154,7 +157,8 @@ static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
     hi = k[i] > hi ? k[i] : hi;
   }
   if (ascending) return 1;
-  assert(m >= 2 && hi > lo);
+  assert(m >= 2);
+  assert(hi > lo);
   unsigned key_bits = bit_width(hi - lo), row_bits = bit_width(rows[m - 1]);
   if (row_bits == 0) row_bits = 1;
   if (key_bits + row_bits <= 64) {
@@ -175,8 +179,10 @@ static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
 
 int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows,
                     int64_t *n_nulls) {
-  assert(pk != NULL && keys != NULL);
-  assert(rows != NULL && n_nulls != NULL);
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(rows != NULL);
+  assert(n_nulls != NULL);
   int64_t n = keys->length, nn = 0, k = 0;
   if (keys->null_count > 0)
     for (int64_t i = 0; i < n; i++)
@@ -219,8 +225,13 @@ int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *row
 
 int mw_pk_key_cmp(const mw_field_t *pk, const mw_column_t *a, int64_t i, const mw_column_t *b,
                   int64_t j) {
-  assert(pk != NULL && a != NULL && b != NULL);
-  assert(i >= 0 && i < a->length && j >= 0 && j < b->length);
+  assert(pk != NULL);
+  assert(a != NULL);
+  assert(b != NULL);
+  assert(i >= 0);
+  assert(i < a->length);
+  assert(j >= 0);
+  assert(j < b->length);
   bool va = mw_column_valid(a, i), vb = mw_column_valid(b, j);
   if (!va || !vb) return va == vb ? 0 : va ? 1 : -1; /* nulls first */
   if (is_str(pk->type)) {
@@ -327,8 +338,10 @@ fail:
 
 int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,
                       mw_buf_t *page_data, mw_buf_t *page_lookup, mw_err_t *err) {
-  assert(pk_field != NULL && keys != NULL);
-  assert(page_data != NULL && page_lookup != NULL);
+  assert(pk_field != NULL);
+  assert(keys != NULL);
+  assert(page_data != NULL);
+  assert(page_lookup != NULL);
   mw_type_t t = pk_field->type;
   if (!(t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 || is_str(t)))
     /* the key types (types.c `pk`) plus unsigned ints, which sort the same way */

@@ -448,7 +448,8 @@ static bool identity_type_ok(mw_type_t t) { return mw_type_info(t)->identity; }
 
 int mw_shard_spec_text_parse(const char *text, const mw_schema_t *s, mw_shard_spec_t *out,
                              mw_err_t *err) {
-  assert(s != NULL && out != NULL);
+  assert(s != NULL);
+  assert(out != NULL);
   int rc = check_text("spec", text, err);
   if (rc < 0) return rc;
   lex_t l;
@@ -560,7 +561,9 @@ static int add_value(mw_shard_list_t *out, const mw_field_t *f, const char *p, s
 
 int mw_shard_list_text_parse(const char *text, const mw_schema_t *s, const mw_shard_spec_t *spec,
                              mw_shard_list_t *out, mw_err_t *err) {
-  assert(s != NULL && spec != NULL && out != NULL);
+  assert(s != NULL);
+  assert(spec != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   int rc = check_text("shards", text, err);
   if (rc < 0) return rc;
@@ -575,7 +578,8 @@ int mw_shard_list_text_parse(const char *text, const mw_schema_t *s, const mw_sh
   if (spec->kind == MW_SHARD_UNSHARDED) return expected(&l, "all (the spec is unsharded)");
   if (l.t.kind == TK_END) return expected(&l, "all or a list of shards");
   if (spec->kind == MW_SHARD_BUCKET) {
-    assert(spec->num_buckets >= 1 && spec->num_buckets <= MW_SHARD_SPEC_MAX_BUCKETS);
+    assert(spec->num_buckets >= 1);
+    assert(spec->num_buckets <= MW_SHARD_SPEC_MAX_BUCKETS);
     out->buckets = calloc(spec->num_buckets, sizeof *out->buckets);
     if (out->buckets == NULL) return mw_err_set(err, -ENOMEM, "shards: out of memory");
     for (;;) {
@@ -584,7 +588,8 @@ int mw_shard_list_text_parse(const char *text, const mw_schema_t *s, const mw_sh
       if ((rc = expect_punct(&l, ',', "',' or end of text")) < 0) goto fail;
     }
   }
-  assert(spec->column >= 0 && (size_t)spec->column < s->n_fields);
+  assert(spec->column >= 0);
+  assert((size_t)spec->column < s->n_fields);
   out->values = calloc(MW_SHARD_LIST_MAX, sizeof *out->values);
   if (out->values == NULL) return mw_err_set(err, -ENOMEM, "shards: out of memory");
   for (const char *p = text;;) {

@@ -62,7 +62,9 @@ static int get_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out) {
 
 int mw_pb_next(const uint8_t *p, size_t n, size_t *pos, mw_pb_field_t *f, size_t base_off,
                mw_err_t *err) {
-  assert(pos && f && *pos <= n);
+  assert(pos);
+  assert(f);
+  assert(*pos <= n);
   if (*pos == n) return 0;
   memset(f, 0, sizeof *f);
   f->start = *pos;
@@ -165,7 +167,8 @@ static int add_field_entry(mw_shard_manifest_t *m, const char *id, const uint8_t
 int mw_shard_manifest_add_sstable(mw_shard_manifest_t *m, uint64_t generation, const char *path,
                                   uint64_t in_memory_bytes, uint64_t physical_rows,
                                   uint64_t primary_key_bytes) {
-  assert(m && path);
+  assert(m);
+  assert(path);
   if (m->n_sstables >= MW_SHARD_MAX_SSTABLES || strlen(path) > MW_SHARD_MAX_PATH_BYTES)
     return -EINVAL;
   mw_sstable_ref_t *t = realloc(m->sstables, (m->n_sstables + 1) * sizeof *t);
@@ -179,7 +182,9 @@ int mw_shard_manifest_add_sstable(mw_shard_manifest_t *m, uint64_t generation, c
 }
 
 int mw_shard_manifest_copy(mw_shard_manifest_t *dst, const mw_shard_manifest_t *src) {
-  assert(dst && src && dst != src);
+  assert(dst);
+  assert(src);
+  assert(dst != src);
   mw_shard_manifest_free(dst);
   *dst = *src;
   dst->sstables = NULL;
@@ -210,7 +215,8 @@ static int check_path(const char *s, size_t len) {
 }
 
 int mw_shard_manifest_encode(const mw_shard_manifest_t *m, mw_buf_t *out) {
-  assert(m && out);
+  assert(m);
+  assert(out);
   if (m->n_sstables > MW_SHARD_MAX_SSTABLES || m->n_field_entries > MW_SHARD_MAX_FIELD_ENTRIES)
     return -EINVAL;
   int rc = -ENOMEM;
@@ -368,7 +374,8 @@ static int check_counts(const uint8_t *p, size_t n, mw_err_t *err) {
 }
 
 int mw_shard_manifest_decode(const uint8_t *p, size_t n, mw_shard_manifest_t *m, mw_err_t *err) {
-  assert(m && (p || n == 0));
+  assert(m);
+  assert(p || n == 0);
   mw_shard_manifest_init(m);
   if (n > MW_SHARD_MANIFEST_MAX_BYTES)
     return mw_err_set(err, -EBADMSG, "shard manifest: %zu bytes, limit %zu", n,
@@ -403,7 +410,8 @@ int mw_bitrev_name(uint64_t n, const char *ext, char *out, size_t out_len) {
 }
 
 int mw_bitrev_parse(const char *name, uint64_t *out) {
-  assert(name && out);
+  assert(name);
+  assert(out);
   const char *dot = strchr(name, '.');
   size_t len = dot ? (size_t)(dot - name) : strlen(name);
   if (len != MW_BITREV_DIGITS) return -EINVAL;
@@ -451,7 +459,8 @@ static bool expect(const uint8_t *p, size_t n, size_t *i, const char *lit) {
 }
 
 int mw_version_hint_parse(const uint8_t *p, size_t n, uint64_t *version, mw_err_t *err) {
-  assert(version && (p || n == 0));
+  assert(version);
+  assert(p || n == 0);
   if (n > MW_VERSION_HINT_MAX_BYTES)
     return mw_err_set(err, -EBADMSG, "version hint: %zu bytes, limit %d", n,
                       MW_VERSION_HINT_MAX_BYTES);
@@ -513,7 +522,8 @@ void mw_latest_search_start(mw_latest_search_t *s, uint64_t hint, uint32_t batch
 }
 
 size_t mw_latest_search_next(const mw_latest_search_t *s, uint64_t *versions, size_t max) {
-  assert(s && (versions || max == 0));
+  assert(s);
+  assert(versions || max == 0);
   if (s->state == LS_DONE) return 0;
   size_t k = 0;
   for (uint32_t i = 0; i < s->count && k < max; i++)

@@ -319,7 +319,8 @@ void (*mw_sstable_data_hook_for_tests)(mw_buf_t *file);
 
 int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
                          const mw_sstable_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  assert(schema != NULL && out != NULL);
+  assert(schema != NULL);
+  assert(out != NULL);
   assert(batches != NULL || n == 0);
   static const mw_sstable_opts_t defaults = {0};
   if (opts == NULL) opts = &defaults;
@@ -596,7 +597,8 @@ void mw_sstable_job_free(mw_sstable_job_t *job) {
 int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *batches,
                          size_t n_batches, uint64_t generation, const mw_sstable_opts_t *opts,
                          mw_sstable_job_t **job, mw_err_t *err) {
-  assert(schema != NULL && job != NULL);
+  assert(schema != NULL);
+  assert(job != NULL);
   static const mw_sstable_opts_t defaults = {0};
   *job = NULL;
   mw_sstable_job_t *j = calloc(1, sizeof *j);
@@ -695,7 +697,9 @@ static int part_index(mw_sstable_job_t *j, mw_err_t *err) {
 
 int mw_sstable_job_run(mw_sstable_job_t *j, int part, mw_err_t *err) {
   assert(j != NULL);
-  assert(part >= 0 && part < MW_SSTABLE_PARTS && j->part_rc[part] == 1);
+  assert(part >= 0);
+  assert(part < MW_SSTABLE_PARTS);
+  assert(j->part_rc[part] == 1);
   int rc;
   switch (part) {
     case MW_SSTABLE_PART_DATA: rc = part_data(j, err); break;
@@ -718,7 +722,8 @@ bool mw_sstable_job_refused(const mw_sstable_job_t *j) {
 }
 
 int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {
-  assert(j != NULL && out != NULL);
+  assert(j != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   int rc = 0;
   for (int i = 0; i < MW_SSTABLE_PARTS && rc == 0; i++)
@@ -750,7 +755,8 @@ int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {
   if (rc == 0) rc = vindex_files(j, out, &section, err);
   if (rc == 0) rc = step_manifest(j->schema, &j->opts, j->data_name, out, out->n_vindexes_built ? &section : NULL, err);
   mw_buf_free(&section);
-  if (rc == 0) assert(out->n_files >= 6 && out->n_files <= MW_SSTABLE_MAX_FILES);
+  assert(rc != 0 || out->n_files >= 6);
+  assert(rc != 0 || out->n_files <= MW_SSTABLE_MAX_FILES);
   if (rc < 0) mw_sstable_free(out);
   mw_sstable_job_free(j);
   return rc;
@@ -759,7 +765,8 @@ int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {
 int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches,
                      size_t n_batches, uint64_t generation, const mw_sstable_opts_t *opts,
                      mw_sstable_t *out, mw_err_t *err) {
-  assert(schema != NULL && out != NULL);
+  assert(schema != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   mw_sstable_job_t *j;
   int rc = mw_sstable_job_begin(schema, batches, n_batches, generation, opts, &j, err);

@@ -61,7 +61,8 @@ const char *mw_table_identity_result_type(mw_type_t t) {
 /* Transaction{2: uuid, 102: Overwrite{2: fields}}. */
 static int overwrite_txn(Lance__File__Field *const *fields, size_t n, const char *uuid_text,
                          mw_buf_t *out) {
-  assert(fields && uuid_text);
+  assert(fields);
+  assert(uuid_text);
   mw_buf_t inner = MW_BUF_INIT, one = MW_BUF_INIT;
   int rc = 0;
   for (size_t i = 0; i < n && rc == 0; i++) {
@@ -188,7 +189,8 @@ static int manifest_file(Lance__File__Field **fields, size_t n, uint64_t version
 
 int mw_table_create_encode(const mw_table_create_params_t *p, mw_table_files_t *out,
                            mw_err_t *err) {
-  assert(p && out);
+  assert(p);
+  assert(out);
   memset(out, 0, sizeof *out);
   Lance__File__Field **fields = NULL;
   size_t n_fields = 0;

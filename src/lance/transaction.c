@@ -265,7 +265,8 @@ void mw_txn_free(mw_txn_t *t) {
 }
 
 int mw_txn_decode(const uint8_t *p, size_t n, mw_txn_t *t, mw_err_t *err) {
-  assert(t != NULL && (p != NULL || n == 0));
+  assert(t != NULL);
+  assert(p != NULL || n == 0);
   memset(t, 0, sizeof *t);
   if (n > MW_TXN_MAX_BYTES) return mw_err_set(err, -EFBIG, "transaction of %zu bytes (limit %zu)", n, MW_TXN_MAX_BYTES);
   ctx_t c = {t, p, 0, err};

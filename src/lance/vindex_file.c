@@ -122,7 +122,9 @@ static int ivf_encode(uint64_t rows, uint32_t dim, mw_buf_t *out) {
 int mw_vindex_entry_encode(const uint8_t uuid[16], const char *name, int32_t field_id,
                            uint64_t dataset_version, uint64_t created_at_ms, mw_buf_t *out,
                            mw_err_t *err) {
-  assert(uuid != NULL && name != NULL && out != NULL);
+  assert(uuid != NULL);
+  assert(name != NULL);
+  assert(out != NULL);
   /* roaring portable serialization of {0}: cookie 12346, one container
    * (key 0, cardinality 1), offset 16, the value 0 */
   static const uint8_t frag0[] = {0x3a, 0x30, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0};
@@ -599,7 +601,8 @@ static bool row_valid(const mw_vindex_input_t *in, uint64_t r) {
 }
 
 int mw_vindex_build(const mw_vindex_input_t *in, mw_vindex_t *out, mw_err_t *err) {
-  assert(in != NULL && out != NULL);
+  assert(in != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   if (in->vecs == NULL || in->dim == 0 || in->dim > MW_VINDEX_MAX_DIM || in->rows > MW_VINDEX_MAX_ROWS)
     return mw_err_set(err, -EINVAL, "vector index: %llu rows of dimension %u (limits %llu, %d)",
