@@ -40,6 +40,7 @@
 
 #include "lance/flatbuf.h"
 #include "lance/ipc.h"
+#include "lance/util.h"
 
 #define COOKIE_NO_RUN 12346u
 #define COOKIE_RUN 12347u
@@ -371,11 +372,6 @@ static int arrow_stream(const uint8_t *p, size_t len, mw_buf_t *out, mw_err_t *e
   return rc;
 }
 
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 int mw_deletion_arrow_decode(const uint8_t *p, size_t len, uint64_t max_rows, uint32_t **offsets,
                              size_t *n, mw_err_t *err) {
   assert(p != NULL || len == 0);
@@ -420,7 +416,7 @@ int mw_deletion_arrow_decode(const uint8_t *p, size_t len, uint64_t max_rows, ui
     memcpy(vals + k, s.batches[i].cols[0].values.data, (size_t)s.batches[i].n_rows * 4);
     k += (size_t)s.batches[i].n_rows;
   }
-  if (k > 1) qsort(vals, k, sizeof *vals, cmp_u32);
+  if (k > 1) qsort(vals, k, sizeof *vals, mw_u32_cmp);
   for (size_t i = 0; i < k; i++) {
     if ((i > 0 && vals[i] == vals[i - 1]) || vals[i] >= max_rows) {
       rc = mw_err_set(err, -EBADMSG, "deletion file (.arrow): offset %u repeated or not below %" PRIu64

@@ -82,7 +82,7 @@ static void align(mw_fbb_t *b, size_t len, size_t al) {
 static uint32_t push_raw(mw_fbb_t *b, const void *v, size_t sz) {
   align(b, sz, sz);
   uint8_t *p = make_space(b, sz);
-  if (p) memcpy(p, v, sz); /* little-endian host, checked in ipc.c */
+  if (p) memcpy(p, v, sz); /* little-endian host, checked in ipc_int.h */
   return mw_fbb_used(b);
 }
 

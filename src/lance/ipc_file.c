@@ -4,7 +4,7 @@
  * A file holding one 2-row batch, as we write it (offsets in decimal):
  *
  *   0     41 52 52 4f 57 31 00 00        "ARROW1", 2 bytes of padding
- *   8     ff ff ff ff  f8 00 00 00 ...   schema message (ipc.c, arrow-rs layout)
+ *   8     ff ff ff ff  f8 00 00 00 ...   schema message (ipc_encode.c, arrow-rs layout)
  *   264   ff ff ff ff  b8 00 00 00 ...   record batch message + body
  *   ...   ff ff ff ff  00 00 00 00       EOS
  *   F     <Footer flatbuffer>            Footer { version: V5,
@@ -19,13 +19,13 @@
  * from the start of the file, i32 metaDataLength (8-byte prefix + padded
  * flatbuffer), 4 bytes of padding, i64 bodyLength.
  *
- * Writing: the stream is encoded by ipc.c right after the magic; its frames
+ * Writing: the stream is encoded by ipc_encode.c right after the magic; its frames
  * are then walked to collect the blocks, and the footer is built with the
  * writer's flatbuffer builder (the schema table through
  * mw_ipc_writer_schema_table, so footer and stream can never disagree).
  *
  * Reading: both magics, the footer length, the footer (version, schema,
- * blocks) and the stream (decoded by ipc.c, which checks every buffer) are
+ * blocks) and the stream (decoded by ipc_decode.c, which checks every buffer) are
  * checked, then the footer is compared with the stream.
  */
 #include "lance/ipc_file.h"
@@ -239,7 +239,7 @@ int mw_ipc_file_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
   int rc = read_footer(p, f, (size_t)flen, lim, &fs, &fb, err);
   if (rc < 0) goto done;
   if ((rc = walk_frames(p, HEAD_BYTES, f, &sb, err)) < 0) goto done;
-  /* the stream section must end with EOS for ipc.c; writers that stop at the
+  /* the stream section must end with EOS for ipc_decode.c; writers that stop at the
    * last batch get one appended to a copy */
   const uint8_t *s = p + HEAD_BYTES;
   size_t sn = f - HEAD_BYTES;

@@ -22,6 +22,7 @@
 
 #include "lance/datafile.h"
 #include "lance/pk_index.h"
+#include "lance/util.h"
 
 #define META_MAGIC "memwald.keyindex"
 #define META_ROWS "memwald.keyindex.rows"
@@ -244,16 +245,11 @@ int mw_keyindex_decode_built(const uint8_t *p, size_t n, const mw_field_t *pk, m
   return decode(p, n, pk, false, out, err);
 }
 
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* out[start..) as u32s: sorted and unique; returns how many remain. */
 static int64_t sort_unique(mw_buf_t *out, size_t start) {
   size_t k = (out->len - start) / 4;
   uint32_t *v = (uint32_t *)(void *)(out->data + start);
-  if (k > 1) qsort(v, k, 4, cmp_u32);
+  if (k > 1) qsort(v, k, 4, mw_u32_cmp);
   size_t w = 0;
   for (size_t i = 0; i < k; i++)
     if (w == 0 || v[i] != v[w - 1]) v[w++] = v[i];

@@ -45,6 +45,7 @@
 #include "lance/lance_schema.h"
 #include "lance/pk_index.h"
 #include "lance/readback.h"
+#include "lance/util.h"
 #include "lance/zone_seed.h"
 
 /* Bytes Lance's batch store adds per stored batch beyond the column payload
@@ -81,8 +82,6 @@ static void data_file_name(rng_t *r, char out[64]) {
 
 /* ------------------------------------------------------------ accounting */
 
-static uint64_t bitmap_bytes(int64_t bits) { return (uint64_t)((bits + 7) / 8); }
-
 /* PK payload without validity (PK columns are non-null in practice). */
 static uint64_t pk_payload(const mw_batch_t *b) {
   uint64_t sum = 0;
@@ -95,7 +94,7 @@ static uint64_t pk_payload(const mw_batch_t *b) {
       uint64_t ow = mw_field_info(f)->large ? 8 : 4;
       if (c->length > 0) sum += ow * (uint64_t)c->length + (uint64_t)(off[c->length] - off[0]);
     } else if (f->type == MW_T_BOOL) {
-      sum += bitmap_bytes(c->length);
+      sum += mw_bitmap_bytes(c->length);
     } else {
       sum += (uint64_t)c->length * mw_type_width(f);
     }

@@ -80,7 +80,7 @@ mw_seed_type_t mw_seed_type_of(const mw_field_t *f) {
 
 static uint64_t load_bits(const uint8_t *p, unsigned w) {
   uint64_t v = 0;
-  memcpy(&v, p, w); /* little-endian host (ipc.c asserts it) */
+  memcpy(&v, p, w); /* little-endian host (ipc_int.h asserts it) */
   return v;
 }
 
