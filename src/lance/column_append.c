@@ -273,6 +273,11 @@ static int append_row(mw_column_t *dst, const mw_column_t *src, const mw_field_t
  * the bulk path below must give the same rows (tests/formats/test_batch.c). */
 static int append_rows(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                        int64_t start, int64_t count) {
+  assert(start >= 0);
+  assert(count >= 0);
+  assert(start + count <= src->length);
+  assert(dst->n_children == f->n_children);
+  assert(src->n_children == f->n_children);
   for (int64_t r = start; r < start + count; r++) {
     int rc = append_row(dst, src, f, r);
     if (rc < 0) return rc;
@@ -373,6 +378,9 @@ static int append_var_range(mw_column_t *dst, const mw_column_t *src, int64_t st
 
 int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                            int64_t start, int64_t count) {
+  assert(dst != NULL);
+  assert(src != NULL);
+  assert(f != NULL);
   assert(start >= 0);
   assert(count >= 0);
   assert(start + count <= src->length);
@@ -401,12 +409,10 @@ int mw_column_append_range(mw_column_t *dst, const mw_column_t *src, const mw_fi
 
 int mw_column_append_range_rows(mw_column_t *dst, const mw_column_t *src, const mw_field_t *f,
                                 int64_t start, int64_t count) {
-  assert(start >= 0);
-  assert(count >= 0);
-  assert(start + count <= src->length);
-  assert(dst->n_children == f->n_children);
-  assert(src->n_children == f->n_children);
-  return append_rows(dst, src, f, start, count);
+  assert(dst != NULL);
+  assert(src != NULL);
+  assert(f != NULL);
+  return append_rows(dst, src, f, start, count); /* asserts the range */
 }
 
 /* Count zero bits in [from, to) of a bitmap, shrink it to `to_keep` bits and

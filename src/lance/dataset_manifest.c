@@ -301,6 +301,21 @@ void mw_dmanifest_free(mw_dmanifest_t *m) {
   memset(m, 0, sizeof *m);
 }
 
+void mw_dmanifest_stamp(Lance__Table__Manifest *m, Lance__Table__Manifest__WriterVersion *wv,
+                        Lance__Table__Manifest__DataStorageFormat *fmt) {
+  assert(m != NULL);
+  assert(wv != NULL);
+  assert(fmt != NULL);
+  lance__table__manifest__writer_version__init(wv);
+  wv->library = (char *)"lance";
+  wv->version = (char *)"12.0.0";
+  lance__table__manifest__data_storage_format__init(fmt);
+  fmt->file_format = (char *)"lance";
+  fmt->version = (char *)"2.2";
+  m->writer_version = wv;
+  m->data_format = fmt;
+}
+
 int mw_dmanifest_pack(const Lance__Table__Manifest *pb, bool has_index_section,
                       bool has_max_fragment_id, bool has_transaction_section, mw_buf_t *out) {
   assert(pb);
@@ -353,12 +368,8 @@ int mw_sst_manifest_encode(const mw_sst_manifest_params_t *p, mw_buf_t *out, mw_
   Google__Protobuf__Timestamp ts = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
   ts.seconds = p->timestamp_seconds;
   ts.nanos = p->timestamp_nanos;
-  Lance__Table__Manifest__WriterVersion wv = LANCE__TABLE__MANIFEST__WRITER_VERSION__INIT;
-  wv.library = (char *)"lance";
-  wv.version = (char *)"12.0.0";
-  Lance__Table__Manifest__DataStorageFormat fmt = LANCE__TABLE__MANIFEST__DATA_STORAGE_FORMAT__INIT;
-  fmt.file_format = (char *)"lance";
-  fmt.version = (char *)"2.2";
+  Lance__Table__Manifest__WriterVersion wv;
+  Lance__Table__Manifest__DataStorageFormat fmt;
   Lance__Table__Manifest m = LANCE__TABLE__MANIFEST__INIT;
   m.n_fields = p->n_fields;
   m.fields = (Lance__File__Field **)p->fields;
@@ -367,8 +378,7 @@ int mw_sst_manifest_encode(const mw_sst_manifest_params_t *p, mw_buf_t *out, mw_
   m.version = 1;
   m.timestamp = &ts;
   m.max_fragment_id = 0;
-  m.writer_version = &wv;
-  m.data_format = &fmt;
+  mw_dmanifest_stamp(&m, &wv, &fmt);
   m.reader_feature_flags = p->feature_flags;
   m.writer_feature_flags = p->feature_flags;
   bool has_index = p->index_section != NULL;
@@ -596,41 +606,71 @@ int mw_memwal_index_decode(const Lance__Table__IndexMetadata *pb, mw_memwal_inde
   return rc;
 }
 
+/* The repeated members of MemWalIndexDetails as the generated structs
+ * want them (an array of entries and an array of pointers to them, one
+ * spare slot each so none is calloc(0)), borrowing x's bytes. */
+typedef struct details_arrays {
+  Lance__Table__ShardingField__ParametersEntry *pe, **pep;
+  Lance__Table__MemWalIndexDetails__WriterConfigDefaultsEntry *we, **wep;
+  Lance__Table__CompactedSsTable *ce, **cep;
+  Lance__Table__UUID *cu;
+} details_arrays_t;
+
+static void details_arrays_free(details_arrays_t *a) {
+  assert(a != NULL);
+  free(a->pe);
+  free(a->pep);
+  free(a->we);
+  free(a->wep);
+  free(a->ce);
+  free(a->cep);
+  free(a->cu);
+}
+
+static int details_arrays_fill(const mw_memwal_index_t *x, details_arrays_t *a) {
+  assert(x != NULL);
+  assert(a != NULL);
+  size_t np = x->parameters.n, nw = x->writer_config_defaults.n, nc = x->n_compacted;
+  a->pe = calloc(np + 1, sizeof *a->pe);
+  a->pep = calloc(np + 1, sizeof *a->pep);
+  a->we = calloc(nw + 1, sizeof *a->we);
+  a->wep = calloc(nw + 1, sizeof *a->wep);
+  a->ce = calloc(nc + 1, sizeof *a->ce);
+  a->cep = calloc(nc + 1, sizeof *a->cep);
+  a->cu = calloc(nc + 1, sizeof *a->cu);
+  if (!a->pe || !a->pep || !a->we || !a->wep || !a->ce || !a->cep || !a->cu) return -ENOMEM;
+  for (size_t i = 0; i < np; i++) {
+    lance__table__sharding_field__parameters_entry__init(&a->pe[i]);
+    a->pe[i].key = x->parameters.items[i].key;
+    a->pe[i].value = (char *)x->parameters.items[i].value;
+    a->pep[i] = &a->pe[i];
+  }
+  for (size_t i = 0; i < nw; i++) {
+    lance__table__mem_wal_index_details__writer_config_defaults_entry__init(&a->we[i]);
+    a->we[i].key = x->writer_config_defaults.items[i].key;
+    a->we[i].value = (char *)x->writer_config_defaults.items[i].value;
+    a->wep[i] = &a->we[i];
+  }
+  for (size_t i = 0; i < nc; i++) {
+    lance__table__uuid__init(&a->cu[i]);
+    a->cu[i].uuid.data = (uint8_t *)x->compacted[i].shard_id;
+    a->cu[i].uuid.len = 16;
+    lance__table__compacted_ss_table__init(&a->ce[i]);
+    a->ce[i].shard_id = &a->cu[i];
+    a->ce[i].generation = x->compacted[i].generation;
+    a->cep[i] = &a->ce[i];
+  }
+  return 0;
+}
+
 int mw_memwal_details_encode(const mw_memwal_index_t *x, mw_buf_t *out) {
   assert(x);
   assert(out);
   if (x->n_source_ids > MW_MEMWAL_MAX_SOURCE_IDS) return -EINVAL;
-  int rc = -ENOMEM;
   size_t np = x->parameters.n, nw = x->writer_config_defaults.n, nc = x->n_compacted;
-  Lance__Table__ShardingField__ParametersEntry *pe = calloc(np + 1, sizeof *pe);
-  Lance__Table__ShardingField__ParametersEntry **pep = calloc(np + 1, sizeof *pep);
-  Lance__Table__MemWalIndexDetails__WriterConfigDefaultsEntry *we = calloc(nw + 1, sizeof *we);
-  Lance__Table__MemWalIndexDetails__WriterConfigDefaultsEntry **wep = calloc(nw + 1, sizeof *wep);
-  Lance__Table__CompactedSsTable *ce = calloc(nc + 1, sizeof *ce);
-  Lance__Table__CompactedSsTable **cep = calloc(nc + 1, sizeof *cep);
-  Lance__Table__UUID *cu = calloc(nc + 1, sizeof *cu);
-  if (!pe || !pep || !we || !wep || !ce || !cep || !cu) goto fail;
-  for (size_t i = 0; i < np; i++) {
-    lance__table__sharding_field__parameters_entry__init(&pe[i]);
-    pe[i].key = x->parameters.items[i].key;
-    pe[i].value = (char *)x->parameters.items[i].value;
-    pep[i] = &pe[i];
-  }
-  for (size_t i = 0; i < nw; i++) {
-    lance__table__mem_wal_index_details__writer_config_defaults_entry__init(&we[i]);
-    we[i].key = x->writer_config_defaults.items[i].key;
-    we[i].value = (char *)x->writer_config_defaults.items[i].value;
-    wep[i] = &we[i];
-  }
-  for (size_t i = 0; i < nc; i++) {
-    lance__table__uuid__init(&cu[i]);
-    cu[i].uuid.data = (uint8_t *)x->compacted[i].shard_id;
-    cu[i].uuid.len = 16;
-    lance__table__compacted_ss_table__init(&ce[i]);
-    ce[i].shard_id = &cu[i];
-    ce[i].generation = x->compacted[i].generation;
-    cep[i] = &ce[i];
-  }
+  details_arrays_t a = {0};
+  int rc = details_arrays_fill(x, &a);
+  if (rc < 0) goto fail;
   static const char *const transforms[] = {"", "unsharded", "bucket", "identity"};
   Lance__Table__ShardingField sf = LANCE__TABLE__SHARDING_FIELD__INIT;
   sf.field_id = x->sharding_field_id ? x->sharding_field_id : (char *)"";
@@ -639,7 +679,7 @@ int mw_memwal_details_encode(const mw_memwal_index_t *x, mw_buf_t *out) {
   sf.transform = (char *)transforms[x->kind <= MW_SHARDING_IDENTITY ? x->kind : 0];
   sf.result_type = x->result_type ? x->result_type : (char *)"";
   sf.n_parameters = np;
-  sf.parameters = pep;
+  sf.parameters = a.pep;
   Lance__Table__ShardingField *sfp = &sf;
   Lance__Table__ShardingSpec spec = LANCE__TABLE__SHARDING_SPEC__INIT;
   spec.spec_id = x->spec_id;
@@ -654,18 +694,12 @@ int mw_memwal_details_encode(const mw_memwal_index_t *x, mw_buf_t *out) {
   d.n_maintained_indexes = x->n_maintained_indexes;
   d.maintained_indexes = x->maintained_indexes;
   d.n_compacted_sstables = nc;
-  d.compacted_sstables = cep;
+  d.compacted_sstables = a.cep;
   d.n_writer_config_defaults = nw;
-  d.writer_config_defaults = wep;
+  d.writer_config_defaults = a.wep;
   rc = pack_splice(&d.base, NULL, 0, out);
 fail:
-  free(pe);
-  free(pep);
-  free(we);
-  free(wep);
-  free(ce);
-  free(cep);
-  free(cu);
+  details_arrays_free(&a);
   return rc;
 }
 

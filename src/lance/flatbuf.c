@@ -284,15 +284,32 @@ int mw_fbr_table(const mw_fbr_t *r, const mw_fbt_t *t, int slot, mw_fbt_t *sub,
   return rc < 0 ? rc : 1;
 }
 
-int mw_fbr_string(const mw_fbr_t *r, const mw_fbt_t *t, int slot, const char **s,
-                  size_t *len, const char *what) {
+/* The length-prefixed object (string, vector) an offset field of t points
+ * at: 1 with *tg its position and *n its u32 length prefix, 0 when the
+ * field is absent, or -EBADMSG. */
+static int prefixed_at(const mw_fbr_t *r, const mw_fbt_t *t, int slot, const char *what,
+                       int64_t *tg, uint32_t *n) {
+  assert(r != NULL);
+  assert(t != NULL);
   size_t pos;
   int rc = mw_fbr_field(r, t, slot, 4, &pos, what);
   if (rc < 0) return rc;
   if (pos == 0) return 0;
-  int64_t tg = deref(r, pos, what);
-  if (tg < 0) return (int)tg;
-  uint32_t n = mw_load_u32le(r->p + tg);
+  *tg = deref(r, pos, what);
+  if (*tg < 0) return (int)*tg;
+  assert((uint64_t)*tg + 4 <= r->n); /* deref checked the prefix is inside */
+  *n = mw_load_u32le(r->p + *tg);
+  return 1;
+}
+
+int mw_fbr_string(const mw_fbr_t *r, const mw_fbt_t *t, int slot, const char **s,
+                  size_t *len, const char *what) {
+  assert(s != NULL);
+  assert(len != NULL);
+  int64_t tg;
+  uint32_t n;
+  int rc = prefixed_at(r, t, slot, what, &tg, &n);
+  if (rc <= 0) return rc;
   if ((uint64_t)n + 5 > r->n - (uint64_t)tg) return bad(r, (size_t)tg, what, "string length past the end");
   if (r->p[tg + 4 + n] != 0) return bad(r, (size_t)tg, what, "string not NUL-terminated");
   *s = (const char *)r->p + tg + 4;
@@ -302,13 +319,13 @@ int mw_fbr_string(const mw_fbr_t *r, const mw_fbt_t *t, int slot, const char **s
 
 int mw_fbr_vector(const mw_fbr_t *r, const mw_fbt_t *t, int slot, size_t elem_size,
                   size_t max_count, size_t *start, size_t *count, const char *what) {
-  size_t pos;
-  int rc = mw_fbr_field(r, t, slot, 4, &pos, what);
-  if (rc < 0) return rc;
-  if (pos == 0) return 0;
-  int64_t tg = deref(r, pos, what);
-  if (tg < 0) return (int)tg;
-  uint32_t n = mw_load_u32le(r->p + tg);
+  assert(elem_size > 0);
+  assert(start != NULL);
+  assert(count != NULL);
+  int64_t tg;
+  uint32_t n;
+  int rc = prefixed_at(r, t, slot, what, &tg, &n);
+  if (rc <= 0) return rc;
   if (n > max_count) return bad(r, (size_t)tg, what, "too many vector elements");
   if ((uint64_t)n * elem_size > r->n - (uint64_t)tg - 4)
     return bad(r, (size_t)tg, what, "vector past the end");

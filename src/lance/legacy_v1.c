@@ -47,6 +47,13 @@ static int bad(pbx_t *x, const mw_pb_field_t *f, const char *what) {
                     x->base + f->start, what, f->tag, f->wire);
 }
 
+/* The next field of message x after *pos: 1, 0 at its end, or -errno. */
+static int pbx_next(pbx_t *x, size_t *pos, mw_pb_field_t *f) {
+  assert(x != NULL);
+  assert(*pos <= x->n);
+  return mw_pb_next(x->p, x->n, pos, f, x->base, x->err);
+}
+
 static int take_str(pbx_t *x, const mw_pb_field_t *f, char **out, const char *what) {
   if (f->wire != 2) return bad(x, f, what);
   if (memchr(f->data, 0, f->len) != NULL) return bad(x, f, "NUL inside a string");
@@ -108,18 +115,12 @@ static int take_i32s(pbx_t *x, const mw_pb_field_t *f, int32_t **v, size_t *n, s
 
 /* ---------------------------------------------------------------- Field */
 
-static void field_free(mw_v1_field_t *f) {
-  free(f->name);
-  free(f->logical_type);
-  free(f->extension_name);
-  memset(f, 0, sizeof *f);
-}
-
 static int parse_dictionary(pbx_t *x, mw_v1_field_t *out) {
-  size_t pos = 0;
+  assert(x != NULL);
+  assert(out != NULL);
   mw_pb_field_t f;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  for (size_t pos = 0; (rc = pbx_next(x, &pos, &f)) == 1;) {
     uint64_t v = 0;
     if (f.tag == 1 && (rc = take_varint(x, &f, &v, "Dictionary.offset")) == 0) out->dict_offset = (int64_t)v;
     else if (f.tag == 2 && (rc = take_varint(x, &f, &v, "Dictionary.length")) == 0) out->dict_length = (int64_t)v;
@@ -134,7 +135,7 @@ static int parse_field(pbx_t *x, mw_v1_field_t *out) {
   size_t pos = 0;
   mw_pb_field_t f;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  while ((rc = pbx_next(x, &pos, &f)) == 1) {
     uint64_t v = 0;
     switch (f.tag) {
       case 1: if ((rc = take_varint(x, &f, &v, "Field.type")) == 0) out->type = (int32_t)v; break;
@@ -177,6 +178,13 @@ static int push_field(pbx_t *x, const mw_pb_field_t *f, mw_v1_field_t **v, size_
 
 /* ------------------------------------------------------------- Manifest */
 
+static void field_free(mw_v1_field_t *f) {
+  free(f->name);
+  free(f->logical_type);
+  free(f->extension_name);
+  memset(f, 0, sizeof *f);
+}
+
 static void manifest_free(mw_v1_manifest_t *m) {
   for (size_t i = 0; i < m->n_fields; i++) field_free(&m->fields[i]);
   free(m->fields);
@@ -195,10 +203,12 @@ static void manifest_free(mw_v1_manifest_t *m) {
 }
 
 static int parse_fragment(pbx_t *x, mw_v1_fragment_t *fr) {
+  assert(x != NULL);
+  assert(fr != NULL);
   size_t pos = 0;
   mw_pb_field_t f;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  while ((rc = pbx_next(x, &pos, &f)) == 1) {
     if (f.tag == 1) {
       rc = take_varint(x, &f, &fr->id, "DataFragment.id");
     } else if (f.tag == 2) {
@@ -261,10 +271,12 @@ static int parse_meta_entry(pbx_t *x, const mw_pb_field_t *f, mw_kvs_t *kvs) {
 }
 
 static int parse_manifest(pbx_t *x, mw_v1_manifest_t *m) {
-  size_t pos = 0;
+  assert(x != NULL);
+  assert(m != NULL);
+  assert(x->n <= V1_MAX_MESSAGE_BYTES); /* framed() bounds every message */
   mw_pb_field_t f;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  for (size_t pos = 0; (rc = pbx_next(x, &pos, &f)) == 1;) {
     uint64_t v = 0;
     switch (f.tag) {
       case 1: rc = push_field(x, &f, &m->fields, &m->n_fields); break;
@@ -316,7 +328,7 @@ static int parse_stats(pbx_t *x, mw_v1_file_t *v) {
   mw_pb_field_t f;
   int rc;
   v->has_stats = true;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  while ((rc = pbx_next(x, &pos, &f)) == 1) {
     if (f.tag == 1) rc = push_field(x, &f, &v->stats_fields, &v->n_stats_fields);
     else if (f.tag == 2) rc = take_i32s(x, &f, &v->stats_field_ids, &v->n_stats_field_ids, MW_V1_MAX_FIELDS, "statistics fields");
     else if (f.tag == 3) rc = take_varint(x, &f, &v->stats_pages.position, "statistics page_table_position");
@@ -331,7 +343,7 @@ static int parse_metadata(pbx_t *x, mw_v1_file_t *v) {
   int32_t *offs = NULL;
   size_t n_offs = 0;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  while ((rc = pbx_next(x, &pos, &f)) == 1) {
     switch (f.tag) {
       case 1: rc = take_varint(x, &f, &v->manifest_position, "Metadata.manifest_position"); break;
       case 2: rc = take_i32s(x, &f, &offs, &n_offs, MW_V1_MAX_BATCHES + 1, "Metadata.batch_offsets"); break;

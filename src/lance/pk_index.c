@@ -260,8 +260,28 @@ static int put_key(mw_column_t *c, const mw_field_t *f, const mw_column_t *src, 
   return mw_column_append_fixed(c, src->values.data + (size_t)row * w, w);
 }
 
+/* Write batch b (schema s) as one Lance data file into out when rc >= 0
+ * (nothing failed building it), then free both. Returns rc or the write's. */
+static int finish_file(mw_schema_t *s, mw_batch_t *b, int rc, mw_buf_t *out, mw_err_t *err) {
+  assert(s != NULL);
+  assert(b != NULL);
+  assert(rc < 0 || b->cols != NULL);
+  if (rc >= 0) {
+    const mw_batch_t *bp = b;
+    rc = mw_datafile_write(s, &bp, 1, NULL, 0, NULL, out, err);
+  }
+  if (b->cols) mw_batch_free(b);
+  mw_schema_free(s);
+  return rc;
+}
+
 static int build_data(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows,
                       uint32_t frag, int64_t n, mw_buf_t *out, mw_err_t *err) {
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(rows != NULL || n == 0);
+  assert(n >= 0);
+  assert(n <= keys->length); /* each row of keys is indexed at most once */
   mw_schema_t s;
   mw_batch_t b = {0};
   mw_schema_init(&s);
@@ -293,16 +313,16 @@ static int build_data(const mw_field_t *pk, const mw_column_t *keys, const uint3
   }
   ids->length = n;
   b.n_rows = n;
-  const mw_batch_t *bp = &b;
-  rc = mw_datafile_write(&s, &bp, 1, NULL, 0, NULL, out, err);
 fail:
-  if (b.cols) mw_batch_free(&b);
-  mw_schema_free(&s);
-  return rc;
+  return finish_file(&s, &b, rc, out, err);
 }
 
 static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows,
                         int64_t n_nulls, int64_t n, mw_buf_t *out, mw_err_t *err) {
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(n_nulls >= 0);
+  assert(n_nulls <= n);
   mw_schema_t s;
   mw_batch_t b = {0};
   mw_schema_init(&s);
@@ -328,12 +348,8 @@ static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uin
       goto fail;
     b.n_rows++;
   }
-  const mw_batch_t *bp = &b;
-  rc = mw_datafile_write(&s, &bp, 1, NULL, 0, NULL, out, err);
 fail:
-  if (b.cols) mw_batch_free(&b);
-  mw_schema_free(&s);
-  return rc;
+  return finish_file(&s, &b, rc, out, err);
 }
 
 int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,

@@ -198,7 +198,53 @@ static int take_tz(lex_t *l, mw_field_t *f) {
   return 0;
 }
 
+/* decimal128<precision, scale>: the two numbers after the '<'. */
+static int parse_decimal_params(lex_t *l, mw_field_t *f) {
+  assert(l != NULL);
+  assert(f->type == MW_T_DECIMAL128);
+  long d, sc;
+  int rc;
+  if ((rc = take_number(l, "the precision", 1, MW_MAX_DECIMAL_PRECISION, &d)) < 0) return rc;
+  if ((rc = expect_punct(l, ',', "',' and the scale")) < 0) return rc;
+  if ((rc = take_number(l, "the scale", 0, d, &sc)) < 0) return rc;
+  f->precision = (uint8_t)d;
+  f->scale = (int8_t)sc;
+  return 0;
+}
+
+/* fixed_size_list<item type, size>: the item (a number type) and the size. */
+static int parse_fsl_params(lex_t *l, mw_field_t *f, int depth) {
+  assert(l != NULL);
+  assert(f->type == MW_T_FSL);
+  mw_field_t item;
+  memset(&item, 0, sizeof item);
+  tok_t it = l->t;
+  int rc = parse_type(l, &item, depth + 1);
+  if (rc < 0) {
+    mw_field_free(&item);
+    return rc;
+  }
+  bool ok = mw_type_info(item.type)->fsl_item;
+  mw_type_t t = item.type;
+  mw_field_free(&item);
+  if (!ok) {
+    char g[80];
+    return mw_err_set(l->err, -EINVAL, "%s: column %zu: a fixed_size_list item must be a number "
+                      "type (int8..uint64, float16, float, double), got %s", l->what, it.col,
+                      tok_show(&it, g, sizeof g));
+  }
+  long d;
+  if ((rc = expect_punct(l, ',', "','")) < 0) return rc;
+  if ((rc = take_number(l, "the list size", 1, MW_MAX_FSL_DIM, &d)) < 0) return rc;
+  f->item_type = t;
+  f->fsl_dim = (int32_t)d;
+  return 0;
+}
+
 static int parse_param_type(lex_t *l, mw_field_t *f, int depth) {
+  assert(l != NULL);
+  assert(f != NULL);
+  assert(depth <= MW_MAX_NESTING); /* parse_type refused deeper */
   int rc;
   long d;
   lex_next(l);
@@ -221,38 +267,12 @@ static int parse_param_type(lex_t *l, mw_field_t *f, int depth) {
         if ((rc = take_tz(l, f)) < 0) return rc;
       }
       break;
-    case MW_T_DECIMAL128: {
-      long sc;
-      if ((rc = take_number(l, "the precision", 1, MW_MAX_DECIMAL_PRECISION, &d)) < 0) return rc;
-      if ((rc = expect_punct(l, ',', "',' and the scale")) < 0) return rc;
-      if ((rc = take_number(l, "the scale", 0, d, &sc)) < 0) return rc;
-      f->precision = (uint8_t)d;
-      f->scale = (int8_t)sc;
+    case MW_T_DECIMAL128:
+      if ((rc = parse_decimal_params(l, f)) < 0) return rc;
       break;
-    }
-    case MW_T_FSL: {
-      mw_field_t item;
-      memset(&item, 0, sizeof item);
-      tok_t it = l->t;
-      if ((rc = parse_type(l, &item, depth + 1)) < 0) {
-        mw_field_free(&item);
-        return rc;
-      }
-      bool ok = mw_type_info(item.type)->fsl_item;
-      mw_type_t t = item.type;
-      mw_field_free(&item);
-      if (!ok) {
-        char g[80];
-        return mw_err_set(l->err, -EINVAL, "%s: column %zu: a fixed_size_list item must be a number "
-                          "type (int8..uint64, float16, float, double), got %s", l->what, it.col,
-                          tok_show(&it, g, sizeof g));
-      }
-      if ((rc = expect_punct(l, ',', "','")) < 0) return rc;
-      if ((rc = take_number(l, "the list size", 1, MW_MAX_FSL_DIM, &d)) < 0) return rc;
-      f->item_type = t;
-      f->fsl_dim = (int32_t)d;
+    case MW_T_FSL:
+      if ((rc = parse_fsl_params(l, f, depth)) < 0) return rc;
       break;
-    }
     case MW_T_LIST: case MW_T_LARGE_LIST: {
       int k = mw_field_add_child(f, "item", MW_T_INT32, true);
       if (k < 0) return mw_err_set(l->err, k, "%s: out of memory", l->what);

@@ -167,19 +167,14 @@ static int manifest_file(Lance__File__Field **fields, size_t n, uint64_t version
   Google__Protobuf__Timestamp ts = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
   ts.seconds = s;
   ts.nanos = ns;
-  Lance__Table__Manifest__WriterVersion wv = LANCE__TABLE__MANIFEST__WRITER_VERSION__INIT;
-  wv.library = (char *)"lance";
-  wv.version = (char *)"12.0.0";
-  Lance__Table__Manifest__DataStorageFormat fmt = LANCE__TABLE__MANIFEST__DATA_STORAGE_FORMAT__INIT;
-  fmt.file_format = (char *)"lance";
-  fmt.version = (char *)"2.2";
+  Lance__Table__Manifest__WriterVersion wv;
+  Lance__Table__Manifest__DataStorageFormat fmt;
   Lance__Table__Manifest m = LANCE__TABLE__MANIFEST__INIT;
   m.n_fields = n;
   m.fields = fields;
   m.version = version;
   m.timestamp = &ts;
-  m.writer_version = &wv;
-  m.data_format = &fmt;
+  mw_dmanifest_stamp(&m, &wv, &fmt);
   m.transaction_file = (char *)txn_name;
   mw_dmanifest_t dm = {.pb = &m};
   return mw_base_manifest_file_encode(&dm, index_section ? index_section->data : NULL,
