@@ -27,6 +27,7 @@ static bool plain_name(const char *p) {
 
 static int fragment_files(const Lance__Table__DataFragment *f, uint64_t version, mw_base_file_cb cb, void *arg,
                           mw_err_t *err) {
+  assert(f != NULL);
   if (f->n_overlays > 0)
     return mw_err_set(err, -ENOTSUP, "version %" PRIu64 ": fragment %" PRIu64 " has overlays", version, f->id);
   int rc = 0;

@@ -100,6 +100,7 @@ typedef struct build {
 } build_t;
 
 static void build_free(build_t *b) {
+  assert(b != NULL);
   free(b->dels);
   free(b->updated);
   free(b->news);
@@ -109,6 +110,7 @@ static void build_free(build_t *b) {
 }
 
 static const Lance__Table__DataFragment *prev_fragment(const build_t *b, uint64_t id) {
+  assert(b != NULL);
   const Lance__Table__Manifest *pb = b->prev->manifest.pb;
   for (size_t i = 0; i < pb->n_fragments; i++)
     if (pb->fragments[i]->id == id) return pb->fragments[i];
@@ -116,6 +118,7 @@ static const Lance__Table__DataFragment *prev_fragment(const build_t *b, uint64_
 }
 
 static bool removed(const mw_base_update_t *u, uint64_t id) {
+  assert(u != NULL);
   for (size_t i = 0; i < u->n_removed; i++)
     if (u->removed[i] == id) return true;
   return false;
@@ -266,6 +269,7 @@ static int encode_txn(const build_t *b, const char *uuid_text, mw_buf_t *out) {
 /* ----------------------------------------------------------- index section */
 
 static int encode_index_section(const build_t *b, uint64_t version, mw_buf_t *out) {
+  assert(b != NULL);
   const mw_table_meta_t *prev = b->prev;
   const mw_base_update_t *u = b->u;
   size_t n = prev->indexes.n;
@@ -318,6 +322,7 @@ static int encode_index_section(const build_t *b, uint64_t version, mw_buf_t *ou
 /* The final fragment list: the previous ones in order (removed ones left
  * out, updated ones swapped for their copies), then the new ones. */
 static uint64_t list_fragments(build_t *b, uint64_t first_id) {
+  assert(b != NULL);
   const Lance__Table__Manifest *pb = b->prev->manifest.pb;
   uint64_t live = 0;
   b->n_frags = 0;
@@ -342,6 +347,7 @@ static uint64_t list_fragments(build_t *b, uint64_t first_id) {
 }
 
 static uint64_t next_fragment_id(const mw_table_meta_t *prev) {
+  assert(prev != NULL);
   const Lance__Table__Manifest *pb = prev->manifest.pb;
   if (prev->manifest.has_max_fragment_id) return (uint64_t)pb->max_fragment_id + 1;
   uint64_t next = 0;

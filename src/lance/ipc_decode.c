@@ -38,6 +38,7 @@
 #include "lance/util.h"
 
 void mw_ipc_limits_default(mw_ipc_limits_t *lim) {
+  assert(lim != NULL);
   lim->max_fields = MW_MAX_FIELDS;
   lim->max_batch_rows = MW_MAX_BATCH_ROWS;
   lim->max_batches = MAX_BATCHES_DEFAULT;
@@ -45,11 +46,13 @@ void mw_ipc_limits_default(mw_ipc_limits_t *lim) {
 }
 
 static int bad_at(dec_t *d, size_t pos, const char *what, const char *why) {
+  assert(d != NULL);
   return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: %s: %s", pos, what, why);
 }
 
 static int take_string(dec_t *d, size_t pos, const char *s, size_t n, char **out,
                        const char *what) {
+  assert(d != NULL);
   if (memchr(s, 0, n) != NULL) return bad_at(d, pos, what, "NUL inside a string");
   if (n + 1 > d->str_budget) return bad_at(d, pos, what, "strings exceed the input size");
   d->str_budget -= n + 1;
@@ -60,6 +63,8 @@ static int take_string(dec_t *d, size_t pos, const char *s, size_t n, char **out
 /* KeyValue vector at `slot` of table t into kvs (order kept). */
 static int read_kvs(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *t, int slot, mw_kvs_t *kvs,
                     const char *what) {
+  assert(d != NULL);
+  assert(r != NULL);
   size_t start, count;
   int rc = mw_fbr_vector(r, t, slot, 4, MAX_META_ENTRIES, &start, &count, what);
   if (rc <= 0) return rc;
@@ -87,6 +92,7 @@ static int read_kvs(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *t, int slot, mw
 }
 
 static int parse_pk_position(dec_t *d, size_t pos, mw_field_t *f) {
+  assert(f != NULL);
   const mw_kv_t *kv = mw_kvs_get(&f->meta, MW_IPC_PK_POSITION_KEY);
   if (kv == NULL) return 0;
   uint64_t v;
@@ -101,6 +107,8 @@ static int read_field(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_
 /* Children of a nested field: each Field table read into a new child. */
 static int read_children(dec_t *d, const mw_fbr_t *r, size_t start, size_t count, mw_field_t *f,
                          int depth) {
+  assert(r != NULL);
+  assert(f != NULL);
   for (size_t i = 0; i < count; i++) {
     mw_fbt_t ct;
     const char *name = "";
@@ -127,6 +135,9 @@ static int read_children(dec_t *d, const mw_fbr_t *r, size_t start, size_t count
  * (apache-arrow's tableFromArrays writes every string column this way). */
 static int read_dictionary_encoding(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *de,
                                     mw_field_t *f, int depth) {
+  assert(d != NULL);
+  assert(r != NULL);
+  assert(de != NULL);
   int64_t id;
   mw_fbt_t it;
   int32_t bits;
@@ -159,6 +170,8 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
 
 /* Int {bitWidth, is_signed} */
 static int read_int_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  assert(d != NULL);
+  assert(f != NULL);
   static const mw_type_t sgn[4] = {MW_T_INT8, MW_T_INT16, MW_T_INT32, MW_T_INT64};
   static const mw_type_t uns[4] = {MW_T_UINT8, MW_T_UINT16, MW_T_UINT32, MW_T_UINT64};
   int32_t i32;
@@ -174,6 +187,9 @@ static int read_int_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_fie
 
 /* Time {unit, bitWidth}: 32 bits hold s or ms, 64 bits us or ns */
 static int read_time_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  assert(r != NULL);
+  assert(ty != NULL);
+  assert(f != NULL);
   int32_t i32;
   int16_t i16;
   int rc;
@@ -189,6 +205,9 @@ static int read_time_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_fi
 
 /* Timestamp {unit, timezone} */
 static int read_timestamp_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  assert(d != NULL);
+  assert(r != NULL);
+  assert(ty != NULL);
   const char *tz = NULL;
   size_t tzn = 0;
   int16_t i16;
@@ -207,6 +226,8 @@ static int read_timestamp_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, 
 
 /* Decimal {precision, scale, bitWidth}: 128 bits only */
 static int read_decimal_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  assert(d != NULL);
+  assert(f != NULL);
   const char *w = f->name;
   int32_t prec, scale, bits;
   int rc;
@@ -315,6 +336,9 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
 
 /* Type, metadata and primary-key position of the Field table ft. */
 static int read_field(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth) {
+  assert(r != NULL);
+  assert(ft != NULL);
+  assert(f != NULL);
   int rc = read_type(d, r, ft, f, depth);
   if (rc < 0) return rc;
   if ((rc = read_kvs(d, r, ft, 6, &f->meta, f->name)) < 0) return rc;
@@ -322,6 +346,9 @@ static int read_field(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_
 }
 
 static int read_schema(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *st, mw_schema_t *s) {
+  assert(d != NULL);
+  assert(r != NULL);
+  assert(s != NULL);
   int16_t endian;
   size_t start = 0, count = 0;
   int rc = mw_fbr_i16(r, st, 0, 0, &endian, "schema");
@@ -378,6 +405,9 @@ int mw_ipc_schema_table_decode(const mw_fbr_t *r, const mw_fbt_t *t, const mw_ip
 /* ------------------------------------------------------------ batch body */
 
 static int next_node(dec_t *d, body_t *b, int64_t *len, int64_t *nulls, const char *what) {
+  assert(d != NULL);
+  assert(b != NULL);
+  assert(len != NULL);
   size_t at = b->nodes + 16 * b->next_node;
   if (b->next_node >= b->n_nodes) return bad_at(d, b->r->base, what, "too few field nodes");
   b->next_node++;
@@ -391,6 +421,8 @@ static int next_node(dec_t *d, body_t *b, int64_t *len, int64_t *nulls, const ch
 /* The next body buffer, decompressed if needed into d->tmp[role]. */
 static int next_buf(dec_t *d, body_t *b, int role, const uint8_t **p, size_t *n,
                     const char *what) {
+  assert(d != NULL);
+  assert(n != NULL);
   size_t at = b->bufs + 16 * b->next_buf;
   if (b->next_buf >= b->n_bufs) return bad_at(d, b->r->base, what, "too few buffers");
   b->next_buf++;
@@ -434,6 +466,7 @@ static int next_buf(dec_t *d, body_t *b, int role, const uint8_t **p, size_t *n,
  * 8-byte aligned in memory (the model reads offsets and values through
  * typed pointers), not empty. */
 static bool can_view(const dec_t *d, const body_t *b, const uint8_t *p, size_t n) {
+  assert(d != NULL);
   return d->view && !b->zstd && n > 0 && ((uintptr_t)p & 7) == 0;
 }
 
@@ -447,6 +480,8 @@ static int take_bytes(dec_t *d, const body_t *b, const uint8_t *p, size_t n, mw_
 }
 
 static int charge(dec_t *d, body_t *b, size_t n, const char *what) {
+  assert(d != NULL);
+  assert(b != NULL);
   if (b->zstd) return 0; /* already charged to the zstd budget */
   if (n > d->copy_budget) return bad_at(d, b->pos, what, "buffers overlap beyond the input size");
   d->copy_budget -= n;
@@ -468,6 +503,7 @@ static int64_t count_zero_bits(const uint8_t *p, int64_t bits) {
  * (arrow-rs may leave ones there), so re-encoding gives the same bytes. */
 static int take_bits(dec_t *d, body_t *b, const uint8_t *p, size_t n, int64_t bits, mw_buf_t *dst,
                      const char *what) {
+  assert(b != NULL);
   size_t need = mw_bitmap_bytes(bits);
   if (n < need) return bad_at(d, b->pos, what, "bitmap buffer too short");
   int rc = charge(d, b, need, what);
@@ -499,6 +535,7 @@ static int take_validity(dec_t *d, body_t *b, int64_t len, int64_t nulls, bool n
 }
 
 static int take_fixed(dec_t *d, body_t *b, size_t need, mw_buf_t *dst, const char *what) {
+  assert(b != NULL);
   const uint8_t *p;
   size_t n;
   int rc = next_buf(d, b, 1, &p, &n, what);
@@ -562,6 +599,8 @@ static int take_offsets(dec_t *d, body_t *b, int64_t len, bool large, mw_column_
 
 static int take_varlen(dec_t *d, body_t *b, int64_t len, bool large, mw_column_t *c,
                        const char *what) {
+  assert(b != NULL);
+  assert(c != NULL);
   int64_t base, end;
   const uint8_t *vp;
   size_t vn;
@@ -608,6 +647,7 @@ static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, b
 /* Keep items [base, end) of a list's child (arrow writers may leave the
  * child longer than its offsets say, or start the offsets past 0). */
 static int slice_child(mw_column_t *c, const mw_field_t *f, int64_t base, int64_t end) {
+  assert(c != NULL);
   mw_column_t tmp;
   int rc = mw_column_init(&tmp, f);
   if (rc == 0) rc = mw_column_append_range(&tmp, c, f, base, end - base);
@@ -624,6 +664,9 @@ static int slice_child(mw_column_t *c, const mw_field_t *f, int64_t base, int64_
  * (`mask`: the validity its struct members' nulls must sit under). */
 static int read_values(dec_t *d, body_t *b, const mw_field_t *f, int64_t len, const mw_buf_t *mask,
                        mw_column_t *c, int depth) {
+  assert(b != NULL);
+  assert(f != NULL);
+  assert(c != NULL);
   const char *w = f->name;
   int rc;
   switch (mw_field_layout(f)) {
@@ -669,6 +712,9 @@ static int read_values(dec_t *d, body_t *b, const mw_field_t *f, int64_t len, co
  * whose nulls sit under its struct's (`mask`) is read as valid. */
 static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, bool exact,
                        const mw_buf_t *mask, mw_column_t *c, int depth) {
+  assert(b != NULL);
+  assert(f != NULL);
+  assert(c != NULL);
   int64_t len, nulls;
   const char *w = f->name;
   if (depth > MW_MAX_NESTING) return bad_at(d, b->r->base, w, "nested too deep");
@@ -689,12 +735,14 @@ static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, b
 }
 
 static struct dict *dict_of(dec_t *d, size_t field) {
+  assert(d != NULL);
   for (size_t i = 0; i < d->n_dicts; i++)
     if (d->dicts[i].field == field) return &d->dicts[i];
   return NULL;
 }
 
 static void dicts_free(dec_t *d) {
+  assert(d != NULL);
   for (size_t i = 0; i < d->n_dicts; i++) {
     mw_column_free(&d->dicts[i].values);
     mw_schema_free(&d->dicts[i].vs);
@@ -706,6 +754,9 @@ static void dicts_free(dec_t *d) {
  * replaced by its dictionary value (bounded by dict_budget). */
 static int read_dict_column(dec_t *d, body_t *b, struct dict *x, const mw_field_t *f, int64_t rows,
                             mw_column_t *c) {
+  assert(d != NULL);
+  assert(b != NULL);
+  assert(f != NULL);
   int64_t len, nulls;
   const char *w = f->name;
   mw_buf_t bits = MW_BUF_INIT;
@@ -848,6 +899,7 @@ int mw_ipc_frame(dec_t *d, size_t *pos, mw_fbr_t *r, mw_fbt_t *msg, uint8_t *ht,
 /* A DictionaryBatch {id, data: RecordBatch of one column, isDelta}: the
  * values of a dictionary, replaced or (delta) extended. */
 static int read_dict_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *hdr, body_t *b, size_t at) {
+  assert(d != NULL);
   int64_t id;
   uint8_t delta;
   mw_fbt_t data;
@@ -882,6 +934,8 @@ static int read_dict_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *hdr, bod
  * memory when there is one. */
 static int push_batch(dec_t *d, mw_ipc_reader_t *rd, const mw_fbr_t *r, const mw_fbt_t *hdr,
                       body_t *b) {
+  assert(d != NULL);
+  assert(rd != NULL);
   mw_ipc_stream_t *s = &rd->stream;
   if (s->n_batches >= d->lim.max_batches)
     return mw_err_set(d->err, -EFBIG, "ipc: more than %zu batches", d->lim.max_batches);
@@ -901,18 +955,21 @@ static int push_batch(dec_t *d, mw_ipc_reader_t *rd, const mw_fbr_t *r, const mw
 }
 
 void mw_ipc_reader_init(mw_ipc_reader_t *rd) {
+  assert(rd != NULL);
   memset(rd, 0, sizeof *rd);
   mw_schema_init(&rd->stream.schema);
 }
 
 /* Free every initialised batch (they borrow the current schema). */
 static void reader_drop_batches(mw_ipc_reader_t *rd) {
+  assert(rd != NULL);
   for (size_t i = 0; i < rd->batches_init; i++) mw_batch_free(&rd->stream.batches[i]);
   rd->batches_init = 0;
   rd->stream.n_batches = 0;
 }
 
 void mw_ipc_reader_free(mw_ipc_reader_t *rd) {
+  assert(rd != NULL);
   reader_drop_batches(rd);
   free(rd->stream.batches);
   mw_schema_free(&rd->stream.schema);
@@ -924,6 +981,8 @@ void mw_ipc_reader_free(mw_ipc_reader_t *rd) {
 /* Install a freshly decoded schema; keep the batch memory when the columns
  * have the same shape, so a warm reader decodes without page faults. */
 static void reader_set_schema(mw_ipc_reader_t *rd, mw_schema_t *ns) {
+  assert(rd != NULL);
+  assert(ns != NULL);
   if (!mw_schema_equal(&rd->stream.schema, ns)) reader_drop_batches(rd);
   rd->stream.n_batches = 0;
   mw_schema_free(&rd->stream.schema);

@@ -39,11 +39,13 @@
 #include "lance/util.h"
 
 void mw_ipc_writer_init(mw_ipc_writer_t *w) {
+  assert(w != NULL);
   memset(w, 0, sizeof *w);
   mw_fbb_init(&w->fbb);
 }
 
 void mw_ipc_writer_free(mw_ipc_writer_t *w) {
+  assert(w != NULL);
   mw_fbb_free(&w->fbb);
   mw_buf_free(&w->body);
   mw_buf_free(&w->scratch);
@@ -55,6 +57,8 @@ void mw_ipc_writer_free(mw_ipc_writer_t *w) {
 /* Reserve an 8-aligned array of n items in the scratch stack; returns its
  * byte offset (pointers move when scratch grows, so callers keep offsets). */
 static int scratch_push(mw_ipc_writer_t *w, size_t bytes, size_t *mark) {
+  assert(w != NULL);
+  assert(mark != NULL);
   size_t at = (w->scratch.len + 7) & ~(size_t)7;
   /* +8: never a NULL data pointer, even for an empty array */
   if (mw_buf_reserve(&w->scratch, at - w->scratch.len + bytes + 8) < 0) return -ENOMEM;
@@ -64,12 +68,16 @@ static int scratch_push(mw_ipc_writer_t *w, size_t bytes, size_t *mark) {
 }
 
 static uint32_t *scratch_u32(mw_ipc_writer_t *w, size_t mark) {
+  assert(w != NULL);
   return (uint32_t *)(void *)(w->scratch.data + mark);
 }
 
 /* Vector of KeyValue tables, plus an optional extra entry at the end. */
 static int fb_kvs(mw_ipc_writer_t *w, const mw_kvs_t *kvs, const char *xkey, const char *xval,
                   uint32_t *off) {
+  assert(w != NULL);
+  assert(kvs != NULL);
+  assert(off != NULL);
   size_t n = kvs->n + (xkey != NULL), mark;
   if (scratch_push(w, n * 4, &mark) < 0) return -ENOMEM;
   for (size_t i = 0; i < n; i++) {
@@ -92,6 +100,7 @@ static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off, int 
 
 /* The FSL child field ("item") a fixed_size_list field implies. */
 static mw_field_t fsl_item(const mw_field_t *f) {
+  assert(f != NULL);
   mw_field_t item = {.name = (char *)"item", .type = f->item_type, .nullable = f->item_nullable,
                      .item_type = MW_T_FLOAT32, .id = -1};
   return item;
@@ -101,6 +110,8 @@ static mw_field_t fsl_item(const mw_field_t *f) {
  * *mark. As in arrow-rs, the children are built first, then the parent's
  * type table, then the vector of children (fb_children_end). */
 static int fb_children(mw_ipc_writer_t *w, const mw_field_t *f, size_t *mark, int depth) {
+  assert(f != NULL);
+  assert(mark != NULL);
   size_t n = f->type == MW_T_FSL ? 1 : f->n_children;
   if (scratch_push(w, n * 4, mark) < 0) return -ENOMEM;
   for (size_t i = 0; i < n; i++) {
@@ -114,6 +125,8 @@ static int fb_children(mw_ipc_writer_t *w, const mw_field_t *f, size_t *mark, in
 }
 
 static uint32_t fb_children_end(mw_ipc_writer_t *w, const mw_field_t *f, size_t mark) {
+  assert(w != NULL);
+  assert(f != NULL);
   size_t n = f->type == MW_T_FSL ? 1 : f->n_children;
   uint32_t v = mw_fbb_vec_offsets(&w->fbb, scratch_u32(w, mark), n);
   w->scratch.len = mark;
@@ -123,6 +136,8 @@ static uint32_t fb_children_end(mw_ipc_writer_t *w, const mw_field_t *f, size_t 
 /* The slots of a field-less or parameter type table (open in b), and its
  * type id; -EINVAL for a type the Arrow schema cannot carry. */
 static int fb_plain_type(mw_fbb_t *b, const mw_field_t *f, uint8_t *tt) {
+  assert(f != NULL);
+  assert(tt != NULL);
   switch (f->type) {
     case MW_T_BOOL: *tt = TY_BOOL; break;
     case MW_T_UTF8: *tt = TY_UTF8; break;
@@ -251,6 +266,7 @@ uint32_t mw_ipc_fb_message(mw_fbb_t *b, uint8_t hdr_type, uint32_t header, int64
 
 /* Finish the flatbuffer and append continuation, length, metadata, padding. */
 static int emit_metadata(mw_ipc_writer_t *w, uint32_t root, mw_buf_t *out, size_t body_len) {
+  assert(w != NULL);
   const uint8_t *p;
   size_t n;
   int rc = mw_fbb_finish(&w->fbb, root, &p, &n);
@@ -288,6 +304,7 @@ int mw_ipc_writer_schema_table(mw_ipc_writer_t *w, const mw_schema_t *s, uint32_
 }
 
 static int encode_schema(mw_ipc_writer_t *w, const mw_schema_t *s, mw_buf_t *out) {
+  assert(w != NULL);
   uint32_t schema;
   mw_fbb_reset(&w->fbb);
   int rc = mw_ipc_writer_schema_table(w, s, &schema);
@@ -314,12 +331,18 @@ typedef struct enc_batch {
 } enc_batch_t;
 
 static int64_t *node_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
+  assert(w != NULL);
+  assert(e != NULL);
   return (int64_t *)(void *)(w->scratch.data + e->nodes_mark) + 2 * i;
 }
 static int64_t *buf_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
+  assert(w != NULL);
+  assert(e != NULL);
   return (int64_t *)(void *)(w->scratch.data + e->bufs_mark) + 2 * i;
 }
 static src_buf_t *src_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
+  assert(w != NULL);
+  assert(e != NULL);
   return (src_buf_t *)(void *)(w->scratch.data + e->srcs_mark) + i;
 }
 
@@ -338,6 +361,9 @@ static void add_src(mw_ipc_writer_t *w, enc_batch_t *e, const uint8_t *p, size_t
  * them): FSL adds its child's node and 2 buffers, LIST its offsets and the
  * child tree, STRUCT one tree per child. */
 void mw_ipc_count_field(const mw_field_t *f, size_t *nodes, size_t *bufs) {
+  assert(f != NULL);
+  assert(nodes != NULL);
+  assert(bufs != NULL);
   (*nodes)++;
   switch (mw_field_layout(f)) {
     case MW_LAYOUT_VAR: *bufs += 3; return;
@@ -350,12 +376,15 @@ void mw_ipc_count_field(const mw_field_t *f, size_t *nodes, size_t *bufs) {
 }
 
 static int bad_column(mw_err_t *err, const mw_field_t *f, const char *why) {
+  assert(f != NULL);
   return mw_err_set(err, -EINVAL, "ipc encode: column %s: %s", f->name, why);
 }
 
 /* Offsets of a VAR or LIST column: int32 as they are, or widened. */
 static int add_offsets(mw_ipc_writer_t *w, enc_batch_t *e, const mw_field_t *f,
                        const mw_column_t *c, int64_t *end, mw_err_t *err) {
+  assert(c != NULL);
+  assert(end != NULL);
   int64_t len = c->length;
   if (c->offsets.len < (size_t)(len + 1) * 4) return bad_column(err, f, "short offsets");
   int32_t last;
@@ -368,6 +397,7 @@ static int add_offsets(mw_ipc_writer_t *w, enc_batch_t *e, const mw_field_t *f,
 
 static int collect_column(mw_ipc_writer_t *w, enc_batch_t *e, const mw_field_t *f,
                           const mw_column_t *c, int64_t len, int depth, mw_err_t *err) {
+  assert(f != NULL);
   if (depth > MW_MAX_NESTING) return bad_column(err, f, "nested too deep");
   if (c->length != len || len < 0 || (c->validity.len && c->validity.len < mw_bitmap_bytes(len)) ||
       c->null_count < 0 || c->null_count > len || (c->null_count && !c->validity.len))
@@ -439,6 +469,7 @@ static int collect(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch_t *b
 
 /* Write a source buffer's n bytes to dst. */
 static void src_emit(const src_buf_t *sb, uint8_t *dst) {
+  assert(sb != NULL);
   switch (sb->kind) {
     case SRC_COPY: if (sb->n) memcpy(dst, sb->p, sb->n); break;
     case SRC_ONES: memset(dst, 0xFF, sb->n); break;
@@ -455,6 +486,8 @@ static void src_emit(const src_buf_t *sb, uint8_t *dst) {
 /* A contiguous view of a source buffer (ones or widened offsets are built
  * in w->ones). */
 static const uint8_t *src_view(mw_ipc_writer_t *w, const src_buf_t *sb) {
+  assert(w != NULL);
+  assert(sb != NULL);
   if (sb->kind == SRC_COPY) return sb->p;
   mw_buf_reset(&w->ones);
   uint8_t *p = mw_buf_extend(&w->ones, sb->n ? sb->n : 1);
@@ -464,6 +497,8 @@ static const uint8_t *src_view(mw_ipc_writer_t *w, const src_buf_t *sb) {
 
 /* Compress every buffer into w->body (arrow-rs compress_to_vec framing). */
 static int compress_body(mw_ipc_writer_t *w, enc_batch_t *e, int level) {
+  assert(w != NULL);
+  assert(e != NULL);
   mw_buf_reset(&w->body);
   if (w->zctx == NULL && (w->zctx = ZSTD_createCCtx()) == NULL) return -ENOMEM;
   for (size_t i = 0; i < e->n_bufs; i++) {

@@ -5,7 +5,8 @@
  *
  * Only the metadata is written anew; the body is copied as it is, and a
  * target bool column the stream lacks (`_tombstone`) gets a false bitmap
- * appended to the body. A stream batch of 3 rows {id: int64} re-framed for
+ * appended to the body. A stream batch of 3 rows {id: int64} (no validity
+ * buffer, 8-byte alignment, as pyarrow writes it) re-framed for
  * {id: int64, _tombstone: bool not null}:
  *
  *   ff ff ff ff  <len>         continuation, metadata length (8+len % 64 == 0)

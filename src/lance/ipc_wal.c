@@ -24,6 +24,8 @@
 #include "lance/ipc_int.h"
 
 int mw_ipc_parse_u64(const uint8_t *p, size_t n, uint64_t *v) {
+  assert(p != NULL || n == 0);
+  assert(v != NULL);
   if (n == 0 || n > 20) return -EBADMSG;
   uint64_t x = 0;
   for (size_t i = 0; i < n; i++) {
@@ -37,6 +39,8 @@ int mw_ipc_parse_u64(const uint8_t *p, size_t n, uint64_t *v) {
 }
 
 int mw_ipc_writer_epoch(const mw_schema_t *schema, uint64_t *epoch, mw_err_t *err) {
+  assert(schema != NULL);
+  assert(epoch != NULL);
   const mw_kv_t *kv = mw_kvs_get(&schema->meta, MW_IPC_WRITER_EPOCH_KEY);
   if (kv == NULL) return mw_err_set(err, -EBADMSG, "WAL entry missing writer_epoch metadata");
   if (mw_ipc_parse_u64(kv->value, kv->value_len, epoch) < 0)
@@ -46,6 +50,7 @@ int mw_ipc_writer_epoch(const mw_schema_t *schema, uint64_t *epoch, mw_err_t *er
 }
 
 bool mw_ipc_is_fence_sentinel(const mw_schema_t *schema) {
+  assert(schema != NULL);
   const mw_kv_t *kv = mw_kvs_get(&schema->meta, MW_IPC_FENCE_SENTINEL_KEY);
   return kv != NULL && kv->value_len == 4 && memcmp(kv->value, "true", 4) == 0;
 }
@@ -53,7 +58,10 @@ bool mw_ipc_is_fence_sentinel(const mw_schema_t *schema) {
 int mw_ipc_fence_sentinel(uint64_t epoch, mw_buf_t *out, mw_err_t *err) {
   mw_schema_t s;
   char num[24];
+  assert(out != NULL);
   int n = snprintf(num, sizeof num, "%" PRIu64, epoch);
+  assert(n >= 1);
+  assert(n <= 20); /* what mw_ipc_parse_u64 accepts back */
   mw_schema_init(&s);
   int rc = mw_kvs_set(&s.meta, MW_IPC_FENCE_SENTINEL_KEY, "true", 4);
   if (rc == 0) rc = mw_kvs_set(&s.meta, MW_IPC_WRITER_EPOCH_KEY, num, (size_t)n);

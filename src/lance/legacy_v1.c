@@ -43,6 +43,8 @@ typedef struct pbx {
 } pbx_t;
 
 static int bad(pbx_t *x, const mw_pb_field_t *f, const char *what) {
+  assert(x != NULL);
+  assert(f != NULL);
   return mw_err_set(x->err, -EBADMSG, "lance v1: byte %zu: %s (field %u, wire type %u)",
                     x->base + f->start, what, f->tag, f->wire);
 }
@@ -55,6 +57,8 @@ static int pbx_next(pbx_t *x, size_t *pos, mw_pb_field_t *f) {
 }
 
 static int take_str(pbx_t *x, const mw_pb_field_t *f, char **out, const char *what) {
+  assert(f != NULL);
+  assert(out != NULL);
   if (f->wire != 2) return bad(x, f, what);
   if (memchr(f->data, 0, f->len) != NULL) return bad(x, f, "NUL inside a string");
   char *s = malloc(f->len + 1);
@@ -67,6 +71,8 @@ static int take_str(pbx_t *x, const mw_pb_field_t *f, char **out, const char *wh
 }
 
 static int take_varint(pbx_t *x, const mw_pb_field_t *f, uint64_t *v, const char *what) {
+  assert(f != NULL);
+  assert(v != NULL);
   if (f->wire != 0) return bad(x, f, what);
   *v = f->value;
   return 0;
@@ -74,12 +80,17 @@ static int take_varint(pbx_t *x, const mw_pb_field_t *f, uint64_t *v, const char
 
 /* A sub-message: walk its bytes with file offsets kept right. */
 static pbx_t sub(const pbx_t *x, const mw_pb_field_t *f) {
+  assert(x != NULL);
+  assert(f != NULL);
   return (pbx_t){f->data, f->len, x->base + (size_t)(f->data - x->p), x->err};
 }
 
 /* Append the int32 values of a packed (wire 2) or single (wire 0) field. */
 static int take_i32s(pbx_t *x, const mw_pb_field_t *f, int32_t **v, size_t *n, size_t max,
                      const char *what) {
+  assert(x != NULL);
+  assert(f != NULL);
+  assert(v != NULL);
   mw_pb_field_t one = *f;
   size_t pos = 0;
   pbx_t s = *x;
@@ -130,6 +141,7 @@ static int parse_dictionary(pbx_t *x, mw_v1_field_t *out) {
 }
 
 static int parse_field(pbx_t *x, mw_v1_field_t *out) {
+  assert(x != NULL);
   memset(out, 0, sizeof *out);
   out->parent_id = 0; /* proto3 default; Lance writes -1 for top-level fields */
   size_t pos = 0;
@@ -165,6 +177,9 @@ static int parse_field(pbx_t *x, mw_v1_field_t *out) {
 }
 
 static int push_field(pbx_t *x, const mw_pb_field_t *f, mw_v1_field_t **v, size_t *n) {
+  assert(x != NULL);
+  assert(f != NULL);
+  assert(v != NULL);
   if (f->wire != 2) return bad(x, f, "Field");
   if (*n >= MW_V1_MAX_FIELDS) return mw_err_set(x->err, -EFBIG, "lance v1: more than %d fields", MW_V1_MAX_FIELDS);
   mw_v1_field_t *nv = realloc(*v, (*n + 1) * sizeof *nv);
@@ -179,6 +194,7 @@ static int push_field(pbx_t *x, const mw_pb_field_t *f, mw_v1_field_t **v, size_
 /* ------------------------------------------------------------- Manifest */
 
 static void field_free(mw_v1_field_t *f) {
+  assert(f != NULL);
   free(f->name);
   free(f->logical_type);
   free(f->extension_name);
@@ -186,6 +202,7 @@ static void field_free(mw_v1_field_t *f) {
 }
 
 static void manifest_free(mw_v1_manifest_t *m) {
+  assert(m != NULL);
   for (size_t i = 0; i < m->n_fields; i++) field_free(&m->fields[i]);
   free(m->fields);
   for (size_t i = 0; i < m->n_fragments; i++) {
@@ -232,6 +249,8 @@ static int parse_fragment(pbx_t *x, mw_v1_fragment_t *fr) {
 }
 
 static int parse_pair(pbx_t *x, const mw_pb_field_t *f, char **a, char **b, const char *what) {
+  assert(x != NULL);
+  assert(f != NULL);
   if (f->wire != 2) return bad(x, f, what);
   pbx_t s = sub(x, f);
   size_t pos = 0;
@@ -246,6 +265,9 @@ static int parse_pair(pbx_t *x, const mw_pb_field_t *f, char **a, char **b, cons
 }
 
 static int parse_meta_entry(pbx_t *x, const mw_pb_field_t *f, mw_kvs_t *kvs) {
+  assert(x != NULL);
+  assert(f != NULL);
+  assert(kvs != NULL);
   if (f->wire != 2) return bad(x, f, "Manifest.metadata");
   if (kvs->n >= MW_V1_MAX_META_ENTRIES) return mw_err_set(x->err, -EFBIG, "lance v1: too many metadata entries");
   pbx_t s = sub(x, f);
@@ -324,6 +346,7 @@ static int parse_manifest(pbx_t *x, mw_v1_manifest_t *m) {
 /* ------------------------------------------------------------- Metadata */
 
 static int parse_stats(pbx_t *x, mw_v1_file_t *v) {
+  assert(v != NULL);
   size_t pos = 0;
   mw_pb_field_t f;
   int rc;
@@ -338,6 +361,8 @@ static int parse_stats(pbx_t *x, mw_v1_file_t *v) {
 }
 
 static int parse_metadata(pbx_t *x, mw_v1_file_t *v) {
+  assert(x != NULL);
+  assert(v != NULL);
   size_t pos = 0;
   mw_pb_field_t f;
   int32_t *offs = NULL;
@@ -399,6 +424,8 @@ void mw_v1_close(mw_v1_file_t *f) {
 /* u32 len || message at `at`, ending at or before `limit`. */
 static int framed(const mw_v1_file_t *f, uint64_t at, uint64_t limit, const char *what, pbx_t *out,
                   mw_err_t *err) {
+  assert(f != NULL);
+  assert(out != NULL);
   if (at > limit || limit - at < 4)
     return mw_err_set(err, -EBADMSG, "lance v1: %s position %" PRIu64 " outside the file's %zu bytes", what, at, f->len);
   uint32_t len = mw_load_u32le(f->data + at);
@@ -416,6 +443,7 @@ static int32_t max_id(const mw_v1_field_t *v, size_t n) {
 }
 
 static int check_table(const mw_v1_file_t *f, const mw_v1_pages_t *t, const char *what, mw_err_t *err) {
+  assert(f != NULL);
   if (t->n_fields == 0 || t->n_batches == 0) return 0;
   if (t->n_fields > MW_V1_MAX_PAGE_ENTRIES / t->n_batches)
     return mw_err_set(err, -EFBIG, "lance v1: %s page table of %zu x %zu entries", what, t->n_fields, t->n_batches);
@@ -464,6 +492,7 @@ int mw_v1_open(mw_v1_file_t *f, const uint8_t *p, size_t n, mw_err_t *err) {
 }
 
 uint64_t mw_v1_rows(const mw_v1_file_t *f) {
+  assert(f != NULL);
   return f->n_batch_offsets ? f->batch_offsets[f->n_batch_offsets - 1] : 0;
 }
 
@@ -524,6 +553,7 @@ int mw_v1_field_type(const mw_v1_field_t *fl, mw_field_t *out, mw_err_t *err) {
  * column holds at most the file's size; overlapping pages of a hostile file
  * cannot make us allocate more. */
 static int charge(uint64_t *budget, uint64_t n, const char *where, mw_err_t *err) {
+  assert(budget != NULL);
   if (n > *budget) return mw_err_set(err, -EBADMSG, "lance v1: %s: pages overlap (more bytes than the file holds)", where);
   *budget -= n;
   return 0;
@@ -531,6 +561,7 @@ static int charge(uint64_t *budget, uint64_t n, const char *where, mw_err_t *err
 
 static int read_var(const mw_v1_file_t *f, const mw_field_t *mf, uint64_t pos, uint64_t items,
                     mw_column_t *out, uint64_t *budget, const char *where, mw_err_t *err) {
+  assert(f != NULL);
   if ((items + 1) > (f->len - pos) / 8)
     return mw_err_set(err, -EBADMSG, "lance v1: %s: %" PRIu64 " offsets at %" PRIu64 " overrun the file", where, items + 1, pos);
   const uint8_t *o = f->data + pos;

@@ -35,6 +35,7 @@ size_t mw_fsl_item_width(const mw_field_t *f) {
 }
 
 size_t mw_type_width(const mw_field_t *f) {
+  assert(f != NULL);
   const mw_type_info_t *ti = mw_type_info(f->type);
   switch (ti->layout) {
     case MW_LAYOUT_FIXED:
@@ -47,6 +48,7 @@ size_t mw_type_width(const mw_field_t *f) {
 }
 
 static void field_init(mw_field_t *f, mw_type_t type, bool nullable) {
+  assert(f != NULL);
   memset(f, 0, sizeof *f);
   f->type = type;
   f->nullable = nullable;
@@ -57,6 +59,7 @@ static void field_init(mw_field_t *f, mw_type_t type, bool nullable) {
 }
 
 static void field_free(mw_field_t *f) {
+  assert(f != NULL);
   free(f->name);
   free(f->tz);
   for (uint32_t i = 0; i < f->n_children; i++) field_free(&f->children[i]);
@@ -105,6 +108,7 @@ static int field_copy(mw_field_t *d, const mw_field_t *s) {
 }
 
 size_t mw_field_count(const mw_field_t *f) {
+  assert(f != NULL);
   size_t n = 1;
   for (uint32_t i = 0; i < f->n_children; i++) n += mw_field_count(&f->children[i]);
   return n;
@@ -181,6 +185,7 @@ static bool tz_equal(const char *a, const char *b) {
 }
 
 static bool type_equal(const mw_field_t *a, const mw_field_t *b, bool strict) {
+  assert(b != NULL);
   if (a->type != b->type || a->n_children != b->n_children) return false;
   switch (a->type) {
     case MW_T_FSL:
@@ -221,6 +226,7 @@ void mw_text_put(char *out, size_t len, size_t *at, const char *fmt, ...) {
 }
 
 static void type_text(const mw_field_t *f, char *out, size_t len, size_t *at) {
+  assert(f != NULL);
   const char *name = mw_type_name(f->type);
   switch (f->type) {
     case MW_T_FSL:
@@ -292,12 +298,14 @@ int mw_kvs_set(mw_kvs_t *kvs, const char *key, const void *value, size_t value_l
 }
 
 const mw_kv_t *mw_kvs_get(const mw_kvs_t *kvs, const char *key) {
+  assert(kvs != NULL);
   for (size_t i = 0; i < kvs->n; i++)
     if (strcmp(kvs->items[i].key, key) == 0) return &kvs->items[i];
   return NULL;
 }
 
 bool mw_kvs_remove(mw_kvs_t *kvs, const char *key) {
+  assert(kvs != NULL);
   for (size_t i = 0; i < kvs->n; i++) {
     if (strcmp(kvs->items[i].key, key) != 0) continue;
     free(kvs->items[i].key);
@@ -372,12 +380,15 @@ fail:
 }
 
 int mw_schema_find(const mw_schema_t *s, const char *name) {
+  assert(s != NULL);
   for (size_t i = 0; i < s->n_fields; i++)
     if (strcmp(s->fields[i].name, name) == 0) return (int)i;
   return -ENOENT;
 }
 
 bool mw_schema_equal(const mw_schema_t *a, const mw_schema_t *b) {
+  assert(a != NULL);
+  assert(b != NULL);
   if (a->n_fields != b->n_fields) return false;
   for (size_t i = 0; i < a->n_fields; i++) {
     const mw_field_t *x = &a->fields[i], *y = &b->fields[i];

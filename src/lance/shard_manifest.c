@@ -46,6 +46,8 @@ int mw_pb_put_varint(mw_buf_t *b, uint64_t v) {
 }
 
 static int get_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out) {
+  assert(pos != NULL);
+  assert(out != NULL);
   uint64_t v = 0;
   for (unsigned shift = 0, i = 0; i < 10; i++, shift += 7) {
     if (*pos >= n) return -EBADMSG;
@@ -151,6 +153,7 @@ static char *dup_bytes(const void *p, size_t n) {
 }
 
 static int add_field_entry(mw_shard_manifest_t *m, const char *id, const uint8_t *v, size_t vn) {
+  assert(m != NULL);
   mw_shard_field_entry_t *e =
       realloc(m->field_entries, (m->n_field_entries + 1) * sizeof *m->field_entries);
   if (e == NULL) return -ENOMEM;
@@ -282,6 +285,8 @@ fail:
 /* ------------------------------------------------------------------- decode */
 
 static int copy_in(const Lance__Table__ShardManifest *pb, mw_shard_manifest_t *m, mw_err_t *err) {
+  assert(pb != NULL);
+  assert(m != NULL);
   m->version = pb->version;
   m->writer_epoch = pb->writer_epoch;
   m->replay_after_wal_entry_position = pb->replay_after_wal_entry_position;
@@ -448,10 +453,12 @@ int mw_version_hint_encode(uint64_t version, char *out, size_t out_len) {
 }
 
 static void skip_ws(const uint8_t *p, size_t n, size_t *i) {
+  assert(i != NULL);
   while (*i < n && (p[*i] == ' ' || p[*i] == '\t' || p[*i] == '\n' || p[*i] == '\r')) (*i)++;
 }
 
 static bool expect(const uint8_t *p, size_t n, size_t *i, const char *lit) {
+  assert(i != NULL);
   size_t k = strlen(lit);
   if (n - *i < k || memcmp(p + *i, lit, k) != 0) return false;
   *i += k;
@@ -497,6 +504,7 @@ bad:
 enum { LS_HINT = 1, LS_ONE, LS_SCAN, LS_DONE };
 
 static void set_step(mw_latest_search_t *s, int state, uint64_t base, uint32_t count) {
+  assert(s != NULL);
   s->state = state;
   s->base = base;
   s->count = count;
@@ -507,6 +515,7 @@ static void set_step(mw_latest_search_t *s, int state, uint64_t base, uint32_t c
 }
 
 static void start_scan(mw_latest_search_t *s) {
+  assert(s != NULL);
   uint64_t room = UINT64_MAX - s->latest;
   uint32_t count = room < s->batch ? (uint32_t)room : s->batch;
   set_step(s, LS_SCAN, s->latest, count);

@@ -59,6 +59,7 @@ typedef struct rng {
 } rng_t;
 
 static uint64_t rng_u64(rng_t *r) {
+  assert(r != NULL);
   if (r->state == 0) {
     uint64_t v = 0;
     while (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
@@ -84,6 +85,7 @@ static void data_file_name(rng_t *r, char out[64]) {
 
 /* PK payload without validity (PK columns are non-null in practice). */
 static uint64_t pk_payload(const mw_batch_t *b) {
+  assert(b != NULL);
   uint64_t sum = 0;
   for (size_t i = 0; i < b->schema->n_fields; i++) {
     const mw_field_t *f = &b->schema->fields[i];
@@ -118,6 +120,8 @@ int mw_sstable_check_schema(const mw_schema_t *schema, mw_err_t *err) {
 
 static int check_input(const mw_schema_t *s, const mw_batch_t *const *batches, size_t n,
                        int64_t *rows, mw_err_t *err) {
+  assert(s != NULL);
+  assert(rows != NULL);
   if (s->n_fields < 2)
     return mw_err_set(err, -EINVAL, "sstable: schema needs a PK column and _tombstone");
   const mw_field_t *t = &s->fields[s->n_fields - 1];
@@ -175,6 +179,7 @@ void mw_sstable_free(mw_sstable_t *sst) {
 }
 
 const mw_sstable_file_t *mw_sstable_find(const mw_sstable_t *sst, const char *suffix) {
+  assert(sst != NULL);
   size_t sl = strlen(suffix);
   for (size_t i = 0; i < sst->n_files; i++) {
     size_t pl = strlen(sst->files[i].path);
@@ -212,6 +217,7 @@ static int concat_column(const mw_field_t *f, const mw_batch_t *const *batches, 
  * datafile writer refuses them with -ENOTSUP). *views is NULL when no batch
  * needs it; else free only the views' cols arrays (buffers are borrowed). */
 static bool dead_items_only(const mw_field_t *f, const mw_column_t *c) {
+  assert(f != NULL);
   if (c->item_null_count == 0 || c->item_validity.len == 0) return false;
   for (int64_t r = 0; r < c->length; r++) {
     if (!mw_column_valid(c, r)) continue;
@@ -223,6 +229,8 @@ static bool dead_items_only(const mw_field_t *f, const mw_column_t *c) {
 
 static int strip_dead_items(const mw_schema_t *s, const mw_batch_t *const *batches, size_t n,
                             mw_batch_t **views) {
+  assert(s != NULL);
+  assert(views != NULL);
   *views = NULL;
   bool any = false;
   for (size_t i = 0; i < n && !any; i++)
@@ -275,6 +283,7 @@ static int hash_rows(const mw_batch_t *const *batches, size_t n, int64_t rows, u
 static int manifest_file(const mw_schema_t *schema, const char *data_name, const mw_sstable_t *sst,
                          int64_t ts_ns, bool zone_seeds, const mw_buf_t *index_section, mw_buf_t *out,
                          mw_err_t *err) {
+  assert(sst != NULL);
   Lance__File__Field **fields = NULL;
   size_t n_fields = 0;
   int rc = mw_lance_fields_from_schema(schema, &fields, &n_fields);
@@ -378,6 +387,8 @@ static int step_deletions(const uint32_t *dead, size_t n_dead, mw_buf_t *b, mw_e
  * (then *hashes points at it and *rows is 1). */
 static int step_bloom(const mw_schema_t *schema, const uint64_t **hashes, int64_t *rows, uint64_t *same,
                       mw_buf_t *b) {
+  assert(schema != NULL);
+  assert(rows != NULL);
   mw_bloom_t bloom = {0};
   for (size_t i = 0; i < schema->n_fields; i++)
     if (schema->fields[i].pk_position == 1 && mw_pk_bloom_constant(&schema->fields[i], same)) {
@@ -410,6 +421,7 @@ static int step_pk_index(const mw_schema_t *schema, const mw_batch_t *const *bat
 static int step_manifest(const mw_schema_t *schema, const mw_sstable_opts_t *opts,
                          const char *data_name, mw_sstable_t *out, const mw_buf_t *index_section,
                          mw_err_t *err) {
+  assert(opts != NULL);
   static const char hint[] = "{\"version\":1}";
   mw_buf_t b = MW_BUF_INIT;
   int rc = mw_buf_append(&b, hint, sizeof hint - 1);
@@ -430,6 +442,8 @@ static int step_manifest(const mw_schema_t *schema, const mw_sstable_opts_t *opt
 static int step_accounting(const mw_batch_t *const *batches, size_t n, uint64_t generation,
                            const mw_sstable_opts_t *opts, rng_t *rng, int64_t rows,
                            mw_sstable_t *out, mw_err_t *err) {
+  assert(opts != NULL);
+  assert(out != NULL);
   out->generation = generation;
   int len = opts->dir_name != NULL
                 ? snprintf(out->dir_name, sizeof out->dir_name, "%s", opts->dir_name)
@@ -492,6 +506,7 @@ static void uuid_text(const uint8_t u[16], char out[37]) {
 }
 
 static int check_vindexes(const mw_schema_t *s, const mw_sstable_opts_t *o, mw_err_t *err) {
+  assert(s != NULL);
   if (o->n_vindexes > MW_SSTABLE_MAX_VINDEXES || (o->n_vindexes && o->vindexes == NULL))
     return mw_err_set(err, -EINVAL, "sstable: %zu vector indexes (limit %d)", o->n_vindexes, MW_SSTABLE_MAX_VINDEXES);
   for (size_t i = 0; i < o->n_vindexes; i++) {
@@ -510,6 +525,7 @@ static int check_vindexes(const mw_schema_t *s, const mw_sstable_opts_t *o, mw_e
  * single batch, else concatenated into *vecs_own / *valid_own. */
 static int gather_vectors(const mw_sstable_job_t *j, uint32_t field, int64_t rows, const float **vecs,
                           const uint8_t **valid, float **vecs_own, uint8_t **valid_own) {
+  assert(j != NULL);
   size_t dim = (size_t)j->schema->fields[field].fsl_dim;
   if (j->n_batches == 1) {
     const mw_column_t *c = &j->batches[0]->cols[field];
@@ -532,6 +548,7 @@ static int gather_vectors(const mw_sstable_job_t *j, uint32_t field, int64_t row
 }
 
 static int part_vindex(mw_sstable_job_t *j, mw_err_t *err) {
+  assert(j != NULL);
   int rc = 0;
   for (size_t i = 0; i < j->opts.n_vindexes && rc == 0; i++) {
     const mw_sstable_vindex_t *v = &j->opts.vindexes[i];
@@ -554,6 +571,7 @@ static int part_vindex(mw_sstable_job_t *j, mw_err_t *err) {
 
 /* The built indexes' files, and their IndexSection for the manifest. */
 static int vindex_files(mw_sstable_job_t *j, mw_sstable_t *out, mw_buf_t *section, mw_err_t *err) {
+  assert(out != NULL);
   int rc = 0;
   mw_buf_t entry = MW_BUF_INIT;
   int64_t ts_ms = j->opts.timestamp_ns / 1000000;
@@ -629,6 +647,7 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
 
 /* A read-back's status: -EBADMSG marks the part refused (readback.h). */
 static int checked(mw_sstable_job_t *j, int part, int rc) {
+  assert(j != NULL);
   if (rc == -EBADMSG) j->refused[part] = true;
   return rc;
 }
@@ -645,6 +664,7 @@ static int part_data(mw_sstable_job_t *j, mw_err_t *err) {
 /* The deletion file and the bloom filter, read back. */
 static int keys_readback(mw_sstable_job_t *j, const uint32_t *dead, size_t n_dead, const uint64_t *hashes,
                          int64_t n_hashes, mw_err_t *err) {
+  assert(j != NULL);
   char name[160], del[MW_DELETION_NAME_BYTES];
   int rc = 0;
   if (n_dead > 0 && mw_deletion_name_format(0, 1, j->deletion_id, del, sizeof del) >= 0) {
