@@ -21,7 +21,8 @@
  *
  * Every column may have a validity bitmap. Offsets are int32 in memory for
  * every type, large_* included (a batch is bounded by MW_MAX_BATCH_ROWS rows
- * and 2 GiB per buffer anyway); ipc.c widens and narrows them on the wire.
+ * and 2 GiB per buffer anyway); the IPC codec (ipc_encode.c,
+ * ipc_decode.c) widens and narrows them on the wire.
  * A struct's children have the struct's length; a struct row that is null
  * still has a slot in every child (null there, or a zero/empty value when
  * the child is not nullable), as arrow-rs and apache-arrow build them.

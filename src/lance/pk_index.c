@@ -79,11 +79,13 @@ _Static_assert(RADIX_PASSES_MAX * RADIX_DIGIT_MAX_BITS >= 64, "the passes cover 
  * counts come from one read of the input; a digit equal in every word is a
  * pass skipped. */
 static int radix_sort_words(uint64_t *a, size_t n, unsigned lo, unsigned bits) {
-  assert(bits >= 1 && lo + bits <= 64);
+  assert(bits >= 1);
+  assert(lo + bits <= 64);
   unsigned passes = (bits + RADIX_DIGIT_MAX_BITS - 1) / RADIX_DIGIT_MAX_BITS;
   unsigned dbits = (bits + passes - 1) / passes;
   size_t radix = (size_t)1 << dbits, mask = radix - 1;
-  assert(passes <= RADIX_PASSES_MAX && dbits <= RADIX_DIGIT_MAX_BITS);
+  assert(passes <= RADIX_PASSES_MAX);
+  assert(dbits <= RADIX_DIGIT_MAX_BITS);
   size_t *cnt = calloc(passes * radix, sizeof *cnt);
   uint64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
   if (cnt == NULL || tmp == NULL) {
@@ -150,7 +152,8 @@ static unsigned bit_width(uint64_t x) { return x ? 64u - (unsigned)__builtin_clz
  * row share one word when they fit, radix-sorted on the key bits alone;
  * else the 16-byte (key, row) sort (returns 0). k is overwritten. */
 static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
-  assert(k != NULL && rows != NULL);
+  assert(k != NULL);
+  assert(rows != NULL);
   uint64_t lo = m ? k[0] : 0, hi = lo;
   bool ascending = true;
   for (size_t i = 1; i < m; i++) {
@@ -159,7 +162,8 @@ static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
     hi = k[i] > hi ? k[i] : hi;
   }
   if (ascending) return 1;
-  assert(m >= 2 && hi > lo);
+  assert(m >= 2);
+  assert(hi > lo);
   unsigned key_bits = bit_width(hi - lo), row_bits = bit_width(rows[m - 1]);
   if (row_bits == 0) row_bits = 1;
   if (key_bits + row_bits <= 64) {
@@ -180,8 +184,10 @@ static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
 
 int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows,
                     int64_t *n_nulls) {
-  assert(pk != NULL && keys != NULL);
-  assert(rows != NULL && n_nulls != NULL);
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(rows != NULL);
+  assert(n_nulls != NULL);
   int64_t n = keys->length, nn = 0, k = 0;
   if (keys->null_count > 0)
     for (int64_t i = 0; i < n; i++)
@@ -224,8 +230,13 @@ int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *row
 
 int mw_pk_key_cmp(const mw_field_t *pk, const mw_column_t *a, int64_t i, const mw_column_t *b,
                   int64_t j) {
-  assert(pk != NULL && a != NULL && b != NULL);
-  assert(i >= 0 && i < a->length && j >= 0 && j < b->length);
+  assert(pk != NULL);
+  assert(a != NULL);
+  assert(b != NULL);
+  assert(i >= 0);
+  assert(i < a->length);
+  assert(j >= 0);
+  assert(j < b->length);
   bool va = mw_column_valid(a, i), vb = mw_column_valid(b, j);
   if (!va || !vb) return va == vb ? 0 : va ? 1 : -1; /* nulls first */
   if (is_str(pk->type)) {
@@ -254,8 +265,28 @@ static int put_key(mw_column_t *c, const mw_field_t *f, const mw_column_t *src, 
   return mw_column_append_fixed(c, src->values.data + (size_t)row * w, w);
 }
 
+/* Write batch b (schema s) as one Lance data file into out when rc >= 0
+ * (nothing failed building it), then free both. Returns rc or the write's. */
+static int finish_file(mw_schema_t *s, mw_batch_t *b, int rc, mw_buf_t *out, mw_err_t *err) {
+  assert(s != NULL);
+  assert(b != NULL);
+  assert(rc < 0 || b->cols != NULL);
+  if (rc >= 0) {
+    const mw_batch_t *bp = b;
+    rc = mw_datafile_write(s, &bp, 1, NULL, 0, NULL, out, err);
+  }
+  if (b->cols) mw_batch_free(b);
+  mw_schema_free(s);
+  return rc;
+}
+
 static int build_data(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows,
                       uint32_t frag, int64_t n, mw_buf_t *out, mw_err_t *err) {
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(rows != NULL || n == 0);
+  assert(n >= 0);
+  assert(n <= keys->length); /* each row of keys is indexed at most once */
   mw_schema_t s;
   mw_batch_t b = {0};
   mw_schema_init(&s);
@@ -287,12 +318,8 @@ static int build_data(const mw_field_t *pk, const mw_column_t *keys, const uint3
   }
   ids->length = n;
   b.n_rows = n;
-  const mw_batch_t *bp = &b;
-  rc = mw_datafile_write(&s, &bp, 1, NULL, 0, NULL, out, err);
 fail:
-  if (b.cols) mw_batch_free(&b);
-  mw_schema_free(&s);
-  return rc;
+  return finish_file(&s, &b, rc, out, err);
 }
 
 /* One row per page of page_rows entries. A page's min is its first non-null
@@ -301,6 +328,10 @@ fail:
 static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows,
                         int64_t n_nulls, int64_t n, const mw_btree_shape_t *shape, mw_buf_t *out,
                         mw_err_t *err) {
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(n_nulls >= 0);
+  assert(n_nulls <= n);
   assert(shape->page_rows > 0);
   assert(shape->page_rows <= MW_PK_INDEX_PAGE_ROWS);
   char bs[24];
@@ -330,12 +361,8 @@ static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uin
       goto fail;
     b.n_rows++;
   }
-  const mw_batch_t *bp = &b;
-  rc = mw_datafile_write(&s, &bp, 1, NULL, 0, NULL, out, err);
 fail:
-  if (b.cols) mw_batch_free(&b);
-  mw_schema_free(&s);
-  return rc;
+  return finish_file(&s, &b, rc, out, err);
 }
 
 int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,

@@ -33,7 +33,8 @@ static uint8_t saturate(double v) {
 }
 
 void mw_sq_encode(const mw_sq_bounds_t *b, const float *values, size_t n, uint8_t *codes) {
-  assert(b != NULL && codes != NULL);
+  assert(b != NULL);
+  assert(codes != NULL);
   assert(values != NULL || n == 0);
   double range = b->hi - b->lo;
   for (size_t i = 0; i < n; i++)

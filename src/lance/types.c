@@ -57,7 +57,8 @@ _Static_assert(sizeof table / sizeof table[0] == MW_T_LAST + 1, "one row per typ
 const mw_type_info_t *mw_type_info(mw_type_t t) {
   if (!mw_type_valid(t)) return &table[0];
   const mw_type_info_t *i = &table[t];
-  assert(i->name != NULL && i->layout != 0);
+  assert(i->name != NULL);
+  assert(i->layout != 0);
   assert(i->layout != MW_LAYOUT_FIXED || t == MW_T_FIXED_BINARY || i->width > 0);
   return i;
 }

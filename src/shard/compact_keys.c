@@ -48,6 +48,7 @@
 #include "lance/deletion.h"
 #include "lance/readback.h"
 #include "lance/sstable.h"
+#include "lance/util.h"
 #include "shard/compact_int.h"
 
 /* ---------------------------------------------------------------- cache */
@@ -373,11 +374,6 @@ void mw_compact__keys_put(mw_compact_t *c) {
 }
 
 /* ----------------------------------------------------- lookups and folds */
-
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
 
 static uint64_t live_rows(const Lance__Table__DataFragment *f) {
   uint64_t dead = f->deletion_file ? f->deletion_file->num_deleted_rows : 0;
@@ -724,7 +720,7 @@ void mw_compact__work_build(mw_compact_t *c) {
     if (f->hits.len == 0 && !f->fold) continue;
     uint32_t *hits = (uint32_t *)(void *)f->hits.data, *old = NULL, *u = NULL;
     size_t n_hits = f->hits.len / 4, n_old = 0;
-    if (n_hits > 1) qsort(hits, n_hits, 4, cmp_u32); /* one fragment's hits are sorted already */
+    if (n_hits > 1) qsort(hits, n_hits, 4, mw_u32_cmp); /* one fragment's hits are sorted already */
     rc = old_deletions(f, &old, &n_old, err);
     int64_t k = rc == 0 ? mw_deletion_union(old, n_old, hits, n_hits, &u) : 0;
     if (k < 0) rc = (int)k;

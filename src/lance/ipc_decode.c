@@ -1,22 +1,19 @@
 /*
- * ipc.c — Arrow IPC stream codec for MemWAL WAL entries (see ipc.h).
+ * ipc_decode.c — Arrow IPC stream decoder (see ipc.h): the bytes of a
+ * stream (arrow-rs, pyarrow, apache-arrow JS) into the columnar model of
+ * batch.h.
  *
- * A stream is a sequence of encapsulated messages, then EOS:
+ * A stream is messages, each framed (mw_ipc_frame) as
  *
- *   ff ff ff ff  38 02 00 00   continuation, metadata length 568 (8+568 = 576)
- *   10 00 00 00 ...            flatbuffer Message{V5, Schema, ...}, zero padded
- *   ff ff ff ff  78 01 00 00   continuation, metadata length 376
- *   ...                        Message{V5, RecordBatch, bodyLength 6784}
- *   ff ff ff ff ... 00 00      body: buffers at 64-aligned offsets, zero padded
- *   ff ff ff ff  00 00 00 00   EOS
+ *   ff ff ff ff  38 02 00 00   continuation, metadata length 568
+ *   10 00 00 00 ...            flatbuffer Message{V4 or V5, header, bodyLength}
+ *   ...                        body (RecordBatch, DictionaryBatch)
  *
- * Encoding reproduces arrow-rs StreamWriter byte for byte: the flatbuffer
- * objects are created in the order arrow-ipc's convert.rs/writer.rs create
- * them (per field: metadata, name, children vector, type table, Field table;
- * per batch: compression table, buffers vector, nodes vector, RecordBatch,
- * Message), and flatbuf.c lays them out like flatbuffers-rs. Metadata is
- * padded so 8 + length is a multiple of 64; each body buffer starts at a
- * 64-byte multiple; a column without nulls gets an all-0xFF validity bitmap.
+ * then EOS (ff ff ff ff 00 00 00 00); bytes after EOS are an error. The
+ * first message is the Schema; its Field tables become mw_field_t (types
+ * checked against what batch.h models, nesting bounded); DictionaryBatch
+ * messages fill the dictionaries of dictionary-encoded top-level fields;
+ * each RecordBatch becomes an mw_batch_t.
  *
  * Decoding copies each buffer once into the batch (memcpy), or, through
  * mw_ipc_decode_view, keeps it as a view into the input where it can
@@ -24,7 +21,8 @@
  * with popcount to check null_count, and checks utf8/binary offsets. Every
  * copied byte is charged to a budget (input size, or the zstd limit), so a
  * hostile stream whose buffers overlap cannot make us allocate more than a
- * small multiple of its size.
+ * small multiple of its size. Everything read is untrusted: a bad length or
+ * offset is an -EBADMSG naming the byte, never an assert.
  */
 #include "lance/ipc.h"
 
@@ -36,692 +34,25 @@
 #include <string.h>
 #include <zstd.h>
 
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ipc.c assumes a little-endian host");
-
-enum { HDR_SCHEMA = 1, HDR_DICT = 2, HDR_BATCH = 3 };
-/* Arrow flatbuffer Type union ids (Schema.fbs). */
-enum {
-  TY_INT = 2, TY_FLOAT = 3, TY_BINARY = 4, TY_UTF8 = 5, TY_BOOL = 6, TY_DECIMAL = 7,
-  TY_DATE = 8, TY_TIME = 9, TY_TIMESTAMP = 10, TY_LIST = 12, TY_STRUCT = 13,
-  TY_FIXED_BINARY = 15, TY_FSL = 16, TY_LARGE_BINARY = 19, TY_LARGE_UTF8 = 20,
-  TY_LARGE_LIST = 21,
-};
-enum { DATE_DAY = 0, DATE_MS = 1 };
-enum { META_V4 = 3, META_V5 = 4 };
-enum { CODEC_LZ4 = 0, CODEC_ZSTD = 1 };
-#define MAX_META_ENTRIES 4096
-#define MAX_BATCHES_DEFAULT ((size_t)1 << 20)
-
-static size_t pad64(size_t n) { return (n + 63) & ~(size_t)63; }
-static size_t pad_to(size_t n, size_t align) { return (n + align - 1) & ~(align - 1); }
-static size_t bitmap_bytes(int64_t bits) { return (size_t)((bits + 7) / 8); }
+#include "lance/ipc_int.h"
+#include "lance/util.h"
 
 void mw_ipc_limits_default(mw_ipc_limits_t *lim) {
+  assert(lim != NULL);
   lim->max_fields = MW_MAX_FIELDS;
   lim->max_batch_rows = MW_MAX_BATCH_ROWS;
   lim->max_batches = MAX_BATCHES_DEFAULT;
   lim->max_decompressed_bytes = MW_IPC_MAX_DECOMPRESSED_BYTES;
 }
 
-/* ================================================================= encode */
-
-void mw_ipc_writer_init(mw_ipc_writer_t *w) {
-  memset(w, 0, sizeof *w);
-  mw_fbb_init(&w->fbb);
-}
-
-void mw_ipc_writer_free(mw_ipc_writer_t *w) {
-  mw_fbb_free(&w->fbb);
-  mw_buf_free(&w->body);
-  mw_buf_free(&w->scratch);
-  mw_buf_free(&w->ones);
-  ZSTD_freeCCtx(w->zctx);
-  memset(w, 0, sizeof *w);
-}
-
-/* Reserve an 8-aligned array of n items in the scratch stack; returns its
- * byte offset (pointers move when scratch grows, so callers keep offsets). */
-static int scratch_push(mw_ipc_writer_t *w, size_t bytes, size_t *mark) {
-  size_t at = (w->scratch.len + 7) & ~(size_t)7;
-  /* +8: never a NULL data pointer, even for an empty array */
-  if (mw_buf_reserve(&w->scratch, at - w->scratch.len + bytes + 8) < 0) return -ENOMEM;
-  w->scratch.len = at + bytes;
-  *mark = at;
-  return 0;
-}
-
-static uint32_t *scratch_u32(mw_ipc_writer_t *w, size_t mark) {
-  return (uint32_t *)(void *)(w->scratch.data + mark);
-}
-
-/* Vector of KeyValue tables, plus an optional extra entry at the end. */
-static int fb_kvs(mw_ipc_writer_t *w, const mw_kvs_t *kvs, const char *xkey, const char *xval,
-                  uint32_t *off) {
-  size_t n = kvs->n + (xkey != NULL), mark;
-  if (scratch_push(w, n * 4, &mark) < 0) return -ENOMEM;
-  for (size_t i = 0; i < n; i++) {
-    const char *k = i < kvs->n ? kvs->items[i].key : xkey;
-    const void *v = i < kvs->n ? (const void *)kvs->items[i].value : xval;
-    size_t vn = i < kvs->n ? kvs->items[i].value_len : strlen(xval);
-    uint32_t ko = mw_fbb_string(&w->fbb, k, strlen(k));
-    uint32_t vo = mw_fbb_string(&w->fbb, v, vn);
-    mw_fbb_table_start(&w->fbb);
-    mw_fbb_slot_off(&w->fbb, 0, ko);
-    mw_fbb_slot_off(&w->fbb, 1, vo);
-    scratch_u32(w, mark)[i] = mw_fbb_table_end(&w->fbb);
-  }
-  *off = mw_fbb_vec_offsets(&w->fbb, scratch_u32(w, mark), n);
-  w->scratch.len = mark;
-  return 0;
-}
-
-static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off, int depth);
-
-/* The FSL child field ("item") a fixed_size_list field implies. */
-static mw_field_t fsl_item(const mw_field_t *f) {
-  mw_field_t item = {.name = (char *)"item", .type = f->item_type, .nullable = f->item_nullable,
-                     .item_type = MW_T_FLOAT32, .id = -1};
-  return item;
-}
-
-/* Child Field tables of f (FSL: its item), their offsets left in scratch at
- * *mark. As in arrow-rs, the children are built first, then the parent's
- * type table, then the vector of children (fb_children_end). */
-static int fb_children(mw_ipc_writer_t *w, const mw_field_t *f, size_t *mark, int depth) {
-  size_t n = f->type == MW_T_FSL ? 1 : f->n_children;
-  if (scratch_push(w, n * 4, mark) < 0) return -ENOMEM;
-  for (size_t i = 0; i < n; i++) {
-    mw_field_t item = f->type == MW_T_FSL ? fsl_item(f) : f->children[i];
-    uint32_t off;
-    int rc = fb_field(w, &item, &off, depth + 1);
-    if (rc < 0) return rc;
-    scratch_u32(w, *mark)[i] = off;
-  }
-  return 0;
-}
-
-static uint32_t fb_children_end(mw_ipc_writer_t *w, const mw_field_t *f, size_t mark) {
-  size_t n = f->type == MW_T_FSL ? 1 : f->n_children;
-  uint32_t v = mw_fbb_vec_offsets(&w->fbb, scratch_u32(w, mark), n);
-  w->scratch.len = mark;
-  return v;
-}
-
-/* The slots of a field-less or parameter type table (open in b), and its
- * type id; -EINVAL for a type the Arrow schema cannot carry. */
-static int fb_plain_type(mw_fbb_t *b, const mw_field_t *f, uint8_t *tt) {
-  switch (f->type) {
-    case MW_T_BOOL: *tt = TY_BOOL; break;
-    case MW_T_UTF8: *tt = TY_UTF8; break;
-    case MW_T_BINARY: *tt = TY_BINARY; break;
-    case MW_T_LARGE_UTF8: *tt = TY_LARGE_UTF8; break;
-    case MW_T_LARGE_BINARY: *tt = TY_LARGE_BINARY; break;
-    case MW_T_FIXED_BINARY:
-      mw_fbb_slot_i32(b, 0, f->byte_width, 0);
-      *tt = TY_FIXED_BINARY;
-      break;
-    case MW_T_DATE32: case MW_T_DATE64:
-      mw_fbb_slot_i16(b, 0, f->type == MW_T_DATE32 ? DATE_DAY : DATE_MS, DATE_MS);
-      *tt = TY_DATE;
-      break;
-    case MW_T_TIME32: case MW_T_TIME64:
-      mw_fbb_slot_i32(b, 1, f->type == MW_T_TIME32 ? 32 : 64, 32);
-      mw_fbb_slot_i16(b, 0, f->unit, MW_UNIT_MS);
-      *tt = TY_TIME;
-      break;
-    case MW_T_DECIMAL128:
-      mw_fbb_slot_i32(b, 0, f->precision, 0);
-      mw_fbb_slot_i32(b, 1, f->scale, 0);
-      mw_fbb_slot_i32(b, 2, 128, 128);
-      *tt = TY_DECIMAL;
-      break;
-    default:
-      return -EINVAL;
-  }
-  return 0;
-}
-
-/* The type table and children vector of a field, in the order arrow-rs'
- * get_fb_field_type creates them: numbers make the empty children vector
- * first; the field-less, parameter and temporal tables come before it;
- * nested types build their child Fields first. Slots equal to the schema
- * default are omitted (Date.unit MILLISECOND, Time.unit MILLISECOND and
- * bitWidth 32, Decimal.bitWidth 128), and Timestamp always creates its zone
- * string, even an empty one that nothing references. */
-static int fb_type(mw_ipc_writer_t *w, const mw_field_t *f, uint8_t *tt, uint32_t *type,
-                   uint32_t *children, int depth) {
-  assert(depth <= MW_MAX_NESTING);
-  mw_fbb_t *b = &w->fbb;
-  const mw_type_info_t *ti = mw_field_info(f);
-  int rc;
-  switch (f->type) {
-    case MW_T_INT8: case MW_T_INT16: case MW_T_INT32: case MW_T_INT64:
-    case MW_T_UINT8: case MW_T_UINT16: case MW_T_UINT32: case MW_T_UINT64:
-      *children = mw_fbb_vec_offsets(b, NULL, 0);
-      mw_fbb_table_start(b);
-      mw_fbb_slot_u8(b, 1, ti->order == MW_ORDER_SIGNED, 0);
-      mw_fbb_slot_i32(b, 0, 8 * ti->width, 0);
-      *type = mw_fbb_table_end(b);
-      *tt = TY_INT;
-      return 0;
-    case MW_T_FLOAT16: case MW_T_FLOAT32: case MW_T_FLOAT64:
-      *children = mw_fbb_vec_offsets(b, NULL, 0);
-      mw_fbb_table_start(b);
-      mw_fbb_slot_i16(b, 0, f->type == MW_T_FLOAT16 ? 0 : f->type == MW_T_FLOAT32 ? 1 : 2, 0);
-      *type = mw_fbb_table_end(b);
-      *tt = TY_FLOAT;
-      return 0;
-    case MW_T_FSL: case MW_T_LIST: case MW_T_LARGE_LIST: case MW_T_STRUCT: {
-      size_t mark;
-      if ((rc = fb_children(w, f, &mark, depth)) < 0) return rc;
-      mw_fbb_table_start(b);
-      if (f->type == MW_T_FSL) mw_fbb_slot_i32(b, 0, f->fsl_dim, 0);
-      *type = mw_fbb_table_end(b);
-      *children = fb_children_end(w, f, mark);
-      *tt = f->type == MW_T_FSL ? TY_FSL : f->type == MW_T_LIST ? TY_LIST
-            : f->type == MW_T_LARGE_LIST ? TY_LARGE_LIST : TY_STRUCT;
-      return 0;
-    }
-    case MW_T_TIMESTAMP: {
-      uint32_t tz = mw_fbb_string(b, f->tz ? f->tz : "", f->tz ? strlen(f->tz) : 0);
-      mw_fbb_table_start(b);
-      mw_fbb_slot_i16(b, 0, f->unit, 0);
-      if (f->tz) mw_fbb_slot_off(b, 1, tz);
-      *tt = TY_TIMESTAMP;
-      break;
-    }
-    default:
-      mw_fbb_table_start(b);
-      if ((rc = fb_plain_type(b, f, tt)) < 0) return rc;
-      break;
-  }
-  *type = mw_fbb_table_end(b);
-  *children = mw_fbb_vec_offsets(b, NULL, 0);
-  return 0;
-}
-
-static int fb_field(mw_ipc_writer_t *w, const mw_field_t *f, uint32_t *off, int depth) {
-  assert(f->name != NULL);
-  if (depth > MW_MAX_NESTING) return -EINVAL;
-  uint32_t meta = 0, type = 0, children = 0;
-  uint8_t tt = 0;
-  char pk[16];
-  const char *xkey = NULL;
-  if (f->pk_position > 0 && mw_kvs_get(&f->meta, MW_IPC_PK_POSITION_KEY) == NULL) {
-    snprintf(pk, sizeof pk, "%" PRIu32, f->pk_position);
-    xkey = MW_IPC_PK_POSITION_KEY;
-  }
-  if ((f->meta.n > 0 || xkey) && fb_kvs(w, &f->meta, xkey, pk, &meta) < 0) return -ENOMEM;
-  uint32_t name = mw_fbb_string(&w->fbb, f->name, strlen(f->name));
-  int rc = fb_type(w, f, &tt, &type, &children, depth);
-  if (rc < 0) return rc;
-  mw_fbb_t *b = &w->fbb;
-  mw_fbb_table_start(b);
-  mw_fbb_slot_off(b, 0, name);
-  mw_fbb_slot_u8(b, 2, tt, 0);
-  mw_fbb_slot_u8(b, 1, f->nullable, 0);
-  mw_fbb_slot_off(b, 5, children);
-  mw_fbb_slot_off(b, 3, type);
-  if (meta) mw_fbb_slot_off(b, 6, meta);
-  *off = mw_fbb_table_end(b);
-  return 0;
-}
-
-static uint32_t fb_message(mw_fbb_t *b, uint8_t hdr_type, uint32_t header, int64_t body_len) {
-  mw_fbb_table_start(b);
-  mw_fbb_slot_i16(b, 0, META_V5, 0);
-  mw_fbb_slot_u8(b, 1, hdr_type, 0);
-  mw_fbb_slot_i64(b, 3, body_len, 0);
-  mw_fbb_slot_off(b, 2, header);
-  return mw_fbb_table_end(b);
-}
-
-/* Finish the flatbuffer and append continuation, length, metadata, padding. */
-static int emit_metadata(mw_ipc_writer_t *w, uint32_t root, mw_buf_t *out, size_t body_len) {
-  const uint8_t *p;
-  size_t n;
-  int rc = mw_fbb_finish(&w->fbb, root, &p, &n);
-  if (rc < 0) return rc;
-  size_t total = pad64(n + 8);
-  if (total - 8 > INT32_MAX) return -EFBIG;
-  if (mw_buf_reserve(out, total + body_len) < 0) return -ENOMEM;
-  mw_buf_put_u32le(out, 0xFFFFFFFFu);
-  mw_buf_put_u32le(out, (uint32_t)(total - 8));
-  mw_buf_append(out, p, n);
-  return mw_buf_fill(out, 0, total - 8 - n);
-}
-
-int mw_ipc_writer_schema_table(mw_ipc_writer_t *w, const mw_schema_t *s, uint32_t *off) {
-  assert(w != NULL);
-  assert(s != NULL);
-  assert(off != NULL);
-  mw_fbb_t *b = &w->fbb;
-  size_t mark;
-  if (scratch_push(w, s->n_fields * 4, &mark) < 0) return -ENOMEM;
-  for (size_t i = 0; i < s->n_fields; i++) {
-    uint32_t fo;
-    int rc = fb_field(w, &s->fields[i], &fo, 0);
-    if (rc < 0) return rc;
-    scratch_u32(w, mark)[i] = fo;
-  }
-  uint32_t fields = mw_fbb_vec_offsets(b, scratch_u32(w, mark), s->n_fields), meta = 0;
-  w->scratch.len = mark;
-  if (s->meta.n > 0 && fb_kvs(w, &s->meta, NULL, NULL, &meta) < 0) return -ENOMEM;
-  mw_fbb_table_start(b);
-  mw_fbb_slot_off(b, 1, fields);
-  if (meta) mw_fbb_slot_off(b, 2, meta);
-  *off = mw_fbb_table_end(b);
-  return 0;
-}
-
-static int encode_schema(mw_ipc_writer_t *w, const mw_schema_t *s, mw_buf_t *out) {
-  uint32_t schema;
-  mw_fbb_reset(&w->fbb);
-  int rc = mw_ipc_writer_schema_table(w, s, &schema);
-  if (rc < 0) return rc;
-  return emit_metadata(w, fb_message(&w->fbb, HDR_SCHEMA, schema, 0), out, 0);
-}
-
-/* One body buffer to write. */
-typedef enum src_kind {
-  SRC_COPY = 0, /* n bytes at p */
-  SRC_ONES,     /* n bytes 0xFF (a validity bitmap without nulls) */
-  SRC_WIDEN,    /* n bytes of int64 offsets widened from the int32 ones at p */
-} src_kind_t;
-
-typedef struct src_buf {
-  const uint8_t *p;
-  size_t n;
-  src_kind_t kind;
-} src_buf_t;
-
-typedef struct enc_batch {
-  size_t nodes_mark, bufs_mark, srcs_mark;
-  size_t n_nodes, n_bufs, cap_nodes, cap_bufs;
-} enc_batch_t;
-
-static int64_t *node_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
-  return (int64_t *)(void *)(w->scratch.data + e->nodes_mark) + 2 * i;
-}
-static int64_t *buf_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
-  return (int64_t *)(void *)(w->scratch.data + e->bufs_mark) + 2 * i;
-}
-static src_buf_t *src_at(mw_ipc_writer_t *w, const enc_batch_t *e, size_t i) {
-  return (src_buf_t *)(void *)(w->scratch.data + e->srcs_mark) + i;
-}
-
-static void add_node(mw_ipc_writer_t *w, enc_batch_t *e, int64_t len, int64_t nulls) {
-  assert(e->n_nodes < e->cap_nodes);
-  int64_t *nd = node_at(w, e, e->n_nodes++);
-  nd[0] = len;
-  nd[1] = nulls;
-}
-static void add_src(mw_ipc_writer_t *w, enc_batch_t *e, const uint8_t *p, size_t n, src_kind_t k) {
-  assert(e->n_bufs < e->cap_bufs);
-  *src_at(w, e, e->n_bufs++) = (src_buf_t){p, n, k};
-}
-
-/* Field nodes and buffers of a field's tree (depth-first, as Arrow lists
- * them): FSL adds its child's node and 2 buffers, LIST its offsets and the
- * child tree, STRUCT one tree per child. */
-static void count_field(const mw_field_t *f, size_t *nodes, size_t *bufs) {
-  (*nodes)++;
-  switch (mw_field_layout(f)) {
-    case MW_LAYOUT_VAR: *bufs += 3; return;
-    case MW_LAYOUT_FSL: *nodes += 1, *bufs += 3; return;
-    case MW_LAYOUT_LIST: *bufs += 2; break;
-    case MW_LAYOUT_STRUCT: *bufs += 1; break;
-    default: *bufs += 2; return;
-  }
-  for (uint32_t i = 0; i < f->n_children; i++) count_field(&f->children[i], nodes, bufs);
-}
-
-static int bad_column(mw_err_t *err, const mw_field_t *f, const char *why) {
-  return mw_err_set(err, -EINVAL, "ipc encode: column %s: %s", f->name, why);
-}
-
-/* Offsets of a VAR or LIST column: int32 as they are, or widened. */
-static int add_offsets(mw_ipc_writer_t *w, enc_batch_t *e, const mw_field_t *f,
-                       const mw_column_t *c, int64_t *end, mw_err_t *err) {
-  int64_t len = c->length;
-  if (c->offsets.len < (size_t)(len + 1) * 4) return bad_column(err, f, "short offsets");
-  int32_t last;
-  memcpy(&last, c->offsets.data + len * 4, 4);
-  *end = last;
-  bool large = mw_field_info(f)->large;
-  add_src(w, e, c->offsets.data, (size_t)(len + 1) * (large ? 8 : 4), large ? SRC_WIDEN : SRC_COPY);
-  return 0;
-}
-
-static int collect_column(mw_ipc_writer_t *w, enc_batch_t *e, const mw_field_t *f,
-                          const mw_column_t *c, int64_t len, int depth, mw_err_t *err) {
-  if (depth > MW_MAX_NESTING) return bad_column(err, f, "nested too deep");
-  if (c->length != len || len < 0 || (c->validity.len && c->validity.len < bitmap_bytes(len)) ||
-      c->null_count < 0 || c->null_count > len || (c->null_count && !c->validity.len))
-    return bad_column(err, f, "bad length, validity or null count");
-  if (c->n_children != f->n_children) return bad_column(err, f, "children do not match the field");
-  add_node(w, e, len, c->null_count);
-  add_src(w, e, c->validity.len ? c->validity.data : NULL, bitmap_bytes(len),
-          c->validity.len ? SRC_COPY : SRC_ONES);
-  size_t need;
-  int64_t end;
-  int rc;
-  switch (mw_field_layout(f)) {
-    case MW_LAYOUT_BOOL:
-      need = bitmap_bytes(len);
-      break;
-    case MW_LAYOUT_VAR:
-      if ((rc = add_offsets(w, e, f, c, &end, err)) < 0) return rc;
-      need = (size_t)end;
-      break;
-    case MW_LAYOUT_LIST:
-      if ((rc = add_offsets(w, e, f, c, &end, err)) < 0) return rc;
-      return collect_column(w, e, &f->children[0], &c->children[0], end, depth + 1, err);
-    case MW_LAYOUT_STRUCT:
-      for (uint32_t i = 0; i < f->n_children; i++)
-        if ((rc = collect_column(w, e, &f->children[i], &c->children[i], len, depth + 1, err)) < 0)
-          return rc;
-      return 0;
-    case MW_LAYOUT_FSL: {
-      int64_t items = len * f->fsl_dim;
-      if ((c->item_validity.len && c->item_validity.len < bitmap_bytes(items)) ||
-          c->item_null_count < 0 || c->item_null_count > items ||
-          (c->item_null_count && !c->item_validity.len))
-        return bad_column(err, f, "short item validity");
-      add_node(w, e, items, c->item_null_count);
-      add_src(w, e, c->item_validity.len ? c->item_validity.data : NULL, bitmap_bytes(items),
-              c->item_validity.len ? SRC_COPY : SRC_ONES);
-      need = (size_t)items * mw_fsl_item_width(f);
-      break;
-    }
-    default:
-      need = (size_t)len * mw_type_width(f);
-      break;
-  }
-  if (c->values.len < need) return bad_column(err, f, "short values buffer");
-  add_src(w, e, c->values.data, need, SRC_COPY);
-  return 0;
-}
-
-/* List nodes and source buffers of one batch, checking buffer sizes. */
-static int collect(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch_t *bt,
-                   enc_batch_t *e, mw_err_t *err) {
-  size_t nf = s->n_fields, nodes = 0, bufs = 0;
-  for (size_t i = 0; i < nf; i++) count_field(&s->fields[i], &nodes, &bufs);
-  if (scratch_push(w, nodes * 16, &e->nodes_mark) < 0 ||
-      scratch_push(w, bufs * 16, &e->bufs_mark) < 0 ||
-      scratch_push(w, bufs * sizeof(src_buf_t), &e->srcs_mark) < 0)
-    return -ENOMEM;
-  e->n_nodes = e->n_bufs = 0;
-  e->cap_nodes = nodes, e->cap_bufs = bufs;
-  assert(bt->cols != NULL || nf == 0);
-  for (size_t i = 0; i < nf; i++) {
-    int rc = collect_column(w, e, &s->fields[i], &bt->cols[i], bt->n_rows, 0, err);
-    if (rc < 0) return rc;
-  }
-  assert(e->n_nodes == nodes);
-  assert(e->n_bufs == bufs);
-  return 0;
-}
-
-/* Write a source buffer's n bytes to dst. */
-static void src_emit(const src_buf_t *sb, uint8_t *dst) {
-  switch (sb->kind) {
-    case SRC_COPY: if (sb->n) memcpy(dst, sb->p, sb->n); break;
-    case SRC_ONES: memset(dst, 0xFF, sb->n); break;
-    case SRC_WIDEN:
-      for (size_t i = 0; i < sb->n / 8; i++) {
-        int32_t o;
-        memcpy(&o, sb->p + 4 * i, 4);
-        mw_store_u64le(dst + 8 * i, (uint64_t)(int64_t)o);
-      }
-      break;
-  }
-}
-
-/* A contiguous view of a source buffer (ones or widened offsets are built
- * in w->ones). */
-static const uint8_t *src_view(mw_ipc_writer_t *w, const src_buf_t *sb) {
-  if (sb->kind == SRC_COPY) return sb->p;
-  mw_buf_reset(&w->ones);
-  uint8_t *p = mw_buf_extend(&w->ones, sb->n ? sb->n : 1);
-  if (p != NULL) src_emit(sb, p);
-  return p;
-}
-
-/* Compress every buffer into w->body (arrow-rs compress_to_vec framing). */
-static int compress_body(mw_ipc_writer_t *w, enc_batch_t *e, int level) {
-  mw_buf_reset(&w->body);
-  if (w->zctx == NULL && (w->zctx = ZSTD_createCCtx()) == NULL) return -ENOMEM;
-  for (size_t i = 0; i < e->n_bufs; i++) {
-    src_buf_t sb = *src_at(w, e, i);
-    size_t start = w->body.len;
-    if (sb.n > 0) {
-      const uint8_t *p = src_view(w, &sb);
-      if (p == NULL) return -ENOMEM;
-      size_t bound = ZSTD_compressBound(sb.n);
-      if (mw_buf_reserve(&w->body, 8 + bound) < 0) return -ENOMEM;
-      mw_buf_put_u64le(&w->body, sb.n);
-      size_t z = ZSTD_compressCCtx(w->zctx, w->body.data + w->body.len, bound, p, sb.n, level);
-      if (ZSTD_isError(z)) return -EIO;
-      if (8 + z > sb.n) {
-        w->body.len = start;
-        mw_buf_put_u64le(&w->body, UINT64_MAX);
-        if (mw_buf_append(&w->body, p, sb.n) < 0) return -ENOMEM;
-      } else {
-        w->body.len += z;
-      }
-    }
-    int64_t *bd = buf_at(w, e, i);
-    bd[0] = (int64_t)start;
-    bd[1] = (int64_t)(w->body.len - start);
-    if (mw_buf_align(&w->body, MW_IPC_ALIGN_BYTES, 0) < 0) return -ENOMEM;
-  }
-  return 0;
-}
-
-static int encode_batch(mw_ipc_writer_t *w, const mw_schema_t *s, const mw_batch_t *bt,
-                        const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  size_t mark = w->scratch.len, body_len = 0;
-  enc_batch_t e;
-  int rc = collect(w, s, bt, &e, err);
-  if (rc < 0) goto done;
-  bool z = opts && opts->zstd;
-  size_t align = opts && opts->body_align_bytes ? opts->body_align_bytes : MW_IPC_ALIGN_BYTES;
-  assert(align == 8 || align == 16 || align == 32 || align == 64);
-  if (z) {
-    if ((rc = compress_body(w, &e, opts->zstd_level)) < 0) goto done;
-    body_len = w->body.len;
-  } else {
-    for (size_t i = 0; i < e.n_bufs; i++) {
-      int64_t *bd = buf_at(w, &e, i);
-      bd[0] = (int64_t)body_len;
-      bd[1] = (int64_t)src_at(w, &e, i)->n;
-      body_len += pad_to(src_at(w, &e, i)->n, align);
-    }
-  }
-  mw_fbb_t *b = &w->fbb;
-  mw_fbb_reset(b);
-  uint32_t comp = 0;
-  if (z) {
-    mw_fbb_table_start(b);
-    mw_fbb_slot_u8(b, 0, CODEC_ZSTD, CODEC_LZ4);
-    comp = mw_fbb_table_end(b);
-  }
-  uint32_t bufs = mw_fbb_vec_structs(b, buf_at(w, &e, 0), e.n_bufs, 16, 8);
-  uint32_t nodes = mw_fbb_vec_structs(b, node_at(w, &e, 0), e.n_nodes, 16, 8);
-  mw_fbb_table_start(b);
-  mw_fbb_slot_i64(b, 0, bt->n_rows, 0);
-  mw_fbb_slot_off(b, 1, nodes);
-  mw_fbb_slot_off(b, 2, bufs);
-  if (comp) mw_fbb_slot_off(b, 3, comp);
-  uint32_t rb = mw_fbb_table_end(b);
-  if ((rc = emit_metadata(w, fb_message(b, HDR_BATCH, rb, (int64_t)body_len), out, body_len)) < 0)
-    goto done;
-  if (z) {
-    rc = mw_buf_append(out, w->body.data, w->body.len);
-    goto done;
-  }
-  for (size_t i = 0; i < e.n_bufs; i++) {
-    src_buf_t sb = *src_at(w, &e, i);
-    size_t padded = pad_to(sb.n, align);
-    if ((rc = mw_buf_reserve(out, padded)) < 0) goto done; /* reserved already: no-op */
-    uint8_t *dst = out->data + out->len;
-    src_emit(&sb, dst);
-    memset(dst + sb.n, 0, padded - sb.n);
-    out->len += padded;
-  }
-done:
-  w->scratch.len = mark;
-  return rc;
-}
-
-/* One stream: the schema message, then per item either `batches[i]`
- * encoded or `parts[i]` (its messages as they are, or its batch encoded),
- * then EOS. Exactly one of batches and parts is given. */
-static int encode_stream(mw_ipc_writer_t *w, const mw_schema_t *schema,
-                         const mw_batch_t *const *batches, const mw_ipc_part_t *parts, size_t n,
-                         const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  assert(w != NULL);
-  assert(schema != NULL);
-  assert(out != NULL);
-  assert((batches == NULL) != (parts == NULL) || n == 0);
-  size_t start = out->len;
-  int rc = 0;
-  mw_buf_reset(&w->scratch);
-  if (schema->n_fields > MW_MAX_FIELDS) {
-    rc = mw_err_set(err, -EFBIG, "ipc encode: %zu fields", schema->n_fields);
-    goto fail;
-  }
-  for (size_t i = 0; i < n; i++) {
-    const mw_batch_t *b = batches ? batches[i] : parts[i].msgs ? NULL : parts[i].batch;
-    if (parts && parts[i].msgs && parts[i].msgs_len % 8 != 0) {
-      rc = mw_err_set(err, -EINVAL, "ipc encode: part %zu: messages not 8-byte aligned", i);
-      goto fail;
-    }
-    if (b != NULL && (b->schema == NULL || b->schema->n_fields != schema->n_fields)) {
-      rc = mw_err_set(err, -EINVAL, "ipc encode: batch %zu does not match the schema", i);
-      goto fail;
-    }
-    if (b == NULL && (parts == NULL || parts[i].msgs == NULL)) {
-      rc = mw_err_set(err, -EINVAL, "ipc encode: part %zu has neither a batch nor messages", i);
-      goto fail;
-    }
-  }
-  if ((rc = encode_schema(w, schema, out)) < 0) goto fail;
-  for (size_t i = 0; i < n; i++) {
-    if (parts && parts[i].msgs) rc = mw_buf_append(out, parts[i].msgs, parts[i].msgs_len);
-    else rc = encode_batch(w, schema, batches ? batches[i] : parts[i].batch, opts, out, err);
-    if (rc < 0) goto fail;
-  }
-  if ((rc = mw_buf_put_u64le(out, 0x00000000FFFFFFFFull)) < 0) goto fail;
-  assert((out->len - start) % 8 == 0);
-  return 0;
-fail:
-  out->len = start;
-  if (rc == -ENOMEM) mw_err_set(err, rc, "ipc encode: out of memory");
-  return mw_err_set(err, rc, "ipc encode failed");
-}
-
-int mw_ipc_writer_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
-                         const mw_batch_t *const *batches, size_t n_batches,
-                         const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  assert(batches != NULL || n_batches == 0);
-  static const mw_batch_t *const none[1] = {NULL};
-  return encode_stream(w, schema, n_batches ? batches : none, NULL, n_batches, opts, out, err);
-}
-
-int mw_ipc_writer_encode_parts(mw_ipc_writer_t *w, const mw_schema_t *schema,
-                               const mw_ipc_part_t *parts, size_t n_parts,
-                               const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  assert(parts != NULL || n_parts == 0);
-  static const mw_ipc_part_t none[1];
-  return encode_stream(w, schema, NULL, n_parts ? parts : none, n_parts, opts, out, err);
-}
-
-int mw_ipc_encode(const mw_schema_t *schema, const mw_batch_t *const *batches,
-                  size_t n_batches, const mw_ipc_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  mw_ipc_writer_t w;
-  mw_ipc_writer_init(&w);
-  int rc = mw_ipc_writer_encode(&w, schema, batches, n_batches, opts, out, err);
-  mw_ipc_writer_free(&w);
-  return rc;
-}
-
-/* ============================================================== WAL helpers */
-
-static int parse_u64(const uint8_t *p, size_t n, uint64_t *v) {
-  if (n == 0 || n > 20) return -EBADMSG;
-  uint64_t x = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (p[i] < '0' || p[i] > '9') return -EBADMSG;
-    uint64_t d = (uint64_t)(p[i] - '0');
-    if (x > (UINT64_MAX - d) / 10) return -EBADMSG;
-    x = x * 10 + d;
-  }
-  *v = x;
-  return 0;
-}
-
-int mw_ipc_writer_epoch(const mw_schema_t *schema, uint64_t *epoch, mw_err_t *err) {
-  const mw_kv_t *kv = mw_kvs_get(&schema->meta, MW_IPC_WRITER_EPOCH_KEY);
-  if (kv == NULL) return mw_err_set(err, -EBADMSG, "WAL entry missing writer_epoch metadata");
-  if (parse_u64(kv->value, kv->value_len, epoch) < 0)
-    return mw_err_set(err, -EBADMSG, "WAL entry writer_epoch is not a decimal u64: \"%.40s\"",
-                      (const char *)kv->value);
-  return 0;
-}
-
-bool mw_ipc_is_fence_sentinel(const mw_schema_t *schema) {
-  const mw_kv_t *kv = mw_kvs_get(&schema->meta, MW_IPC_FENCE_SENTINEL_KEY);
-  return kv != NULL && kv->value_len == 4 && memcmp(kv->value, "true", 4) == 0;
-}
-
-int mw_ipc_fence_sentinel(uint64_t epoch, mw_buf_t *out, mw_err_t *err) {
-  mw_schema_t s;
-  char num[24];
-  int n = snprintf(num, sizeof num, "%" PRIu64, epoch);
-  mw_schema_init(&s);
-  int rc = mw_kvs_set(&s.meta, MW_IPC_FENCE_SENTINEL_KEY, "true", 4);
-  if (rc == 0) rc = mw_kvs_set(&s.meta, MW_IPC_WRITER_EPOCH_KEY, num, (size_t)n);
-  if (rc == 0) rc = mw_ipc_encode(&s, NULL, 0, NULL, out, err);
-  mw_schema_free(&s);
-  return rc < 0 ? mw_err_set(err, rc, "ipc: fence sentinel") : 0;
-}
-
-/* ================================================================= decode */
-
-typedef struct dec {
-  const uint8_t *p;
-  size_t n;
-  mw_ipc_limits_t lim;
-  mw_err_t *err;
-  size_t copy_budget;   /* bytes we may still copy out of the input */
-  size_t zstd_budget;   /* bytes we may still decompress */
-  size_t str_budget;    /* bytes of names and metadata we may still copy */
-  mw_ipc_reader_t *rd;  /* zstd context and scratch buffers */
-  bool view;            /* buffers as views into p where they can be (decode_view) */
-  /* dictionary-encoded top-level fields of this stream (materialised) */
-  struct dict {
-    int64_t id;
-    size_t field;          /* top-level field index */
-    uint8_t index_width;   /* bytes: 1, 2, 4, 8 */
-    bool index_signed;
-    bool have;             /* a dictionary batch arrived */
-    mw_schema_t vs;        /* one field "values" of the field's type */
-    mw_column_t values;
-  } dicts[MW_IPC_MAX_DICTS];
-  size_t n_dicts;
-  struct dict *pending;    /* set by read_type for the field being read */
-  size_t dict_budget;      /* bytes materialising dictionaries may still add */
-} dec_t;
-
 static int bad_at(dec_t *d, size_t pos, const char *what, const char *why) {
+  assert(d != NULL);
   return mw_err_set(d->err, -EBADMSG, "ipc: byte %zu: %s: %s", pos, what, why);
 }
 
 static int take_string(dec_t *d, size_t pos, const char *s, size_t n, char **out,
                        const char *what) {
+  assert(d != NULL);
   if (memchr(s, 0, n) != NULL) return bad_at(d, pos, what, "NUL inside a string");
   if (n + 1 > d->str_budget) return bad_at(d, pos, what, "strings exceed the input size");
   d->str_budget -= n + 1;
@@ -732,6 +63,8 @@ static int take_string(dec_t *d, size_t pos, const char *s, size_t n, char **out
 /* KeyValue vector at `slot` of table t into kvs (order kept). */
 static int read_kvs(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *t, int slot, mw_kvs_t *kvs,
                     const char *what) {
+  assert(d != NULL);
+  assert(r != NULL);
   size_t start, count;
   int rc = mw_fbr_vector(r, t, slot, 4, MAX_META_ENTRIES, &start, &count, what);
   if (rc <= 0) return rc;
@@ -759,10 +92,11 @@ static int read_kvs(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *t, int slot, mw
 }
 
 static int parse_pk_position(dec_t *d, size_t pos, mw_field_t *f) {
+  assert(f != NULL);
   const mw_kv_t *kv = mw_kvs_get(&f->meta, MW_IPC_PK_POSITION_KEY);
   if (kv == NULL) return 0;
   uint64_t v;
-  if (parse_u64(kv->value, kv->value_len, &v) < 0 || v == 0 || v > MW_MAX_FIELDS)
+  if (mw_ipc_parse_u64(kv->value, kv->value_len, &v) < 0 || v == 0 || v > MW_MAX_FIELDS)
     return bad_at(d, pos, f->name, "bad primary-key position metadata");
   f->pk_position = (uint32_t)v;
   return 0;
@@ -773,6 +107,8 @@ static int read_field(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_
 /* Children of a nested field: each Field table read into a new child. */
 static int read_children(dec_t *d, const mw_fbr_t *r, size_t start, size_t count, mw_field_t *f,
                          int depth) {
+  assert(r != NULL);
+  assert(f != NULL);
   for (size_t i = 0; i < count; i++) {
     mw_fbt_t ct;
     const char *name = "";
@@ -799,6 +135,9 @@ static int read_children(dec_t *d, const mw_fbr_t *r, size_t start, size_t count
  * (apache-arrow's tableFromArrays writes every string column this way). */
 static int read_dictionary_encoding(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *de,
                                     mw_field_t *f, int depth) {
+  assert(d != NULL);
+  assert(r != NULL);
+  assert(de != NULL);
   int64_t id;
   mw_fbt_t it;
   int32_t bits;
@@ -831,6 +170,8 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
 
 /* Int {bitWidth, is_signed} */
 static int read_int_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  assert(d != NULL);
+  assert(f != NULL);
   static const mw_type_t sgn[4] = {MW_T_INT8, MW_T_INT16, MW_T_INT32, MW_T_INT64};
   static const mw_type_t uns[4] = {MW_T_UINT8, MW_T_UINT16, MW_T_UINT32, MW_T_UINT64};
   int32_t i32;
@@ -846,6 +187,9 @@ static int read_int_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_fie
 
 /* Time {unit, bitWidth}: 32 bits hold s or ms, 64 bits us or ns */
 static int read_time_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  assert(r != NULL);
+  assert(ty != NULL);
+  assert(f != NULL);
   int32_t i32;
   int16_t i16;
   int rc;
@@ -861,6 +205,9 @@ static int read_time_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_fi
 
 /* Timestamp {unit, timezone} */
 static int read_timestamp_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  assert(d != NULL);
+  assert(r != NULL);
+  assert(ty != NULL);
   const char *tz = NULL;
   size_t tzn = 0;
   int16_t i16;
@@ -879,6 +226,8 @@ static int read_timestamp_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, 
 
 /* Decimal {precision, scale, bitWidth}: 128 bits only */
 static int read_decimal_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ty, mw_field_t *f) {
+  assert(d != NULL);
+  assert(f != NULL);
   const char *w = f->name;
   int32_t prec, scale, bits;
   int rc;
@@ -987,6 +336,9 @@ static int read_type(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t
 
 /* Type, metadata and primary-key position of the Field table ft. */
 static int read_field(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_t *f, int depth) {
+  assert(r != NULL);
+  assert(ft != NULL);
+  assert(f != NULL);
   int rc = read_type(d, r, ft, f, depth);
   if (rc < 0) return rc;
   if ((rc = read_kvs(d, r, ft, 6, &f->meta, f->name)) < 0) return rc;
@@ -994,6 +346,9 @@ static int read_field(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *ft, mw_field_
 }
 
 static int read_schema(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *st, mw_schema_t *s) {
+  assert(d != NULL);
+  assert(r != NULL);
+  assert(s != NULL);
   int16_t endian;
   size_t start = 0, count = 0;
   int rc = mw_fbr_i16(r, st, 0, 0, &endian, "schema");
@@ -1049,19 +404,10 @@ int mw_ipc_schema_table_decode(const mw_fbr_t *r, const mw_fbt_t *t, const mw_ip
 
 /* ------------------------------------------------------------ batch body */
 
-typedef struct body {
-  const mw_fbr_t *r;
-  size_t bufs;      /* position of the Buffer structs in r */
-  size_t n_bufs, next_buf;
-  size_t nodes;
-  size_t n_nodes, next_node;
-  const uint8_t *p; /* body bytes */
-  size_t len;
-  size_t pos;       /* absolute offset of the body */
-  bool zstd;
-} body_t;
-
 static int next_node(dec_t *d, body_t *b, int64_t *len, int64_t *nulls, const char *what) {
+  assert(d != NULL);
+  assert(b != NULL);
+  assert(len != NULL);
   size_t at = b->nodes + 16 * b->next_node;
   if (b->next_node >= b->n_nodes) return bad_at(d, b->r->base, what, "too few field nodes");
   b->next_node++;
@@ -1075,6 +421,8 @@ static int next_node(dec_t *d, body_t *b, int64_t *len, int64_t *nulls, const ch
 /* The next body buffer, decompressed if needed into d->tmp[role]. */
 static int next_buf(dec_t *d, body_t *b, int role, const uint8_t **p, size_t *n,
                     const char *what) {
+  assert(d != NULL);
+  assert(n != NULL);
   size_t at = b->bufs + 16 * b->next_buf;
   if (b->next_buf >= b->n_bufs) return bad_at(d, b->r->base, what, "too few buffers");
   b->next_buf++;
@@ -1118,6 +466,7 @@ static int next_buf(dec_t *d, body_t *b, int role, const uint8_t **p, size_t *n,
  * 8-byte aligned in memory (the model reads offsets and values through
  * typed pointers), not empty. */
 static bool can_view(const dec_t *d, const body_t *b, const uint8_t *p, size_t n) {
+  assert(d != NULL);
   return d->view && !b->zstd && n > 0 && ((uintptr_t)p & 7) == 0;
 }
 
@@ -1131,6 +480,8 @@ static int take_bytes(dec_t *d, const body_t *b, const uint8_t *p, size_t n, mw_
 }
 
 static int charge(dec_t *d, body_t *b, size_t n, const char *what) {
+  assert(d != NULL);
+  assert(b != NULL);
   if (b->zstd) return 0; /* already charged to the zstd budget */
   if (n > d->copy_budget) return bad_at(d, b->pos, what, "buffers overlap beyond the input size");
   d->copy_budget -= n;
@@ -1152,7 +503,8 @@ static int64_t count_zero_bits(const uint8_t *p, int64_t bits) {
  * (arrow-rs may leave ones there), so re-encoding gives the same bytes. */
 static int take_bits(dec_t *d, body_t *b, const uint8_t *p, size_t n, int64_t bits, mw_buf_t *dst,
                      const char *what) {
-  size_t need = bitmap_bytes(bits);
+  assert(b != NULL);
+  size_t need = mw_bitmap_bytes(bits);
   if (n < need) return bad_at(d, b->pos, what, "bitmap buffer too short");
   int rc = charge(d, b, need, what);
   if (rc < 0 || (rc = take_bytes(d, b, p, need, dst)) < 0) return rc;
@@ -1175,7 +527,7 @@ static int take_validity(dec_t *d, body_t *b, int64_t len, int64_t nulls, bool n
   if (count_zero_bits(dst->data, len) != nulls)
     return bad_at(d, b->pos, what, "null_count does not match the validity bitmap");
   if (nullable) return 0;
-  assert(mask->len >= bitmap_bytes(len));
+  assert(mask->len >= mw_bitmap_bytes(len));
   for (int64_t i = 0; i < len; i++)
     if (!mw_bit_get(dst->data, i) && mw_bit_get(mask->data, i))
       return bad_at(d, b->pos, what, "nulls in a non-nullable field");
@@ -1183,6 +535,7 @@ static int take_validity(dec_t *d, body_t *b, int64_t len, int64_t nulls, bool n
 }
 
 static int take_fixed(dec_t *d, body_t *b, size_t need, mw_buf_t *dst, const char *what) {
+  assert(b != NULL);
   const uint8_t *p;
   size_t n;
   int rc = next_buf(d, b, 1, &p, &n, what);
@@ -1246,6 +599,8 @@ static int take_offsets(dec_t *d, body_t *b, int64_t len, bool large, mw_column_
 
 static int take_varlen(dec_t *d, body_t *b, int64_t len, bool large, mw_column_t *c,
                        const char *what) {
+  assert(b != NULL);
+  assert(c != NULL);
   int64_t base, end;
   const uint8_t *vp;
   size_t vn;
@@ -1292,6 +647,7 @@ static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, b
 /* Keep items [base, end) of a list's child (arrow writers may leave the
  * child longer than its offsets say, or start the offsets past 0). */
 static int slice_child(mw_column_t *c, const mw_field_t *f, int64_t base, int64_t end) {
+  assert(c != NULL);
   mw_column_t tmp;
   int rc = mw_column_init(&tmp, f);
   if (rc == 0) rc = mw_column_append_range(&tmp, c, f, base, end - base);
@@ -1308,6 +664,9 @@ static int slice_child(mw_column_t *c, const mw_field_t *f, int64_t base, int64_
  * (`mask`: the validity its struct members' nulls must sit under). */
 static int read_values(dec_t *d, body_t *b, const mw_field_t *f, int64_t len, const mw_buf_t *mask,
                        mw_column_t *c, int depth) {
+  assert(b != NULL);
+  assert(f != NULL);
+  assert(c != NULL);
   const char *w = f->name;
   int rc;
   switch (mw_field_layout(f)) {
@@ -1353,6 +712,9 @@ static int read_values(dec_t *d, body_t *b, const mw_field_t *f, int64_t len, co
  * whose nulls sit under its struct's (`mask`) is read as valid. */
 static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, bool exact,
                        const mw_buf_t *mask, mw_column_t *c, int depth) {
+  assert(b != NULL);
+  assert(f != NULL);
+  assert(c != NULL);
   int64_t len, nulls;
   const char *w = f->name;
   if (depth > MW_MAX_NESTING) return bad_at(d, b->r->base, w, "nested too deep");
@@ -1373,12 +735,14 @@ static int read_column(dec_t *d, body_t *b, const mw_field_t *f, int64_t rows, b
 }
 
 static struct dict *dict_of(dec_t *d, size_t field) {
+  assert(d != NULL);
   for (size_t i = 0; i < d->n_dicts; i++)
     if (d->dicts[i].field == field) return &d->dicts[i];
   return NULL;
 }
 
 static void dicts_free(dec_t *d) {
+  assert(d != NULL);
   for (size_t i = 0; i < d->n_dicts; i++) {
     mw_column_free(&d->dicts[i].values);
     mw_schema_free(&d->dicts[i].vs);
@@ -1390,6 +754,9 @@ static void dicts_free(dec_t *d) {
  * replaced by its dictionary value (bounded by dict_budget). */
 static int read_dict_column(dec_t *d, body_t *b, struct dict *x, const mw_field_t *f, int64_t rows,
                             mw_column_t *c) {
+  assert(d != NULL);
+  assert(b != NULL);
+  assert(f != NULL);
   int64_t len, nulls;
   const char *w = f->name;
   mw_buf_t bits = MW_BUF_INIT;
@@ -1444,7 +811,7 @@ static int read_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *bt, body_t *b
   size_t want_nodes = 0, want_bufs = 0;
   for (size_t i = 0; i < s->n_fields; i++) {
     if (s == &d->rd->stream.schema && dict_of(d, i)) want_nodes += 1, want_bufs += 2; /* indices */
-    else count_field(&s->fields[i], &want_nodes, &want_bufs);
+    else mw_ipc_count_field(&s->fields[i], &want_nodes, &want_bufs);
   }
   int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
   if (rc < 0) return rc;
@@ -1489,7 +856,7 @@ fail:
 }
 
 /* Frame one message at *pos. Returns 1 (message), 0 (EOS) or -errno. */
-static int frame(dec_t *d, size_t *pos, mw_fbr_t *r, mw_fbt_t *msg, uint8_t *ht,
+int mw_ipc_frame(dec_t *d, size_t *pos, mw_fbr_t *r, mw_fbt_t *msg, uint8_t *ht,
                  mw_fbt_t *hdr, body_t *b) {
   size_t at = *pos;
   if (d->n - at < 8)
@@ -1532,6 +899,7 @@ static int frame(dec_t *d, size_t *pos, mw_fbr_t *r, mw_fbt_t *msg, uint8_t *ht,
 /* A DictionaryBatch {id, data: RecordBatch of one column, isDelta}: the
  * values of a dictionary, replaced or (delta) extended. */
 static int read_dict_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *hdr, body_t *b, size_t at) {
+  assert(d != NULL);
   int64_t id;
   uint8_t delta;
   mw_fbt_t data;
@@ -1566,6 +934,8 @@ static int read_dict_batch(dec_t *d, const mw_fbr_t *r, const mw_fbt_t *hdr, bod
  * memory when there is one. */
 static int push_batch(dec_t *d, mw_ipc_reader_t *rd, const mw_fbr_t *r, const mw_fbt_t *hdr,
                       body_t *b) {
+  assert(d != NULL);
+  assert(rd != NULL);
   mw_ipc_stream_t *s = &rd->stream;
   if (s->n_batches >= d->lim.max_batches)
     return mw_err_set(d->err, -EFBIG, "ipc: more than %zu batches", d->lim.max_batches);
@@ -1585,18 +955,21 @@ static int push_batch(dec_t *d, mw_ipc_reader_t *rd, const mw_fbr_t *r, const mw
 }
 
 void mw_ipc_reader_init(mw_ipc_reader_t *rd) {
+  assert(rd != NULL);
   memset(rd, 0, sizeof *rd);
   mw_schema_init(&rd->stream.schema);
 }
 
 /* Free every initialised batch (they borrow the current schema). */
 static void reader_drop_batches(mw_ipc_reader_t *rd) {
+  assert(rd != NULL);
   for (size_t i = 0; i < rd->batches_init; i++) mw_batch_free(&rd->stream.batches[i]);
   rd->batches_init = 0;
   rd->stream.n_batches = 0;
 }
 
 void mw_ipc_reader_free(mw_ipc_reader_t *rd) {
+  assert(rd != NULL);
   reader_drop_batches(rd);
   free(rd->stream.batches);
   mw_schema_free(&rd->stream.schema);
@@ -1608,6 +981,8 @@ void mw_ipc_reader_free(mw_ipc_reader_t *rd) {
 /* Install a freshly decoded schema; keep the batch memory when the columns
  * have the same shape, so a warm reader decodes without page faults. */
 static void reader_set_schema(mw_ipc_reader_t *rd, mw_schema_t *ns) {
+  assert(rd != NULL);
+  assert(ns != NULL);
   if (!mw_schema_equal(&rd->stream.schema, ns)) reader_drop_batches(rd);
   rd->stream.n_batches = 0;
   mw_schema_free(&rd->stream.schema);
@@ -1633,7 +1008,7 @@ static int reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
   body_t b;
   mw_schema_init(&ns);
   rd->stream.n_batches = 0;
-  int rc = frame(&d, &pos, &r, &msg, &ht, &hdr, &b);
+  int rc = mw_ipc_frame(&d, &pos, &r, &msg, &ht, &hdr, &b);
   if (rc == 0) rc = mw_err_set(err, -EBADMSG, "ipc: byte 0: stream has no schema message");
   if (rc < 0) goto fail;
   if (ht != HDR_SCHEMA) {
@@ -1644,7 +1019,7 @@ static int reader_decode(mw_ipc_reader_t *rd, const uint8_t *p, size_t n,
   reader_set_schema(rd, &ns);
   for (;;) {
     size_t at = pos;
-    if ((rc = frame(&d, &pos, &r, &msg, &ht, &hdr, &b)) < 0) goto fail;
+    if ((rc = mw_ipc_frame(&d, &pos, &r, &msg, &ht, &hdr, &b)) < 0) goto fail;
     if (rc == 0) break;
     if (ht == HDR_DICT) {
       if ((rc = read_dict_batch(&d, &r, &hdr, &b, at)) < 0) goto fail;
@@ -1720,204 +1095,4 @@ void mw_ipc_stream_free(mw_ipc_stream_t *s) {
   free(s->batches);
   mw_schema_free(&s->schema);
   memset(s, 0, sizeof *s);
-}
-
-/* ============================================================ pass-through */
-
-/* Where one top-level field's nodes and buffers sit in a record batch. */
-typedef struct rb_span {
-  size_t node0, n_nodes, buf0, n_bufs;
-} rb_span_t;
-
-/* Every fixed_size_list in f's tree has a child of exactly len * dim
- * items (the decoder pads a short one; passing it through would not). */
-static bool spans_full(const mw_fbr_t *r, size_t nodes, const mw_field_t *f, size_t *k) {
-  int64_t len = (int64_t)mw_load_u64le(r->p + nodes + 16 * (*k)++);
-  switch (mw_field_layout(f)) {
-    case MW_LAYOUT_FSL: {
-      int64_t clen = (int64_t)mw_load_u64le(r->p + nodes + 16 * (*k)++);
-      return clen == len * (int64_t)f->fsl_dim;
-    }
-    case MW_LAYOUT_LIST:
-    case MW_LAYOUT_STRUCT:
-      for (uint32_t i = 0; i < f->n_children; i++)
-        if (!spans_full(r, nodes, &f->children[i], k)) return false;
-      return true;
-    default: return true;
-  }
-}
-
-/* The stream's node and buffer vectors of batch bt (positions in r), checked
- * to be ones rebatch can re-frame: every field's spans full, every buffer
- * 8-aligned inside the body. Fills span[] per stream field. */
-static int rb_source(const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b, const mw_schema_t *fs, rb_span_t *span,
-                     size_t *nodes, size_t *bufs, size_t *n_bufs) {
-  assert(fs->n_fields <= MW_MAX_FIELDS);
-  size_t want_nodes = 0, want_bufs = 0, n_nodes;
-  int rc;
-  for (size_t j = 0; j < fs->n_fields; j++) {
-    span[j].node0 = want_nodes, span[j].buf0 = want_bufs;
-    count_field(&fs->fields[j], &want_nodes, &want_bufs);
-    span[j].n_nodes = want_nodes - span[j].node0, span[j].n_bufs = want_bufs - span[j].buf0;
-  }
-  if ((rc = mw_fbr_vector(r, bt, 1, 16, want_nodes, nodes, &n_nodes, "nodes")) < 0 ||
-      (rc = mw_fbr_vector(r, bt, 2, 16, want_bufs, bufs, n_bufs, "buffers")) < 0)
-    return rc;
-  if (n_nodes != want_nodes || *n_bufs != want_bufs) return -ENOTSUP;
-  for (size_t j = 0, k = 0; j < fs->n_fields; j++)
-    if (!spans_full(r, *nodes, &fs->fields[j], &k)) return -ENOTSUP;
-  for (size_t i = 0; i < *n_bufs; i++) {
-    uint64_t off = mw_load_u64le(r->p + *bufs + 16 * i), len = mw_load_u64le(r->p + *bufs + 16 * i + 8);
-    if (off % 8 != 0 || off > b->len || len > b->len - off) return -ENOTSUP;
-  }
-  return 0;
-}
-
-/* The target's node and buffer counts (*tn, *tb) and the bytes its absent
- * bools' false bitmaps add to the body (*extra). */
-static int rb_target_size(const mw_schema_t *target, const int *map, const rb_span_t *span, int64_t rows, size_t *tn,
-                          size_t *tb, size_t *extra) {
-  assert(target->n_fields <= MW_MAX_FIELDS);
-  assert(rows > 0);
-  *tn = *tb = *extra = 0;
-  for (size_t i = 0; i < target->n_fields; i++) {
-    if (map[i] >= 0) {
-      *tn += span[map[i]].n_nodes, *tb += span[map[i]].n_bufs;
-      continue;
-    }
-    if (target->fields[i].type != MW_T_BOOL || target->fields[i].nullable) return -ENOTSUP;
-    *tn += 1, *tb += 2;
-    *extra += ((size_t)(rows + 7) / 8 + 7) & ~(size_t)7;
-  }
-  return 0;
-}
-
-/* the target's nodes and buffers: the stream's, reordered, plus a
- * false bitmap (no validity buffer) for each absent bool */
-static void rb_fill(const mw_fbr_t *r, size_t nodes, size_t bufs, const mw_schema_t *target, const int *map,
-                    const rb_span_t *span, int64_t rows, size_t body_len, int64_t *tnode, int64_t *tbuf, size_t tn,
-                    size_t tb, size_t extra) {
-  size_t an = 0, ab = 0, at = body_len;
-  for (size_t i = 0; i < target->n_fields; i++) {
-    if (map[i] < 0) {
-      size_t bits = ((size_t)(rows + 7) / 8 + 7) & ~(size_t)7;
-      tnode[2 * an] = rows, tnode[2 * an + 1] = 0, an++;
-      tbuf[2 * ab] = (int64_t)at, tbuf[2 * ab + 1] = 0, ab++;
-      tbuf[2 * ab] = (int64_t)at, tbuf[2 * ab + 1] = (rows + 7) / 8, ab++;
-      at += bits;
-      continue;
-    }
-    const rb_span_t *sp = &span[map[i]];
-    for (size_t k = 0; k < sp->n_nodes; k++, an++) {
-      tnode[2 * an] = (int64_t)mw_load_u64le(r->p + nodes + 16 * (sp->node0 + k));
-      tnode[2 * an + 1] = (int64_t)mw_load_u64le(r->p + nodes + 16 * (sp->node0 + k) + 8);
-    }
-    for (size_t k = 0; k < sp->n_bufs; k++, ab++) {
-      tbuf[2 * ab] = (int64_t)mw_load_u64le(r->p + bufs + 16 * (sp->buf0 + k));
-      tbuf[2 * ab + 1] = (int64_t)mw_load_u64le(r->p + bufs + 16 * (sp->buf0 + k) + 8);
-    }
-  }
-  assert(an == tn);
-  assert(ab == tb);
-  assert(at == body_len + extra);
-}
-
-/* The re-framed message: RecordBatch{rows, tnode, tbuf}, then the stream's
- * body and the false bitmaps (extra zero bytes). */
-static int rb_write(mw_fbb_t *fb, int64_t rows, const int64_t *tnode, size_t tn, const int64_t *tbuf, size_t tb,
-                    const body_t *b, size_t body_len, size_t extra, mw_buf_t *out) {
-  assert(body_len >= b->len);
-  mw_fbb_reset(fb);
-  uint32_t vb = mw_fbb_vec_structs(fb, tbuf, tb, 16, 8);
-  uint32_t vn = mw_fbb_vec_structs(fb, tnode, tn, 16, 8);
-  mw_fbb_table_start(fb);
-  mw_fbb_slot_i64(fb, 0, rows, 0);
-  mw_fbb_slot_off(fb, 1, vn);
-  mw_fbb_slot_off(fb, 2, vb);
-  uint32_t rbt = mw_fbb_table_end(fb);
-  const uint8_t *mp;
-  size_t mn;
-  int rc = mw_fbb_finish(fb, fb_message(fb, HDR_BATCH, rbt, (int64_t)(body_len + extra)), &mp, &mn);
-  if (rc < 0) return rc;
-  size_t meta = pad64(mn + 8);
-  if ((rc = mw_buf_reserve(out, meta + body_len + extra)) < 0) return rc;
-  mw_buf_put_u32le(out, 0xFFFFFFFFu);
-  mw_buf_put_u32le(out, (uint32_t)(meta - 8));
-  mw_buf_append(out, mp, mn);
-  mw_buf_fill(out, 0, meta - 8 - mn);
-  mw_buf_append(out, b->p, b->len);
-  mw_buf_fill(out, 0, body_len - b->len + extra); /* padding, then the false bitmaps */
-  return 0;
-}
-
-/* One record batch message re-framed for target (see ipc.h). */
-static int rebatch_one(mw_fbb_t *fb, const mw_fbr_t *r, const mw_fbt_t *bt, const body_t *b,
-                       const mw_ipc_stream_t *st, const mw_schema_t *target, const int *map,
-                       mw_buf_t *out, mw_err_t *err) {
-  int64_t rows;
-  mw_fbt_t comp;
-  int rc = mw_fbr_i64(r, bt, 0, 0, &rows, "record batch length");
-  if (rc < 0) return rc;
-  if (rows == 0) return 0;
-  if ((rc = mw_fbr_table(r, bt, 3, &comp, "compression")) < 0) return rc;
-  if (rc == 1) return -ENOTSUP;
-  rb_span_t span[MW_MAX_FIELDS];
-  size_t nodes, bufs, n_bufs, tn, tb, extra;
-  if ((rc = rb_source(r, bt, b, &st->schema, span, &nodes, &bufs, &n_bufs)) < 0) return rc;
-  if ((rc = rb_target_size(target, map, span, rows, &tn, &tb, &extra)) < 0) return rc;
-  size_t body_len = (b->len + 7) & ~(size_t)7;
-  int64_t *tnode = malloc((tn ? tn : 1) * 16), *tbuf = malloc((tb ? tb : 1) * 16);
-  if (tnode == NULL || tbuf == NULL) {
-    rc = -ENOMEM;
-  } else {
-    rb_fill(r, nodes, bufs, target, map, span, rows, body_len, tnode, tbuf, tn, tb, extra);
-    rc = rb_write(fb, rows, tnode, tn, tbuf, tb, b, body_len, extra, out);
-  }
-  free(tnode);
-  free(tbuf);
-  (void)err;
-  return rc;
-}
-
-int mw_ipc_rebatch(const uint8_t *p, size_t n, const mw_ipc_stream_t *st,
-                   const mw_schema_t *target, const int *map, mw_buf_t *out, mw_err_t *err) {
-  assert(p != NULL);
-  assert(st != NULL);
-  assert(target != NULL);
-  assert(map != NULL);
-  assert(out != NULL);
-  assert(target->n_fields <= MW_MAX_FIELDS);
-  assert(st->schema.n_fields <= MW_MAX_FIELDS);
-  if (st->n_dict_fields > 0) return -ENOTSUP;
-  bool used[MW_MAX_FIELDS] = {false};
-  for (size_t i = 0; i < target->n_fields; i++) {
-    if (map[i] < 0) continue;
-    assert((size_t)map[i] < st->schema.n_fields);
-    if (used[map[i]]) return -ENOTSUP;
-    used[map[i]] = true;
-  }
-  for (size_t j = 0; j < st->schema.n_fields; j++)
-    if (!used[j]) return -ENOTSUP;
-  size_t start = out->len, pos = 0;
-  dec_t d = {.p = p, .n = n, .err = err};
-  mw_ipc_limits_default(&d.lim);
-  mw_fbr_t r;
-  mw_fbt_t msg, hdr;
-  uint8_t ht;
-  body_t b;
-  mw_fbb_t fb;
-  mw_fbb_init(&fb);
-  int rc;
-  while ((rc = frame(&d, &pos, &r, &msg, &ht, &hdr, &b)) == 1) {
-    if (ht == HDR_SCHEMA) continue;
-    if (ht != HDR_BATCH) {
-      rc = -ENOTSUP;
-      break;
-    }
-    if ((rc = rebatch_one(&fb, &r, &hdr, &b, st, target, map, out, err)) < 0) break;
-  }
-  mw_fbb_free(&fb);
-  if (rc < 0) out->len = start;
-  assert(rc < 0 || (out->len - start) % 8 == 0);
-  return rc < 0 ? rc : 0;
 }
