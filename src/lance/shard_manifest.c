@@ -33,18 +33,6 @@
 
 /* ---------------------------------------------------------------- wire walker */
 
-int mw_pb_put_varint(mw_buf_t *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t k = 0;
-  do {
-    uint8_t byte = (uint8_t)(v & 0x7f);
-    v >>= 7;
-    tmp[k++] = (uint8_t)(byte | (v ? 0x80 : 0));
-  } while (v);
-  assert(k <= sizeof tmp);
-  return mw_buf_append(b, tmp, k);
-}
-
 static int get_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out) {
   assert(pos != NULL);
   assert(out != NULL);

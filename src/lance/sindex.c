@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "lance/datafile.h"
+#include "lance/pbwire.h"
 #include "lance/pk_index.h"
 
 int mw_sindex_build(const mw_field_t *field, const mw_column_t *col, mw_buf_t *data, mw_buf_t *lookup,
@@ -35,30 +36,13 @@ int mw_sindex_build(const mw_field_t *field, const mw_column_t *col, mw_buf_t *d
 
 /* ------------------------------------------------------------ the entry */
 
-static int put_varint(mw_buf_t *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-  return mw_buf_append(b, tmp, n);
-}
-
-static int put_len(mw_buf_t *b, unsigned field, const void *p, size_t n) {
-  int rc = put_varint(b, (uint64_t)field << 3 | 2);
-  if (rc == 0) rc = put_varint(b, n);
-  if (rc == 0 && n) rc = mw_buf_append(b, p, n);
-  return rc;
-}
-
 /* IndexFile {path = 1, size_bytes = 2} as field 10 of IndexMetadata. */
 static int put_file(mw_buf_t *out, const char *path, uint64_t bytes) {
   mw_buf_t f = MW_BUF_INIT;
-  int rc = put_len(&f, 1, path, strlen(path));
-  if (rc == 0) rc = put_varint(&f, 2 << 3);
-  if (rc == 0) rc = put_varint(&f, bytes);
-  if (rc == 0) rc = put_len(out, 10, f.data, f.len);
+  int rc = mw_pb_put_len(&f, 1, path, strlen(path));
+  if (rc == 0) rc = mw_pb_put_varint(&f, 2 << 3);
+  if (rc == 0) rc = mw_pb_put_varint(&f, bytes);
+  if (rc == 0) rc = mw_pb_put_len(out, 10, f.data, f.len);
   mw_buf_free(&f);
   return rc;
 }
@@ -74,18 +58,18 @@ int mw_sindex_entry_encode(const uint8_t uuid[16], const char *name, int32_t fie
     return mw_err_set(err, -EINVAL, "BTree index entry: field id %d, name '%s'", field_id, name);
   mw_buf_t u = MW_BUF_INIT, f = MW_BUF_INIT, any = MW_BUF_INIT;
   size_t base = out->len;
-  int rc = put_len(&u, 1, uuid, 16);
-  if (rc == 0) rc = put_varint(&f, (uint64_t)field_id);
-  if (rc == 0) rc = put_len(&any, 1, MW_SINDEX_DETAILS_URL, strlen(MW_SINDEX_DETAILS_URL));
-  if (rc == 0) rc = put_len(out, 1, u.data, u.len);
-  if (rc == 0) rc = put_len(out, 2, f.data, f.len);
-  if (rc == 0) rc = put_len(out, 3, name, strlen(name));
+  int rc = mw_pb_put_len(&u, 1, uuid, 16);
+  if (rc == 0) rc = mw_pb_put_varint(&f, (uint64_t)field_id);
+  if (rc == 0) rc = mw_pb_put_len(&any, 1, MW_SINDEX_DETAILS_URL, strlen(MW_SINDEX_DETAILS_URL));
+  if (rc == 0) rc = mw_pb_put_len(out, 1, u.data, u.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 2, f.data, f.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 3, name, strlen(name));
   if (rc == 0) rc = mw_buf_append(out, (const uint8_t[]){4 << 3, 1}, 2); /* dataset_version 1 */
-  if (rc == 0) rc = put_len(out, 5, frag0, sizeof frag0);
-  if (rc == 0) rc = put_len(out, 6, any.data, any.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 5, frag0, sizeof frag0);
+  if (rc == 0) rc = mw_pb_put_len(out, 6, any.data, any.len);
   if (rc == 0) rc = mw_buf_append(out, (const uint8_t[]){7 << 3, 0}, 2); /* index_version 0, present */
-  if (rc == 0 && created_at_ms) rc = put_varint(out, 8 << 3);
-  if (rc == 0 && created_at_ms) rc = put_varint(out, created_at_ms);
+  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, 8 << 3);
+  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, created_at_ms);
   if (rc == 0) rc = put_file(out, MW_SINDEX_DATA_FILE, data_bytes);
   if (rc == 0) rc = put_file(out, MW_SINDEX_LOOKUP_FILE, lookup_bytes);
   mw_buf_free(&u);

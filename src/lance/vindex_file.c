@@ -37,6 +37,7 @@
 #include "file2.pb-c.h"
 #include "google/protobuf/any.pb-c.h"
 #include "lance/batch.h"
+#include "lance/pbwire.h"
 #include "lance/fullzip.h"
 #include "lance/lance_schema.h"
 
@@ -80,39 +81,21 @@ size_t mw_vindex_json_double(double v, char out[32]) {
 
 /* ------------------------------------------------------------ protobuf bits */
 
-static int put_varint(mw_buf_t *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-  return mw_buf_append(b, tmp, n);
-}
-
-/* field tag + length + bytes */
-static int put_bytes_field(mw_buf_t *b, uint32_t field, const void *p, size_t n) {
-  int rc = put_varint(b, (uint64_t)field << 3 | 2);
-  if (rc == 0) rc = put_varint(b, n);
-  if (rc == 0 && n) rc = mw_buf_append(b, p, n);
-  return rc;
-}
-
 /* pb.Ivf of one partition of `rows` rows and a zero centroid of dim floats. */
 static int ivf_encode(uint64_t rows, uint32_t dim, mw_buf_t *out) {
   mw_buf_t t = MW_BUF_INIT, lens = MW_BUF_INIT, shape = MW_BUF_INIT;
   uint8_t zero = 0;
-  int rc = put_varint(&lens, rows);
-  if (rc == 0) rc = put_varint(&shape, 1);
-  if (rc == 0) rc = put_varint(&shape, dim);
+  int rc = mw_pb_put_varint(&lens, rows);
+  if (rc == 0) rc = mw_pb_put_varint(&shape, 1);
+  if (rc == 0) rc = mw_pb_put_varint(&shape, dim);
   if (rc == 0) rc = mw_buf_append(&t, (const uint8_t[]){0x08, 0x02}, 2); /* data_type FLOAT32 */
-  if (rc == 0) rc = put_bytes_field(&t, 2, shape.data, shape.len);
-  if (rc == 0) rc = put_varint(&t, 3 << 3 | 2);
-  if (rc == 0) rc = put_varint(&t, (uint64_t)dim * 4);
+  if (rc == 0) rc = mw_pb_put_len(&t, 2, shape.data, shape.len);
+  if (rc == 0) rc = mw_pb_put_varint(&t, 3 << 3 | 2);
+  if (rc == 0) rc = mw_pb_put_varint(&t, (uint64_t)dim * 4);
   if (rc == 0) rc = mw_buf_fill(&t, 0, (size_t)dim * 4);
-  if (rc == 0) rc = put_bytes_field(out, 2, &zero, 1); /* offsets [0] */
-  if (rc == 0) rc = put_bytes_field(out, 3, lens.data, lens.len);
-  if (rc == 0) rc = put_bytes_field(out, 4, t.data, t.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 2, &zero, 1); /* offsets [0] */
+  if (rc == 0) rc = mw_pb_put_len(out, 3, lens.data, lens.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 4, t.data, t.len);
   mw_buf_free(&t);
   mw_buf_free(&lens);
   mw_buf_free(&shape);
@@ -132,19 +115,19 @@ int mw_vindex_entry_encode(const uint8_t uuid[16], const char *name, int32_t fie
     return mw_err_set(err, -EINVAL, "vector index entry: field id %d, name '%s'", field_id, name);
   mw_buf_t u = MW_BUF_INIT, f = MW_BUF_INIT, any = MW_BUF_INIT;
   size_t base = out->len;
-  int rc = put_bytes_field(&u, 1, uuid, 16);
-  if (rc == 0) rc = put_varint(&f, (uint64_t)field_id);
-  if (rc == 0) rc = put_bytes_field(&any, 1, MW_VINDEX_DETAILS_URL, strlen(MW_VINDEX_DETAILS_URL));
-  if (rc == 0) rc = put_bytes_field(out, 1, u.data, u.len);
-  if (rc == 0) rc = put_bytes_field(out, 2, f.data, f.len);
-  if (rc == 0) rc = put_bytes_field(out, 3, name, strlen(name));
-  if (rc == 0) rc = put_varint(out, 4 << 3);
-  if (rc == 0) rc = put_varint(out, dataset_version);
-  if (rc == 0) rc = put_bytes_field(out, 5, frag0, sizeof frag0);
-  if (rc == 0) rc = put_bytes_field(out, 6, any.data, any.len);
+  int rc = mw_pb_put_len(&u, 1, uuid, 16);
+  if (rc == 0) rc = mw_pb_put_varint(&f, (uint64_t)field_id);
+  if (rc == 0) rc = mw_pb_put_len(&any, 1, MW_VINDEX_DETAILS_URL, strlen(MW_VINDEX_DETAILS_URL));
+  if (rc == 0) rc = mw_pb_put_len(out, 1, u.data, u.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 2, f.data, f.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 3, name, strlen(name));
+  if (rc == 0) rc = mw_pb_put_varint(out, 4 << 3);
+  if (rc == 0) rc = mw_pb_put_varint(out, dataset_version);
+  if (rc == 0) rc = mw_pb_put_len(out, 5, frag0, sizeof frag0);
+  if (rc == 0) rc = mw_pb_put_len(out, 6, any.data, any.len);
   if (rc == 0) rc = mw_buf_append(out, (const uint8_t[]){7 << 3, 1}, 2); /* index_version 1 */
-  if (rc == 0 && created_at_ms) rc = put_varint(out, 8 << 3);
-  if (rc == 0 && created_at_ms) rc = put_varint(out, created_at_ms);
+  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, 8 << 3);
+  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, created_at_ms);
   mw_buf_free(&u);
   mw_buf_free(&f);
   mw_buf_free(&any);
