@@ -126,8 +126,12 @@ static int wire_varint(wire_t *w, uint64_t *v) {
   return -EBADMSG;
 }
 
-/* Next field: number, and for length-delimited fields a sub-wire. */
+/* Next field: number, and for length-delimited fields a sub-wire; any other
+ * field leaves *sub empty, so a caller that expects bytes where the file has
+ * a varint sees no bytes (before, *sub kept the previous field's, or was
+ * never set). */
 static int wire_field(wire_t *w, uint32_t *num, uint64_t *v, wire_t *sub) {
+  *sub = (wire_t){NULL, 0, 0};
   uint64_t key;
   int rc = wire_varint(w, &key);
   if (rc < 0) return rc;
