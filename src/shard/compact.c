@@ -79,7 +79,9 @@ static int parse_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
 }
 
 int mw_compact_config_set(mw_compact_config_t *c, const char *key, const char *value, mw_err_t *err) {
-  assert(c != NULL && key != NULL && value != NULL);
+  assert(c != NULL);
+  assert(key != NULL);
+  assert(value != NULL);
   uint64_t v = 0;
   int rc = 0;
   if (strcmp(key, "compaction") == 0) {
@@ -534,7 +536,7 @@ static void work_cb(uv_work_t *w) {
     case R_KEYS_WORK: mw_compact__work_keys(c); break;
     case R_DELS_FIND: mw_compact__work_find(c); break;
     case R_BUILD: mw_compact__work_build(c); break;
-    default: assert(0 && "compact: pool job in a storage phase");
+    default: assert(!"compact: pool job in a storage phase");
   }
   mw_bgprio_leave(nice_old);
 }
@@ -635,7 +637,7 @@ void mw_compact__next(mw_compact_t *c) {
       }
       mw_compact__fail(c, r->first_err);
       return;
-    default: assert(0 && "compact: completion in no phase");
+    default: assert(!"compact: completion in no phase");
   }
 }
 
@@ -740,7 +742,8 @@ static void waiters_check(mw_compact_t *c, int status, const char *reason) {
 }
 
 int mw_compact_request(mw_compact_t *c, mw_compact_cb cb, void *arg) {
-  assert(c != NULL && cb != NULL);
+  assert(c != NULL);
+  assert(cb != NULL);
   if (c->stopping) return -ESHUTDOWN;
   if (c->n_waiters == MW_COMPACT_MAX_WAITERS) return -EBUSY;
   for (size_t i = 0; i < c->t->n_shards; i++) {
@@ -766,7 +769,8 @@ int mw_compact_request(mw_compact_t *c, mw_compact_cb cb, void *arg) {
 /* -------------------------------------------------------------- lifecycle */
 
 int mw_compact_new(mw_table_t *t, const mw_compact_config_t *cfg, mw_compact_t **out) {
-  assert(t != NULL && out != NULL);
+  assert(t != NULL);
+  assert(out != NULL);
   metrics_init();
   mw_compact_t *c = calloc(1, sizeof *c);
   if (c == NULL) return -ENOMEM;
@@ -782,7 +786,8 @@ int mw_compact_new(mw_table_t *t, const mw_compact_config_t *cfg, mw_compact_t *
 }
 
 void mw_compact_start(mw_compact_t *c) {
-  assert(c != NULL && !c->timer_open);
+  assert(c != NULL);
+  assert(!c->timer_open);
   int rc = uv_timer_init(c->t->loop, &c->timer);
   assert(rc == 0); /* cannot fail on an initialised loop */
   (void)rc;
@@ -802,8 +807,10 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 void mw_compact_stop(mw_compact_t *c, void (*cb)(void *arg), void *arg) {
-  assert(c != NULL && cb != NULL);
-  assert(!c->stopping && c->timer_open); /* started, stopped once */
+  assert(c != NULL);
+  assert(cb != NULL);
+  assert(!c->stopping);
+  assert(c->timer_open); /* started, stopped once */
   c->stopping = true;
   c->stop_cb = cb;
   c->stop_arg = arg;
@@ -816,7 +823,9 @@ void mw_compact_stop(mw_compact_t *c, void (*cb)(void *arg), void *arg) {
 
 void mw_compact_free(mw_compact_t *c) {
   if (c == NULL) return;
-  assert(c->run.phase == R_IDLE && !c->work_busy && !c->timer_open);
+  assert(c->run.phase == R_IDLE);
+  assert(!c->work_busy);
+  assert(!c->timer_open);
   mw_compact__cache_free(&c->cache);
   for (size_t i = 0; i < c->n_shards; i++) free(c->shards[i]);
   free(c->shards);
@@ -824,12 +833,15 @@ void mw_compact_free(mw_compact_t *c) {
 }
 
 void mw_compact_stats(const mw_compact_t *c, mw_compact_stats_t *out) {
-  assert(c != NULL && out != NULL);
+  assert(c != NULL);
+  assert(out != NULL);
   *out = c->stats;
 }
 
 bool mw_compact_shard_state(const mw_compact_t *c, const uint8_t id[16], mw_compact_shard_t *out) {
-  assert(c != NULL && id != NULL && out != NULL);
+  assert(c != NULL);
+  assert(id != NULL);
+  assert(out != NULL);
   for (size_t i = 0; i < c->n_shards; i++)
     if (memcmp(c->shards[i]->id, id, 16) == 0) {
       *out = c->shards[i]->st;

@@ -72,7 +72,8 @@ void mw_compact__cache_free(kcache_t *k) {
 }
 
 static kentry_t **slot_of(kcache_t *k, const char *name) {
-  assert(k->cap > 0 && (k->cap & (k->cap - 1)) == 0);
+  assert(k->cap > 0);
+  assert((k->cap & (k->cap - 1)) == 0);
   size_t i = (size_t)name_hash(name) & (k->cap - 1);
   while (k->slots[i] != NULL && strcmp(k->slots[i]->data_file, name) != 0) i = (i + 1) & (k->cap - 1);
   return &k->slots[i];
@@ -503,7 +504,8 @@ void mw_compact__dels_get(mw_compact_t *c) {
   r->phase = R_DELS_GET;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
-    assert(f->n_hits >= 0 && (size_t)f->n_hits == f->hits.len / 4);
+    assert(f->n_hits >= 0);
+    assert((size_t)f->n_hits == f->hits.len / 4);
     const Lance__Table__DeletionFile *d = f->f->deletion_file;
     f->data_io.status = 0;
     if (f->fold) {

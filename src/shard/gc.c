@@ -188,7 +188,9 @@ void mw_gc_config_defaults(mw_gc_config_t *c) {
 }
 
 int mw_gc_config_set(mw_gc_config_t *c, const char *key, const char *value, mw_err_t *err) {
-  assert(c != NULL && key != NULL && value != NULL);
+  assert(c != NULL);
+  assert(key != NULL);
+  assert(value != NULL);
   char *end = NULL;
   unsigned long long v = strtoull(value, &end, 10);
   bool num = value[0] >= '0' && value[0] <= '9' && *end == '\0';
@@ -597,7 +599,8 @@ static void on_deleted(mw_storage_req_t *req, int status) {
 
 /* Queue ios[k]'s key for this step's delete_many. */
 static void delete_add(mw_gc_t *g, size_t k) {
-  assert(g->n_del < MW_GC_MAX_BATCH && k < g->n_ios);
+  assert(g->n_del < MW_GC_MAX_BATCH);
+  assert(k < g->n_ios);
   g->del_io[g->n_del] = k;
   g->del_keys[g->n_del++] = g->ios[k].key;
 }
@@ -607,7 +610,8 @@ static void delete_add(mw_gc_t *g, size_t k) {
  * many DELETEs. 0 with one request pending, or -errno (none). */
 static int delete_submit(mw_gc_t *g) {
   _Static_assert(MW_GC_MAX_BATCH <= MW_STORAGE_DELETE_MANY_MAX, "one delete_many a step");
-  assert(g->n_del > 0 && g->pending == 0);
+  assert(g->n_del > 0);
+  assert(g->pending == 0);
   mw_storage_req_init(&g->del_req);
   g->del_req.data = g;
   g->del_req.background = true; /* GC yields to the data path (storage.h) */
@@ -1061,7 +1065,8 @@ static void batch_complete(mw_gc_t *g) {
 /* --------------------------------------------------------------- lifecycle */
 
 int mw_gc_new(mw_table_t *t, const mw_gc_config_t *cfg, mw_gc_t **out) {
-  assert(t != NULL && out != NULL);
+  assert(t != NULL);
+  assert(out != NULL);
   metrics_init();
   mw_gc_t *g = calloc(1, sizeof *g);
   if (g == NULL) return -ENOMEM;
@@ -1088,7 +1093,8 @@ int mw_gc_new(mw_table_t *t, const mw_gc_config_t *cfg, mw_gc_t **out) {
 }
 
 void mw_gc_start(mw_gc_t *g) {
-  assert(g != NULL && !g->timer_open);
+  assert(g != NULL);
+  assert(!g->timer_open);
   int rc = uv_timer_init(g->t->loop, &g->timer);
   assert(rc == 0); /* cannot fail on an initialised loop */
   (void)rc;
@@ -1108,7 +1114,9 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 void mw_gc_stop(mw_gc_t *g, void (*cb)(void *arg), void *arg) {
-  assert(g != NULL && cb != NULL && !g->stopping);
+  assert(g != NULL);
+  assert(cb != NULL);
+  assert(!g->stopping);
   assert(g->timer_open); /* started, stopped once */
   g->stopping = true;
   g->stop_cb = cb;
@@ -1121,7 +1129,8 @@ void mw_gc_stop(mw_gc_t *g, void (*cb)(void *arg), void *arg) {
 
 void mw_gc_free(mw_gc_t *g) {
   if (g == NULL) return;
-  assert(g->job == J_NONE && !g->timer_open);
+  assert(g->job == J_NONE);
+  assert(!g->timer_open);
   for (size_t i = 0; i < g->n_shards; i++) {
     for (size_t k = 0; k < g->shards[i]->n_dirs; k++) free(g->shards[i]->dirs[k].name);
     free(g->shards[i]->dirs);
@@ -1140,12 +1149,15 @@ void mw_gc_free(mw_gc_t *g) {
 }
 
 void mw_gc_stats(const mw_gc_t *g, mw_gc_stats_t *out) {
-  assert(g != NULL && out != NULL);
+  assert(g != NULL);
+  assert(out != NULL);
   *out = g->stats;
 }
 
 bool mw_gc_shard_stats(const mw_gc_t *g, const uint8_t id[16], mw_gc_shard_stats_t *out) {
-  assert(g != NULL && id != NULL && out != NULL);
+  assert(g != NULL);
+  assert(id != NULL);
+  assert(out != NULL);
   for (size_t i = 0; i < g->n_shards; i++) {
     if (memcmp(g->shards[i]->id, id, 16) != 0) continue;
     out->wal_first = g->shards[i]->wal_next;

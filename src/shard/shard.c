@@ -86,7 +86,8 @@ static int parse_u64(const char *v, uint64_t *out) {
 }
 
 int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value, mw_err_t *err) {
-  assert(c != NULL && key != NULL);
+  assert(c != NULL);
+  assert(key != NULL);
   uint64_t x = 0;
   int rc = 0;
   if (strcmp(key, "durable_write") == 0) {
@@ -216,7 +217,8 @@ static void count(mw_metric_t *m, uint64_t n) {
 
 /* Every state change goes through here (memwald_shards{state}). */
 static void set_state(mw_shard_t *s, mw_shard_state_t st) {
-  assert(st <= MW_SS_FAILED && s->state <= MW_SS_FAILED);
+  assert(st <= MW_SS_FAILED);
+  assert(s->state <= MW_SS_FAILED);
   if (em.states[s->state]) mw_gauge_add(em.states[s->state], -1);
   if (em.states[st]) mw_gauge_add(em.states[st], 1);
   s->state = st;
@@ -348,7 +350,8 @@ static void fail_writes(mw_shard_t *s, int status) {
     complete(s, w, status);
   }
   s->q_tail = NULL;
-  assert(s->n_queued == 0 && (s->ack_head != NULL || s->n_waiting == 0));
+  assert(s->n_queued == 0);
+  assert(s->ack_head != NULL || s->n_waiting == 0);
 }
 
 static void set_bp(mw_shard_t *s, bool on) {
@@ -678,7 +681,8 @@ static mw_memtable_limits_t limits(const mw_shard_t *s) {
  * (seq order is kept: its seq is the newest write's) and cuts the WAL
  * entry now, so a SYNC waits one fsync, not a flush interval. */
 static void wait_durable(mw_shard_t *s, mw_shard_write_t *w) {
-  assert(w->barrier && s->state < MW_SS_FENCED);
+  assert(w->barrier);
+  assert(s->state < MW_SS_FENCED);
   if (s->durable_seq >= s->seq) {
     complete(s, w, 0);
     return;
@@ -693,7 +697,8 @@ static void wait_durable(mw_shard_t *s, mw_shard_write_t *w) {
 }
 
 static void insert(mw_shard_t *s, mw_shard_write_t *w) {
-  assert(s->state == MW_SS_ACTIVE && s->active != NULL);
+  assert(s->state == MW_SS_ACTIVE);
+  assert(s->active != NULL);
   if (w->barrier) {
     wait_durable(s, w);
     return;
@@ -770,7 +775,10 @@ static int check_batch(const mw_shard_t *s, const mw_batch_t *b) {
 static int start_claim(mw_shard_t *s);
 
 int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_shard_write_cb cb) {
-  assert(s != NULL && w != NULL && batch != NULL && cb != NULL);
+  assert(s != NULL);
+  assert(w != NULL);
+  assert(batch != NULL);
+  assert(cb != NULL);
   if (s->closing) return -ESHUTDOWN;
   if (s->state >= MW_SS_FENCED) {
     fault_reason(s); /* "... retrying in N ms" stays current */
@@ -805,7 +813,9 @@ int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_sha
 }
 
 int mw_shard_sync(mw_shard_t *s, mw_shard_write_t *w, mw_shard_write_cb cb) {
-  assert(s != NULL && w != NULL && cb != NULL);
+  assert(s != NULL);
+  assert(w != NULL);
+  assert(cb != NULL);
   if (s->closing) return -ESHUTDOWN;
   memset(&w->batch, 0, sizeof w->batch);
   w->shard = s;
@@ -1173,7 +1183,10 @@ static void retry_claim(mw_shard_t *s);
 
 static void on_claim_checked(mw_mstore_op_t *op, int status) {
   mw_shard_t *s = op->data;
-  assert(s != NULL && op == &s->op && s->claim_checking && s->ctl == CTL_CLAIM);
+  assert(s != NULL);
+  assert(op == &s->op);
+  assert(s->claim_checking);
+  assert(s->ctl == CTL_CLAIM);
   char msg[MW_SHARD_REASON_BYTES];
   if (s->state == MW_SS_ACTIVE && status == 0) {
     s->claim_checking = false;
@@ -1190,7 +1203,8 @@ static void on_claim_checked(mw_mstore_op_t *op, int status) {
   /* Fenced, seen here or by a WAL put that parked the shard meanwhile: park
    * (claim_checking keeps park() from answering the claim), claim it back. */
   if (s->state == MW_SS_ACTIVE) park(s, MW_SS_FENCED, -ESTALE, op->err.msg);
-  assert(s->state >= MW_SS_FENCED && s->ctl == CTL_CLAIM);
+  assert(s->state >= MW_SS_FENCED);
+  assert(s->ctl == CTL_CLAIM);
   s->claim_checking = false;
   s->claim_retry_until_ms = uv_now(s->loop) + CLAIM_WAIT_MAX_MS;
   retry_claim(s);
@@ -1218,7 +1232,8 @@ static void retry_claim(mw_shard_t *s) {
 }
 
 static int claim_active(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
-  assert(s->state == MW_SS_ACTIVE && !s->claim_checking);
+  assert(s->state == MW_SS_ACTIVE);
+  assert(!s->claim_checking);
   int rc = ctl_begin(s, CTL_CLAIM, cb, arg); /* -EBUSY: a seal/release/flush is running */
   if (rc < 0) return rc;
   rc = mw_mstore_check_fenced(&s->ms, &s->op, s->epoch, on_claim_checked); /* -EBUSY: op running */
@@ -1394,7 +1409,11 @@ int mw_shard_drop(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
 
 int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_schema_t *schema,
                   const uint8_t shard_id[16], const mw_shard_config_t *cfg, mw_err_t *err) {
-  assert(s != NULL && loop != NULL && st != NULL && schema != NULL && cfg != NULL);
+  assert(s != NULL);
+  assert(loop != NULL);
+  assert(st != NULL);
+  assert(schema != NULL);
+  assert(cfg != NULL);
   memset(s, 0, sizeof *s);
   metrics_init();
   s->loop = loop;
@@ -1485,7 +1504,8 @@ int mw_shard_close(mw_shard_t *s, void (*cb)(mw_shard_t *s)) {
 }
 
 void mw_shard_stats(const mw_shard_t *s, mw_shard_stats_t *o) {
-  assert(s != NULL && o != NULL);
+  assert(s != NULL);
+  assert(o != NULL);
   memset(o, 0, sizeof *o);
   o->state = s->state;
   o->epoch = s->epoch;

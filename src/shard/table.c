@@ -299,7 +299,8 @@ static int check_index(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) {
  * before it closes, so the table outlives the callback. */
 static void on_swept(mw_storage_req_t *req, int status) {
   mw_table_t *t = req->data;
-  assert(t != NULL && !t->sweep_done);
+  assert(t != NULL);
+  assert(!t->sweep_done);
   t->sweep_done = true;
   t->swept = status == 0 ? req->nkeys : 0;
   if (status < 0)
@@ -335,12 +336,14 @@ static void unloaded_free(mw_table_t *t) {
 
 void mw_table_unload(mw_table_t *t) {
   if (t == NULL) return;
-  assert(t->loop == NULL && t->st == NULL);
+  assert(t->loop == NULL);
+  assert(t->st == NULL);
   unloaded_free(t);
 }
 
 int mw_table_load(const char *path, const mw_table_opts_t *opts, mw_table_t **out, mw_err_t *err) {
-  assert(path != NULL && out != NULL);
+  assert(path != NULL);
+  assert(out != NULL);
   mw_table_opts_t none = {0};
   if (opts == NULL) opts = &none;
   *out = NULL;
@@ -377,14 +380,17 @@ int mw_table_load(const char *path, const mw_table_opts_t *opts, mw_table_t **ou
     unloaded_free(t);
     return rc;
   }
-  assert(t->loop == NULL && t->st == NULL);
+  assert(t->loop == NULL);
+  assert(t->st == NULL);
   *out = t;
   return 0;
 }
 
 int mw_table_start(uv_loop_t *loop, mw_table_t *t, const mw_table_opts_t *opts, mw_err_t *err) {
-  assert(loop != NULL && t != NULL);
-  assert(t->loop == NULL && t->st == NULL);
+  assert(loop != NULL);
+  assert(t != NULL);
+  assert(t->loop == NULL);
+  assert(t->st == NULL);
   mw_table_opts_t none = {0};
   if (opts == NULL) opts = &none;
   t->loop = loop;
@@ -414,7 +420,9 @@ int mw_table_start(uv_loop_t *loop, mw_table_t *t, const mw_table_opts_t *opts, 
 
 int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts, mw_table_t **out,
                   mw_err_t *err) {
-  assert(loop != NULL && path != NULL && out != NULL);
+  assert(loop != NULL);
+  assert(path != NULL);
+  assert(out != NULL);
   mw_table_t *t = NULL;
   int rc = mw_table_load(path, opts, &t, err);
   if (rc == 0) rc = mw_table_start(loop, t, opts, err);
@@ -494,7 +502,8 @@ int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t)) {
 /* ----------------------------------------------------------------- shards */
 
 bool mw_table_owns(const mw_table_t *t, const uint8_t id[16]) {
-  assert(t != NULL && id != NULL);
+  assert(t != NULL);
+  assert(id != NULL);
   if (t->own_all) return true;
   for (size_t i = 0; i < t->n_owned; i++)
     if (memcmp(t->owned[i], id, 16) == 0) return true;
@@ -505,7 +514,8 @@ bool mw_table_owns(const mw_table_t *t, const uint8_t id[16]) {
 static mw_shard_t *shard_get(mw_table_t *t, const uint8_t id[16], bool create, bool any_owner);
 
 mw_shard_t *mw_table_adopt(mw_table_t *t, const uint8_t id[16]) {
-  assert(t != NULL && id != NULL);
+  assert(t != NULL);
+  assert(id != NULL);
   if (!mw_table_owns(t, id)) {
     if (t->n_owned >= MW_TABLE_MAX_SHARDS) return NULL;
     uint8_t(*p)[16] = realloc(t->owned, (t->n_owned + 1) * 16);
@@ -521,7 +531,8 @@ mw_shard_t *mw_table_adopt(mw_table_t *t, const uint8_t id[16]) {
 }
 
 int mw_table_disown(mw_table_t *t, const uint8_t id[16]) {
-  assert(t != NULL && id != NULL);
+  assert(t != NULL);
+  assert(id != NULL);
   mw_shard_t *s = shard_get(t, id, false, true);
   if (s != NULL && mw_shard_state(s) != MW_SS_NEW) return -EBUSY;
   if (t->own_all) { /* "all": spell the shards out, then take one away */
@@ -546,7 +557,8 @@ int mw_table_disown(mw_table_t *t, const uint8_t id[16]) {
 
 static void on_shard_active(mw_shard_t *s) {
   mw_table_t *t = s->data;
-  assert(t != NULL && s->epoch > 0);
+  assert(t != NULL);
+  assert(s->epoch > 0);
   for (size_t i = 0; i < t->n_shards; i++)
     if (&t->shards[i]->shard == s) mw_owners_record(&t->owners, t->shards[i]->id, s->epoch);
 }
@@ -602,7 +614,10 @@ mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create) {
 }
 
 void mw_table_shard_name(const mw_table_t *t, const uint8_t id[16], char *out, size_t n) {
-  assert(t && id && out && n > 0);
+  assert(t);
+  assert(id);
+  assert(out);
+  assert(n > 0);
   for (size_t k = 0; k < t->n_shards; k++)
     if (memcmp(t->shards[k]->id, id, 16) == 0 && t->shards[k]->key[0]) {
       snprintf(out, n, "%s", t->shards[k]->key); /* identity-<value>, known */
@@ -622,7 +637,9 @@ void mw_table_shard_name(const mw_table_t *t, const uint8_t id[16], char *out, s
 }
 
 void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *value) {
-  assert(t != NULL && id != NULL && value != NULL);
+  assert(t != NULL);
+  assert(id != NULL);
+  assert(value != NULL);
   mw_table_shard_t *ts = NULL;
   for (size_t i = 0; i < t->n_shards && ts == NULL; i++)
     if (memcmp(t->shards[i]->id, id, 16) == 0) ts = t->shards[i];
@@ -639,7 +656,8 @@ void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *val
 }
 
 int mw_table_recover_owned(mw_table_t *t) {
-  assert(t != NULL && t->recover == NULL);
+  assert(t != NULL);
+  assert(t->recover == NULL);
   if (t->compact_stopped) return -ESHUTDOWN;
   return mw_recover_start(t, 0, &t->recover);
 }
@@ -711,7 +729,8 @@ static void drop_fail(mw_table_t *t, int status, const char *reason) {
 static void on_drop_ctl(mw_shard_t *s, int status, const char *reason, void *arg) {
   mw_table_t *t = arg;
   mw_table_drop_t *d = t->drop;
-  assert(d != NULL && d->phase != DP_NONE);
+  assert(d != NULL);
+  assert(d->phase != DP_NONE);
   switch (d->phase) {
     case DP_PREPARE:
       if (status == 0 && d->sub == DS_CLAIM) {
@@ -916,7 +935,8 @@ static void drop_step(mw_table_t *t) {
         return;
       }
       mw_shard_t *s = drop_shard(t);
-      assert(s != NULL && mw_shard_state(s) == MW_SS_SEALED);
+      assert(s != NULL);
+      assert(mw_shard_state(s) == MW_SS_SEALED);
       rc = mw_shard_drop(s, on_drop_ctl, t);
       if (rc < 0) { drop_finish(t, rc, "commit: shard drop refused; run drop_table again"); return; }
       return;
@@ -945,13 +965,15 @@ static void drop_begin(void *arg) {
 }
 
 int mw_table_compact(mw_table_t *t, mw_compact_cb cb, void *arg) {
-  assert(t != NULL && cb != NULL);
+  assert(t != NULL);
+  assert(cb != NULL);
   if (t->compact_stopped) return -ESHUTDOWN;
   return mw_compact_request(t->compact, cb, arg);
 }
 
 int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg) {
-  assert(t != NULL && cb != NULL);
+  assert(t != NULL);
+  assert(cb != NULL);
   if (t->drop != NULL && t->drop->phase != DP_NONE) return -EBUSY;
   for (size_t i = 0; i < t->n_shards; i++) {
     const mw_shard_t *s = &t->shards[i]->shard;
@@ -1034,7 +1056,8 @@ int mw_table_exists(const char *uri, const mw_table_opts_t *opts, mw_err_t *err)
 
 int mw_table_bootstrap(const char *uri, const mw_table_opts_t *opts, const mw_table_new_file_t *files,
                        size_t n, mw_err_t *err) {
-  assert(uri != NULL && (files != NULL || n == 0));
+  assert(uri != NULL);
+  assert(files != NULL || n == 0);
   mw_storage_sync_t *ss = NULL;
   int rc = open_sync(uri, opts, &ss, err);
   for (size_t i = 0; rc == 0 && i < n; i++) {
