@@ -790,83 +790,108 @@ static int add_top(mw_table_drop_t *d, const char *key) {
   return 0;
 }
 
+/* A storage step of the drop failed (a missing key is no failure). */
+static void drop_storage_failed(mw_table_t *t, mw_storage_req_t *req, int status) {
+  mw_table_drop_t *d = t->drop;
+  char msg[MW_TABLE_REASON_BYTES];
+  assert(status < 0);
+  assert(d->phase != DP_NONE);
+  snprintf(msg, sizeof msg, "%s failed: %.300s", d->phase == DP_LIST ? "listing _mem_wal/" : "commit: delete",
+           mw_storage_req_error(req)[0] ? mw_storage_req_error(req) : mw_strerror(status));
+  if (d->phase != DP_LIST) {
+    size_t at = strlen(msg);
+    snprintf(msg + at, sizeof msg - at, "; every shard is sealed: run drop_table again");
+  }
+  drop_finish(t, status, msg);
+}
+
+/* _mem_wal/<uuid>/...: one id per shard directory, plus our active shards;
+ * then the drop prepares them (a missing _mem_wal/: only our shards). */
+static int drop_listed(mw_table_t *t, const mw_storage_req_t *req, int status) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_LIST);
+  assert(d->n == 0);
+  size_t cap = req->nkeys + t->n_shards + 1;
+  d->ids = calloc(cap, 16);
+  d->was_active = calloc(cap, sizeof *d->was_active);
+  if (d->ids == NULL || d->was_active == NULL) return -ENOMEM;
+  for (size_t k = 0; status == 0 && k < req->nkeys; k++) {
+    const char *key = req->keys[k] + strlen("_mem_wal/");
+    char sid[MW_UUID_STR_BYTES];
+    uint8_t id[16];
+    if (strlen(key) < MW_UUID_STR_BYTES || key[MW_UUID_STR_BYTES - 1] != '/') continue;
+    memcpy(sid, key, MW_UUID_STR_BYTES - 1);
+    sid[MW_UUID_STR_BYTES - 1] = '\0';
+    if (mw_shard_uuid_parse(sid, id) < 0) continue;
+    if (d->n > 0 && memcmp(d->ids[d->n - 1], id, 16) == 0) continue;
+    memcpy(d->ids[d->n++], id, 16);
+  }
+  for (size_t j = 0; j < t->n_shards; j++) {
+    if (mw_shard_state(&t->shards[j]->shard) == MW_SS_NEW) continue;
+    size_t k = 0;
+    while (k < d->n && memcmp(d->ids[k], t->shards[j]->id, 16) != 0) k++;
+    if (k == d->n) memcpy(d->ids[d->n++], t->shards[j]->id, 16);
+  }
+  assert(d->n < cap);
+  for (size_t k = 0; k < d->n; k++) {
+    mw_shard_t *s = shard_get(t, d->ids[k], false, true);
+    d->was_active[k] = s != NULL && mw_shard_state(s) == MW_SS_ACTIVE;
+  }
+  mw_log_notice("table %s: drop_table: prepare %zu shards", t->path, d->n);
+  d->phase = DP_PREPARE;
+  d->i = 0;
+  return 0;
+}
+
+/* The table's top-level folders, _versions/ last: the commit deletes them. */
+static int drop_tops_listed(mw_table_t *t, const mw_storage_req_t *req) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_COMMIT_LIST);
+  assert(d->n_tops == 0);
+  for (size_t k = 0; k < req->nkeys; k++)
+    if (add_top(d, req->keys[k]) < 0) return -ENOMEM;
+  /* add_top leaves room for one more */
+  if ((d->tops[d->n_tops] = strdup("_versions/")) == NULL) return -ENOMEM;
+  d->n_tops++;
+  d->phase = DP_COMMIT_TOPS;
+  d->i = 0;
+  return 0;
+}
+
 static void on_drop_storage(mw_storage_req_t *req, int status) {
   mw_table_t *t = req->data;
   mw_table_drop_t *d = t->drop;
-  char msg[MW_TABLE_REASON_BYTES];
+  assert(d != NULL);
   if (status < 0 && status != -ENOENT) {
-    snprintf(msg, sizeof msg, "%s failed: %.300s",
-             d->phase == DP_LIST ? "listing _mem_wal/" : "commit: delete",
-             mw_storage_req_error(req)[0] ? mw_storage_req_error(req) : mw_strerror(status));
-    if (d->phase == DP_LIST) drop_finish(t, status, msg);
-    else {
-      size_t at = strlen(msg);
-      snprintf(msg + at, sizeof msg - at, "; every shard is sealed: run drop_table again");
-      drop_finish(t, status, msg);
-    }
+    drop_storage_failed(t, req, status);
     return;
   }
-  if (d->phase == DP_LIST) {
-    /* _mem_wal/<uuid>/...: one id per shard directory, plus our active shards */
-    size_t cap = req->nkeys + t->n_shards + 1;
-    d->ids = calloc(cap, 16);
-    d->was_active = calloc(cap, sizeof *d->was_active);
-    if (d->ids == NULL || d->was_active == NULL) {
-      drop_finish(t, -ENOMEM, "out of memory");
+  switch (d->phase) {
+    case DP_LIST:
+      if (drop_listed(t, req, status) < 0) { drop_finish(t, -ENOMEM, "out of memory"); return; }
+      break;
+    case DP_COMMIT_MARK:
+      d->phase = DP_COMMIT_SHARDS;
+      d->i = 0;
+      break;
+    case DP_COMMIT_LIST:
+      if (drop_tops_listed(t, req) < 0) { drop_finish(t, -ENOMEM, "out of memory"); return; }
+      break;
+    case DP_COMMIT_TOPS:
+      d->i++;
+      break;
+    case DP_COMMIT_UNMARK: {
+      /* what is left of the root (local: leftover temps, empty folders, the
+       * table directory); the table stays busy (close: -EBUSY) meanwhile */
+      d->phase = DP_COMMIT_ROOT;
+      int rc = mw_storage_delete_root(t->st, drop_req(t), on_drop_storage);
+      if (rc < 0) drop_finish(t, rc, "commit: cannot remove the emptied table");
       return;
     }
-    for (size_t k = 0; status == 0 && k < req->nkeys; k++) {
-      const char *key = req->keys[k] + strlen("_mem_wal/");
-      char sid[MW_UUID_STR_BYTES];
-      uint8_t id[16];
-      if (strlen(key) < MW_UUID_STR_BYTES || key[MW_UUID_STR_BYTES - 1] != '/') continue;
-      memcpy(sid, key, MW_UUID_STR_BYTES - 1);
-      sid[MW_UUID_STR_BYTES - 1] = '\0';
-      if (mw_shard_uuid_parse(sid, id) < 0) continue;
-      if (d->n > 0 && memcmp(d->ids[d->n - 1], id, 16) == 0) continue;
-      memcpy(d->ids[d->n++], id, 16);
-    }
-    for (size_t j = 0; j < t->n_shards; j++) {
-      if (mw_shard_state(&t->shards[j]->shard) == MW_SS_NEW) continue;
-      size_t k = 0;
-      while (k < d->n && memcmp(d->ids[k], t->shards[j]->id, 16) != 0) k++;
-      if (k == d->n) memcpy(d->ids[d->n++], t->shards[j]->id, 16);
-    }
-    for (size_t k = 0; k < d->n; k++) {
-      mw_shard_t *s = shard_get(t, d->ids[k], false, true);
-      d->was_active[k] = s != NULL && mw_shard_state(s) == MW_SS_ACTIVE;
-    }
-    mw_log_notice("table %s: drop_table: prepare %zu shards", t->path, d->n);
-    d->phase = DP_PREPARE;
-    d->i = 0;
-  } else if (d->phase == DP_COMMIT_MARK) {
-    d->phase = DP_COMMIT_SHARDS;
-    d->i = 0;
-  } else if (d->phase == DP_COMMIT_UNMARK) {
-    /* what is left of the root (local: leftover temps, empty folders, the
-     * table directory); the table stays busy (close: -EBUSY) meanwhile */
-    d->phase = DP_COMMIT_ROOT;
-    int rc = mw_storage_delete_root(t->st, drop_req(t), on_drop_storage);
-    if (rc < 0) drop_finish(t, rc, "commit: cannot remove the emptied table");
-    return;
-  } else if (d->phase == DP_COMMIT_ROOT) {
-    drop_finish(t, 0, NULL);
-    return;
-  } else if (d->phase == DP_COMMIT_LIST) {
-    for (size_t k = 0; k < req->nkeys; k++)
-      if (add_top(d, req->keys[k]) < 0) {
-        drop_finish(t, -ENOMEM, "out of memory");
-        return;
-      }
-    if ((d->tops[d->n_tops] = strdup("_versions/")) == NULL) {
-      drop_finish(t, -ENOMEM, "out of memory");
+    case DP_COMMIT_ROOT:
+      drop_finish(t, 0, NULL);
       return;
-    }
-    d->n_tops++;
-    d->phase = DP_COMMIT_TOPS;
-    d->i = 0;
-  } else {
-    d->i++;
+    default: assert(!"drop_table: a storage answer in a shard phase"); return;
   }
   drop_step(t);
 }
@@ -880,80 +905,116 @@ static mw_storage_req_t *drop_req(mw_table_t *t) {
   return &t->drop->req;
 }
 
+/* Each step_* below starts the next operation of its phase and returns
+ * false (a callback follows, or the drop finished), or true when the phase
+ * moved on or the shard needed nothing (step again). */
+
+/* Claim and seal each shard; every one sealed: write the drop marker. */
+static bool step_prepare(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_PREPARE);
+  assert(d->i <= d->n);
+  if (d->i == d->n) {
+    d->phase = DP_COMMIT_MARK;
+    int rc = mw_storage_put(t->st, drop_req(t), DROP_MARKER, drop_marker_text, sizeof drop_marker_text - 1,
+                            on_drop_storage);
+    if (rc < 0) drop_finish(t, rc, "commit: cannot write the drop marker; run drop_table again");
+    return false;
+  }
+  mw_shard_t *s = drop_shard(t);
+  if (s == NULL) { drop_fail(t, -ENOMEM, "no shard handle"); return true; }
+  mw_shard_state_t st = mw_shard_state(s);
+  if (st == MW_SS_SEALED) { d->i++; return true; }
+  d->sub = st == MW_SS_ACTIVE ? DS_SEAL : DS_CLAIM;
+  int rc = st == MW_SS_ACTIVE ? mw_shard_seal(s, on_drop_ctl, t) : mw_shard_claim(s, on_drop_ctl, t);
+  if (rc == -EROFS) { d->i++; return true; }
+  if (rc < 0) { drop_fail(t, rc, d->sub == DS_SEAL ? "seal refused" : "claim refused"); return true; }
+  return false;
+}
+
+/* Prepare failed: unseal what it sealed, then release. */
+static bool step_rollback(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_ROLLBACK);
+  assert(d->status < 0);
+  if (d->i == d->n) {
+    d->phase = DP_RELEASE;
+    d->i = 0;
+    return true;
+  }
+  mw_shard_t *s = drop_shard(t);
+  if (s == NULL || mw_shard_state(s) != MW_SS_SEALED) { d->i++; return true; }
+  if (mw_shard_unseal(s, on_drop_ctl, t) < 0) { d->i++; return true; }
+  return false;
+}
+
+/* Release the shards the drop claimed (those not active before it). */
+static bool step_release(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_RELEASE);
+  assert(d->status < 0);
+  if (d->i == d->n) {
+    drop_finish(t, d->status, d->reason);
+    return false;
+  }
+  mw_shard_t *s = drop_shard(t);
+  if (s == NULL || d->was_active[d->i] || mw_shard_state(s) != MW_SS_ACTIVE) { d->i++; return true; }
+  if (mw_shard_release(s, on_drop_ctl, t) < 0) { d->i++; return true; }
+  return false;
+}
+
+/* The marker is written: delete each sealed shard, then list the table. */
+static bool step_commit_shards(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_COMMIT_SHARDS);
+  assert(d->i <= d->n);
+  int rc;
+  if (d->i == d->n) {
+    mw_log_notice("table %s: drop_table: %zu shards sealed; deleting", t->path, d->n);
+    d->phase = DP_COMMIT_LIST;
+    rc = mw_storage_list(t->st, drop_req(t), "", on_drop_storage);
+    if (rc < 0) drop_finish(t, rc, "commit: listing the table failed");
+    return false;
+  }
+  mw_shard_t *s = drop_shard(t);
+  assert(s != NULL);
+  assert(mw_shard_state(s) == MW_SS_SEALED);
+  rc = mw_shard_drop(s, on_drop_ctl, t);
+  if (rc < 0) drop_finish(t, rc, "commit: shard drop refused; run drop_table again");
+  return false;
+}
+
+/* Delete each top-level folder, then the marker. */
+static bool step_commit_tops(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_COMMIT_TOPS);
+  assert(d->i <= d->n_tops);
+  int rc;
+  if (d->i == d->n_tops) {
+    d->phase = DP_COMMIT_UNMARK;
+    rc = mw_storage_delete(t->st, drop_req(t), DROP_MARKER, on_drop_storage);
+    if (rc < 0) drop_finish(t, rc, "commit: cannot remove the drop marker; run drop_table again");
+    return false;
+  }
+  rc = mw_storage_delete_prefix(t->st, drop_req(t), d->tops[d->i], on_drop_storage);
+  if (rc < 0) drop_finish(t, rc, "commit: delete refused; run drop_table again");
+  return false;
+}
+
 /* Start the next operation of the current phase, or move on. */
 static void drop_step(mw_table_t *t) {
   mw_table_drop_t *d = t->drop;
-  int rc = 0;
-  for (;;) {
-    if (d->phase == DP_PREPARE) {
-      if (d->i == d->n) {
-        d->phase = DP_COMMIT_MARK;
-        rc = mw_storage_put(t->st, drop_req(t), DROP_MARKER, drop_marker_text,
-                            sizeof drop_marker_text - 1, on_drop_storage);
-        if (rc < 0) drop_finish(t, rc, "commit: cannot write the drop marker; run drop_table again");
-        return;
-      }
-      mw_shard_t *s = drop_shard(t);
-      if (s == NULL) { drop_fail(t, -ENOMEM, "no shard handle"); continue; }
-      mw_shard_state_t st = mw_shard_state(s);
-      if (st == MW_SS_SEALED) { d->i++; continue; }
-      d->sub = st == MW_SS_ACTIVE ? DS_SEAL : DS_CLAIM;
-      rc = st == MW_SS_ACTIVE ? mw_shard_seal(s, on_drop_ctl, t) : mw_shard_claim(s, on_drop_ctl, t);
-      if (rc == -EROFS) { d->i++; continue; }
-      if (rc < 0) { drop_fail(t, rc, d->sub == DS_SEAL ? "seal refused" : "claim refused"); continue; }
-      return;
+  assert(d != NULL);
+  bool again = true;
+  while (again) {
+    switch (d->phase) {
+      case DP_PREPARE: again = step_prepare(t); break;
+      case DP_ROLLBACK: again = step_rollback(t); break;
+      case DP_RELEASE: again = step_release(t); break;
+      case DP_COMMIT_SHARDS: again = step_commit_shards(t); break;
+      case DP_COMMIT_TOPS: again = step_commit_tops(t); break;
+      default: assert(!"drop_step: a phase that waits on storage"); return;
     }
-    if (d->phase == DP_ROLLBACK) {
-      if (d->i == d->n) {
-        d->phase = DP_RELEASE;
-        d->i = 0;
-        continue;
-      }
-      mw_shard_t *s = drop_shard(t);
-      if (s == NULL || mw_shard_state(s) != MW_SS_SEALED) { d->i++; continue; }
-      rc = mw_shard_unseal(s, on_drop_ctl, t);
-      if (rc < 0) { d->i++; continue; }
-      return;
-    }
-    if (d->phase == DP_RELEASE) {
-      if (d->i == d->n) {
-        drop_finish(t, d->status, d->reason);
-        return;
-      }
-      mw_shard_t *s = drop_shard(t);
-      if (s == NULL || d->was_active[d->i] || mw_shard_state(s) != MW_SS_ACTIVE) { d->i++; continue; }
-      rc = mw_shard_release(s, on_drop_ctl, t);
-      if (rc < 0) { d->i++; continue; }
-      return;
-    }
-    if (d->phase == DP_COMMIT_SHARDS) {
-      if (d->i == d->n) {
-        mw_log_notice("table %s: drop_table: %zu shards sealed; deleting", t->path, d->n);
-        d->phase = DP_COMMIT_LIST;
-        rc = mw_storage_list(t->st, drop_req(t), "", on_drop_storage);
-        if (rc < 0) drop_finish(t, rc, "commit: listing the table failed");
-        return;
-      }
-      mw_shard_t *s = drop_shard(t);
-      assert(s != NULL);
-      assert(mw_shard_state(s) == MW_SS_SEALED);
-      rc = mw_shard_drop(s, on_drop_ctl, t);
-      if (rc < 0) { drop_finish(t, rc, "commit: shard drop refused; run drop_table again"); return; }
-      return;
-    }
-    if (d->phase == DP_COMMIT_TOPS) {
-      if (d->i == d->n_tops) {
-        d->phase = DP_COMMIT_UNMARK;
-        rc = mw_storage_delete(t->st, drop_req(t), DROP_MARKER, on_drop_storage);
-        if (rc < 0) drop_finish(t, rc, "commit: cannot remove the drop marker; run drop_table again");
-        return;
-      }
-      rc = mw_storage_delete_prefix(t->st, drop_req(t), d->tops[d->i], on_drop_storage);
-      if (rc < 0) { drop_finish(t, rc, "commit: delete refused; run drop_table again"); return; }
-      return;
-    }
-    assert(0);
-    return;
   }
 }
 
