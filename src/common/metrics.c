@@ -103,6 +103,31 @@ bad:
   return NULL;
 }
 
+static size_t def_register(mw_metrics_t *m, const mw_metric_def_t *d) {
+  assert(d->name != NULL);
+  assert(d->label != NULL || d->values[0] == NULL);
+  mw_metric_family_t *f = mw_metrics_register(m, d->kind, d->name, d->help, &d->label, d->label ? 1 : 0,
+                                              d->bounds, d->n_bounds);
+  if (d->family != NULL) *d->family = f;
+  if (d->label == NULL) {
+    if (d->series[0] != NULL) *d->series[0] = f ? mw_metric_series(f, NULL) : NULL;
+    return f == NULL;
+  }
+  for (size_t i = 0; i < MW_METRIC_DEF_MAX_VALUES && d->values[i] != NULL; i++) {
+    assert(d->series[i] != NULL); /* a value without a slot is a slip in the table */
+    *d->series[i] = f ? mw_metric_series(f, &d->values[i]) : NULL;
+  }
+  return f == NULL;
+}
+
+size_t mw_metrics_register_defs(mw_metrics_t *m, const mw_metric_def_t *defs, size_t n) {
+  assert(m != NULL);
+  assert(defs != NULL || n == 0);
+  size_t refused = 0;
+  for (size_t i = 0; i < n; i++) refused += def_register(m, &defs[i]);
+  return refused;
+}
+
 mw_metric_t *mw_metric_series(mw_metric_family_t *f, const char *const *label_values) {
   assert(f != NULL);
   for (size_t s = 0; s < f->n_series; s++) {

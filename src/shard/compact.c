@@ -39,6 +39,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@
 #include "common/bgprio.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/setting.h"
 #include "shard/compact_int.h"
 
 #define BACKOFF_BASE_MS 1000
@@ -69,12 +71,30 @@ void mw_compact_config_defaults(mw_compact_config_t *c) {
   c->keyindex_store_rows = 65536;
 }
 
-static int parse_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
-  char *end = NULL;
-  if (v == NULL || *v < '0' || *v > '9') return -EINVAL;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (*end != '\0' || x < lo || x > hi) return -EINVAL;
-  *out = x;
+/* The numeric keys, their limits, and where each goes (a u32 or a u64 field). */
+#define CK(field, lo, hi) {"compaction_" #field, lo, hi, offsetof(mw_compact_config_t, field), \
+                           sizeof ((mw_compact_config_t *)0)->field}
+static const struct {
+  const char *key;
+  uint64_t lo, hi;
+  size_t offset, size;
+} num_keys[] = {
+    CK(min_sstables, 1, 100000),
+    CK(min_bytes, 1, UINT64_MAX / 2),
+    CK(max_age_ms, 0, 86400000ull * 365),
+    CK(max_sstables, 1, MW_MERGE_MAX_RUNS),
+    CK(max_rows, 1, (uint64_t)MW_MERGE_MAX_ROWS),
+    CK(interval_ms, 10, 86400000),
+    CK(keyindex_cache_bytes, 0, UINT64_MAX / 2),
+    CK(keyindex_store_rows, 0, UINT64_MAX / 2),
+    CK(fragment_rows, 1, (uint64_t)MW_MERGE_MAX_ROWS),
+};
+#undef CK
+
+static int set_on_off(bool *field, const char *key, const char *value, mw_err_t *err) {
+  if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) *field = true;
+  else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) *field = false;
+  else return mw_err_set(err, -EINVAL, "config %s: expected on or off, got '%.64s'", key, value);
   return 0;
 }
 
@@ -82,38 +102,23 @@ int mw_compact_config_set(mw_compact_config_t *c, const char *key, const char *v
   assert(c != NULL);
   assert(key != NULL);
   assert(value != NULL);
+  if (strcmp(key, "compaction") == 0) return set_on_off(&c->enabled, key, value, err);
+  if (strcmp(key, "compaction_zstd") == 0) return set_on_off(&c->zstd, key, value, err);
+  size_t i = 0;
+  while (i < sizeof num_keys / sizeof *num_keys && strcmp(key, num_keys[i].key) != 0) i++;
+  if (i == sizeof num_keys / sizeof *num_keys) return -ENOENT;
   uint64_t v = 0;
-  int rc = 0;
-  if (strcmp(key, "compaction") == 0) {
-    if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) c->enabled = true;
-    else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) c->enabled = false;
-    else rc = -EINVAL;
-  } else if (strcmp(key, "compaction_min_sstables") == 0) {
-    if ((rc = parse_u64(value, 1, 100000, &v)) == 0) c->min_sstables = (uint32_t)v;
-  } else if (strcmp(key, "compaction_min_bytes") == 0) {
-    if ((rc = parse_u64(value, 1, UINT64_MAX / 2, &v)) == 0) c->min_bytes = v;
-  } else if (strcmp(key, "compaction_max_age_ms") == 0) {
-    if ((rc = parse_u64(value, 0, 86400000ull * 365, &v)) == 0) c->max_age_ms = v;
-  } else if (strcmp(key, "compaction_max_sstables") == 0) {
-    if ((rc = parse_u64(value, 1, MW_MERGE_MAX_RUNS, &v)) == 0) c->max_sstables = (uint32_t)v;
-  } else if (strcmp(key, "compaction_max_rows") == 0) {
-    if ((rc = parse_u64(value, 1, (uint64_t)MW_MERGE_MAX_ROWS, &v)) == 0) c->max_rows = v;
-  } else if (strcmp(key, "compaction_interval_ms") == 0) {
-    if ((rc = parse_u64(value, 10, 86400000, &v)) == 0) c->interval_ms = v;
-  } else if (strcmp(key, "compaction_keyindex_cache_bytes") == 0) {
-    if ((rc = parse_u64(value, 0, UINT64_MAX / 2, &v)) == 0) c->keyindex_cache_bytes = v;
-  } else if (strcmp(key, "compaction_keyindex_store_rows") == 0) {
-    if ((rc = parse_u64(value, 0, UINT64_MAX / 2, &v)) == 0) c->keyindex_store_rows = v;
-  } else if (strcmp(key, "compaction_zstd") == 0) {
-    if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) c->zstd = true;
-    else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) c->zstd = false;
-    else rc = -EINVAL;
-  } else if (strcmp(key, "compaction_fragment_rows") == 0) {
-    if ((rc = parse_u64(value, 1, (uint64_t)MW_MERGE_MAX_ROWS, &v)) == 0) c->fragment_rows = v;
+  int rc = mw_setting_parse_u64(key, value, num_keys[i].lo, num_keys[i].hi, 0, &v, err);
+  if (rc < 0) return rc;
+  char *field = (char *)c + num_keys[i].offset;
+  if (num_keys[i].size == sizeof(uint32_t)) {
+    assert(v <= UINT32_MAX);
+    uint32_t v32 = (uint32_t)v;
+    memcpy(field, &v32, sizeof v32);
   } else {
-    return -ENOENT;
+    assert(num_keys[i].size == sizeof(uint64_t));
+    memcpy(field, &v, sizeof v);
   }
-  if (rc < 0) return mw_err_set(err, -EINVAL, "config: %s: bad value '%s'", key, value);
   return 0;
 }
 
@@ -126,46 +131,36 @@ static struct {
   mw_metric_family_t *seconds_fam, *shard_sstables, *shard_bytes;
 } cm;
 
-static mw_metric_t *one(mw_metric_family_t *f) { return f ? mw_metric_series(f, NULL) : NULL; }
-
 static void metrics_init(void) {
   if (cm.ready) return;
-  mw_metrics_t *m = mw_metrics_default();
-  static const char *const result[] = {"result"}, *const kind[] = {"kind"};
-  mw_metric_family_t *runs = mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_compaction_runs_total",
-                                                 "Compaction runs: result=committed|failed.", result, 1, NULL, 0);
-  if (runs) {
-    const char *ok[] = {"committed"}, *bad[] = {"failed"};
-    cm.runs_ok = mw_metric_series(runs, ok);
-    cm.runs_failed = mw_metric_series(runs, bad);
-  }
-  cm.conflicts = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_compaction_conflicts_total",
-                                         "Base-table commits lost to another writer (retried).", NULL, 0, NULL, 0));
-  cm.sstables = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_compaction_sstables_total",
-                                        "SSTables compacted into the base table.", NULL, 0, NULL, 0));
-  mw_metric_family_t *rows = mw_metrics_register(
-      m, MW_METRIC_COUNTER, "memwald_compaction_rows_total",
-      "Rows: kind=merged (live SSTable rows read), written (new base rows), masked (base rows deleted).",
-      kind, 1, NULL, 0);
-  if (rows) {
-    const char *a[] = {"merged"}, *b[] = {"written"}, *d[] = {"masked"};
-    cm.rows_in = mw_metric_series(rows, a);
-    cm.rows_written = mw_metric_series(rows, b);
-    cm.rows_masked = mw_metric_series(rows, d);
-  }
-  cm.refused = mw_flush_refused_metric("compaction");
-  cm.keyindex_built = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_keyindex_built_total",
-                                              "Key indexes built from base data files.", NULL, 0, NULL, 0));
   static const double b[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
-  cm.seconds_fam = mw_metrics_register(m, MW_METRIC_HISTOGRAM, "memwald_compaction_seconds",
-                                       "Duration of a committed compaction run.", NULL, 0, b, sizeof b / sizeof b[0]);
-  cm.seconds = one(cm.seconds_fam);
-  static const char *const shard[] = {"shard"};
-  cm.shard_sstables = mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_shard_sstables",
-                                          "SSTables a LanceDB reader reads (listed, not compacted), per shard.",
-                                          shard, 1, NULL, 0);
-  cm.shard_bytes = mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_shard_sstable_bytes",
-                                       "Their in-memory bytes (Lance's estimate), per shard.", shard, 1, NULL, 0);
+  static const mw_metric_def_t before[] = {
+      {MW_METRIC_COUNTER, "memwald_compaction_runs_total", "Compaction runs: result=committed|failed.", "result",
+       {"committed", "failed"}, {&cm.runs_ok, &cm.runs_failed}},
+      {MW_METRIC_COUNTER, "memwald_compaction_conflicts_total",
+       "Base-table commits lost to another writer (retried).", .series = {&cm.conflicts}},
+      {MW_METRIC_COUNTER, "memwald_compaction_sstables_total", "SSTables compacted into the base table.",
+       .series = {&cm.sstables}},
+      {MW_METRIC_COUNTER, "memwald_compaction_rows_total",
+       "Rows: kind=merged (live SSTable rows read), written (new base rows), masked (base rows deleted).", "kind",
+       {"merged", "written", "masked"}, {&cm.rows_in, &cm.rows_written, &cm.rows_masked}},
+  };
+  /* the registry renders in registration order: the refused counter stays between */
+  static const mw_metric_def_t after[] = {
+      {MW_METRIC_COUNTER, "memwald_keyindex_built_total", "Key indexes built from base data files.",
+       .series = {&cm.keyindex_built}},
+      {MW_METRIC_HISTOGRAM, "memwald_compaction_seconds", "Duration of a committed compaction run.",
+       .series = {&cm.seconds}, .family = &cm.seconds_fam, .bounds = b, .n_bounds = sizeof b / sizeof b[0]},
+      {MW_METRIC_GAUGE, "memwald_shard_sstables",
+       "SSTables a LanceDB reader reads (listed, not compacted), per shard.", "shard",
+       .family = &cm.shard_sstables},
+      {MW_METRIC_GAUGE, "memwald_shard_sstable_bytes", "Their in-memory bytes (Lance's estimate), per shard.",
+       "shard", .family = &cm.shard_bytes},
+  };
+  mw_metrics_t *m = mw_metrics_default();
+  mw_metrics_register_defs(m, before, sizeof before / sizeof *before);
+  cm.refused = mw_flush_refused_metric("compaction");
+  mw_metrics_register_defs(m, after, sizeof after / sizeof *after);
   cm.ready = true;
 }
 

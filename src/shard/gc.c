@@ -28,12 +28,14 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/setting.h"
 #include "lance/ipc.h"
 #include "lance/shard_manifest.h"
 #include "shard/gc_base.h"
@@ -136,37 +138,35 @@ static struct {
   mw_metric_t *manifests, *base_versions, *base_files, *base_bytes;
 } gm;
 
-static mw_metric_t *one(mw_metric_family_t *f) { return f ? mw_metric_series(f, NULL) : NULL; }
-
 static void metrics_init(void) {
   if (gm.ready) return;
-  mw_metrics_t *m = mw_metrics_default();
-  gm.wal_deleted = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_entries_deleted_total",
-                                           "WAL entries deleted by GC.", NULL, 0, NULL, 0));
-  gm.wal_bytes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_bytes_deleted_total",
-                                         "Bytes of WAL entries deleted by GC.", NULL, 0, NULL, 0));
-  gm.sentinels = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sentinels_kept_total",
-                                         "Fence sentinels GC passed over (never deleted).", NULL, 0, NULL, 0));
-  gm.wal_reads = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_reads_total",
-                                         "WAL entries GC read to tell a fence sentinel from data.", NULL, 0, NULL,
-                                         0));
-  gm.wal_reads_absent = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_reads_absent_total",
-                                                "WAL entries GC went to read and found gone.", NULL, 0, NULL, 0));
-  gm.wal_lists = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_lists_total",
-                                         "Listings of a shard's wal/ by GC.", NULL, 0, NULL, 0));
-  gm.trims = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sstables_trimmed_total",
-                                     "Compacted SSTables removed from shard manifests.", NULL, 0, NULL, 0));
-  gm.dirs = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sstable_dirs_deleted_total",
-                                    "SSTable directories deleted after their grace period.", NULL, 0, NULL, 0));
-  gm.manifests = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_shard_manifests_deleted_total",
-                                         "Old shard-manifest versions deleted by GC.", NULL, 0, NULL, 0));
-  gm.base_versions = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_base_versions_deleted_total",
-                                             "Old base-table versions (manifests) deleted by GC.", NULL, 0, NULL, 0));
-  gm.base_files = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_base_files_deleted_total",
-                                          "Base-table data, deletion, transaction and key-index files deleted by GC.",
-                                          NULL, 0, NULL, 0));
-  gm.base_bytes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_base_bytes_deleted_total",
-                                          "Bytes of base-table history deleted by GC.", NULL, 0, NULL, 0));
+  static const mw_metric_def_t defs[] = {
+      {MW_METRIC_COUNTER, "memwald_gc_wal_entries_deleted_total", "WAL entries deleted by GC.",
+       .series = {&gm.wal_deleted}},
+      {MW_METRIC_COUNTER, "memwald_gc_wal_bytes_deleted_total", "Bytes of WAL entries deleted by GC.",
+       .series = {&gm.wal_bytes}},
+      {MW_METRIC_COUNTER, "memwald_gc_sentinels_kept_total", "Fence sentinels GC passed over (never deleted).",
+       .series = {&gm.sentinels}},
+      {MW_METRIC_COUNTER, "memwald_gc_wal_reads_total", "WAL entries GC read to tell a fence sentinel from data.",
+       .series = {&gm.wal_reads}},
+      {MW_METRIC_COUNTER, "memwald_gc_wal_reads_absent_total", "WAL entries GC went to read and found gone.",
+       .series = {&gm.wal_reads_absent}},
+      {MW_METRIC_COUNTER, "memwald_gc_wal_lists_total", "Listings of a shard's wal/ by GC.",
+       .series = {&gm.wal_lists}},
+      {MW_METRIC_COUNTER, "memwald_gc_sstables_trimmed_total", "Compacted SSTables removed from shard manifests.",
+       .series = {&gm.trims}},
+      {MW_METRIC_COUNTER, "memwald_gc_sstable_dirs_deleted_total",
+       "SSTable directories deleted after their grace period.", .series = {&gm.dirs}},
+      {MW_METRIC_COUNTER, "memwald_gc_shard_manifests_deleted_total",
+       "Old shard-manifest versions deleted by GC.", .series = {&gm.manifests}},
+      {MW_METRIC_COUNTER, "memwald_gc_base_versions_deleted_total",
+       "Old base-table versions (manifests) deleted by GC.", .series = {&gm.base_versions}},
+      {MW_METRIC_COUNTER, "memwald_gc_base_files_deleted_total",
+       "Base-table data, deletion, transaction and key-index files deleted by GC.", .series = {&gm.base_files}},
+      {MW_METRIC_COUNTER, "memwald_gc_base_bytes_deleted_total", "Bytes of base-table history deleted by GC.",
+       .series = {&gm.base_bytes}},
+  };
+  mw_metrics_register_defs(mw_metrics_default(), defs, sizeof defs / sizeof *defs);
   gm.ready = true;
 }
 
@@ -187,41 +187,40 @@ void mw_gc_config_defaults(mw_gc_config_t *c) {
   c->history_interval_ms = 60000;
 }
 
+/* The numeric keys and their limits; every field is a uint64_t. */
+#define GK(key, field, lo, hi) {key, lo, hi, offsetof(mw_gc_config_t, field)}
+static const struct {
+  const char *key;
+  uint64_t lo, hi;
+  size_t offset;
+} num_keys[] = {
+    GK("gc_grace_ms", grace_ms, 0, 86400000ull * 30),
+    GK("gc_interval_ms", interval_ms, 10, 86400000),
+    GK("gc_manifest_keep_versions", manifest_keep, 2, 1000000),
+    GK("gc_manifest_grace_ms", manifest_grace_ms, 0, 86400000ull * 30),
+    GK("gc_history_retention_ms", history_retention_ms, 0, 86400000ull * 365),
+    GK("gc_history_interval_ms", history_interval_ms, 10, 86400000),
+};
+#undef GK
+
 int mw_gc_config_set(mw_gc_config_t *c, const char *key, const char *value, mw_err_t *err) {
   assert(c != NULL);
   assert(key != NULL);
   assert(value != NULL);
-  char *end = NULL;
-  unsigned long long v = strtoull(value, &end, 10);
-  bool num = value[0] >= '0' && value[0] <= '9' && *end == '\0';
   if (strcmp(key, "gc") == 0) {
     if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) c->enabled = true;
     else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) c->enabled = false;
-    else return mw_err_set(err, -EINVAL, "config: gc: expected on or off, got '%s'", value);
-  } else if (strcmp(key, "gc_grace_ms") == 0) {
-    if (!num || v > 86400000ull * 30) return mw_err_set(err, -EINVAL, "config: gc_grace_ms: bad value '%s'", value);
-    c->grace_ms = v;
-  } else if (strcmp(key, "gc_interval_ms") == 0) {
-    if (!num || v < 10 || v > 86400000) return mw_err_set(err, -EINVAL, "config: gc_interval_ms: bad value '%s'", value);
-    c->interval_ms = v;
-  } else if (strcmp(key, "gc_manifest_keep_versions") == 0) {
-    if (!num || v < 2 || v > 1000000)
-      return mw_err_set(err, -EINVAL, "config: gc_manifest_keep_versions: expected 2..1000000, got '%s'", value);
-    c->manifest_keep = v;
-  } else if (strcmp(key, "gc_manifest_grace_ms") == 0) {
-    if (!num || v > 86400000ull * 30) return mw_err_set(err, -EINVAL, "config: gc_manifest_grace_ms: bad value '%s'", value);
-    c->manifest_grace_ms = v;
-  } else if (strcmp(key, "gc_history_retention_ms") == 0) {
-    if (!num || v > 86400000ull * 365)
-      return mw_err_set(err, -EINVAL, "config: gc_history_retention_ms: bad value '%s'", value);
-    c->history_retention_ms = v;
-  } else if (strcmp(key, "gc_history_interval_ms") == 0) {
-    if (!num || v < 10 || v > 86400000)
-      return mw_err_set(err, -EINVAL, "config: gc_history_interval_ms: bad value '%s'", value);
-    c->history_interval_ms = v;
-  } else {
-    return -ENOENT;
+    else return mw_err_set(err, -EINVAL, "config: gc: expected on or off, got '%.64s'", value);
+    return 0;
   }
+  size_t i = 0;
+  while (i < sizeof num_keys / sizeof *num_keys && strcmp(key, num_keys[i].key) != 0) i++;
+  if (i == sizeof num_keys / sizeof *num_keys) return -ENOENT;
+  uint64_t v = 0;
+  int rc = mw_setting_parse_u64(key, value, num_keys[i].lo, num_keys[i].hi, 0, &v, err);
+  if (rc < 0) return rc;
+  assert(num_keys[i].offset + sizeof v <= sizeof *c);
+  memcpy((char *)c + num_keys[i].offset, &v, sizeof v);
   return 0;
 }
 
