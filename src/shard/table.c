@@ -322,16 +322,24 @@ static void sweep_start(mw_table_t *t) {
   }
 }
 
-/* Frees a table that was loaded but never started (or whose start failed):
- * it owns no handle on any loop. */
-static void unloaded_free(mw_table_t *t) {
-  free(t->drop);
+/* What a loaded table owns in any state, and the table. */
+static void table_free(mw_table_t *t) {
+  assert(t != NULL);
+  assert(t->n_shards == 0 || t->loop != NULL);
   mw_table_meta_free(&t->meta);
   mw_schema_free(&t->schema);
   free(t->owned);
   free(t->route_ids);
   free(t->path);
   free(t);
+}
+
+/* Frees a table that was loaded but never started (or whose start failed):
+ * it owns no handle on any loop. */
+static void unloaded_free(mw_table_t *t) {
+  assert(t->compact == NULL);
+  free(t->drop);
+  table_free(t);
 }
 
 void mw_table_unload(mw_table_t *t) {
@@ -442,12 +450,7 @@ static void on_storage_closed(void *arg) {
   free(t->shards);
   drop_free(t);
   mw_owners_free(&t->owners);
-  mw_table_meta_free(&t->meta);
-  mw_schema_free(&t->schema);
-  free(t->owned);
-  free(t->route_ids);
-  free(t->path);
-  free(t);
+  table_free(t);
   if (cb) cb(NULL);
 }
 
