@@ -290,12 +290,15 @@ static uint64_t dir_gen(const char *name, size_t n) {
 static void on_timer(uv_timer_t *h);
 
 static void rearm(mw_gc_t *g, uint64_t delay_ms) {
+  assert(g->job == J_NONE); /* a tick only between jobs */
   if (!g->timer_open || g->stopping) return;
   uv_timer_start(&g->timer, on_timer, delay_ms, 0);
 }
 
 static void job_end(mw_gc_t *g, int status, const char *what) {
   gshard_t *gs = g->cur;
+  assert(g->job != J_NONE); /* every start_* names its job before it can fail */
+  assert(what != NULL);
   g->job = J_NONE;
   g->cur = NULL;
   g->cur_shard = NULL;
@@ -368,6 +371,8 @@ static void on_scanned(mw_storage_req_t *req, int status) {
   mw_gc_t *g = req->data;
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_SCAN);
+  assert(s != NULL);
   if (status < 0 && status != -ENOENT) {
     job_end(g, status, "scan");
     return;
@@ -410,6 +415,8 @@ static void on_scanned(mw_storage_req_t *req, int status) {
 }
 
 static int start_scan(mw_gc_t *g) {
+  assert(g->job == J_NONE);
+  assert(!g->cur->scanned);
   g->job = J_SCAN;
   g->list_horizon = shard_horizon(g->cur_shard);
   g->list_req.data = g;
@@ -429,6 +436,8 @@ static void trimmed_free(mw_gc_t *g) {
 /* next = cur minus every SSTable of generation <= trim_gen. */
 static int trim_fn(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifest_t *next, mw_err_t *err) {
   mw_gc_t *g = arg;
+  assert(g->job == J_TRIM);
+  assert(g->trim_gen > 0);
   if (cur->status != MW_SHARD_ACTIVE)
     return mw_err_set(err, -EROFS, "shard is SEALED: no trim");
   trimmed_free(g); /* a retried commit calls this again */
@@ -458,6 +467,8 @@ static void trim_regrace(mw_gc_t *g, gshard_t *gs, uint64_t now) {
 static void on_trimmed(mw_mstore_op_t *op, int status) {
   mw_gc_t *g = op->data;
   gshard_t *gs = g->cur;
+  assert(g->job == J_TRIM);
+  assert(gs != NULL);
   uint64_t now = uv_now(g->t->loop);
   trim_regrace(g, gs, now);
   if (status < 0) { /* the candidates stay: one still listed is never deleted (start_delete) */
@@ -490,6 +501,8 @@ static void on_trimmed(mw_mstore_op_t *op, int status) {
 static int start_trim(mw_gc_t *g, uint64_t gen, uint64_t now) {
   mw_shard_t *s = g->cur_shard;
   const mw_shard_manifest_t *m = &s->ms.cached;
+  assert(g->job == J_NONE);
+  assert(gen > 0);
   g->job = J_TRIM;
   g->trim_gen = gen;
   g->trim_start_ms = now;
@@ -508,6 +521,8 @@ static void batch_complete(mw_gc_t *g);
 static int start_delete(mw_gc_t *g, uint64_t compacted, uint64_t now) {
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_NONE);
+  assert(gs->scanned); /* the candidates come from the scan */
   g->job = J_DELETE;
   g->n_ios = g->pending = 0;
   for (size_t i = 0; i < gs->n_dirs && g->n_ios < MW_GC_MAX_BATCH; i++) {
@@ -531,6 +546,8 @@ static int start_delete(mw_gc_t *g, uint64_t compacted, uint64_t now) {
 
 static void delete_done(mw_gc_t *g) {
   gshard_t *gs = g->cur;
+  assert(g->pending == 0);
+  assert(g->n_ios <= MW_GC_MAX_BATCH);
   int first = 0;
   /* drop from the highest index down, so earlier indexes stay valid */
   for (size_t k = g->n_ios; k-- > 0;) {
@@ -552,6 +569,8 @@ static void delete_done(mw_gc_t *g) {
 static void on_wal_listed(mw_storage_req_t *req, int status) {
   mw_gc_t *g = req->data;
   gshard_t *gs = g->cur;
+  assert(g->job == J_WAL_LIST);
+  assert(gs != NULL);
   if (status < 0 && status != -ENOENT) {
     job_end(g, status, "WAL list");
     return;
@@ -568,6 +587,8 @@ static void on_wal_listed(mw_storage_req_t *req, int status) {
 
 static int start_wal_list(mw_gc_t *g, uint64_t horizon) {
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_WAL_GET); /* start_wal found positions past its listing */
+  assert(g->n_ios == 0);
   g->job = J_WAL_LIST;
   g->list_horizon = horizon;
   snprintf(g->ios[0].key, sizeof g->ios[0].key, "%swal/", s->ms.shard_dir);
@@ -626,6 +647,8 @@ static int delete_submit(mw_gc_t *g) {
 static int start_wal(mw_gc_t *g, uint64_t horizon) {
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_DELETE); /* only when no SSTable delete was due (shard_job) */
+  assert(gs->wal_next < horizon);
   g->job = J_WAL_GET;
   g->n_ios = g->pending = 0;
   while (gs->wal_pos_i < gs->n_wal_pos && gs->wal_pos[gs->wal_pos_i] < gs->wal_next) gs->wal_pos_i++;
@@ -731,6 +754,8 @@ static void wal_sniffed(mw_gc_t *g) {
 
 static void wal_done(mw_gc_t *g) {
   gshard_t *gs = g->cur;
+  assert(g->pending == 0);
+  assert(g->n_ios <= MW_GC_MAX_BATCH);
   int first = 0;
   for (size_t k = 0; k < g->n_ios; k++) {
     gio_t *io = &g->ios[k];
@@ -780,6 +805,8 @@ static void hint_key(const mw_shard_t *s, char *out, size_t n) {
 }
 
 static int start_mf_hint(mw_gc_t *g, uint64_t target) {
+  assert(g->job == J_NONE || g->job == J_DELETE); /* nothing of the shard's was due before */
+  assert(target > g->cur->mf_low);
   g->job = J_MF_HINT;
   g->cur->mf_target = target;
   g->n_ios = 1;
@@ -805,6 +832,7 @@ static void mf_hint_put(mw_gc_t *g, uint64_t hint) {
               ": rewriting it to v%" PRIu64 " (old versions wait another %" PRIu64 " ms)", g->t->path,
               s->id_str, hint, g->cur->mf_target, latest, g->cfg.manifest_grace_ms);
   int n = mw_version_hint_encode(latest, g->hint, sizeof g->hint);
+  assert(g->job == J_MF_HINT); /* the hint read found it below the floor */
   g->job = J_MF_HINT_PUT;
   mw_storage_req_cleanup(&io->req);
   mw_storage_req_init(&io->req);
@@ -825,6 +853,8 @@ static void mf_deleted(mw_gc_t *g);
 static void mf_delete(mw_gc_t *g) {
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_MF_HINT); /* the hint names the floor or later: old versions may go */
+  assert(gs->mf_floor > 0);
   g->job = J_MF_DELETE;
   g->n_ios = g->pending = g->n_del = 0;
   int rc = 0;
@@ -849,6 +879,8 @@ static void mf_delete(mw_gc_t *g) {
 static void mf_hint_read(mw_gc_t *g) {
   gshard_t *gs = g->cur;
   gio_t *io = &g->ios[0];
+  assert(g->n_ios == 1);
+  assert(gs->mf_target > 0);
   uint64_t hint = 0;
   if (io->status < 0 && io->status != -ENOENT) {
     int st = io->status;
@@ -879,6 +911,8 @@ static void mf_hint_read(mw_gc_t *g) {
 static void mf_hint_written(mw_gc_t *g) {
   gshard_t *gs = g->cur;
   gio_t *io = &g->ios[0];
+  assert(g->n_ios == 1);
+  assert(g->pending == 0);
   int st = io->status;
   mw_storage_req_cleanup(&io->req);
   if (st < 0) {
@@ -893,6 +927,8 @@ static void mf_hint_written(mw_gc_t *g) {
 
 static void mf_deleted(mw_gc_t *g) {
   gshard_t *gs = g->cur;
+  assert(g->job == J_MF_DELETE);
+  assert(g->pending == 0);
   int first = 0;
   uint64_t n = 0;
   for (size_t k = 0; k < g->n_ios; k++) {
@@ -962,6 +998,7 @@ static void on_base(void *arg, int status, const char *what) {
 }
 
 static bool start_base(mw_gc_t *g, uint64_t now) {
+  assert(g->job == J_NONE); /* no shard had a job this tick */
   if (g->base == NULL || now < g->next_base_ms) return false;
   g->job = J_BASE;
   g->cur = NULL;
@@ -1004,6 +1041,8 @@ static bool trim_due(const mw_gc_t *g, gshard_t *gs, const mw_shard_t *s, const 
 
 /* Start the next job for shard s; -EAGAIN when it has none. */
 static int shard_job(mw_gc_t *g, gshard_t *gs, mw_shard_t *s, uint64_t now) {
+  assert(g->job == J_NONE);
+  assert(mw_shard_state(s) == MW_SS_ACTIVE); /* GC works only beside a live writer's epoch */
   g->cur = gs;
   g->cur_shard = s;
   if (!gs->scanned) return start_scan(g);
