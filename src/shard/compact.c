@@ -186,6 +186,28 @@ void mw_compact__random(void *p, size_t n) {
   }
 }
 
+/* The run's phases in order; a commit lost to another writer reads the base
+ * again (R_COMMIT -> R_BASE_READ), which then goes straight back to the key
+ * indexes (R_BASE_READ -> R_KEYS_GET); a key index missing from storage
+ * after the pool's look sends KEYS_WORK back to KEYS_DATA. */
+bool mw_compact__may_follow(int from, int to) {
+  switch (to) {
+    case R_BASE_READ: return from == R_IDLE || from == R_COMMIT;
+    case R_SST_MANIFEST: return from == R_BASE_READ;
+    case R_SST_FILES: return from == R_SST_MANIFEST;
+    case R_MERGE: return from == R_SST_FILES;
+    case R_KEYS_GET: return from == R_MERGE || from == R_BASE_READ;
+    case R_KEYS_DATA: return from == R_KEYS_GET || from == R_KEYS_WORK;
+    case R_KEYS_WORK: return from == R_KEYS_DATA;
+    case R_KEYS_PUT: return from == R_KEYS_WORK;
+    case R_DELS_FIND: return from == R_KEYS_PUT;
+    case R_DELS_GET: return from == R_DELS_FIND;
+    case R_BUILD: return from == R_DELS_GET;
+    case R_COMMIT: return from == R_BUILD;
+    default: return false;
+  }
+}
+
 static void on_io(mw_storage_req_t *req, int status) {
   io_owner_t *o = req->data;
   mw_compact_t *c = o->c;
@@ -267,6 +289,8 @@ static void waiters_check(mw_compact_t *c, int status, const char *reason);
 static void schedule(mw_compact_t *c, uint64_t delay_ms);
 
 static void run_end(mw_compact_t *c) {
+  assert(c->run.pending == 0);
+  assert(!c->work_busy); /* mw_compact__fail waits for both */
   run_reset(c);
   c->stats.running = false;
   if (c->stopping) {
@@ -310,6 +334,8 @@ void mw_compact__fail(mw_compact_t *c, int status) {
 
 static void run_committed(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(r->phase == R_COMMIT);
+  assert(r->first_err == 0);
   uint64_t ms = uv_now(c->t->loop) - r->t0_ms, ssts = 0, rows_in = 0, written = r->new_rows;
   int64_t tombstones = 0;
   bool answered = false;
@@ -375,6 +401,7 @@ static void run_nothing(mw_compact_t *c) {
 
 static void on_base_read(mw_bstore_op_t *op, int status) {
   mw_compact_t *c = op->data;
+  assert(c->run.phase == R_BASE_READ);
   c->run.first_err = status;
   if (status < 0) mw_err_set(&c->run.err, status, "%s", op->err.msg);
   mw_compact__next(c);
@@ -382,6 +409,8 @@ static void on_base_read(mw_bstore_op_t *op, int status) {
 
 static void phase_base_read(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(mw_compact__may_follow(r->phase, R_BASE_READ));
+  assert(r->pending == 0);
   r->phase = R_BASE_READ;
   r->bop.data = c;
   r->bop.accept_flags = c->t->cfg.zone_write_seeds ? MW_FLAG_ZONE_WRITE_SEEDS : 0;
@@ -409,6 +438,7 @@ static int check_base(mw_compact_t *c) {
 /* First base read of the run: pick each group's SSTables, drop empty ones. */
 static int plan(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(!r->planned); /* once a run: a re-read after a lost race keeps the plan */
   uint64_t budget_ssts = c->cfg.max_sstables, budget_rows = c->cfg.max_rows;
   size_t kept = 0;
   for (size_t k = 0; k < r->n_groups; k++) {
@@ -441,6 +471,8 @@ static int plan(mw_compact_t *c) {
 
 static void after_base_read(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(r->phase == R_BASE_READ);
+  assert(r->n_groups > 0); /* start_run began only with a due shard */
   if (r->first_err < 0) {
     mw_compact__fail(c, r->first_err);
     return;
@@ -477,6 +509,7 @@ static void after_base_read(mw_compact_t *c) {
 
 static void on_commit(mw_bstore_op_t *op, int status) {
   mw_compact_t *c = op->data;
+  assert(c->run.phase == R_COMMIT);
   c->run.first_err = status;
   if (status < 0) mw_err_set(&c->run.err, status, "%s", op->err.msg);
   mw_compact__next(c);
@@ -506,6 +539,8 @@ static void phase_commit(mw_compact_t *c) {
   sprintf(r->txn_key, "%s/%s", MW_TXN_DIR, r->commit.txn_name);
   r->files[n++] = (mw_bstore_file_t){r->txn_key, r->commit.txn.data, r->commit.txn.len};
   r->n_files = n;
+  assert(n <= r->n_frags + 4); /* the data file, its key index, the transaction, one per fragment */
+  assert(mw_compact__may_follow(r->phase, R_COMMIT));
   r->phase = R_COMMIT;
   r->bop.data = c;
   int rc = mw_bstore_commit(c->t->st, &r->bop, r->files, n, r->commit.version, &r->commit.manifest, on_commit);
@@ -538,12 +573,15 @@ static void work_cb(uv_work_t *w) {
 
 static void after_work_cb(uv_work_t *w, int status) {
   mw_compact_t *c = w->data;
+  assert(c->work_busy);
   c->work_busy = false;
   if (status < 0) c->run.work_rc = status;
   mw_compact__next(c);
 }
 
 void mw_compact__queue_work(mw_compact_t *c, int phase) {
+  assert(!c->work_busy); /* one pool job at a time */
+  assert(mw_compact__may_follow(c->run.phase, phase));
   c->run.phase = phase;
   c->run.work_rc = 0;
   mw_err_clear(&c->run.work_err);
@@ -793,6 +831,7 @@ void mw_compact_start(mw_compact_t *c) {
 
 static void on_timer_closed(uv_handle_t *h) {
   mw_compact_t *c = h->data;
+  assert(c->stopping);
   c->timer_open = false;
   if (c->run.phase == R_IDLE && !c->work_busy && c->stop_cb) {
     void (*cb)(void *) = c->stop_cb;

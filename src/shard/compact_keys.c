@@ -240,6 +240,7 @@ void mw_compact__keys_get(mw_compact_t *c) {
     mw_compact__fail(c, rc);
     return;
   }
+  assert(mw_compact__may_follow(r->phase, R_KEYS_GET));
   r->phase = R_KEYS_GET;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
@@ -257,6 +258,7 @@ void mw_compact__keys_get(mw_compact_t *c) {
 
 void mw_compact__keys_data(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(mw_compact__may_follow(r->phase, R_KEYS_DATA));
   r->phase = R_KEYS_DATA;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
@@ -350,6 +352,7 @@ void mw_compact__keys_put(mw_compact_t *c) {
     mw_compact__keys_data(c);
     return;
   }
+  assert(mw_compact__may_follow(r->phase, R_KEYS_PUT));
   r->phase = R_KEYS_PUT;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
@@ -501,6 +504,7 @@ void mw_compact__work_find(mw_compact_t *c) {
 void mw_compact__dels_get(mw_compact_t *c) {
   run_t *r = &c->run;
   assert(r->work_rc == 0);
+  assert(mw_compact__may_follow(r->phase, R_DELS_GET));
   r->phase = R_DELS_GET;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
