@@ -159,6 +159,7 @@ int mw_buf_append(mw_buf_t *b, const void *p, size_t n) {
 }
 
 int mw_buf_fill(mw_buf_t *b, uint8_t v, size_t n) {
+  assert(b != NULL);
   if (n == 0) return 0;
   int rc = mw_buf_reserve(b, n);
   if (rc < 0) return rc;
@@ -200,6 +201,7 @@ void *mw_buf_extend(mw_buf_t *b, size_t n) {
   void *p = b->data + b->len;
   if (n > 0) memset(p, 0, n);
   b->len += n;
+  assert(b->len <= b->cap); /* reserve made the room */
   return p;
 }
 
