@@ -19,6 +19,7 @@
 #ifndef MW_COMMON_SETTING_H
 #define MW_COMMON_SETTING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
@@ -28,8 +29,28 @@
 enum { MW_SETTING_SIZES = 1 }; /* flags: accept KiB, MiB, GiB after the digits */
 
 /* Parses text (may be NULL: no value) as the setting `key` and stores the
- * number in *out; *out is untouched on failure. */
+ * number in *out; *out is untouched on failure. key NULL: the reason leaves
+ * out its "config <key>: " (a caller that names the place itself, as the
+ * daemon's config loader does with "[section] key:"). */
 int mw_setting_parse_u64(const char *key, const char *text, uint64_t lo, uint64_t hi, unsigned flags,
                          uint64_t *out, mw_err_t *err);
+
+/* A numeric setting of a config struct: its key, its limit, and where it
+ * goes (a uint32_t or uint64_t field). A setter keeps a table of them and
+ * hands it to mw_setting_set_num. */
+typedef struct mw_setting_num {
+  const char *key;
+  uint64_t lo, hi;
+  size_t offset, size;
+} mw_setting_num_t;
+
+#define MW_SETTING_NUM(type, field, key, lo, hi) \
+  { key, lo, hi, offsetof(type, field), sizeof(((type *)0)->field) }
+
+/* Finds key in table[0..n) and stores the parsed value in that field of
+ * *config. -ENOENT when no entry names key (nothing set, err untouched);
+ * otherwise as mw_setting_parse_u64. */
+int mw_setting_set_num(void *config, const mw_setting_num_t *table, size_t n, const char *key,
+                       const char *value, mw_err_t *err);
 
 #endif

@@ -71,14 +71,9 @@ void mw_compact_config_defaults(mw_compact_config_t *c) {
   c->keyindex_store_rows = 65536;
 }
 
-/* The numeric keys, their limits, and where each goes (a u32 or a u64 field). */
-#define CK(field, lo, hi) {"compaction_" #field, lo, hi, offsetof(mw_compact_config_t, field), \
-                           sizeof ((mw_compact_config_t *)0)->field}
-static const struct {
-  const char *key;
-  uint64_t lo, hi;
-  size_t offset, size;
-} num_keys[] = {
+/* The numeric keys and their limits. */
+#define CK(field, lo, hi) MW_SETTING_NUM(mw_compact_config_t, field, "compaction_" #field, lo, hi)
+static const mw_setting_num_t num_keys[] = {
     CK(min_sstables, 1, 100000),
     CK(min_bytes, 1, UINT64_MAX / 2),
     CK(max_age_ms, 0, 86400000ull * 365),
@@ -104,22 +99,7 @@ int mw_compact_config_set(mw_compact_config_t *c, const char *key, const char *v
   assert(value != NULL);
   if (strcmp(key, "compaction") == 0) return set_on_off(&c->enabled, key, value, err);
   if (strcmp(key, "compaction_zstd") == 0) return set_on_off(&c->zstd, key, value, err);
-  size_t i = 0;
-  while (i < sizeof num_keys / sizeof *num_keys && strcmp(key, num_keys[i].key) != 0) i++;
-  if (i == sizeof num_keys / sizeof *num_keys) return -ENOENT;
-  uint64_t v = 0;
-  int rc = mw_setting_parse_u64(key, value, num_keys[i].lo, num_keys[i].hi, 0, &v, err);
-  if (rc < 0) return rc;
-  char *field = (char *)c + num_keys[i].offset;
-  if (num_keys[i].size == sizeof(uint32_t)) {
-    assert(v <= UINT32_MAX);
-    uint32_t v32 = (uint32_t)v;
-    memcpy(field, &v32, sizeof v32);
-  } else {
-    assert(num_keys[i].size == sizeof(uint64_t));
-    memcpy(field, &v, sizeof v);
-  }
-  return 0;
+  return mw_setting_set_num(c, num_keys, sizeof num_keys / sizeof *num_keys, key, value, err);
 }
 
 /* ----------------------------------------------------------------- metrics */

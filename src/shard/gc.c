@@ -187,19 +187,15 @@ void mw_gc_config_defaults(mw_gc_config_t *c) {
   c->history_interval_ms = 60000;
 }
 
-/* The numeric keys and their limits; every field is a uint64_t. */
-#define GK(key, field, lo, hi) {key, lo, hi, offsetof(mw_gc_config_t, field)}
-static const struct {
-  const char *key;
-  uint64_t lo, hi;
-  size_t offset;
-} num_keys[] = {
-    GK("gc_grace_ms", grace_ms, 0, 86400000ull * 30),
-    GK("gc_interval_ms", interval_ms, 10, 86400000),
-    GK("gc_manifest_keep_versions", manifest_keep, 2, 1000000),
-    GK("gc_manifest_grace_ms", manifest_grace_ms, 0, 86400000ull * 30),
-    GK("gc_history_retention_ms", history_retention_ms, 0, 86400000ull * 365),
-    GK("gc_history_interval_ms", history_interval_ms, 10, 86400000),
+/* The numeric keys and their limits. */
+#define GK(field, key, lo, hi) MW_SETTING_NUM(mw_gc_config_t, field, key, lo, hi)
+static const mw_setting_num_t num_keys[] = {
+    GK(grace_ms, "gc_grace_ms", 0, 86400000ull * 30),
+    GK(interval_ms, "gc_interval_ms", 10, 86400000),
+    GK(manifest_keep, "gc_manifest_keep_versions", 2, 1000000),
+    GK(manifest_grace_ms, "gc_manifest_grace_ms", 0, 86400000ull * 30),
+    GK(history_retention_ms, "gc_history_retention_ms", 0, 86400000ull * 365),
+    GK(history_interval_ms, "gc_history_interval_ms", 10, 86400000),
 };
 #undef GK
 
@@ -213,15 +209,7 @@ int mw_gc_config_set(mw_gc_config_t *c, const char *key, const char *value, mw_e
     else return mw_err_set(err, -EINVAL, "config: gc: expected on or off, got '%.64s'", value);
     return 0;
   }
-  size_t i = 0;
-  while (i < sizeof num_keys / sizeof *num_keys && strcmp(key, num_keys[i].key) != 0) i++;
-  if (i == sizeof num_keys / sizeof *num_keys) return -ENOENT;
-  uint64_t v = 0;
-  int rc = mw_setting_parse_u64(key, value, num_keys[i].lo, num_keys[i].hi, 0, &v, err);
-  if (rc < 0) return rc;
-  assert(num_keys[i].offset + sizeof v <= sizeof *c);
-  memcpy((char *)c + num_keys[i].offset, &v, sizeof v);
-  return 0;
+  return mw_setting_set_num(c, num_keys, sizeof num_keys / sizeof *num_keys, key, value, err);
 }
 
 /* ------------------------------------------------------------ shard state */

@@ -76,26 +76,24 @@ void mw_shard_config_defaults(mw_shard_config_t *c) {
   c->shard_spec_id = 1;
 }
 
-/* The numeric keys and their limits; mw_shard_config_set stores each in
- * its field by index. */
-static const struct {
-  const char *key;
-  uint64_t lo, hi;
-} u64_keys[] = {
-    {"max_wal_buffer_size", 0, UINT64_MAX},
-    {"max_memtable_size", 0, UINT64_MAX},
-    {"max_memtable_rows", 0, UINT64_MAX},
-    {"max_memtable_batches", 0, UINT64_MAX},
-    {"max_unflushed_memtable_bytes", 0, UINT64_MAX},
-    {"max_wal_flush_interval_ms", 0, 3600000},
-    {"manifest_scan_batch_size", 1, MW_MSTORE_MAX_PROBES},
-    {"max_wal_inflight", 1, MW_WAL_MAX_INFLIGHT},
-    {"max_queued_writes", 0, 1000000},
-    {"backpressure_log_interval_ms", 0, 86400000},
-    {"stats_log_interval_ms", 0, 86400000},
-    {"max_memtable_age_ms", 0, 86400000},
-    {"max_fault_retry_interval_ms", 0, 3600000},
+/* The numeric keys and their limits. */
+#define SK(field, lo, hi) MW_SETTING_NUM(mw_shard_config_t, field, #field, lo, hi)
+static const mw_setting_num_t num_keys[] = {
+    SK(max_wal_buffer_size, 0, UINT64_MAX),
+    SK(max_memtable_size, 0, UINT64_MAX),
+    SK(max_memtable_rows, 0, UINT64_MAX),
+    SK(max_memtable_batches, 0, UINT64_MAX),
+    SK(max_unflushed_memtable_bytes, 0, UINT64_MAX),
+    SK(max_wal_flush_interval_ms, 0, 3600000),
+    SK(manifest_scan_batch_size, 1, MW_MSTORE_MAX_PROBES),
+    SK(max_wal_inflight, 1, MW_WAL_MAX_INFLIGHT),
+    SK(max_queued_writes, 0, 1000000),
+    SK(backpressure_log_interval_ms, 0, 86400000),
+    SK(stats_log_interval_ms, 0, 86400000),
+    SK(max_memtable_age_ms, 0, 86400000),
+    SK(max_fault_retry_interval_ms, 0, 3600000),
 };
+#undef SK
 
 static int set_flag(bool *field, const char *value, const char *yes, const char *no) {
   if (value && strcmp(value, yes) == 0) *field = true;
@@ -117,30 +115,7 @@ int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value
                       strcmp(key, "wal_compression") == 0 ? "zstd or none" : "true or false",
                       value ? value : "(none)");
   if (rc != -ENOENT) return rc;
-  size_t i = 0;
-  while (i < sizeof u64_keys / sizeof *u64_keys && strcmp(key, u64_keys[i].key) != 0) i++;
-  if (i == sizeof u64_keys / sizeof *u64_keys) return -ENOENT;
-  uint64_t x = 0;
-  rc = mw_setting_parse_u64(key, value, u64_keys[i].lo, u64_keys[i].hi, 0, &x, err);
-  if (rc < 0) return rc;
-  assert(x <= u64_keys[i].hi);
-  switch (i) {
-    case 0: c->max_wal_buffer_size = x; break;
-    case 1: c->max_memtable_size = x; break;
-    case 2: c->max_memtable_rows = x; break;
-    case 3: c->max_memtable_batches = x; break;
-    case 4: c->max_unflushed_memtable_bytes = x; break;
-    case 5: c->max_wal_flush_interval_ms = (uint32_t)x; break;
-    case 6: c->manifest_scan_batch_size = (uint32_t)x; break;
-    case 7: c->max_wal_inflight = (uint32_t)x; break;
-    case 8: c->max_queued_writes = (uint32_t)x; break;
-    case 9: c->backpressure_log_interval_ms = x; break;
-    case 10: c->stats_log_interval_ms = x; break;
-    case 11: c->max_memtable_age_ms = x; break;
-    case 12: c->max_fault_retry_interval_ms = x; break;
-    default: assert(!"shard config: a key without a field");
-  }
-  return 0;
+  return mw_setting_set_num(c, num_keys, sizeof num_keys / sizeof *num_keys, key, value, err);
 }
 
 /* --------------------------------------------------------------- memtables */
