@@ -64,6 +64,8 @@ static int update_fn(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifes
                      mw_err_t *err) {
   mw_flush_t *f = arg;
   (void)err;
+  assert(f->busy);
+  assert(f->outstanding == 0); /* every file of the SSTable is stored before the manifest names it */
   int rc = mw_shard_manifest_add_sstable(next, f->sst.generation, f->sst.dir_name,
                                          f->sst.in_memory_bytes, f->sst.physical_rows,
                                          f->sst.primary_key_bytes);
@@ -77,6 +79,8 @@ static int update_fn(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifes
 
 static void on_commit(mw_mstore_op_t *op, int status) {
   mw_flush_t *f = op->data;
+  assert(f->busy);
+  assert(f->put_err == 0); /* a failed put never commits */
   if (status < 0) {
     mw_err_set(&f->err, status, "%s", op->err.msg);
     finish(f, status);
@@ -90,6 +94,8 @@ static void on_commit(mw_mstore_op_t *op, int status) {
 }
 
 static void commit(mw_flush_t *f) {
+  assert(f->outstanding == 0);
+  assert(f->put_err == 0);
   int rc = mw_mstore_commit_update(f->ms, &f->op, f->epoch, update_fn, f, on_commit);
   if (rc < 0) {
     mw_err_set(&f->err, rc, "%s", f->op.err.msg[0] ? f->op.err.msg : mw_strerror(rc));
@@ -99,6 +105,8 @@ static void commit(mw_flush_t *f) {
 
 static void on_put(mw_storage_req_t *req, int status) {
   mw_flush_t *f = req->data;
+  assert(f->busy);
+  assert(f->outstanding > 0);
   if (status < 0 && f->put_err == 0) {
     f->put_err = status;
     mw_err_set(&f->err, status, "shard %s: put %s failed: %s", f->ms->shard_str,
@@ -227,6 +235,8 @@ static int build_start(mw_flush_t *f, mw_err_t *err) {
 
 static void on_checked(mw_mstore_op_t *op, int status) {
   mw_flush_t *f = op->data;
+  assert(f->busy); /* the fence check is the flush's first step */
+  assert(f->mt != NULL);
   if (status < 0 && status != -ENOENT) {
     mw_err_set(&f->err, status, "%s", op->err.msg);
     finish(f, status);
