@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "lance/route.h"
 #include "lance/schema_text.h"
@@ -57,24 +58,13 @@ void mw_daemon_storage_config(const mw_config_t *cfg, const mw_table_config_t *t
 
 /* ------------------------------------------------------------ bootstrap */
 
-static int mkdir_p(char *path) {
-  for (char *p = path + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    int rc = mkdir(path, 0750) == 0 || errno == EEXIST ? 0 : -errno;
-    *p = '/';
-    if (rc < 0) return rc;
-  }
-  return mkdir(path, 0750) == 0 || errno == EEXIST ? 0 : -errno;
-}
-
 int mw_daemon_mkdir_parent(const char *file) {
   char dir[2048];
   snprintf(dir, sizeof dir, "%s", file);
   char *slash = strrchr(dir, '/');
   if (slash == NULL || slash == dir) return 0;
   *slash = '\0';
-  return mkdir_p(dir);
+  return mw_fs_mkdir_p(dir, 0750);
 }
 
 int mw_daemon_table_create(const mw_table_config_t *tc, const mw_table_opts_t *o, mw_err_t *err) {

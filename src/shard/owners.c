@@ -36,11 +36,13 @@ void mw_owner_key(const uint8_t id[16], char *out, size_t cap) {
   char s[MW_UUID_STR_BYTES];
   mw_shard_uuid_format(id, s);
   int n = snprintf(out, cap, MW_OWNERS_PREFIX "%s.json", s);
-  assert(n > 0 && (size_t)n < cap);
+  assert(n > 0);
+  assert((size_t)n < cap);
 }
 
 int mw_owner_encode(const mw_owner_self_t *self, uint64_t epoch, char *out, size_t cap) {
-  assert(self != NULL && out != NULL);
+  assert(self != NULL);
+  assert(out != NULL);
   char host[64] = "";
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   for (char *p = host; *p; p++)
@@ -58,7 +60,8 @@ int mw_owner_encode(const mw_owner_self_t *self, uint64_t epoch, char *out, size
 
 /* lance/owners_json.h's parse, into the cache's record. */
 int mw_owner_parse(const char *json, size_t n, mw_owner_rec_t *out) {
-  assert(json != NULL && out != NULL);
+  assert(json != NULL);
+  assert(out != NULL);
   mw_owner_json_t j;
   int rc = mw_owner_json_parse(json, n, &j, NULL);
   if (rc < 0) return rc;
@@ -71,7 +74,9 @@ int mw_owner_parse(const char *json, size_t n, mw_owner_rec_t *out) {
 
 int mw_owner_read_sync(mw_storage_sync_t *ss, const uint8_t id[16], mw_owner_rec_t *out,
                        mw_err_t *err) {
-  assert(ss != NULL && id != NULL && out != NULL);
+  assert(ss != NULL);
+  assert(id != NULL);
+  assert(out != NULL);
   char key[MW_STORAGE_KEY_MAX_BYTES];
   mw_owner_key(id, key, sizeof key);
   memset(out, 0, sizeof *out);
@@ -87,7 +92,9 @@ int mw_owner_read_sync(mw_storage_sync_t *ss, const uint8_t id[16], mw_owner_rec
 }
 
 void mw_owners_init(mw_owners_t *o, uv_loop_t *loop, mw_storage_t *st, const mw_owner_self_t *self) {
-  assert(o != NULL && loop != NULL && st != NULL);
+  assert(o != NULL);
+  assert(loop != NULL);
+  assert(st != NULL);
   memset(o, 0, sizeof *o);
   o->loop = loop;
   o->st = st;
@@ -95,7 +102,9 @@ void mw_owners_init(mw_owners_t *o, uv_loop_t *loop, mw_storage_t *st, const mw_
 }
 
 void mw_owners_free(mw_owners_t *o) {
-  assert(o != NULL && o->fetches == 0 && o->writes == 0);
+  assert(o != NULL);
+  assert(o->fetches == 0);
+  assert(o->writes == 0);
   free(o->recs);
   o->recs = NULL;
   o->n = o->cap = 0;
@@ -135,7 +144,8 @@ static void on_written(mw_storage_req_t *req, int status) {
 }
 
 void mw_owners_record(mw_owners_t *o, const uint8_t id[16], uint64_t epoch) {
-  assert(o != NULL && id != NULL);
+  assert(o != NULL);
+  assert(id != NULL);
   if (o->self == NULL || o->self->node[0] == '\0') return;
   mw_owner_rec_t *r = find(o, id, false);
   if (r != NULL) r->known = false; /* ours now: not a peer's any more */
@@ -195,7 +205,9 @@ static void fetch(mw_owners_t *o, mw_owner_rec_t *r) {
 }
 
 size_t mw_owners_describe(mw_owners_t *o, const uint8_t id[16], char *out, size_t cap) {
-  assert(o != NULL && out != NULL && cap > 0);
+  assert(o != NULL);
+  assert(out != NULL);
+  assert(cap > 0);
   out[0] = '\0';
   mw_owner_rec_t *r = find(o, id, true);
   if (r == NULL) return 0;
@@ -207,7 +219,8 @@ size_t mw_owners_describe(mw_owners_t *o, const uint8_t id[16], char *out, size_
 }
 
 void mw_owners_prefetch(mw_owners_t *o, const uint8_t (*ids)[16], size_t n) {
-  assert(o != NULL && (ids != NULL || n == 0));
+  assert(o != NULL);
+  assert(ids != NULL || n == 0);
   for (size_t i = 0; i < n && o->fetches < MW_OWNERS_MAX_FETCHES; i++) {
     mw_owner_rec_t *r = find(o, ids[i], true);
     if (r != NULL) fetch(o, r);
