@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/setting.h"
 
 typedef enum { SC_DAEMON, SC_STORAGE, SC_TABLE } scope_t;
 typedef enum { T_STR, T_JOIN, T_INT, T_BOOL, T_LEVEL, T_LISTEN, T_IO, T_WALC, T_CLAIM, T_TRIBOOL,
@@ -256,31 +257,6 @@ static int parse_bool(const char *v, bool *out) {
   return -EINVAL;
 }
 
-/* The one integer parser of the configuration: decimal, an optional binary
- * size suffix (KiB, MiB, GiB), no overflow. The key's limits are checked by
- * set_int. (Issue 29: when src/common/ has a shared number parser, this is
- * the one function to switch to it.) */
-static int parse_int(const char *v, int64_t *out) {
-  assert(v != NULL);
-  assert(out != NULL);
-  errno = 0;
-  char *end;
-  long long n = strtoll(v, &end, 10);
-  if (end == v || errno != 0) return -EINVAL;
-  while (isspace((unsigned char)*end)) end++;
-  int64_t mul = 1;
-  if (*end != '\0') {
-    if (strcmp(end, "KiB") == 0) mul = KiB;
-    else if (strcmp(end, "MiB") == 0) mul = MiB;
-    else if (strcmp(end, "GiB") == 0) mul = GiB;
-    else return -EINVAL;
-  }
-  if (n < 0 && mul > 1) return -EINVAL;
-  if (mul > 1 && n > INT64_MAX / mul) return -ERANGE;
-  *out = (int64_t)n * mul;
-  return 0;
-}
-
 /* Where each `key =` of the file is (inih does not tell its handler): the
  * first line of each (section, key), and of each section header. */
 #define MAX_SPOTS 2048
@@ -384,7 +360,8 @@ static int add_listen(load_ctx_t *c, const char *section, const char *name, cons
  * setter of its type from setters[]. A setter parses the value, checks it
  * against the row's limits and stores it, or says why not through fail()
  * ("[section] key: reason", which load_sources() prefixes with FILE:LINE or
- * "--set ARG"). Integers all go through parse_int(). */
+ * "--set ARG"). Integers all go through common's mw_setting_parse_u64, as the
+ * shard, compaction and GC settings do. */
 
 typedef int (*setter_t)(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
                         const char *value);
@@ -439,16 +416,15 @@ static int set_join(load_ctx_t *c, const cfg_key_t *k, char *field, const char *
 static int set_int(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
                    const char *value) {
   assert(k->size == sizeof(int64_t));
+  assert(k->min >= 0); /* every integer key is a count, a size or a time */
   assert(k->min <= k->max);
-  int64_t n;
-  if (parse_int(value, &n) < 0)
-    return fail(c, section, k->name, "expected an integer (optionally with KiB/MiB/GiB), got '%s'", value);
-  if (n < k->min || n > k->max) {
-    char range[96];
-    snprintf(range, sizeof range, "%" PRId64 " outside [%" PRId64 ", %" PRId64 "]", n, k->min, k->max);
-    return fail(c, section, k->name, "%s", range);
-  }
-  memcpy(field, &n, sizeof n);
+  uint64_t n;
+  mw_err_t e = {0};
+  if (mw_setting_parse_u64(NULL, value, (uint64_t)k->min, (uint64_t)k->max, MW_SETTING_SIZES, &n, &e) < 0)
+    return fail(c, section, k->name, "%.200s", e.msg); /* the reason quotes at most 64 bytes */
+  assert(n <= (uint64_t)k->max);
+  int64_t v = (int64_t)n;
+  memcpy(field, &v, sizeof v);
   return 1;
 }
 

@@ -77,10 +77,13 @@ def main():
             f.write("[storage]\nmax_inflight = lots\n")
         r = run(["-c", bad])
         check("bad value: says what was expected",
-              r.returncode == 2 and "expected an integer" in r.stderr and ":2:" in r.stderr, r.stderr)
+              r.returncode == 2 and "expected a whole number in" in r.stderr and ":2:" in r.stderr, r.stderr)
         r = run(["-c", CONF, "--set", "table.events.max_wal_flush_interval_ms=-5"])
+        check("--set with a negative number is refused with the range",
+              r.returncode == 2 and "in 0.." in r.stderr and "--set" in r.stderr, r.stderr)
+        r = run(["-c", CONF, "--set", "table.events.max_wal_flush_interval_ms=99999999999"])
         check("--set out of range is refused with the range",
-              r.returncode == 2 and "outside" in r.stderr and "--set" in r.stderr, r.stderr)
+              r.returncode == 2 and "is outside 0.." in r.stderr and "--set" in r.stderr, r.stderr)
         r = run(["-c", os.path.join(tmp, "missing.conf")])
         check("missing config file: exit 2 naming it", r.returncode == 2 and "missing.conf" in r.stderr, r.stderr)
 
