@@ -1,5 +1,5 @@
 #!/bin/sh
-# crash-long.sh — the engine's crash proof (tests/engine, `proof-crash`, 20
+# crash-long.sh — the engine's crash proof (tests/shard, `proof-crash`, 20
 # kills per CI run) for as many kills as you like: a writer is SIGKILLed at
 # a seeded random point, a fresh process claims, replays and flushes, and at
 # the end LanceDB 0.39.0 must read every acknowledged row.
@@ -13,11 +13,11 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 iters=${1:-200}
 seed=${2:-1}
 vectors=${MW_VECTORS:-$here/../shared/vectors}
-tool=$here/build/tests/engine/proof_tool
+tool=$here/build/tests/shard/proof_tool
 [ -x "$tool" ] || { echo "crash-long: build first (tools/build.sh)" >&2; exit 1; }
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/mw-crash-long.XXXXXX")
 cp -r "$vectors/unsharded-small/t.lance" "$scratch/t.lance"
 chmod -R u+w "$scratch"
-node "$here/tests/engine/proofs.mjs" crash "$tool" "$scratch/t.lance" \
+node "$here/tests/shard/proofs.mjs" crash "$tool" "$scratch/t.lance" \
   --prior "$vectors/unsharded-small/expected.jsonl" --iterations "$iters" --seed "$seed"
 rm -rf "$scratch"

@@ -3,7 +3,7 @@
  *
  *   bench_ingest [--connections N] [--seconds S] [--warmup W] [--rows R]
  *                [--batch B] [--pipeline P] [--shape small|wide] [--arrow]
- *                [--rate ROWS_PER_S] [--table T] [--id-base I] HOST:PORT
+ *                [--rate ROWS_PER_S] [--table T] [--id-base I] [--spread] HOST:PORT
  *   bench_ingest --sink [--batch B] HOST:PORT      (a stand-in server)
  *
  * --tls: every connection runs TLS (OpenSSL over memory BIOs, the server's
@@ -107,7 +107,7 @@ typedef struct opts {
   int conns, batch, pipeline;
   double seconds, warmup, rate;
   int64_t rows_cap, id_base;
-  bool wide, arrow, sink, tls;
+  bool wide, arrow, sink, tls, spread;
   const char *table, *auth;
 } opts_t;
 
@@ -125,6 +125,19 @@ static uv_timer_t tick;
 static mw_buf_t frame;
 static size_t frame_ids_off;
 static char vecs[10000][7]; /* "0.dddd" */
+
+/* Which of the 10 000 values item d of row id's vector takes. By default
+ * (id*7 + d*13) % 10 000: cheap, but rows whose id*7 differ by 1 get vectors
+ * 1e-4 apart in every item, near-duplicates no 8-bit quantizer tells apart.
+ * --spread mixes id and d so that near ids get unrelated vectors (a vector
+ * index's benchmark, bench/vindex_ingest.py, needs rows findable by their
+ * own vector); it repeats every 10007 * 101 ids. bench/vindex-peer.mjs
+ * computes the same. */
+static uint64_t vec_item(int64_t id, int d) {
+  uint64_t i = (uint64_t)id, k = (uint64_t)d;
+  if (!O.spread) return (i * 7 + k * 13) % 10000;
+  return ((i % 10007) * 7919 + k * 104729 + (i % 101) * k * 31) % 10000;
+}
 
 /* ------------------------------------------------------------ formatting */
 
@@ -160,7 +173,7 @@ static size_t put_row(char *p, int64_t id) {
     n += put_str(p + n, ",\"vec\":[");
     for (int d = 0; d < WIDE_DIM; d++) {
       if (d) p[n++] = ',';
-      memcpy(p + n, vecs[((uint64_t)id * 7 + (uint64_t)d * 13) % 10000], 6);
+      memcpy(p + n, vecs[vec_item(id, d)], 6);
       n += 6;
     }
     p[n++] = ']';
@@ -192,7 +205,7 @@ static int build_frame(void) {
     rc = mw_column_append_fixed(&b.cols[id], &i, 8);
     if (rc == 0) rc = mw_column_append_bytes(&b.cols[nm], name, (size_t)n);
     if (rc == 0) rc = mw_column_append_fixed(&b.cols[v], &dv, 8);
-    for (int d = 0; d < WIDE_DIM && O.wide; d++) vec[d] = (float)((i * 7 + d * 13) % 10000) / 10000.0f;
+    for (int d = 0; d < WIDE_DIM && O.wide; d++) vec[d] = (float)vec_item(i, d) / 10000.0f;
     if (rc == 0 && O.wide) rc = mw_column_append_fixed(&b.cols[vc], vec, sizeof vec);
     b.n_rows++;
   }
@@ -617,7 +630,7 @@ static double cpu_s(void) {
 static int usage(void) {
   fprintf(stderr, "usage: bench_ingest [--connections N] [--seconds S] [--warmup W] [--rows R] [--batch B] "
                   "[--pipeline P] [--shape small|wide] [--arrow] [--rate ROWS_PER_S] [--table T] "
-                  "[--id-base I] [--tls] [--auth TOKEN] [--sink] HOST:PORT\n");
+                  "[--id-base I] [--spread] [--tls] [--auth TOKEN] [--sink] HOST:PORT\n");
   return 2;
 }
 
@@ -640,9 +653,9 @@ int main(int argc, char **argv) {
       {"connections", 1, 0, 'c'}, {"rows", 1, 0, 'r'},    {"batch", 1, 0, 'b'},   {"table", 1, 0, 't'},
       {"pipeline", 1, 0, 'p'},    {"seconds", 1, 0, 's'}, {"warmup", 1, 0, 'w'},  {"shape", 1, 0, 'S'},
       {"arrow", 0, 0, 'a'},       {"rate", 1, 0, 'R'},    {"id-base", 1, 0, 'i'}, {"sink", 0, 0, 'k'},
-      {"tls", 0, 0, 'T'},         {"auth", 1, 0, 'A'},    {0, 0, 0, 0}};
+      {"tls", 0, 0, 'T'},         {"auth", 1, 0, 'A'},    {"spread", 0, 0, 'V'},  {0, 0, 0, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "c:r:b:t:p:s:w:S:aR:i:kTA:", lo, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "c:r:b:t:p:s:w:S:aR:i:kTA:V", lo, NULL)) != -1) {
     switch (ch) {
     case 'c': O.conns = atoi(optarg); break;
     case 'r': O.rows_cap = atoll(optarg); break;
@@ -661,6 +674,7 @@ int main(int argc, char **argv) {
     case 'k': O.sink = true; break;
     case 'T': O.tls = true; break;
     case 'A': O.auth = optarg; break;
+    case 'V': O.spread = true; break;
     default: return usage();
     }
   }

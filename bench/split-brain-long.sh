@@ -1,5 +1,5 @@
 #!/bin/sh
-# split-brain-long.sh — the split-brain campaign (tests/e2e/split_brain.py,
+# split-brain-long.sh — the split-brain campaign (tests/e2e/test_split_brain.py,
 # `split_brain` in the e2e suite: 36 operator claims and 4 LanceDB rounds per
 # CI run) for longer: RUNS runs, each with CLAIMS operator claims between two
 # memwald daemons and ROUNDS take-overs by LanceDB 0.39.0's writer, seeds
@@ -29,7 +29,7 @@ i=0
 while [ "$i" -lt "$runs" ]; do
   s=$((seed + i))
   echo "== run $((i + 1))/$runs seed $s"
-  if ! MW_SOURCE_ROOT=$here python3 "$here/tests/e2e/split_brain.py" "$build/src/memwald" \
+  if ! MW_SOURCE_ROOT=$here python3 "$here/tests/e2e/test_split_brain.py" "$build/src/memwald" \
       "$build/src/memwalctl" --seed "$s" --claims "$claims" --rounds "$rounds" >"$out.run" 2>&1; then
     failed=$((failed + 1))
   fi

@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 
 enum { T_VECTORS, T_SUBSET, T_ALL, T_FLAT, T_NESTED, N_TABLES };
 
-/* The tables of tests/formats/data/types (LanceDB's WAL entries of them are
+/* The tables of tests/lance/data/types (LanceDB's WAL entries of them are
  * in the corpus): every non-nested type, and lists and structs. */
 static const char *const flat_text =
     "id:int64 not null, i8:int8, i16:int16, u8:uint8, u16:uint16 not null, f16:float16, "

@@ -9,7 +9,7 @@
  * the decoder (modulo 5); any input must give an error or a value that
  * passes the decoder's own invariants, never a crash or a leak.
  * Seeds: fuzz/corpus/compact_files/ (key indexes from our writer, the two
- * .arrow files LanceDB wrote in tests/formats/data/compact, a .bin).
+ * .arrow files LanceDB wrote in tests/lance/data/compact, a .bin).
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /*
  * fuzz_datafile.c — libFuzzer target for the Lance data-file reader
- * (src/lance/datafile.c): open, list global buffers, describe every
+ * (src/lance/datafile_read*.c): open, list global buffers, describe every
  * column's pages (datafile_info.c, the inspector's view), decode every column.
  * Any input must give an error or a valid batch, never a crash, a leak or
  * an unbounded allocation (row and column-byte limits are set low here).

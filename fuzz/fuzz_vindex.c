@@ -1,6 +1,6 @@
 /*
  * fuzz_vindex.c — libFuzzer target for the per-SSTable vector index decoders
- * (src/lance/vindex_check.c over datafile.c's FullZip list reader,
+ * (src/lance/vindex_check.c over the data-file reader's FullZip lists,
  * src/lance/fullzip.c) and the HNSW builder on hostile floats.
  * Input kinds, by their first 4 bytes:
  *   "FZIP" u8 bits_rep, u8 bits_def, u8 value_bytes, u8 max_visible_def,
@@ -14,7 +14,7 @@
  *          auxiliary.idx = the rest: mw_vindex_check must return an error
  *          or a consistent info, never crash, leak or allocate unboundedly.
  * Seeds: fuzz/corpus/vindex/ (LanceDB's four fixture pairs from
- * tests/formats/data/vindex and one pair of ours, framed as above; FZIP and
+ * tests/lance/data/vindex and one pair of ours, framed as above; FZIP and
  * HNSW inputs).
  */
 #include <stddef.h>

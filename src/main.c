@@ -12,6 +12,7 @@
  *
  * Exit codes: 0 clean stop, 1 runtime failure, 2 bad usage or configuration.
  */
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -75,6 +76,7 @@ typedef struct mw_daemon {
 } mw_daemon_t;
 
 static void usage(FILE *f) {
+  assert(f != NULL);
   fprintf(f,
           "usage: memwald [-c FILE] [--set section.key=value ...] [--check | --print-config]\n"
           "\n"
@@ -102,12 +104,15 @@ static void build_info(void) {
 static void close_cb(uv_handle_t *h) { (void)h; }
 
 static void close_walk(uv_handle_t *h, void *arg) {
+  assert(h != NULL);
+  assert(arg == NULL);
   (void)arg;
   if (!uv_is_closing(h)) uv_close(h, close_cb);
 }
 
 static void on_storage_closed(void *arg) {
   mw_daemon_t *d = arg;
+  assert(d->stopping > 0); /* storage closes only at the stop */
   d->storage = NULL;
   /* With nothing left open, closing the remaining handles ends uv_run. */
   uv_walk(d->loop, close_walk, NULL);
@@ -117,6 +122,9 @@ static void on_storage_closed(void *arg) {
  * accepted operation finish. */
 static void on_tables_closed(void *arg, int failures) {
   mw_daemon_t *d = arg;
+  assert(d->stopping == 1); /* the stop that closed them is running */
+  assert(failures >= 0);
+  assert(d->server == NULL); /* step 2 came after the server stopped */
   if (failures > 0) {
     mw_log_err("stop: %d shard(s) could not be flushed; their rows stay in the WAL and are "
                "replayed by the next owner", failures);
@@ -143,6 +151,9 @@ static void on_tables_closed(void *arg, int failures) {
  * here, measured. */
 static void on_server_stopped(void *arg) {
   mw_daemon_t *d = arg;
+  assert(d->stopping == 1);
+  assert(d->admin == NULL); /* step 1 stopped accepting */
+  assert(d->http == NULL);
   d->server = NULL;
   uint64_t deadline = 0;
   if (d->cfg.shutdown_timeout_ms > 0)
@@ -152,6 +163,7 @@ static void on_server_stopped(void *arg) {
 
 static void on_stop_timeout(uv_timer_t *t) {
   mw_daemon_t *d = t->data;
+  assert(d->stopping > 0);
   mw_log_err("stop: not finished after shutdown_timeout_ms = %lld; exiting. Acknowledged rows "
              "are safe in the WAL and are replayed by the next owner",
              (long long)d->cfg.shutdown_timeout_ms);
@@ -159,6 +171,8 @@ static void on_stop_timeout(uv_timer_t *t) {
 }
 
 static void begin_stop(mw_daemon_t *d, const char *why) {
+  assert(why != NULL);
+  assert(d->loop != NULL);
   if (d->stopping) {
     mw_log_warn("second %s during shutdown: stopping now", why);
     exit(1);
@@ -187,6 +201,9 @@ static void begin_stop(mw_daemon_t *d, const char *why) {
 
 /* Two [table] sections alike, wherever they stand in the file. */
 static bool table_same(const mw_table_config_t *a, const mw_table_config_t *b) {
+  assert(a != NULL);
+  assert(b != NULL);
+  assert(strcmp(a->name, b->name) == 0); /* the same section in two configurations */
   static mw_table_config_t x, y; /* large: off the stack; the loop thread only */
   memcpy(&x, a, sizeof x);
   memcpy(&y, b, sizeof y);
@@ -200,6 +217,8 @@ static void reload(mw_daemon_t *d);
 
 static void on_tables_removed(void *arg, int failures) {
   mw_daemon_t *d = arg;
+  assert(d->removing[0] != '\0'); /* the removal remove_tables started */
+  assert(failures >= 0);
   if (failures > 0)
     mw_log_err("reload: %d shard(s) of %s could not be flushed; their rows stay in the WAL and are "
                "replayed by the next owner", failures, d->removing);
@@ -215,6 +234,8 @@ static void on_tables_removed(void *arg, int failures) {
 /* Tables whose sections are gone: released (flushed) and closed, one
  * removal at a time. Returns whether one started. */
 static bool remove_tables(mw_daemon_t *d, const mw_config_t *next) {
+  assert(d->removing[0] == '\0'); /* one removal at a time */
+  assert(next != NULL);
   const char *names[MW_CONFIG_MAX_TABLES];
   size_t n = 0, w = 0;
   for (size_t i = 0; i < d->cfg.n_tables; i++)
@@ -239,6 +260,8 @@ static bool remove_tables(mw_daemon_t *d, const mw_config_t *next) {
 
 /* The running configuration forgets section `name` (an addition failed). */
 static void forget_section(mw_daemon_t *d, const char *name) {
+  assert(name != NULL);
+  assert(d->cfg.n_tables <= MW_CONFIG_MAX_TABLES);
   size_t k = 0;
   for (size_t i = 0; i < d->cfg.n_tables; i++)
     if (strcmp(d->cfg.tables[i].name, name) != 0)
@@ -248,6 +271,8 @@ static void forget_section(mw_daemon_t *d, const char *name) {
 
 static void on_table_added(void *arg, const char *name, int status, const char *reason) {
   mw_daemon_t *d = arg;
+  assert(name != NULL);
+  assert(status <= 0);
   if (status == 0) {
     const mw_table_config_t *tc = mw_config_table(&d->cfg, name);
     mw_log_notice("reload: [table %s] added: open at %s", name, tc ? tc->uri : "?");
@@ -265,6 +290,8 @@ static void on_table_added(void *arg, const char *name, int status, const char *
  * loop (tables.h): the running configuration lists a section from the
  * start of its opening, so a SIGHUP meanwhile does not open it twice. */
 static void add_tables(mw_daemon_t *d, const mw_config_t *next) {
+  assert(d->removing[0] == '\0'); /* additions wait for a removal */
+  assert(!d->stopping);
   for (size_t i = 0; i < next->n_tables; i++) {
     const mw_table_config_t *tc = &next->tables[i];
     if (mw_config_table(&d->cfg, tc->name) != NULL) continue;
@@ -283,6 +310,8 @@ static void add_tables(mw_daemon_t *d, const mw_config_t *next) {
  * else takes effect at a restart, and says so. A file that does not load
  * or check keeps the running configuration whole. */
 static void reload(mw_daemon_t *d) {
+  assert(!d->stopping); /* SIGHUP is stopped, and a removal reloads only when not stopping */
+  assert(d->cfg.n_tables <= MW_CONFIG_MAX_TABLES);
   mw_notify_reloading();
   mw_config_t *next = malloc(sizeof *next), *rest = malloc(sizeof *rest);
   mw_err_t err = {0};
@@ -336,6 +365,7 @@ static void reload(mw_daemon_t *d) {
 
 static void on_signal(uv_signal_t *s, int signum) {
   mw_daemon_t *d = s->data;
+  assert(signum == SIGHUP || signum == SIGTERM || signum == SIGINT);
   if (signum == SIGHUP) {
     reload(d);
     return;
@@ -344,6 +374,8 @@ static void on_signal(uv_signal_t *s, int signum) {
 }
 
 static int start_signals(mw_daemon_t *d) {
+  assert(d->loop != NULL);
+  assert(!d->stopping);
   uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
   int nums[] = {SIGTERM, SIGINT, SIGHUP};
   for (int i = 0; i < 3; i++) {
@@ -358,6 +390,8 @@ static int start_signals(mw_daemon_t *d) {
 
 /* The producers' server: listeners, TLS and credentials (daemon/security.h). */
 static int start_server(mw_daemon_t *d) {
+  assert(d->server == NULL);
+  assert(d->cfg.n_listen <= MW_CONFIG_MAX_LISTEN);
   mw_err_t err = {0};
   mw_creds_t *creds = NULL;
   if (mw_daemon_security_load(&d->cfg, &d->tls, &creds, &err) < 0) {
@@ -416,6 +450,9 @@ static int start_server(mw_daemon_t *d) {
 
 /* Tables, then the producers' server, the admin socket and /metrics. */
 static int start_front(mw_daemon_t *d) {
+  assert(d->storage != NULL);
+  assert(d->admin == NULL);
+  assert(d->http == NULL);
   mw_err_t err = {0};
   if (mw_daemon_tables_open(d->loop, &d->cfg, &d->tables, &err) < 0) {
     mw_log_err("%s", err.msg);
@@ -465,6 +502,8 @@ static int start_front(mw_daemon_t *d) {
 }
 
 static int parse_args(mw_daemon_t *d, int argc, char **argv, int *mode) {
+  assert(argc >= 1);
+  assert(mode != NULL);
   static const struct option opts[] = {
       {"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
       {"check", no_argument, NULL, 'k'},        {"print-config", no_argument, NULL, 'p'},
@@ -494,11 +533,11 @@ static int parse_args(mw_daemon_t *d, int argc, char **argv, int *mode) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  static mw_daemon_t d; /* large (config tables): keep it off the stack */
-  int mode = 0;
-  mw_log_init();
-  if (parse_args(&d, argc, argv, &mode) < 0) return 2;
+/* The modes that only read the configuration: --print-keys, --version,
+ * --check, --print-config. Returns the exit code, or -1 to run the daemon
+ * (the configuration loaded and checked). */
+static int offline(mw_daemon_t *d, int mode) {
+  assert(mode == 0 || strchr("KVkp", mode) != NULL);
   if (mode == 'K') { /* every known key, for docs and tests */
     for (size_t i = 0; i < mw_config_key_count(); i++)
       printf("%s%s\n", mw_config_key_name(i), mw_config_key_reloadable(i) ? " (reloadable)" : "");
@@ -509,30 +548,37 @@ int main(int argc, char **argv) {
     return 0;
   }
   mw_err_t err = {0};
-  if (mw_config_load(&d.cfg, d.config_path, d.sets, d.n_sets, &err) < 0 ||
-      (mode != 'p' && mw_daemon_check_config(&d.cfg, &err) < 0)) {
+  if (mw_config_load(&d->cfg, d->config_path, d->sets, d->n_sets, &err) < 0 ||
+      (mode != 'p' && mw_daemon_check_config(&d->cfg, &err) < 0)) {
     fprintf(stderr, "memwald: %s\n", err.msg);
     return 2;
   }
   if (mode == 'k') {
-    if (mw_daemon_check_tables(&d.cfg, &err) < 0) {
+    if (mw_daemon_check_tables(&d->cfg, &err) < 0) {
       fprintf(stderr, "memwald: %s\n", err.msg);
       return 2;
     }
-    printf("%s: ok\n", d.config_path ? d.config_path : "(defaults)");
+    printf("%s: ok\n", d->config_path ? d->config_path : "(defaults)");
     return 0;
   }
   if (mode == 'p') {
-    mw_config_print(&d.cfg, stdout);
+    mw_config_print(&d->cfg, stdout);
     return 0;
   }
-  mw_log_set_level(d.cfg.log_level);
-  signal(SIGPIPE, SIG_IGN);
+  return -1;
+}
 
+/* The loop, the test hooks, data_dir's storage, the tables and listeners,
+ * signals, the watchdog and the trim timer. Returns the exit code on a
+ * failure, or -1 once the daemon is ready. */
+static int start(mw_daemon_t *d) {
+  assert(d->loop == NULL);
+  assert(d->storage == NULL);
+  mw_err_t err = {0};
   int rc;
-  d.loop = uv_default_loop();
-  d.started_ms = uv_now(d.loop);
-  if (mw_testhook_init(d.loop, &err) < 0) { /* tests only: MEMWALD_CRASH_AT, _POWER_LOSS */
+  d->loop = uv_default_loop();
+  d->started_ms = uv_now(d->loop);
+  if (mw_testhook_init(d->loop, &err) < 0) { /* tests only: MEMWALD_CRASH_AT, _POWER_LOSS */
     mw_log_err("%s", err.msg);
     return 2;
   }
@@ -540,19 +586,33 @@ int main(int argc, char **argv) {
   if (mw_testhook_active() || (test_faults != NULL && strcmp(test_faults, "1") == 0))
     mw_storage_fault_metrics_enable(); /* the test-only series, before any storage opens */
   mw_storage_config_t scfg;
-  mw_daemon_storage_config(&d.cfg, NULL, d.cfg.data_dir, &scfg);
-  if ((rc = mw_storage_open(d.loop, &scfg, &d.storage, &err)) < 0) {
-    mw_log_err("storage at %s: %s", d.cfg.data_dir, err.msg[0] ? err.msg : strerror(-rc));
+  mw_daemon_storage_config(&d->cfg, NULL, d->cfg.data_dir, &scfg);
+  if ((rc = mw_storage_open(d->loop, &scfg, &d->storage, &err)) < 0) {
+    mw_log_err("storage at %s: %s", d->cfg.data_dir, err.msg[0] ? err.msg : strerror(-rc));
     return 1;
   }
   build_info();
-  if (start_front(&d) < 0) return 1;
-  if ((rc = start_signals(&d)) < 0 || (rc = mw_notify_start(&d.notify, d.loop)) < 0 ||
-      (rc = mw_memtrim_start(&d.memtrim, d.loop, (uint64_t)d.cfg.memory_trim_interval_ms,
+  if (start_front(d) < 0) return 1;
+  if ((rc = start_signals(d)) < 0 || (rc = mw_notify_start(&d->notify, d->loop)) < 0 ||
+      (rc = mw_memtrim_start(&d->memtrim, d->loop, (uint64_t)d->cfg.memory_trim_interval_ms,
                              mw_metrics_default())) < 0) {
     mw_log_err("start-up: %s", uv_strerror(rc));
     return 1;
   }
+  assert(d->storage != NULL);
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  static mw_daemon_t d; /* large (config tables): keep it off the stack */
+  int mode = 0;
+  mw_log_init();
+  if (parse_args(&d, argc, argv, &mode) < 0) return 2;
+  int code = offline(&d, mode);
+  if (code >= 0) return code;
+  mw_log_set_level(d.cfg.log_level);
+  signal(SIGPIPE, SIG_IGN);
+  if ((code = start(&d)) >= 0) return code;
   mw_log_notice("memwald %s started: config=%s data_dir=%s storage=%s tables=%zu log_level=%s "
                 "pid=%d",
                 MW_VERSION, d.config_path ? d.config_path : "(defaults)", d.cfg.data_dir,
@@ -560,7 +620,8 @@ int main(int argc, char **argv) {
                 mw_log_level_name(d.cfg.log_level), (int)getpid());
   mw_notify_ready("running");
   uv_run(d.loop, UV_RUN_DEFAULT);
-  rc = uv_loop_close(d.loop);
+  assert(d.stopping > 0); /* the loop ends only after begin_stop closed every handle */
+  int rc = uv_loop_close(d.loop);
   if (rc != 0) mw_log_warn("event loop closed with handles still open: %s", uv_strerror(rc));
   mw_fe_tables_free(&d.tables.fe);
   mw_tls_ctx_free(d.tls);

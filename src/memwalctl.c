@@ -99,6 +99,8 @@ typedef struct jp {
 } jp_t;
 
 static void jv_free(jv_t *v) {
+  assert(v != NULL);
+  assert(v->t == J_ARR || v->t == J_OBJ || v->n == 0); /* only containers hold items */
   for (size_t i = 0; i < v->n; i++) {
     jv_free(&v->items[i]);
     if (v->keys) free(v->keys[i]);
@@ -109,10 +111,13 @@ static void jv_free(jv_t *v) {
 }
 
 static void ws(jp_t *j) {
+  assert(j->p <= j->end);
   while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
 }
 
 static int put_utf8(char *o, unsigned cp) {
+  assert(o != NULL);
+  assert(cp <= 0xffff); /* from four hex digits */
   if (cp < 0x80) return o[0] = (char)cp, 1;
   if (cp < 0x800) return o[0] = (char)(0xc0 | cp >> 6), o[1] = (char)(0x80 | (cp & 0x3f)), 2;
   if (cp < 0x10000)
@@ -123,6 +128,8 @@ static int put_utf8(char *o, unsigned cp) {
 }
 
 static int hex4(const char *p, unsigned *out) {
+  assert(p != NULL);
+  assert(out != NULL);
   unsigned v = 0;
   for (int i = 0; i < 4; i++) {
     char c = p[i];
@@ -185,6 +192,8 @@ bad:
 }
 
 static int jvalue(jp_t *j, jv_t *v, int depth) {
+  assert(j->p <= j->end);
+  assert(depth >= 0);
   memset(v, 0, sizeof *v);
   if (depth > MAX_DEPTH) return j->err = "nested too deeply", -1;
   ws(j);
@@ -250,6 +259,7 @@ static int jvalue(jp_t *j, jv_t *v, int depth) {
 }
 
 static const jv_t *jget(const jv_t *o, const char *k) {
+  assert(k != NULL);
   if (!o || o->t != J_OBJ) return NULL;
   for (size_t i = 0; i < o->n; i++)
     if (strcmp(o->keys[i], k) == 0) return &o->items[i];
@@ -275,6 +285,8 @@ static const char *const COL_KEY[N_COLS] = {NULL, "id", "key", "state", "status"
                                             "memtable_rows", "memtable_bytes", "frozen", "sstables"};
 
 static void print_status(const jv_t *r) {
+  assert(r != NULL);
+  assert(r->t == J_OBJ);
   printf("memwald %s, up %ss, %s connection(s)", jtext(jget(r, "version")), jtext(jget(r, "uptime_s")),
          jtext(jget(r, "connections")));
   const jv_t *heap = jget(r, "heap_live_bytes"); /* absent from older daemons */
@@ -306,6 +318,8 @@ static void print_status(const jv_t *r) {
 /* Under the table: why each parked shard is parked, each fault episode,
  * and the storage of each table that has failed or has faults injected. */
 static void print_faults(const jv_t *r) {
+  assert(r != NULL);
+  assert(r->t == J_OBJ);
   const jv_t *tables = jget(r, "tables");
   for (size_t t = 0; tables && tables->t == J_ARR && t < tables->n; t++) {
     const jv_t *tab = &tables->items[t];
@@ -338,6 +352,8 @@ static void print_faults(const jv_t *r) {
 }
 
 static void print_result(const char *cmd, const jv_t *r) {
+  assert(cmd != NULL);
+  assert(r != NULL);
   if (strcmp(cmd, "status") == 0 && r->t == J_OBJ) {
     print_status(r);
     print_faults(r);
@@ -358,6 +374,8 @@ static void print_result(const char *cmd, const jv_t *r) {
 /* ------------------------------------------------------------------ main */
 
 static int request(const char *path, const char *line, char **reply, size_t *len) {
+  assert(path != NULL);
+  assert(reply != NULL);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof sa.sun_path) {
     fprintf(stderr, "memwalctl: socket path too long: %s\n", path);
@@ -428,6 +446,8 @@ static int request(const char *path, const char *line, char **reply, size_t *len
 
 /* `token NAME GRANT...`: see the top of the file. */
 static int make_token(int argc, char **argv) {
+  assert(argc >= 1);
+  assert(strcmp(argv[0], "token") == 0);
   static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   if (argc < 3 || strpbrk(argv[1], " \t\r\n") != NULL) {
     fputs("memwalctl: token NAME GRANT... (GRANT: TABLE=write, TABLE=delete, TABLE=write,delete)\n", stderr);
@@ -462,7 +482,90 @@ static int make_token(int argc, char **argv) {
   return 0;
 }
 
+/* The admin socket's path: -s, else the admin_socket of -c CONFIG, else
+ * $MEMWALD_ADMIN_SOCKET, else DEFAULT_SOCKET. NULL after printing why the
+ * configuration names none. */
+static const char *socket_path(const char *sock, const char *config) {
+  static mw_config_t cfg; /* large: off the stack */
+  if (sock == NULL && config != NULL) {
+    mw_err_t err = {0};
+    if (mw_config_load(&cfg, config, NULL, 0, &err) < 0) {
+      fprintf(stderr, "memwalctl: -c %s: %s\n", config, err.msg);
+      return NULL;
+    }
+    if (cfg.admin_socket[0] == '\0') {
+      fprintf(stderr, "memwalctl: -c %s: admin_socket is empty (the admin socket is off)\n", config);
+      return NULL;
+    }
+    sock = cfg.admin_socket;
+  }
+  if (sock == NULL) sock = getenv("MEMWALD_ADMIN_SOCKET");
+  if (sock == NULL || *sock == '\0') sock = DEFAULT_SOCKET;
+  assert(*sock != '\0');
+  return sock;
+}
+
+/* argv[0..argc) joined by spaces, with a newline, into line[cap]: the
+ * request. Its length, or -1 after printing why an argument cannot go. */
+static int request_line(int argc, char **argv, char *line, size_t cap) {
+  assert(argc > 0);
+  assert(cap >= MAX_REQUEST_BYTES + 2);
+  size_t n = 0;
+  for (int i = 0; i < argc; i++) {
+    size_t l = strlen(argv[i]);
+    if (l == 0 || strpbrk(argv[i], " \t\r\n")) {
+      fprintf(stderr, "memwalctl: argument \"%s\" is empty or holds whitespace\n", argv[i]);
+      return -1;
+    }
+    if (n + l + 2 > MAX_REQUEST_BYTES) {
+      fputs("memwalctl: request too long\n", stderr);
+      return -1;
+    }
+    if (n) line[n++] = ' ';
+    memcpy(line + n, argv[i], l);
+    n += l;
+  }
+  line[n++] = '\n';
+  line[n] = 0;
+  assert(n <= MAX_REQUEST_BYTES);
+  return (int)n;
+}
+
+/* The daemon's reply to cmd: checked ({"ok":bool,...}), then printed (or
+ * echoed with --json). The exit status: 0 ok, 1 the daemon said no, 3 the
+ * reply is not one. */
+static int answer(const char *sock, const char *cmd, const char *reply, size_t len, bool json) {
+  assert(reply != NULL);
+  assert(cmd != NULL);
+  jp_t jp = {reply, reply + len, NULL};
+  jv_t v;
+  int rc = jvalue(&jp, &v, 0);
+  ws(&jp);
+  if (rc < 0 || jp.p != jp.end || v.t != J_OBJ || !jget(&v, "ok") || jget(&v, "ok")->t != J_BOOL) {
+    fprintf(stderr, "memwalctl: bad reply from %s (%s): %.200s\n", sock, jp.err ? jp.err : "not a reply object",
+            reply);
+    jv_free(&v);
+    return 3;
+  }
+  bool ok = jget(&v, "ok")->b;
+  int status = 0;
+  if (json) fwrite(reply, 1, len, stdout);
+  if (!ok) {
+    const jv_t *e = jget(&v, "error");
+    fprintf(stderr, "memwalctl: %s: %s\n", cmd, e && e->t == J_STR ? e->s : "failed");
+    status = 1;
+  } else if (!json) {
+    const jv_t *r = jget(&v, "result");
+    static const jv_t empty = {.t = J_OBJ};
+    print_result(cmd, r ? r : &empty);
+  }
+  jv_free(&v);
+  return status;
+}
+
 int main(int argc, char **argv) {
+  assert(argc >= 1);
+  assert(argv != NULL);
   const char *sock = NULL, *config = NULL;
   bool json = false;
   static const struct option lo[] = {{"socket", 1, 0, 's'}, {"config", 1, 0, 'c'}, {"json", 0, 0, 'j'},
@@ -484,67 +587,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (strcmp(argv[optind], "token") == 0) return make_token(argc - optind, argv + optind);
-  static mw_config_t cfg; /* large: off the stack */
-  if (sock == NULL && config != NULL) {
-    mw_err_t err = {0};
-    if (mw_config_load(&cfg, config, NULL, 0, &err) < 0) {
-      fprintf(stderr, "memwalctl: -c %s: %s\n", config, err.msg);
-      return 2;
-    }
-    if (cfg.admin_socket[0] == '\0') {
-      fprintf(stderr, "memwalctl: -c %s: admin_socket is empty (the admin socket is off)\n", config);
-      return 2;
-    }
-    sock = cfg.admin_socket;
-  }
-  if (sock == NULL) sock = getenv("MEMWALD_ADMIN_SOCKET");
-  if (sock == NULL || *sock == '\0') sock = DEFAULT_SOCKET;
+  if ((sock = socket_path(sock, config)) == NULL) return 2;
   char line[MAX_REQUEST_BYTES + 2];
-  size_t n = 0;
-  for (int i = optind; i < argc; i++) {
-    size_t l = strlen(argv[i]);
-    if (l == 0 || strpbrk(argv[i], " \t\r\n")) {
-      fprintf(stderr, "memwalctl: argument \"%s\" is empty or holds whitespace\n", argv[i]);
-      return 2;
-    }
-    if (n + l + 2 > MAX_REQUEST_BYTES) {
-      fputs("memwalctl: request too long\n", stderr);
-      return 2;
-    }
-    if (n) line[n++] = ' ';
-    memcpy(line + n, argv[i], l);
-    n += l;
-  }
-  line[n++] = '\n';
-  line[n] = 0;
+  if (request_line(argc - optind, argv + optind, line, sizeof line) < 0) return 2;
   char *reply = NULL;
   size_t len = 0;
   if (request(sock, line, &reply, &len) < 0) return 3;
-  jp_t jp = {reply, reply + len, NULL};
-  jv_t v;
-  int rc = jvalue(&jp, &v, 0);
-  ws(&jp);
-  if (rc < 0 || jp.p != jp.end || v.t != J_OBJ || !jget(&v, "ok") || jget(&v, "ok")->t != J_BOOL) {
-    fprintf(stderr, "memwalctl: bad reply from %s (%s): %.200s\n", sock, jp.err ? jp.err : "not a reply object",
-            reply);
-    if (rc == 0) jv_free(&v);
-    else jv_free(&v);
-    free(reply);
-    return 3;
-  }
-  bool ok = jget(&v, "ok")->b;
-  int status = 0;
-  if (json) fwrite(reply, 1, len, stdout);
-  if (!ok) {
-    const jv_t *e = jget(&v, "error");
-    fprintf(stderr, "memwalctl: %s: %s\n", argv[optind], e && e->t == J_STR ? e->s : "failed");
-    status = 1;
-  } else if (!json) {
-    const jv_t *r = jget(&v, "result");
-    static const jv_t empty = {.t = J_OBJ};
-    print_result(argv[optind], r ? r : &empty);
-  }
-  jv_free(&v);
+  int status = answer(sock, argv[optind], reply, len, json);
   free(reply);
   return status;
 }

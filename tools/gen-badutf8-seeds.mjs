@@ -12,7 +12,7 @@
 //   list-struct.arrow id, l_st list<struct<k: utf8, v: int64>> (a bad k)
 //   dict.arrow       id, name Dictionary<Int32, Utf8> (row 1's dictionary
 //                    value is invalid; for the `vectors` table)
-// Each must be refused ("invalid UTF-8"; tests/formats/test_arrowframe.c
+// Each must be refused ("invalid UTF-8"; tests/net/test_arrowframe.c
 // test_bad_utf8_seeds); before 2026-12-02 the first three were accepted (the first was
 // fuzz_arrowframe's crash in CI). The files are deterministic.
 import * as fs from "node:fs";

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // gen-bloom-fixtures.mjs — bloom_filter.bin files written by Lance's own
-// MemWAL writer, one per primary-key type, for tests/formats/test_bloom.c.
+// MemWAL writer, one per primary-key type, for tests/lance/test_bloom.c.
 //
 //   node tools/gen-bloom-fixtures.mjs [OUTDIR] [--scratch DIR] [--node-modules DIR]
 //
-// OUTDIR defaults to tests/formats/data/bloom_types; node_modules defaults to
+// OUTDIR defaults to tests/lance/data/bloom_types; node_modules defaults to
 // tests/interop/node_modules (`cd tests/interop && npm install --no-audit
 // --no-fund`: LanceDB 0.39.0 = Lance 12.0.0, apache-arrow 18.1.0).
 //
@@ -32,7 +32,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
-let outDir = path.join(repo, "tests/formats/data/bloom_types");
+let outDir = path.join(repo, "tests/lance/data/bloom_types");
 let scratch = null;
 let nodeModules = path.join(repo, "tests/interop/node_modules");
 for (let i = 0; i < args.length; i++) {

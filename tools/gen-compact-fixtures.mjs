@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // gen-compact-fixtures.mjs — base-table commits made by LanceDB 0.39.0
 // (Lance 12.0.0) itself, for the compaction codecs' golden tests
-// (tests/formats/test_base_update.c, test_deletion.c).
+// (tests/lance/test_base_update.c, test_deletion.c).
 //
 //   node tools/gen-compact-fixtures.mjs [OUTDIR] [--node-modules DIR]
 //
-// OUTDIR defaults to tests/formats/data/compact; node_modules defaults to
+// OUTDIR defaults to tests/lance/data/compact; node_modules defaults to
 // tests/interop/node_modules (`cd tests/interop && npm install --no-audit
 // --no-fund`). It writes OUTDIR/lsm_update/t.lance, a table with a MemWAL
 // index whose versions are, in order:
@@ -24,7 +24,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
-let outDir = path.join(repo, "tests/formats/data/compact");
+let outDir = path.join(repo, "tests/lance/data/compact");
 let nodeModules = path.join(repo, "tests/interop/node_modules");
 for (let i = 0; i < args.length; i++) {
   if (args[i] === "--node-modules") nodeModules = args[++i];

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // gen-dict-fixtures.mjs — ARROW frames with dictionary-encoded columns, as
 // apache-arrow 18.1.0 (the copy LanceDB 0.39.0 pins) writes them, for
-// tests/formats/test_types.c (test_dictionary_frames).
+// tests/lance/test_types.c (test_dictionary_frames).
 //
 //   node tools/gen-dict-fixtures.mjs [OUTDIR] [--node-modules DIR]
 //
-// OUTDIR defaults to tests/formats/data/types, node_modules to
+// OUTDIR defaults to tests/lance/data/types, node_modules to
 // tests/interop/node_modules. Writes:
 //   dict_table.arrow   tableFromArrays({id, s, n}): what a client gets by
 //                      default; s is Dictionary<Int32, Utf8> (nulls)
@@ -25,7 +25,7 @@ import { fileURLToPath } from "node:url";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
-let outDir = path.join(repo, "tests/formats/data/types");
+let outDir = path.join(repo, "tests/lance/data/types");
 let nodeModules = path.join(repo, "tests/interop/node_modules");
 for (let i = 0; i < args.length; i++) {
   if (args[i] === "--node-modules") nodeModules = args[++i];

@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 // gen-layout-fixtures.mjs — base tables LanceDB 0.39.0 (Lance 12) writes
 // with nested columns, in Lance file versions 2.0, 2.1 and 2.2, for the
-// golden test of DataFile.fields / column_indices (tests/formats/
+// golden test of DataFile.fields / column_indices (tests/lance/
 // test_datafile_fields.c, src/lance/datafile_fields.h).
 //
 //   node tools/gen-layout-fixtures.mjs [OUTDIR] [--node-modules DIR]
 //
-// OUTDIR defaults to tests/formats/data/layout; node_modules to
+// OUTDIR defaults to tests/lance/data/layout; node_modules to
 // tests/interop/node_modules. The table (field ids in brackets):
 //
 //   id [0]        int64 not null
@@ -32,7 +32,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
-let outDir = path.join(repo, "tests/formats/data/layout");
+let outDir = path.join(repo, "tests/lance/data/layout");
 let nodeModules = path.join(repo, "tests/interop/node_modules");
 for (let i = 0; i < args.length; i++) {
   if (args[i] === "--node-modules") nodeModules = args[++i];

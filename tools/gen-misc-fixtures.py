@@ -3,7 +3,7 @@
 golden tests need from the reference vectors (Lance-written MemWAL shards).
 
 Usage: tools/gen-misc-fixtures.py [VECTORS_DIR] [OUT_DIR]
-  defaults: ../shared/vectors  tests/formats/data
+  defaults: ../shared/vectors  tests/lance/data
 
 Python 3 standard library only; run once, commit the output. The C tests read
 the output and never need python.
@@ -230,7 +230,7 @@ def write(path, header, ids):
 
 def main():
     vec = sys.argv[1] if len(sys.argv) > 1 else '../shared/vectors'
-    out = sys.argv[2] if len(sys.argv) > 2 else 'tests/formats/data'
+    out = sys.argv[2] if len(sys.argv) > 2 else 'tests/lance/data'
     n_sst = n_shard = 0
     for name in sorted(os.listdir(vec)):
         mw = os.path.join(vec, name, 't.lance', '_mem_wal')

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // gen-type-fixtures.mjs — WAL entries, SSTables and manifests written by
 // LanceDB 0.39.0 (Lance 12) for tables with every column type memwald
-// supports, for the golden tests in tests/formats (test_types.c).
+// supports, for the golden tests in tests/lance (test_types.c).
 //
 //   node tools/gen-type-fixtures.mjs [OUTDIR] [--node-modules DIR]
 //
-// OUTDIR defaults to tests/formats/data/types; node_modules to
+// OUTDIR defaults to tests/lance/data/types; node_modules to
 // tests/interop/node_modules (`cd tests/interop && npm install --no-audit
 // --no-fund`). Like ../shared/peer/make-shard.mjs, for each table kind it
 // creates the table with 8 base rows (ids 0..7), sets the primary key `id`
@@ -34,7 +34,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
-let outDir = path.join(repo, "tests/formats/data/types");
+let outDir = path.join(repo, "tests/lance/data/types");
 let nodeModules = path.join(repo, "tests/interop/node_modules");
 for (let i = 0; i < args.length; i++) {
   if (args[i] === "--node-modules") nodeModules = args[++i];

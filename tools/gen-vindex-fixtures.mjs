@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // gen-vindex-fixtures.mjs — the per-SSTable vector index LanceDB's own MemWAL
 // writer flushes (IVF_HNSW_SQ, one zero-centroid partition), for
-// tests/formats/test_vindex.c and docs/indexes.md.
+// tests/lance/test_vindex.c and docs/indexes.md.
 //
 //   node tools/gen-vindex-fixtures.mjs [OUTDIR] [--scratch DIR] [--node-modules DIR]
 //
-// OUTDIR defaults to tests/formats/data/vindex; node_modules defaults to
+// OUTDIR defaults to tests/lance/data/vindex; node_modules defaults to
 // tests/interop/node_modules (`npm --prefix tests/interop install --no-audit
 // --no-fund`: LanceDB 0.39.0 = Lance 12.0.0, apache-arrow 18.1.0).
 //
@@ -34,7 +34,7 @@ import { fileURLToPath } from "node:url";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
-let outDir = path.join(repo, "tests/formats/data/vindex");
+let outDir = path.join(repo, "tests/lance/data/vindex");
 let scratch = null;
 let nodeModules = path.join(repo, "tests/interop/node_modules");
 for (let i = 0; i < args.length; i++) {

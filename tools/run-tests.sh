@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build everything and run every test suite, as CI does (.ci/run):
 #   0. one radosgw (S3) for the whole run, for the S3 tests
-#   1. the normal build: all suites (storage, formats, interop, engine, e2e)
+#   1. the normal build: all suites (common, storage, lance, shard, net, daemon,
+#      inspect, interop, e2e)
 #   2. an ASan+UBSan build: the same suites again
 #   3. each libFuzzer target for FUZZ_SECONDS (default 60) from its committed
 #      corpus, two targets at a time

@@ -31,7 +31,7 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get ins
 [ -d "$ROOT/tests/interop/node_modules/@lancedb/lancedb" ] ||
   { echo "tests/interop/node_modules missing: (cd tests/interop && npm install --no-audit --no-fund)"; exit 2; }
 if [ -z "${MW_VG_NO_BUILD:-}" ]; then   # MW_VG_NO_BUILD=1: use the binaries as they are
-  ninja -C "$BUILD" src/memwald src/memwalctl tests/e2e/no_uring >/dev/null || { echo "build failed"; exit 2; }
+  ninja -C "$BUILD" src/memwald src/memwalctl tests/daemon/no_uring >/dev/null || { echo "build failed"; exit 2; }
 fi
 
 OUT=$(mktemp -d /tmp/memwald-vg.XXXXXX)
@@ -50,15 +50,15 @@ chmod +x "$OUT/memwald"
 
 export MW_SOURCE_ROOT=$ROOT MW_BUILD_ROOT=$BUILD
 export MW_VECTORS=${MW_VECTORS:-$ROOT/../shared/vectors}
-[ -x "$BUILD/tests/e2e/no_uring" ] && export MW_NO_URING=$BUILD/tests/e2e/no_uring
+[ -x "$BUILD/tests/daemon/no_uring" ] && export MW_NO_URING=$BUILD/tests/daemon/no_uring
 
 fail=0
 echo "valgrind e2e run: $(valgrind --version), build $BUILD, output $OUT"
 for t in $TESTS; do
   start=$(date +%s)
   case $t in
-    daemon_rows) MW_VG_THREADS=1 timeout 3600 python3 "$ROOT/tests/e2e/daemon_rows.py" "$OUT/memwald" "$CTL" ;;
-    daemon_shell) timeout 3600 python3 "$ROOT/tests/e2e/daemon_shell.py" "$OUT/memwald" ;;
+    daemon_rows) MW_VG_THREADS=1 timeout 3600 python3 "$ROOT/tests/e2e/test_daemon_rows.py" "$OUT/memwald" "$CTL" ;;
+    daemon_shell) timeout 3600 python3 "$ROOT/tests/daemon/test_daemon_shell.py" "$OUT/memwald" ;;
     # the soak's rate is lowered: memcheck runs memwald many times slower
     soak) MW_VG_THREADS=1 timeout 3600 python3 "$ROOT/bench/soak" --minutes "${MW_VG_SOAK_MINUTES:-2}" \
             --report-every-s 20 --rate 500 --tap --memwald "$OUT/memwald" --memwalctl "$CTL" ;;

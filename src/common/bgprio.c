@@ -41,7 +41,8 @@ static id_t self_tid(void) { return (id_t)syscall(SYS_gettid); }
 
 /* May this process set a thread's nice back to old_nice? */
 static bool restore_allowed(int old_nice) {
-  assert(old_nice >= -20 && old_nice <= 19);
+  assert(old_nice >= -20);
+  assert(old_nice <= 19);
   if (atomic_load(&restore_failed)) return false;
   struct rlimit rl;
   if (getrlimit(RLIMIT_NICE, &rl) == 0 &&
@@ -59,7 +60,8 @@ int mw_bgprio_enter(void) {
   errno = 0;
   int old = getpriority(PRIO_PROCESS, self_tid());
   if (old == -1 && errno != 0) old = 0;
-  assert(old >= -20 && old <= 19);
+  assert(old >= -20);
+  assert(old <= 19);
   if (depth++ == 0) {
     lowered = old < MW_BGPRIO_NICE && restore_allowed(old) &&
               setpriority(PRIO_PROCESS, self_tid(), MW_BGPRIO_NICE) == 0;
@@ -70,7 +72,8 @@ int mw_bgprio_enter(void) {
 
 void mw_bgprio_leave(int old_nice) {
   assert(depth > 0);
-  assert(old_nice >= -20 && old_nice <= 19);
+  assert(old_nice >= -20);
+  assert(old_nice <= 19);
   if (--depth > 0 || !lowered) return;
   lowered = false;
   if (setpriority(PRIO_PROCESS, self_tid(), old_nice) < 0 && !atomic_exchange(&restore_failed, true))

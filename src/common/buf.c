@@ -42,7 +42,8 @@ uint32_t mw_blob_refs(const mw_blob_t *b) { return atomic_load(&((mw_blob_t *)b)
 mw_blob_t *mw_blob_ref(mw_blob_t *b) {
   if (b == NULL) return NULL;
   unsigned old = atomic_fetch_add(&b->refs, 1);
-  assert(old > 0 && old < UINT32_MAX);
+  assert(old > 0);
+  assert(old < UINT32_MAX);
   (void)old;
   return b;
 }
@@ -66,7 +67,8 @@ void mw_buf_init(mw_buf_t *b) {
 }
 
 void mw_buf_view(mw_buf_t *b, const uint8_t *p, size_t n) {
-  assert(b != NULL && (p != NULL || n == 0));
+  assert(b != NULL);
+  assert(p != NULL || n == 0);
   b->data = n ? (uint8_t *)p : NULL; /* never written through: see mw_buf_own */
   b->len = n;
   b->cap = 0;
@@ -157,6 +159,7 @@ int mw_buf_append(mw_buf_t *b, const void *p, size_t n) {
 }
 
 int mw_buf_fill(mw_buf_t *b, uint8_t v, size_t n) {
+  assert(b != NULL);
   if (n == 0) return 0;
   int rc = mw_buf_reserve(b, n);
   if (rc < 0) return rc;
@@ -166,7 +169,8 @@ int mw_buf_fill(mw_buf_t *b, uint8_t v, size_t n) {
 }
 
 int mw_buf_align(mw_buf_t *b, size_t align, uint8_t v) {
-  assert(align != 0 && (align & (align - 1)) == 0);
+  assert(align != 0);
+  assert((align & (align - 1)) == 0);
   size_t rem = b->len & (align - 1);
   return rem == 0 ? 0 : mw_buf_fill(b, v, align - rem);
 }
@@ -197,11 +201,13 @@ void *mw_buf_extend(mw_buf_t *b, size_t n) {
   void *p = b->data + b->len;
   if (n > 0) memset(p, 0, n);
   b->len += n;
+  assert(b->len <= b->cap); /* reserve made the room */
   return p;
 }
 
 uint8_t *mw_buf_steal(mw_buf_t *b, size_t *len) {
-  assert(b != NULL && len != NULL);
+  assert(b != NULL);
+  assert(len != NULL);
   if (mw_buf_is_view(b) && mw_buf_own(b) < 0) {
     *len = 0;
     mw_buf_init(b);

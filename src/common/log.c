@@ -26,7 +26,8 @@ void mw_log_init(void) {
 }
 
 void mw_log_set_level(int level) {
-  assert(level >= 0 && level <= 7);
+  assert(level >= 0);
+  assert(level <= 7);
   atomic_store(&log_level, level);
 }
 
@@ -48,7 +49,8 @@ const char *mw_log_level_name(int level) {
 }
 
 void mw_log(int level, const char *fmt, ...) {
-  assert(level >= 0 && level <= 7);
+  assert(level >= 0);
+  assert(level <= 7);
   if (!mw_log_enabled(level)) return;
   char line[MW_LOG_LINE_BYTES];
   int n;
@@ -77,8 +79,10 @@ void mw_log(int level, const char *fmt, ...) {
 }
 
 bool mw_log_limit_take(mw_log_limit_t *l, uint64_t now_ms, uint64_t *suppressed) {
-  assert(l != NULL && suppressed != NULL);
-  assert(l->burst > 0 && l->window_ms > 0);
+  assert(l != NULL);
+  assert(suppressed != NULL);
+  assert(l->burst > 0);
+  assert(l->window_ms > 0);
   *suppressed = 0;
   if (now_ms < l->window_start_ms || now_ms - l->window_start_ms >= l->window_ms) {
     l->window_start_ms = now_ms;

@@ -103,6 +103,31 @@ bad:
   return NULL;
 }
 
+static size_t def_register(mw_metrics_t *m, const mw_metric_def_t *d) {
+  assert(d->name != NULL);
+  assert(d->label != NULL || d->values[0] == NULL);
+  mw_metric_family_t *f = mw_metrics_register(m, d->kind, d->name, d->help, &d->label, d->label ? 1 : 0,
+                                              d->bounds, d->n_bounds);
+  if (d->family != NULL) *d->family = f;
+  if (d->label == NULL) {
+    if (d->series[0] != NULL) *d->series[0] = f ? mw_metric_series(f, NULL) : NULL;
+    return f == NULL;
+  }
+  for (size_t i = 0; i < MW_METRIC_DEF_MAX_VALUES && d->values[i] != NULL; i++) {
+    assert(d->series[i] != NULL); /* a value without a slot is a slip in the table */
+    *d->series[i] = f ? mw_metric_series(f, &d->values[i]) : NULL;
+  }
+  return f == NULL;
+}
+
+size_t mw_metrics_register_defs(mw_metrics_t *m, const mw_metric_def_t *defs, size_t n) {
+  assert(m != NULL);
+  assert(defs != NULL || n == 0);
+  size_t refused = 0;
+  for (size_t i = 0; i < n; i++) refused += def_register(m, &defs[i]);
+  return refused;
+}
+
 mw_metric_t *mw_metric_series(mw_metric_family_t *f, const char *const *label_values) {
   assert(f != NULL);
   for (size_t s = 0; s < f->n_series; s++) {
@@ -120,10 +145,12 @@ mw_metric_t *mw_metric_series(mw_metric_family_t *f, const char *const *label_va
 }
 
 void mw_counter_add(mw_metric_t *s, uint64_t n) {
+  assert(s != NULL);
   atomic_fetch_add_explicit(&s->value, n, memory_order_relaxed);
 }
 
 void mw_gauge_set(mw_metric_t *s, double v) {
+  assert(s != NULL);
   atomic_store_explicit(&s->value, double_to_bits(v), memory_order_relaxed);
 }
 
@@ -134,7 +161,10 @@ static void atomic_add_double(_Atomic uint64_t *p, double v) {
   }
 }
 
-void mw_gauge_add(mw_metric_t *s, double v) { atomic_add_double(&s->value, v); }
+void mw_gauge_add(mw_metric_t *s, double v) {
+  assert(s != NULL);
+  atomic_add_double(&s->value, v);
+}
 
 double mw_gauge_get(const mw_metric_t *s) {
   return bits_to_double(atomic_load_explicit(&s->value, memory_order_relaxed));
@@ -152,6 +182,7 @@ void mw_histogram_observe(mw_metric_t *s, const mw_metric_family_t *f, double v)
 /* Label values are escaped as the format requires: \\ \" \n. */
 static int put_labels(mw_buf_t *out, const mw_metric_family_t *f, const mw_metric_t *s,
                       const char *le) {
+  assert(f->n_labels <= MW_METRIC_MAX_LABELS);
   if (f->n_labels == 0 && le == NULL) return 0;
   int rc = mw_buf_put_u8(out, '{');
   for (size_t i = 0; i < f->n_labels && rc == 0; i++) {
@@ -188,6 +219,7 @@ static int put_sample(mw_buf_t *out, const char *name, const char *suffix,
 }
 
 static void fmt_double(char *buf, size_t n, double v) {
+  assert(n >= 32); /* "%.17g" of any double, and "+Inf" */
   if (isinf(v)) snprintf(buf, n, v > 0 ? "+Inf" : "-Inf");
   else if (isnan(v)) snprintf(buf, n, "NaN");
   else {
@@ -202,6 +234,7 @@ static void fmt_double(char *buf, size_t n, double v) {
 static int render_series(mw_buf_t *out, const mw_metric_family_t *f, const mw_metric_t *s) {
   char v[64], le[64];
   int rc = 0;
+  assert(f->n_bounds <= MW_METRIC_MAX_BUCKETS);
   switch (f->kind) {
     case MW_METRIC_COUNTER:
       snprintf(v, sizeof v, "%llu", (unsigned long long)atomic_load(&s->value));
@@ -231,6 +264,8 @@ static int render_series(mw_buf_t *out, const mw_metric_family_t *f, const mw_me
 
 int mw_metrics_render(const mw_metrics_t *m, mw_buf_t *out) {
   static const char *const kinds[] = {"", "counter", "gauge", "histogram"};
+  assert(m != NULL);
+  assert(m->n_families <= MW_METRICS_MAX_FAMILIES);
   for (size_t i = 0; i < m->n_families; i++) {
     const mw_metric_family_t *f = &m->families[i];
     char head[400];

@@ -89,6 +89,27 @@ mw_metric_family_t *mw_metrics_register(mw_metrics_t *m, mw_metric_kind_t kind, 
  * overflow series. */
 mw_metric_t *mw_metric_series(mw_metric_family_t *f, const char *const *label_values);
 
+/* One family in a table of definitions (mw_metrics_register_defs): no label
+ * or one label with a fixed set of values, and where its series and the
+ * family go. The layers that register several families at once write them
+ * as such a table instead of a call each. */
+#define MW_METRIC_DEF_MAX_VALUES 8
+typedef struct mw_metric_def {
+  mw_metric_kind_t kind;
+  const char *name, *help;
+  const char *label;                               /* static; NULL: no label */
+  const char *values[MW_METRIC_DEF_MAX_VALUES];    /* with a label: its values */
+  mw_metric_t **series[MW_METRIC_DEF_MAX_VALUES];  /* [0] for no label; NULL: not wanted */
+  mw_metric_family_t **family;                     /* NULL: not wanted */
+  const double *bounds;                            /* histograms: as mw_metrics_register */
+  size_t n_bounds;
+} mw_metric_def_t;
+
+/* Registers each of defs[0..n) and stores its family and series where the
+ * definition says; a definition the registry refuses (logged) leaves its
+ * slots NULL. Returns how many were refused. */
+size_t mw_metrics_register_defs(mw_metrics_t *m, const mw_metric_def_t *defs, size_t n);
+
 void mw_counter_add(mw_metric_t *s, uint64_t n);
 void mw_gauge_set(mw_metric_t *s, double v);
 void mw_gauge_add(mw_metric_t *s, double v);

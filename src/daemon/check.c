@@ -29,7 +29,9 @@
 /* The name of the column whose text spans byte `pos` (0-based) of schema
  * text `text`; "" when none does. */
 static void column_at(const char *text, size_t pos, char *out, size_t n) {
-  assert(text != NULL && out != NULL && n > 0);
+  assert(text != NULL);
+  assert(out != NULL);
+  assert(n > 0);
   out[0] = '\0';
   size_t len = strlen(text), start = 0;
   int depth = 0;
@@ -172,7 +174,9 @@ static void first_difference(const mw_schema_t *want, const mw_schema_t *have, c
 
 int mw_daemon_check_table_schema(const mw_config_t *cfg, const mw_table_config_t *tc,
                                  const mw_schema_t *table, mw_err_t *err) {
-  assert(cfg != NULL && tc != NULL && table != NULL);
+  assert(cfg != NULL);
+  assert(tc != NULL);
+  assert(table != NULL);
   if (tc->schema[0] == '\0') return 0; /* nothing configured: the table's schema is the truth */
   mw_schema_t want;
   mw_err_t e = {0};
@@ -223,7 +227,7 @@ int mw_daemon_check_tables(const mw_config_t *cfg, mw_err_t *err) {
     const mw_table_config_t *tc = &cfg->tables[i];
     mw_storage_config_t sc;
     mw_daemon_storage_config(cfg, tc, tc->uri, &sc);
-    mw_table_opts_t o = {.allow_maintained_indexes = tc->allow_unmaintained_indexes, .storage = &sc};
+    mw_table_opts_t o = {.storage = &sc};
     mw_err_t e = {0};
     int orc = mw_table_drop_interrupted(tc->uri, &o, &e);
     if (orc == 1) continue; /* start-up finishes that drop */

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/setting.h"
 
 typedef enum { SC_DAEMON, SC_STORAGE, SC_TABLE } scope_t;
 typedef enum { T_STR, T_JOIN, T_INT, T_BOOL, T_LEVEL, T_LISTEN, T_IO, T_WALC, T_CLAIM, T_TRIBOOL,
@@ -119,7 +120,6 @@ static const cfg_key_t keys[] = {
     {SC_TABLE, "stats_log_interval_ms", T_INT, TB(stats_log_interval_ms), 0, 86400000, false},
     {SC_TABLE, "wal_compression", T_WALC, TB(wal_compression), 0, 0, false},
     {SC_TABLE, "sstable_zstd", T_BOOL, TB(sstable_zstd), 0, 1, false},
-    {SC_TABLE, "allow_unmaintained_indexes", T_BOOL, TB(allow_unmaintained_indexes), 0, 1, false},
     {SC_TABLE, "zone_write_seeds", T_BOOL, TB(zone_write_seeds), 0, 1, false},
     {SC_TABLE, "zone_seed_rows_per_zone", T_INT, TB(zone_seed_rows_per_zone), 1, 1073741824, false},
     {SC_TABLE, "compaction", T_TRIBOOL, TB(compaction), 0, 1, false},
@@ -141,7 +141,9 @@ static const cfg_key_t keys[] = {
 /* The slot of table key `k` in mw_table_config_t.key_lines: its ordinal
  * among the table keys of keys[]. */
 static int table_slot(const cfg_key_t *k) {
-  assert(k >= keys && k < keys + N_KEYS && k->scope == SC_TABLE);
+  assert(k >= keys);
+  assert(k < keys + N_KEYS);
+  assert(k->scope == SC_TABLE);
   int slot = 0;
   for (const cfg_key_t *q = keys; q < k; q++) slot += q->scope == SC_TABLE;
   assert(slot < MW_CONFIG_TABLE_KEY_SLOTS);
@@ -244,6 +246,8 @@ static int parse_replies(const char *v, mw_replies_mode_t *out) {
 }
 
 static int parse_bool(const char *v, bool *out) {
+  assert(v != NULL);
+  assert(out != NULL);
   static const char *const yes[] = {"true", "yes", "on", "1"};
   static const char *const no[] = {"false", "no", "off", "0"};
   for (size_t i = 0; i < 4; i++) {
@@ -251,25 +255,6 @@ static int parse_bool(const char *v, bool *out) {
     if (strcasecmp(v, no[i]) == 0) return *out = false, 0;
   }
   return -EINVAL;
-}
-
-static int parse_int(const char *v, int64_t *out) {
-  errno = 0;
-  char *end;
-  long long n = strtoll(v, &end, 10);
-  if (end == v || errno != 0) return -EINVAL;
-  while (isspace((unsigned char)*end)) end++;
-  int64_t mul = 1;
-  if (*end != '\0') {
-    if (strcmp(end, "KiB") == 0) mul = KiB;
-    else if (strcmp(end, "MiB") == 0) mul = MiB;
-    else if (strcmp(end, "GiB") == 0) mul = GiB;
-    else return -EINVAL;
-  }
-  if (n < 0 && mul > 1) return -EINVAL;
-  if (mul > 1 && n > INT64_MAX / mul) return -ERANGE;
-  *out = (int64_t)n * mul;
-  return 0;
 }
 
 /* Where each `key =` of the file is (inih does not tell its handler): the
@@ -295,6 +280,8 @@ typedef struct load_ctx {
 
 static int fail(load_ctx_t *c, const char *section, const char *name, const char *fmt,
                 const char *arg) {
+  assert(section != NULL);
+  assert(fmt != NULL);
   char reason[256];
   snprintf(reason, sizeof reason, fmt, arg);
   snprintf(c->msg, sizeof c->msg, "[%.160s] %.96s: %.240s", section, name, reason);
@@ -310,6 +297,8 @@ static bool valid_table_name(const char *n) {
 }
 
 static mw_table_config_t *table_get(mw_config_t *cfg, const char *name, bool create) {
+  assert(valid_table_name(name)); /* on_key checked it */
+  assert(cfg->n_tables <= MW_CONFIG_MAX_TABLES);
   for (size_t i = 0; i < cfg->n_tables; i++)
     if (strcmp(cfg->tables[i].name, name) == 0) return &cfg->tables[i];
   if (!create || cfg->n_tables >= MW_CONFIG_MAX_TABLES) return NULL;
@@ -319,6 +308,8 @@ static mw_table_config_t *table_get(mw_config_t *cfg, const char *name, bool cre
 }
 
 static int add_listen(load_ctx_t *c, const char *section, const char *name, const char *value) {
+  assert(c->source == 1 || c->source == 2);
+  assert(c->cfg->n_listen <= MW_CONFIG_MAX_LISTEN);
   mw_config_t *cfg = c->cfg;
   if (c->listen_source != c->source) cfg->n_listen = 0; /* a new source replaces the list */
   c->listen_source = c->source;
@@ -363,86 +354,159 @@ static int add_listen(load_ctx_t *c, const char *section, const char *name, cons
   return 1;
 }
 
+/* ------------------------------------------------------------ setters
+ *
+ * One path for every key: on_key() finds the key's row, assign() calls the
+ * setter of its type from setters[]. A setter parses the value, checks it
+ * against the row's limits and stores it, or says why not through fail()
+ * ("[section] key: reason", which load_sources() prefixes with FILE:LINE or
+ * "--set ARG"). Integers all go through common's mw_setting_parse_u64, as the
+ * shard, compaction and GC settings do. */
+
+typedef int (*setter_t)(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
+                        const char *value);
+
+/* The names of an enum-valued type, in the enum's order. */
+typedef struct enum_names {
+  const char *const *names;
+  int n;
+} enum_names_t;
+
+static const char *const walc_names[] = {"none", "zstd"};
+static const char *const claim_names[] = {"lazy", "eager"};
+
+static enum_names_t enum_of(ktype_t t) {
+  switch (t) {
+    case T_WALC: return (enum_names_t){walc_names, 2};
+    case T_CLAIM: return (enum_names_t){claim_names, 2};
+    case T_REPLIES: return (enum_names_t){replies_names, 3};
+    default: break;
+  }
+  assert(!"not an enum-valued key type");
+  return (enum_names_t){NULL, 0};
+}
+
+/* T_STR, and T_JOIN's first piece of a source. */
+static int set_str(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
+                   const char *value) {
+  assert(k->size > 0);
+  size_t vlen = strlen(value);
+  if (vlen >= k->size) return fail(c, section, k->name, "value longer than %s bytes", "the limit");
+  memcpy(field, value, vlen + 1);
+  return 1;
+}
+
+/* T_JOIN: a repeat or continuation in the same source appends ", value". */
+static int set_join(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
+                    const char *value) {
+  assert(k->type == T_JOIN);
+  if (c->join_field != field) {
+    c->join_field = field;
+    return set_str(c, k, field, section, value);
+  }
+  size_t have = strlen(field), vlen = strlen(value);
+  assert(have < k->size);
+  if (have + 2 + vlen >= k->size)
+    return fail(c, section, k->name, "value longer than %s bytes", "the limit");
+  memcpy(field + have, ", ", 2);
+  memcpy(field + have + 2, value, vlen + 1);
+  return 1;
+}
+
+static int set_int(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
+                   const char *value) {
+  assert(k->size == sizeof(int64_t));
+  assert(k->min >= 0); /* every integer key is a count, a size or a time */
+  assert(k->min <= k->max);
+  uint64_t n;
+  mw_err_t e = {0};
+  if (mw_setting_parse_u64(NULL, value, (uint64_t)k->min, (uint64_t)k->max, MW_SETTING_SIZES, &n, &e) < 0)
+    return fail(c, section, k->name, "%.200s", e.msg); /* the reason quotes at most 64 bytes */
+  assert(n <= (uint64_t)k->max);
+  int64_t v = (int64_t)n;
+  memcpy(field, &v, sizeof v);
+  return 1;
+}
+
+/* T_BOOL stores a bool; T_TRIBOOL an int (-1, the default, = unset). */
+static int set_bool(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
+                    const char *value) {
+  assert(k->type == T_BOOL || k->type == T_TRIBOOL);
+  bool b;
+  if (parse_bool(value, &b) < 0) return fail(c, section, k->name, "expected true or false, got '%s'", value);
+  if (k->type == T_BOOL) {
+    assert(k->size == sizeof(bool));
+    *(bool *)(void *)field = b;
+  } else {
+    assert(k->size == sizeof(int));
+    *(int *)(void *)field = b ? 1 : 0;
+  }
+  return 1;
+}
+
+static int set_level(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
+                     const char *value) {
+  assert(k->size == sizeof(int));
+  int lvl = mw_log_level_parse(value);
+  if (lvl < 0) return fail(c, section, k->name, "expected error, warn, notice, info or debug, got '%s'", value);
+  assert(lvl >= k->min);
+  assert(lvl <= k->max);
+  *(int *)(void *)field = lvl;
+  return 1;
+}
+
+static int set_io(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
+                  const char *value) {
+  assert(k->size == sizeof(mw_storage_backend_t));
+  mw_storage_backend_t v;
+  if (mw_storage_backend_parse(value, &v) < 0 || v == MW_STORAGE_S3)
+    return fail(c, section, k->name, "expected auto, uring or threads, got '%s'", value);
+  *(mw_storage_backend_t *)(void *)field = v;
+  return 1;
+}
+
+/* An enum-valued key (enum_of): the value's index among its names. The
+ * message lists them: "expected a, b or c". */
+static int set_enum(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
+                    const char *value) {
+  assert(k->size == sizeof(int)); /* the enums of config.h are int-sized */
+  enum_names_t e = enum_of(k->type);
+  assert(e.n >= 2);
+  for (int i = 0; i < e.n; i++)
+    if (strcmp(value, e.names[i]) == 0) {
+      *(int *)(void *)field = i;
+      return 1;
+    }
+  char want[96];
+  size_t w = 0;
+  for (int i = 0; i < e.n && w < sizeof want; i++)
+    w += (size_t)snprintf(want + w, sizeof want - w, "%s%s", i == 0 ? "" : i == e.n - 1 ? " or " : ", ",
+                          e.names[i]);
+  char reason[256];
+  snprintf(reason, sizeof reason, "expected %s, got '%.140s'", want, value);
+  return fail(c, section, k->name, "%s", reason);
+}
+
+static int set_listen(load_ctx_t *c, const cfg_key_t *k, char *field, const char *section,
+                      const char *value) {
+  assert(k->type == T_LISTEN);
+  assert(field == (char *)c->cfg->listen);
+  return add_listen(c, section, k->name, value);
+}
+
+static const setter_t setters[] = {
+    [T_STR] = set_str,     [T_JOIN] = set_join,   [T_INT] = set_int,       [T_BOOL] = set_bool,
+    [T_LEVEL] = set_level, [T_LISTEN] = set_listen, [T_IO] = set_io,       [T_WALC] = set_enum,
+    [T_CLAIM] = set_enum,  [T_TRIBOOL] = set_bool, [T_REPLIES] = set_enum,
+};
+_Static_assert(sizeof setters / sizeof setters[0] == T_REPLIES + 1, "a setter for every key type");
+
 static int assign(load_ctx_t *c, const cfg_key_t *k, void *base, const char *section,
                   const char *value) {
-  char *field = (char *)base + k->off;
-  size_t vlen = strlen(value);
-  switch (k->type) {
-    case T_JOIN:
-      if (c->join_field == field) { /* continuation: append ", value" */
-        size_t have = strlen(field);
-        if (have + 2 + vlen >= k->size)
-          return fail(c, section, k->name, "value longer than %s bytes", "the limit");
-        memcpy(field + have, ", ", 2);
-        memcpy(field + have + 2, value, vlen + 1);
-        return 1;
-      }
-      c->join_field = field;
-      /* fall through */
-    case T_STR:
-      if (vlen >= k->size) return fail(c, section, k->name, "value longer than %s bytes", "the limit");
-      memcpy(field, value, vlen + 1);
-      return 1;
-    case T_INT: {
-      int64_t n;
-      int rc = parse_int(value, &n);
-      if (rc < 0) return fail(c, section, k->name, "expected an integer (optionally with KiB/MiB/GiB), got '%s'", value);
-      if (n < k->min || n > k->max) {
-        char range[96];
-        snprintf(range, sizeof range, "%" PRId64 " outside [%" PRId64 ", %" PRId64 "]", n, k->min, k->max);
-        return fail(c, section, k->name, "%s", range);
-      }
-      *(int64_t *)(void *)field = n;
-      return 1;
-    }
-    case T_BOOL:
-    case T_TRIBOOL: {
-      bool b;
-      if (parse_bool(value, &b) < 0) return fail(c, section, k->name, "expected true or false, got '%s'", value);
-      if (k->type == T_BOOL) *(bool *)(void *)field = b;
-      else *(int *)(void *)field = b ? 1 : 0;
-      return 1;
-    }
-    case T_LEVEL: {
-      int lvl = mw_log_level_parse(value);
-      if (lvl < 0) return fail(c, section, k->name, "expected error, warn, notice, info or debug, got '%s'", value);
-      *(int *)(void *)field = lvl;
-      return 1;
-    }
-    case T_IO: {
-      mw_storage_backend_t v;
-      if (mw_storage_backend_parse(value, &v) < 0 || v == MW_STORAGE_S3)
-        return fail(c, section, k->name, "expected auto, uring or threads, got '%s'", value);
-      *(mw_storage_backend_t *)(void *)field = v;
-      return 1;
-    }
-    case T_WALC: {
-      mw_wal_compression_t v;
-      if (strcmp(value, "none") == 0) v = MW_WAL_COMPRESSION_NONE;
-      else if (strcmp(value, "zstd") == 0) v = MW_WAL_COMPRESSION_ZSTD;
-      else return fail(c, section, k->name, "expected none or zstd, got '%s'", value);
-      *(mw_wal_compression_t *)(void *)field = v;
-      return 1;
-    }
-    case T_CLAIM: {
-      mw_claim_mode_t v;
-      if (strcmp(value, "lazy") == 0) v = MW_CLAIM_LAZY;
-      else if (strcmp(value, "eager") == 0) v = MW_CLAIM_EAGER;
-      else return fail(c, section, k->name, "expected lazy or eager, got '%s'", value);
-      *(mw_claim_mode_t *)(void *)field = v;
-      return 1;
-    }
-    case T_LISTEN:
-      return add_listen(c, section, k->name, value);
-    case T_REPLIES: {
-      mw_replies_mode_t v;
-      if (parse_replies(value, &v) < 0)
-        return fail(c, section, k->name, "expected all, errors or none, got '%s'", value);
-      *(mw_replies_mode_t *)(void *)field = v;
-      return 1;
-    }
-  }
-  return fail(c, section, k->name, "%s", "internal: unknown key type");
+  assert(k >= keys);
+  assert(k < keys + N_KEYS);
+  assert(setters[k->type] != NULL);
+  return setters[k->type](c, k, (char *)base + k->off, section, value);
 }
 
 static int spot_line(const load_ctx_t *c, const char *section, const char *key) {
@@ -454,6 +518,8 @@ static int spot_line(const load_ctx_t *c, const char *section, const char *key) 
 
 /* Record where a table key's value comes from (the file's line or --set). */
 static void note_where(load_ctx_t *c, const cfg_key_t *k, mw_table_config_t *t, const char *section) {
+  assert(c->source == 1 || c->source == 2);
+  assert(t != NULL);
   int *line = &t->key_lines[table_slot(k)];
   if (c->source == 2) *line = MW_CONFIG_FROM_SET;
   else if (*line <= 0) *line = spot_line(c, section, k->name);
@@ -464,6 +530,8 @@ static void note_where(load_ctx_t *c, const cfg_key_t *k, mw_table_config_t *t, 
  * called by --set handling with the same contract. */
 static int on_key(void *user, const char *section, const char *name, const char *value) {
   load_ctx_t *c = user;
+  assert(section != NULL);
+  assert(c->source == 1 || c->source == 2); /* the file, then --set */
   scope_t scope;
   void *base;
   if (strcmp(section, "daemon") == 0) {
@@ -500,11 +568,16 @@ static int on_key(void *user, const char *section, const char *name, const char 
       if (scope == SC_TABLE) note_where(c, &keys[i], base, section);
       return assign(c, &keys[i], base, section, value);
     }
+  if (strcmp(name, "allow_unmaintained_indexes") == 0) /* removed with issue 27 */
+    return fail(c, section, name, "%s", "'allow_unmaintained_indexes' was removed: memwald opens tables whose "
+                "write spec maintains BTree or vector indexes without it (docs/indexes.md); delete the line");
   return fail(c, section, name, "unknown key '%s'", name);
 }
 
 /* "daemon.log_level=debug" or "table.events.uri=/x" -> on_key(). */
 static int apply_set(load_ctx_t *c, const char *arg) {
+  assert(arg != NULL);
+  assert(c->source == 2);
   char buf[MW_CONFIG_MAX_VALUE_BYTES + 256];
   if (strlen(arg) >= sizeof buf) {
     snprintf(c->msg, sizeof c->msg, "too long");
@@ -580,6 +653,8 @@ static int check_tls(mw_config_t *cfg, mw_err_t *err) {
 }
 
 static int check_config(mw_config_t *cfg, mw_err_t *err) {
+  assert(cfg->n_tables <= MW_CONFIG_MAX_TABLES);
+  assert(cfg->n_listen <= MW_CONFIG_MAX_LISTEN);
   for (size_t i = 0; i < cfg->n_tables; i++) {
     mw_table_config_t *t = &cfg->tables[i];
     if (t->uri[0] == '\0')
@@ -602,6 +677,8 @@ static int check_config(mw_config_t *cfg, mw_err_t *err) {
 
 /* One line of the file: a section header or a `key =` at its start. */
 static void scan_spot(load_ctx_t *c, const char *l, int line, char *section, size_t cap) {
+  assert(section != NULL);
+  assert(cap > 0);
   if (c->n_spots >= MAX_SPOTS) return;
   size_t k = 0;
   if (*l == '[') {
@@ -623,6 +700,8 @@ static void scan_spot(load_ctx_t *c, const char *l, int line, char *section, siz
  * into pieces it then misparses; refuse them up front with the line number.
  * The same pass notes where each section and key is (scan_spot). */
 static int check_line_lengths(FILE *f, const char *path, load_ctx_t *c, mw_err_t *err) {
+  assert(f != NULL);
+  assert(c->spots != NULL);
   char l[INI_MAX_LINE + 1], section[136] = "";
   int line = 0;
   while (fgets(l, sizeof l, f) != NULL) {
@@ -646,6 +725,8 @@ static int check_line_lengths(FILE *f, const char *path, load_ctx_t *c, mw_err_t
 /* Parse one source: the file (source 1), then the --set list (source 2). */
 static int load_sources(mw_config_t *cfg, const char *name, FILE *f, const char *const *sets,
                         size_t n_sets, mw_err_t *err) {
+  assert(cfg != NULL);
+  assert(sets != NULL || n_sets == 0);
   load_ctx_t c = {.cfg = cfg, .err = err, .source = 1, .name = name};
   if (f != NULL) {
     c.spots = calloc(MAX_SPOTS, sizeof *c.spots);
@@ -674,7 +755,8 @@ static int load_sources(mw_config_t *cfg, const char *name, FILE *f, const char 
 
 int mw_config_load_stream(mw_config_t *cfg, const char *name, void *file, const char *const *sets,
                           size_t n_sets, mw_err_t *err) {
-  assert(cfg != NULL && name != NULL);
+  assert(cfg != NULL);
+  assert(name != NULL);
   mw_config_defaults(cfg);
   snprintf(cfg->path, sizeof cfg->path, "%s", name);
   return load_sources(cfg, name, file, sets, n_sets, err);
@@ -694,6 +776,8 @@ int mw_config_load(mw_config_t *cfg, const char *path, const char *const *sets, 
 }
 
 const mw_table_config_t *mw_config_table(const mw_config_t *cfg, const char *name) {
+  assert(cfg != NULL);
+  assert(name != NULL);
   for (size_t i = 0; i < cfg->n_tables; i++)
     if (strcmp(cfg->tables[i].name, name) == 0) return &cfg->tables[i];
   return NULL;
@@ -701,7 +785,11 @@ const mw_table_config_t *mw_config_table(const mw_config_t *cfg, const char *nam
 
 void mw_config_key_where(const mw_config_t *cfg, const mw_table_config_t *t, const char *key,
                          char *out, size_t n) {
-  assert(cfg && t && key && out && n > 0);
+  assert(cfg);
+  assert(t);
+  assert(key);
+  assert(out);
+  assert(n > 0);
   int line = 0;
   for (size_t i = 0; i < N_KEYS; i++)
     if (keys[i].scope == SC_TABLE && strcmp(keys[i].name, key) == 0) line = t->key_lines[table_slot(&keys[i])];
@@ -713,6 +801,8 @@ void mw_config_key_where(const mw_config_t *cfg, const mw_table_config_t *t, con
 }
 
 static void print_value(FILE *f, const cfg_key_t *k, const void *base) {
+  assert(k >= keys);
+  assert(k < keys + N_KEYS);
   const char *field = (const char *)base + k->off;
   switch (k->type) {
     case T_STR:
@@ -752,6 +842,8 @@ static void print_value(FILE *f, const cfg_key_t *k, const void *base) {
 }
 
 void mw_config_print(const mw_config_t *cfg, void *file) {
+  assert(cfg != NULL);
+  assert(file != NULL);
   FILE *f = file;
   for (int s = SC_DAEMON; s <= SC_STORAGE; s++) {
     fprintf(f, "[%s]\n", scope_names[s]);

@@ -74,7 +74,6 @@ typedef struct mw_table_config {
   int64_t stats_log_interval_ms;
   mw_wal_compression_t wal_compression;
   bool sstable_zstd;
-  bool allow_unmaintained_indexes;
   bool zone_write_seeds;            /* zone write seeds v1 (docs/sstable.md) */
   int64_t zone_seed_rows_per_zone;  /* rows per zone of each seed, default 8192 */
   /* Where each key's value came from, for messages (mw_config_key_where):

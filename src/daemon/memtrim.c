@@ -74,7 +74,8 @@ static mw_metric_t *gauge(mw_metrics_t *m, const char *name, const char *help) {
 }
 
 int mw_memtrim_start(mw_memtrim_t *t, uv_loop_t *loop, uint64_t interval_ms, mw_metrics_t *m) {
-  assert(t != NULL && loop != NULL);
+  assert(t != NULL);
+  assert(loop != NULL);
   memset(t, 0, sizeof *t);
   t->interval_ms = interval_ms;
   if (m) {

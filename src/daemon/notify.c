@@ -19,7 +19,8 @@ static void on_watchdog(uv_timer_t *t) {
 }
 
 int mw_notify_start(mw_notify_t *n, uv_loop_t *loop) {
-  assert(n != NULL && loop != NULL);
+  assert(n != NULL);
+  assert(loop != NULL);
   n->started = 0;
   n->watchdog_usec = 0;
   uint64_t usec = 0;

@@ -40,7 +40,8 @@ static int held_key(const char *name, const uint8_t id[16], char *out, size_t ca
 }
 
 int mw_daemon_owner_open(mw_daemon_owner_t *o, const mw_config_t *cfg, mw_err_t *err) {
-  assert(o != NULL && cfg != NULL);
+  assert(o != NULL);
+  assert(cfg != NULL);
   memset(o, 0, sizeof *o);
   snprintf(o->data_dir, sizeof o->data_dir, "%s", cfg->data_dir);
   mw_daemon_storage_config(cfg, NULL, o->data_dir, &o->local_cfg);
@@ -91,7 +92,8 @@ static void on_remembered(mw_storage_req_t *req, int status) {
 static void on_held(void *arg, const uint8_t id[16], uint64_t epoch) {
   mw_daemon_owner_table_t *ot = arg;
   mw_daemon_owner_t *o = ot->o;
-  assert(o != NULL && epoch > 0);
+  assert(o != NULL);
+  assert(epoch > 0);
   if (o->local == NULL) return;
   job_t *j = calloc(1, sizeof *j);
   if (j == NULL) return;
@@ -128,7 +130,10 @@ static uint64_t remembered(mw_storage_sync_t *ss, const char *name, const uint8_
 
 int mw_daemon_owner_scan(const mw_daemon_owner_t *o, const char *name, mw_table_t *t,
                          const mw_storage_config_t *sc, mw_err_t *err) {
-  assert(o != NULL && name != NULL && t != NULL && sc != NULL);
+  assert(o != NULL);
+  assert(name != NULL);
+  assert(t != NULL);
+  assert(sc != NULL);
   assert(mw_table_shard_count(t) == 0); /* before any claim */
   uint8_t(*ids)[16] = calloc(MW_TABLE_MAX_SHARDS, 16);
   if (ids == NULL) return mw_err_set(err, -ENOMEM, "out of memory");
@@ -165,7 +170,9 @@ int mw_daemon_owner_scan(const mw_daemon_owner_t *o, const char *name, mw_table_
 }
 
 int mw_daemon_owner_hook(mw_daemon_owner_t *o, size_t i, const char *name, mw_table_t *t) {
-  assert(o != NULL && i < MW_CONFIG_MAX_TABLES && t != NULL);
+  assert(o != NULL);
+  assert(i < MW_CONFIG_MAX_TABLES);
+  assert(t != NULL);
   assert(mw_table_storage(t) != NULL); /* started: its owner records live on the loop */
   mw_daemon_owner_table_t *ot = &o->tables[i];
   ot->o = o;
@@ -185,20 +192,25 @@ int mw_daemon_owner_hook(mw_daemon_owner_t *o, size_t i, const char *name, mw_ta
 
 int mw_daemon_owner_check(mw_daemon_owner_t *o, size_t i, const char *name, mw_table_t *t,
                           const mw_storage_config_t *sc, mw_err_t *err) {
-  assert(o != NULL && t != NULL && sc != NULL);
+  assert(o != NULL);
+  assert(t != NULL);
+  assert(sc != NULL);
   int rc = mw_daemon_owner_scan(o, name, t, sc, err);
   if (rc == 0) rc = mw_daemon_owner_hook(o, i, name, t);
   return rc;
 }
 
 void mw_daemon_owner_serve(mw_daemon_owner_t *o, mw_storage_t *local, const char *address) {
-  assert(o != NULL && address != NULL);
+  assert(o != NULL);
+  assert(address != NULL);
   o->local = local;
   snprintf(o->self.address, sizeof o->self.address, "%s", address);
 }
 
 void mw_daemon_owner_address(const char *listen, int port, char *out, size_t cap) {
-  assert(listen != NULL && out != NULL && cap > 0);
+  assert(listen != NULL);
+  assert(out != NULL);
+  assert(cap > 0);
   char host[256];
   snprintf(host, sizeof host, "%s", listen);
   char *colon = strrchr(host, ':');

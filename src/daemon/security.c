@@ -29,7 +29,8 @@ bool mw_daemon_tls_wanted(const mw_config_t *cfg) {
 }
 
 int mw_daemon_security_load(const mw_config_t *cfg, mw_tls_ctx_t **tls, mw_creds_t **creds, mw_err_t *err) {
-  assert(cfg != NULL && tls != NULL);
+  assert(cfg != NULL);
+  assert(tls != NULL);
   assert(creds != NULL);
   *tls = NULL;
   *creds = NULL;

@@ -19,7 +19,9 @@ static void on_tick(uv_timer_t *t);
 
 int mw_daemon_stats_start(mw_daemon_stats_t *s, uv_loop_t *loop, mw_daemon_tables_t *dt,
                           mw_metrics_t *metrics) {
-  assert(s != NULL && loop != NULL && dt != NULL);
+  assert(s != NULL);
+  assert(loop != NULL);
+  assert(dt != NULL);
   memset(s, 0, sizeof *s);
   s->loop = loop;
   s->dt = dt;
@@ -139,19 +141,19 @@ static void on_tick(uv_timer_t *h) {
   if (s->stopping) return;
   uint64_t now = uv_now(s->loop);
   mw_fe_tables_t *fe = &s->dt->fe;
-  for (size_t i = 0; i < fe->n && i < MW_CONFIG_MAX_TABLES; i++) {
-    mw_table_t *t = fe->tables[i];
-    if (fe->dropped[i] || t == NULL) continue;
+  for (size_t i = 0; i < mw_fe_tables_count(fe) && i < MW_CONFIG_MAX_TABLES; i++) {
+    mw_table_t *t = mw_fe_tables_live(fe, i);
+    if (t == NULL) continue;
     mw_daemon_stats_table_t *p = &s->per[i];
     const mw_shard_config_t *cfg = mw_table_config(t);
     uint64_t si = cfg->stats_log_interval_ms, bi = cfg->backpressure_log_interval_ms;
     bool stats_due = si > 0 && now - p->last_stats_ms >= si;
     bool bp_due = bi > 0 && now - p->last_bp_ms >= bi;
-    if (stats_due || bp_due) report(fe->names[i], t, p, now, stats_due, bp_due);
+    if (stats_due || bp_due) report(mw_fe_tables_name(fe, i), t, p, now, stats_due, bp_due);
     uint64_t di = si > 0 && si < MW_STATS_DISK_MS ? si : MW_STATS_DISK_MS;
     if (now - p->last_disk_ms >= di && !s->walking) {
       p->last_disk_ms = now;
-      start_walk(s, fe->names[i], mw_table_path(t));
+      start_walk(s, mw_fe_tables_name(fe, i), mw_table_path(t));
     }
   }
 }

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "lance/route.h"
 #include "lance/schema_text.h"
@@ -35,7 +36,9 @@
 
 void mw_daemon_storage_config(const mw_config_t *cfg, const mw_table_config_t *tc, const char *uri,
                               mw_storage_config_t *out) {
-  assert(cfg != NULL && uri != NULL && out != NULL);
+  assert(cfg != NULL);
+  assert(uri != NULL);
+  assert(out != NULL);
   mw_storage_config_init(out, uri);
   out->backend = cfg->io_backend;
   out->max_inflight = (uint32_t)cfg->max_inflight;
@@ -49,21 +52,11 @@ void mw_daemon_storage_config(const mw_config_t *cfg, const mw_table_config_t *t
     out->s3.path_style = tc->s3_path_style;
     out->s3.allow_http = tc->s3_allow_http;
   }
-  assert(out->max_inflight > 0 && out->max_object_bytes > 0);
+  assert(out->max_inflight > 0);
+  assert(out->max_object_bytes > 0);
 }
 
 /* ------------------------------------------------------------ bootstrap */
-
-static int mkdir_p(char *path) {
-  for (char *p = path + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    int rc = mkdir(path, 0750) == 0 || errno == EEXIST ? 0 : -errno;
-    *p = '/';
-    if (rc < 0) return rc;
-  }
-  return mkdir(path, 0750) == 0 || errno == EEXIST ? 0 : -errno;
-}
 
 int mw_daemon_mkdir_parent(const char *file) {
   char dir[2048];
@@ -71,11 +64,12 @@ int mw_daemon_mkdir_parent(const char *file) {
   char *slash = strrchr(dir, '/');
   if (slash == NULL || slash == dir) return 0;
   *slash = '\0';
-  return mkdir_p(dir);
+  return mw_fs_mkdir_p(dir, 0750);
 }
 
 int mw_daemon_table_create(const mw_table_config_t *tc, const mw_table_opts_t *o, mw_err_t *err) {
-  assert(tc != NULL && o != NULL);
+  assert(tc != NULL);
+  assert(o != NULL);
   mw_schema_t schema;
   mw_shard_spec_t spec;
   mw_table_files_t files;
@@ -216,6 +210,8 @@ typedef struct opening {
 
 static void opening_init(opening_t *op, mw_daemon_tables_t *dt, const mw_config_t *cfg,
                          const mw_table_config_t *tc) {
+  assert(tc != NULL);
+  assert(tc->uri[0] != '\0'); /* the configuration check requires one */
   memset(op, 0, sizeof *op);
   op->cfg = cfg;
   op->tc = tc;
@@ -223,7 +219,6 @@ static void opening_init(opening_t *op, mw_daemon_tables_t *dt, const mw_config_
   mw_daemon_storage_config(cfg, tc, tc->uri, &op->sc);
   size_t n = writer_settings(tc, op->keys, op->values, op->buf);
   op->o = (mw_table_opts_t){.config_keys = op->keys, .config_values = op->values, .n_config = n,
-                            .allow_maintained_indexes = tc->allow_unmaintained_indexes,
                             .storage = &op->sc, .self = &dt->owner.self,
                             .zone_write_seeds = tc->zone_write_seeds,
                             .zone_seed_rows_per_zone =
@@ -232,6 +227,9 @@ static void opening_init(opening_t *op, mw_daemon_tables_t *dt, const mw_config_
 
 static int load_table(const mw_table_config_t *tc, const mw_table_opts_t *o, bool raced,
                       mw_table_t **t, mw_err_t *err) {
+  assert(tc != NULL);
+  assert(o != NULL);
+  assert(t != NULL);
   uint64_t deadline = uv_hrtime() + (uint64_t)MW_DAEMON_CREATE_WAIT_MS * 1000000u;
   for (;;) {
     mw_err_t e = {0};
@@ -246,6 +244,8 @@ static int load_table(const mw_table_config_t *tc, const mw_table_opts_t *o, boo
 
 /* The blocking half (any thread). */
 static int opening_load(opening_t *op) {
+  assert(op->tc != NULL);
+  assert(op->t == NULL); /* loaded once */
   const mw_table_config_t *tc = op->tc;
   const mw_table_opts_t *o = &op->o;
   mw_err_t *err = &op->err;
@@ -291,7 +291,8 @@ static int opening_load(opening_t *op) {
 
 static void opening_run(void *arg) {
   opening_t *op = arg;
-  assert(op->rc == 0 && op->t == NULL);
+  assert(op->rc == 0);
+  assert(op->t == NULL);
   op->rc = opening_load(op);
   if (op->rc < 0) {
     mw_table_unload(op->t);
@@ -300,15 +301,17 @@ static void opening_run(void *arg) {
   assert((op->rc == 0) == (op->t != NULL));
 }
 
-/* The loop half: start the loaded table and serve it. The table's index in
- * dt->tables and in dt->fe is the same. */
+/* The loop half: start the loaded table and serve it. dt->fe is the one
+ * registry of tables: its index is the table's index in dt->which,
+ * dt->asked and the owner records. */
 static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) {
   const mw_table_config_t *tc = op->tc;
   if (op->rc < 0) return mw_err_set(err, op->rc, "%s", op->err.msg);
-  assert(op->t != NULL && dt->n == dt->fe.n);
+  assert(op->t != NULL);
   mw_table_t *t = op->t;
   op->t = NULL;
-  if (dt->n >= MW_CONFIG_MAX_TABLES) {
+  size_t n = mw_fe_tables_count(&dt->fe);
+  if (n >= MW_CONFIG_MAX_TABLES) {
     mw_table_unload(t);
     return mw_err_set(err, -ENOSPC, "[table %s] more than %d tables opened since start: restart "
                       "memwald to open more", tc->name, MW_CONFIG_MAX_TABLES);
@@ -321,7 +324,7 @@ static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) 
     return rc;
   }
   if ((rc = mw_table_start(dt->loop, t, &op->o, err)) < 0) return rc; /* t is freed */
-  rc = mw_daemon_owner_hook(&dt->owner, dt->n, tc->name, t);
+  rc = mw_daemon_owner_hook(&dt->owner, n, tc->name, t);
   if (rc < 0) mw_err_set(err, rc, "[table %s] owner records", tc->name);
   if (rc == 0 && (rc = mw_fe_tables_add(&dt->fe, tc->name, t)) < 0)
     mw_err_set(err, rc, "[table %s] cannot register", tc->name);
@@ -329,10 +332,8 @@ static int opening_finish(mw_daemon_tables_t *dt, opening_t *op, mw_err_t *err) 
     if (mw_table_close(t, forget_table) < 0) mw_log_err("table %s: close refused", tc->name);
     return rc;
   }
-  assert((size_t)rc == dt->n);
+  assert((size_t)rc == n);
   mw_testhook_attach(tc->uri, mw_table_storage(t));
-  dt->tables[dt->n++] = t;
-  assert(dt->n == dt->fe.n);
   if (tc->claim == MW_CLAIM_EAGER && (rc = mw_table_claim_owned(t)) < 0)
     return mw_err_set(err, rc, "[table %s] eager claim failed", tc->name);
   /* whatever `claim` says: owned shards with unflushed WAL entries nobody
@@ -355,12 +356,16 @@ static void opening_spawn(opening_t *op) {
 }
 
 static void opening_join(opening_t *op) {
+  assert(op != NULL);
   if (op->threaded) uv_thread_join(&op->thread);
   op->threaded = false;
 }
 
 int mw_daemon_tables_open(uv_loop_t *loop, const mw_config_t *cfg, mw_daemon_tables_t *dt,
                           mw_err_t *err) {
+  assert(loop != NULL);
+  assert(cfg != NULL);
+  assert(dt != NULL);
   memset(dt, 0, sizeof *dt);
   dt->loop = loop;
   int rc = mw_daemon_owner_open(&dt->owner, cfg, err);
@@ -428,7 +433,8 @@ static void on_added(uv_async_t *h) {
   } else {
     rc = opening_finish(dt, &a->op, &err);
   }
-  assert(a->op.t == NULL && dt->adding > 0);
+  assert(a->op.t == NULL);
+  assert(dt->adding > 0);
   dt->adding--;
   adding_t **pp = &dt->adds;
   while (*pp != a) pp = &(*pp)->next;
@@ -451,9 +457,13 @@ static void on_added(uv_async_t *h) {
 
 int mw_daemon_tables_add(mw_daemon_tables_t *dt, const mw_config_t *cfg, const mw_table_config_t *tc,
                          mw_daemon_added_cb cb, void *arg, mw_err_t *err) {
-  assert(dt != NULL && dt->loop != NULL && cfg != NULL && tc != NULL && cb != NULL);
+  assert(dt != NULL);
+  assert(dt->loop != NULL);
+  assert(cfg != NULL);
+  assert(tc != NULL);
+  assert(cb != NULL);
   if (dt->stopping) return mw_err_set(err, -ESHUTDOWN, "[table %s] memwald is stopping", tc->name);
-  if (dt->n + dt->adding >= MW_CONFIG_MAX_TABLES)
+  if (mw_fe_tables_count(&dt->fe) + dt->adding >= MW_CONFIG_MAX_TABLES)
     return mw_err_set(err, -ENOSPC, "[table %s] more than %d tables opened since start: restart "
                       "memwald to open more", tc->name, MW_CONFIG_MAX_TABLES);
   adding_t *a = malloc(sizeof *a);
@@ -494,7 +504,8 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t de
                           void (*cb)(void *, int), void *arg);
 
 static void release_done(mw_daemon_tables_t *dt) {
-  assert(dt->releasing && dt->pending == 0);
+  assert(dt->releasing);
+  assert(dt->pending == 0);
   closing = NULL;
   if (dt->cancelling > 0) { /* openings this removal cancelled: their end first */
     dt->rel_parked = true;
@@ -511,7 +522,7 @@ static void release_done(mw_daemon_tables_t *dt) {
   if (dt->stop_waiting) { /* the removal is done: now the stop */
     dt->stop_waiting = false;
     bool all[MW_CONFIG_MAX_TABLES];
-    for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < dt->n && dt->tables[i] != NULL;
+    for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < mw_fe_tables_count(&dt->fe) && mw_fe_tables_table(&dt->fe, i) != NULL;
     release_start(dt, all, dt->stop_deadline_ms, dt->stop_cb, dt->stop_arg);
   }
 }
@@ -525,18 +536,19 @@ static void table_closed(mw_table_t *t) {
 }
 
 static void close_tables(mw_daemon_tables_t *dt) {
+  assert(dt->pending == 0); /* every release answered */
+  assert(dt->flushing == 0);
   dt->pending = 1; /* holds until every close is started */
   closing = dt;
-  for (size_t i = 0; i < dt->n; i++) {
+  for (size_t i = 0; i < mw_fe_tables_count(&dt->fe); i++) {
     free(dt->asked[i]);
     dt->asked[i] = NULL;
-    mw_table_t *t = dt->tables[i];
+    mw_table_t *t = mw_fe_tables_table(&dt->fe, i);
     if (!dt->which[i] || t == NULL) continue;
-    dt->tables[i] = NULL;
     mw_fe_tables_remove(&dt->fe, i);
     dt->pending++;
     if (mw_table_close(t, table_closed) < 0) {
-      mw_log_err("table %s: close refused", dt->fe.names[i]);
+      mw_log_err("table %s: close refused", mw_fe_tables_name(&dt->fe, i));
       dt->failures++;
       dt->pending--;
     }
@@ -556,6 +568,8 @@ static void release_drop(mw_daemon_tables_t *dt) {
  * in its WAL, which the newer owner replays. Not a failure of the stop. */
 static void shard_done(mw_daemon_tables_t *dt, mw_shard_t *s, int status, const char *reason,
                        const char *what) {
+  assert(what != NULL);
+  assert(dt->pending > 0); /* the shard answering still holds its count */
   if (status == -ESTALE && s != NULL) {
     mw_log_notice("shard %s: a newer owner took it before the %s; it replays our WAL",
                   mw_shard_id_str(s), what);
@@ -603,6 +617,8 @@ static void on_retry(uv_timer_t *h);
 /* Start shard s's release, or past the deadline its abort: 0 when asked
  * (its callback will drop the count of `pending` taken here). */
 static int release_one(mw_daemon_tables_t *dt, mw_shard_t *s, bool hurry) {
+  assert(s != NULL);
+  assert(dt->releasing); /* only a release pass asks shards */
   mw_shard_stats_t st;
   mw_shard_stats(s, &st);
   bool rows = st.memtable_rows > 0 || st.frozen > 0;
@@ -624,8 +640,8 @@ static void release_pass(mw_daemon_tables_t *dt) {
   uint64_t now = uv_now(dt->loop);
   bool hurry = dt->flush_deadline_ms != 0 && now >= dt->flush_deadline_ms;
   size_t waiting = 0, queued = 0;
-  for (size_t i = 0; i < dt->n; i++) {
-    mw_table_t *t = dt->tables[i];
+  for (size_t i = 0; i < mw_fe_tables_count(&dt->fe); i++) {
+    mw_table_t *t = mw_fe_tables_table(&dt->fe, i);
     if (!dt->which[i] || t == NULL) continue;
     size_t n_shards = mw_table_shard_count(t);
     for (size_t k = 0; k < n_shards && dt->asked[i]; k++) {
@@ -672,7 +688,8 @@ static void release_pass(mw_daemon_tables_t *dt) {
 
 static void on_retry(uv_timer_t *h) {
   mw_daemon_tables_t *dt = h->data;
-  assert(dt->retry_armed && dt->pending > 0);
+  assert(dt->retry_armed);
+  assert(dt->pending > 0);
   dt->retry_armed = false;
   release_pass(dt);
   release_drop(dt); /* the armed timer's hold */
@@ -680,8 +697,10 @@ static void on_retry(uv_timer_t *h) {
 
 static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t deadline_ms,
                           void (*cb)(void *, int), void *arg) {
-  assert(!dt->releasing && cb != NULL);
-  assert(dt->flushing == 0 && !dt->retry_armed);
+  assert(!dt->releasing);
+  assert(cb != NULL);
+  assert(dt->flushing == 0);
+  assert(!dt->retry_armed);
   dt->releasing = true;
   dt->rel_cb = cb;
   dt->rel_arg = arg;
@@ -689,18 +708,19 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t de
   dt->flush_deadline_ms = deadline_ms;
   dt->unflushed = 0;
   dt->pending = 1;
-  for (size_t i = 0; i < dt->n; i++) {
-    dt->which[i] = which[i] && dt->tables[i] != NULL;
+  for (size_t i = 0; i < mw_fe_tables_count(&dt->fe); i++) {
+    mw_table_t *t = mw_fe_tables_table(&dt->fe, i);
+    dt->which[i] = which[i] && t != NULL;
     if (!dt->which[i]) continue;
-    size_t n_shards = mw_table_shard_count(dt->tables[i]);
+    size_t n_shards = mw_table_shard_count(t);
     for (size_t k = 0; k < n_shards; k++) { /* waiting for a slot, they start no flush of their own */
       mw_table_shard_info_t ts;
-      mw_table_shard_at(dt->tables[i], k, &ts);
+      mw_table_shard_at(t, k, &ts);
       mw_shard_hold_age_flush(ts.shard);
     }
-    dt->asked[i] = calloc(mw_table_shard_count(dt->tables[i]) + 1, sizeof *dt->asked[i]);
+    dt->asked[i] = calloc(n_shards + 1, sizeof *dt->asked[i]);
     if (!dt->asked[i]) { /* its shards stay unreleased; their rows stay in the WAL */
-      mw_log_err("table %s: out of memory, its shards are not released", dt->fe.names[i]);
+      mw_log_err("table %s: out of memory, its shards are not released", mw_fe_tables_name(&dt->fe, i));
       dt->failures++;
     }
   }
@@ -710,7 +730,8 @@ static void release_start(mw_daemon_tables_t *dt, const bool *which, uint64_t de
 
 void mw_daemon_tables_close(mw_daemon_tables_t *dt, uint64_t flush_deadline_ms,
                             void (*cb)(void *arg, int failures), void *arg) {
-  assert(dt->loop != NULL && !dt->stopping);
+  assert(dt->loop != NULL);
+  assert(!dt->stopping);
   dt->stopping = true;
   dt->stop_deadline_ms = flush_deadline_ms;
   if (dt->adding > 0) { /* a reload's openings first: their threads end, on_added goes on */
@@ -722,7 +743,8 @@ void mw_daemon_tables_close(mw_daemon_tables_t *dt, uint64_t flush_deadline_ms,
 }
 
 static void close_start(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failures), void *arg) {
-  assert(dt->stopping && dt->adding == 0);
+  assert(dt->stopping);
+  assert(dt->adding == 0);
   if (dt->releasing) { /* a reload's removal first */
     dt->stop_waiting = true;
     dt->stop_cb = cb;
@@ -730,13 +752,15 @@ static void close_start(mw_daemon_tables_t *dt, void (*cb)(void *arg, int failur
     return;
   }
   bool all[MW_CONFIG_MAX_TABLES];
-  for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < dt->n && dt->tables[i] != NULL;
+  for (size_t i = 0; i < MW_CONFIG_MAX_TABLES; i++) all[i] = i < mw_fe_tables_count(&dt->fe) && mw_fe_tables_table(&dt->fe, i) != NULL;
   release_start(dt, all, dt->stop_deadline_ms, cb, arg);
 }
 
 int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, size_t n,
                             void (*cb)(void *arg, int failures), void *arg, mw_err_t *err) {
-  assert(dt != NULL && (names != NULL || n == 0) && cb != NULL);
+  assert(dt != NULL);
+  assert(names != NULL || n == 0);
+  assert(cb != NULL);
   if (dt->stopping) return mw_err_set(err, -ESHUTDOWN, "memwald is stopping");
   if (dt->releasing) return mw_err_set(err, -EBUSY, "tables removed by an earlier reload are still "
                                                      "being released");
@@ -744,10 +768,8 @@ int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, si
   adding_t *cancel[MW_CONFIG_MAX_TABLES];
   size_t nc = 0;
   for (size_t k = 0; k < n; k++) {
-    size_t i = 0;
-    while (i < dt->n && (dt->tables[i] == NULL || dt->fe.dropped[i] || strcmp(dt->fe.names[i], names[k]) != 0))
-      i++;
-    if (i < dt->n) {
+    int i = mw_fe_tables_index(&dt->fe, names[k]);
+    if (i >= 0) {
       which[i] = true;
       continue;
     }
@@ -757,8 +779,8 @@ int mw_daemon_tables_remove(mw_daemon_tables_t *dt, const char *const *names, si
     assert(nc < MW_CONFIG_MAX_TABLES);
     cancel[nc++] = a; /* still opening: cancelled below, once every name is known */
   }
-  for (size_t i = 0; i < dt->n; i++)
-    if (which[i]) dt->fe.dropped[i] = true; /* gone for clients from now: writes in flight finish */
+  for (size_t i = 0; i < mw_fe_tables_count(&dt->fe); i++)
+    if (which[i]) mw_fe_tables_drop_at(&dt->fe, i); /* gone for clients from now: writes in flight finish */
   for (size_t k = 0; k < nc; k++) {
     mw_log_notice("table %s: removed while opening; the open is thrown away when it ends",
                   cancel[k]->op.tc->name);

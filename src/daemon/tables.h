@@ -36,9 +36,8 @@
 #include "shard/table.h"
 
 typedef struct mw_daemon_tables {
-  mw_table_t *tables[MW_CONFIG_MAX_TABLES];
-  size_t n;
-  mw_fe_tables_t fe; /* names -> tables, for the front ends (same indexes) */
+  mw_fe_tables_t fe; /* the one registry of tables (net/engine_table.h): the index of a
+                     * table there is its index in which[] and asked[] below */
   mw_daemon_owner_t owner; /* node identity, owner records (daemon/ownership.h) */
   uv_loop_t *loop;
   /* the release running (a stop, or a reload's removal; one at a time) */

@@ -69,7 +69,9 @@ static struct {
 } H;
 
 static bool class_match(int cls, const char *key) {
-  assert(key != NULL && cls >= 0 && cls < CLASS_COUNT_);
+  assert(key != NULL);
+  assert(cls >= 0);
+  assert(cls < CLASS_COUNT_);
   switch (cls) {
     case CLASS_WAL: return strstr(key, "/wal/") != NULL;
     case CLASS_MANIFEST: return strstr(key, "/manifest/") != NULL;
@@ -129,7 +131,8 @@ static void trip_all(void) {
 }
 
 static void do_cut(void) {
-  assert(H.power && H.cutting);
+  assert(H.power);
+  assert(H.cutting);
   for (size_t i = 0; i < H.n; i++) {
     mw_err_t err = {0};
     int rc = mw_storage_power_cut(H.hooks[i].pl, &err);
@@ -164,7 +167,8 @@ static bool all_idle(void) {
 }
 
 static void close_all(uv_timer_t *t) {
-  assert(t == &H.wait && H.cutting);
+  assert(t == &H.wait);
+  assert(H.cutting);
   if (!all_idle() && uv_now(H.loop) - H.wait_start_ms < MW_TESTHOOK_IDLE_WAIT_MS) return;
   uv_timer_stop(t);
   size_t open = 0;
@@ -176,7 +180,8 @@ static void close_all(uv_timer_t *t) {
 }
 
 static void begin_cut(const char *why) {
-  assert(H.power && H.loop != NULL);
+  assert(H.power);
+  assert(H.loop != NULL);
   if (H.cutting) return;
   H.cutting = true;
   trip_all();
@@ -231,7 +236,9 @@ static void on_step(void *ctx, const mw_storage_req_t *req, unsigned step) {
 
 int mw_testhook_init(uv_loop_t *loop, mw_err_t *err) {
   assert(loop != NULL);
-  assert(!H.crash && !H.power && H.loop == NULL);
+  assert(!H.crash);
+  assert(!H.power);
+  assert(H.loop == NULL);
   const char *crash = getenv("MEMWALD_CRASH_AT");
   const char *power = getenv("MEMWALD_POWER_LOSS");
   int rc;
@@ -259,7 +266,8 @@ int mw_testhook_init(uv_loop_t *loop, mw_err_t *err) {
 bool mw_testhook_active(void) { return H.crash || H.power; }
 
 int mw_testhook_fault(const char *root_dir, const mw_storage_fault_t **out, mw_err_t *err) {
-  assert(root_dir != NULL && out != NULL);
+  assert(root_dir != NULL);
+  assert(out != NULL);
   *out = NULL;
   if (!H.crash && !H.power) return 0;
   if (H.n >= MW_TESTHOOK_MAX_STORAGES)
@@ -285,7 +293,8 @@ int mw_testhook_fault(const char *root_dir, const mw_storage_fault_t **out, mw_e
 }
 
 void mw_testhook_attach(const char *root_dir, mw_storage_t *st) {
-  assert(root_dir != NULL && st != NULL);
+  assert(root_dir != NULL);
+  assert(st != NULL);
   for (size_t i = H.n; i-- > 0;)
     if (H.hooks[i].st == NULL && strcmp(H.hooks[i].root, root_dir) == 0) {
       H.hooks[i].st = st;

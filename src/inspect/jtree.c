@@ -22,6 +22,8 @@ static void *xalloc(size_t n) {
 }
 
 static j_t *mk(j_type_t t) {
+  assert(t >= J_NULL);
+  assert(t <= J_OBJ);
   j_t *v = xalloc(sizeof *v);
   v->t = t;
   return v;
@@ -32,6 +34,7 @@ j_t *j_arr(void) { return mk(J_ARR); }
 j_t *j_null(void) { return mk(J_NULL); }
 
 j_t *j_strn(const void *p, size_t n) {
+  assert(p != NULL || n == 0);
   j_t *v = mk(J_STR);
   v->s = xalloc(n + 1);
   if (n) memcpy(v->s, p, n);
@@ -66,6 +69,7 @@ j_t *j_bool(bool x) {
 }
 
 j_t *j_fmt(const char *fmt, ...) {
+  assert(fmt != NULL);
   va_list ap;
   va_start(ap, fmt);
   char *s = NULL;
@@ -78,6 +82,8 @@ j_t *j_fmt(const char *fmt, ...) {
 }
 
 static void grow(j_t *c) {
+  assert(c->t == J_ARR || c->t == J_OBJ);
+  assert(c->n <= c->cap);
   if (c->n < c->cap) return;
   size_t cap = c->cap ? 2 * c->cap : 8;
   j_t **items = realloc(c->items, cap * sizeof *items);
@@ -92,7 +98,10 @@ static void grow(j_t *c) {
 }
 
 j_t *j_set(j_t *obj, const char *key, j_t *v) {
-  assert(obj != NULL && obj->t == J_OBJ && key != NULL && v != NULL);
+  assert(obj != NULL);
+  assert(obj->t == J_OBJ);
+  assert(key != NULL);
+  assert(v != NULL);
   grow(obj);
   obj->keys[obj->n] = strdup(key);
   if (obj->keys[obj->n] == NULL) abort();
@@ -101,7 +110,9 @@ j_t *j_set(j_t *obj, const char *key, j_t *v) {
 }
 
 j_t *j_push(j_t *arr, j_t *v) {
-  assert(arr != NULL && arr->t == J_ARR && v != NULL);
+  assert(arr != NULL);
+  assert(arr->t == J_ARR);
+  assert(v != NULL);
   grow(arr);
   arr->items[arr->n++] = v;
   return v;
@@ -109,6 +120,8 @@ j_t *j_push(j_t *arr, j_t *v) {
 
 void j_free(j_t *v) {
   if (v == NULL) return;
+  assert(v->n <= v->cap);
+  assert(v->t == J_OBJ || v->keys == NULL); /* only objects own keys */
   for (size_t i = 0; i < v->n; i++) {
     j_free(v->items[i]);
     if (v->t == J_OBJ) free(v->keys[i]);
@@ -123,6 +136,7 @@ void j_free(j_t *v) {
 
 /* Length of the valid UTF-8 sequence at p (0 if invalid). */
 static size_t utf8_len(const unsigned char *p, size_t n) {
+  assert(n > 0);
   unsigned char c = p[0];
   size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
   if (k == 0 || k > n || (k == 2 && c < 0xc2)) return 0;
@@ -135,6 +149,8 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
 }
 
 static void json_str(FILE *out, const char *s, size_t n) {
+  assert(out != NULL);
+  assert(s != NULL || n == 0);
   const unsigned char *p = (const unsigned char *)s;
   fputc('"', out);
   for (size_t i = 0; i < n;) {
@@ -159,6 +175,7 @@ static void json_str(FILE *out, const char *s, size_t n) {
 }
 
 static void json_num(FILE *out, double d) {
+  assert(out != NULL);
   if (isnan(d) || isinf(d)) { /* not JSON numbers */
     fprintf(out, "\"%s\"", isnan(d) ? (signbit(d) ? "-NaN" : "NaN") : d > 0 ? "Infinity" : "-Infinity");
     return;
@@ -167,6 +184,8 @@ static void json_num(FILE *out, double d) {
 }
 
 static void json_rec(FILE *out, const j_t *v) {
+  assert(v != NULL);
+  assert(v->t == J_ARR || v->t == J_OBJ || v->n == 0); /* only containers hold items */
   switch (v->t) {
     case J_NULL: fputs("null", out); break;
     case J_BOOL: fputs(v->b ? "true" : "false", out); break;
@@ -191,6 +210,8 @@ static void json_rec(FILE *out, const j_t *v) {
 }
 
 void j_print_json(FILE *out, const j_t *v) {
+  assert(out != NULL);
+  assert(v != NULL);
   json_rec(out, v);
   fputc('\n', out);
 }
@@ -200,6 +221,9 @@ void j_print_json(FILE *out, const j_t *v) {
 static bool scalar(const j_t *v) { return v->t != J_ARR && v->t != J_OBJ; }
 
 static void text_scalar(FILE *out, const j_t *v) {
+  assert(v != NULL);
+  assert(v->t != J_ARR);
+  assert(v->t != J_OBJ);
   switch (v->t) {
     case J_NULL: fputs("null", out); break;
     case J_BOOL: fputs(v->b ? "true" : "false", out); break;
@@ -220,6 +244,7 @@ static void text_scalar(FILE *out, const j_t *v) {
 }
 
 static bool inline_array(const j_t *v) {
+  assert(v != NULL);
   if (v->t != J_ARR || v->n > INLINE_MAX_ITEMS) return false;
   for (size_t i = 0; i < v->n; i++)
     if (!scalar(v->items[i])) return false;
@@ -229,6 +254,8 @@ static bool inline_array(const j_t *v) {
 static void text_rec(FILE *out, const j_t *v, int indent);
 
 static void text_value_after_key(FILE *out, const j_t *v, int indent) {
+  assert(v != NULL);
+  assert(indent >= 0);
   if (scalar(v)) {
     fputc(' ', out);
     text_scalar(out, v);
@@ -248,6 +275,8 @@ static void text_value_after_key(FILE *out, const j_t *v, int indent) {
 }
 
 static void text_rec(FILE *out, const j_t *v, int indent) {
+  assert(v != NULL);
+  assert(indent >= 0);
   if (v->t == J_OBJ) {
     for (size_t i = 0; i < v->n; i++) {
       fprintf(out, "%*s%s:", indent, "", v->keys[i]);

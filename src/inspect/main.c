@@ -20,6 +20,7 @@
  * Exit status: 0 ok; 1 a decode failed or verify found problems; 2 usage;
  * 3 the table or object cannot be read.
  */
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -67,16 +68,20 @@ static const char USAGE[] =
     "Exit status: 0 ok, 1 decode failure or verify problems, 2 usage, 3 cannot read.\n";
 
 static int usage_error(const char *msg) {
+  assert(msg != NULL);
   fprintf(stderr, "memwal-inspect: %s\n%s", msg, USAGE);
   return 2;
 }
 
 static void print(const j_t *t, bool json) {
+  assert(t != NULL);
   if (json) j_print_json(stdout, t);
   else j_print_text(stdout, t);
 }
 
 static int cmd_show(int argc, char **argv, bool json, const mw_show_opts_t *so, const char *kind_name) {
+  assert(argv != NULL);
+  assert(so != NULL);
   if (argc != 1 && argc != 2) return usage_error("show takes PATH, or TABLE and KEY");
   char root[4096], key[MW_STORAGE_KEY_MAX_BYTES + 1], shown[8192];
   if (argc == 1) {
@@ -126,22 +131,33 @@ static int cmd_show(int argc, char **argv, bool json, const mw_show_opts_t *so, 
   return 0;
 }
 
+/* The table at root opened and the keys under prefix listed (ls, dump);
+ * on failure the reason is printed and nothing is left open. */
+static int open_listed(const char *root, const char *prefix, mw_sio_t *s, char ***keys, size_t *n) {
+  assert(root != NULL);
+  assert(prefix != NULL);
+  mw_err_t err = {0};
+  if (mw_sio_open(s, root, &err) < 0) {
+    fprintf(stderr, "memwal-inspect: %s\n", err.msg);
+    return -1;
+  }
+  if (mw_sio_list(s, prefix, keys, n, &err) < 0) {
+    fprintf(stderr, "memwal-inspect: %s\n", err.msg);
+    mw_sio_close(s);
+    return -1;
+  }
+  assert(*n == 0 || *keys != NULL);
+  return 0;
+}
+
 static int cmd_ls(int argc, char **argv, bool json) {
+  assert(argv != NULL);
+  assert(argc >= 0);
   if (argc != 1 && argc != 2) return usage_error("ls takes TABLE [PREFIX]");
   mw_sio_t s;
-  mw_err_t err = {0};
-  if (mw_sio_open(&s, argv[0], &err) < 0) {
-    fprintf(stderr, "memwal-inspect: %s\n", err.msg);
-    return 3;
-  }
   char **keys = NULL;
   size_t n = 0;
-  int rc = mw_sio_list(&s, argc == 2 ? argv[1] : "", &keys, &n, &err);
-  if (rc < 0) {
-    fprintf(stderr, "memwal-inspect: %s\n", err.msg);
-    mw_sio_close(&s);
-    return 3;
-  }
+  if (open_listed(argv[0], argc == 2 ? argv[1] : "", &s, &keys, &n) < 0) return 3;
   j_t *a = j_arr();
   for (size_t i = 0; i < n; i++) {
     uint64_t size = 0;
@@ -166,20 +182,14 @@ static int cmd_ls(int argc, char **argv, bool json) {
 
 /* show of every object under prefix; exit 1 when one does not decode. */
 static int cmd_dump(int argc, char **argv, bool json, const mw_show_opts_t *so) {
+  assert(argv != NULL);
+  assert(so != NULL);
   if (argc != 1 && argc != 2) return usage_error("dump takes TABLE [PREFIX]");
   mw_sio_t s;
   mw_err_t err = {0};
-  if (mw_sio_open(&s, argv[0], &err) < 0) {
-    fprintf(stderr, "memwal-inspect: %s\n", err.msg);
-    return 3;
-  }
   char **keys = NULL;
   size_t n = 0, failed = 0;
-  if (mw_sio_list(&s, argc == 2 ? argv[1] : "", &keys, &n, &err) < 0) {
-    fprintf(stderr, "memwal-inspect: %s\n", err.msg);
-    mw_sio_close(&s);
-    return 3;
-  }
+  if (open_listed(argv[0], argc == 2 ? argv[1] : "", &s, &keys, &n) < 0) return 3;
   if (json) fputc('[', stdout);
   for (size_t i = 0; i < n; i++) {
     mw_buf_t bytes = MW_BUF_INIT;
@@ -211,6 +221,8 @@ static int cmd_dump(int argc, char **argv, bool json, const mw_show_opts_t *so) 
 }
 
 int main(int argc, char **argv) {
+  assert(argc >= 1);
+  assert(argv != NULL);
   static const struct option longopts[] = {
       {"json", no_argument, NULL, 'j'},  {"rows", required_argument, NULL, 'n'},
       {"kind", required_argument, NULL, 'k'}, {"quiet", no_argument, NULL, 'q'},

@@ -25,11 +25,11 @@
 #include "lance/ipc_file.h"
 #include "lance/lance_schema.h"
 #include "lance/legacy_v1.h"
+#include "lance/owners_json.h"
 #include "lance/pk_index.h"
 #include "lance/shard_manifest.h"
 #include "lance/transaction.h"
 #include "lance/zone_seed.h"
-#include "shard/owners.h"
 #include "storage/storage.h"
 
 static const char *const KIND_NAMES[MW_KIND_COUNT_] = {
@@ -40,6 +40,8 @@ static const char *const KIND_NAMES[MW_KIND_COUNT_] = {
 const char *mw_kind_name(mw_kind_t k) { return (unsigned)k < MW_KIND_COUNT_ ? KIND_NAMES[k] : "unknown"; }
 
 int mw_kind_parse(const char *name, mw_kind_t *k) {
+  assert(name != NULL);
+  assert(k != NULL);
   for (int i = 1; i < MW_KIND_COUNT_; i++)
     if (strcmp(name, KIND_NAMES[i]) == 0) {
       *k = (mw_kind_t)i;
@@ -49,12 +51,17 @@ int mw_kind_parse(const char *name, mw_kind_t *k) {
 }
 
 static bool ends_with(const char *s, const char *suf) {
+  assert(s != NULL);
+  assert(suf != NULL);
   size_t a = strlen(s), b = strlen(suf);
   return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
 /* The last path segment and the one before it. */
 static void segments(const char *key, const char **base, char *parent, size_t plen) {
+  assert(key != NULL);
+  assert(parent != NULL);
+  assert(plen > 0);
   const char *slash = strrchr(key, '/');
   *base = slash ? slash + 1 : key;
   parent[0] = 0;
@@ -71,6 +78,8 @@ static void segments(const char *key, const char **base, char *parent, size_t pl
  * Lance's "<key>.tmp.<id>" or object_store's staging "<key>#<n>" (left by a
  * writer that died or was fenced mid-put; never part of the table). */
 static bool is_staging(const char *base) {
+  assert(base != NULL);
+  assert(strchr(base, '/') == NULL); /* one path segment */
   if (strncmp(base, MW_STORAGE_RESERVED_PREFIX, strlen(MW_STORAGE_RESERVED_PREFIX)) == 0) return true;
   if (strstr(base, ".tmp.") != NULL) return true;
   const char *h = strrchr(base, '#');
@@ -81,11 +90,14 @@ static bool is_staging(const char *base) {
 }
 
 bool mw_key_is_staging(const char *key) {
+  assert(key != NULL);
   const char *slash = strrchr(key, '/');
   return is_staging(slash ? slash + 1 : key);
 }
 
 mw_kind_t mw_kind_of(const char *key, const uint8_t *p, size_t n) {
+  assert(key != NULL);
+  assert(p != NULL || n == 0);
   const char *base;
   char parent[256];
   segments(key, &base, parent, sizeof parent);
@@ -111,6 +123,8 @@ mw_kind_t mw_kind_of(const char *key, const uint8_t *p, size_t n) {
 }
 
 void mw_uuid_text(const uint8_t id[16], char out[37]) {
+  assert(id != NULL);
+  assert(out != NULL);
   static const char hex[] = "0123456789abcdef";
   size_t k = 0;
   for (int i = 0; i < 16; i++) {
@@ -122,12 +136,15 @@ void mw_uuid_text(const uint8_t id[16], char out[37]) {
 }
 
 j_t *mw_show_uuid(const uint8_t id[16]) {
+  assert(id != NULL);
   char s[37];
   mw_uuid_text(id, s);
   return j_str(s);
 }
 
 static j_t *hex_bytes(const uint8_t *p, size_t n) {
+  assert(p != NULL || n == 0);
+  assert(n < SIZE_MAX / 2 - 2);
   j_t *v = j_strn("", 0);
   free(v->s);
   v->s = malloc(2 * n + 3);
@@ -140,6 +157,8 @@ static j_t *hex_bytes(const uint8_t *p, size_t n) {
 }
 
 static int64_t cap_rows(const mw_show_opts_t *o, int64_t n) {
+  assert(o != NULL);
+  assert(n >= 0);
   return o->max_rows < 0 || o->max_rows > n ? n : o->max_rows;
 }
 
@@ -160,6 +179,7 @@ static j_t *half_j(uint16_t h) {
 /* A decimal128 as its text: the unscaled int128 with `scale` digits after
  * the point. */
 static j_t *decimal_j(const uint8_t *p, int scale) {
+  assert(p != NULL);
   __int128 v;
   memcpy(&v, p, 16);
   bool neg = v < 0;
@@ -184,6 +204,8 @@ static j_t *decimal_j(const uint8_t *p, int scale) {
 
 /* One fixed-width value of type t (width w) at p. */
 static j_t *fixed_j(const mw_field_t *f, mw_type_t t, const uint8_t *p, size_t w) {
+  assert(f != NULL);
+  assert(p != NULL);
   const mw_type_info_t *ti = mw_type_info(t);
   if (t == MW_T_DECIMAL128) return decimal_j(p, f->scale);
   switch (ti->order) {
@@ -216,6 +238,9 @@ static j_t *fixed_j(const mw_field_t *f, mw_type_t t, const uint8_t *p, size_t w
 
 /* One cell of a column of our model (every layout, recursively). */
 static j_t *value_j(const mw_field_t *f, const mw_column_t *c, int64_t i) {
+  assert(f != NULL);
+  assert(c != NULL);
+  assert(i >= 0);
   if (!mw_column_valid(c, i)) return j_null();
   const uint8_t *v = c->values.data;
   switch (mw_field_layout(f)) {
@@ -257,17 +282,22 @@ static j_t *value_j(const mw_field_t *f, const mw_column_t *c, int64_t i) {
 }
 
 static j_t *kvs_j(const mw_kvs_t *kv) {
+  assert(kv != NULL);
+  assert(kv->items != NULL || kv->n == 0);
   j_t *o = j_obj();
   for (size_t i = 0; i < kv->n; i++) j_set(o, kv->items[i].key, j_strn(kv->items[i].value, kv->items[i].value_len));
   return o;
 }
 
 static j_t *type_j(const mw_field_t *f) {
+  assert(f != NULL);
   char text[MW_FIELD_TEXT_BYTES];
   return j_str(mw_field_type_text(f, text, sizeof text));
 }
 
 static j_t *schema_j(const mw_schema_t *s) {
+  assert(s != NULL);
+  assert(s->fields != NULL || s->n_fields == 0);
   j_t *a = j_arr();
   for (size_t i = 0; i < s->n_fields; i++) {
     const mw_field_t *f = &s->fields[i];
@@ -284,6 +314,8 @@ static j_t *schema_j(const mw_schema_t *s) {
 
 /* Rows [0, cap) of batches as objects {column: value}. */
 static j_t *rows_j(const mw_schema_t *s, const mw_batch_t *b, size_t nb, int64_t cap) {
+  assert(s != NULL);
+  assert(b != NULL || nb == 0);
   j_t *a = j_arr();
   for (size_t k = 0; k < nb && cap > 0; k++) {
     for (int64_t r = 0; r < b[k].n_rows && cap > 0; r++, cap--) {
@@ -295,23 +327,20 @@ static j_t *rows_j(const mw_schema_t *s, const mw_batch_t *b, size_t nb, int64_t
 }
 
 static j_t *column_rows_j(const mw_field_t *f, const mw_column_t *c, int64_t cap) {
+  assert(f != NULL);
+  assert(c != NULL);
   j_t *a = j_arr();
   for (int64_t r = 0; r < c->length && r < cap; r++) j_push(a, value_j(f, c, r));
   return a;
-}
-
-static void column_free(mw_column_t *c) {
-  mw_buf_free(&c->validity);
-  mw_buf_free(&c->values);
-  mw_buf_free(&c->offsets);
-  mw_buf_free(&c->item_validity);
-  memset(c, 0, sizeof *c);
 }
 
 /* ----------------------------------------------------------- WAL entry */
 
 static int show_wal(const char *key, const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out,
                     mw_err_t *err) {
+  assert(key != NULL);
+  assert(out != NULL);
+  assert(out->t == J_OBJ);
   const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
   uint64_t pos;
   if (mw_bitrev_parse(base, &pos) == 0) j_set(out, "position", j_uint(pos));
@@ -337,6 +366,9 @@ static int show_wal(const char *key, const uint8_t *p, size_t n, const mw_show_o
 /* ------------------------------------------------------- shard manifest */
 
 static int show_shard_manifest(const char *key, const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
+  assert(key != NULL);
+  assert(out != NULL);
+  assert(out->t == J_OBJ);
   const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
   uint64_t ver;
   if (mw_shard_manifest_name_parse(base, &ver) == 0) j_set(out, "version_in_name", j_uint(ver));
@@ -385,6 +417,7 @@ static j_t *flags_j(uint64_t flags) {
 }
 
 static j_t *lance_fields_j(Lance__File__Field *const *f, size_t n) {
+  assert(f != NULL || n == 0);
   j_t *a = j_arr();
   for (size_t i = 0; i < n; i++) {
     j_t *o = j_push(a, j_obj());
@@ -399,6 +432,7 @@ static j_t *lance_fields_j(Lance__File__Field *const *f, size_t n) {
 }
 
 static j_t *fragment_j(const Lance__Table__DataFragment *fr) {
+  assert(fr != NULL);
   j_t *o = j_obj();
   j_set(o, "id", j_uint(fr->id));
   j_set(o, "physical_rows", j_uint(fr->physical_rows));
@@ -429,6 +463,7 @@ static j_t *fragment_j(const Lance__Table__DataFragment *fr) {
 }
 
 static j_t *memwal_j(const mw_memwal_index_t *x) {
+  assert(x != NULL);
   static const char *const kinds[] = {"manual", "unsharded", "bucket", "identity"};
   j_t *o = j_obj();
   j_set(o, "num_shards", j_uint(x->num_shards));
@@ -456,6 +491,7 @@ static j_t *memwal_j(const mw_memwal_index_t *x) {
 }
 
 static j_t *index_j(const Lance__Table__IndexMetadata *im) {
+  assert(im != NULL);
   j_t *o = j_obj();
   j_set(o, "name", j_str(im->name));
   if (im->uuid && im->uuid->uuid.len == 16) j_set(o, "uuid", mw_show_uuid(im->uuid->uuid.data));
@@ -477,6 +513,7 @@ static j_t *index_j(const Lance__Table__IndexMetadata *im) {
 }
 
 static j_t *txn_j(const mw_txn_t *t) {
+  assert(t != NULL);
   j_t *o = j_obj();
   j_set(o, "read_version", j_uint(t->read_version));
   j_set(o, "uuid", j_str(t->uuid));
@@ -520,6 +557,8 @@ static j_t *txn_j(const mw_txn_t *t) {
 }
 
 static int show_txn(const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
+  assert(p != NULL || n == 0);
+  assert(out != NULL);
   mw_txn_t t;
   int rc = mw_txn_decode(p, n, &t, err);
   if (rc == 0) j_set(out, "transaction", txn_j(&t));
@@ -528,6 +567,9 @@ static int show_txn(const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
 }
 
 static int show_dataset_manifest(const char *key, const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
+  assert(key != NULL);
+  assert(out != NULL);
+  assert(out->t == J_OBJ);
   const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
   uint64_t ver;
   bool v2;
@@ -590,6 +632,8 @@ static int show_dataset_manifest(const char *key, const uint8_t *p, size_t n, j_
 /* -------------------------------------------------------- small formats */
 
 static int show_hint(const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
+  assert(p != NULL || n == 0);
+  assert(out != NULL);
   uint64_t v;
   int rc = mw_version_hint_parse(p, n, &v, err);
   if (rc == 0) j_set(out, "version", j_uint(v));
@@ -598,6 +642,8 @@ static int show_hint(const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
 }
 
 static void show_staging(const char *key, size_t n, j_t *out) {
+  assert(out != NULL);
+  assert(out->t == J_OBJ);
   (void)key;
   j_set(out, "what", j_str("the temp of a put that never finished (a writer died or was fenced mid-put); "
                            "not part of the table: readers never open it, memwald sweeps its own after 600 s"));
@@ -606,9 +652,11 @@ static void show_staging(const char *key, size_t n, j_t *out) {
 
 /* An owner record: a hint of which daemon holds the shard (never a lock). */
 static int show_owner(const char *key, const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
-  mw_owner_rec_t r;
-  memset(&r, 0, sizeof r);
-  int rc = mw_owner_parse((const char *)p, n, &r);
+  assert(key != NULL);
+  assert(p != NULL || n == 0);
+  assert(out != NULL);
+  mw_owner_json_t r;
+  int rc = mw_owner_json_parse((const char *)p, n, &r, NULL);
   if (rc < 0) return mw_err_set(err, rc, "%s: owner record malformed (want node, address and epoch in %d bytes)", key,
                                 MW_OWNER_RECORD_BYTES);
   j_set(out, "node", j_str(r.node));
@@ -619,6 +667,8 @@ static int show_owner(const char *key, const uint8_t *p, size_t n, j_t *out, mw_
 }
 
 static j_t *offsets_j(const uint32_t *offs, size_t n, const mw_show_opts_t *o) {
+  assert(offs != NULL || n == 0);
+  assert(o != NULL);
   j_t *a = j_arr();
   for (size_t i = 0; i < n && (int64_t)i < cap_rows(o, (int64_t)n); i++) j_push(a, j_uint(offs[i]));
   return a;
@@ -626,6 +676,9 @@ static j_t *offsets_j(const uint32_t *offs, size_t n, const mw_show_opts_t *o) {
 
 static int show_deletion(const char *key, bool arrow, const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out,
                          mw_err_t *err) {
+  assert(key != NULL);
+  assert(o != NULL);
+  assert(out != NULL);
   const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
   uint64_t frag, rv, id;
   int nrc = mw_deletion_name_parse(base, &frag, &rv, &id);
@@ -660,6 +713,8 @@ static int show_deletion(const char *key, bool arrow, const uint8_t *p, size_t n
 }
 
 static int show_bloom(const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
+  assert(p != NULL || n == 0);
+  assert(out != NULL);
   mw_bloom_t b = {0};
   int rc = mw_bloom_decode(&b, p, n, err);
   if (rc < 0) return rc;
@@ -677,6 +732,9 @@ static int show_bloom(const uint8_t *p, size_t n, j_t *out, mw_err_t *err) {
 /* ----------------------------------------------------------- zone seeds */
 
 static j_t *seed_zones_j(const mw_seed_t *s, const mw_show_opts_t *o) {
+  assert(s != NULL);
+  assert(s->value_field != NULL);
+  assert(o != NULL);
   j_t *a = j_arr();
   mw_field_t vf = *s->value_field;
   for (size_t z = 0; z < s->n_zones && (int64_t)z < cap_rows(o, (int64_t)s->n_zones); z++) {
@@ -695,6 +753,9 @@ static j_t *seed_zones_j(const mw_seed_t *s, const mw_show_opts_t *o) {
  * against the column's values. */
 static void seed_fill(j_t *e, const uint8_t *p, size_t n, const mw_field_t *f, const mw_column_t *col,
                       uint64_t rpz, uint64_t rows, const mw_show_opts_t *o) {
+  assert(e != NULL);
+  assert(o != NULL);
+  assert(col == NULL || f != NULL); /* a column only with its field */
   mw_seed_t s;
   mw_err_t err = {0};
   int rc = mw_seed_decode(p, n, f, rpz, rows, &s, &err);
@@ -712,6 +773,8 @@ static void seed_fill(j_t *e, const uint8_t *p, size_t n, const mw_field_t *f, c
 }
 
 static int show_zone_seed(const uint8_t *p, size_t n, const mw_show_opts_t *o, j_t *out, mw_err_t *err) {
+  assert(o != NULL);
+  assert(out != NULL);
   mw_ipc_stream_t st;
   int rc = mw_ipc_file_decode(p, n, NULL, &st, err);
   if (rc < 0) return rc;
@@ -735,6 +798,7 @@ static int show_zone_seed(const uint8_t *p, size_t n, const mw_show_opts_t *o, j
 /* ------------------------------------------------------------ data file */
 
 static j_t *buffers_j(const mw_page_info_t *pi) {
+  assert(pi != NULL);
   j_t *a = j_arr();
   for (size_t i = 0; i < pi->n_buffers; i++) {
     j_t *b = j_push(a, j_arr());
@@ -758,6 +822,8 @@ typedef struct {
 } df_show_t;
 
 static void df_header_j(const mw_datafile_t *f, j_t *out) {
+  assert(f != NULL);
+  assert(out != NULL);
   bool v20 = f->major == 0 || (f->major == 2 && f->minor == 0);
   j_set(out, "format", j_fmt("lance %s (footer %u.%u)", v20 ? "2.0" : f->minor == 1 ? "2.1" : "2.2", f->major, f->minor));
   j_t *ft = j_set(out, "footer", j_obj());
@@ -814,6 +880,8 @@ static void df_leaves_init(df_show_t *d) {
 }
 
 static j_t *df_pages_j(const mw_page_info_t *pages, size_t np, const mw_show_opts_t *o) {
+  assert(pages != NULL || np == 0);
+  assert(o != NULL);
   j_t *pa = j_arr();
   for (size_t k = 0; k < np && (int64_t)k < cap_rows(o, (int64_t)np); k++) {
     j_t *pg = j_push(pa, j_obj());
@@ -895,6 +963,9 @@ static void df_seed_j(const df_show_t *d, const mw_kv_t *kv, j_t *gb, j_t *e) {
 
 /* zone write seeds, validated against the values */
 static void df_seeds_j(const df_show_t *d, j_t *gb, j_t *out) {
+  assert(d->data != NULL);
+  assert(gb != NULL);
+  assert(gb->t == J_ARR);
   j_t *seeds = j_set(out, "zone_seeds", j_arr());
   size_t pl = strlen(MW_SEED_META_PREFIX);
   for (size_t i = 0; i < d->f.schema.meta.n; i++) {
@@ -924,6 +995,9 @@ static void df_pk_j(const df_show_t *d, j_t *out) {
 
 static int show_datafile_v2(const uint8_t *p, size_t n, mw_kind_t kind, const mw_show_opts_t *o, j_t *out,
                             mw_err_t *err) {
+  assert(p != NULL);
+  assert(o != NULL);
+  assert(out != NULL);
   df_show_t d = {.p = p, .o = o};
   int rc = mw_datafile_open(&d.f, p, n, NULL, err);
   if (rc < 0) return rc;
@@ -943,6 +1017,7 @@ static int show_datafile_v2(const uint8_t *p, size_t n, mw_kind_t kind, const mw
 }
 
 static j_t *v1_field_j(const mw_v1_field_t *fl) {
+  assert(fl != NULL);
   static const char *const types[] = {"PARENT", "REPEATED", "LEAF"};
   static const char *const encs[] = {"NONE", "PLAIN", "VAR_BINARY", "DICTIONARY", "RLE"};
   j_t *o = j_obj();
@@ -962,6 +1037,8 @@ static j_t *v1_field_j(const mw_v1_field_t *fl) {
 }
 
 static j_t *v1_manifest_j(const mw_v1_manifest_t *m) {
+  assert(m != NULL);
+  assert(m->fields != NULL || m->n_fields == 0);
   j_t *mj = j_obj();
   j_t *fa = j_set(mj, "fields", j_arr());
   for (size_t i = 0; i < m->n_fields; i++) j_push(fa, v1_field_j(&m->fields[i]));
@@ -986,6 +1063,7 @@ static j_t *v1_manifest_j(const mw_v1_manifest_t *m) {
 
 /* the page table */
 static j_t *v1_pages_j(const mw_v1_file_t *f) {
+  assert(f != NULL);
   j_t *pt = j_arr();
   for (size_t fi = 0; fi < f->pages.n_fields; fi++)
     for (size_t b = 0; b < f->pages.n_batches; b++) {
@@ -1002,6 +1080,9 @@ static j_t *v1_pages_j(const mw_v1_file_t *f) {
 
 /* the values of every decodable top-level field */
 static int v1_values_j(mw_v1_file_t *f, const mw_show_opts_t *o, j_t *vals, mw_err_t *err) {
+  assert(f != NULL);
+  assert(o != NULL);
+  assert(vals != NULL);
   int rc = 0;
   for (size_t i = 0; f->has_manifest && i < f->manifest.n_fields && rc == 0; i++) {
     const mw_v1_field_t *fl = &f->manifest.fields[i];
@@ -1014,7 +1095,7 @@ static int v1_values_j(mw_v1_file_t *f, const mw_show_opts_t *o, j_t *vals, mw_e
     }
     rc = mw_v1_read_column(f, false, fl, &mf, &c, err);
     if (rc == 0) j_set(vals, fl->name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
-    column_free(&c);
+    mw_column_free(&c);
   }
   return rc;
 }
@@ -1039,7 +1120,7 @@ static int v1_stats_j(mw_v1_file_t *f, const mw_show_opts_t *o, j_t *st, mw_err_
     snprintf(name, sizeof name, "%s.%s", parent, fl->name);
     rc = mw_v1_read_column(f, true, fl, &mf, &c, err);
     if (rc == 0) j_set(sv, name, column_rows_j(&mf, &c, cap_rows(o, c.length)));
-    column_free(&c);
+    mw_column_free(&c);
   }
   return rc;
 }

@@ -19,7 +19,7 @@
  *   bloom_filter       .../bloom_filter.bin
  *   data_file          *.lance (Lance 2.0/2.1/2.2, or legacy v1 by its footer)
  *   zone_seed          a seed buffer on its own (an Arrow IPC file)
- *   owner_record       _memwald/owners/<shard>.json (shard/owners.h)
+ *   owner_record       _memwald/owners/<shard>.json (lance/owners_json.h)
  *   staging            a put that never finished: memwald's .tmp-<hex>, or
  *                      a Lance/object_store temp (<key>.tmp.<id>, <key>#<n>)
  *   (memwald's key indexes, _memwald/keys/<stem>.keys, are data files)

@@ -14,7 +14,8 @@
 static bool is_local(const char *uri) { return strstr(uri, "://") == NULL || strncmp(uri, "file://", 7) == 0; }
 
 int mw_sio_open(mw_sio_t *s, const char *root, mw_err_t *err) {
-  assert(s != NULL && root != NULL);
+  assert(s != NULL);
+  assert(root != NULL);
   memset(s, 0, sizeof *s);
   if (strlen(root) >= sizeof s->root) return mw_err_set(err, -ENAMETOOLONG, "%s: path too long", root);
   strcpy(s->root, root);
@@ -41,7 +42,10 @@ void mw_sio_close(mw_sio_t *s) {
 }
 
 int mw_sio_get(mw_sio_t *s, const char *key, mw_buf_t *out, mw_err_t *err) {
-  assert(s != NULL && s->ss != NULL && key != NULL && out != NULL);
+  assert(s != NULL);
+  assert(s->ss != NULL);
+  assert(key != NULL);
+  assert(out != NULL);
   mw_err_t inner = {0};
   int rc = mw_storage_sync_get(s->ss, key, out, &inner);
   if (rc < 0)
@@ -50,7 +54,10 @@ int mw_sio_get(mw_sio_t *s, const char *key, mw_buf_t *out, mw_err_t *err) {
 }
 
 int mw_sio_head(mw_sio_t *s, const char *key, uint64_t *size, mw_err_t *err) {
-  assert(s != NULL && s->ss != NULL && key != NULL && size != NULL);
+  assert(s != NULL);
+  assert(s->ss != NULL);
+  assert(key != NULL);
+  assert(size != NULL);
   mw_err_t inner = {0};
   int rc = mw_storage_sync_head(s->ss, key, size, &inner);
   if (rc < 0 && rc != -ENOENT) return mw_err_set(err, rc, "%s: %s", key, inner.msg[0] ? inner.msg : mw_strerror(rc));
@@ -58,12 +65,17 @@ int mw_sio_head(mw_sio_t *s, const char *key, uint64_t *size, mw_err_t *err) {
 }
 
 void mw_sio_free_keys(char **keys, size_t n) {
+  assert(keys != NULL || n == 0);
   for (size_t i = 0; keys != NULL && i < n; i++) free(keys[i]);
   free(keys);
 }
 
 int mw_sio_list(mw_sio_t *s, const char *prefix, char ***keys, size_t *n, mw_err_t *err) {
-  assert(s != NULL && s->ss != NULL && prefix != NULL && keys != NULL && n != NULL);
+  assert(s != NULL);
+  assert(s->ss != NULL);
+  assert(prefix != NULL);
+  assert(keys != NULL);
+  assert(n != NULL);
   *keys = NULL;
   *n = 0;
   mw_storage_req_t req;

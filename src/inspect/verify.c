@@ -69,6 +69,9 @@ typedef struct vctx {
 
 static void problem(vctx_t *v, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void problem(vctx_t *v, const char *key, const char *fmt, ...) {
+  assert(v->r != NULL);
+  assert(v->r->problems != NULL);
+  assert(key != NULL);
   v->r->n_problems++;
   if (v->r->problems->n >= MW_VERIFY_MAX_PROBLEMS) return;
   va_list ap;
@@ -85,11 +88,15 @@ static void problem(vctx_t *v, const char *key, const char *fmt, ...) {
 static int key_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static bool has_key(const vctx_t *v, const char *key) {
+  assert(key != NULL);
+  assert(v->keys != NULL || v->n == 0);
   return bsearch(&key, v->keys, v->n, sizeof *v->keys, key_cmp) != NULL;
 }
 
 /* Index of the first key >= prefix; keys with the prefix follow it. */
 static size_t first_with(const vctx_t *v, const char *prefix) {
+  assert(prefix != NULL);
+  assert(v->keys != NULL || v->n == 0);
   size_t lo = 0, hi = v->n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -103,20 +110,15 @@ static bool starts(const char *s, const char *p) { return strncmp(s, p, strlen(p
 
 /* Read an object; a missing or unreadable one is a problem. */
 static int fetch(vctx_t *v, const char *key, mw_buf_t *out, const char *what) {
+  assert(v->s != NULL);
+  assert(key != NULL);
+  assert(out != NULL);
   mw_err_t err = {0};
   int rc = mw_sio_get(v->s, key, out, &err);
   if (rc == -ENOENT) problem(v, key, "%s is missing", what);
   else if (rc < 0) problem(v, key, "%s cannot be read: %s", what, err.msg);
   else v->r->decoded++;
   return rc;
-}
-
-static void column_free(mw_column_t *c) {
-  mw_buf_free(&c->validity);
-  mw_buf_free(&c->values);
-  mw_buf_free(&c->offsets);
-  mw_buf_free(&c->item_validity);
-  memset(c, 0, sizeof *c);
 }
 
 /* ------------------------------------------------------------ data files */
@@ -131,6 +133,8 @@ typedef struct dfile {
 } dfile_t;
 
 static void dfile_free(dfile_t *d) {
+  assert(d != NULL);
+  assert(d->open || !d->have_batch); /* a batch is read from an open file */
   if (d->have_batch) mw_batch_free(&d->batch);
   if (d->open) mw_datafile_close(&d->f);
   mw_buf_free(&d->bytes);
@@ -139,6 +143,8 @@ static void dfile_free(dfile_t *d) {
 
 /* Every zone seed of an open data file, checked against its values. */
 static void check_seeds(vctx_t *v, const char *key, dfile_t *d) {
+  assert(key != NULL);
+  assert(d->open);
   size_t pl = strlen(MW_SEED_META_PREFIX);
   const mw_datafile_t *f = &d->f;
   for (size_t i = 0; i < f->schema.meta.n; i++) {
@@ -175,6 +181,8 @@ static void check_seeds(vctx_t *v, const char *key, dfile_t *d) {
 /* Every decoded column holds the file's rows (LanceDB refuses to read
  * columns of differing lengths together). */
 static void check_lengths(vctx_t *v, const char *key, const dfile_t *d) {
+  assert(key != NULL);
+  assert(d->open);
   for (size_t i = 0; d->have_batch && i < d->f.schema.n_fields; i++)
     if (d->batch.cols[i].length != (int64_t)d->f.n_rows) {
       problem(v, key, "column '%s' holds %" PRId64 " rows, the data file %" PRIu64, d->f.schema.fields[i].name,
@@ -185,6 +193,9 @@ static void check_lengths(vctx_t *v, const char *key, const dfile_t *d) {
 
 /* Read and decode a data file holding `rows` rows (UINT64_MAX: any). */
 static int check_datafile(vctx_t *v, const char *key, uint64_t rows, uint64_t size, dfile_t *d) {
+  assert(v->s != NULL);
+  assert(key != NULL);
+  assert(d != NULL);
   memset(d, 0, sizeof *d);
   if (fetch(v, key, &d->bytes, "data file") < 0) return -ENOENT;
   v->r->data_files++;
@@ -202,7 +213,7 @@ static int check_datafile(vctx_t *v, const char *key, uint64_t rows, uint64_t si
       if (mw_v1_field_type(&f.manifest.fields[i], &mf, NULL) == 0 &&
           mw_v1_read_column(&f, false, &f.manifest.fields[i], &mf, &c, &err) < 0)
         rc = -EBADMSG;
-      column_free(&c);
+      mw_column_free(&c);
     }
     if (rc < 0) problem(v, key, "legacy v1 data file does not decode: %s", err.msg);
     mw_v1_close(&f);
@@ -234,6 +245,9 @@ static int check_datafile(vctx_t *v, const char *key, uint64_t rows, uint64_t si
  * field. `table` is the schema of the manifest that lists the fragment. */
 static int check_fragment_file(vctx_t *v, const char *key, const mw_schema_t *table,
                                const Lance__Table__DataFragment *fr, size_t k, dfile_t *d) {
+  assert(table != NULL);
+  assert(fr != NULL);
+  assert(k < fr->n_files);
   const Lance__Table__DataFile *df = fr->files[k];
   int rc = check_datafile(v, key, fr->physical_rows, df->file_size_bytes, d);
   if (!d->open) return rc;
@@ -251,6 +265,8 @@ static int check_fragment_file(vctx_t *v, const char *key, const mw_schema_t *ta
 }
 
 static void check_flags(vctx_t *v, const char *key, uint64_t rf, uint64_t wf, size_t v1_seeds) {
+  assert(key != NULL);
+  assert(v->r != NULL);
   bool r = rf & MW_FLAG_ZONE_WRITE_SEEDS, w = wf & MW_FLAG_ZONE_WRITE_SEEDS;
   if (r != w)
     problem(v, key, "FLAG_ZONE_WRITE_SEEDS is set in the %s feature flags only (the proposal sets both at once)",
@@ -264,6 +280,10 @@ static void check_flags(vctx_t *v, const char *key, uint64_t rf, uint64_t wf, si
 /* Offsets of a deletion file (malloc'd), or -errno after naming the problem. */
 static int read_deletion(vctx_t *v, const char *dir, uint64_t frag, const Lance__Table__DeletionFile *del,
                          uint64_t rows, uint32_t **offs, size_t *n) {
+  assert(dir != NULL);
+  assert(del != NULL);
+  assert(offs != NULL);
+  assert(n != NULL);
   bool bitmap = del->file_type == LANCE__TABLE__DELETION_FILE__DELETION_FILE_TYPE__BITMAP;
   char key[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(key, sizeof key, "%s_deletions/%" PRIu64 "-%" PRIu64 "-%" PRIu64 ".%s", dir, frag, del->read_version,
@@ -288,6 +308,8 @@ static int read_deletion(vctx_t *v, const char *dir, uint64_t frag, const Lance_
 /* ------------------------------------------------------------------ SSTable */
 
 static int pk_index_of(const mw_schema_t *s) {
+  assert(s != NULL);
+  assert(s->fields != NULL || s->n_fields == 0);
   for (size_t i = 0; i < s->n_fields; i++)
     if (s->fields[i].pk_position == 1) return (int)i;
   return -1;
@@ -295,6 +317,10 @@ static int pk_index_of(const mw_schema_t *s) {
 
 /* _pk_index/page_data.lance and page_lookup.lance against the data file. */
 static void check_pk_index(vctx_t *v, const char *dir, const dfile_t *d, int pk, const uint8_t *dead, int64_t rows) {
+  assert(dir != NULL);
+  assert(d->have_batch);
+  assert(pk >= 0);
+  assert(rows >= 0);
   char key[MW_STORAGE_KEY_MAX_BYTES + 1], lkey[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(key, sizeof key, "%s_pk_index/page_data.lance", dir);
   snprintf(lkey, sizeof lkey, "%s_pk_index/page_lookup.lance", dir);
@@ -366,6 +392,9 @@ static void check_pk_index(vctx_t *v, const char *dir, const dfile_t *d, int pk,
  * needs), on a fixed_size_list<float32> column of the data file, and name
  * exactly the rows whose vector is not null and finite (docs/indexes.md). */
 static void check_vindexes(vctx_t *v, const char *dir, const mw_table_meta_t *t, const dfile_t *d) {
+  assert(dir != NULL);
+  assert(t != NULL);
+  assert(d->have_batch);
   for (size_t i = 0; i < t->indexes.n; i++) {
     const Lance__Table__IndexMetadata *im = t->indexes.items[i].pb;
     mw_distance_t dist; /* an SSTable's details are empty: the distance is in the files */
@@ -453,6 +482,8 @@ static void check_maintained(vctx_t *v, const char *dir, const mw_table_meta_t *
 /* Fetches and decodes an SSTable manifest into *t; a negative return means
  * there is none to check (the problem is named, *t freed). */
 static int load_sstable_meta(vctx_t *v, const char *key, mw_table_meta_t *t) {
+  assert(key != NULL);
+  assert(t != NULL);
   mw_buf_t b = MW_BUF_INIT;
   if (fetch(v, key, &b, "SSTable manifest") < 0) {
     mw_buf_free(&b);
@@ -483,6 +514,9 @@ static void check_dedup(vctx_t *v, const char *where, const uint64_t *hashes, in
 
 /* the bloom filter knows every key */
 static void check_bloom(vctx_t *v, const char *dir, const uint64_t *hashes, int64_t rows) {
+  assert(dir != NULL);
+  assert(hashes != NULL || rows == 0);
+  assert(rows >= 0);
   char bkey[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(bkey, sizeof bkey, "%sbloom_filter.bin", dir);
   mw_buf_t bb = MW_BUF_INIT;
@@ -575,6 +609,8 @@ typedef struct walent {
 } walent_t;
 
 static uint64_t compacted_gen(const vctx_t *v, const uint8_t id[16]) {
+  assert(id != NULL);
+  assert(v->compacted != NULL || v->n_compacted == 0);
   uint64_t g = 0;
   for (size_t i = 0; i < v->n_compacted; i++)
     if (memcmp(v->compacted[i].shard_id, id, 16) == 0 && v->compacted[i].generation > g) g = v->compacted[i].generation;
@@ -676,6 +712,8 @@ static void check_epoch_sentinel(vctx_t *v, const walent_t *e, size_t n, size_t 
 /* epochs never go down; one sentinel per epoch, before its data; an epoch
  * that follows another writer's entries starts with its sentinel */
 static void check_wal_epochs(vctx_t *v, const walent_t *e, size_t n, uint64_t replay) {
+  assert(e != NULL || n == 0);
+  assert(v->r != NULL);
   uint64_t prev = 0, lowest = UINT64_MAX;
   for (size_t i = 0; i < n; i++)
     if (e[i].ok && e[i].epoch < lowest) lowest = e[i].epoch;
@@ -698,6 +736,8 @@ static void check_wal_epochs(vctx_t *v, const walent_t *e, size_t n, uint64_t re
 }
 
 static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *latest, uint64_t max_epoch) {
+  assert(dir != NULL);
+  assert(v->s != NULL);
   char prefix[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(prefix, sizeof prefix, "%swal/", dir);
   size_t n = 0;
@@ -715,6 +755,8 @@ static void check_wal(vctx_t *v, const char *dir, const mw_shard_manifest_t *lat
 
 /* The versions of the shard manifests under prefix, ascending; *n_out of them. */
 static uint64_t *shard_versions(vctx_t *v, const char *prefix, size_t *n_out) {
+  assert(prefix != NULL);
+  assert(n_out != NULL);
   size_t at = first_with(v, prefix), n = 0;
   uint64_t *vers = NULL;
   for (size_t i = at; i < v->n && starts(v->keys[i], prefix); i++) {
@@ -743,6 +785,9 @@ static uint64_t *shard_versions(vctx_t *v, const char *prefix, size_t *n_out) {
  * a negative return means there is none to check (the problem is named). */
 static int load_shard_manifest(vctx_t *v, const char *prefix, const uint64_t *vers, size_t i, char *key,
                                mw_shard_manifest_t *cur) {
+  assert(vers != NULL);
+  assert(key != NULL);
+  assert(cur != NULL);
   char name[MW_BITREV_NAME_BYTES];
   mw_shard_manifest_name(vers[i], name, sizeof name);
   snprintf(key, MW_STORAGE_KEY_MAX_BYTES + 1, "%s%s", prefix, name);
@@ -767,6 +812,9 @@ static int load_shard_manifest(vctx_t *v, const char *prefix, const uint64_t *ve
 /* One manifest alone: its version, its shard id, its SSTable generations. */
 static void check_shard_manifest(vctx_t *v, const char *key, const mw_shard_manifest_t *cur, uint64_t ver,
                                  const uint8_t id[16]) {
+  assert(key != NULL);
+  assert(cur != NULL);
+  assert(id != NULL);
   if (cur->version != ver) problem(v, key, "holds version %" PRIu64 ", its name says %" PRIu64, cur->version, ver);
   if (cur->has_shard_id && memcmp(cur->shard_id, id, 16) != 0) problem(v, key, "names another shard id than its directory");
   for (size_t k = 0; k < cur->n_sstables; k++) {
@@ -783,6 +831,8 @@ static void check_shard_manifest(vctx_t *v, const char *key, const mw_shard_mani
  * before compaction (generation comp) covers it. */
 static void check_manifest_step(vctx_t *v, const char *key, const mw_shard_manifest_t *prev,
                                 const mw_shard_manifest_t *cur, uint64_t comp) {
+  assert(prev != NULL);
+  assert(cur != NULL);
   if (cur->writer_epoch < prev->writer_epoch)
     problem(v, key, "writer_epoch went down from %" PRIu64 " to %" PRIu64, prev->writer_epoch, cur->writer_epoch);
   if (cur->replay_after_wal_entry_position < prev->replay_after_wal_entry_position)
@@ -803,6 +853,9 @@ static void check_manifest_step(vctx_t *v, const char *key, const mw_shard_manif
  * the last is copied to *latest); *max_epoch is raised to every epoch seen. */
 static bool check_manifest_chain(vctx_t *v, shard_info_t *si, const char *prefix, mw_shard_manifest_t *latest,
                                  uint64_t *max_epoch) {
+  assert(si != NULL);
+  assert(latest != NULL);
+  assert(max_epoch != NULL);
   size_t n = 0;
   uint64_t *vers = shard_versions(v, prefix, &n);
   mw_shard_manifest_t prev, cur;
@@ -832,6 +885,8 @@ static bool check_manifest_chain(vctx_t *v, shard_info_t *si, const char *prefix
 
 /* the hint is never ahead of the manifests */
 static void check_version_hint(vctx_t *v, const char *prefix, const mw_shard_manifest_t *latest) {
+  assert(prefix != NULL);
+  assert(v->s != NULL);
   char hkey[MW_STORAGE_KEY_MAX_BYTES + 1];
   snprintf(hkey, sizeof hkey, "%sversion_hint.json", prefix);
   if (!has_key(v, hkey)) return;
@@ -848,6 +903,8 @@ static void check_version_hint(vctx_t *v, const char *prefix, const mw_shard_man
 
 /* directories the manifest does not list: crash leftovers, ignored by readers */
 static void count_orphans(vctx_t *v, const char *dir, const mw_shard_manifest_t *latest) {
+  assert(dir != NULL);
+  assert(latest != NULL);
   size_t at = first_with(v, dir);
   char last[256] = "";
   for (size_t i = at; i < v->n && starts(v->keys[i], dir); i++) {
@@ -898,6 +955,8 @@ static bool top_level(const char *key, const char *prefix) { return starts(key, 
  * miss rows (or GC delete rows no version holds). */
 static void check_compacted_grows(vctx_t *v, const char *key, const mw_compacted_sstable_t *pc, size_t npc,
                                   uint64_t pc_version, const mw_table_meta_t *t) {
+  assert(pc != NULL || npc == 0);
+  assert(t != NULL);
   for (size_t i = 0; i < npc; i++) {
     uint64_t g = 0;
     for (size_t k = 0; t->has_memwal && k < t->memwal.n_compacted; k++)
@@ -915,6 +974,8 @@ static void check_compacted_grows(vctx_t *v, const char *key, const mw_compacted
 /* Every generation compacted_sstables records was flushed by its shard:
  * the shard has manifests and its current_generation is above it. */
 static void check_compacted_shards(vctx_t *v) {
+  assert(v->compacted != NULL || v->n_compacted == 0);
+  assert(v->shards != NULL || v->n_shards == 0);
   for (size_t i = 0; i < v->n_compacted; i++) {
     const mw_compacted_sstable_t *c = &v->compacted[i];
     char u[37];
@@ -932,6 +993,8 @@ static void check_compacted_shards(vctx_t *v) {
 
 /* The names of the table's manifests under _versions/ (borrowed from v->keys); *n_out of them. */
 static char **base_manifest_names(vctx_t *v, size_t *n_out) {
+  assert(n_out != NULL);
+  assert(v->keys != NULL || v->n == 0);
   char **names = NULL;
   size_t n = 0;
   size_t at = first_with(v, "_versions/");
@@ -1053,6 +1116,8 @@ static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_lates
 }
 
 static void check_base_fragments(vctx_t *v, const mw_table_meta_t *t) {
+  assert(t != NULL);
+  assert(v->r != NULL);
   const Lance__Table__Manifest *pb = t->manifest.pb;
   char mkey[64];
   snprintf(mkey, sizeof mkey, "_versions/ (version %" PRIu64 ")", pb->version);
@@ -1112,6 +1177,8 @@ static void check_base_fragments(vctx_t *v, const mw_table_meta_t *t) {
 /* ---------------------------------------------------------------------- run */
 
 static int uuid_parse(const char *s, uint8_t out[16]) {
+  assert(s != NULL);
+  assert(out != NULL);
   if (strlen(s) != 36) return -EINVAL;
   size_t k = 0;
   for (size_t i = 0; i < 36; i++) {
@@ -1194,6 +1261,8 @@ int mw_verify_table(mw_sio_t *s, mw_verify_report_t *r, mw_err_t *err) {
 }
 
 int mw_verify_main(const char *table, const mw_verify_opts_t *o) {
+  assert(table != NULL);
+  assert(o != NULL);
   mw_sio_t s;
   mw_err_t err = {0};
   if (mw_sio_open(&s, table, &err) < 0) {

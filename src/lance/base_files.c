@@ -27,6 +27,7 @@ static bool plain_name(const char *p) {
 
 static int fragment_files(const Lance__Table__DataFragment *f, uint64_t version, mw_base_file_cb cb, void *arg,
                           mw_err_t *err) {
+  assert(f != NULL);
   if (f->n_overlays > 0)
     return mw_err_set(err, -ENOTSUP, "version %" PRIu64 ": fragment %" PRIu64 " has overlays", version, f->id);
   int rc = 0;
@@ -53,7 +54,8 @@ static int fragment_files(const Lance__Table__DataFragment *f, uint64_t version,
 int mw_base_manifest_files(const uint8_t *file, size_t n, uint64_t version, int64_t *ts_ms,
                            mw_base_file_cb cb, void *arg, mw_err_t *err) {
   assert(file != NULL || n == 0);
-  assert(cb != NULL && ts_ms != NULL);
+  assert(cb != NULL);
+  assert(ts_ms != NULL);
   mw_section_t sec;
   uint64_t pos;
   int rc = mw_dmanifest_unframe(file, n, &sec, &pos, err);

@@ -49,7 +49,8 @@ void mw_base_commit_free(mw_base_commit_t *c) {
 }
 
 uint64_t mw_memwal_compacted(const mw_memwal_index_t *x, const uint8_t shard_id[16]) {
-  assert(x != NULL && shard_id != NULL);
+  assert(x != NULL);
+  assert(shard_id != NULL);
   for (size_t i = 0; i < x->n_compacted; i++)
     if (memcmp(x->compacted[i].shard_id, shard_id, 16) == 0) return x->compacted[i].generation;
   return 0;
@@ -99,6 +100,7 @@ typedef struct build {
 } build_t;
 
 static void build_free(build_t *b) {
+  assert(b != NULL);
   free(b->dels);
   free(b->updated);
   free(b->news);
@@ -108,6 +110,7 @@ static void build_free(build_t *b) {
 }
 
 static const Lance__Table__DataFragment *prev_fragment(const build_t *b, uint64_t id) {
+  assert(b != NULL);
   const Lance__Table__Manifest *pb = b->prev->manifest.pb;
   for (size_t i = 0; i < pb->n_fragments; i++)
     if (pb->fragments[i]->id == id) return pb->fragments[i];
@@ -115,6 +118,7 @@ static const Lance__Table__DataFragment *prev_fragment(const build_t *b, uint64_
 }
 
 static bool removed(const mw_base_update_t *u, uint64_t id) {
+  assert(u != NULL);
   for (size_t i = 0; i < u->n_removed; i++)
     if (u->removed[i] == id) return true;
   return false;
@@ -265,6 +269,7 @@ static int encode_txn(const build_t *b, const char *uuid_text, mw_buf_t *out) {
 /* ----------------------------------------------------------- index section */
 
 static int encode_index_section(const build_t *b, uint64_t version, mw_buf_t *out) {
+  assert(b != NULL);
   const mw_table_meta_t *prev = b->prev;
   const mw_base_update_t *u = b->u;
   size_t n = prev->indexes.n;
@@ -317,6 +322,7 @@ static int encode_index_section(const build_t *b, uint64_t version, mw_buf_t *ou
 /* The final fragment list: the previous ones in order (removed ones left
  * out, updated ones swapped for their copies), then the new ones. */
 static uint64_t list_fragments(build_t *b, uint64_t first_id) {
+  assert(b != NULL);
   const Lance__Table__Manifest *pb = b->prev->manifest.pb;
   uint64_t live = 0;
   b->n_frags = 0;
@@ -341,6 +347,7 @@ static uint64_t list_fragments(build_t *b, uint64_t first_id) {
 }
 
 static uint64_t next_fragment_id(const mw_table_meta_t *prev) {
+  assert(prev != NULL);
   const Lance__Table__Manifest *pb = prev->manifest.pb;
   if (prev->manifest.has_max_fragment_id) return (uint64_t)pb->max_fragment_id + 1;
   uint64_t next = 0;
@@ -390,8 +397,10 @@ static int encode_manifest(build_t *b, mw_base_commit_t *out, const mw_buf_t *in
 
 int mw_base_update_build(const mw_table_meta_t *prev, const mw_base_update_t *u,
                          mw_base_commit_t *out, mw_err_t *err) {
-  assert(prev != NULL && prev->manifest.pb != NULL);
-  assert(u != NULL && out != NULL);
+  assert(prev != NULL);
+  assert(prev->manifest.pb != NULL);
+  assert(u != NULL);
+  assert(out != NULL);
   mw_base_commit_init(out);
   build_t b = {.prev = prev, .u = u};
   mw_buf_t index_section = MW_BUF_INIT;
@@ -407,7 +416,8 @@ int mw_base_update_build(const mw_table_meta_t *prev, const mw_base_update_t *u,
   else memcpy(txn_uuid, u->txn_uuid, 16);
   uuid_unparse_lower(txn_uuid, uuid_text);
   int k = snprintf(out->txn_name, sizeof out->txn_name, "%" PRIu64 "-%s.txn", prev->version, uuid_text);
-  assert(k > 0 && (size_t)k < sizeof out->txn_name);
+  assert(k > 0);
+  assert((size_t)k < sizeof out->txn_name);
   if ((rc = encode_txn(&b, uuid_text, &out->txn)) < 0) {
     mw_err_set(err, rc, "base update: transaction encode failed");
     goto fail;
@@ -422,7 +432,8 @@ int mw_base_update_build(const mw_table_meta_t *prev, const mw_base_update_t *u,
   }
   rc = encode_manifest(&b, out, prev->manifest.has_index_section ? &index_section : NULL, err);
   if (rc < 0) goto fail;
-  assert(out->txn.len > 0 && out->manifest.len > MW_DMANIFEST_FOOTER_BYTES);
+  assert(out->txn.len > 0);
+  assert(out->manifest.len > MW_DMANIFEST_FOOTER_BYTES);
   mw_buf_free(&index_section);
   build_free(&b);
   return 0;

@@ -24,7 +24,7 @@
  * `update_mem_wal_index_compacted_sstables` mints the fresh index uuid so
  * that caches keyed on it see the change). The golden test rebuilds the
  * manifest LanceDB 0.39.0 wrote for `Table.update` byte for byte
- * (tests/formats/test_base_update.c).
+ * (tests/lance/test_base_update.c).
  *
  * I/O free. The caller writes the data and deletion files first, the .txn
  * (plain put), then the manifest with put-if-absent: losing that race means

@@ -21,7 +21,8 @@
  *
  * Every column may have a validity bitmap. Offsets are int32 in memory for
  * every type, large_* included (a batch is bounded by MW_MAX_BATCH_ROWS rows
- * and 2 GiB per buffer anyway); ipc.c widens and narrows them on the wire.
+ * and 2 GiB per buffer anyway); the IPC codec (ipc_encode.c,
+ * ipc_decode.c) widens and narrows them on the wire.
  * A struct's children have the struct's length; a struct row that is null
  * still has a slot in every child (null there, or a zero/empty value when
  * the child is not nullable), as arrow-rs and apache-arrow build them.
@@ -272,7 +273,7 @@ int mw_column_append_bytes(mw_column_t *c, const void *p, size_t n);
 int mw_column_list_end(mw_column_t *c);
 /* STRUCT: close a valid row whose children each got one value. */
 int mw_column_struct_end(mw_column_t *c);
-/* For decoders assembling nested columns level by level (datafile.c): a
+/* For decoders assembling nested columns level by level (datafile_read_nested.c): a
  * LIST or STRUCT row whose children the caller fills. A LIST row starts
  * empty at its child's end, and mw_column_list_grow() moves its end to the
  * child's length after items were appended; a STRUCT row's children must

@@ -23,7 +23,7 @@
  * newer Lance's compute_pk_hash feeds), while Lance 12's bloom for them holds
  * one constant hash (mw_pk_bloom_constant). Each key type rebuilds a
  * bloom_filter.bin written by Lance byte for byte
- * (tests/formats/data/bloom_types, tools/gen-bloom-fixtures.mjs). Every other type (uint32, uint64, bool, the
+ * (tests/lance/data/bloom_types, tools/gen-bloom-fixtures.mjs). Every other type (uint32, uint64, bool, the
  * narrow, half-float, temporal and fixed-size types) is refused (-ENOTSUP):
  * Lance refuses them as keys or cannot flush them, so no bloom we wrote for
  * them could agree with its probes.
@@ -86,7 +86,8 @@ static inline void sip_compress(mw_sip13_t *s, uint64_t m) {
 
 void mw_sip13_write(mw_sip13_t *s, const void *p, size_t n) {
   const uint8_t *q = p;
-  assert(s != NULL && s->ntail < 8);
+  assert(s != NULL);
+  assert(s->ntail < 8);
   assert(p != NULL || n == 0);
   s->total += n;
   if (s->ntail) {
@@ -113,10 +114,9 @@ static inline void sip_write_u8(mw_sip13_t *s, uint8_t v) {
   }
 }
 
-uint64_t mw_sip13_finish(const mw_sip13_t *s) {
-  assert(s != NULL && s->ntail < 8);
-  uint64_t v0 = s->v0, v1 = s->v1, v2 = s->v2, v3 = s->v3;
-  uint64_t b = (s->total & 0xff) << 56 | s->tail;
+/* The last block b (length byte and tail) and the finalisation: one
+ * compression round, then three finalisation rounds (SipHash-1-3). */
+static inline uint64_t sip_final(uint64_t v0, uint64_t v1, uint64_t v2, uint64_t v3, uint64_t b) {
   v3 ^= b;
   SIPROUND(v0, v1, v2, v3);
   v0 ^= b;
@@ -125,6 +125,13 @@ uint64_t mw_sip13_finish(const mw_sip13_t *s) {
   SIPROUND(v0, v1, v2, v3);
   SIPROUND(v0, v1, v2, v3);
   return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t mw_sip13_finish(const mw_sip13_t *s) {
+  assert(s != NULL);
+  assert(s->ntail < 8);
+  assert(s->total % 8 == s->ntail); /* the tail holds the bytes past the last word */
+  return sip_final(s->v0, s->v1, s->v2, s->v3, (s->total & 0xff) << 56 | s->tail);
 }
 
 uint64_t mw_siphash13(uint64_t k0, uint64_t k1, const void *p, size_t n) {
@@ -137,6 +144,8 @@ uint64_t mw_siphash13(uint64_t k0, uint64_t k1, const void *p, size_t n) {
 /* Key (0,0), at most one full word then `tail` of `len` bytes in total:
  * the inlined form of the common one-column keys. */
 static inline uint64_t sip_short(bool has_word, uint64_t word, uint64_t tail, uint64_t len) {
+  assert(len <= 16);
+  assert(has_word == (len >= 8));
   uint64_t v0 = 0x736f6d6570736575ULL, v1 = 0x646f72616e646f6dULL;
   uint64_t v2 = 0x6c7967656e657261ULL, v3 = 0x7465646279746573ULL;
   if (has_word) {
@@ -144,22 +153,14 @@ static inline uint64_t sip_short(bool has_word, uint64_t word, uint64_t tail, ui
     SIPROUND(v0, v1, v2, v3);
     v0 ^= word;
   }
-  uint64_t b = (len & 0xff) << 56 | tail;
-  v3 ^= b;
-  SIPROUND(v0, v1, v2, v3);
-  v0 ^= b;
-  v2 ^= 0xff;
-  SIPROUND(v0, v1, v2, v3);
-  SIPROUND(v0, v1, v2, v3);
-  SIPROUND(v0, v1, v2, v3);
-  return v0 ^ v1 ^ v2 ^ v3;
+  return sip_final(v0, v1, v2, v3, (len & 0xff) << 56 | tail);
 }
 
 /* ----------------------------------------------------------------- PK hash */
 
 /* The key types of types.c (`pk`); large strings and binaries hash as
  * their 32-bit-offset twins (str / [u8] Hash), verified against Lance's
- * blooms in tests/formats/data/bloom_types. */
+ * blooms in tests/lance/data/bloom_types. */
 static bool pk_type_ok(mw_type_t t) {
   switch (t) {
     case MW_T_INT32: case MW_T_INT64: case MW_T_UTF8: case MW_T_BINARY:
@@ -239,7 +240,8 @@ static int check_column(const mw_field_t *f, const mw_column_t *c, int64_t n_row
 
 int mw_pk_hash_columns(const mw_field_t *const *fields, const mw_column_t *const *cols,
                        size_t n_cols, int64_t n_rows, uint64_t *out, mw_err_t *err) {
-  assert(fields != NULL && cols != NULL);
+  assert(fields != NULL);
+  assert(cols != NULL);
   assert(out != NULL || n_rows == 0);
   if (n_cols == 0 || n_cols > MW_MAX_FIELDS || n_rows < 0)
     return mw_err_set(err, -EINVAL, "pk hash: %zu columns, %lld rows", n_cols, (long long)n_rows);
@@ -268,7 +270,8 @@ int mw_pk_hash_columns(const mw_field_t *const *fields, const mw_column_t *const
 }
 
 bool mw_pk_bloom_constant(const mw_field_t *f, uint64_t *hash) {
-  assert(f != NULL && hash != NULL);
+  assert(f != NULL);
+  assert(hash != NULL);
   if (f->type != MW_T_LARGE_UTF8 && f->type != MW_T_LARGE_BINARY) return false;
   static const uint8_t not_null = 0;
   *hash = mw_siphash13(0, 0, &not_null, 1);
@@ -276,7 +279,8 @@ bool mw_pk_bloom_constant(const mw_field_t *f, uint64_t *hash) {
 }
 
 int mw_pk_hash_batch(const mw_batch_t *b, uint64_t *out, mw_err_t *err) {
-  assert(b != NULL && b->schema != NULL);
+  assert(b != NULL);
+  assert(b->schema != NULL);
   const mw_schema_t *sc = b->schema;
   const mw_field_t *fields[MW_MAX_FIELDS];
   const mw_column_t *cols[MW_MAX_FIELDS];
@@ -311,7 +315,8 @@ int mw_pk_hash_batch(const mw_batch_t *b, uint64_t *out, mw_err_t *err) {
  * partition lists its rows in ascending order; idx NULL means rows 0..n-1. */
 static void dedup_part(const uint64_t *h, const uint32_t *idx, size_t n, uint64_t *slots,
                        size_t cap, int shift, uint64_t *del) {
-  assert(cap >= 2 * n && (cap & (cap - 1)) == 0);
+  assert(cap >= 2 * n);
+  assert((cap & (cap - 1)) == 0);
   memset(slots, 0, cap * sizeof *slots);
   size_t mask = cap - 1;
   bool seen_zero = false;
@@ -341,9 +346,71 @@ static void *carve(uint8_t **cur, size_t bytes) {
   return p;
 }
 
+/* The arrays of one run, carved out of the context's scratch buffer in
+ * this order: where each partition starts (n_parts + 1), the deletion
+ * bitmap (a bit per row) and, when partitioned, the hashes and row ids in
+ * partition order; the hash set's slots follow them. */
+typedef struct dedup_arrays {
+  size_t *start;
+  uint64_t *del;
+  uint64_t *ph; /* NULL when unpartitioned */
+  uint32_t *pi;
+} dedup_arrays_t;
+
+static uint8_t *dedup_carve(uint8_t *cur, dedup_arrays_t *a, size_t n_parts, size_t del_words,
+                            size_t rows, bool parted) {
+  assert(cur != NULL);
+  assert(n_parts >= 1);
+  assert(del_words == (rows + 63) / 64);
+  a->start = carve(&cur, 8 * (n_parts + 1));
+  a->del = carve(&cur, 8 * del_words);
+  a->ph = parted ? carve(&cur, 8 * rows) : NULL;
+  a->pi = parted ? carve(&cur, 4 * rows) : NULL;
+  return cur;
+}
+
+/* Sort the rows stably by their top `pbits` hash bits into a->ph and a->pi
+ * (a counting sort); a->start[p] is where partition p begins, a->start
+ * zeroed on entry. Returns the rows of the largest partition. */
+static size_t dedup_partition(const uint64_t *hashes, size_t rows, int pbits, dedup_arrays_t *a) {
+  assert(pbits >= 1);
+  assert(pbits <= 10);
+  size_t n_parts = (size_t)1 << pbits, *start = a->start;
+  for (size_t i = 0; i < rows; i++) start[(hashes[i] >> (64 - pbits)) + 1]++;
+  size_t max_part = 0;
+  for (size_t p = 0; p < n_parts; p++) {
+    if (start[p + 1] > max_part) max_part = start[p + 1];
+    start[p + 1] += start[p];
+  }
+  assert(start[n_parts] == rows);
+  /* Scatter stably; start[p] walks to the end of part p, then is
+   * restored from its neighbour. */
+  for (size_t i = 0; i < rows; i++) {
+    size_t slot = start[hashes[i] >> (64 - pbits)]++;
+    a->ph[slot] = hashes[i];
+    a->pi[slot] = (uint32_t)i;
+  }
+  for (size_t p = n_parts; p > 0; p--) start[p] = start[p - 1];
+  start[0] = 0;
+  return max_part;
+}
+
+/* The rows whose bit is set in del, ascending, into out; returns how many. */
+static int64_t dedup_offsets(const uint64_t *del, size_t del_words, uint32_t *out) {
+  assert(del != NULL);
+  assert(out != NULL);
+  int64_t cnt = 0;
+  for (size_t w = 0; w < del_words; w++) {
+    for (uint64_t x = del[w]; x; x &= x - 1)
+      out[cnt++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(x));
+  }
+  return cnt;
+}
+
 int64_t mw_dedup_run(mw_dedup_t *d, const uint64_t *hashes, int64_t n, uint32_t *out_offsets) {
   assert(d != NULL);
-  assert((hashes != NULL && out_offsets != NULL) || n == 0);
+  assert(hashes != NULL || n == 0);
+  assert(out_offsets != NULL || n == 0);
   if (n < 0 || n > MW_DEDUP_MAX_ROWS) return -EINVAL;
   if (n < 2) return 0;
   size_t rows = (size_t)n;
@@ -360,33 +427,11 @@ int64_t mw_dedup_run(mw_dedup_t *d, const uint64_t *hashes, int64_t n, uint32_t 
   mw_buf_reset(&d->scratch);
   int rc = mw_buf_reserve(&d->scratch, need_fixed);
   if (rc < 0) return rc;
-  uint8_t *cur = d->scratch.data;
-  size_t *start = carve(&cur, 8 * (n_parts + 1));
-  uint64_t *del = carve(&cur, 8 * del_words);
-  memset(start, 0, 8 * (n_parts + 1));
-  memset(del, 0, 8 * del_words);
-  uint64_t *ph = NULL;
-  uint32_t *pi = NULL;
-  size_t max_part = rows;
-  if (pbits > 0) {
-    ph = carve(&cur, 8 * rows);
-    pi = carve(&cur, 4 * rows);
-    for (size_t i = 0; i < rows; i++) start[(hashes[i] >> (64 - pbits)) + 1]++;
-    max_part = 0;
-    for (size_t p = 0; p < n_parts; p++) {
-      if (start[p + 1] > max_part) max_part = start[p + 1];
-      start[p + 1] += start[p];
-    }
-    /* Scatter stably; start[p] walks to the end of part p, then is
-     * restored from its neighbour. */
-    for (size_t i = 0; i < rows; i++) {
-      size_t slot = start[hashes[i] >> (64 - pbits)]++;
-      ph[slot] = hashes[i];
-      pi[slot] = (uint32_t)i;
-    }
-    for (size_t p = n_parts; p > 0; p--) start[p] = start[p - 1];
-    start[0] = 0;
-  }
+  dedup_arrays_t a;
+  uint8_t *cur = dedup_carve(d->scratch.data, &a, n_parts, del_words, rows, pbits > 0);
+  memset(a.start, 0, 8 * (n_parts + 1));
+  memset(a.del, 0, 8 * del_words);
+  size_t max_part = pbits > 0 ? dedup_partition(hashes, rows, pbits, &a) : rows;
   size_t cap = 16;
   int shift = 60;
   while (cap < 2 * max_part) {
@@ -399,26 +444,17 @@ int64_t mw_dedup_run(mw_dedup_t *d, const uint64_t *hashes, int64_t n, uint32_t 
     d->scratch.len = used;
     rc = mw_buf_reserve(&d->scratch, 8 * cap);
     if (rc < 0) return rc;
-    cur = d->scratch.data;
-    start = carve(&cur, 8 * (n_parts + 1));
-    del = carve(&cur, 8 * del_words);
-    if (pbits > 0) {
-      ph = carve(&cur, 8 * rows);
-      pi = carve(&cur, 4 * rows);
-    }
+    cur = dedup_carve(d->scratch.data, &a, n_parts, del_words, rows, pbits > 0);
   }
   uint64_t *slots = carve(&cur, 8 * cap);
   if (pbits == 0) {
-    dedup_part(hashes, NULL, rows, slots, cap, shift, del);
+    dedup_part(hashes, NULL, rows, slots, cap, shift, a.del);
   } else {
     for (size_t p = 0; p < n_parts; p++)
-      dedup_part(ph + start[p], pi + start[p], start[p + 1] - start[p], slots, cap, shift, del);
+      dedup_part(a.ph + a.start[p], a.pi + a.start[p], a.start[p + 1] - a.start[p], slots, cap,
+                 shift, a.del);
   }
-  int64_t cnt = 0;
-  for (size_t w = 0; w < del_words; w++) {
-    for (uint64_t x = del[w]; x; x &= x - 1)
-      out_offsets[cnt++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(x));
-  }
+  int64_t cnt = dedup_offsets(a.del, del_words, out_offsets);
   assert(cnt < n);
   return cnt;
 }
@@ -451,7 +487,8 @@ size_t mw_bloom_bytes_for(uint64_t ndv, double fpp) {
   if (bytes < MW_BLOOM_MIN_BYTES) bytes = MW_BLOOM_MIN_BYTES;
   size_t p = MW_BLOOM_MIN_BYTES;
   while (p < bytes) p <<= 1;
-  assert(p >= MW_BLOOM_MIN_BYTES && p <= MW_BLOOM_MAX_BYTES);
+  assert(p >= MW_BLOOM_MIN_BYTES);
+  assert(p <= MW_BLOOM_MAX_BYTES);
   return p;
 }
 
@@ -485,7 +522,8 @@ static inline uint32_t *block_of(const mw_bloom_t *bf, uint64_t h) {
 }
 
 void mw_bloom_insert(mw_bloom_t *bf, uint64_t hash) {
-  assert(bf != NULL && bf->n_blocks > 0);
+  assert(bf != NULL);
+  assert(bf->n_blocks > 0);
   uint32_t *w = block_of(bf, hash);
   uint32_t x = (uint32_t)hash;
   for (int i = 0; i < 8; i++) w[i] |= 1u << ((x * SALT[i]) >> 27);
@@ -499,7 +537,8 @@ void mw_bloom_insert(mw_bloom_t *bf, uint64_t hash) {
 _Static_assert(BLOOM_PREFETCH_MIN_BYTES > MW_BLOOM_SST_BYTES, "SSTable filters stay unprefetched");
 
 void mw_bloom_insert_many(mw_bloom_t *bf, const uint64_t *hashes, size_t n) {
-  assert(bf != NULL && bf->n_blocks > 0);
+  assert(bf != NULL);
+  assert(bf->n_blocks > 0);
   assert(hashes != NULL || n == 0);
   size_t i = 0;
   if (bf->n_blocks * MW_BLOOM_BLOCK_BYTES >= BLOOM_PREFETCH_MIN_BYTES)
@@ -511,7 +550,8 @@ void mw_bloom_insert_many(mw_bloom_t *bf, const uint64_t *hashes, size_t n) {
 }
 
 bool mw_bloom_check(const mw_bloom_t *bf, uint64_t hash) {
-  assert(bf != NULL && bf->n_blocks > 0);
+  assert(bf != NULL);
+  assert(bf->n_blocks > 0);
   const uint32_t *w = block_of(bf, hash);
   uint32_t x = (uint32_t)hash;
   for (int i = 0; i < 8; i++)
@@ -520,7 +560,8 @@ bool mw_bloom_check(const mw_bloom_t *bf, uint64_t hash) {
 }
 
 int mw_bloom_encode(const mw_bloom_t *bf, mw_buf_t *out) {
-  assert(bf != NULL && out != NULL);
+  assert(bf != NULL);
+  assert(out != NULL);
   assert(bf->n_blocks > 0);
   size_t n_words = bf->n_blocks * 8;
   uint8_t *p = mw_buf_extend(out, n_words * 4);

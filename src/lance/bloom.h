@@ -65,7 +65,7 @@ int mw_pk_hash_batch(const mw_batch_t *b, uint64_t *out, mw_err_t *err);
 /* What Lance 12 inserts into bloom_filter.bin is its memtable's row hash,
  * which for large_utf8 and large_binary keys feeds only the is_null byte:
  * every row of such a key gets SipHash13(00) (Lance's blooms for them have
- * 8 bits set, tests/formats/data/bloom_types), while its dedup still tells
+ * 8 bits set, tests/lance/data/bloom_types), while its dedup still tells
  * the keys apart. memwald keeps value hashes for dedup (mw_pk_hash_*) and
  * writes Lance's bloom: true, with *hash, when every row of key field f has
  * that one bloom hash. */

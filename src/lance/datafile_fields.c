@@ -79,7 +79,8 @@ static int walk(walk_t *w, const mw_field_t *f, int depth) {
 int mw_datafile_fields(const mw_schema_t *s, uint32_t major, uint32_t minor, int32_t *ids,
                        int32_t *cols, size_t cap, mw_err_t *err) {
   assert(s != NULL);
-  assert(ids != NULL && cols != NULL);
+  assert(ids != NULL);
+  assert(cols != NULL);
   int v = version_of(major, minor);
   if (v < 0) return mw_err_set(err, v, "Lance file version %u.%u has no v2 column layout", major, minor);
   walk_t w = {.ids = ids, .cols = cols, .cap = cap, .every_field = v == 20, .err = err};
@@ -205,8 +206,10 @@ static int check_entries(cctx_t *c) {
 
 int mw_datafile_fields_check(const mw_schema_t *table, const mw_df_ref_t *ref,
                              const mw_df_file_t *file, mw_err_t *err) {
-  assert(table != NULL && ref != NULL);
-  assert(file != NULL && file->schema != NULL);
+  assert(table != NULL);
+  assert(ref != NULL);
+  assert(file != NULL);
+  assert(file->schema != NULL);
   if (ref->n_ids != ref->n_cols)
     return mw_err_set(err, -EBADMSG, "DataFile has %zu field ids but %zu column indices (LanceDB refuses unequal "
                       "lengths)", ref->n_ids, ref->n_cols);

@@ -11,7 +11,7 @@
  * What LanceDB's writer records, per file version (measured on tables it
  * made with list, struct, list of struct, struct with a list,
  * fixed_size_list and list of fixed_size_list columns,
- * tests/formats/data/layout, tools/gen-layout-fixtures.mjs):
+ * tests/lance/data/layout, tools/gen-layout-fixtures.mjs):
  *   2.1 and 2.2  the leaves (fields that are neither a list nor a struct; a
  *                fixed_size_list is a leaf, it has no child field) in
  *                pre-order; column_indices 0..L-1. Lists and structs have

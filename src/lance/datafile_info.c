@@ -28,12 +28,14 @@ typedef struct sb {
 
 static void put(sb_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(sb_t *s, const char *fmt, ...) {
+  assert(s != NULL);
   if (s->at >= s->n) return;
   va_list ap;
   va_start(ap, fmt);
   int k = vsnprintf(s->p + s->at, s->n - s->at, fmt, ap);
   va_end(ap);
   if (k > 0) s->at += (size_t)k < s->n - s->at ? (size_t)k : s->n - s->at - 1;
+  assert(s->at < s->n); /* the text stays NUL-terminated */
 }
 
 static const char *scheme(const Lance__Encodings21__BufferCompression *b) {
@@ -46,6 +48,8 @@ static const char *scheme(const Lance__Encodings21__BufferCompression *b) {
 }
 
 static void ce(sb_t *s, const Lance__Encodings21__CompressiveEncoding *e, int depth) {
+  assert(s != NULL);
+  assert(depth >= 0);
   if (e == NULL) {
     put(s, "none");
     return;
@@ -110,6 +114,8 @@ static void ce(sb_t *s, const Lance__Encodings21__CompressiveEncoding *e, int de
 }
 
 static void layers(sb_t *s, const Lance__Encodings21__RepDefLayer *l, size_t n) {
+  assert(s != NULL);
+  assert(l != NULL || n == 0);
   static const char *const names[] = {"unspecified", "all_valid_item", "all_valid_list", "nullable_item",
                                       "nullable_list", "emptyable_list", "null_and_empty_list"};
   put(s, "layers: [");
@@ -119,6 +125,8 @@ static void layers(sb_t *s, const Lance__Encodings21__RepDefLayer *l, size_t n) 
 }
 
 static void layout21(mw_page_info_t *pi, const uint8_t *v, size_t n) {
+  assert(pi != NULL);
+  assert(v != NULL || n == 0);
   sb_t s = {pi->encoding, sizeof pi->encoding, 0};
   Lance__Encodings21__PageLayout *pl = lance__encodings21__page_layout__unpack(NULL, n, v);
   if (pl == NULL) {
@@ -183,6 +191,7 @@ static void layout21(mw_page_info_t *pi, const uint8_t *v, size_t n) {
 
 static int page_info(const mw_datafile_t *f, uint32_t col, size_t k, const Lance__File__V2__ColumnMetadata__Page *pg,
                      mw_page_info_t *pi, mw_err_t *err) {
+  assert(f != NULL);
   memset(pi, 0, sizeof *pi);
   pi->rows = pg->length;
   pi->priority = pg->priority;
@@ -223,7 +232,9 @@ static int page_info(const mw_datafile_t *f, uint32_t col, size_t k, const Lance
 
 int mw_datafile_column_info(const mw_datafile_t *f, uint32_t col, mw_page_info_t **pages,
                             size_t *n_pages, mw_err_t *err) {
-  assert(f != NULL && pages != NULL && n_pages != NULL);
+  assert(f != NULL);
+  assert(pages != NULL);
+  assert(n_pages != NULL);
   *pages = NULL;
   *n_pages = 0;
   const uint8_t *p;

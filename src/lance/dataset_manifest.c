@@ -113,7 +113,8 @@ int mw_dmanifest_name(uint64_t version, char *out, size_t out_len) {
 }
 
 int mw_dmanifest_name_parse(const char *name, uint64_t *version, bool *v2) {
-  assert(name && version);
+  assert(name);
+  assert(version);
   static const char ext[] = ".manifest";
   size_t len = strlen(name), elen = sizeof ext - 1;
   if (len <= elen || strcmp(name + len - elen, ext) != 0) return -EINVAL;
@@ -136,7 +137,8 @@ int mw_dmanifest_name_parse(const char *name, uint64_t *version, bool *v2) {
 
 int mw_dmanifest_latest(char *const *names, size_t n, uint64_t *version, size_t *index,
                         mw_err_t *err) {
-  assert(version && (names || n == 0));
+  assert(version);
+  assert(names || n == 0);
   bool seen_v1 = false, seen_v2 = false, any = false;
   uint64_t best = 0;
   size_t best_i = 0;
@@ -161,7 +163,8 @@ int mw_dmanifest_latest(char *const *names, size_t n, uint64_t *version, size_t 
 }
 
 void mw_data_file_name(const uint8_t uuid[16], char out[MW_DATA_FILE_NAME_BYTES]) {
-  assert(uuid != NULL && out != NULL);
+  assert(uuid != NULL);
+  assert(out != NULL);
   uint8_t u[16];
   memcpy(u, uuid, 16);
   u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
@@ -178,7 +181,8 @@ void mw_data_file_name(const uint8_t uuid[16], char out[MW_DATA_FILE_NAME_BYTES]
 
 int mw_dmanifest_unframe(const uint8_t *p, size_t n, mw_section_t *manifest, uint64_t *pos,
                          mw_err_t *err) {
-  assert(manifest && (p || n == 0));
+  assert(manifest);
+  assert(p || n == 0);
   if (n > MW_DMANIFEST_MAX_BYTES)
     return mw_err_set(err, -EBADMSG, "manifest file: %zu bytes, limit %zu", n,
                       MW_DMANIFEST_MAX_BYTES);
@@ -204,7 +208,8 @@ int mw_dmanifest_unframe(const uint8_t *p, size_t n, mw_section_t *manifest, uin
 
 int mw_dmanifest_section_at(const uint8_t *p, size_t n, uint64_t off, uint64_t limit,
                             mw_section_t *out, mw_err_t *err) {
-  assert(out && limit <= n);
+  assert(out);
+  assert(limit <= n);
   if (off > limit || limit - off < 4)
     return mw_err_set(err, -EBADMSG, "manifest file: section at byte %" PRIu64
                       " lies past the manifest (byte %" PRIu64 ")", off, limit);
@@ -219,7 +224,8 @@ int mw_dmanifest_section_at(const uint8_t *p, size_t n, uint64_t off, uint64_t l
 
 int mw_dmanifest_file_encode(const mw_section_t *sections, size_t n_sections,
                              const uint8_t *manifest, size_t manifest_len, mw_buf_t *out) {
-  assert(out && (manifest || manifest_len == 0));
+  assert(out);
+  assert(manifest || manifest_len == 0);
   if (n_sections > MW_DMANIFEST_MAX_SECTIONS || manifest_len > UINT32_MAX) return -EINVAL;
   size_t start = out->len;
   int rc = 0;
@@ -244,7 +250,8 @@ int mw_dmanifest_file_encode(const mw_section_t *sections, size_t n_sections,
 static const uint32_t MANIFEST_ZERO_TAGS[3] = {6, 11, 21};
 
 int mw_dmanifest_decode(const uint8_t *p, size_t n, mw_dmanifest_t *m, mw_err_t *err) {
-  assert(m && (p || n == 0));
+  assert(m);
+  assert(p || n == 0);
   memset(m, 0, sizeof *m);
   if (n > MW_DMANIFEST_MAX_BYTES)
     return mw_err_set(err, -EBADMSG, "manifest: %zu bytes, limit %zu", n, MW_DMANIFEST_MAX_BYTES);
@@ -294,9 +301,25 @@ void mw_dmanifest_free(mw_dmanifest_t *m) {
   memset(m, 0, sizeof *m);
 }
 
+void mw_dmanifest_stamp(Lance__Table__Manifest *m, Lance__Table__Manifest__WriterVersion *wv,
+                        Lance__Table__Manifest__DataStorageFormat *fmt) {
+  assert(m != NULL);
+  assert(wv != NULL);
+  assert(fmt != NULL);
+  lance__table__manifest__writer_version__init(wv);
+  wv->library = (char *)"lance";
+  wv->version = (char *)"12.0.0";
+  lance__table__manifest__data_storage_format__init(fmt);
+  fmt->file_format = (char *)"lance";
+  fmt->version = (char *)"2.2";
+  m->writer_version = wv;
+  m->data_format = fmt;
+}
+
 int mw_dmanifest_pack(const Lance__Table__Manifest *pb, bool has_index_section,
                       bool has_max_fragment_id, bool has_transaction_section, mw_buf_t *out) {
-  assert(pb && out);
+  assert(pb);
+  assert(out);
   uint32_t tags[3];
   size_t k = 0;
   if (has_index_section) tags[k++] = 6;
@@ -306,7 +329,8 @@ int mw_dmanifest_pack(const Lance__Table__Manifest *pb, bool has_index_section,
 }
 
 int mw_dmanifest_encode(const mw_dmanifest_t *m, mw_buf_t *out) {
-  assert(m && m->pb);
+  assert(m);
+  assert(m->pb);
   return mw_dmanifest_pack(m->pb, m->has_index_section, m->has_max_fragment_id,
                            m->has_transaction_section, out);
 }
@@ -314,7 +338,8 @@ int mw_dmanifest_encode(const mw_dmanifest_t *m, mw_buf_t *out) {
 /* --------------------------------------------------------- SSTable manifest */
 
 int mw_sst_manifest_encode(const mw_sst_manifest_params_t *p, mw_buf_t *out, mw_err_t *err) {
-  assert(p && out);
+  assert(p);
+  assert(out);
   if (p->n_fields == 0 || p->n_fields > MW_DMANIFEST_MAX_FIELDS || p->data_file == NULL ||
       p->data_file[0] == '\0' || p->n_columns == 0 || p->n_columns > MW_DMANIFEST_MAX_FIELDS)
     return mw_err_set(err, -EINVAL, "sstable manifest: needs fields, a data file and columns");
@@ -343,12 +368,8 @@ int mw_sst_manifest_encode(const mw_sst_manifest_params_t *p, mw_buf_t *out, mw_
   Google__Protobuf__Timestamp ts = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
   ts.seconds = p->timestamp_seconds;
   ts.nanos = p->timestamp_nanos;
-  Lance__Table__Manifest__WriterVersion wv = LANCE__TABLE__MANIFEST__WRITER_VERSION__INIT;
-  wv.library = (char *)"lance";
-  wv.version = (char *)"12.0.0";
-  Lance__Table__Manifest__DataStorageFormat fmt = LANCE__TABLE__MANIFEST__DATA_STORAGE_FORMAT__INIT;
-  fmt.file_format = (char *)"lance";
-  fmt.version = (char *)"2.2";
+  Lance__Table__Manifest__WriterVersion wv;
+  Lance__Table__Manifest__DataStorageFormat fmt;
   Lance__Table__Manifest m = LANCE__TABLE__MANIFEST__INIT;
   m.n_fields = p->n_fields;
   m.fields = (Lance__File__Field **)p->fields;
@@ -357,8 +378,7 @@ int mw_sst_manifest_encode(const mw_sst_manifest_params_t *p, mw_buf_t *out, mw_
   m.version = 1;
   m.timestamp = &ts;
   m.max_fragment_id = 0;
-  m.writer_version = &wv;
-  m.data_format = &fmt;
+  mw_dmanifest_stamp(&m, &wv, &fmt);
   m.reader_feature_flags = p->feature_flags;
   m.writer_feature_flags = p->feature_flags;
   bool has_index = p->index_section != NULL;
@@ -384,7 +404,8 @@ void mw_index_section_free(mw_index_section_t *s) {
 }
 
 int mw_index_section_decode(const uint8_t *p, size_t n, mw_index_section_t *s, mw_err_t *err) {
-  assert(s && (p || n == 0));
+  assert(s);
+  assert(p || n == 0);
   memset(s, 0, sizeof *s);
   int rc = mw_pb_check(p, n, 0, "index section", err);
   if (rc < 0) return rc;
@@ -418,7 +439,8 @@ int mw_index_section_decode(const uint8_t *p, size_t n, mw_index_section_t *s, m
 }
 
 int mw_index_entry_encode(const mw_index_entry_t *e, mw_buf_t *out) {
-  assert(e && e->pb);
+  assert(e);
+  assert(e->pb);
   uint32_t tags[3];
   size_t k = 0;
   if (e->has_index_version) tags[k++] = 7;
@@ -428,7 +450,8 @@ int mw_index_entry_encode(const mw_index_entry_t *e, mw_buf_t *out) {
 }
 
 int mw_index_section_encode(const mw_section_t *entries, size_t n, mw_buf_t *out) {
-  assert(out && (entries || n == 0));
+  assert(out);
+  assert(entries || n == 0);
   if (n > MW_DMANIFEST_MAX_INDEXES) return -EINVAL;
   int rc = 0;
   for (size_t i = 0; i < n && rc == 0; i++)
@@ -561,7 +584,8 @@ static bool type_url_ok(const char *url) {
 
 int mw_memwal_index_decode(const Lance__Table__IndexMetadata *pb, mw_memwal_index_t *x,
                            mw_err_t *err) {
-  assert(pb && x);
+  assert(pb);
+  assert(x);
   mw_memwal_index_init(x);
   if (pb->uuid == NULL || pb->uuid->uuid.len != 16)
     return mw_err_set(err, -EBADMSG, "memwal index: uuid missing or not 16 bytes");
@@ -582,40 +606,71 @@ int mw_memwal_index_decode(const Lance__Table__IndexMetadata *pb, mw_memwal_inde
   return rc;
 }
 
-int mw_memwal_details_encode(const mw_memwal_index_t *x, mw_buf_t *out) {
-  assert(x && out);
-  if (x->n_source_ids > MW_MEMWAL_MAX_SOURCE_IDS) return -EINVAL;
-  int rc = -ENOMEM;
+/* The repeated members of MemWalIndexDetails as the generated structs
+ * want them (an array of entries and an array of pointers to them, one
+ * spare slot each so none is calloc(0)), borrowing x's bytes. */
+typedef struct details_arrays {
+  Lance__Table__ShardingField__ParametersEntry *pe, **pep;
+  Lance__Table__MemWalIndexDetails__WriterConfigDefaultsEntry *we, **wep;
+  Lance__Table__CompactedSsTable *ce, **cep;
+  Lance__Table__UUID *cu;
+} details_arrays_t;
+
+static void details_arrays_free(details_arrays_t *a) {
+  assert(a != NULL);
+  free(a->pe);
+  free(a->pep);
+  free(a->we);
+  free(a->wep);
+  free(a->ce);
+  free(a->cep);
+  free(a->cu);
+}
+
+static int details_arrays_fill(const mw_memwal_index_t *x, details_arrays_t *a) {
+  assert(x != NULL);
+  assert(a != NULL);
   size_t np = x->parameters.n, nw = x->writer_config_defaults.n, nc = x->n_compacted;
-  Lance__Table__ShardingField__ParametersEntry *pe = calloc(np + 1, sizeof *pe);
-  Lance__Table__ShardingField__ParametersEntry **pep = calloc(np + 1, sizeof *pep);
-  Lance__Table__MemWalIndexDetails__WriterConfigDefaultsEntry *we = calloc(nw + 1, sizeof *we);
-  Lance__Table__MemWalIndexDetails__WriterConfigDefaultsEntry **wep = calloc(nw + 1, sizeof *wep);
-  Lance__Table__CompactedSsTable *ce = calloc(nc + 1, sizeof *ce);
-  Lance__Table__CompactedSsTable **cep = calloc(nc + 1, sizeof *cep);
-  Lance__Table__UUID *cu = calloc(nc + 1, sizeof *cu);
-  if (!pe || !pep || !we || !wep || !ce || !cep || !cu) goto fail;
+  a->pe = calloc(np + 1, sizeof *a->pe);
+  a->pep = calloc(np + 1, sizeof *a->pep);
+  a->we = calloc(nw + 1, sizeof *a->we);
+  a->wep = calloc(nw + 1, sizeof *a->wep);
+  a->ce = calloc(nc + 1, sizeof *a->ce);
+  a->cep = calloc(nc + 1, sizeof *a->cep);
+  a->cu = calloc(nc + 1, sizeof *a->cu);
+  if (!a->pe || !a->pep || !a->we || !a->wep || !a->ce || !a->cep || !a->cu) return -ENOMEM;
   for (size_t i = 0; i < np; i++) {
-    lance__table__sharding_field__parameters_entry__init(&pe[i]);
-    pe[i].key = x->parameters.items[i].key;
-    pe[i].value = (char *)x->parameters.items[i].value;
-    pep[i] = &pe[i];
+    lance__table__sharding_field__parameters_entry__init(&a->pe[i]);
+    a->pe[i].key = x->parameters.items[i].key;
+    a->pe[i].value = (char *)x->parameters.items[i].value;
+    a->pep[i] = &a->pe[i];
   }
   for (size_t i = 0; i < nw; i++) {
-    lance__table__mem_wal_index_details__writer_config_defaults_entry__init(&we[i]);
-    we[i].key = x->writer_config_defaults.items[i].key;
-    we[i].value = (char *)x->writer_config_defaults.items[i].value;
-    wep[i] = &we[i];
+    lance__table__mem_wal_index_details__writer_config_defaults_entry__init(&a->we[i]);
+    a->we[i].key = x->writer_config_defaults.items[i].key;
+    a->we[i].value = (char *)x->writer_config_defaults.items[i].value;
+    a->wep[i] = &a->we[i];
   }
   for (size_t i = 0; i < nc; i++) {
-    lance__table__uuid__init(&cu[i]);
-    cu[i].uuid.data = (uint8_t *)x->compacted[i].shard_id;
-    cu[i].uuid.len = 16;
-    lance__table__compacted_ss_table__init(&ce[i]);
-    ce[i].shard_id = &cu[i];
-    ce[i].generation = x->compacted[i].generation;
-    cep[i] = &ce[i];
+    lance__table__uuid__init(&a->cu[i]);
+    a->cu[i].uuid.data = (uint8_t *)x->compacted[i].shard_id;
+    a->cu[i].uuid.len = 16;
+    lance__table__compacted_ss_table__init(&a->ce[i]);
+    a->ce[i].shard_id = &a->cu[i];
+    a->ce[i].generation = x->compacted[i].generation;
+    a->cep[i] = &a->ce[i];
   }
+  return 0;
+}
+
+int mw_memwal_details_encode(const mw_memwal_index_t *x, mw_buf_t *out) {
+  assert(x);
+  assert(out);
+  if (x->n_source_ids > MW_MEMWAL_MAX_SOURCE_IDS) return -EINVAL;
+  size_t np = x->parameters.n, nw = x->writer_config_defaults.n, nc = x->n_compacted;
+  details_arrays_t a = {0};
+  int rc = details_arrays_fill(x, &a);
+  if (rc < 0) goto fail;
   static const char *const transforms[] = {"", "unsharded", "bucket", "identity"};
   Lance__Table__ShardingField sf = LANCE__TABLE__SHARDING_FIELD__INIT;
   sf.field_id = x->sharding_field_id ? x->sharding_field_id : (char *)"";
@@ -624,7 +679,7 @@ int mw_memwal_details_encode(const mw_memwal_index_t *x, mw_buf_t *out) {
   sf.transform = (char *)transforms[x->kind <= MW_SHARDING_IDENTITY ? x->kind : 0];
   sf.result_type = x->result_type ? x->result_type : (char *)"";
   sf.n_parameters = np;
-  sf.parameters = pep;
+  sf.parameters = a.pep;
   Lance__Table__ShardingField *sfp = &sf;
   Lance__Table__ShardingSpec spec = LANCE__TABLE__SHARDING_SPEC__INIT;
   spec.spec_id = x->spec_id;
@@ -639,23 +694,18 @@ int mw_memwal_details_encode(const mw_memwal_index_t *x, mw_buf_t *out) {
   d.n_maintained_indexes = x->n_maintained_indexes;
   d.maintained_indexes = x->maintained_indexes;
   d.n_compacted_sstables = nc;
-  d.compacted_sstables = cep;
+  d.compacted_sstables = a.cep;
   d.n_writer_config_defaults = nw;
-  d.writer_config_defaults = wep;
+  d.writer_config_defaults = a.wep;
   rc = pack_splice(&d.base, NULL, 0, out);
 fail:
-  free(pe);
-  free(pep);
-  free(we);
-  free(wep);
-  free(ce);
-  free(cep);
-  free(cu);
+  details_arrays_free(&a);
   return rc;
 }
 
 int mw_memwal_index_entry_encode(const mw_memwal_index_t *x, mw_buf_t *out) {
-  assert(x && out);
+  assert(x);
+  assert(out);
   mw_buf_t details = MW_BUF_INIT;
   int rc = mw_memwal_details_encode(x, &details);
   if (rc < 0) goto fail;
@@ -682,7 +732,8 @@ fail:
 
 int mw_create_index_txn_encode(uint64_t read_version, const char *uuid_text,
                                const uint8_t *entry, size_t entry_len, mw_buf_t *out) {
-  assert(out && (entry || entry_len == 0));
+  assert(out);
+  assert(entry || entry_len == 0);
   size_t start = out->len;
   mw_buf_t inner = MW_BUF_INIT;
   int rc = 0;
@@ -702,7 +753,9 @@ int mw_create_index_txn_encode(uint64_t read_version, const char *uuid_text,
 int mw_base_manifest_file_encode(mw_dmanifest_t *m, const uint8_t *index_section,
                                  size_t index_len, const uint8_t *txn, size_t txn_len,
                                  mw_buf_t *out) {
-  assert(m && m->pb && out);
+  assert(m);
+  assert(m->pb);
+  assert(out);
   mw_section_t secs[2];
   size_t k = 0;
   uint64_t off = 0;
@@ -780,7 +833,8 @@ int mw_table_meta_read(const uint8_t *file, size_t n, mw_table_meta_t *t, mw_err
 
 int mw_table_meta_read_ex(const uint8_t *file, size_t n, uint64_t accept_flags,
                           mw_table_meta_t *t, mw_err_t *err) {
-  assert(t && (file || n == 0));
+  assert(t);
+  assert(file || n == 0);
   assert((accept_flags & ~MW_FLAG_ZONE_WRITE_SEEDS) == 0);
   memset(t, 0, sizeof *t);
   mw_schema_init(&t->schema);
@@ -830,7 +884,8 @@ void mw_table_meta_free(mw_table_meta_t *t) {
 }
 
 int mw_table_meta_field(const mw_table_meta_t *t, int32_t id) {
-  assert(t && t->manifest.pb);
+  assert(t);
+  assert(t->manifest.pb);
   for (size_t i = 0; i < t->manifest.pb->n_fields; i++)
     if (t->manifest.pb->fields[i]->id == id) return (int)i;
   return -ENOENT;

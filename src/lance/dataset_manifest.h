@@ -109,6 +109,11 @@ int mw_dmanifest_section_at(const uint8_t *p, size_t n, uint64_t off, uint64_t l
                             mw_section_t *out, mw_err_t *err);
 
 /* --- the Manifest message --- */
+/* The writer every manifest of ours names: library "lance" version "12.0.0"
+ * (what LanceDB 0.39.0 writes), data storage format "lance" "2.2". Fills
+ * *wv and *fmt and points m at them (all three must outlive the packing). */
+void mw_dmanifest_stamp(Lance__Table__Manifest *m, Lance__Table__Manifest__WriterVersion *wv,
+                        Lance__Table__Manifest__DataStorageFormat *fmt);
 typedef struct mw_dmanifest {
   Lance__Table__Manifest *pb; /* owned; from protoc-c unpack */
   bool has_index_section;

@@ -40,6 +40,7 @@
 
 #include "lance/flatbuf.h"
 #include "lance/ipc.h"
+#include "lance/util.h"
 
 #define COOKIE_NO_RUN 12346u
 #define COOKIE_RUN 12347u
@@ -204,7 +205,8 @@ int mw_deletion_cardinality(const uint8_t *p, size_t len, uint64_t *card, mw_err
 int mw_deletion_decode(const uint8_t *p, size_t len, uint64_t max_rows, uint32_t **offsets,
                        size_t *n, mw_err_t *err) {
   assert(p != NULL || len == 0);
-  assert(offsets != NULL && n != NULL);
+  assert(offsets != NULL);
+  assert(n != NULL);
   *offsets = NULL;
   *n = 0;
   scan_t s;
@@ -303,7 +305,9 @@ static int parse_u64(const char **s, uint64_t *v) {
 int mw_deletion_name_parse(const char *name, uint64_t *fragment_id, uint64_t *read_version,
                            uint64_t *id) {
   assert(name != NULL);
-  assert(fragment_id != NULL && read_version != NULL && id != NULL);
+  assert(fragment_id != NULL);
+  assert(read_version != NULL);
+  assert(id != NULL);
   const char *s = name;
   uint64_t f, v, i;
   if (parse_u64(&s, &f) < 0 || *s++ != '-') return -EINVAL;
@@ -368,15 +372,11 @@ static int arrow_stream(const uint8_t *p, size_t len, mw_buf_t *out, mw_err_t *e
   return rc;
 }
 
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 int mw_deletion_arrow_decode(const uint8_t *p, size_t len, uint64_t max_rows, uint32_t **offsets,
                              size_t *n, mw_err_t *err) {
   assert(p != NULL || len == 0);
-  assert(offsets != NULL && n != NULL);
+  assert(offsets != NULL);
+  assert(n != NULL);
   *offsets = NULL;
   *n = 0;
   if (len > MW_DELETION_MAX_BYTES)
@@ -416,7 +416,7 @@ int mw_deletion_arrow_decode(const uint8_t *p, size_t len, uint64_t max_rows, ui
     memcpy(vals + k, s.batches[i].cols[0].values.data, (size_t)s.batches[i].n_rows * 4);
     k += (size_t)s.batches[i].n_rows;
   }
-  if (k > 1) qsort(vals, k, sizeof *vals, cmp_u32);
+  if (k > 1) qsort(vals, k, sizeof *vals, mw_u32_cmp);
   for (size_t i = 0; i < k; i++) {
     if ((i > 0 && vals[i] == vals[i - 1]) || vals[i] >= max_rows) {
       rc = mw_err_set(err, -EBADMSG, "deletion file (.arrow): offset %u repeated or not below %" PRIu64
@@ -436,7 +436,8 @@ done:
 int64_t mw_deletion_union(const uint32_t *a, size_t na, const uint32_t *b, size_t nb,
                           uint32_t **out) {
   assert(out != NULL);
-  assert((a != NULL || na == 0) && (b != NULL || nb == 0));
+  assert(a != NULL || na == 0);
+  assert(b != NULL || nb == 0);
   *out = NULL;
   for (size_t i = 1; i < na; i++)
     if (a[i] <= a[i - 1]) return -EINVAL;
@@ -454,7 +455,8 @@ int64_t mw_deletion_union(const uint32_t *a, size_t na, const uint32_t *b, size_
       j++;
     }
   }
-  assert(k <= na + nb && k >= (na > nb ? na : nb));
+  assert(k <= na + nb);
+  assert(k >= (na > nb ? na : nb));
   *out = u;
   return (int64_t)k;
 }

@@ -23,17 +23,20 @@
 /* ----------------------------------------------------------------- builder */
 
 void mw_fbb_init(mw_fbb_t *b) {
+  assert(b != NULL);
   memset(b, 0, sizeof *b);
   b->min_align = 1;
 }
 
 void mw_fbb_free(mw_fbb_t *b) {
+  assert(b != NULL);
   free(b->buf);
   free(b->vts);
   mw_fbb_init(b);
 }
 
 void mw_fbb_reset(mw_fbb_t *b) {
+  assert(b != NULL);
   b->head = b->cap;
   b->min_align = 1;
   b->n_locs = 0;
@@ -43,6 +46,8 @@ void mw_fbb_reset(mw_fbb_t *b) {
 
 /* Make room for n more bytes below head; returns the new head pointer. */
 static uint8_t *make_space(mw_fbb_t *b, size_t n) {
+  assert(b != NULL);
+  assert(b->head <= b->cap);
   if (b->err) return NULL;
   if (b->head < n || b->buf == NULL) {
     size_t used = b->cap - b->head, cap = b->cap ? b->cap : 256;
@@ -62,32 +67,39 @@ static uint8_t *make_space(mw_fbb_t *b, size_t n) {
     b->head = cap - used;
     b->cap = cap;
   }
+  assert(b->head >= n);
   b->head -= n;
   return b->buf + b->head;
 }
 
 static void pad(mw_fbb_t *b, size_t n) {
+  assert(n > 0);
   uint8_t *p = make_space(b, n);
   if (p) memset(p, 0, n);
 }
 
 static void align(mw_fbb_t *b, size_t len, size_t al) {
-  assert(al && (al & (al - 1)) == 0);
+  assert(al);
+  assert((al & (al - 1)) == 0);
   if (al > b->min_align) b->min_align = al;
   size_t n = (size_t)(-(mw_fbb_used(b) + len)) & (al - 1);
   if (n) pad(b, n);
 }
 
 static uint32_t push_raw(mw_fbb_t *b, const void *v, size_t sz) {
+  assert(v != NULL);
+  assert(sz == 1 || sz == 2 || sz == 4 || sz == 8); /* scalars, as mw_fbr_field reads them */
   align(b, sz, sz);
   uint8_t *p = make_space(b, sz);
-  if (p) memcpy(p, v, sz); /* little-endian host, checked in ipc.c */
+  if (p) memcpy(p, v, sz); /* little-endian host, checked in ipc_int.h */
   return mw_fbb_used(b);
 }
 
 static uint32_t push_u32(mw_fbb_t *b, uint32_t v) { return push_raw(b, &v, 4); }
 
 static uint32_t push_uoff(mw_fbb_t *b, uint32_t target) {
+  assert(b != NULL);
+  assert(target <= mw_fbb_used(b)); /* offsets point at what is already built */
   align(b, 4, 4);
   uint8_t *p = make_space(b, 4);
   if (p) mw_store_u32le(p, mw_fbb_used(b) - target);
@@ -95,39 +107,49 @@ static uint32_t push_uoff(mw_fbb_t *b, uint32_t target) {
 }
 
 static void track(mw_fbb_t *b, int slot, uint32_t off) {
-  assert(slot >= 0 && slot < MW_FBB_MAX_SLOTS && b->n_locs < MW_FBB_MAX_SLOTS);
+  assert(slot >= 0);
+  assert(slot < MW_FBB_MAX_SLOTS);
+  assert(b->n_locs < MW_FBB_MAX_SLOTS);
   b->locs[b->n_locs].off = off;
   b->locs[b->n_locs].voff = (uint16_t)(4 + 2 * slot);
   b->n_locs++;
 }
 
 void mw_fbb_table_start(mw_fbb_t *b) {
+  assert(b != NULL);
   b->n_locs = 0;
   b->table_start = mw_fbb_used(b);
 }
 
 void mw_fbb_slot_u8(mw_fbb_t *b, int slot, uint8_t v, uint8_t def) {
+  assert(b != NULL);
   if (v != def) track(b, slot, push_raw(b, &v, 1));
 }
 void mw_fbb_slot_i16(mw_fbb_t *b, int slot, int16_t v, int16_t def) {
+  assert(b != NULL);
   if (v != def) track(b, slot, push_raw(b, &v, 2));
 }
 void mw_fbb_slot_i32(mw_fbb_t *b, int slot, int32_t v, int32_t def) {
+  assert(b != NULL);
   if (v != def) track(b, slot, push_raw(b, &v, 4));
 }
 void mw_fbb_slot_i64(mw_fbb_t *b, int slot, int64_t v, int64_t def) {
+  assert(b != NULL);
   if (v != def) track(b, slot, push_raw(b, &v, 8));
 }
 void mw_fbb_slot_off(mw_fbb_t *b, int slot, uint32_t off) {
+  assert(b->err != 0 || off > 0); /* 0 is where nothing is built yet */
   track(b, slot, push_uoff(b, off));
 }
 
 static bool vt_equal(const mw_fbb_t *b, const uint8_t *vt, size_t len, uint32_t old_used) {
+  assert(b != NULL);
   const uint8_t *old = b->buf + b->cap - old_used;
   return mw_load_u16le(old) == len && memcmp(old, vt, len) == 0;
 }
 
 uint32_t mw_fbb_table_end(mw_fbb_t *b) {
+  assert(b != NULL);
   uint32_t obj = push_u32(b, 0);
   size_t vt_len = 4;
   for (size_t i = 0; i < b->n_locs; i++)
@@ -170,6 +192,8 @@ uint32_t mw_fbb_table_end(mw_fbb_t *b) {
 }
 
 uint32_t mw_fbb_string(mw_fbb_t *b, const void *s, size_t n) {
+  assert(s != NULL || n == 0);
+  assert(n < MW_FBB_MAX_BYTES);
   align(b, n + 1, 4);
   pad(b, 1);
   uint8_t *p = make_space(b, n);
@@ -187,6 +211,8 @@ uint32_t mw_fbb_vec_structs(mw_fbb_t *b, const void *src, size_t n, size_t elem_
 }
 
 uint32_t mw_fbb_vec_offsets(mw_fbb_t *b, const uint32_t *offs, size_t n) {
+  assert(offs != NULL || n == 0);
+  assert(n < MW_FBB_MAX_BYTES / 4);
   align(b, n * 4, 4);
   uint8_t *p = make_space(b, n * 4);
   if (p) {
@@ -209,10 +235,12 @@ int mw_fbb_finish(mw_fbb_t *b, uint32_t root, const uint8_t **p, size_t *n) {
 /* ------------------------------------------------------------------ reader */
 
 static int bad(const mw_fbr_t *r, size_t pos, const char *what, const char *why) {
+  assert(r != NULL);
   return mw_err_set(r->err, -EBADMSG, "ipc: byte %zu: %s: %s", r->base + pos, what, why);
 }
 
 static int table_at(const mw_fbr_t *r, size_t pos, mw_fbt_t *t, const char *what) {
+  assert(t != NULL);
   if (pos > r->n || r->n - pos < 4) return bad(r, pos, what, "table out of bounds");
   int64_t vt = (int64_t)pos - (int32_t)mw_load_u32le(r->p + pos);
   if (vt < 0 || (uint64_t)vt + 4 > r->n) return bad(r, pos, what, "vtable offset out of bounds");
@@ -228,11 +256,16 @@ static int table_at(const mw_fbr_t *r, size_t pos, mw_fbt_t *t, const char *what
 }
 
 int mw_fbr_root(const mw_fbr_t *r, mw_fbt_t *t, const char *what) {
+  assert(r != NULL);
+  assert(t != NULL);
   return mw_fbr_table_at(r, 0, t, what);
 }
 
 int mw_fbr_field(const mw_fbr_t *r, const mw_fbt_t *t, int slot, size_t size, size_t *pos,
                  const char *what) {
+  assert(r != NULL);
+  assert(t != NULL);
+  assert(pos != NULL);
   size_t vo = 4 + 2 * (size_t)slot;
   *pos = 0;
   if (vo + 2 > t->vt_len) return 0;
@@ -259,6 +292,7 @@ SCALAR_GETTER(mw_fbr_i64, int64_t, 8, mw_load_u64le(r->p + pos))
 
 /* Follow the uoffset at `at`; returns the target position or -EBADMSG. */
 static int64_t deref(const mw_fbr_t *r, size_t at, const char *what) {
+  assert(r != NULL);
   if (at > r->n || r->n - at < 4) return bad(r, at, what, "offset out of bounds");
   uint64_t target = (uint64_t)at + mw_load_u32le(r->p + at);
   if (target > r->n || r->n - target < 4) return bad(r, at, what, "offset points past the end");
@@ -266,6 +300,7 @@ static int64_t deref(const mw_fbr_t *r, size_t at, const char *what) {
 }
 
 int mw_fbr_table_at(const mw_fbr_t *r, size_t at, mw_fbt_t *sub, const char *what) {
+  assert(sub != NULL);
   int64_t tg = deref(r, at, what);
   if (tg < 0) return (int)tg;
   return table_at(r, (size_t)tg, sub, what);
@@ -273,6 +308,7 @@ int mw_fbr_table_at(const mw_fbr_t *r, size_t at, mw_fbt_t *sub, const char *wha
 
 int mw_fbr_table(const mw_fbr_t *r, const mw_fbt_t *t, int slot, mw_fbt_t *sub,
                  const char *what) {
+  assert(sub != NULL);
   size_t pos;
   int rc = mw_fbr_field(r, t, slot, 4, &pos, what);
   if (rc < 0) return rc;
@@ -281,15 +317,32 @@ int mw_fbr_table(const mw_fbr_t *r, const mw_fbt_t *t, int slot, mw_fbt_t *sub,
   return rc < 0 ? rc : 1;
 }
 
-int mw_fbr_string(const mw_fbr_t *r, const mw_fbt_t *t, int slot, const char **s,
-                  size_t *len, const char *what) {
+/* The length-prefixed object (string, vector) an offset field of t points
+ * at: 1 with *tg its position and *n its u32 length prefix, 0 when the
+ * field is absent, or -EBADMSG. */
+static int prefixed_at(const mw_fbr_t *r, const mw_fbt_t *t, int slot, const char *what,
+                       int64_t *tg, uint32_t *n) {
+  assert(r != NULL);
+  assert(t != NULL);
   size_t pos;
   int rc = mw_fbr_field(r, t, slot, 4, &pos, what);
   if (rc < 0) return rc;
   if (pos == 0) return 0;
-  int64_t tg = deref(r, pos, what);
-  if (tg < 0) return (int)tg;
-  uint32_t n = mw_load_u32le(r->p + tg);
+  *tg = deref(r, pos, what);
+  if (*tg < 0) return (int)*tg;
+  assert((uint64_t)*tg + 4 <= r->n); /* deref checked the prefix is inside */
+  *n = mw_load_u32le(r->p + *tg);
+  return 1;
+}
+
+int mw_fbr_string(const mw_fbr_t *r, const mw_fbt_t *t, int slot, const char **s,
+                  size_t *len, const char *what) {
+  assert(s != NULL);
+  assert(len != NULL);
+  int64_t tg;
+  uint32_t n;
+  int rc = prefixed_at(r, t, slot, what, &tg, &n);
+  if (rc <= 0) return rc;
   if ((uint64_t)n + 5 > r->n - (uint64_t)tg) return bad(r, (size_t)tg, what, "string length past the end");
   if (r->p[tg + 4 + n] != 0) return bad(r, (size_t)tg, what, "string not NUL-terminated");
   *s = (const char *)r->p + tg + 4;
@@ -299,13 +352,13 @@ int mw_fbr_string(const mw_fbr_t *r, const mw_fbt_t *t, int slot, const char **s
 
 int mw_fbr_vector(const mw_fbr_t *r, const mw_fbt_t *t, int slot, size_t elem_size,
                   size_t max_count, size_t *start, size_t *count, const char *what) {
-  size_t pos;
-  int rc = mw_fbr_field(r, t, slot, 4, &pos, what);
-  if (rc < 0) return rc;
-  if (pos == 0) return 0;
-  int64_t tg = deref(r, pos, what);
-  if (tg < 0) return (int)tg;
-  uint32_t n = mw_load_u32le(r->p + tg);
+  assert(elem_size > 0);
+  assert(start != NULL);
+  assert(count != NULL);
+  int64_t tg;
+  uint32_t n;
+  int rc = prefixed_at(r, t, slot, what, &tg, &n);
+  if (rc <= 0) return rc;
   if (n > max_count) return bad(r, (size_t)tg, what, "too many vector elements");
   if ((uint64_t)n * elem_size > r->n - (uint64_t)tg - 4)
     return bad(r, (size_t)tg, what, "vector past the end");

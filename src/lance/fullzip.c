@@ -72,8 +72,11 @@ static int check_repidx(const mw_fullzip_shape_t *s, const uint8_t *ri, size_t r
 int mw_fullzip_unzip(const mw_fullzip_shape_t *s, const uint8_t *buf, size_t len,
                      const uint8_t *repidx, size_t repidx_len, uint16_t *rep, uint16_t *def,
                      mw_buf_t *values, mw_err_t *err) {
-  assert(s != NULL && (buf != NULL || len == 0));
-  assert(rep != NULL && def != NULL && values != NULL);
+  assert(s != NULL);
+  assert(buf != NULL || len == 0);
+  assert(rep != NULL);
+  assert(def != NULL);
+  assert(values != NULL);
   int rc = check_shape(s, err);
   if (rc < 0) return rc;
   size_t ww = mw_fullzip_word_bytes(s->bits_rep, s->bits_def), at = 0;
@@ -118,8 +121,12 @@ done:
 int mw_fullzip_zip_list(const int32_t *offsets, uint64_t rows, const uint8_t *values,
                         size_t value_bytes, mw_buf_t *zipped, mw_buf_t *repidx,
                         mw_fullzip_shape_t *s) {
-  assert(offsets != NULL && zipped != NULL && repidx != NULL && s != NULL);
-  assert(value_bytes > 0 && value_bytes <= MW_FULLZIP_MAX_VALUE_BYTES);
+  assert(offsets != NULL);
+  assert(zipped != NULL);
+  assert(repidx != NULL);
+  assert(s != NULL);
+  assert(value_bytes > 0);
+  assert(value_bytes <= MW_FULLZIP_MAX_VALUE_BYTES);
   bool empties = false;
   for (uint64_t r = 0; r < rows; r++) empties |= offsets[r + 1] == offsets[r];
   memset(s, 0, sizeof *s);

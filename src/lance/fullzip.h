@@ -8,7 +8,7 @@
  * vector index (index.idx, docs/indexes.md).
  *
  * Owns: only the bytes of the two page buffers. The page layout protobuf,
- * level maps and the assembly of levels into columns stay in datafile.c
+ * level maps and the assembly of levels into columns stay in datafile_read_nested.c
  * (reader) and vindex_file.c (writer).
  *
  * Buffer 0, one entry per level (item), back to back:

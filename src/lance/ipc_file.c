@@ -4,7 +4,7 @@
  * A file holding one 2-row batch, as we write it (offsets in decimal):
  *
  *   0     41 52 52 4f 57 31 00 00        "ARROW1", 2 bytes of padding
- *   8     ff ff ff ff  f8 00 00 00 ...   schema message (ipc.c, arrow-rs layout)
+ *   8     ff ff ff ff  f8 00 00 00 ...   schema message (ipc_encode.c, arrow-rs layout)
  *   264   ff ff ff ff  b8 00 00 00 ...   record batch message + body
  *   ...   ff ff ff ff  00 00 00 00       EOS
  *   F     <Footer flatbuffer>            Footer { version: V5,
@@ -19,13 +19,13 @@
  * from the start of the file, i32 metaDataLength (8-byte prefix + padded
  * flatbuffer), 4 bytes of padding, i64 bodyLength.
  *
- * Writing: the stream is encoded by ipc.c right after the magic; its frames
+ * Writing: the stream is encoded by ipc_encode.c right after the magic; its frames
  * are then walked to collect the blocks, and the footer is built with the
  * writer's flatbuffer builder (the schema table through
  * mw_ipc_writer_schema_table, so footer and stream can never disagree).
  *
  * Reading: both magics, the footer length, the footer (version, schema,
- * blocks) and the stream (decoded by ipc.c, which checks every buffer) are
+ * blocks) and the stream (decoded by ipc_decode.c, which checks every buffer) are
  * checked, then the footer is compared with the stream.
  */
 #include "lance/ipc_file.h"
@@ -111,7 +111,9 @@ static int walk_frames(const uint8_t *p, size_t start, size_t end, blocks_t *out
 int mw_ipc_file_encode(mw_ipc_writer_t *w, const mw_schema_t *schema,
                        const mw_batch_t *const *batches, size_t n_batches, mw_buf_t *out,
                        mw_err_t *err) {
-  assert(w != NULL && schema != NULL && out != NULL);
+  assert(w != NULL);
+  assert(schema != NULL);
+  assert(out != NULL);
   size_t base = out->len;
   blocks_t bl = {0};
   uint8_t *raw = NULL;
@@ -212,11 +214,10 @@ static int read_footer(const uint8_t *p, size_t f, size_t fn, const mw_ipc_limit
   return mw_ipc_schema_table_decode(&r, &st, lim, fs, err);
 }
 
-int mw_ipc_file_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
-                       mw_ipc_stream_t *out, mw_err_t *err) {
-  assert(out != NULL && (p != NULL || n == 0));
-  memset(out, 0, sizeof *out);
-  mw_schema_init(&out->schema);
+/* The two magics and the footer length: *f = where the footer starts. */
+static int file_frame(const uint8_t *p, size_t n, size_t *f, mw_err_t *err) {
+  assert(p != NULL || n == 0);
+  assert(f != NULL);
   if (n < MW_IPC_FILE_MIN_BYTES)
     return mw_err_set(err, -EBADMSG, "ipc file: %zu bytes, shorter than the smallest file", n);
   if (memcmp(p, MW_IPC_FILE_MAGIC, MW_IPC_FILE_MAGIC_BYTES) != 0)
@@ -227,54 +228,77 @@ int mw_ipc_file_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
   if (flen <= 0 || (size_t)flen > n - HEAD_BYTES - TAIL_BYTES || (size_t)flen > MW_IPC_FILE_MAX_FOOTER_BYTES)
     return mw_err_set(err, -EBADMSG, "ipc file: byte %zu: footer length %d does not fit the %zu-byte file",
                       n - TAIL_BYTES, flen, n);
-  size_t f = n - TAIL_BYTES - (size_t)flen;
-  mw_schema_t fs;
-  mw_schema_init(&fs);
-  blocks_t fb = {0}, sb = {0};
-  uint8_t *copy = NULL;
-  mw_err_t inner = {0};
-  int rc = read_footer(p, f, (size_t)flen, lim, &fs, &fb, err);
-  if (rc < 0) goto done;
-  if ((rc = walk_frames(p, HEAD_BYTES, f, &sb, err)) < 0) goto done;
-  /* the stream section must end with EOS for ipc.c; writers that stop at the
-   * last batch get one appended to a copy */
+  *f = n - TAIL_BYTES - (size_t)flen;
+  assert(*f >= HEAD_BYTES);
+  return 0;
+}
+
+/* Decode the stream section p[HEAD_BYTES, f) into out; writers that stop at
+ * the last batch get the EOS marker (which ipc_decode.c requires) appended
+ * to a copy. */
+static int decode_section(const uint8_t *p, size_t f, const mw_ipc_limits_t *lim,
+                          mw_ipc_stream_t *out, mw_err_t *err) {
+  assert(p != NULL);
+  assert(f >= HEAD_BYTES);
   const uint8_t *s = p + HEAD_BYTES;
   size_t sn = f - HEAD_BYTES;
+  uint8_t *copy = NULL;
   bool has_eos = sn >= 8 && mw_load_u64le(s + sn - 8) == 0x00000000FFFFFFFFull;
   if (!has_eos) {
-    if ((copy = malloc(sn + 8)) == NULL) {
-      rc = -ENOMEM;
-      goto done;
-    }
+    if ((copy = malloc(sn + 8)) == NULL) return -ENOMEM;
     memcpy(copy, s, sn);
     mw_store_u64le(copy + sn, 0x00000000FFFFFFFFull);
     s = copy;
     sn += 8;
   }
-  if ((rc = mw_ipc_decode(s, sn, lim, out, &inner)) < 0) {
+  mw_err_t inner = {0};
+  int rc = mw_ipc_decode(s, sn, lim, out, &inner);
+  if (rc < 0)
     mw_err_set(err, rc, "ipc file: stream section (byte offsets below count from byte 8): %s", inner.msg);
-    goto done;
+  free(copy);
+  return rc;
+}
+
+/* The footer's blocks against the stream's record batch messages. */
+static int blocks_match(const blocks_t *fb, const blocks_t *sb, size_t n_batches, size_t f,
+                        mw_err_t *err) {
+  assert(fb != NULL);
+  assert(sb != NULL);
+  if (fb->n != sb->n || fb->n != n_batches)
+    return mw_err_set(err, -EBADMSG, "ipc file: byte %zu: footer lists %zu record batches, the stream holds %zu",
+                      f, fb->n, sb->n);
+  for (size_t i = 0; i < fb->n; i++) {
+    const block_t *a = &fb->v[i], *b = &sb->v[i];
+    if (a->offset != b->offset || a->meta_len != b->meta_len || a->body_len != b->body_len)
+      return mw_err_set(err, -EBADMSG,
+                        "ipc file: byte %zu: footer block %zu {offset %" PRId64 ", metadata %d, body %" PRId64
+                        "} does not match the batch message at byte %" PRId64,
+                        f, i, a->offset, a->meta_len, a->body_len, b->offset);
   }
+  return 0;
+}
+
+int mw_ipc_file_decode(const uint8_t *p, size_t n, const mw_ipc_limits_t *lim,
+                       mw_ipc_stream_t *out, mw_err_t *err) {
+  assert(out != NULL);
+  assert(p != NULL || n == 0);
+  memset(out, 0, sizeof *out);
+  mw_schema_init(&out->schema);
+  size_t f = 0, flen;
+  int rc = file_frame(p, n, &f, err);
+  if (rc < 0) return rc;
+  flen = n - TAIL_BYTES - f;
+  mw_schema_t fs;
+  mw_schema_init(&fs);
+  blocks_t fb = {0}, sb = {0};
+  if ((rc = read_footer(p, f, flen, lim, &fs, &fb, err)) < 0) goto done;
+  if ((rc = walk_frames(p, HEAD_BYTES, f, &sb, err)) < 0) goto done;
+  if ((rc = decode_section(p, f, lim, out, err)) < 0) goto done;
   if (!schemas_match(&fs, &out->schema)) {
     rc = mw_err_set(err, -EBADMSG, "ipc file: byte %zu: the footer's schema differs from the stream's", f);
     goto done;
   }
-  if (fb.n != sb.n || fb.n != out->n_batches) {
-    rc = mw_err_set(err, -EBADMSG, "ipc file: byte %zu: footer lists %zu record batches, the stream holds %zu",
-                    f, fb.n, sb.n);
-    goto done;
-  }
-  for (size_t i = 0; i < fb.n; i++) {
-    if (fb.v[i].offset != sb.v[i].offset || fb.v[i].meta_len != sb.v[i].meta_len ||
-        fb.v[i].body_len != sb.v[i].body_len) {
-      rc = mw_err_set(err, -EBADMSG,
-                      "ipc file: byte %zu: footer block %zu {offset %" PRId64 ", metadata %d, body %" PRId64
-                      "} does not match the batch message at byte %" PRId64,
-                      f, i, fb.v[i].offset, fb.v[i].meta_len, fb.v[i].body_len, sb.v[i].offset);
-      goto done;
-    }
-  }
-  rc = 0;
+  rc = blocks_match(&fb, &sb, out->n_batches, f, err);
 done:
   if (rc < 0) {
     mw_ipc_stream_free(out);
@@ -283,6 +307,5 @@ done:
   mw_schema_free(&fs);
   free(fb.v);
   free(sb.v);
-  free(copy);
   return rc;
 }

@@ -22,13 +22,15 @@
 
 #include "lance/datafile.h"
 #include "lance/pk_index.h"
+#include "lance/util.h"
 
 #define META_MAGIC "memwald.keyindex"
 #define META_ROWS "memwald.keyindex.rows"
 #define META_FILE "memwald.keyindex.data_file"
 
 int mw_keyindex_name(const char *data_file, char *out, size_t out_len) {
-  assert(data_file != NULL && out != NULL);
+  assert(data_file != NULL);
+  assert(out != NULL);
   size_t n = strlen(data_file);
   if (n > 6 && strcmp(data_file + n - 6, ".lance") == 0) n -= 6;
   if (n == 0 || memchr(data_file, '/', n) != NULL) return -EINVAL;
@@ -63,7 +65,8 @@ static int index_schema(const mw_field_t *pk, mw_schema_t *s) {
 static int gather(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows, bool in_order,
                   int64_t n, mw_batch_t *b) {
   assert(n > 0);
-  assert(keys->null_count == 0 && b->cols[1].validity.len == 0); /* no validity to keep */
+  assert(keys->null_count == 0);
+  assert(b->cols[1].validity.len == 0); /* no validity to keep */
   uint8_t *ov = mw_buf_extend(&b->cols[1].values, 4 * (size_t)n);
   if (ov == NULL) return -ENOMEM;
   for (int64_t i = 0; i < n; i++) mw_store_u32le(ov + 4 * i, rows[i]);
@@ -98,8 +101,10 @@ static int gather(const mw_field_t *pk, const mw_column_t *keys, const uint32_t 
 
 int mw_keyindex_build(const mw_field_t *pk, const mw_column_t *keys, const char *data_file,
                       mw_buf_t *out, mw_err_t *err) {
-  assert(pk != NULL && keys != NULL);
-  assert(data_file != NULL && out != NULL);
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(data_file != NULL);
+  assert(out != NULL);
   int64_t n = keys->length;
   if (!indexable(pk->type))
     return mw_err_set(err, -EINVAL, "key index: type %s cannot be indexed", mw_type_name(pk->type));
@@ -194,7 +199,8 @@ static int check_index(mw_keyindex_t *ki, const mw_field_t *pk, mw_err_t *err) {
 
 static int decode(const uint8_t *p, size_t n, const mw_field_t *pk, bool check, mw_keyindex_t *out,
                   mw_err_t *err) {
-  assert(pk != NULL && out != NULL);
+  assert(pk != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   mw_schema_init(&out->schema);
   mw_datafile_t f;
@@ -239,16 +245,11 @@ int mw_keyindex_decode_built(const uint8_t *p, size_t n, const mw_field_t *pk, m
   return decode(p, n, pk, false, out, err);
 }
 
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* out[start..) as u32s: sorted and unique; returns how many remain. */
 static int64_t sort_unique(mw_buf_t *out, size_t start) {
   size_t k = (out->len - start) / 4;
   uint32_t *v = (uint32_t *)(void *)(out->data + start);
-  if (k > 1) qsort(v, k, 4, cmp_u32);
+  if (k > 1) qsort(v, k, 4, mw_u32_cmp);
   size_t w = 0;
   for (size_t i = 0; i < k; i++)
     if (w == 0 || v[i] != v[w - 1]) v[w++] = v[i];
@@ -258,7 +259,10 @@ static int64_t sort_unique(mw_buf_t *out, size_t start) {
 
 int64_t mw_keyindex_find(const mw_keyindex_t *ki, const mw_field_t *pk, const mw_column_t *probe,
                          const uint64_t *hashes, int64_t n, mw_buf_t *out) {
-  assert(ki != NULL && pk != NULL && probe != NULL && out != NULL);
+  assert(ki != NULL);
+  assert(pk != NULL);
+  assert(probe != NULL);
+  assert(out != NULL);
   assert(hashes != NULL || n == 0);
   assert(out->len % 4 == 0); /* out holds u32s */
   const mw_column_t *keys = &ki->batch.cols[0];
@@ -285,7 +289,8 @@ int64_t mw_keyindex_find(const mw_keyindex_t *ki, const mw_field_t *pk, const mw
 }
 
 bool mw_keyindex_sorted(const mw_field_t *pk, const mw_column_t *probe) {
-  assert(pk != NULL && probe != NULL);
+  assert(pk != NULL);
+  assert(probe != NULL);
   assert(probe->length >= 0);
   for (int64_t i = 0; i < probe->length; i++)
     if (!mw_column_valid(probe, i) || (i > 0 && mw_pk_key_cmp(pk, probe, i - 1, probe, i) > 0)) return false;
@@ -338,7 +343,9 @@ static int find_run(const mw_keyindex_t *ki, const mw_field_t *pk, const mw_colu
 
 int64_t mw_keyindex_find_sorted(const mw_keyindex_t *ki, const mw_field_t *pk, const mw_column_t *const *runs,
                                 size_t n_runs, mw_buf_t *out) {
-  assert(ki != NULL && pk != NULL && out != NULL);
+  assert(ki != NULL);
+  assert(pk != NULL);
+  assert(out != NULL);
   assert(runs != NULL || n_runs == 0);
   assert(out->len % 4 == 0); /* out holds u32s */
   size_t start = out->len;

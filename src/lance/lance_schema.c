@@ -57,7 +57,8 @@ static const char *simple_name(mw_type_t t) {
 }
 
 int mw_lance_logical(const mw_field_t *f, char *out, size_t out_len) {
-  assert(f != NULL && out != NULL);
+  assert(f != NULL);
+  assert(out != NULL);
   int n;
   const char *unit = mw_unit_name(f->unit);
   switch (f->type) {
@@ -94,6 +95,7 @@ int mw_lance_logical(const mw_field_t *f, char *out, size_t out_len) {
 
 /* A decimal integer filling s[0..n) exactly, in [lo, hi]. */
 static bool parse_int(const char *s, size_t n, long lo, long hi, long *v) {
+  assert(v != NULL);
   if (n == 0 || n > 10) return false;
   bool neg = s[0] == '-';
   if (neg && n == 1) return false;
@@ -112,6 +114,7 @@ static bool has_prefix(const char *s, const char *p) { return strncmp(s, p, strl
 
 /* Parse a logical type into f (type and parameters; no children). */
 static int parse_logical(const char *lt, mw_field_t *f) {
+  assert(f != NULL);
   for (size_t i = 0; i < N_SIMPLE; i++) {
     if (strcmp(lt, simple[i].name) == 0) {
       f->type = simple[i].t;
@@ -203,6 +206,7 @@ void mw_lance_fields_free(Lance__File__Field **fields, size_t n) {
 
 /* Append one metadata entry (key/value copied). */
 static int meta_add(Lance__File__Field *lf, const char *key, const uint8_t *v, size_t vlen) {
+  assert(lf != NULL);
   Lance__File__Field__MetadataEntry **m =
       realloc(lf->metadata, (lf->n_metadata + 1) * sizeof *m);
   if (m == NULL) return -ENOMEM;
@@ -233,6 +237,8 @@ static Lance__File__Encoding encoding_hint(const mw_field_t *f) {
 }
 
 static int field_from(const mw_field_t *f, int32_t id, int32_t parent, Lance__File__Field **out) {
+  assert(f != NULL);
+  assert(out != NULL);
   char logical[MW_LANCE_LOGICAL_MAX_BYTES];
   int rc = mw_lance_logical(f, logical, sizeof logical);
   if (rc < 0) return rc;
@@ -273,6 +279,7 @@ typedef struct wstate {
 } wstate_t;
 
 static int write_tree(wstate_t *w, const mw_field_t *f, int32_t parent, int depth) {
+  assert(f != NULL);
   if (depth > MW_MAX_NESTING || w->n >= w->cap) return -EINVAL;
   int32_t id = f->id >= 0 ? f->id : w->next_id;
   if (id + 1 > w->next_id) w->next_id = id + 1;
@@ -285,7 +292,9 @@ static int write_tree(wstate_t *w, const mw_field_t *f, int32_t parent, int dept
 }
 
 int mw_lance_fields_from_schema(const mw_schema_t *s, Lance__File__Field ***out, size_t *n_out) {
-  assert(s != NULL && out != NULL && n_out != NULL);
+  assert(s != NULL);
+  assert(out != NULL);
+  assert(n_out != NULL);
   if (s->n_fields > MW_MAX_FIELDS) return -EINVAL;
   size_t total = 0;
   for (size_t i = 0; i < s->n_fields; i++) total += mw_field_count(&s->fields[i]);
@@ -310,6 +319,9 @@ int mw_lance_fields_from_schema(const mw_schema_t *s, Lance__File__Field ***out,
 
 static int leaves(const mw_field_t *f, const mw_field_t **lv, int32_t *ids, size_t cap, size_t *n,
                   int32_t *next_id) {
+  assert(f != NULL);
+  assert(n != NULL);
+  assert(next_id != NULL);
   int32_t id = f->id >= 0 ? f->id : *next_id;
   if (id + 1 > *next_id) *next_id = id + 1;
   mw_layout_t l = mw_field_layout(f);
@@ -349,6 +361,8 @@ typedef struct rstate {
 } rstate_t;
 
 static int fill_field(const Lance__File__Field *lf, size_t idx, mw_field_t *f, mw_err_t *err) {
+  assert(lf != NULL);
+  assert(f != NULL);
   const char *name = lf->name ? lf->name : "";
   const char *lt = lf->logical_type ? lf->logical_type : "";
   int rc = parse_logical(lt, f);
@@ -370,6 +384,7 @@ static int fill_field(const Lance__File__Field *lf, size_t idx, mw_field_t *f, m
 
 /* The children of f (the field at r->at - 1), which follow it in pre-order. */
 static int read_children(rstate_t *r, mw_field_t *f, int32_t id, int depth) {
+  assert(f != NULL);
   mw_layout_t l = mw_field_layout(f);
   while (r->at < r->n && r->fields[r->at] != NULL && r->fields[r->at]->parent_id == id &&
          id != -1) {

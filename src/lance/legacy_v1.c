@@ -43,11 +43,22 @@ typedef struct pbx {
 } pbx_t;
 
 static int bad(pbx_t *x, const mw_pb_field_t *f, const char *what) {
+  assert(x != NULL);
+  assert(f != NULL);
   return mw_err_set(x->err, -EBADMSG, "lance v1: byte %zu: %s (field %u, wire type %u)",
                     x->base + f->start, what, f->tag, f->wire);
 }
 
+/* The next field of message x after *pos: 1, 0 at its end, or -errno. */
+static int pbx_next(pbx_t *x, size_t *pos, mw_pb_field_t *f) {
+  assert(x != NULL);
+  assert(*pos <= x->n);
+  return mw_pb_next(x->p, x->n, pos, f, x->base, x->err);
+}
+
 static int take_str(pbx_t *x, const mw_pb_field_t *f, char **out, const char *what) {
+  assert(f != NULL);
+  assert(out != NULL);
   if (f->wire != 2) return bad(x, f, what);
   if (memchr(f->data, 0, f->len) != NULL) return bad(x, f, "NUL inside a string");
   char *s = malloc(f->len + 1);
@@ -60,6 +71,8 @@ static int take_str(pbx_t *x, const mw_pb_field_t *f, char **out, const char *wh
 }
 
 static int take_varint(pbx_t *x, const mw_pb_field_t *f, uint64_t *v, const char *what) {
+  assert(f != NULL);
+  assert(v != NULL);
   if (f->wire != 0) return bad(x, f, what);
   *v = f->value;
   return 0;
@@ -67,12 +80,17 @@ static int take_varint(pbx_t *x, const mw_pb_field_t *f, uint64_t *v, const char
 
 /* A sub-message: walk its bytes with file offsets kept right. */
 static pbx_t sub(const pbx_t *x, const mw_pb_field_t *f) {
+  assert(x != NULL);
+  assert(f != NULL);
   return (pbx_t){f->data, f->len, x->base + (size_t)(f->data - x->p), x->err};
 }
 
 /* Append the int32 values of a packed (wire 2) or single (wire 0) field. */
 static int take_i32s(pbx_t *x, const mw_pb_field_t *f, int32_t **v, size_t *n, size_t max,
                      const char *what) {
+  assert(x != NULL);
+  assert(f != NULL);
+  assert(v != NULL);
   mw_pb_field_t one = *f;
   size_t pos = 0;
   pbx_t s = *x;
@@ -108,18 +126,12 @@ static int take_i32s(pbx_t *x, const mw_pb_field_t *f, int32_t **v, size_t *n, s
 
 /* ---------------------------------------------------------------- Field */
 
-static void field_free(mw_v1_field_t *f) {
-  free(f->name);
-  free(f->logical_type);
-  free(f->extension_name);
-  memset(f, 0, sizeof *f);
-}
-
 static int parse_dictionary(pbx_t *x, mw_v1_field_t *out) {
-  size_t pos = 0;
+  assert(x != NULL);
+  assert(out != NULL);
   mw_pb_field_t f;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  for (size_t pos = 0; (rc = pbx_next(x, &pos, &f)) == 1;) {
     uint64_t v = 0;
     if (f.tag == 1 && (rc = take_varint(x, &f, &v, "Dictionary.offset")) == 0) out->dict_offset = (int64_t)v;
     else if (f.tag == 2 && (rc = take_varint(x, &f, &v, "Dictionary.length")) == 0) out->dict_length = (int64_t)v;
@@ -129,12 +141,13 @@ static int parse_dictionary(pbx_t *x, mw_v1_field_t *out) {
 }
 
 static int parse_field(pbx_t *x, mw_v1_field_t *out) {
+  assert(x != NULL);
   memset(out, 0, sizeof *out);
   out->parent_id = 0; /* proto3 default; Lance writes -1 for top-level fields */
   size_t pos = 0;
   mw_pb_field_t f;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  while ((rc = pbx_next(x, &pos, &f)) == 1) {
     uint64_t v = 0;
     switch (f.tag) {
       case 1: if ((rc = take_varint(x, &f, &v, "Field.type")) == 0) out->type = (int32_t)v; break;
@@ -164,6 +177,9 @@ static int parse_field(pbx_t *x, mw_v1_field_t *out) {
 }
 
 static int push_field(pbx_t *x, const mw_pb_field_t *f, mw_v1_field_t **v, size_t *n) {
+  assert(x != NULL);
+  assert(f != NULL);
+  assert(v != NULL);
   if (f->wire != 2) return bad(x, f, "Field");
   if (*n >= MW_V1_MAX_FIELDS) return mw_err_set(x->err, -EFBIG, "lance v1: more than %d fields", MW_V1_MAX_FIELDS);
   mw_v1_field_t *nv = realloc(*v, (*n + 1) * sizeof *nv);
@@ -177,7 +193,16 @@ static int push_field(pbx_t *x, const mw_pb_field_t *f, mw_v1_field_t **v, size_
 
 /* ------------------------------------------------------------- Manifest */
 
+static void field_free(mw_v1_field_t *f) {
+  assert(f != NULL);
+  free(f->name);
+  free(f->logical_type);
+  free(f->extension_name);
+  memset(f, 0, sizeof *f);
+}
+
 static void manifest_free(mw_v1_manifest_t *m) {
+  assert(m != NULL);
   for (size_t i = 0; i < m->n_fields; i++) field_free(&m->fields[i]);
   free(m->fields);
   for (size_t i = 0; i < m->n_fragments; i++) {
@@ -195,10 +220,12 @@ static void manifest_free(mw_v1_manifest_t *m) {
 }
 
 static int parse_fragment(pbx_t *x, mw_v1_fragment_t *fr) {
+  assert(x != NULL);
+  assert(fr != NULL);
   size_t pos = 0;
   mw_pb_field_t f;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  while ((rc = pbx_next(x, &pos, &f)) == 1) {
     if (f.tag == 1) {
       rc = take_varint(x, &f, &fr->id, "DataFragment.id");
     } else if (f.tag == 2) {
@@ -222,6 +249,8 @@ static int parse_fragment(pbx_t *x, mw_v1_fragment_t *fr) {
 }
 
 static int parse_pair(pbx_t *x, const mw_pb_field_t *f, char **a, char **b, const char *what) {
+  assert(x != NULL);
+  assert(f != NULL);
   if (f->wire != 2) return bad(x, f, what);
   pbx_t s = sub(x, f);
   size_t pos = 0;
@@ -236,6 +265,9 @@ static int parse_pair(pbx_t *x, const mw_pb_field_t *f, char **a, char **b, cons
 }
 
 static int parse_meta_entry(pbx_t *x, const mw_pb_field_t *f, mw_kvs_t *kvs) {
+  assert(x != NULL);
+  assert(f != NULL);
+  assert(kvs != NULL);
   if (f->wire != 2) return bad(x, f, "Manifest.metadata");
   if (kvs->n >= MW_V1_MAX_META_ENTRIES) return mw_err_set(x->err, -EFBIG, "lance v1: too many metadata entries");
   pbx_t s = sub(x, f);
@@ -261,10 +293,12 @@ static int parse_meta_entry(pbx_t *x, const mw_pb_field_t *f, mw_kvs_t *kvs) {
 }
 
 static int parse_manifest(pbx_t *x, mw_v1_manifest_t *m) {
-  size_t pos = 0;
+  assert(x != NULL);
+  assert(m != NULL);
+  assert(x->n <= V1_MAX_MESSAGE_BYTES); /* framed() bounds every message */
   mw_pb_field_t f;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  for (size_t pos = 0; (rc = pbx_next(x, &pos, &f)) == 1;) {
     uint64_t v = 0;
     switch (f.tag) {
       case 1: rc = push_field(x, &f, &m->fields, &m->n_fields); break;
@@ -312,11 +346,12 @@ static int parse_manifest(pbx_t *x, mw_v1_manifest_t *m) {
 /* ------------------------------------------------------------- Metadata */
 
 static int parse_stats(pbx_t *x, mw_v1_file_t *v) {
+  assert(v != NULL);
   size_t pos = 0;
   mw_pb_field_t f;
   int rc;
   v->has_stats = true;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  while ((rc = pbx_next(x, &pos, &f)) == 1) {
     if (f.tag == 1) rc = push_field(x, &f, &v->stats_fields, &v->n_stats_fields);
     else if (f.tag == 2) rc = take_i32s(x, &f, &v->stats_field_ids, &v->n_stats_field_ids, MW_V1_MAX_FIELDS, "statistics fields");
     else if (f.tag == 3) rc = take_varint(x, &f, &v->stats_pages.position, "statistics page_table_position");
@@ -326,12 +361,14 @@ static int parse_stats(pbx_t *x, mw_v1_file_t *v) {
 }
 
 static int parse_metadata(pbx_t *x, mw_v1_file_t *v) {
+  assert(x != NULL);
+  assert(v != NULL);
   size_t pos = 0;
   mw_pb_field_t f;
   int32_t *offs = NULL;
   size_t n_offs = 0;
   int rc;
-  while ((rc = mw_pb_next(x->p, x->n, &pos, &f, x->base, x->err)) == 1) {
+  while ((rc = pbx_next(x, &pos, &f)) == 1) {
     switch (f.tag) {
       case 1: rc = take_varint(x, &f, &v->manifest_position, "Metadata.manifest_position"); break;
       case 2: rc = take_i32s(x, &f, &offs, &n_offs, MW_V1_MAX_BATCHES + 1, "Metadata.batch_offsets"); break;
@@ -387,6 +424,8 @@ void mw_v1_close(mw_v1_file_t *f) {
 /* u32 len || message at `at`, ending at or before `limit`. */
 static int framed(const mw_v1_file_t *f, uint64_t at, uint64_t limit, const char *what, pbx_t *out,
                   mw_err_t *err) {
+  assert(f != NULL);
+  assert(out != NULL);
   if (at > limit || limit - at < 4)
     return mw_err_set(err, -EBADMSG, "lance v1: %s position %" PRIu64 " outside the file's %zu bytes", what, at, f->len);
   uint32_t len = mw_load_u32le(f->data + at);
@@ -404,6 +443,7 @@ static int32_t max_id(const mw_v1_field_t *v, size_t n) {
 }
 
 static int check_table(const mw_v1_file_t *f, const mw_v1_pages_t *t, const char *what, mw_err_t *err) {
+  assert(f != NULL);
   if (t->n_fields == 0 || t->n_batches == 0) return 0;
   if (t->n_fields > MW_V1_MAX_PAGE_ENTRIES / t->n_batches)
     return mw_err_set(err, -EFBIG, "lance v1: %s page table of %zu x %zu entries", what, t->n_fields, t->n_batches);
@@ -415,7 +455,8 @@ static int check_table(const mw_v1_file_t *f, const mw_v1_pages_t *t, const char
 }
 
 int mw_v1_open(mw_v1_file_t *f, const uint8_t *p, size_t n, mw_err_t *err) {
-  assert(f != NULL && (p != NULL || n == 0));
+  assert(f != NULL);
+  assert(p != NULL || n == 0);
   memset(f, 0, sizeof *f);
   f->data = p;
   f->len = n;
@@ -451,12 +492,15 @@ int mw_v1_open(mw_v1_file_t *f, const uint8_t *p, size_t n, mw_err_t *err) {
 }
 
 uint64_t mw_v1_rows(const mw_v1_file_t *f) {
+  assert(f != NULL);
   return f->n_batch_offsets ? f->batch_offsets[f->n_batch_offsets - 1] : 0;
 }
 
 int mw_v1_page(const mw_v1_file_t *f, bool stats, int32_t field_id, size_t batch, uint64_t *pos,
                uint64_t *items, mw_err_t *err) {
-  assert(f != NULL && pos != NULL && items != NULL);
+  assert(f != NULL);
+  assert(pos != NULL);
+  assert(items != NULL);
   const mw_v1_pages_t *t = stats ? &f->stats_pages : &f->pages;
   if (field_id < 0 || (size_t)field_id >= t->n_fields || batch >= t->n_batches)
     return mw_err_set(err, -EINVAL, "lance v1: no page for field %d batch %zu (%zu fields x %zu batches)", field_id,
@@ -478,7 +522,8 @@ int mw_v1_field_type(const mw_v1_field_t *fl, mw_field_t *out, mw_err_t *err) {
       {"uint64", MW_T_UINT64}, {"float", MW_T_FLOAT32}, {"double", MW_T_FLOAT64},
       {"bool", MW_T_BOOL},     {"string", MW_T_UTF8},   {"large_string", MW_T_UTF8},
       {"binary", MW_T_BINARY}, {"large_binary", MW_T_BINARY}};
-  assert(fl != NULL && out != NULL);
+  assert(fl != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   out->name = fl->name;
   out->nullable = fl->nullable;
@@ -508,6 +553,7 @@ int mw_v1_field_type(const mw_v1_field_t *fl, mw_field_t *out, mw_err_t *err) {
  * column holds at most the file's size; overlapping pages of a hostile file
  * cannot make us allocate more. */
 static int charge(uint64_t *budget, uint64_t n, const char *where, mw_err_t *err) {
+  assert(budget != NULL);
   if (n > *budget) return mw_err_set(err, -EBADMSG, "lance v1: %s: pages overlap (more bytes than the file holds)", where);
   *budget -= n;
   return 0;
@@ -515,6 +561,7 @@ static int charge(uint64_t *budget, uint64_t n, const char *where, mw_err_t *err
 
 static int read_var(const mw_v1_file_t *f, const mw_field_t *mf, uint64_t pos, uint64_t items,
                     mw_column_t *out, uint64_t *budget, const char *where, mw_err_t *err) {
+  assert(f != NULL);
   if ((items + 1) > (f->len - pos) / 8)
     return mw_err_set(err, -EBADMSG, "lance v1: %s: %" PRIu64 " offsets at %" PRIu64 " overrun the file", where, items + 1, pos);
   const uint8_t *o = f->data + pos;
@@ -556,7 +603,10 @@ static int read_fixed(const mw_v1_file_t *f, const mw_field_t *mf, uint64_t pos,
 
 int mw_v1_read_column(const mw_v1_file_t *f, bool stats, const mw_v1_field_t *fl,
                       const mw_field_t *mf, mw_column_t *out, mw_err_t *err) {
-  assert(f != NULL && fl != NULL && mf != NULL && out != NULL);
+  assert(f != NULL);
+  assert(fl != NULL);
+  assert(mf != NULL);
+  assert(out != NULL);
   assert(out->length == 0);
   bool var = mf->type == MW_T_UTF8 || mf->type == MW_T_BINARY;
   int want = var ? MW_V1_ENC_VAR_BINARY : MW_V1_ENC_PLAIN;

@@ -206,7 +206,9 @@ static int emit(const mw_schema_t *table, const mw_schema_t *base, const mw_merg
 
 int mw_merge_runs(const mw_schema_t *table, const mw_schema_t *base, const mw_merge_run_t *runs,
                   size_t n, mw_merge_t *out, mw_err_t *err) {
-  assert(table != NULL && base != NULL && out != NULL);
+  assert(table != NULL);
+  assert(base != NULL);
+  assert(out != NULL);
   assert(runs != NULL || n == 0);
   memset(out, 0, sizeof *out);
   int64_t live = 0;

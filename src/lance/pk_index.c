@@ -2,7 +2,7 @@
  * pk_index.c — `_pk_index/page_data.lance` + `page_lookup.lance` (§7.1).
  *
  * Design: gather (key, row) pairs, sort them by key then row, and write both
- * files with the data-file writer (datafile.c). Lance's own flusher writes
+ * files with the data-file writer (datafile_write*.c). Lance's own flusher writes
  * these as 2.0 files, but 2.2 index files read back correctly too [E✓ pk22 in
  * lance-files.md §7.1], and writing 2.2 keeps one tested writer and one
  * layout for everything memwald emits; the reader handles both.
@@ -17,6 +17,10 @@
  * range needs. Strings are qsorted by memcmp then length (Arrow's byte
  * order), ties by row. Null keys first, by row.
  *
+ * The same writer builds a maintained BTree index's two files for an SSTable
+ * (sindex.h): pages of 4096 entries there, and a page with nulls has a null
+ * min (mw_btree_shape_t), as LanceDB 0.39.0 writes them.
+ *
  * page_lookup for the reference SSTable (300 int64 keys 0..263):
  *   min 0 (int64, nullable) | max 263 | null_count 0 (uint32) | page_idx 0 (uint32)
  *   schema metadata: batch_size = "8192", range_partitioned = "false"
@@ -25,6 +29,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,11 +79,13 @@ _Static_assert(RADIX_PASSES_MAX * RADIX_DIGIT_MAX_BITS >= 64, "the passes cover 
  * counts come from one read of the input; a digit equal in every word is a
  * pass skipped. */
 static int radix_sort_words(uint64_t *a, size_t n, unsigned lo, unsigned bits) {
-  assert(bits >= 1 && lo + bits <= 64);
+  assert(bits >= 1);
+  assert(lo + bits <= 64);
   unsigned passes = (bits + RADIX_DIGIT_MAX_BITS - 1) / RADIX_DIGIT_MAX_BITS;
   unsigned dbits = (bits + passes - 1) / passes;
   size_t radix = (size_t)1 << dbits, mask = radix - 1;
-  assert(passes <= RADIX_PASSES_MAX && dbits <= RADIX_DIGIT_MAX_BITS);
+  assert(passes <= RADIX_PASSES_MAX);
+  assert(dbits <= RADIX_DIGIT_MAX_BITS);
   size_t *cnt = calloc(passes * radix, sizeof *cnt);
   uint64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
   if (cnt == NULL || tmp == NULL) {
@@ -145,7 +152,8 @@ static unsigned bit_width(uint64_t x) { return x ? 64u - (unsigned)__builtin_clz
  * row share one word when they fit, radix-sorted on the key bits alone;
  * else the 16-byte (key, row) sort (returns 0). k is overwritten. */
 static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
-  assert(k != NULL && rows != NULL);
+  assert(k != NULL);
+  assert(rows != NULL);
   uint64_t lo = m ? k[0] : 0, hi = lo;
   bool ascending = true;
   for (size_t i = 1; i < m; i++) {
@@ -154,7 +162,8 @@ static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
     hi = k[i] > hi ? k[i] : hi;
   }
   if (ascending) return 1;
-  assert(m >= 2 && hi > lo);
+  assert(m >= 2);
+  assert(hi > lo);
   unsigned key_bits = bit_width(hi - lo), row_bits = bit_width(rows[m - 1]);
   if (row_bits == 0) row_bits = 1;
   if (key_bits + row_bits <= 64) {
@@ -175,8 +184,10 @@ static int sort_int_keys(uint64_t *k, uint32_t *rows, size_t m) {
 
 int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *rows,
                     int64_t *n_nulls) {
-  assert(pk != NULL && keys != NULL);
-  assert(rows != NULL && n_nulls != NULL);
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(rows != NULL);
+  assert(n_nulls != NULL);
   int64_t n = keys->length, nn = 0, k = 0;
   if (keys->null_count > 0)
     for (int64_t i = 0; i < n; i++)
@@ -219,8 +230,13 @@ int mw_pk_sort_rows(const mw_field_t *pk, const mw_column_t *keys, uint32_t *row
 
 int mw_pk_key_cmp(const mw_field_t *pk, const mw_column_t *a, int64_t i, const mw_column_t *b,
                   int64_t j) {
-  assert(pk != NULL && a != NULL && b != NULL);
-  assert(i >= 0 && i < a->length && j >= 0 && j < b->length);
+  assert(pk != NULL);
+  assert(a != NULL);
+  assert(b != NULL);
+  assert(i >= 0);
+  assert(i < a->length);
+  assert(j >= 0);
+  assert(j < b->length);
   bool va = mw_column_valid(a, i), vb = mw_column_valid(b, j);
   if (!va || !vb) return va == vb ? 0 : va ? 1 : -1; /* nulls first */
   if (is_str(pk->type)) {
@@ -249,8 +265,28 @@ static int put_key(mw_column_t *c, const mw_field_t *f, const mw_column_t *src, 
   return mw_column_append_fixed(c, src->values.data + (size_t)row * w, w);
 }
 
+/* Write batch b (schema s) as one Lance data file into out when rc >= 0
+ * (nothing failed building it), then free both. Returns rc or the write's. */
+static int finish_file(mw_schema_t *s, mw_batch_t *b, int rc, mw_buf_t *out, mw_err_t *err) {
+  assert(s != NULL);
+  assert(b != NULL);
+  assert(rc < 0 || b->cols != NULL);
+  if (rc >= 0) {
+    const mw_batch_t *bp = b;
+    rc = mw_datafile_write(s, &bp, 1, NULL, 0, NULL, out, err);
+  }
+  if (b->cols) mw_batch_free(b);
+  mw_schema_free(s);
+  return rc;
+}
+
 static int build_data(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows,
                       uint32_t frag, int64_t n, mw_buf_t *out, mw_err_t *err) {
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(rows != NULL || n == 0);
+  assert(n >= 0);
+  assert(n <= keys->length); /* each row of keys is indexed at most once */
   mw_schema_t s;
   mw_batch_t b = {0};
   mw_schema_init(&s);
@@ -282,16 +318,24 @@ static int build_data(const mw_field_t *pk, const mw_column_t *keys, const uint3
   }
   ids->length = n;
   b.n_rows = n;
-  const mw_batch_t *bp = &b;
-  rc = mw_datafile_write(&s, &bp, 1, NULL, 0, NULL, out, err);
 fail:
-  if (b.cols) mw_batch_free(&b);
-  mw_schema_free(&s);
-  return rc;
+  return finish_file(&s, &b, rc, out, err);
 }
 
+/* One row per page of page_rows entries. A page's min is its first non-null
+ * key (the _pk_index's keys are never null), or null when the page holds
+ * nulls and null_min is set (a maintained BTree's, as LanceDB writes it). */
 static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uint32_t *rows,
-                        int64_t n_nulls, int64_t n, mw_buf_t *out, mw_err_t *err) {
+                        int64_t n_nulls, int64_t n, const mw_btree_shape_t *shape, mw_buf_t *out,
+                        mw_err_t *err) {
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(n_nulls >= 0);
+  assert(n_nulls <= n);
+  assert(shape->page_rows > 0);
+  assert(shape->page_rows <= MW_PK_INDEX_PAGE_ROWS);
+  char bs[24];
+  int bs_len = snprintf(bs, sizeof bs, "%u", shape->page_rows);
   mw_schema_t s;
   mw_batch_t b = {0};
   mw_schema_init(&s);
@@ -299,17 +343,17 @@ static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uin
   if (rc >= 0) rc = mw_schema_add(&s, "max", pk->type, true);
   if (rc >= 0) rc = mw_schema_add(&s, "null_count", MW_T_UINT32, false);
   if (rc >= 0) rc = mw_schema_add(&s, "page_idx", MW_T_UINT32, false);
-  if (rc >= 0) rc = mw_kvs_set(&s.meta, "batch_size", "8192", 4);
+  if (rc >= 0) rc = mw_kvs_set(&s.meta, "batch_size", bs, (size_t)bs_len);
   if (rc >= 0) rc = mw_kvs_set(&s.meta, "range_partitioned", "false", 5);
   if (rc < 0) goto fail;
   for (size_t i = 0; i < s.n_fields; i++) s.fields[i].id = (int32_t)i;
   if ((rc = mw_batch_init(&b, &s)) < 0) goto fail;
   uint32_t page = 0;
-  for (int64_t at = 0; at < n; at += MW_PK_INDEX_PAGE_ROWS, page++) {
-    int64_t end = at + MW_PK_INDEX_PAGE_ROWS < n ? at + MW_PK_INDEX_PAGE_ROWS : n;
+  for (int64_t at = 0; at < n; at += shape->page_rows, page++) {
+    int64_t end = at + shape->page_rows < n ? at + shape->page_rows : n;
     /* nulls sort first: this page holds the ones in [at, n_nulls) */
     uint32_t nulls = (uint32_t)(n_nulls > at ? (n_nulls < end ? n_nulls : end) - at : 0);
-    int64_t lo = at + nulls < end ? at + nulls : at;
+    int64_t lo = at + nulls < end && !(shape->null_min && nulls) ? at + nulls : at;
     if ((rc = put_key(&b.cols[0], &s.fields[0], keys, rows[lo])) < 0 ||
         (rc = put_key(&b.cols[1], &s.fields[1], keys, rows[end - 1])) < 0 ||
         (rc = mw_column_append_fixed(&b.cols[2], &nulls, 4)) < 0 ||
@@ -317,21 +361,31 @@ static int build_lookup(const mw_field_t *pk, const mw_column_t *keys, const uin
       goto fail;
     b.n_rows++;
   }
-  const mw_batch_t *bp = &b;
-  rc = mw_datafile_write(&s, &bp, 1, NULL, 0, NULL, out, err);
 fail:
-  if (b.cols) mw_batch_free(&b);
-  mw_schema_free(&s);
-  return rc;
+  return finish_file(&s, &b, rc, out, err);
 }
 
 int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,
                       mw_buf_t *page_data, mw_buf_t *page_lookup, mw_err_t *err) {
-  assert(pk_field != NULL && keys != NULL);
-  assert(page_data != NULL && page_lookup != NULL);
+  static const mw_btree_shape_t pk_shape = {.page_rows = MW_PK_INDEX_PAGE_ROWS, .null_min = false};
+  return mw_btree_index_write(pk_field, keys, fragment_id, &pk_shape, page_data, page_lookup, err);
+}
+
+bool mw_btree_type_ok(mw_type_t t) {
+  /* the key types (types.c `pk`) plus unsigned ints, which sort the same way */
+  return t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 || is_str(t);
+}
+
+int mw_btree_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,
+                         const mw_btree_shape_t *shape, mw_buf_t *page_data, mw_buf_t *page_lookup,
+                         mw_err_t *err) {
+  assert(pk_field != NULL);
+  assert(keys != NULL);
+  assert(page_data != NULL);
+  assert(page_lookup != NULL);
+  assert(shape != NULL);
   mw_type_t t = pk_field->type;
-  if (!(t == MW_T_INT32 || t == MW_T_INT64 || t == MW_T_UINT32 || t == MW_T_UINT64 || is_str(t)))
-    /* the key types (types.c `pk`) plus unsigned ints, which sort the same way */
+  if (!mw_btree_type_ok(t))
     return mw_err_set(err, -EINVAL, "pk field '%s': type %s cannot be indexed", pk_field->name,
                       mw_type_name(t));
   int64_t n = keys->length;
@@ -347,7 +401,7 @@ int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint3
   size_t d0 = page_data->len;
   int rc = mw_pk_sort_rows(pk_field, keys, rows, &n_nulls);
   if (rc >= 0) rc = build_data(pk_field, keys, rows, fragment_id, n, page_data, err);
-  if (rc >= 0) rc = build_lookup(pk_field, keys, rows, n_nulls, n, page_lookup, err);
+  if (rc >= 0) rc = build_lookup(pk_field, keys, rows, n_nulls, n, shape, page_lookup, err);
   if (rc < 0) {
     page_data->len = d0;
     mw_err_set(err, rc, "pk index for '%s' failed", pk_field->name);

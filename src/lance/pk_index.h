@@ -18,6 +18,7 @@
 #ifndef MW_LANCE_PK_INDEX_H
 #define MW_LANCE_PK_INDEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,25 @@
  * Appends a complete data file to each of page_data and page_lookup. */
 int mw_pk_index_write(const mw_field_t *pk_field, const mw_column_t *keys, uint32_t fragment_id,
                       mw_buf_t *page_data, mw_buf_t *page_lookup, mw_err_t *err);
+
+/* The shape of a BTree index's files: entries per page_lookup page (the
+ * `batch_size` metadata; at most MW_PK_INDEX_PAGE_ROWS) and whether a page
+ * holding nulls has a null min (a maintained BTree, sindex.h) or its first
+ * non-null key (the _pk_index). */
+typedef struct mw_btree_shape {
+  uint32_t page_rows;
+  bool null_min;
+} mw_btree_shape_t;
+
+/* Whether a column of type t can be BTree-indexed here: int32, int64,
+ * uint32, uint64 and the VAR types. */
+bool mw_btree_type_ok(mw_type_t t);
+
+/* mw_pk_index_write with another shape, for any column of a type
+ * mw_btree_type_ok accepts (null values sort first). */
+int mw_btree_index_write(const mw_field_t *field, const mw_column_t *keys, uint32_t fragment_id,
+                         const mw_btree_shape_t *shape, mw_buf_t *page_data, mw_buf_t *page_lookup,
+                         mw_err_t *err);
 
 /* The order both the index and compaction's own key index use: null keys
  * first, integers by value (signed types signed), strings and binary by

@@ -83,14 +83,17 @@ int32_t mw_murmur3_bytes(const void *p, size_t n) {
 }
 
 uint32_t mw_route_bucket_of(int32_t hash, uint32_t num_buckets) {
-  assert(num_buckets >= 1 && num_buckets <= MW_ROUTE_MAX_BUCKETS);
+  assert(num_buckets >= 1);
+  assert(num_buckets <= MW_ROUTE_MAX_BUCKETS);
   return ((uint32_t)hash & 0x7fffffffu) % num_buckets;
 }
 
 /* -------------------------------------------------------------- per value */
 
 int mw_route_hash_value(const mw_field_t *f, const mw_column_t *c, int64_t row, int32_t *hash) {
-  assert(f != NULL && c != NULL && hash != NULL);
+  assert(f != NULL);
+  assert(c != NULL);
+  assert(hash != NULL);
   if (row < 0 || row >= c->length) return -EINVAL;
   if (!mw_column_valid(c, row)) {
     *hash = 0;
@@ -138,7 +141,8 @@ int mw_route_hash_value(const mw_field_t *f, const mw_column_t *c, int64_t row, 
 
 int mw_route_bucket_rows(const mw_field_t *f, const mw_column_t *c, int64_t n_rows,
                          uint32_t num_buckets, uint32_t *out, mw_err_t *err) {
-  assert(f != NULL && c != NULL);
+  assert(f != NULL);
+  assert(c != NULL);
   assert(out != NULL || n_rows == 0);
   if (num_buckets < 1 || num_buckets > MW_ROUTE_MAX_BUCKETS)
     return mw_err_set(err, -EINVAL, "route: num_buckets %u not in 1..%d", num_buckets,
@@ -177,7 +181,8 @@ void mw_shard_uuid_bucket(uint32_t bucket, uint8_t out[16]) {
   char name[32];
   assert(out != NULL);
   int n = snprintf(name, sizeof name, "bucket-%u", bucket);
-  assert(n > 0 && (size_t)n < sizeof name);
+  assert(n > 0);
+  assert((size_t)n < sizeof name);
   uuid_v5(name, (size_t)n, out);
 }
 
@@ -195,7 +200,8 @@ int mw_shard_uuid_identity_raw(const void *value, size_t n, uint8_t out[16]) {
 
 int mw_route_scalar_bytes(const mw_field_t *f, const mw_column_t *c, int64_t row, uint8_t *out,
                           size_t cap, mw_err_t *err) {
-  assert(f != NULL && c != NULL);
+  assert(f != NULL);
+  assert(c != NULL);
   assert(out != NULL || cap == 0);
   if (row < 0 || row >= c->length)
     return mw_err_set(err, -EINVAL, "shard scalar: row %lld of %lld", (long long)row,
@@ -227,7 +233,8 @@ int mw_route_scalar_bytes(const mw_field_t *f, const mw_column_t *c, int64_t row
 
 int mw_route_scalar_text(mw_type_t type, const uint8_t *raw, size_t n, char *out, size_t cap) {
   assert(raw != NULL || n == 0);
-  assert(out != NULL && cap > 0);
+  assert(out != NULL);
+  assert(cap > 0);
   uint64_t u = 0;
   for (size_t i = 0; i < n && i < 8; i++) u |= (uint64_t)raw[i] << (8 * i);
   int len;
@@ -316,7 +323,8 @@ int mw_shard_uuid_identity(const mw_field_t *f, const mw_column_t *c, int64_t ro
 
 void mw_shard_uuid_format(const uint8_t uuid[16], char out[MW_UUID_STR_BYTES]) {
   static const char hex[] = "0123456789abcdef";
-  assert(uuid != NULL && out != NULL);
+  assert(uuid != NULL);
+  assert(out != NULL);
   size_t o = 0;
   for (int i = 0; i < 16; i++) {
     if (i == 4 || i == 6 || i == 8 || i == 10) out[o++] = '-';
@@ -335,7 +343,8 @@ static int hexval(char ch) {
 }
 
 int mw_shard_uuid_parse(const char *s, uint8_t out[16]) {
-  assert(s != NULL && out != NULL);
+  assert(s != NULL);
+  assert(out != NULL);
   uint8_t tmp[16];
   size_t o = 0;
   for (int i = 0; i < 36; i++) {

@@ -44,6 +44,7 @@ static bool is_alpha(char ch) {
 static bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 
 static void lex_next(lex_t *l) {
+  assert(l != NULL);
   const char *p = l->pos;
   while (*p == ' ' || *p == '\t') p++;
   tok_t t = {TK_END, p, 0, (size_t)(p - l->s) + 1};
@@ -68,12 +69,14 @@ static void lex_next(lex_t *l) {
 
 /* The first character after the current token and any blanks. */
 static char lex_peek(const lex_t *l) {
+  assert(l != NULL);
   const char *p = l->pos;
   while (*p == ' ' || *p == '\t') p++;
   return *p;
 }
 
 static void lex_init(lex_t *l, const char *what, const char *text, mw_err_t *err) {
+  assert(l != NULL);
   *l = (lex_t){what, text, text, {TK_END, text, 0, 1}, err};
   lex_next(l);
 }
@@ -84,6 +87,7 @@ static bool tok_is(const tok_t *t, const char *s) {
 
 /* `"token"` (bounded, printable) or `end of text`. */
 static const char *tok_show(const tok_t *t, char *out, size_t out_len) {
+  assert(t != NULL);
   if (t->kind == TK_END) return "end of text";
   if (t->kind == TK_BAD && ((unsigned char)*t->p < 0x20 || (unsigned char)*t->p >= 0x7f)) {
     snprintf(out, out_len, "byte 0x%02x", (unsigned char)*t->p);
@@ -94,12 +98,14 @@ static const char *tok_show(const tok_t *t, char *out, size_t out_len) {
 }
 
 static int expected(lex_t *l, const char *what) {
+  assert(l != NULL);
   char g[80];
   return mw_err_set(l->err, -EINVAL, "%s: column %zu: expected %s, got %s", l->what, l->t.col,
                     what, tok_show(&l->t, g, sizeof g));
 }
 
 static int expect_punct(lex_t *l, char ch, const char *what) {
+  assert(l != NULL);
   if (l->t.kind != TK_PUNCT || *l->t.p != ch) return expected(l, what);
   lex_next(l);
   return 0;
@@ -107,6 +113,8 @@ static int expect_punct(lex_t *l, char ch, const char *what) {
 
 /* A decimal number token in [lo, hi]. */
 static int take_number(lex_t *l, const char *what, long lo, long hi, long *out) {
+  assert(l != NULL);
+  assert(out != NULL);
   if (l->t.kind != TK_NUM) return expected(l, what);
   long v = l->t.len > 9 ? hi + 1 : strtol(l->t.p, NULL, 10);
   if (v < lo || v > hi) {
@@ -154,6 +162,8 @@ static int parse_field(lex_t *l, mw_field_t *parent, mw_schema_t *s, int depth);
 
 /* `not null` after a type: *nullable = false. */
 static int take_not_null(lex_t *l, bool *nullable) {
+  assert(l != NULL);
+  assert(nullable != NULL);
   *nullable = true;
   if (!tok_is(&l->t, "not")) return 0;
   lex_next(l);
@@ -165,6 +175,8 @@ static int take_not_null(lex_t *l, bool *nullable) {
 
 /* A unit name at the current token, one of `allowed` (bit per mw_unit_t). */
 static int take_unit(lex_t *l, unsigned allowed, const char *what, uint8_t *unit) {
+  assert(l != NULL);
+  assert(unit != NULL);
   int u = l->t.kind == TK_IDENT ? mw_unit_parse(l->t.p, l->t.len) : -EINVAL;
   if (u < 0 || !(allowed & (1u << u))) return expected(l, what);
   *unit = (uint8_t)u;
@@ -174,6 +186,8 @@ static int take_unit(lex_t *l, unsigned allowed, const char *what, uint8_t *unit
 
 /* `, tz>` of a timestamp: the raw text up to '>' (trimmed) is the zone. */
 static int take_tz(lex_t *l, mw_field_t *f) {
+  assert(l != NULL);
+  assert(f != NULL);
   const char *p = l->t.p, *e = strchr(p, '>');
   size_t col = l->t.col;
   if (e == NULL) return expected(l, "a time zone and '>'");
@@ -198,7 +212,53 @@ static int take_tz(lex_t *l, mw_field_t *f) {
   return 0;
 }
 
+/* decimal128<precision, scale>: the two numbers after the '<'. */
+static int parse_decimal_params(lex_t *l, mw_field_t *f) {
+  assert(l != NULL);
+  assert(f->type == MW_T_DECIMAL128);
+  long d, sc;
+  int rc;
+  if ((rc = take_number(l, "the precision", 1, MW_MAX_DECIMAL_PRECISION, &d)) < 0) return rc;
+  if ((rc = expect_punct(l, ',', "',' and the scale")) < 0) return rc;
+  if ((rc = take_number(l, "the scale", 0, d, &sc)) < 0) return rc;
+  f->precision = (uint8_t)d;
+  f->scale = (int8_t)sc;
+  return 0;
+}
+
+/* fixed_size_list<item type, size>: the item (a number type) and the size. */
+static int parse_fsl_params(lex_t *l, mw_field_t *f, int depth) {
+  assert(l != NULL);
+  assert(f->type == MW_T_FSL);
+  mw_field_t item;
+  memset(&item, 0, sizeof item);
+  tok_t it = l->t;
+  int rc = parse_type(l, &item, depth + 1);
+  if (rc < 0) {
+    mw_field_free(&item);
+    return rc;
+  }
+  bool ok = mw_type_info(item.type)->fsl_item;
+  mw_type_t t = item.type;
+  mw_field_free(&item);
+  if (!ok) {
+    char g[80];
+    return mw_err_set(l->err, -EINVAL, "%s: column %zu: a fixed_size_list item must be a number "
+                      "type (int8..uint64, float16, float, double), got %s", l->what, it.col,
+                      tok_show(&it, g, sizeof g));
+  }
+  long d;
+  if ((rc = expect_punct(l, ',', "','")) < 0) return rc;
+  if ((rc = take_number(l, "the list size", 1, MW_MAX_FSL_DIM, &d)) < 0) return rc;
+  f->item_type = t;
+  f->fsl_dim = (int32_t)d;
+  return 0;
+}
+
 static int parse_param_type(lex_t *l, mw_field_t *f, int depth) {
+  assert(l != NULL);
+  assert(f != NULL);
+  assert(depth <= MW_MAX_NESTING); /* parse_type refused deeper */
   int rc;
   long d;
   lex_next(l);
@@ -221,38 +281,12 @@ static int parse_param_type(lex_t *l, mw_field_t *f, int depth) {
         if ((rc = take_tz(l, f)) < 0) return rc;
       }
       break;
-    case MW_T_DECIMAL128: {
-      long sc;
-      if ((rc = take_number(l, "the precision", 1, MW_MAX_DECIMAL_PRECISION, &d)) < 0) return rc;
-      if ((rc = expect_punct(l, ',', "',' and the scale")) < 0) return rc;
-      if ((rc = take_number(l, "the scale", 0, d, &sc)) < 0) return rc;
-      f->precision = (uint8_t)d;
-      f->scale = (int8_t)sc;
+    case MW_T_DECIMAL128:
+      if ((rc = parse_decimal_params(l, f)) < 0) return rc;
       break;
-    }
-    case MW_T_FSL: {
-      mw_field_t item;
-      memset(&item, 0, sizeof item);
-      tok_t it = l->t;
-      if ((rc = parse_type(l, &item, depth + 1)) < 0) {
-        mw_field_free(&item);
-        return rc;
-      }
-      bool ok = mw_type_info(item.type)->fsl_item;
-      mw_type_t t = item.type;
-      mw_field_free(&item);
-      if (!ok) {
-        char g[80];
-        return mw_err_set(l->err, -EINVAL, "%s: column %zu: a fixed_size_list item must be a number "
-                          "type (int8..uint64, float16, float, double), got %s", l->what, it.col,
-                          tok_show(&it, g, sizeof g));
-      }
-      if ((rc = expect_punct(l, ',', "','")) < 0) return rc;
-      if ((rc = take_number(l, "the list size", 1, MW_MAX_FSL_DIM, &d)) < 0) return rc;
-      f->item_type = t;
-      f->fsl_dim = (int32_t)d;
+    case MW_T_FSL:
+      if ((rc = parse_fsl_params(l, f, depth)) < 0) return rc;
       break;
-    }
     case MW_T_LIST: case MW_T_LARGE_LIST: {
       int k = mw_field_add_child(f, "item", MW_T_INT32, true);
       if (k < 0) return mw_err_set(l->err, k, "%s: out of memory", l->what);
@@ -276,6 +310,8 @@ static int parse_param_type(lex_t *l, mw_field_t *f, int depth) {
 
 /* Parse a type at the current token into f (type, parameters, children). */
 static int parse_type(lex_t *l, mw_field_t *f, int depth) {
+  assert(l != NULL);
+  assert(f != NULL);
   if (l->t.kind != TK_IDENT) return expected(l, TYPE_LIST);
   if (depth > MW_MAX_NESTING)
     return mw_err_set(l->err, -EINVAL, "%s: column %zu: types nested deeper than %d levels",
@@ -312,6 +348,7 @@ static int parse_type(lex_t *l, mw_field_t *f, int depth) {
 
 /* `name:type [not null]` into the schema (parent NULL) or a struct. */
 static int parse_field(lex_t *l, mw_field_t *parent, mw_schema_t *s, int depth) {
+  assert(l != NULL);
   char name[MW_SCHEMA_NAME_MAX_BYTES + 1];
   tok_t nt = l->t;
   if (nt.kind != TK_IDENT) return expected(l, parent ? "a struct field name" : "a column name");
@@ -375,11 +412,13 @@ fail:
 /* ------------------------------------------------------------- primary key */
 
 /* The key types Lance 12 accepts (types.c `pk`; setUnenforcedPrimaryKey's
- * refusals are in tests/formats/data/bloom_types/). */
+ * refusals are in tests/lance/data/bloom_types/). */
 static bool pk_type_ok(mw_type_t t) { return mw_type_info(t)->pk; }
 
 /* Column name at the current token -> field index. */
 static int take_column(lex_t *l, const mw_schema_t *s, tok_t *at) {
+  assert(l != NULL);
+  assert(at != NULL);
   char name[MW_SCHEMA_NAME_MAX_BYTES + 1], g[80];
   *at = l->t;
   if (l->t.kind != TK_IDENT) return expected(l, "a column name");
@@ -448,7 +487,8 @@ static bool identity_type_ok(mw_type_t t) { return mw_type_info(t)->identity; }
 
 int mw_shard_spec_text_parse(const char *text, const mw_schema_t *s, mw_shard_spec_t *out,
                              mw_err_t *err) {
-  assert(s != NULL && out != NULL);
+  assert(s != NULL);
+  assert(out != NULL);
   int rc = check_text("spec", text, err);
   if (rc < 0) return rc;
   lex_t l;
@@ -520,6 +560,9 @@ static bool identity_value_ok(mw_type_t t, const char *v) {
 }
 
 static int add_bucket(mw_shard_list_t *out, const mw_shard_spec_t *spec, lex_t *l) {
+  assert(out != NULL);
+  assert(spec != NULL);
+  assert(l != NULL);
   long b;
   char what[64];
   snprintf(what, sizeof what, "a bucket number (0..%u)", spec->num_buckets - 1);
@@ -535,6 +578,8 @@ static int add_bucket(mw_shard_list_t *out, const mw_shard_spec_t *spec, lex_t *
 
 static int add_value(mw_shard_list_t *out, const mw_field_t *f, const char *p, size_t len,
                      size_t col, mw_err_t *err) {
+  assert(out != NULL);
+  assert(f != NULL);
   while (len && (*p == ' ' || *p == '\t')) p++, len--, col++;
   while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
   if (len == 0) return mw_err_set(err, -EINVAL, "shards: column %zu: empty value", col);
@@ -560,7 +605,9 @@ static int add_value(mw_shard_list_t *out, const mw_field_t *f, const char *p, s
 
 int mw_shard_list_text_parse(const char *text, const mw_schema_t *s, const mw_shard_spec_t *spec,
                              mw_shard_list_t *out, mw_err_t *err) {
-  assert(s != NULL && spec != NULL && out != NULL);
+  assert(s != NULL);
+  assert(spec != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   int rc = check_text("shards", text, err);
   if (rc < 0) return rc;
@@ -575,7 +622,8 @@ int mw_shard_list_text_parse(const char *text, const mw_schema_t *s, const mw_sh
   if (spec->kind == MW_SHARD_UNSHARDED) return expected(&l, "all (the spec is unsharded)");
   if (l.t.kind == TK_END) return expected(&l, "all or a list of shards");
   if (spec->kind == MW_SHARD_BUCKET) {
-    assert(spec->num_buckets >= 1 && spec->num_buckets <= MW_SHARD_SPEC_MAX_BUCKETS);
+    assert(spec->num_buckets >= 1);
+    assert(spec->num_buckets <= MW_SHARD_SPEC_MAX_BUCKETS);
     out->buckets = calloc(spec->num_buckets, sizeof *out->buckets);
     if (out->buckets == NULL) return mw_err_set(err, -ENOMEM, "shards: out of memory");
     for (;;) {
@@ -584,7 +632,8 @@ int mw_shard_list_text_parse(const char *text, const mw_schema_t *s, const mw_sh
       if ((rc = expect_punct(&l, ',', "',' or end of text")) < 0) goto fail;
     }
   }
-  assert(spec->column >= 0 && (size_t)spec->column < s->n_fields);
+  assert(spec->column >= 0);
+  assert((size_t)spec->column < s->n_fields);
   out->values = calloc(MW_SHARD_LIST_MAX, sizeof *out->values);
   if (out->values == NULL) return mw_err_set(err, -ENOMEM, "shards: out of memory");
   for (const char *p = text;;) {
@@ -608,6 +657,7 @@ fail:
 
 /* Highest field id in the tree of f, or -1. */
 static int32_t max_id(const mw_field_t *f) {
+  assert(f != NULL);
   int32_t m = f->id;
   for (uint32_t i = 0; i < f->n_children; i++) {
     int32_t c = max_id(&f->children[i]);
@@ -635,6 +685,7 @@ int mw_schema_tombstone_append(mw_schema_t *s) {
 }
 
 static int32_t ids_assign(mw_field_t *f, int32_t next) {
+  assert(f != NULL);
   f->id = next++;
   for (uint32_t i = 0; i < f->n_children; i++) next = ids_assign(&f->children[i], next);
   return next;

@@ -33,19 +33,9 @@
 
 /* ---------------------------------------------------------------- wire walker */
 
-int mw_pb_put_varint(mw_buf_t *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t k = 0;
-  do {
-    uint8_t byte = (uint8_t)(v & 0x7f);
-    v >>= 7;
-    tmp[k++] = (uint8_t)(byte | (v ? 0x80 : 0));
-  } while (v);
-  assert(k <= sizeof tmp);
-  return mw_buf_append(b, tmp, k);
-}
-
 static int get_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out) {
+  assert(pos != NULL);
+  assert(out != NULL);
   uint64_t v = 0;
   for (unsigned shift = 0, i = 0; i < 10; i++, shift += 7) {
     if (*pos >= n) return -EBADMSG;
@@ -62,7 +52,9 @@ static int get_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out) {
 
 int mw_pb_next(const uint8_t *p, size_t n, size_t *pos, mw_pb_field_t *f, size_t base_off,
                mw_err_t *err) {
-  assert(pos && f && *pos <= n);
+  assert(pos);
+  assert(f);
+  assert(*pos <= n);
   if (*pos == n) return 0;
   memset(f, 0, sizeof *f);
   f->start = *pos;
@@ -149,6 +141,7 @@ static char *dup_bytes(const void *p, size_t n) {
 }
 
 static int add_field_entry(mw_shard_manifest_t *m, const char *id, const uint8_t *v, size_t vn) {
+  assert(m != NULL);
   mw_shard_field_entry_t *e =
       realloc(m->field_entries, (m->n_field_entries + 1) * sizeof *m->field_entries);
   if (e == NULL) return -ENOMEM;
@@ -165,7 +158,8 @@ static int add_field_entry(mw_shard_manifest_t *m, const char *id, const uint8_t
 int mw_shard_manifest_add_sstable(mw_shard_manifest_t *m, uint64_t generation, const char *path,
                                   uint64_t in_memory_bytes, uint64_t physical_rows,
                                   uint64_t primary_key_bytes) {
-  assert(m && path);
+  assert(m);
+  assert(path);
   if (m->n_sstables >= MW_SHARD_MAX_SSTABLES || strlen(path) > MW_SHARD_MAX_PATH_BYTES)
     return -EINVAL;
   mw_sstable_ref_t *t = realloc(m->sstables, (m->n_sstables + 1) * sizeof *t);
@@ -179,7 +173,9 @@ int mw_shard_manifest_add_sstable(mw_shard_manifest_t *m, uint64_t generation, c
 }
 
 int mw_shard_manifest_copy(mw_shard_manifest_t *dst, const mw_shard_manifest_t *src) {
-  assert(dst && src && dst != src);
+  assert(dst);
+  assert(src);
+  assert(dst != src);
   mw_shard_manifest_free(dst);
   *dst = *src;
   dst->sstables = NULL;
@@ -210,7 +206,8 @@ static int check_path(const char *s, size_t len) {
 }
 
 int mw_shard_manifest_encode(const mw_shard_manifest_t *m, mw_buf_t *out) {
-  assert(m && out);
+  assert(m);
+  assert(out);
   if (m->n_sstables > MW_SHARD_MAX_SSTABLES || m->n_field_entries > MW_SHARD_MAX_FIELD_ENTRIES)
     return -EINVAL;
   int rc = -ENOMEM;
@@ -276,6 +273,8 @@ fail:
 /* ------------------------------------------------------------------- decode */
 
 static int copy_in(const Lance__Table__ShardManifest *pb, mw_shard_manifest_t *m, mw_err_t *err) {
+  assert(pb != NULL);
+  assert(m != NULL);
   m->version = pb->version;
   m->writer_epoch = pb->writer_epoch;
   m->replay_after_wal_entry_position = pb->replay_after_wal_entry_position;
@@ -368,7 +367,8 @@ static int check_counts(const uint8_t *p, size_t n, mw_err_t *err) {
 }
 
 int mw_shard_manifest_decode(const uint8_t *p, size_t n, mw_shard_manifest_t *m, mw_err_t *err) {
-  assert(m && (p || n == 0));
+  assert(m);
+  assert(p || n == 0);
   mw_shard_manifest_init(m);
   if (n > MW_SHARD_MANIFEST_MAX_BYTES)
     return mw_err_set(err, -EBADMSG, "shard manifest: %zu bytes, limit %zu", n,
@@ -403,7 +403,8 @@ int mw_bitrev_name(uint64_t n, const char *ext, char *out, size_t out_len) {
 }
 
 int mw_bitrev_parse(const char *name, uint64_t *out) {
-  assert(name && out);
+  assert(name);
+  assert(out);
   const char *dot = strchr(name, '.');
   size_t len = dot ? (size_t)(dot - name) : strlen(name);
   if (len != MW_BITREV_DIGITS) return -EINVAL;
@@ -440,10 +441,12 @@ int mw_version_hint_encode(uint64_t version, char *out, size_t out_len) {
 }
 
 static void skip_ws(const uint8_t *p, size_t n, size_t *i) {
+  assert(i != NULL);
   while (*i < n && (p[*i] == ' ' || p[*i] == '\t' || p[*i] == '\n' || p[*i] == '\r')) (*i)++;
 }
 
 static bool expect(const uint8_t *p, size_t n, size_t *i, const char *lit) {
+  assert(i != NULL);
   size_t k = strlen(lit);
   if (n - *i < k || memcmp(p + *i, lit, k) != 0) return false;
   *i += k;
@@ -451,7 +454,8 @@ static bool expect(const uint8_t *p, size_t n, size_t *i, const char *lit) {
 }
 
 int mw_version_hint_parse(const uint8_t *p, size_t n, uint64_t *version, mw_err_t *err) {
-  assert(version && (p || n == 0));
+  assert(version);
+  assert(p || n == 0);
   if (n > MW_VERSION_HINT_MAX_BYTES)
     return mw_err_set(err, -EBADMSG, "version hint: %zu bytes, limit %d", n,
                       MW_VERSION_HINT_MAX_BYTES);
@@ -488,6 +492,7 @@ bad:
 enum { LS_HINT = 1, LS_ONE, LS_SCAN, LS_DONE };
 
 static void set_step(mw_latest_search_t *s, int state, uint64_t base, uint32_t count) {
+  assert(s != NULL);
   s->state = state;
   s->base = base;
   s->count = count;
@@ -498,6 +503,7 @@ static void set_step(mw_latest_search_t *s, int state, uint64_t base, uint32_t c
 }
 
 static void start_scan(mw_latest_search_t *s) {
+  assert(s != NULL);
   uint64_t room = UINT64_MAX - s->latest;
   uint32_t count = room < s->batch ? (uint32_t)room : s->batch;
   set_step(s, LS_SCAN, s->latest, count);
@@ -513,7 +519,8 @@ void mw_latest_search_start(mw_latest_search_t *s, uint64_t hint, uint32_t batch
 }
 
 size_t mw_latest_search_next(const mw_latest_search_t *s, uint64_t *versions, size_t max) {
-  assert(s && (versions || max == 0));
+  assert(s);
+  assert(versions || max == 0);
   if (s->state == LS_DONE) return 0;
   size_t k = 0;
   for (uint32_t i = 0; i < s->count && k < max; i++)

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "lance/pbwire.h" /* mw_pb_put_varint, for the manifest writers */
 #include "common/err.h"
 
 #define MW_SHARD_MANIFEST_MAX_BYTES ((size_t)16 << 20)
@@ -180,6 +181,5 @@ int mw_pb_next(const uint8_t *p, size_t n, size_t *pos, mw_pb_field_t *f, size_t
 /* Check that p..n is a well-formed sequence of fields (top level only). */
 int mw_pb_check(const uint8_t *p, size_t n, size_t base_off, const char *what, mw_err_t *err);
 /* Append a varint. */
-int mw_pb_put_varint(mw_buf_t *b, uint64_t v);
 
 #endif

@@ -2,7 +2,7 @@
  * sq.c — the 8-bit scalar quantizer (sq.h). Truncation, not rounding: Rust's
  * `as u8` on the scaled f64, which saturates (negative and NaN -> 0, past
  * 255 -> 255); checked byte for byte against auxiliary.idx files LanceDB
- * 0.39.0 wrote (tests/formats/data/vindex).
+ * 0.39.0 wrote (tests/lance/data/vindex).
  */
 #include "lance/sq.h"
 
@@ -33,7 +33,8 @@ static uint8_t saturate(double v) {
 }
 
 void mw_sq_encode(const mw_sq_bounds_t *b, const float *values, size_t n, uint8_t *codes) {
-  assert(b != NULL && codes != NULL);
+  assert(b != NULL);
+  assert(codes != NULL);
   assert(values != NULL || n == 0);
   double range = b->hi - b->lo;
   for (size_t i = 0; i < n; i++)

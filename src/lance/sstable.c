@@ -40,11 +40,13 @@
 #include "lance/datafile.h"
 #include "lance/datafile_fields.h"
 #include "lance/dataset_manifest.h"
+#include "lance/sindex.h"
 #include "lance/vindex_file.h"
 #include "lance/deletion.h"
 #include "lance/lance_schema.h"
 #include "lance/pk_index.h"
 #include "lance/readback.h"
+#include "lance/util.h"
 #include "lance/zone_seed.h"
 
 /* Bytes Lance's batch store adds per stored batch beyond the column payload
@@ -58,6 +60,7 @@ typedef struct rng {
 } rng_t;
 
 static uint64_t rng_u64(rng_t *r) {
+  assert(r != NULL);
   if (r->state == 0) {
     uint64_t v = 0;
     while (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
@@ -81,10 +84,9 @@ static void data_file_name(rng_t *r, char out[64]) {
 
 /* ------------------------------------------------------------ accounting */
 
-static uint64_t bitmap_bytes(int64_t bits) { return (uint64_t)((bits + 7) / 8); }
-
 /* PK payload without validity (PK columns are non-null in practice). */
 static uint64_t pk_payload(const mw_batch_t *b) {
+  assert(b != NULL);
   uint64_t sum = 0;
   for (size_t i = 0; i < b->schema->n_fields; i++) {
     const mw_field_t *f = &b->schema->fields[i];
@@ -95,7 +97,7 @@ static uint64_t pk_payload(const mw_batch_t *b) {
       uint64_t ow = mw_field_info(f)->large ? 8 : 4;
       if (c->length > 0) sum += ow * (uint64_t)c->length + (uint64_t)(off[c->length] - off[0]);
     } else if (f->type == MW_T_BOOL) {
-      sum += bitmap_bytes(c->length);
+      sum += mw_bitmap_bytes(c->length);
     } else {
       sum += (uint64_t)c->length * mw_type_width(f);
     }
@@ -107,7 +109,7 @@ static uint64_t pk_payload(const mw_batch_t *b) {
 
 int mw_sstable_check_schema(const mw_schema_t *schema, mw_err_t *err) {
   assert(schema != NULL);
-  /* every type of types.h has a data-file encoding (datafile.c); what is
+  /* every type of types.h has a data-file encoding (datafile_write*.c); what is
    * left to check is each field's parameters */
   for (size_t i = 0; i < schema->n_fields; i++) {
     char why[160];
@@ -119,6 +121,8 @@ int mw_sstable_check_schema(const mw_schema_t *schema, mw_err_t *err) {
 
 static int check_input(const mw_schema_t *s, const mw_batch_t *const *batches, size_t n,
                        int64_t *rows, mw_err_t *err) {
+  assert(s != NULL);
+  assert(rows != NULL);
   if (s->n_fields < 2)
     return mw_err_set(err, -EINVAL, "sstable: schema needs a PK column and _tombstone");
   const mw_field_t *t = &s->fields[s->n_fields - 1];
@@ -176,6 +180,7 @@ void mw_sstable_free(mw_sstable_t *sst) {
 }
 
 const mw_sstable_file_t *mw_sstable_find(const mw_sstable_t *sst, const char *suffix) {
+  assert(sst != NULL);
   size_t sl = strlen(suffix);
   for (size_t i = 0; i < sst->n_files; i++) {
     size_t pl = strlen(sst->files[i].path);
@@ -213,6 +218,7 @@ static int concat_column(const mw_field_t *f, const mw_batch_t *const *batches, 
  * datafile writer refuses them with -ENOTSUP). *views is NULL when no batch
  * needs it; else free only the views' cols arrays (buffers are borrowed). */
 static bool dead_items_only(const mw_field_t *f, const mw_column_t *c) {
+  assert(f != NULL);
   if (c->item_null_count == 0 || c->item_validity.len == 0) return false;
   for (int64_t r = 0; r < c->length; r++) {
     if (!mw_column_valid(c, r)) continue;
@@ -224,6 +230,8 @@ static bool dead_items_only(const mw_field_t *f, const mw_column_t *c) {
 
 static int strip_dead_items(const mw_schema_t *s, const mw_batch_t *const *batches, size_t n,
                             mw_batch_t **views) {
+  assert(s != NULL);
+  assert(views != NULL);
   *views = NULL;
   bool any = false;
   for (size_t i = 0; i < n && !any; i++)
@@ -276,6 +284,7 @@ static int hash_rows(const mw_batch_t *const *batches, size_t n, int64_t rows, u
 static int manifest_file(const mw_schema_t *schema, const char *data_name, const mw_sstable_t *sst,
                          int64_t ts_ns, bool zone_seeds, const mw_buf_t *index_section, mw_buf_t *out,
                          mw_err_t *err) {
+  assert(sst != NULL);
   Lance__File__Field **fields = NULL;
   size_t n_fields = 0;
   int rc = mw_lance_fields_from_schema(schema, &fields, &n_fields);
@@ -319,7 +328,8 @@ void (*mw_sstable_data_hook_for_tests)(mw_buf_t *file);
 
 int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
                          const mw_sstable_opts_t *opts, mw_buf_t *out, mw_err_t *err) {
-  assert(schema != NULL && out != NULL);
+  assert(schema != NULL);
+  assert(out != NULL);
   assert(batches != NULL || n == 0);
   static const mw_sstable_opts_t defaults = {0};
   if (opts == NULL) opts = &defaults;
@@ -378,6 +388,8 @@ static int step_deletions(const uint32_t *dead, size_t n_dead, mw_buf_t *b, mw_e
  * (then *hashes points at it and *rows is 1). */
 static int step_bloom(const mw_schema_t *schema, const uint64_t **hashes, int64_t *rows, uint64_t *same,
                       mw_buf_t *b) {
+  assert(schema != NULL);
+  assert(rows != NULL);
   mw_bloom_t bloom = {0};
   for (size_t i = 0; i < schema->n_fields; i++)
     if (schema->fields[i].pk_position == 1 && mw_pk_bloom_constant(&schema->fields[i], same)) {
@@ -410,6 +422,7 @@ static int step_pk_index(const mw_schema_t *schema, const mw_batch_t *const *bat
 static int step_manifest(const mw_schema_t *schema, const mw_sstable_opts_t *opts,
                          const char *data_name, mw_sstable_t *out, const mw_buf_t *index_section,
                          mw_err_t *err) {
+  assert(opts != NULL);
   static const char hint[] = "{\"version\":1}";
   mw_buf_t b = MW_BUF_INIT;
   int rc = mw_buf_append(&b, hint, sizeof hint - 1);
@@ -430,6 +443,8 @@ static int step_manifest(const mw_schema_t *schema, const mw_sstable_opts_t *opt
 static int step_accounting(const mw_batch_t *const *batches, size_t n, uint64_t generation,
                            const mw_sstable_opts_t *opts, rng_t *rng, int64_t rows,
                            mw_sstable_t *out, mw_err_t *err) {
+  assert(opts != NULL);
+  assert(out != NULL);
   out->generation = generation;
   int len = opts->dir_name != NULL
                 ? snprintf(out->dir_name, sizeof out->dir_name, "%s", opts->dir_name)
@@ -470,6 +485,9 @@ struct mw_sstable_job {
   uint8_t vuuid[MW_SSTABLE_MAX_VINDEXES][16];
   mw_vindex_t vix[MW_SSTABLE_MAX_VINDEXES];
   bool vbuilt[MW_SSTABLE_MAX_VINDEXES];
+  /* PART_INDEX: the BTree indexes */
+  uint8_t suuid[MW_SSTABLE_MAX_SINDEXES][16];
+  mw_buf_t sdata[MW_SSTABLE_MAX_SINDEXES], slookup[MW_SSTABLE_MAX_SINDEXES];
 };
 
 /* ------------------------------------------------------------ vector indexes */
@@ -492,6 +510,7 @@ static void uuid_text(const uint8_t u[16], char out[37]) {
 }
 
 static int check_vindexes(const mw_schema_t *s, const mw_sstable_opts_t *o, mw_err_t *err) {
+  assert(s != NULL);
   if (o->n_vindexes > MW_SSTABLE_MAX_VINDEXES || (o->n_vindexes && o->vindexes == NULL))
     return mw_err_set(err, -EINVAL, "sstable: %zu vector indexes (limit %d)", o->n_vindexes, MW_SSTABLE_MAX_VINDEXES);
   for (size_t i = 0; i < o->n_vindexes; i++) {
@@ -510,6 +529,7 @@ static int check_vindexes(const mw_schema_t *s, const mw_sstable_opts_t *o, mw_e
  * single batch, else concatenated into *vecs_own / *valid_own. */
 static int gather_vectors(const mw_sstable_job_t *j, uint32_t field, int64_t rows, const float **vecs,
                           const uint8_t **valid, float **vecs_own, uint8_t **valid_own) {
+  assert(j != NULL);
   size_t dim = (size_t)j->schema->fields[field].fsl_dim;
   if (j->n_batches == 1) {
     const mw_column_t *c = &j->batches[0]->cols[field];
@@ -535,6 +555,7 @@ void (*mw_sstable_vindex_hook_for_tests)(mw_vindex_t *built);
 
 /* A read-back's status: -EBADMSG marks the part refused (readback.h). */
 static int checked(mw_sstable_job_t *j, int part, int rc) {
+  assert(j != NULL);
   if (rc == -EBADMSG) j->refused[part] = true;
   return rc;
 }
@@ -542,6 +563,7 @@ static int checked(mw_sstable_job_t *j, int part, int rc) {
 /* Each maintained vector index built over its column and read back; a
  * column without a vector gets none (as Lance). */
 static int part_vindex(mw_sstable_job_t *j, mw_err_t *err) {
+  assert(j != NULL);
   int rc = 0;
   for (size_t i = 0; i < j->opts.n_vindexes && rc == 0; i++) {
     const mw_sstable_vindex_t *v = &j->opts.vindexes[i];
@@ -567,6 +589,7 @@ static int part_vindex(mw_sstable_job_t *j, mw_err_t *err) {
 
 /* The built indexes' files, and their IndexSection for the manifest. */
 static int vindex_files(mw_sstable_job_t *j, mw_sstable_t *out, mw_buf_t *section, mw_err_t *err) {
+  assert(out != NULL);
   int rc = 0;
   mw_buf_t entry = MW_BUF_INIT;
   int64_t ts_ms = j->opts.timestamp_ns / 1000000;
@@ -595,6 +618,79 @@ static int vindex_files(mw_sstable_job_t *j, mw_sstable_t *out, mw_buf_t *sectio
   return rc;
 }
 
+/* ------------------------------------------------------------ BTree indexes */
+
+static int check_sindexes(const mw_schema_t *s, const mw_sstable_opts_t *o, mw_err_t *err) {
+  if (o->n_sindexes > MW_SSTABLE_MAX_SINDEXES || (o->n_sindexes && o->sindexes == NULL))
+    return mw_err_set(err, -EINVAL, "sstable: %zu BTree indexes (limit %d)", o->n_sindexes, MW_SSTABLE_MAX_SINDEXES);
+  for (size_t i = 0; i < o->n_sindexes; i++) {
+    const mw_sstable_sindex_t *x = &o->sindexes[i];
+    if (x->name == NULL || x->name[0] == '\0' || strlen(x->name) >= MW_SSTABLE_INDEX_NAME_BYTES || x->field >= s->n_fields)
+      return mw_err_set(err, -EINVAL, "sstable: BTree index %zu has no name or no column", i);
+    if (!mw_btree_type_ok(s->fields[x->field].type))
+      return mw_err_set(err, -ENOTSUP, "sstable: BTree index '%s' on '%s': type %s is not indexed here", x->name,
+                        s->fields[x->field].name, mw_type_name(s->fields[x->field].type));
+  }
+  return 0;
+}
+
+static int checked(mw_sstable_job_t *j, int part, int rc);
+
+/* Each maintained BTree over every physical row, read back against the
+ * column (sindex.h). */
+static int part_sindex(mw_sstable_job_t *j, mw_err_t *err) {
+  int rc = 0;
+  for (size_t i = 0; i < j->opts.n_sindexes && rc == 0; i++) {
+    const mw_sstable_sindex_t *x = &j->opts.sindexes[i];
+    const mw_field_t *f = &j->schema->fields[x->field];
+    mw_column_t col;
+    rc = concat_column(f, j->batches, j->n_batches, x->field, &col);
+    if (rc < 0) return rc;
+    rc = mw_sindex_build(f, &col, &j->sdata[i], &j->slookup[i], err);
+    if (rc == 0 && !j->opts.skip_readback)
+      rc = checked(j, MW_SSTABLE_PART_INDEX,
+                   mw_sindex_check(j->sdata[i].data, j->sdata[i].len, j->slookup[i].data, j->slookup[i].len, f, &col,
+                                   NULL, err));
+    if (rc < 0) mw_err_prefix(err, rc, "sstable: BTree index '%s'", x->name);
+    mw_column_free(&col);
+  }
+  return rc;
+}
+
+static int64_t now_ms(const mw_sstable_opts_t *o) {
+  int64_t ts_ms = o->timestamp_ns / 1000000;
+  if (ts_ms == 0) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    ts_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  }
+  return ts_ms;
+}
+
+/* The BTree indexes' files, and their entries in the IndexSection (first,
+ * as LanceDB's flush lists them). */
+static int sindex_files(mw_sstable_job_t *j, mw_sstable_t *out, mw_buf_t *section, mw_err_t *err) {
+  int rc = 0;
+  mw_buf_t entry = MW_BUF_INIT;
+  for (size_t i = 0; i < j->opts.n_sindexes && rc == 0; i++) {
+    const mw_sstable_sindex_t *x = &j->opts.sindexes[i];
+    char u[37], rel[128];
+    uuid_text(j->suuid[i], u);
+    mw_buf_reset(&entry);
+    rc = mw_sindex_entry_encode(j->suuid[i], x->name, j->schema->fields[x->field].id, (uint64_t)now_ms(&j->opts),
+                                j->sdata[i].len, j->slookup[i].len, &entry, err);
+    mw_section_t e = {.data = entry.data, .len = entry.len};
+    if (rc == 0) rc = mw_index_section_encode(&e, 1, section) < 0 ? -ENOMEM : 0; /* appends one entry */
+    snprintf(rel, sizeof rel, "_indices/%s/" MW_SINDEX_DATA_FILE, u);
+    if (rc == 0) rc = add_file(out, rel, &j->sdata[i]);
+    snprintf(rel, sizeof rel, "_indices/%s/" MW_SINDEX_LOOKUP_FILE, u);
+    if (rc == 0) rc = add_file(out, rel, &j->slookup[i]);
+    if (rc == 0) out->n_sindexes_built++;
+  }
+  mw_buf_free(&entry);
+  return rc;
+}
+
 void mw_sstable_job_free(mw_sstable_job_t *job) {
   if (job == NULL) return;
   mw_buf_free(&job->data);
@@ -603,13 +699,15 @@ void mw_sstable_job_free(mw_sstable_job_t *job) {
   mw_buf_free(&job->pk_data);
   mw_buf_free(&job->pk_lookup);
   for (size_t i = 0; i < MW_SSTABLE_MAX_VINDEXES; i++) mw_vindex_free(&job->vix[i]);
+  for (size_t i = 0; i < MW_SSTABLE_MAX_SINDEXES; i++) mw_buf_free(&job->sdata[i]), mw_buf_free(&job->slookup[i]);
   free(job);
 }
 
 int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *batches,
                          size_t n_batches, uint64_t generation, const mw_sstable_opts_t *opts,
                          mw_sstable_job_t **job, mw_err_t *err) {
-  assert(schema != NULL && job != NULL);
+  assert(schema != NULL);
+  assert(job != NULL);
   static const mw_sstable_opts_t defaults = {0};
   *job = NULL;
   mw_sstable_job_t *j = calloc(1, sizeof *j);
@@ -622,6 +720,7 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
   for (int i = 0; i < MW_SSTABLE_PARTS; i++) j->part_rc[i] = 1;
   int rc = check_input(schema, batches, n_batches, &j->rows, err);
   if (rc == 0) rc = check_vindexes(schema, &j->opts, err);
+  if (rc == 0) rc = check_sindexes(schema, &j->opts, err);
   rng_t rng = {j->opts.seed};
   mw_sstable_opts_t names = j->opts;
   names.dir_name = opts ? opts->dir_name : NULL;
@@ -635,6 +734,7 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
   data_file_name(&rng, j->data_name);
   j->deletion_id = rng_u64(&rng);
   for (size_t i = 0; i < j->opts.n_vindexes; i++) uuid_v4(&rng, j->vuuid[i]);
+  for (size_t i = 0; i < j->opts.n_sindexes; i++) uuid_v4(&rng, j->suuid[i]);
   *job = j;
   return 0;
 }
@@ -651,6 +751,7 @@ static int part_data(mw_sstable_job_t *j, mw_err_t *err) {
 /* The deletion file and the bloom filter, read back. */
 static int keys_readback(mw_sstable_job_t *j, const uint32_t *dead, size_t n_dead, const uint64_t *hashes,
                          int64_t n_hashes, mw_err_t *err) {
+  assert(j != NULL);
   char name[160], del[MW_DELETION_NAME_BYTES];
   int rc = 0;
   if (n_dead > 0 && mw_deletion_name_format(0, 1, j->deletion_id, del, sizeof del) >= 0) {
@@ -702,13 +803,16 @@ static int part_index(mw_sstable_job_t *j, mw_err_t *err) {
 
 int mw_sstable_job_run(mw_sstable_job_t *j, int part, mw_err_t *err) {
   assert(j != NULL);
-  assert(part >= 0 && part < MW_SSTABLE_PARTS && j->part_rc[part] == 1);
+  assert(part >= 0);
+  assert(part < MW_SSTABLE_PARTS);
+  assert(j->part_rc[part] == 1);
   int rc;
   switch (part) {
     case MW_SSTABLE_PART_DATA: rc = part_data(j, err); break;
     case MW_SSTABLE_PART_KEYS: rc = part_keys(j, err); break;
     default:
       rc = part_index(j, err);
+      if (rc == 0) rc = part_sindex(j, err);
       if (rc == 0) rc = part_vindex(j, err);
       break;
   }
@@ -725,7 +829,8 @@ bool mw_sstable_job_refused(const mw_sstable_job_t *j) {
 }
 
 int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {
-  assert(j != NULL && out != NULL);
+  assert(j != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   int rc = 0;
   for (int i = 0; i < MW_SSTABLE_PARTS && rc == 0; i++)
@@ -754,10 +859,13 @@ int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {
   if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_DATA_FILE, &j->pk_data);
   if (rc == 0) rc = add_file(out, "_pk_index/" MW_PK_INDEX_LOOKUP_FILE, &j->pk_lookup);
   mw_buf_t section = MW_BUF_INIT;
+  if (rc == 0) rc = sindex_files(j, out, &section, err);
   if (rc == 0) rc = vindex_files(j, out, &section, err);
-  if (rc == 0) rc = step_manifest(j->schema, &j->opts, j->data_name, out, out->n_vindexes_built ? &section : NULL, err);
+  bool indexed = out->n_vindexes_built + out->n_sindexes_built > 0;
+  if (rc == 0) rc = step_manifest(j->schema, &j->opts, j->data_name, out, indexed ? &section : NULL, err);
   mw_buf_free(&section);
-  if (rc == 0) assert(out->n_files >= 6 && out->n_files <= MW_SSTABLE_MAX_FILES);
+  assert(rc != 0 || out->n_files >= 6);
+  assert(rc != 0 || out->n_files <= MW_SSTABLE_MAX_FILES);
   if (rc < 0) mw_sstable_free(out);
   mw_sstable_job_free(j);
   return rc;
@@ -766,7 +874,8 @@ int mw_sstable_job_end(mw_sstable_job_t *j, mw_sstable_t *out, mw_err_t *err) {
 int mw_sstable_build(const mw_schema_t *schema, const mw_batch_t *const *batches,
                      size_t n_batches, uint64_t generation, const mw_sstable_opts_t *opts,
                      mw_sstable_t *out, mw_err_t *err) {
-  assert(schema != NULL && out != NULL);
+  assert(schema != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   mw_sstable_job_t *j;
   int rc = mw_sstable_job_begin(schema, batches, n_batches, generation, opts, &j, err);

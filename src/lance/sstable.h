@@ -75,7 +75,8 @@
 /* "<8 hex>_gen_<u64>" plus NUL fits. */
 #define MW_SSTABLE_DIR_NAME_BYTES 40
 #define MW_SSTABLE_MAX_VINDEXES 4
-#define MW_SSTABLE_MAX_FILES (8 + 2 * MW_SSTABLE_MAX_VINDEXES)
+#define MW_SSTABLE_MAX_SINDEXES 8
+#define MW_SSTABLE_MAX_FILES (8 + 2 * MW_SSTABLE_MAX_VINDEXES + 2 * MW_SSTABLE_MAX_SINDEXES)
 #define MW_SSTABLE_INDEX_NAME_BYTES 256
 
 /* A vector index the table maintains (issue 27): every SSTable gets its own
@@ -89,6 +90,16 @@ typedef struct mw_sstable_vindex {
   mw_distance_t dist;     /* the base index's distance type */
   mw_hnsw_params_t hnsw;  /* zeros = Lance's MemWAL defaults (m 16, ef 100) */
 } mw_sstable_vindex_t;
+
+/* A BTree index the table maintains (issue 27): every SSTable gets its own
+ * BTree of this column in _indices/<uuid>/ (page_data.lance,
+ * page_lookup.lance; sindex.h) and an IndexMetadata entry in its manifest,
+ * as LanceDB 0.39.0's flush writes them. The column's type must pass
+ * mw_btree_type_ok. */
+typedef struct mw_sstable_sindex {
+  const char *name; /* the base table index's name, e.g. "num_idx" */
+  uint32_t field;   /* top-level field */
+} mw_sstable_sindex_t;
 
 typedef struct mw_sstable_opts {
   bool zstd;            /* compress data-file values with zstd (Lance's General{ZSTD}) */
@@ -107,6 +118,10 @@ typedef struct mw_sstable_opts {
    * other names (opts.seed). */
   const mw_sstable_vindex_t *vindexes;
   size_t n_vindexes;
+  /* Maintained BTree indexes (borrowed), at most MW_SSTABLE_MAX_SINDEXES;
+   * their uuids are drawn after the vector indexes'. */
+  const mw_sstable_sindex_t *sindexes;
+  size_t n_sindexes;
   /* Each part reads its files back (readback.h) unless this is set: for
    * measuring the read-back's cost only (benches). */
   bool skip_readback;
@@ -130,6 +145,7 @@ typedef struct mw_sstable {
   uint64_t data_file_bytes;
   size_t n_vindexes_built;    /* vector indexes written (a column of nulls gets none) */
   size_t vindex_build_bytes;  /* the largest HNSW build's memory (hnsw.h bound) */
+  size_t n_sindexes_built;    /* BTree indexes written */
   /* The files, in the order they are best written (manifest last). */
   mw_sstable_file_t files[MW_SSTABLE_MAX_FILES];
   size_t n_files;
@@ -157,7 +173,8 @@ void mw_sstable_free(mw_sstable_t *sst);
  * manifest, and frees the job. Parts:
  *   MW_SSTABLE_PART_DATA   the data file (zone seeds included)
  *   MW_SSTABLE_PART_KEYS   PK hashes, dedup (the deletion file), bloom filter
- *   MW_SSTABLE_PART_INDEX  the _pk_index files, then the maintained vector
+ *   MW_SSTABLE_PART_INDEX  the _pk_index files, the maintained BTree indexes
+ *                          (opts.sindexes), then the maintained vector
  *                          indexes (opts.vindexes; a part of their own would
  *                          run them beside the others: left to the flush
  *                          integration of issue 27, shard/flush.c)

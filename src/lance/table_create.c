@@ -29,6 +29,8 @@
 #include "lance/shard_manifest.h" /* mw_pb_put_varint */
 
 static int put_len(mw_buf_t *b, uint32_t tag, const void *p, size_t n) {
+  assert(b != NULL);
+  assert(p != NULL || n == 0);
   int rc = mw_pb_put_varint(b, (uint64_t)tag << 3 | 2);
   if (rc == 0) rc = mw_pb_put_varint(b, n);
   if (rc == 0) rc = mw_buf_append(b, p, n);
@@ -42,6 +44,8 @@ static bool all_zero(const uint8_t *u) {
 }
 
 static void uuid_or_random(const uint8_t in[16], uint8_t out[16]) {
+  assert(in != NULL);
+  assert(out != NULL);
   if (all_zero(in)) uuid_generate_random(out);
   else memcpy(out, in, 16);
 }
@@ -61,7 +65,8 @@ const char *mw_table_identity_result_type(mw_type_t t) {
 /* Transaction{2: uuid, 102: Overwrite{2: fields}}. */
 static int overwrite_txn(Lance__File__Field *const *fields, size_t n, const char *uuid_text,
                          mw_buf_t *out) {
-  assert(fields && uuid_text);
+  assert(fields);
+  assert(uuid_text);
   mw_buf_t inner = MW_BUF_INIT, one = MW_BUF_INIT;
   int rc = 0;
   for (size_t i = 0; i < n && rc == 0; i++) {
@@ -82,6 +87,8 @@ static int overwrite_txn(Lance__File__Field *const *fields, size_t n, const char
 }
 
 static void now_ts(int64_t *s, int32_t *ns) {
+  assert(s != NULL);
+  assert(ns != NULL);
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t);
   *s = t.tv_sec;
@@ -89,6 +96,7 @@ static void now_ts(int64_t *s, int32_t *ns) {
 }
 
 static int check_params(const mw_table_create_params_t *p, mw_err_t *err) {
+  assert(p != NULL);
   const mw_schema_t *s = p->schema;
   if (!s || s->n_fields == 0 || s->n_fields > MW_DMANIFEST_MAX_FIELDS)
     return mw_err_set(err, -EINVAL, "table create: empty schema");
@@ -116,6 +124,7 @@ static int check_params(const mw_table_create_params_t *p, mw_err_t *err) {
 /* The MemWAL index description for the spec (memwal.md §8.2). */
 static int memwal_fill(const mw_table_create_params_t *p, const uint8_t uuid[16],
                        mw_memwal_index_t *x) {
+  assert(p != NULL);
   const mw_shard_spec_t *sp = p->spec;
   memcpy(x->uuid, uuid, 16);
   x->dataset_version = 1;
@@ -163,22 +172,18 @@ static mw_table_file_t *file_add(mw_table_files_t *f, const char *fmt, const cha
 static int manifest_file(Lance__File__Field **fields, size_t n, uint64_t version, int64_t s,
                          int32_t ns, const char *txn_name, const mw_buf_t *index_section,
                          const mw_buf_t *txn, mw_buf_t *out) {
+  assert(txn != NULL);
   Google__Protobuf__Timestamp ts = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
   ts.seconds = s;
   ts.nanos = ns;
-  Lance__Table__Manifest__WriterVersion wv = LANCE__TABLE__MANIFEST__WRITER_VERSION__INIT;
-  wv.library = (char *)"lance";
-  wv.version = (char *)"12.0.0";
-  Lance__Table__Manifest__DataStorageFormat fmt = LANCE__TABLE__MANIFEST__DATA_STORAGE_FORMAT__INIT;
-  fmt.file_format = (char *)"lance";
-  fmt.version = (char *)"2.2";
+  Lance__Table__Manifest__WriterVersion wv;
+  Lance__Table__Manifest__DataStorageFormat fmt;
   Lance__Table__Manifest m = LANCE__TABLE__MANIFEST__INIT;
   m.n_fields = n;
   m.fields = fields;
   m.version = version;
   m.timestamp = &ts;
-  m.writer_version = &wv;
-  m.data_format = &fmt;
+  mw_dmanifest_stamp(&m, &wv, &fmt);
   m.transaction_file = (char *)txn_name;
   mw_dmanifest_t dm = {.pb = &m};
   return mw_base_manifest_file_encode(&dm, index_section ? index_section->data : NULL,
@@ -188,7 +193,8 @@ static int manifest_file(Lance__File__Field **fields, size_t n, uint64_t version
 
 int mw_table_create_encode(const mw_table_create_params_t *p, mw_table_files_t *out,
                            mw_err_t *err) {
-  assert(p && out);
+  assert(p);
+  assert(out);
   memset(out, 0, sizeof *out);
   Lance__File__Field **fields = NULL;
   size_t n_fields = 0;

@@ -28,7 +28,7 @@
  * Neither manifest carries max_fragment_id (no fragments ever existed), and
  * both say writer lance 12.0.0, data format lance 2.2.
  *
- * The golden test (tests/e2e/test_table_create.c) rebuilds three tables that
+ * The golden test (tests/lance/test_table_create.c) rebuilds three tables that
  * LanceDB 0.39.0 itself wrote and compares every byte.
  *
  * Errors: negative errno with a reason in *err: -EINVAL for a schema without

@@ -44,15 +44,21 @@ typedef struct ctx {
 
 /* The context of the sub-message held by field f of c's message. */
 static ctx_t inner(const ctx_t *c, const mw_pb_field_t *f) {
+  assert(c != NULL);
+  assert(f != NULL);
   return (ctx_t){c->t, f->data, c->base + (size_t)(f->data - c->p), c->err};
 }
 
 static int bad(ctx_t *c, const mw_pb_field_t *f, const char *what) {
+  assert(c != NULL);
+  assert(f != NULL);
   return mw_err_set(c->err, -EBADMSG, "transaction: byte %zu: %s (field %u, wire type %u)",
                     c->base + f->start, what, f->tag, f->wire);
 }
 
 static int dup_str(ctx_t *c, const mw_pb_field_t *f, char **out, const char *what) {
+  assert(f != NULL);
+  assert(out != NULL);
   if (f->wire != 2 || memchr(f->data, 0, f->len) != NULL) return bad(c, f, what);
   char *s = strndup((const char *)f->data, f->len);
   if (s == NULL) return -ENOMEM;
@@ -63,6 +69,9 @@ static int dup_str(ctx_t *c, const mw_pb_field_t *f, char **out, const char *wha
 
 /* Append one unpacked message to a growing pointer array. */
 static int push_ptr(ctx_t *c, void ***v, size_t *n, void *item) {
+  assert(c != NULL);
+  assert(v != NULL);
+  assert(n != NULL);
   if (*n >= MW_TXN_MAX_LIST) return mw_err_set(c->err, -EFBIG, "transaction: more than %d list items", MW_TXN_MAX_LIST);
   void **nv = realloc(*v, (*n + 1) * sizeof *nv);
   if (nv == NULL) return -ENOMEM;
@@ -72,6 +81,7 @@ static int push_ptr(ctx_t *c, void ***v, size_t *n, void *item) {
 }
 
 static int push_fragment(ctx_t *c, const mw_pb_field_t *f, Lance__Table__DataFragment ***v, size_t *n) {
+  assert(f != NULL);
   if (f->wire != 2) return bad(c, f, "DataFragment");
   Lance__Table__DataFragment *m = lance__table__data_fragment__unpack(NULL, f->len, f->data);
   if (m == NULL) return bad(c, f, "DataFragment malformed");
@@ -81,6 +91,8 @@ static int push_fragment(ctx_t *c, const mw_pb_field_t *f, Lance__Table__DataFra
 }
 
 static int push_field(ctx_t *c, const mw_pb_field_t *f) {
+  assert(c != NULL);
+  assert(f != NULL);
   if (f->wire != 2) return bad(c, f, "Field");
   Lance__File__Field *m = lance__file__field__unpack(NULL, f->len, f->data);
   if (m == NULL) return bad(c, f, "Field malformed");
@@ -90,6 +102,7 @@ static int push_field(ctx_t *c, const mw_pb_field_t *f) {
 }
 
 static int push_index(ctx_t *c, const mw_pb_field_t *f, Lance__Table__IndexMetadata ***v, size_t *n) {
+  assert(f != NULL);
   if (f->wire != 2) return bad(c, f, "IndexMetadata");
   Lance__Table__IndexMetadata *m = lance__table__index_metadata__unpack(NULL, f->len, f->data);
   if (m == NULL) return bad(c, f, "IndexMetadata malformed");
@@ -99,6 +112,8 @@ static int push_index(ctx_t *c, const mw_pb_field_t *f, Lance__Table__IndexMetad
 }
 
 static int push_compacted(ctx_t *c, const mw_pb_field_t *f) {
+  assert(c != NULL);
+  assert(f != NULL);
   if (f->wire != 2) return bad(c, f, "CompactedSsTable");
   Lance__Table__CompactedSsTable *m = lance__table__compacted_ss_table__unpack(NULL, f->len, f->data);
   if (m == NULL) return bad(c, f, "CompactedSsTable malformed");
@@ -119,6 +134,8 @@ static int push_compacted(ctx_t *c, const mw_pb_field_t *f) {
 
 /* Packed (wire 2) or single (wire 0) uint64 values. */
 static int push_u64s(ctx_t *c, const mw_pb_field_t *f) {
+  assert(c != NULL);
+  assert(f != NULL);
   mw_txn_t *t = c->t;
   uint64_t one = f->value;
   size_t pos = 0;
@@ -149,6 +166,8 @@ static int push_u64s(ctx_t *c, const mw_pb_field_t *f) {
 }
 
 static int rewrite_group(ctx_t *c, const mw_pb_field_t *f) {
+  assert(c != NULL);
+  assert(f != NULL);
   if (f->wire != 2) return bad(c, f, "RewriteGroup");
   ctx_t s = inner(c, f);
   size_t pos = 0;
@@ -164,6 +183,8 @@ static int rewrite_group(ctx_t *c, const mw_pb_field_t *f) {
 
 /* The fields of one operation message. */
 static int operation(ctx_t *c, uint32_t op, const mw_pb_field_t *of) {
+  assert(c != NULL);
+  assert(of != NULL);
   mw_txn_t *t = c->t;
   ctx_t s = inner(c, of);
   size_t pos = 0;
@@ -226,6 +247,8 @@ static int operation(ctx_t *c, uint32_t op, const mw_pb_field_t *of) {
 }
 
 static int property(ctx_t *c, const mw_pb_field_t *f) {
+  assert(c != NULL);
+  assert(f != NULL);
   if (f->wire != 2) return bad(c, f, "transaction_properties");
   size_t pos = 0;
   mw_pb_field_t g;
@@ -265,7 +288,8 @@ void mw_txn_free(mw_txn_t *t) {
 }
 
 int mw_txn_decode(const uint8_t *p, size_t n, mw_txn_t *t, mw_err_t *err) {
-  assert(t != NULL && (p != NULL || n == 0));
+  assert(t != NULL);
+  assert(p != NULL || n == 0);
   memset(t, 0, sizeof *t);
   if (n > MW_TXN_MAX_BYTES) return mw_err_set(err, -EFBIG, "transaction of %zu bytes (limit %zu)", n, MW_TXN_MAX_BYTES);
   ctx_t c = {t, p, 0, err};

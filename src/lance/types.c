@@ -6,7 +6,7 @@
  * takes "Int32, Int64, Utf8, LargeUtf8, Binary, LargeBinary,
  * FixedSizeBinary" (its error text), but its flush then refuses a
  * FixedSizeBinary key ("unsupported type FixedSizeBinary(16) for hashing",
- * tests/formats/data/bloom_types/fixed_size_binary.rejected), so that one is
+ * tests/lance/data/bloom_types/fixed_size_binary.rejected), so that one is
  * not a key here;
  * `bucket`/`identity` are the types whose Iceberg hash and identity bytes
  * route.c implements and tests against LanceDB; the narrow and temporal
@@ -57,7 +57,8 @@ _Static_assert(sizeof table / sizeof table[0] == MW_T_LAST + 1, "one row per typ
 const mw_type_info_t *mw_type_info(mw_type_t t) {
   if (!mw_type_valid(t)) return &table[0];
   const mw_type_info_t *i = &table[t];
-  assert(i->name != NULL && i->layout != 0);
+  assert(i->name != NULL);
+  assert(i->layout != 0);
   assert(i->layout != MW_LAYOUT_FIXED || t == MW_T_FIXED_BINARY || i->width > 0);
   return i;
 }

@@ -10,7 +10,7 @@
  *
  * Layouts (how batch.h stores a column of the type; Arrow's layout, except
  * that every offset buffer in memory is int32 — large_* types get 64-bit
- * offsets only on the wire, see ipc.c):
+ * offsets only on the wire, see ipc_encode.c, ipc_decode.c):
  *
  *   FIXED   values = length * width bytes LE (ints, floats, temporal,
  *           decimal128, fixed_size_binary)

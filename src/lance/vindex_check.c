@@ -2,7 +2,7 @@
  * vindex_check.c — read and check a pair of per-SSTable vector index files
  * (mw_vindex_check in vindex_file.h), ours or LanceDB's.
  *
- * Design: both files are decoded whole by the data-file reader (datafile.c,
+ * Design: both files are decoded whole by the data-file reader (datafile_read*.c,
  * FullZip lists included); the schema metadata values are small JSON texts
  * of a fixed shape, read by key with a few bounded scanners rather than a
  * JSON parser; the IVF global buffer by a protobuf wire walk. The graph is
@@ -26,6 +26,8 @@
 
 /* The text after `"key":` in s, or NULL. */
 static const char *json_at(const char *s, const char *key) {
+  assert(s != NULL);
+  assert(key != NULL);
   char pat[64];
   size_t kl = strlen(key);
   if (kl + 4 > sizeof pat) return NULL;
@@ -37,6 +39,7 @@ static const char *json_at(const char *s, const char *key) {
 }
 
 static int json_double(const char *s, const char *key, double *out) {
+  assert(out != NULL);
   const char *p = json_at(s, key);
   if (p == NULL) return -EBADMSG;
   char *end;
@@ -45,6 +48,7 @@ static int json_double(const char *s, const char *key, double *out) {
 }
 
 static int json_u32(const char *s, const char *key, uint32_t *out) {
+  assert(out != NULL);
   double d;
   if (json_double(s, key, &d) < 0 || d < 0 || d > UINT32_MAX || d != (double)(uint32_t)d) return -EBADMSG;
   *out = (uint32_t)d;
@@ -53,6 +57,7 @@ static int json_u32(const char *s, const char *key, uint32_t *out) {
 
 /* `"key":"text"` -> out (NUL-terminated, at most cap - 1 bytes). */
 static int json_str(const char *s, const char *key, char *out, size_t cap) {
+  assert(out != NULL);
   const char *p = json_at(s, key);
   if (p == NULL || *p != '"') return -EBADMSG;
   const char *e = strchr(p + 1, '"');
@@ -63,6 +68,8 @@ static int json_str(const char *s, const char *key, char *out, size_t cap) {
 }
 
 static int json_u32_array(const char *s, const char *key, uint32_t *out, size_t cap, size_t *n) {
+  assert(out != NULL);
+  assert(n != NULL);
   const char *p = json_at(s, key);
   if (p == NULL || *p != '[') return -EBADMSG;
   *n = 0;
@@ -80,6 +87,7 @@ static int json_u32_array(const char *s, const char *key, uint32_t *out, size_t 
 
 /* `["<escaped JSON>"]` -> the JSON text, unescaped, into out[cap]. */
 static int json_one_string_array(const char *v, char *out, size_t cap) {
+  assert(out != NULL);
   size_t n = strlen(v);
   if (n < 4 || memcmp(v, "[\"", 2) != 0 || memcmp(v + n - 2, "\"]", 2) != 0) return -EBADMSG;
   size_t k = 0;
@@ -94,6 +102,7 @@ static int json_one_string_array(const char *v, char *out, size_t cap) {
 }
 
 static const char *meta_text(const mw_datafile_t *f, const char *key) {
+  assert(f != NULL);
   const mw_kv_t *kv = mw_kvs_get(&f->schema.meta, key);
   if (kv == NULL || kv->value_len > JSON_MAX_BYTES || memchr(kv->value, 0, kv->value_len)) return NULL;
   return (const char *)kv->value;
@@ -107,6 +116,8 @@ typedef struct wire {
 } wire_t;
 
 static int wire_varint(wire_t *w, uint64_t *v) {
+  assert(w != NULL);
+  assert(v != NULL);
   *v = 0;
   for (unsigned s = 0; s < 64; s += 7) {
     if (w->at >= w->n) return -EBADMSG;
@@ -117,8 +128,12 @@ static int wire_varint(wire_t *w, uint64_t *v) {
   return -EBADMSG;
 }
 
-/* Next field: number, and for length-delimited fields a sub-wire. */
+/* Next field: number, and for length-delimited fields a sub-wire; any other
+ * field leaves *sub empty, so a caller that expects bytes where the file has
+ * a varint sees no bytes (before, *sub kept the previous field's, or was
+ * never set). */
 static int wire_field(wire_t *w, uint32_t *num, uint64_t *v, wire_t *sub) {
+  *sub = (wire_t){NULL, 0, 0};
   uint64_t key;
   int rc = wire_varint(w, &key);
   if (rc < 0) return rc;
@@ -164,6 +179,7 @@ static int ivf_tensor(wire_t t, uint32_t dim) {
 
 /* pb.Ivf: offsets [0], lengths [rows], a [1, dim] zero FLOAT32 centroid. */
 static int ivf_check(const uint8_t *p, size_t n, uint64_t rows, uint32_t dim) {
+  assert(p != NULL || n == 0);
   wire_t w = {p, n, 0}, sub;
   uint32_t num;
   uint64_t v, one;
@@ -187,10 +203,13 @@ typedef struct pair {
 } pair_t;
 
 static bool field_is(const mw_schema_t *s, size_t i, const char *name, mw_type_t t) {
+  assert(s != NULL);
+  assert(name != NULL);
   return i < s->n_fields && strcmp(s->fields[i].name, name) == 0 && s->fields[i].type == t;
 }
 
 static int schemas_check(const pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
+  assert(info != NULL);
   const mw_schema_t *si = &p->fi.schema, *sa = &p->fa.schema;
   if (si->n_fields != 3 || !field_is(si, 0, "__vector_id", MW_T_UINT32) || !field_is(si, 1, "__neighbors", MW_T_LIST) ||
       !field_is(si, 2, "_distance", MW_T_LIST) || si->fields[1].children[0].type != MW_T_UINT32 ||
@@ -207,6 +226,8 @@ static int schemas_check(const pair_t *p, mw_vindex_info_t *info, mw_err_t *err)
 }
 
 static int index_meta_check(pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
+  assert(p != NULL);
+  assert(info != NULL);
   const char *idx = meta_text(&p->fi, "lance:index"), *ivf = meta_text(&p->fi, "lance:ivf"), *h = meta_text(&p->fi, "lance:hnsw");
   char type[32], dist[16];
   if (idx == NULL || json_str(idx, "type", type, sizeof type) < 0 || strcmp(type, MW_VINDEX_TYPE) != 0 ||
@@ -234,6 +255,7 @@ static int index_meta_check(pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
 }
 
 static int aux_meta_check(pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
+  assert(info != NULL);
   const char *dt = meta_text(&p->fa, "distance_type"), *ivf = meta_text(&p->fa, "lance:ivf");
   const char *sq = meta_text(&p->fa, "lance:sq"), *st = meta_text(&p->fa, "storage_metadata");
   mw_distance_t d;
@@ -252,6 +274,8 @@ static int aux_meta_check(pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
 }
 
 static int ivf_buffers_check(const pair_t *p, const mw_vindex_info_t *info, mw_err_t *err) {
+  assert(p != NULL);
+  assert(info != NULL);
   const uint8_t *b;
   size_t n;
   int rc = mw_datafile_global_buffer(&p->fi, 1, &b, &n, err);
@@ -268,6 +292,8 @@ static int ivf_buffers_check(const pair_t *p, const mw_vindex_info_t *info, mw_e
 
 /* Level of each node: the highest level whose rows name it. */
 static int graph_check(const pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
+  assert(p != NULL);
+  assert(info != NULL);
   const mw_batch_t *b = &p->bi;
   const uint32_t *vid = (const uint32_t *)(const void *)b->cols[0].values.data;
   const mw_column_t *nc = &b->cols[1], *dc = &b->cols[2];
@@ -307,6 +333,8 @@ static int graph_check(const pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
 }
 
 static int rows_check(const pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
+  assert(p != NULL);
+  assert(info != NULL);
   const mw_column_t *rc0 = &p->ba.cols[0], *sq = &p->ba.cols[1];
   if (rc0->null_count || sq->null_count) return mw_err_set(err, -EBADMSG, "auxiliary.idx: null row ids or codes");
   info->row_ids = malloc((info->nodes ? info->nodes : 1) * sizeof *info->row_ids);
@@ -320,6 +348,7 @@ static int rows_check(const pair_t *p, mw_vindex_info_t *info, mw_err_t *err) {
 }
 
 static int open_both(pair_t *p, const uint8_t *ii, size_t in, const uint8_t *ai, size_t an, mw_err_t *err) {
+  assert(p != NULL);
   mw_datafile_read_opts_t o = {.max_rows = MW_VINDEX_MAX_ROWS * MW_HNSW_MAX_LEVEL};
   int rc = mw_datafile_open(&p->fi, ii, in, &o, err);
   if (rc < 0) return mw_err_prefix(err, rc, "index.idx");
@@ -330,6 +359,7 @@ static int open_both(pair_t *p, const uint8_t *ii, size_t in, const uint8_t *ai,
 }
 
 static int read_both(pair_t *p, mw_err_t *err) {
+  assert(p != NULL);
   int rc = mw_datafile_read_batch(&p->fi, &p->bi, err);
   p->bio = true;
   if (rc < 0) return mw_err_prefix(err, rc, "index.idx");

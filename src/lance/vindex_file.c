@@ -2,7 +2,7 @@
  * vindex_file.c — build index.idx and auxiliary.idx (vindex_file.h).
  *
  * The files are laid out as LanceDB 0.39.0 lays them out (measured on
- * tests/formats/data/vindex, tools/gen-vindex-fixtures.mjs): global buffer 1
+ * tests/lance/data/vindex, tools/gen-vindex-fixtures.mjs): global buffer 1
  * (the IVF protobuf) at offset 0, then each column's one page, then the
  * FileDescriptor (global buffer 0), column metadata, the CMO and GBO tables
  * and the 40-byte footer; every buffer but the descriptor starts on a
@@ -21,7 +21,7 @@
  *   12 01 00 | 1a <n> varint(R) | 22 <n> { 08 02 | 12 <n> 01 varint(D) |
  *   1a <n> <4D zero bytes> }
  * This file builds both files with its own small Lance-file assembler (the
- * column shapes are fixed, and datafile.c's writer has no FullZip list).
+ * column shapes are fixed, and the data-file writer has no FullZip list).
  */
 #include "lance/vindex_file.h"
 
@@ -37,6 +37,7 @@
 #include "file2.pb-c.h"
 #include "google/protobuf/any.pb-c.h"
 #include "lance/batch.h"
+#include "lance/pbwire.h"
 #include "lance/fullzip.h"
 #include "lance/lance_schema.h"
 
@@ -80,39 +81,21 @@ size_t mw_vindex_json_double(double v, char out[32]) {
 
 /* ------------------------------------------------------------ protobuf bits */
 
-static int put_varint(mw_buf_t *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-  return mw_buf_append(b, tmp, n);
-}
-
-/* field tag + length + bytes */
-static int put_bytes_field(mw_buf_t *b, uint32_t field, const void *p, size_t n) {
-  int rc = put_varint(b, (uint64_t)field << 3 | 2);
-  if (rc == 0) rc = put_varint(b, n);
-  if (rc == 0 && n) rc = mw_buf_append(b, p, n);
-  return rc;
-}
-
 /* pb.Ivf of one partition of `rows` rows and a zero centroid of dim floats. */
 static int ivf_encode(uint64_t rows, uint32_t dim, mw_buf_t *out) {
   mw_buf_t t = MW_BUF_INIT, lens = MW_BUF_INIT, shape = MW_BUF_INIT;
   uint8_t zero = 0;
-  int rc = put_varint(&lens, rows);
-  if (rc == 0) rc = put_varint(&shape, 1);
-  if (rc == 0) rc = put_varint(&shape, dim);
+  int rc = mw_pb_put_varint(&lens, rows);
+  if (rc == 0) rc = mw_pb_put_varint(&shape, 1);
+  if (rc == 0) rc = mw_pb_put_varint(&shape, dim);
   if (rc == 0) rc = mw_buf_append(&t, (const uint8_t[]){0x08, 0x02}, 2); /* data_type FLOAT32 */
-  if (rc == 0) rc = put_bytes_field(&t, 2, shape.data, shape.len);
-  if (rc == 0) rc = put_varint(&t, 3 << 3 | 2);
-  if (rc == 0) rc = put_varint(&t, (uint64_t)dim * 4);
+  if (rc == 0) rc = mw_pb_put_len(&t, 2, shape.data, shape.len);
+  if (rc == 0) rc = mw_pb_put_varint(&t, 3 << 3 | 2);
+  if (rc == 0) rc = mw_pb_put_varint(&t, (uint64_t)dim * 4);
   if (rc == 0) rc = mw_buf_fill(&t, 0, (size_t)dim * 4);
-  if (rc == 0) rc = put_bytes_field(out, 2, &zero, 1); /* offsets [0] */
-  if (rc == 0) rc = put_bytes_field(out, 3, lens.data, lens.len);
-  if (rc == 0) rc = put_bytes_field(out, 4, t.data, t.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 2, &zero, 1); /* offsets [0] */
+  if (rc == 0) rc = mw_pb_put_len(out, 3, lens.data, lens.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 4, t.data, t.len);
   mw_buf_free(&t);
   mw_buf_free(&lens);
   mw_buf_free(&shape);
@@ -122,7 +105,9 @@ static int ivf_encode(uint64_t rows, uint32_t dim, mw_buf_t *out) {
 int mw_vindex_entry_encode(const uint8_t uuid[16], const char *name, int32_t field_id,
                            uint64_t dataset_version, uint64_t created_at_ms, mw_buf_t *out,
                            mw_err_t *err) {
-  assert(uuid != NULL && name != NULL && out != NULL);
+  assert(uuid != NULL);
+  assert(name != NULL);
+  assert(out != NULL);
   /* roaring portable serialization of {0}: cookie 12346, one container
    * (key 0, cardinality 1), offset 16, the value 0 */
   static const uint8_t frag0[] = {0x3a, 0x30, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0};
@@ -130,19 +115,19 @@ int mw_vindex_entry_encode(const uint8_t uuid[16], const char *name, int32_t fie
     return mw_err_set(err, -EINVAL, "vector index entry: field id %d, name '%s'", field_id, name);
   mw_buf_t u = MW_BUF_INIT, f = MW_BUF_INIT, any = MW_BUF_INIT;
   size_t base = out->len;
-  int rc = put_bytes_field(&u, 1, uuid, 16);
-  if (rc == 0) rc = put_varint(&f, (uint64_t)field_id);
-  if (rc == 0) rc = put_bytes_field(&any, 1, MW_VINDEX_DETAILS_URL, strlen(MW_VINDEX_DETAILS_URL));
-  if (rc == 0) rc = put_bytes_field(out, 1, u.data, u.len);
-  if (rc == 0) rc = put_bytes_field(out, 2, f.data, f.len);
-  if (rc == 0) rc = put_bytes_field(out, 3, name, strlen(name));
-  if (rc == 0) rc = put_varint(out, 4 << 3);
-  if (rc == 0) rc = put_varint(out, dataset_version);
-  if (rc == 0) rc = put_bytes_field(out, 5, frag0, sizeof frag0);
-  if (rc == 0) rc = put_bytes_field(out, 6, any.data, any.len);
+  int rc = mw_pb_put_len(&u, 1, uuid, 16);
+  if (rc == 0) rc = mw_pb_put_varint(&f, (uint64_t)field_id);
+  if (rc == 0) rc = mw_pb_put_len(&any, 1, MW_VINDEX_DETAILS_URL, strlen(MW_VINDEX_DETAILS_URL));
+  if (rc == 0) rc = mw_pb_put_len(out, 1, u.data, u.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 2, f.data, f.len);
+  if (rc == 0) rc = mw_pb_put_len(out, 3, name, strlen(name));
+  if (rc == 0) rc = mw_pb_put_varint(out, 4 << 3);
+  if (rc == 0) rc = mw_pb_put_varint(out, dataset_version);
+  if (rc == 0) rc = mw_pb_put_len(out, 5, frag0, sizeof frag0);
+  if (rc == 0) rc = mw_pb_put_len(out, 6, any.data, any.len);
   if (rc == 0) rc = mw_buf_append(out, (const uint8_t[]){7 << 3, 1}, 2); /* index_version 1 */
-  if (rc == 0 && created_at_ms) rc = put_varint(out, 8 << 3);
-  if (rc == 0 && created_at_ms) rc = put_varint(out, created_at_ms);
+  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, 8 << 3);
+  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, created_at_ms);
   mw_buf_free(&u);
   mw_buf_free(&f);
   mw_buf_free(&any);
@@ -202,6 +187,8 @@ typedef struct lfile {
 } lfile_t;
 
 static int put_buffer(lfile_t *f, const void *p, size_t n, uint64_t *pos) {
+  assert(f != NULL);
+  assert(pos != NULL);
   int rc = mw_buf_fill(f->out, PAD_PAGE, (size_t)(-(f->out->len - f->base)) & 63);
   if (rc < 0) return rc;
   *pos = f->out->len - f->base;
@@ -210,6 +197,7 @@ static int put_buffer(lfile_t *f, const void *p, size_t n, uint64_t *pos) {
 }
 
 static int pack_any(const char *url, const ProtobufCMessage *m, uint8_t **out, size_t *n) {
+  assert(n != NULL);
   size_t len = protobuf_c_message_get_packed_size(m);
   uint8_t *val = malloc(len ? len : 1);
   if (val == NULL) return -ENOMEM;
@@ -226,11 +214,15 @@ static int pack_any(const char *url, const ProtobufCMessage *m, uint8_t **out, s
 }
 
 static int page_layout(page_t *pg, Lance__Encodings21__PageLayout *pl) {
+  assert(pg != NULL);
+  assert(pl != NULL);
   return pack_any(URL_PAGE21, &pl->base, &pg->any, &pg->any_len);
 }
 
 /* A MiniBlock page of n fixed-width values (width bytes each). */
 static int mb_page(lfile_t *f, page_t *pg, const uint8_t *vals, uint64_t n, size_t width, CE *vc) {
+  assert(f != NULL);
+  assert(pg != NULL);
   uint64_t per = 1;
   while (per * 2 * width <= CHUNK_BYTES) per *= 2;
   unsigned log2 = 0;
@@ -290,6 +282,8 @@ static int sq_page(lfile_t *f, page_t *pg, const uint8_t *codes, uint64_t n, uin
 
 /* A FullZip page of list<32-bit> rows (offsets into values). */
 static int fz_page(lfile_t *f, page_t *pg, const int32_t *offsets, uint64_t rows, const void *values) {
+  assert(f != NULL);
+  assert(pg != NULL);
   mw_buf_t *zipped = &f->scratch_a, *repidx = &f->scratch_b;
   mw_buf_reset(zipped), mw_buf_reset(repidx);
   mw_fullzip_shape_t s;
@@ -322,6 +316,8 @@ static int fz_page(lfile_t *f, page_t *pg, const int32_t *offsets, uint64_t rows
 
 /* ColumnMetadata of one one-page column, appended to cm. */
 static int column_meta(const page_t *pg, mw_buf_t *cm, uint64_t *len) {
+  assert(pg != NULL);
+  assert(len != NULL);
   static const uint8_t empty[] = {0x0a, 0x00}; /* ColumnEncoding{values: Empty} */
   Google__Protobuf__Any cany = GOOGLE__PROTOBUF__ANY__INIT;
   cany.type_url = (char *)URL_COLUMN;
@@ -376,6 +372,7 @@ static int descriptor(lfile_t *f, const mw_schema_t *s, uint64_t rows) {
 
 /* Everything after the pages: descriptor, column metadata, tables, footer. */
 static int lfile_finish(lfile_t *f, const mw_schema_t *s, uint64_t rows) {
+  assert(f != NULL);
   int rc = descriptor(f, s, rows);
   if (rc < 0) return rc;
   uint64_t cm_start = f->out->len - f->base, cmo[2 * MAX_COLS];
@@ -399,6 +396,7 @@ static int lfile_finish(lfile_t *f, const mw_schema_t *s, uint64_t rows) {
 }
 
 static void lfile_free(lfile_t *f) {
+  assert(f != NULL);
   for (size_t i = 0; i < MAX_COLS; i++) free(f->pages[i].any);
   mw_buf_free(&f->scratch_a);
   mw_buf_free(&f->scratch_b);
@@ -407,6 +405,8 @@ static void lfile_free(lfile_t *f) {
 /* ------------------------------------------------------------ the two files */
 
 static int meta_set(mw_schema_t *s, const char *key, const mw_buf_t *v) {
+  assert(s != NULL);
+  assert(v != NULL);
   return mw_kvs_set(&s->meta, key, v->data, v->len);
 }
 
@@ -422,6 +422,7 @@ static int printf_buf(mw_buf_t *b, const char *fmt, ...) {
 }
 
 static int list_field(mw_schema_t *s, const char *name, mw_type_t item, int32_t id) {
+  assert(s != NULL);
   int i = mw_schema_add(s, name, MW_T_LIST, true);
   if (i < 0) return i;
   mw_field_t *f = &s->fields[i];
@@ -434,6 +435,9 @@ static int list_field(mw_schema_t *s, const char *name, mw_type_t item, int32_t 
 
 /* index.idx's schema and its metadata (in the order Lance adds it). */
 static int index_schema(mw_schema_t *s, const mw_vindex_t *v, const mw_hnsw_t *g, const uint32_t *level_rows) {
+  assert(s != NULL);
+  assert(v != NULL);
+  assert(g != NULL);
   int i = mw_schema_add(s, "__vector_id", MW_T_UINT32, true);
   if (i < 0) return i;
   s->fields[i].id = 0;
@@ -462,6 +466,8 @@ static int index_schema(mw_schema_t *s, const mw_vindex_t *v, const mw_hnsw_t *g
 }
 
 static int aux_schema(mw_schema_t *s, const mw_vindex_t *v, uint32_t dim, mw_distance_t dist) {
+  assert(s != NULL);
+  assert(v != NULL);
   int i = mw_schema_add(s, "_rowid", MW_T_UINT64, false);
   if (i < 0) return i;
   s->fields[i].id = 0;
@@ -530,6 +536,7 @@ static int graph_rows(const mw_hnsw_t *g, graph_rows_t *r) {
 }
 
 static void graph_rows_free(graph_rows_t *r) {
+  assert(r != NULL);
   free(r->ids);
   free(r->offsets);
   free(r->nbrs);
@@ -537,6 +544,8 @@ static void graph_rows_free(graph_rows_t *r) {
 }
 
 static int index_file(mw_vindex_t *v, const mw_hnsw_t *g, mw_err_t *err) {
+  assert(v != NULL);
+  assert(g != NULL);
   graph_rows_t r = {0};
   mw_schema_t s;
   mw_schema_init(&s);
@@ -560,6 +569,7 @@ static int index_file(mw_vindex_t *v, const mw_hnsw_t *g, mw_err_t *err) {
 
 static int aux_file(mw_vindex_t *v, const uint64_t *row_ids, const uint8_t *codes, uint32_t dim,
                     mw_distance_t dist, mw_err_t *err) {
+  assert(v != NULL);
   mw_schema_t s;
   mw_schema_init(&s);
   lfile_t f = {.out = &v->aux_idx, .base = v->aux_idx.len, .n_cols = 2};
@@ -581,6 +591,7 @@ static int aux_file(mw_vindex_t *v, const uint64_t *row_ids, const uint8_t *code
  * cosine IVF_HNSW_SQ index with the query normalized and L2 over the SQ
  * codes, so the codes must be of normalized vectors (docs/indexes.md). */
 static void normalize(float *v, size_t dim) {
+  assert(v != NULL);
   double nn = 0;
   for (size_t i = 0; i < dim; i++) nn += (double)v[i] * v[i];
   if (nn == 0) return;
@@ -601,7 +612,8 @@ bool mw_vindex_row_indexed(const mw_vindex_input_t *in, uint64_t r) {
 }
 
 int mw_vindex_build(const mw_vindex_input_t *in, mw_vindex_t *out, mw_err_t *err) {
-  assert(in != NULL && out != NULL);
+  assert(in != NULL);
+  assert(out != NULL);
   memset(out, 0, sizeof *out);
   if (in->vecs == NULL || in->dim == 0 || in->dim > MW_VINDEX_MAX_DIM || in->rows > MW_VINDEX_MAX_ROWS)
     return mw_err_set(err, -EINVAL, "vector index: %llu rows of dimension %u (limits %llu, %d)",

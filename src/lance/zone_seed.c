@@ -80,7 +80,7 @@ mw_seed_type_t mw_seed_type_of(const mw_field_t *f) {
 
 static uint64_t load_bits(const uint8_t *p, unsigned w) {
   uint64_t v = 0;
-  memcpy(&v, p, w); /* little-endian host (ipc.c asserts it) */
+  memcpy(&v, p, w); /* little-endian host (ipc_int.h asserts it) */
   return v;
 }
 
@@ -174,7 +174,8 @@ static int parse_dec(const uint8_t *p, size_t n, uint64_t max, uint64_t *out) {
 }
 
 int mw_seed_locator_parse(const uint8_t *v, size_t n, mw_seed_locator_t *out, mw_err_t *err) {
-  assert(out != NULL && (v != NULL || n == 0));
+  assert(out != NULL);
+  assert(v != NULL || n == 0);
   memset(out, 0, sizeof *out);
   const uint8_t *c1 = n ? memchr(v, ':', n) : NULL;
   if (c1 == NULL) return mw_err_set(err, -EBADMSG, "seed locator \"%.*s\": no ':'", (int)(n > 40 ? 40 : n), v);
@@ -201,7 +202,8 @@ int mw_seed_locator_parse(const uint8_t *v, size_t n, mw_seed_locator_t *out, mw
 int mw_seed_locator_format(uint32_t buffer_index, uint64_t rows_per_zone, char *out,
                            size_t out_len) {
   assert(buffer_index >= 1);
-  assert(rows_per_zone >= 1 && rows_per_zone <= MW_SEED_MAX_ROWS_PER_ZONE);
+  assert(rows_per_zone >= 1);
+  assert(rows_per_zone <= MW_SEED_MAX_ROWS_PER_ZONE);
   int n = snprintf(out, out_len, "%" PRIu32 ":%" PRIu64, buffer_index, rows_per_zone);
   return n < 0 || (size_t)n >= out_len ? -ENOSPC : n;
 }
@@ -236,7 +238,8 @@ static int seed_schema(mw_schema_t *s, const mw_field_t *vf, bool v1) {
 
 int mw_seed_builder_init(mw_seed_builder_t *b, const mw_field_t *field, uint64_t rows_per_zone,
                          mw_err_t *err) {
-  assert(b != NULL && field != NULL);
+  assert(b != NULL);
+  assert(field != NULL);
   memset(b, 0, sizeof *b);
   mw_schema_init(&b->schema);
   if (rows_per_zone == 0 || rows_per_zone > MW_SEED_MAX_ROWS_PER_ZONE)
@@ -367,7 +370,8 @@ static void scan_generic(scan_t *x, skey_t *mn, skey_t *mx, int64_t *imn, int64_
 static void scan_fixed(scan_t *x) {
   mw_seed_builder_t *b = x->b;
   mw_seed_type_t t = b->ty;
-  assert(t.width >= 1 && t.width <= sizeof b->z_min);
+  assert(t.width >= 1);
+  assert(t.width <= sizeof b->z_min);
   skey_t mn = 0, mx = 0;
   int64_t imn = -1, imx = -1;
   bool have = false;
@@ -491,8 +495,10 @@ static int append_bound(mw_seed_builder_t *b, size_t col, bool is_max) {
 }
 
 static int close_zone(mw_seed_builder_t *b) {
-  assert(b->z_rows > 0 && b->z_rows <= b->rows_per_zone);
-  assert(b->z_nulls + b->z_nans <= b->z_rows && b->z_neg_nans <= b->z_nans);
+  assert(b->z_rows > 0);
+  assert(b->z_rows <= b->rows_per_zone);
+  assert(b->z_nulls + b->z_nans <= b->z_rows);
+  assert(b->z_neg_nans <= b->z_nans);
   /* an ordinary value was seen exactly when the counts leave one */
   assert(b->z_have == (b->z_nulls + b->z_nans < b->z_rows) || b->ty.kind == MW_SEED_KIND_NONE);
   uint32_t counts[3] = {(uint32_t)b->z_nulls, (uint32_t)b->z_nans, (uint32_t)b->z_neg_nans};
@@ -511,8 +517,12 @@ static int close_zone(mw_seed_builder_t *b) {
 
 int mw_seed_builder_add(mw_seed_builder_t *b, const mw_column_t *c, int64_t start, int64_t count,
                         mw_err_t *err) {
-  assert(b != NULL && b->ready && c != NULL);
-  assert(start >= 0 && count >= 0 && start + count <= c->length);
+  assert(b != NULL);
+  assert(b->ready);
+  assert(c != NULL);
+  assert(start >= 0);
+  assert(count >= 0);
+  assert(start + count <= c->length);
   while (count > 0) {
     uint64_t room = b->rows_per_zone - b->z_rows;
     int64_t n = (uint64_t)count < room ? count : (int64_t)room;
@@ -568,7 +578,10 @@ static int add_null_bitmap(mw_seed_builder_t *b, mw_err_t *err) {
 
 int mw_seed_builder_finish(mw_seed_builder_t *b, mw_ipc_writer_t *w, mw_buf_t *out,
                            mw_err_t *err) {
-  assert(b != NULL && b->ready && w != NULL && out != NULL);
+  assert(b != NULL);
+  assert(b->ready);
+  assert(w != NULL);
+  assert(out != NULL);
   int rc = b->z_rows > 0 ? close_zone(b) : 0;
   if (rc == 0) rc = add_null_bitmap(b, err);
   if (rc < 0) return mw_err_set(err, rc, "seed for %s: cannot finish", b->field.name);
@@ -609,7 +622,9 @@ static int seed_column(const mw_field_t *f, size_t col, const mw_batch_t *const 
 
 int mw_seed_set_build(mw_seed_set_t *x, const mw_schema_t *schema, const mw_batch_t *const *batches,
                       size_t n, uint64_t rows_per_zone, uint32_t first_index, mw_err_t *err) {
-  assert(x != NULL && schema != NULL && (batches != NULL || n == 0));
+  assert(x != NULL);
+  assert(schema != NULL);
+  assert(batches != NULL || n == 0);
   assert(first_index >= 1);
   memset(x, 0, sizeof *x);
   mw_schema_init(&x->schema);
@@ -780,7 +795,8 @@ static int check_zone(const mw_seed_t *s, mw_seed_type_t t, size_t z, mw_err_t *
 
 int mw_seed_decode(const uint8_t *p, size_t n, const mw_field_t *field, uint64_t rows_per_zone,
                    uint64_t file_rows, mw_seed_t *s, mw_err_t *err) {
-  assert(s != NULL && (p != NULL || n == 0));
+  assert(s != NULL);
+  assert(p != NULL || n == 0);
   memset(s, 0, sizeof *s);
   mw_schema_init(&s->ipc.schema);
   if (rows_per_zone == 0 || rows_per_zone > MW_SEED_MAX_ROWS_PER_ZONE)
@@ -824,7 +840,9 @@ int mw_seed_decode(const uint8_t *p, size_t n, const mw_field_t *field, uint64_t
 
 int mw_seed_check_column(const mw_seed_t *s, const mw_field_t *field, const mw_column_t *c,
                          mw_err_t *err) {
-  assert(s != NULL && field != NULL && c != NULL);
+  assert(s != NULL);
+  assert(field != NULL);
+  assert(c != NULL);
   mw_seed_type_t t = mw_seed_type_of(field);
   if ((uint64_t)c->length != s->total_rows)
     return mw_err_set(err, -EBADMSG, "seed of %s covers %" PRIu64 " rows, the column has %" PRId64,

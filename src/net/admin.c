@@ -15,10 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
-#include <unistd.h>
+
+#include "net/listen.h"
 
 struct mw_admin_req {
   uv_pipe_t pipe;
@@ -45,23 +44,34 @@ struct mw_admin {
   bool stopping, listener_open;
 };
 
-static const struct {
-  const char *name;
-  int min_args, max_args;
-  const char *usage;
-} COMMANDS[] = {
-    {"status", 0, 0, "status"},        {"metrics", 0, 0, "metrics"},
-    {"flush", 0, 2, "flush [TABLE [SHARD]]"}, {"seal", 2, 2, "seal TABLE SHARD"},
-    {"unseal", 2, 2, "unseal TABLE SHARD"}, {"drop", 2, 2, "drop TABLE SHARD"},
-    {"drop-table", 1, 1, "drop-table TABLE"}, {"claim", 2, 2, "claim TABLE SHARD"},
-    {"release", 2, 2, "release TABLE SHARD"}, {"compact", 0, 1, "compact [TABLE]"},
-    /* tests only: refused unless memwald runs with MEMWALD_TEST_FAULTS=1 */
-    {"fault", 2, 4, "fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear"},
+/* The one command table (admin.h), indexed by id. */
+static const mw_admin_command_t COMMANDS[MW_ADMIN_N_COMMANDS] = {
+    [MW_ADMIN_STATUS] = {"status", MW_ADMIN_STATUS, 0, 0, "status"},
+    [MW_ADMIN_METRICS] = {"metrics", MW_ADMIN_METRICS, 0, 0, "metrics"},
+    [MW_ADMIN_FLUSH] = {"flush", MW_ADMIN_FLUSH, 0, 2, "flush [TABLE [SHARD]]"},
+    [MW_ADMIN_SEAL] = {"seal", MW_ADMIN_SEAL, 2, 2, "seal TABLE SHARD"},
+    [MW_ADMIN_UNSEAL] = {"unseal", MW_ADMIN_UNSEAL, 2, 2, "unseal TABLE SHARD"},
+    [MW_ADMIN_DROP] = {"drop", MW_ADMIN_DROP, 2, 2, "drop TABLE SHARD"},
+    [MW_ADMIN_DROP_TABLE] = {"drop-table", MW_ADMIN_DROP_TABLE, 1, 1, "drop-table TABLE"},
+    [MW_ADMIN_CLAIM] = {"claim", MW_ADMIN_CLAIM, 2, 2, "claim TABLE SHARD"},
+    [MW_ADMIN_RELEASE] = {"release", MW_ADMIN_RELEASE, 2, 2, "release TABLE SHARD"},
+    [MW_ADMIN_COMPACT] = {"compact", MW_ADMIN_COMPACT, 0, 1, "compact [TABLE]"},
+    [MW_ADMIN_FAULT] = {"fault", MW_ADMIN_FAULT, 2, 4,
+                        "fault TABLE set KEY=VALUE[,KEY=VALUE...] | fault TABLE clear"},
 };
-#define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+const mw_admin_command_t *mw_admin_command(const char *name) {
+  assert(name != NULL);
+  for (size_t k = 0; k < MW_ADMIN_N_COMMANDS; k++) {
+    assert(COMMANDS[k].id == (mw_admin_cmd_t)k); /* the table is indexed by id */
+    if (strcmp(COMMANDS[k].name, name) == 0) return &COMMANDS[k];
+  }
+  return NULL;
+}
 
 int mw_admin_json_str(mw_buf_t *out, const char *s) {
-  assert(out && s);
+  assert(out);
+  assert(s);
   int rc = mw_buf_append(out, "\"", 1);
   for (const unsigned char *p = (const unsigned char *)s; *p && rc == 0; p++) {
     char esc[8];
@@ -83,12 +93,15 @@ int mw_admin_json_str(mw_buf_t *out, const char *s) {
 /* ------------------------------------------------------------------ lifetime */
 
 static void admin_maybe_free(mw_admin_t *a) {
+  assert(a->n_reqs <= MW_ADMIN_MAX_CONNECTIONS + 1); /* one over: accepted to be refused */
   if (!a->stopping || a->listener_open || a->n_reqs > 0) return;
   free(a->path);
   free(a);
 }
 
 static void req_maybe_free(mw_admin_req_t *r) {
+  assert(r->handles >= 0);
+  assert(r->handles <= 2); /* pipe and timer */
   if (r->handles > 0 || (r->dispatched && !r->replied)) return;
   mw_buf_free(&r->out);
   free(r);
@@ -96,6 +109,8 @@ static void req_maybe_free(mw_admin_req_t *r) {
 
 static void on_req_closed(uv_handle_t *h) {
   mw_admin_req_t *r = h->data;
+  assert(r->closing); /* only req_close closes its handles */
+  assert(r->handles > 0);
   if (--r->handles == 0) {
     mw_admin_t *a = r->a;
     if (a) {
@@ -122,16 +137,20 @@ static void req_close(mw_admin_req_t *r) {
 static void on_written(uv_write_t *w, int status) {
   (void)status;
   mw_admin_req_t *r = w->data;
+  assert(r->out.len > 0); /* a reply was written */
   req_close(r);
 }
 
 static void send_reply(mw_admin_req_t *r) {
+  assert(!r->closing); /* nothing is written to a closing socket */
+  assert(r->out.len > 0);
   uv_buf_t b = uv_buf_init((char *)r->out.data, (unsigned)r->out.len);
   r->wr.data = r;
   if (uv_write(&r->wr, (uv_stream_t *)&r->pipe, &b, 1, on_written) < 0) req_close(r);
 }
 
 static void reply_error(mw_admin_req_t *r, const char *msg) {
+  assert(msg != NULL);
   mw_buf_reset(&r->out);
   int rc = mw_buf_append(&r->out, "{\"ok\":false,\"error\":", 20);
   if (rc == 0) rc = mw_admin_json_str(&r->out, msg);
@@ -141,7 +160,8 @@ static void reply_error(mw_admin_req_t *r, const char *msg) {
 }
 
 void mw_admin_reply(mw_admin_req_t *r, int status, const char *text) {
-  assert(r && !r->replied);
+  assert(r);
+  assert(!r->replied);
   r->replied = true;
   if (r->closing) { /* client gone or admin stopped */
     req_maybe_free(r);
@@ -163,6 +183,8 @@ void mw_admin_reply(mw_admin_req_t *r, int status, const char *text) {
 /* ------------------------------------------------------------------ commands */
 
 static void dispatch(mw_admin_req_t *r) {
+  assert(!r->dispatched); /* one command per connection */
+  assert(r->len <= MW_ADMIN_MAX_REQUEST_BYTES); /* buf has room for the NUL */
   char *argv[MW_ADMIN_MAX_ARGS + 2];
   int argc = 0;
   char *save = NULL;
@@ -183,21 +205,20 @@ static void dispatch(mw_admin_req_t *r) {
     reply_error(r, "empty request; commands: status, metrics, flush, compact, seal, unseal, drop, drop-table, claim, release");
     return;
   }
-  size_t k = 0;
-  while (k < N_COMMANDS && strcmp(COMMANDS[k].name, argv[0]) != 0) k++;
+  const mw_admin_command_t *cmd = mw_admin_command(argv[0]);
   char msg[MW_ADMIN_MAX_REQUEST_BYTES + 128];
-  if (k == N_COMMANDS) {
+  if (cmd == NULL) {
     snprintf(msg, sizeof msg, "unknown command \"%.200s\"; commands: status, metrics, flush, compact, seal, unseal, drop, drop-table, claim, release", argv[0]);
     reply_error(r, msg);
     return;
   }
-  if (argc - 1 < COMMANDS[k].min_args || argc - 1 > COMMANDS[k].max_args) {
-    snprintf(msg, sizeof msg, "usage: %s", COMMANDS[k].usage);
+  if (argc - 1 < cmd->min_args || argc - 1 > cmd->max_args) {
+    snprintf(msg, sizeof msg, "usage: %s", cmd->usage);
     reply_error(r, msg);
     return;
   }
   mw_admin_t *a = r->a;
-  if (strcmp(argv[0], "metrics") == 0) {
+  if (cmd->id == MW_ADMIN_METRICS) {
     mw_buf_t text = MW_BUF_INIT, j = MW_BUF_INIT;
     int rc = a->metrics ? mw_metrics_render(a->metrics, &text) : 0;
     if (rc == 0) rc = mw_buf_append(&text, "", 1);
@@ -223,6 +244,7 @@ static void dispatch(mw_admin_req_t *r) {
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
   (void)hint;
   mw_admin_req_t *r = h->data;
+  assert(r->len < MW_ADMIN_MAX_REQUEST_BYTES); /* room left: a full buffer is reset or ends */
   *b = uv_buf_init(r->buf + r->len, (unsigned)(MW_ADMIN_MAX_REQUEST_BYTES - r->len));
 }
 
@@ -235,6 +257,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     return;
   }
   if (n > 0) r->len += (size_t)n;
+  assert(r->len <= MW_ADMIN_MAX_REQUEST_BYTES); /* libuv fills at most what on_alloc gave */
   bool line = memchr(r->buf, '\n', r->len) != NULL;
   if (!line && n != UV_EOF) {
     if (r->len == MW_ADMIN_MAX_REQUEST_BYTES) { /* keep reading so the close is clean */
@@ -254,6 +277,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
 
 static void on_timeout(uv_timer_t *t) {
   mw_admin_req_t *r = t->data;
+  assert(r->handles == 2); /* a timer firing is open, and so is its pipe */
   if (!r->dispatched && !r->closing) {
     uv_read_stop((uv_stream_t *)&r->pipe);
     reply_error(r, "no request within 10 s");
@@ -263,6 +287,7 @@ static void on_timeout(uv_timer_t *t) {
 static void on_connection(uv_stream_t *l, int status) {
   mw_admin_t *a = l->data;
   if (status < 0 || a->stopping) return;
+  assert(a->listener_open);
   mw_admin_req_t *r = calloc(1, sizeof *r);
   if (!r) return;
   uv_pipe_init(a->loop, &r->pipe, 0);
@@ -284,36 +309,23 @@ static void on_connection(uv_stream_t *l, int status) {
 
 /* ------------------------------------------------------------------ public */
 
-/* Remove a stale socket file; refuse when something still accepts on it. */
-static int clear_stale(const char *path, mw_err_t *err) {
-  struct stat st;
-  if (lstat(path, &st) < 0) return errno == ENOENT ? 0 : mw_err_set(err, -errno, "admin socket %s: %s", path, strerror(errno));
-  if (!S_ISSOCK(st.st_mode)) return mw_err_set(err, -EEXIST, "admin socket %s: exists and is not a socket", path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-  int live = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-  close(fd);
-  if (live) return mw_err_set(err, -EADDRINUSE, "admin socket %s: another process is listening on it", path);
-  unlink(path);
-  return 0;
-}
-
 static void on_listener_closed(uv_handle_t *h) {
   mw_admin_t *a = h->data;
+  assert(a->stopping); /* closed by a stop or a failed start */
+  assert(a->listener_open);
   a->listener_open = false;
   admin_maybe_free(a);
 }
 
 int mw_admin_start(uv_loop_t *loop, const char *path, const mw_admin_engine_t *engine,
                    mw_metrics_t *metrics, mw_admin_t **out, mw_err_t *err) {
-  assert(loop && path && engine && out);
+  assert(loop);
+  assert(path);
+  assert(engine);
+  assert(out);
   *out = NULL;
   if (strlen(path) == 0 || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
     return mw_err_set(err, -ENAMETOOLONG, "admin socket %s: empty or too long for a Unix socket", path);
-  int rc = clear_stale(path, err);
-  if (rc < 0) return rc;
   mw_admin_t *a = calloc(1, sizeof *a);
   if (!a || !(a->path = strdup(path))) {
     free(a);
@@ -322,16 +334,9 @@ int mw_admin_start(uv_loop_t *loop, const char *path, const mw_admin_engine_t *e
   a->loop = loop;
   a->eng = *engine;
   a->metrics = metrics;
-  uv_pipe_init(loop, &a->listener, 0);
-  a->listener.data = a;
   a->listener_open = true;
-  rc = uv_pipe_bind(&a->listener, path);
-  bool bound = rc == 0;
-  if (rc == 0 && chmod(path, 0660) < 0) rc = -errno;
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&a->listener, 64, on_connection);
+  int rc = mw_listen_unix(loop, &a->listener, path, 0660, on_connection, a, "admin socket", err);
   if (rc < 0) {
-    if (bound) unlink(path);
-    mw_err_set(err, rc, "admin socket %s: %s", path, uv_strerror(rc));
     a->stopping = true;
     uv_close((uv_handle_t *)&a->listener, on_listener_closed);
     return rc;
@@ -341,7 +346,8 @@ int mw_admin_start(uv_loop_t *loop, const char *path, const mw_admin_engine_t *e
 }
 
 void mw_admin_stop(mw_admin_t *a) {
-  assert(a && !a->stopping);
+  assert(a);
+  assert(!a->stopping);
   a->stopping = true;
   unlink(a->path);
   uv_close((uv_handle_t *)&a->listener, on_listener_closed);

@@ -38,6 +38,34 @@
 
 typedef struct mw_admin_req mw_admin_req_t;
 
+/* The admin commands: the one table of their names, argument counts and
+ * usage is admin.c's (mw_admin_command); an engine keys what it does for
+ * each by this id. */
+typedef enum mw_admin_cmd {
+  MW_ADMIN_STATUS,
+  MW_ADMIN_METRICS, /* served by admin.c itself */
+  MW_ADMIN_FLUSH,
+  MW_ADMIN_SEAL,
+  MW_ADMIN_UNSEAL,
+  MW_ADMIN_DROP,
+  MW_ADMIN_DROP_TABLE,
+  MW_ADMIN_CLAIM,
+  MW_ADMIN_RELEASE,
+  MW_ADMIN_COMPACT,
+  MW_ADMIN_FAULT, /* tests only: refused unless MEMWALD_TEST_FAULTS=1 */
+  MW_ADMIN_N_COMMANDS
+} mw_admin_cmd_t;
+
+typedef struct mw_admin_command {
+  const char *name;
+  mw_admin_cmd_t id;
+  int min_args, max_args; /* words after the name */
+  const char *usage;
+} mw_admin_command_t;
+
+/* The command called name, or NULL when there is none. */
+const mw_admin_command_t *mw_admin_command(const char *name);
+
 /* Finish a command: status 0 with `json` (a JSON value, copied; NULL =
  * `{}`), or a negative errno with a reason for people. Exactly once per
  * command, from the loop thread, now or later. */

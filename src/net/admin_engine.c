@@ -77,15 +77,15 @@ static int fault_json(const mw_fe_admin_t *a, const mw_shard_t *s, mw_buf_t *out
 static int storage_json(const mw_fe_admin_t *a, mw_buf_t *out) {
   int rc = mw_buf_append(out, ",\"storage\":[", 12);
   bool first = true;
-  for (size_t i = 0; rc == 0 && i < a->tables->n; i++) {
-    const mw_table_t *t = a->tables->tables[i];
-    mw_storage_t *st = a->tables->dropped[i] ? NULL : mw_table_storage(t);
+  for (size_t i = 0; rc == 0 && i < mw_fe_tables_count(a->tables); i++) {
+    const mw_table_t *t = mw_fe_tables_live(a->tables, i);
+    mw_storage_t *st = t == NULL ? NULL : mw_table_storage(t);
     if (st == NULL) continue;
     mw_storage_health_t h;
     mw_storage_health(st, &h);
     rc = put(out, "%s{\"table\":", first ? "" : ",");
     first = false;
-    if (rc == 0) rc = mw_admin_json_str(out, a->tables->names[i]);
+    if (rc == 0) rc = mw_admin_json_str(out, mw_fe_tables_name(a->tables, i));
     if (rc == 0)
       rc = put(out,
                ",\"backend\":\"%s\",\"ops_ok\":%" PRIu64 ",\"ops_failed\":%" PRIu64
@@ -215,12 +215,12 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
     rc = put(out, ",\"heap_live_bytes\":%" PRIu64 ",\"heap_free_bytes\":%" PRIu64
              ",\"heap_source\":\"%s\",\"tables\":[", heap.live_bytes, heap.free_bytes, heap.source);
   bool first = true;
-  for (size_t i = 0; rc == 0 && i < a->tables->n; i++) {
-    const mw_table_t *t = a->tables->tables[i];
-    if (a->tables->dropped[i]) continue;
+  for (size_t i = 0; rc == 0 && i < mw_fe_tables_count(a->tables); i++) {
+    const mw_table_t *t = mw_fe_tables_live(a->tables, i);
+    if (t == NULL) continue;
     rc = put(out, "%s{\"name\":", first ? "" : ",");
     first = false;
-    if (rc == 0) rc = mw_admin_json_str(out, a->tables->names[i]);
+    if (rc == 0) rc = mw_admin_json_str(out, mw_fe_tables_name(a->tables, i));
     if (rc == 0) rc = mw_buf_append(out, ",\"path\":", 8);
     if (rc == 0) rc = mw_admin_json_str(out, mw_table_path(t));
     if (rc == 0) rc = mw_buf_append(out, ",\"shards\":[", 11);
@@ -248,6 +248,8 @@ int mw_fe_status_json(const mw_fe_admin_t *a, mw_buf_t *out) {
 static void start_compactions(op_t *o);
 
 static void op_finish(op_t *o) {
+  assert(o->left == 0); /* every count dropped */
+  assert(o->r != NULL);
   if (o->status == 0 && strcmp(o->cmd, "compact") == 0 && !o->compacting) {
     start_compactions(o); /* the flushes committed: now compact */
     return;
@@ -310,6 +312,7 @@ static void on_shard_done(mw_shard_t *s, int status, const char *reason, void *a
 
 static void on_drop_done(mw_table_t *t, int status, const char *reason, void *arg) {
   op_t *o = arg;
+  assert(o->t == t); /* drop-table names one table */
   if (status == 0) mw_fe_tables_drop(o->a->tables, t); /* committed: gone for clients */
   op_done(o, status, reason);
 }
@@ -321,12 +324,14 @@ static void on_compacted(void *arg, int status, const char *reason) {
 /* compact, second step: every table's compaction, one reply for all. */
 static void start_compactions(op_t *o) {
   mw_fe_admin_t *a = o->a;
+  assert(!o->compacting); /* the second step runs once */
+  assert(o->status == 0);  /* after flushes that all succeeded */
   o->compacting = true;
   o->left = 1;
   o->n = 0;
-  for (size_t i = 0; i < a->tables->n; i++) {
-    mw_table_t *t = a->tables->tables[i];
-    if (a->tables->dropped[i] || (o->t && t != o->t)) continue;
+  for (size_t i = 0; i < mw_fe_tables_count(a->tables); i++) {
+    mw_table_t *t = mw_fe_tables_live(a->tables, i);
+    if (t == NULL || (o->t && t != o->t)) continue;
     o->left++;
     int rc = mw_table_compact(t, on_compacted, o);
     if (rc < 0) op_done(o, rc, "compaction is stopped (the table is closing or dropped)");
@@ -340,9 +345,9 @@ static mw_table_t *find_table(const mw_fe_admin_t *a, const char *name) {
 }
 
 static void start_flush(mw_fe_admin_t *a, op_t *o, int argc, const char *const *argv) {
-  for (size_t i = 0; i < a->tables->n; i++) {
-    mw_table_t *t = a->tables->tables[i];
-    if (a->tables->dropped[i] || (argc >= 2 && t != o->t)) continue;
+  for (size_t i = 0; i < mw_fe_tables_count(a->tables); i++) {
+    mw_table_t *t = mw_fe_tables_live(a->tables, i);
+    if (t == NULL || (argc >= 2 && t != o->t)) continue;
     uint8_t id[16];
     mw_err_t err = {0};
     if (argc >= 3 && mw_table_shard_parse(t, argv[2], id, &err) < 0) {
@@ -525,10 +530,10 @@ static int fault_command(mw_fe_admin_t *a, mw_table_t *t, int argc, const char *
 typedef struct engine_cmd engine_cmd_t;
 typedef int (*shard_op_fn)(mw_shard_t *, mw_shard_done_cb, void *);
 
-/* One admin command on the engine (net/admin.c has checked its name and
- * argument count): what runs it, and for a shard command its operation. */
+/* One admin command on the engine (net/admin.c's table names it and has
+ * checked its argument count): what runs it, and for a shard command its
+ * operation. */
 struct engine_cmd {
-  const char *name;
   void (*run)(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
               const char *const *argv);
   shard_op_fn shard_op;
@@ -567,6 +572,7 @@ static void run_fault(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc
 /* `flush [TABLE [SHARD]]`. */
 static void run_flush(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
                       const char *const *argv) {
+  assert(argc <= 3); /* flush [TABLE [SHARD]] (admin.c) */
   (void)c;
   start_flush(a, o, argc, argv);
   op_done(o, 0, NULL);
@@ -575,6 +581,7 @@ static void run_flush(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc
 /* `compact [TABLE]`: flush every shard, then compact. */
 static void run_compact(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc,
                         const char *const *argv) {
+  assert(argc <= 2); /* compact [TABLE] (admin.c) */
   (void)c;
   mw_table_housekeeping_t hk = {0};
   if (o->t) mw_table_housekeeping(o->t, &hk);
@@ -641,16 +648,18 @@ static void run_shard(mw_fe_admin_t *a, op_t *o, const engine_cmd_t *c, int argc
   op_done(o, 0, NULL);
 }
 
-static const engine_cmd_t COMMANDS[] = {
-    {"fault", run_fault, NULL},
-    {"flush", run_flush, NULL},
-    {"compact", run_compact, NULL},
-    {"drop-table", run_drop_table, NULL},
-    {"claim", run_shard, mw_shard_claim},
-    {"seal", run_shard, mw_shard_seal},
-    {"unseal", run_shard, mw_shard_unseal},
-    {"release", run_shard, mw_shard_release},
-    {"drop", run_shard, mw_shard_drop},
+/* What each command of admin.c's table does here, by its id (status is
+ * answered at once; metrics never comes: admin.c serves it). */
+static const engine_cmd_t RUN[MW_ADMIN_N_COMMANDS] = {
+    [MW_ADMIN_FAULT] = {run_fault, NULL},
+    [MW_ADMIN_FLUSH] = {run_flush, NULL},
+    [MW_ADMIN_COMPACT] = {run_compact, NULL},
+    [MW_ADMIN_DROP_TABLE] = {run_drop_table, NULL},
+    [MW_ADMIN_CLAIM] = {run_shard, mw_shard_claim},
+    [MW_ADMIN_SEAL] = {run_shard, mw_shard_seal},
+    [MW_ADMIN_UNSEAL] = {run_shard, mw_shard_unseal},
+    [MW_ADMIN_RELEASE] = {run_shard, mw_shard_release},
+    [MW_ADMIN_DROP] = {run_shard, mw_shard_drop},
 };
 
 /* The op of a command: its table (argv[1]; all tables without one), held
@@ -680,10 +689,9 @@ static op_t *op_new(mw_fe_admin_t *a, mw_admin_req_t *r, int argc, const char *c
 static void command(void *data, int argc, const char *const *argv, mw_admin_req_t *r) {
   mw_fe_admin_t *a = data;
   assert(argc >= 1);
-  if (strcmp(argv[0], "status") == 0) return reply_status(a, r);
-  const engine_cmd_t *c = NULL;
-  for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS && c == NULL; i++)
-    if (strcmp(COMMANDS[i].name, argv[0]) == 0) c = &COMMANDS[i];
+  const mw_admin_command_t *k = mw_admin_command(argv[0]);
+  if (k != NULL && k->id == MW_ADMIN_STATUS) return reply_status(a, r);
+  const engine_cmd_t *c = k != NULL && RUN[k->id].run != NULL ? &RUN[k->id] : NULL;
   if (c == NULL) {
     mw_admin_reply(r, -EINVAL, "unknown command");
     return;

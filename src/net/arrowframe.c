@@ -103,7 +103,8 @@ static int append_batch(const mw_schema_t *ts, mw_batch_t *in, const int *map, m
       mw_column_t *src = &in->cols[map[i]];
       assert(src->length == in->n_rows);
       if (first) {
-        assert(dst->length == 0 && dst->n_children == src->n_children);
+        assert(dst->length == 0);
+        assert(dst->n_children == src->n_children);
         mw_column_t tmp = *dst;
         *dst = *src;
         *src = tmp;
@@ -167,8 +168,12 @@ static void pass_through(const uint8_t *p, size_t n, const mw_schema_t *table,
 int mw_arrowframe_decode(const uint8_t *p, size_t n, const mw_schema_t *table,
                          const mw_arrowframe_opts_t *opts, mw_batch_t *out, mw_lp_code_t *code,
                          mw_err_t *err) {
-  assert((p || n == 0) && table && out && code);
-  assert(out->schema == table && out->n_rows == 0);
+  assert(p || n == 0);
+  assert(table);
+  assert(out);
+  assert(code);
+  assert(out->schema == table);
+  assert(out->n_rows == 0);
   *code = MW_LP_OK;
   mw_ipc_limits_t dl;
   mw_ipc_limits_default(&dl);
@@ -193,6 +198,7 @@ int mw_arrowframe_decode(const uint8_t *p, size_t n, const mw_schema_t *table,
   if (rc == 0 && !(opts && opts->no_pass_through)) pass_through(p, n, table, st, map, out);
   if (!rd) mw_ipc_stream_free(&one);
   if (rc < 0) mw_batch_reset(out);
-  assert(rc < 0 ? *code != MW_LP_OK && out->n_rows == 0 : *code == MW_LP_OK && out->n_rows > 0);
+  assert((rc < 0) == (*code != MW_LP_OK)); /* an error has its code, a success none */
+  assert((rc < 0) == (out->n_rows == 0));  /* rows only on success */
   return rc;
 }

@@ -164,7 +164,8 @@ static int parse_line(mw_creds_t *cs, char *line, int ln, const char *name, mw_e
 }
 
 int mw_creds_parse(const char *text, size_t len, const char *name, mw_creds_t **out, mw_err_t *err) {
-  assert(out != NULL && name != NULL);
+  assert(out != NULL);
+  assert(name != NULL);
   *out = NULL;
   if (len > MW_CREDS_MAX_FILE_BYTES)
     return mw_err_set(err, -EFBIG, "%s: larger than %zu bytes", name, MW_CREDS_MAX_FILE_BYTES);
@@ -195,7 +196,8 @@ int mw_creds_parse(const char *text, size_t len, const char *name, mw_creds_t **
 }
 
 int mw_creds_load(const char *path, mw_creds_t **out, mw_err_t *err) {
-  assert(path != NULL && out != NULL);
+  assert(path != NULL);
+  assert(out != NULL);
   FILE *f = fopen(path, "rb");
   if (f == NULL) return mw_err_set(err, -errno, "credentials_file %s: %s", path, strerror(errno));
   char *text = malloc(MW_CREDS_MAX_FILE_BYTES + 1);
@@ -209,7 +211,9 @@ int mw_creds_load(const char *path, mw_creds_t **out, mw_err_t *err) {
 }
 
 int mw_creds_add_token(mw_creds_t **cs, const char *name, const char *token, unsigned perms) {
-  assert(cs != NULL && name != NULL && token != NULL);
+  assert(cs != NULL);
+  assert(name != NULL);
+  assert(token != NULL);
   if (*cs == NULL && (*cs = calloc(1, sizeof **cs)) == NULL) return -ENOMEM;
   mw_cred_t c;
   memset(&c, 0, sizeof c);

@@ -19,7 +19,9 @@ typedef struct fe_write {
 } fe_write_t;
 
 int mw_fe_tables_add(mw_fe_tables_t *ts, const char *name, mw_table_t *t) {
-  assert(ts && name && t);
+  assert(ts);
+  assert(name);
+  assert(t);
   if (ts->n >= MW_FE_MAX_TABLES) return -ENOSPC;
   if (strlen(name) >= MW_FE_NAME_BYTES) return -ENAMETOOLONG;
   for (size_t i = 0; i < ts->n; i++)
@@ -42,7 +44,8 @@ int mw_fe_tables_add(mw_fe_tables_t *ts, const char *name, mw_table_t *t) {
 }
 
 void mw_fe_tables_remove(mw_fe_tables_t *ts, size_t i) {
-  assert(ts != NULL && i < ts->n);
+  assert(ts != NULL);
+  assert(i < ts->n);
   ts->dropped[i] = true;
   ts->tables[i] = NULL;
 }
@@ -57,16 +60,53 @@ void mw_fe_tables_free(mw_fe_tables_t *ts) {
 }
 
 void mw_fe_tables_drop(mw_fe_tables_t *ts, const mw_table_t *t) {
-  assert(ts && t);
+  assert(ts);
+  assert(t);
   for (size_t i = 0; i < ts->n; i++)
     if (ts->tables[i] == t) ts->dropped[i] = true;
 }
 
-mw_table_t *mw_fe_tables_find(const mw_fe_tables_t *ts, const char *name) {
-  assert(ts && name);
+void mw_fe_tables_drop_at(mw_fe_tables_t *ts, size_t i) {
+  assert(ts != NULL);
+  assert(i < ts->n);
+  ts->dropped[i] = true;
+}
+
+size_t mw_fe_tables_count(const mw_fe_tables_t *ts) {
+  assert(ts != NULL);
+  assert(ts->n <= MW_FE_MAX_TABLES);
+  return ts->n;
+}
+
+const char *mw_fe_tables_name(const mw_fe_tables_t *ts, size_t i) {
+  assert(ts != NULL);
+  assert(i < ts->n);
+  return ts->names[i];
+}
+
+mw_table_t *mw_fe_tables_table(const mw_fe_tables_t *ts, size_t i) {
+  assert(ts != NULL);
+  assert(i < ts->n);
+  return ts->tables[i];
+}
+
+mw_table_t *mw_fe_tables_live(const mw_fe_tables_t *ts, size_t i) {
+  assert(ts != NULL);
+  assert(i < ts->n);
+  return ts->dropped[i] ? NULL : ts->tables[i];
+}
+
+int mw_fe_tables_index(const mw_fe_tables_t *ts, const char *name) {
+  assert(ts != NULL);
+  assert(name != NULL);
   for (size_t i = 0; i < ts->n; i++)
-    if (!ts->dropped[i] && strcmp(ts->names[i], name) == 0) return ts->tables[i];
-  return NULL;
+    if (!ts->dropped[i] && ts->tables[i] != NULL && strcmp(ts->names[i], name) == 0) return (int)i;
+  return -ENOENT;
+}
+
+mw_table_t *mw_fe_tables_find(const mw_fe_tables_t *ts, const char *name) {
+  int i = mw_fe_tables_index(ts, name);
+  return i < 0 ? NULL : ts->tables[i];
 }
 
 /* The server's handle of entry i: i + 1, as a pointer (never NULL). */
@@ -74,7 +114,8 @@ static void *handle_of(size_t i) { return (void *)(uintptr_t)(i + 1); }
 
 static size_t index_of(const mw_fe_tables_t *ts, const void *handle) {
   size_t i = (size_t)(uintptr_t)handle - 1;
-  assert(handle != NULL && i < ts->n);
+  assert(handle != NULL);
+  assert(i < ts->n);
   return i;
 }
 
@@ -96,7 +137,8 @@ static void *find(void *data, const char *name, size_t len, const mw_schema_t **
 
 static void on_written(mw_table_write_t *w, int status, const char *reason) {
   fe_write_t *f = w->data;
-  assert(f && &f->w == w);
+  assert(f);
+  assert(&f->w == w);
   mw_fe_write_cb done = f->done;
   void *arg = f->arg;
   /* reason may point into f->w (its reason[]): free after */
@@ -106,7 +148,9 @@ static void on_written(mw_table_write_t *w, int status, const char *reason) {
 
 static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_write_cb done, void *arg,
                   mw_err_t *err) {
-  assert(table && batch && done);
+  assert(table);
+  assert(batch);
+  assert(done);
   mw_table_t *t = live(data, table);
   if (t == NULL)
     return mw_err_set(err, -ENOENT, "the table was dropped (drop-table) or removed from the "
@@ -125,7 +169,8 @@ static int submit(void *data, void *table, mw_batch_t *batch, mw_fe_write_cb don
  * tables; a table with nothing pending costs nothing). */
 static int sync_all(void *data, mw_fe_done_cb done, void *arg, mw_err_t *err) {
   mw_fe_tables_t *ts = data;
-  assert(ts && done);
+  assert(ts);
+  assert(done);
   mw_table_t *live[MW_FE_MAX_TABLES];
   size_t n = 0;
   for (size_t i = 0; i < ts->n; i++)
@@ -143,7 +188,8 @@ static const char *delete_keep(void *data, void *table) {
 }
 
 void mw_fe_tables_engine(mw_fe_tables_t *ts, mw_fe_engine_t *out) {
-  assert(ts && out);
+  assert(ts);
+  assert(out);
   memset(out, 0, sizeof *out);
   out->data = ts;
   out->table_find = find;

@@ -33,6 +33,12 @@
 
 #define MW_FE_NAME_BYTES 128
 
+/* The one registry of the daemon's tables, by index (entries are never
+ * reused, so an index names one table for the daemon's life: daemon/
+ * keeps its own per-table data under the same index). The fields are
+ * private to engine_table.c: every other module reads and changes an
+ * entry through the functions below. Embedded (not opaque) only so the
+ * daemon can own it without an allocation. */
 typedef struct mw_fe_tables {
   const char *names[MW_FE_MAX_TABLES]; /* into name_buf */
   mw_table_t *tables[MW_FE_MAX_TABLES]; /* borrowed; NULL once removed and closed */
@@ -56,6 +62,18 @@ void mw_fe_tables_free(mw_fe_tables_t *ts);
  * connections that had selected it get ERR table. The table object stays
  * open (every shard parked) until the daemon closes it. */
 void mw_fe_tables_drop(mw_fe_tables_t *ts, const mw_table_t *t);
+/* The same for entry i (a reload removing it: its writes in flight finish). */
+void mw_fe_tables_drop_at(mw_fe_tables_t *ts, size_t i);
+/* The number of entries ever added (indexes 0 .. count - 1). */
+size_t mw_fe_tables_count(const mw_fe_tables_t *ts);
+/* Entry i's name (kept after a drop or removal). */
+const char *mw_fe_tables_name(const mw_fe_tables_t *ts, size_t i);
+/* Entry i's table, dropped or not; NULL once removed (and closed). */
+mw_table_t *mw_fe_tables_table(const mw_fe_tables_t *ts, size_t i);
+/* Entry i's table while clients may use it; NULL once dropped or removed. */
+mw_table_t *mw_fe_tables_live(const mw_fe_tables_t *ts, size_t i);
+/* The index of the live table called name, or -ENOENT (unknown or dropped). */
+int mw_fe_tables_index(const mw_fe_tables_t *ts, const char *name);
 /* The live table called name, or NULL (unknown or dropped). */
 mw_table_t *mw_fe_tables_find(const mw_fe_tables_t *ts, const char *name);
 /* Fill *out with callbacks over *ts (which must outlive the server). */

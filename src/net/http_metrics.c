@@ -5,7 +5,6 @@
  */
 #include "net/http_metrics.h"
 
-#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -13,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/listen.h"
 #include "net/server.h" /* mw_server_addr_parse */
 
 typedef struct hconn {
@@ -43,6 +43,7 @@ struct mw_http_metrics {
 };
 
 static void maybe_free(mw_http_metrics_t *h) {
+  assert(h->n_conns <= MW_HTTP_MAX_CONNECTIONS + 1); /* one over: accepted to be refused */
   if (!h->stopping || h->listener_open || h->n_conns > 0) return;
   mw_buf_free(&h->plain);
   mw_buf_free(&h->wire);
@@ -52,6 +53,8 @@ static void maybe_free(mw_http_metrics_t *h) {
 static void on_closed(uv_handle_t *hd) {
   hconn_t *c = hd->data;
   if (--c->handles > 0) return;
+  assert(c->closing); /* only conn_close closes its handles */
+  assert(c->writes == 0); /* a flight in flight holds the tcp handle open */
   mw_http_metrics_t *h = c->h;
   if (c->prev) c->prev->next = c->next;
   else h->conns = c->next;
@@ -72,10 +75,13 @@ static void conn_close(hconn_t *c) {
 
 static void on_written(uv_write_t *w, int status) {
   (void)status;
+  assert(((hconn_t *)w->data)->answered); /* the one reply */
   conn_close(w->data);
 }
 
 static void respond(hconn_t *c, int code, const char *reason, const mw_buf_t *body, bool head_only) {
+  assert(!c->answered); /* one reply per connection */
+  assert(reason != NULL);
   c->answered = true;
   uv_read_stop((uv_stream_t *)&c->tcp);
   uv_timer_stop(&c->timer);
@@ -85,6 +91,8 @@ static void respond(hconn_t *c, int code, const char *reason, const mw_buf_t *bo
                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
                    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
                    code, reason, blen);
+  assert(n > 0);
+  assert((size_t)n < sizeof hdr); /* the reasons are ours and short */
   int rc = mw_buf_append(&c->out, hdr, (size_t)n);
   if (rc == 0 && !head_only) {
     if (body) rc = mw_buf_append(&c->out, body->data, body->len);
@@ -107,6 +115,8 @@ static void respond(hconn_t *c, int code, const char *reason, const mw_buf_t *bo
 }
 
 static void handle(hconn_t *c) {
+  assert(c->len >= 4); /* a head ends with an empty line */
+  assert(c->len <= sizeof c->head);
   char *sp1 = memchr(c->head, ' ', c->len);
   char *eol = memchr(c->head, '\r', c->len);
   if (!sp1 || !eol || sp1 > eol) {
@@ -142,6 +152,7 @@ static void handle(hconn_t *c) {
 static void on_alloc(uv_handle_t *hd, size_t hint, uv_buf_t *b) {
   (void)hint;
   hconn_t *c = hd->data;
+  assert(c->len < sizeof c->head); /* a full head was answered 400 */
   /* TLS: ciphertext lands in the head's free room and is replaced by its
    * plaintext (records carry at most what they hold, so it fits but for
    * framing, which the 400 for a full head covers) */
@@ -257,7 +268,9 @@ static void on_listener_closed(uv_handle_t *hd) {
 
 int mw_http_metrics_start(uv_loop_t *loop, const char *listen, mw_metrics_t *metrics, mw_tls_ctx_t *tls,
                           mw_http_metrics_t **out, mw_err_t *err) {
-  assert(loop && listen && out);
+  assert(loop);
+  assert(listen);
+  assert(out);
   *out = NULL;
   struct sockaddr_storage sa;
   int prc = mw_server_addr_parse(listen, &sa, err);
@@ -267,11 +280,8 @@ int mw_http_metrics_start(uv_loop_t *loop, const char *listen, mw_metrics_t *met
   h->loop = loop;
   h->metrics = metrics;
   h->tls = tls;
-  uv_tcp_init(loop, &h->listener);
-  h->listener.data = h;
   h->listener_open = true;
-  int rc = uv_tcp_bind(&h->listener, (struct sockaddr *)&sa, sa.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&h->listener, 64, on_connection);
+  int rc = mw_listen_tcp(loop, &h->listener, &sa, MW_LISTEN_SMALL_BACKLOG, on_connection, h);
   if (rc < 0) {
     mw_err_set(err, rc, "metrics_listen %s: %s", listen, uv_strerror(rc));
     h->stopping = true;
@@ -283,16 +293,14 @@ int mw_http_metrics_start(uv_loop_t *loop, const char *listen, mw_metrics_t *met
 }
 
 void mw_http_metrics_stop(mw_http_metrics_t *h) {
-  assert(h && !h->stopping);
+  assert(h);
+  assert(!h->stopping);
   h->stopping = true;
   uv_close((uv_handle_t *)&h->listener, on_listener_closed);
   for (hconn_t *c = h->conns; c; c = c->next) conn_close(c);
 }
 
 int mw_http_metrics_port(const mw_http_metrics_t *h) {
-  struct sockaddr_storage sa;
-  int len = sizeof sa;
-  if (uv_tcp_getsockname(&h->listener, (struct sockaddr *)&sa, &len) < 0) return -EINVAL;
-  return ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
-                                        : ((struct sockaddr_in *)&sa)->sin_port);
+  assert(h != NULL);
+  return mw_listen_port(&h->listener);
 }

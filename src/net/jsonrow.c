@@ -18,12 +18,12 @@
  * only strings with escapes, base64 and numbers that miss the exact fast path
  * go through a reused scratch buffer.
  *
- * Numbers: the integer mantissa is accumulated while scanning. Floats take
- * Clinger's fast path (mantissa <= 2^53 and |exp10| <= 22 for float64,
- * <= 2^24 and <= 10 for float32: one correctly rounded IEEE operation), else
- * strtod_l/strtof_l in the C locale, so every value is correctly rounded
- * (2^53+1 -> 2^53). An overflow to infinity (1e400) is a type error; an
- * underflow rounds to zero or a subnormal as IEEE says.
+ * Numbers: the integer mantissa is accumulated while scanning, then
+ * converted by the column's type in jsonrow_number.h (Clinger's fast path,
+ * else strtod_l: every float correctly rounded; integers range-checked).
+ * Dates, times and instants given as strings: jsonrow_time.h; binary
+ * values as base64: base64.h. This file keeps the scan, the mapping onto
+ * the columns and the messages.
  *
  * Rollback: each column receives exactly one append per row, so on any error
  * every column longer than batch->n_rows is truncated back with
@@ -34,6 +34,9 @@
 #include "net/jsonrow.h"
 
 #include "common/utf8.h"
+#include "net/base64.h"
+#include "net/jsonrow_number.h"
+#include "net/jsonrow_time.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -55,14 +58,7 @@ typedef struct ctx {
   bool is_delete;
 } ctx_t;
 
-typedef struct num {
-  const uint8_t *start;
-  size_t len;
-  uint64_t mant;      /* all digits, integer and fraction, when !ovf */
-  int32_t frac_digits;
-  int32_t exp;        /* signed decimal exponent after e/E, saturated */
-  bool neg, ovf, frac_exp;
-} num_t;
+typedef mw_jsonrow_num_t num_t;
 
 const char *mw_jsonrow_class_name(mw_jsonrow_class_t cls) {
   switch (cls) {
@@ -166,6 +162,7 @@ static int fail_mismatch(ctx_t *c, const mw_field_t *f, const uint8_t *at) {
 static size_t path_push(ctx_t *c, const char *name, int64_t index) {
   char *p = c->p->path;
   size_t at = strlen(p), cap = sizeof c->p->path;
+  assert(at < cap); /* NUL-terminated: snprintf truncates */
   if (name) snprintf(p + at, cap - at, "%s%s", at ? "." : "", name);
   else snprintf(p + at, cap - at, "[%lld]", (long long)index);
   return at;
@@ -326,7 +323,6 @@ static int decode_string(const uint8_t *raw, size_t n, mw_buf_t *out) {
  * that ends the run; the run is shifted to the top (zeros below it are
  * leading zero digits) and converted with three multiplies (the 8-digit
  * reduction simdjson uses: pairs, then quads, then the 8). */
-#define MW_ALWAYS_INLINE inline __attribute__((always_inline))
 static MW_ALWAYS_INLINE uint64_t digits8(const uint8_t *p, unsigned *k) {
   uint64_t v;
   memcpy(&v, p, 8);
@@ -436,6 +432,8 @@ static int scan_literal(ctx_t *c, const char *lit, size_t n) {
 
 /* Skip any JSON value (members the row does not use), depth-limited. */
 static int skip_value(ctx_t *c, uint32_t depth) {
+  assert(depth >= 1);
+  assert(depth <= c->p->opts.max_depth);
   char d[16];
   if (c->pos >= c->e)
     return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected a value, got end of line",
@@ -496,98 +494,38 @@ static int skip_value(ctx_t *c, uint32_t depth) {
 
 /* ---------------------------------------------------------------- numbers */
 
-/* The fast paths need each operation rounded once, in its own type. */
-#define FAST_PATH_OK (FLT_EVAL_METHOD == 0)
-
-static const double pow10_d[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-/* NUL-terminated copy of the number's text in scratch, for strtod_l. */
-static const char *num_text(ctx_t *c, const num_t *n) {
-  mw_buf_t *b = &c->p->scratch;
-  mw_buf_reset(b);
-  if (mw_buf_reserve(b, n->len + 1) < 0) return NULL;
-  memcpy(b->data, n->start, n->len);
-  b->data[n->len] = 0;
-  return (const char *)b->data;
-}
-
 static int fail_range(ctx_t *c, const mw_field_t *f, const num_t *n) {
   char t[96], v[48];
   return FAIL(c, MW_JSONROW_E_TYPE, n->start, "field \"%s\": %s is out of range for %s", FNAME(c),
               shown(n->start, n->len, v, sizeof v), type_desc(f, t, sizeof t));
 }
 
-/* The text of a number outside the fast paths, through strtod_l/strtof_l. */
+/* A conversion's error (jsonrow_number.h) as the producer's message. */
+static int fail_number(ctx_t *c, const mw_field_t *f, const num_t *n, int rc) {
+  assert(rc < 0);
+  return rc == -ENOMEM ? NOMEM(c) : fail_range(c, f, n);
+}
+
 static __attribute__((noinline)) int num_to_double_slow(ctx_t *c, const mw_field_t *f,
                                                         const num_t *n, double *out) {
-  const char *t = num_text(c, n);
-  if (t == NULL) return NOMEM(c);
-  double d = strtod_l(t, NULL, (locale_t)c->p->c_locale);
-  if (isinf(d)) return fail_range(c, f, n);
-  *out = d;
-  return 0;
+  int rc = mw_jsonrow_num_strtod(n, c->p->c_locale, &c->p->scratch, out);
+  return rc < 0 ? fail_number(c, f, n, rc) : 0;
 }
 
 static __attribute__((noinline)) int num_to_float_slow(ctx_t *c, const mw_field_t *f,
                                                        const num_t *n, float *out) {
-  const char *t = num_text(c, n);
-  if (t == NULL) return NOMEM(c);
-  float x = strtof_l(t, NULL, (locale_t)c->p->c_locale);
-  if (isinf(x)) return fail_range(c, f, n);
-  *out = x;
-  return 0;
-}
-
-/* Clinger's fast path: m <= 2^53 and 10^|e| <= 10^22 are exact doubles, so
- * their product or quotient, rounded once, is the double nearest m*10^e. */
-static MW_ALWAYS_INLINE bool num_fast_double(const num_t *n, double *out) {
-  int64_t e10 = (int64_t)n->exp - n->frac_digits;
-  if (!FAST_PATH_OK || n->ovf || n->mant > (UINT64_C(1) << 53) || e10 < -22 || e10 > 22)
-    return false;
-  double d = (double)n->mant;
-  d = e10 < 0 ? d / pow10_d[-e10] : d * pow10_d[e10];
-  *out = n->neg ? -d : d;
-  return true;
+  int rc = mw_jsonrow_num_strtof(n, c->p->c_locale, &c->p->scratch, out);
+  return rc < 0 ? fail_number(c, f, n, rc) : 0;
 }
 
 static inline int num_to_double(ctx_t *c, const mw_field_t *f, const num_t *n, double *out) {
-  if (num_fast_double(n, out)) return 0;
+  if (mw_jsonrow_num_fast_double(n, out)) return 0;
   return num_to_double_slow(c, f, n, out);
-}
-
-/* A float32 from the double fast path, rounded once. When d is the double
- * nearest the exact value x (Clinger's fast path above), (float)d is the
- * float nearest x unless d is exactly halfway between two floats: every
- * float and every midpoint between two floats (of the normal range) is a
- * double, and rounding to double is monotonic, so x and d lie on the same
- * side of every midpoint other than d itself (and when d is a float, x is
- * within half a double ulp of it, far from any midpoint). So: fast when d is
- * in the normal float range (or zero) and not a midpoint (the 29 low
- * mantissa bits a float drops are not exactly 1000...0); otherwise strtof.
- * This takes up to 16 significant digits (m <= 2^53) and |e| <= 22, where a
- * float-only fast path takes 7 digits (m <= 2^24) and |e| <= 10. */
-static MW_ALWAYS_INLINE bool double_to_float_once(double d, float *out) {
-  uint64_t b;
-  memcpy(&b, &d, 8);
-  unsigned be = (unsigned)(b >> 52) & 0x7ff;
-  if ((b << 1) == 0) { /* +-0 */
-    *out = (float)d;
-    return true;
-  }
-  /* float normals: 2^-126 <= |d| < 2^128, biased double exponents 897..1150 */
-  if (be < 1023 - 126 || be > 1023 + 127) return false;
-  if ((b & ((UINT64_C(1) << 29) - 1)) == (UINT64_C(1) << 28)) return false; /* a midpoint */
-  float x = (float)d;
-  if (isinf(x)) return false;
-  *out = x;
-  return true;
 }
 
 static inline int num_to_float(ctx_t *c, const mw_field_t *f, const num_t *n, float *out) {
   double d;
-  if (num_fast_double(n, &d) && double_to_float_once(d, out)) return 0;
+  if (mw_jsonrow_num_fast_double(n, &d) && mw_jsonrow_double_to_float_once(d, out)) return 0;
   return num_to_float_slow(c, f, n, out);
 }
 
@@ -595,206 +533,26 @@ static inline int num_to_float(ctx_t *c, const mw_field_t *f, const num_t *n, fl
  * complement bits in *bits (the caller stores the low `width` bytes). */
 static int num_to_int_type(ctx_t *c, const mw_field_t *f, mw_type_t t, const num_t *n,
                            uint64_t *bits) {
-  if (n->frac_exp) {
+  int rc = mw_jsonrow_num_int(n, t, bits);
+  if (rc == -EDOM) {
     char td[96], v[48];
     return FAIL(c, MW_JSONROW_E_TYPE, n->start,
                 "field \"%s\": expected an integer (%s), got %s (a fraction or exponent)",
                 FNAME(c), type_desc(f, td, sizeof td), shown(n->start, n->len, v, sizeof v));
   }
-  const mw_type_info_t *ti = mw_type_info(t);
-  unsigned bitsw = 8 * ti->width;
-  assert(bitsw >= 8 && bitsw <= 64);
-  uint64_t m = n->mant;
-  uint64_t umax = bitsw == 64 ? UINT64_MAX : (UINT64_C(1) << bitsw) - 1;
-  bool ok = !n->ovf;
-  if (ti->order == MW_ORDER_SIGNED) ok = ok && m <= (n->neg ? umax / 2 + 1 : umax / 2);
-  else ok = ok && m <= umax && (!n->neg || m == 0);
-  if (!ok) return fail_range(c, f, n);
-  *bits = n->neg ? 0 - m : m; /* two's complement; truncated by the caller */
-  return 0;
+  return rc < 0 ? fail_range(c, f, n) : 0;
 }
 
 static int num_to_int(ctx_t *c, const mw_field_t *f, const num_t *n, uint64_t *bits) {
   return num_to_int_type(c, f, f->type, n, bits);
 }
 
-/* IEEE binary16 nearest to d (ties to even); false when it overflows. */
-static bool f64_to_f16(double d, uint16_t *out) {
-  uint64_t b;
-  memcpy(&b, &d, 8);
-  uint16_t sign = (uint16_t)(b >> 48) & 0x8000;
-  int e = (int)((b >> 52) & 0x7ff);
-  uint64_t m = b & ((UINT64_C(1) << 52) - 1);
-  if (e == 0x7ff) { /* inf or nan */
-    *out = sign | 0x7c00 | (m ? 0x200 : 0);
-    return m != 0;
-  }
-  int he = e - 1023 + 15;
-  if (he >= 0x1f) return false;
-  if (he <= 0) { /* subnormal or zero in binary16 */
-    if (he < -10) {
-      *out = sign;
-      return true;
-    }
-    m |= UINT64_C(1) << 52;
-    int shift = 42 + 1 - he; /* 52 - 10 + (1 - he) */
-    uint64_t q = m >> shift, rem = m & ((UINT64_C(1) << shift) - 1), half = UINT64_C(1) << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) q++;
-    *out = sign | (uint16_t)q;
-    return true;
-  }
-  uint64_t q = m >> 42, rem = m & ((UINT64_C(1) << 42) - 1), half = UINT64_C(1) << 41;
-  uint32_t h = (uint32_t)he << 10 | (uint32_t)q;
-  if (rem > half || (rem == half && (q & 1))) h++; /* may carry into the exponent */
-  if ((h >> 10) >= 0x1f) return false;
-  *out = sign | (uint16_t)h;
-  return true;
-}
-
 static int num_to_half(ctx_t *c, const mw_field_t *f, const num_t *n, uint16_t *out) {
   double d;
   int rc = num_to_double(c, f, n, &d);
   if (rc < 0) return rc;
-  if (!f64_to_f16(d, out)) return fail_range(c, f, n);
+  if (!mw_jsonrow_f64_to_f16(d, out)) return fail_range(c, f, n);
   return 0;
-}
-
-/* ------------------------------------------------------------------ base64 */
-
-static int b64val(uint8_t ch) {
-  if (ch >= 'A' && ch <= 'Z') return ch - 'A';
-  if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
-  if (ch >= '0' && ch <= '9') return ch - '0' + 52;
-  if (ch == '+') return 62;
-  if (ch == '/') return 63;
-  return -1;
-}
-
-/* Standard alphabet, padded, canonical (zero pad bits). Returns 0, or the
- * 1-based position of the first bad character, or n+1 for a bad length. */
-static size_t b64_decode(const uint8_t *s, size_t n, uint8_t *out, size_t *out_len) {
-  if (n % 4) return n + 1;
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 4) {
-    int v[4], pad = 0;
-    for (int k = 0; k < 4; k++) {
-      if (s[i + k] == '=' && i + 4 == n && k >= 2 && (k == 3 || s[i + 3] == '=')) {
-        v[k] = 0;
-        pad++;
-        continue;
-      }
-      v[k] = b64val(s[i + k]);
-      if (v[k] < 0 || pad) return i + (size_t)k + 1;
-    }
-    uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-    if ((pad == 1 && (w & 0xFF)) || (pad == 2 && (w & 0xFFFF))) return i + 4 - (size_t)pad;
-    out[o++] = (uint8_t)(w >> 16);
-    if (pad < 2) out[o++] = (uint8_t)(w >> 8);
-    if (pad < 1) out[o++] = (uint8_t)w;
-  }
-  *out_len = o;
-  return 0;
-}
-
-/* ------------------------------------------------------ dates and times */
-
-/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar
- * (Howard Hinnant's days_from_civil). */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  int64_t era = (y >= 0 ? y : y - 399) / 400;
-  unsigned yoe = (unsigned)(y - era * 400);
-  unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + (int64_t)doe - 719468;
-}
-
-static bool leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
-
-/* n digits at p as a number, or -1. */
-static int64_t digits(const uint8_t *p, size_t n) {
-  int64_t v = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!is_digit(p[i])) return -1;
-    v = v * 10 + (p[i] - '0');
-  }
-  return v;
-}
-
-/* "YYYY-MM-DD" at p (10 bytes available): days since the epoch. */
-static bool parse_date(const uint8_t *p, int64_t *days) {
-  int64_t y = digits(p, 4), m = digits(p + 5, 2), d = digits(p + 8, 2);
-  static const uint8_t mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (p[4] != '-' || p[7] != '-' || y < 0 || m < 1 || m > 12 || d < 1) return false;
-  if (d > mdays[m - 1] + (m == 2 && leap(y))) return false;
-  *days = days_from_civil(y, (unsigned)m, (unsigned)d);
-  return true;
-}
-
-static const int64_t per_second[4] = {1, 1000, 1000000, 1000000000};
-
-/* "HH:MM:SS[.fraction]" at p[0..n): *ns = nanoseconds since midnight, *len
- * = bytes used, *frac_digits = digits after the point (at most 9). */
-static bool parse_clock(const uint8_t *p, size_t n, int64_t *ns, size_t *len, int *frac_digits) {
-  if (n < 8) return false;
-  int64_t h = digits(p, 2), mi = digits(p + 3, 2), se = digits(p + 6, 2);
-  if (p[2] != ':' || p[5] != ':' || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 59)
-    return false;
-  int64_t frac = 0;
-  size_t at = 8;
-  int fd = 0;
-  if (at < n && p[at] == '.') {
-    at++;
-    for (; at < n && is_digit(p[at]); at++, fd++) {
-      if (fd >= 9) return false;
-      frac = frac * 10 + (p[at] - '0');
-    }
-    if (fd == 0) return false;
-  }
-  for (int k = fd; k < 9; k++) frac *= 10;
-  *ns = ((h * 60 + mi) * 60 + se) * per_second[MW_UNIT_NS] + frac;
-  *len = at;
-  *frac_digits = fd;
-  return true;
-}
-
-/* Nanoseconds `ns` (of a time or an instant's second) in `unit`; false if
- * that loses digits. */
-static bool ns_to_unit(int64_t ns, uint8_t unit, int64_t *out) {
-  int64_t div = per_second[MW_UNIT_NS] / per_second[unit];
-  if (ns % div != 0) return false;
-  *out = ns / div;
-  return true;
-}
-
-/* RFC 3339 "YYYY-MM-DDTHH:MM:SS[.f][Z|+hh:mm|-hh:mm]" (T, t or a space; no
- * offset = UTC) -> the instant in `unit`. 0, or a static reason. */
-static const char *parse_rfc3339(const uint8_t *p, size_t n, uint8_t unit, int64_t *out) {
-  int64_t days, clock_ns, off_s = 0;
-  size_t used;
-  int fd;
-  if (n < 19 || !parse_date(p, &days) || (p[10] != 'T' && p[10] != 't' && p[10] != ' '))
-    return "not an RFC 3339 timestamp (YYYY-MM-DDTHH:MM:SS[.fff][Z|+hh:mm])";
-  if (!parse_clock(p + 11, n - 11, &clock_ns, &used, &fd))
-    return "not an RFC 3339 timestamp (bad time of day)";
-  size_t at = 11 + used;
-  if (at < n && (p[at] == 'Z' || p[at] == 'z')) {
-    at++;
-  } else if (at < n && (p[at] == '+' || p[at] == '-')) {
-    int64_t oh = n - at >= 6 ? digits(p + at + 1, 2) : -1, om = n - at >= 6 ? digits(p + at + 4, 2) : -1;
-    if (oh < 0 || oh > 23 || om < 0 || om > 59 || p[at + 3] != ':')
-      return "not an RFC 3339 timestamp (bad offset, want +hh:mm)";
-    off_s = (oh * 60 + om) * 60 * (p[at] == '-' ? -1 : 1);
-    at += 6;
-  }
-  if (at != n) return "not an RFC 3339 timestamp (trailing characters)";
-  int64_t sub_ns = clock_ns % per_second[MW_UNIT_NS], sub;
-  if (!ns_to_unit(sub_ns, unit, &sub)) return "has a fraction finer than the column's unit";
-  int64_t secs = days * 86400 + clock_ns / per_second[MW_UNIT_NS] - off_s, v;
-  if (__builtin_mul_overflow(secs, per_second[unit], &v) || __builtin_add_overflow(v, sub, &v))
-    return "is out of range for the column's unit";
-  *out = v;
-  return NULL;
 }
 
 /* ----------------------------------------------------------------- values */
@@ -805,71 +563,6 @@ static int append_int(ctx_t *c, mw_column_t *col, size_t width, uint64_t bits) {
   uint8_t le[8];
   mw_store_u64le(le, bits);
   return mw_column_append_fixed(col, le, width) < 0 ? NOMEM(c) : 0;
-}
-
-/* A JSON-number-like integer filling the string s[0..n) into *num. */
-static bool string_integer(const uint8_t *s, size_t n, num_t *num) {
-  memset(num, 0, sizeof *num);
-  num->start = s;
-  num->len = n;
-  size_t i = 0;
-  if (i < n && s[i] == '-') num->neg = true, i++;
-  if (i == n || (s[i] == '0' && i + 1 < n)) return false;
-  for (; i < n; i++) {
-    if (!is_digit(s[i])) return false;
-    uint64_t d = (uint64_t)(s[i] - '0');
-    if (num->mant > (UINT64_MAX - d) / 10) num->ovf = true;
-    else num->mant = num->mant * 10 + d;
-  }
-  return true;
-}
-
-/* Decimal text (JSON number syntax, or that inside a string) -> int128
- * scaled by 10^scale, exactly. NULL, or a static reason. */
-static const char *parse_decimal(const uint8_t *s, size_t n, const mw_field_t *f, __int128 *out) {
-  size_t i = 0;
-  bool neg = false, any = false;
-  unsigned __int128 v = 0, limit = 1;
-  int frac = 0, ndig = 0;
-  int64_t exp = 0;
-  for (int k = 0; k < f->precision; k++) limit *= 10;
-  if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i] == '-', i++;
-  for (bool dot = false; i < n; i++) {
-    if (s[i] == '.' && !dot) {
-      dot = true;
-      continue;
-    }
-    if (!is_digit(s[i])) break;
-    any = true;
-    if (v == 0 && s[i] == '0' && !dot) continue; /* leading zeros */
-    if (ndig >= 39) return "has more digits than the precision allows";
-    v = v * 10 + (unsigned)(s[i] - '0');
-    ndig += v != 0 || dot;
-    frac += dot;
-  }
-  if (!any) return "is not a decimal number";
-  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-    bool eneg = false;
-    i++;
-    if (i < n && (s[i] == '+' || s[i] == '-')) eneg = s[i] == '-', i++;
-    if (i == n) return "is not a decimal number";
-    for (; i < n && is_digit(s[i]); i++)
-      if (exp < 1000) exp = exp * 10 + (s[i] - '0');
-    if (eneg) exp = -exp;
-  }
-  if (i != n) return "is not a decimal number";
-  int64_t shift = (int64_t)f->scale - frac + exp;
-  for (; shift < 0; shift++) {
-    if (v % 10) return "has more fraction digits than the column's scale";
-    v /= 10;
-  }
-  for (; shift > 0; shift--) {
-    if (v >= limit) return "does not fit the column's precision";
-    v *= 10;
-  }
-  if (v >= limit) return "does not fit the column's precision";
-  *out = neg ? -(__int128)v : (__int128)v;
-  return NULL;
 }
 
 static int fail_text(ctx_t *c, const mw_field_t *f, const uint8_t *at, const uint8_t *p, size_t n,
@@ -890,15 +583,15 @@ static int put_string_value(ctx_t *c, const mw_field_t *f, mw_column_t *col, con
   int fd, rc;
   uint64_t bits;
   const char *why;
-  bool is_int = string_integer(p, n, &num);
+  bool is_int = mw_jsonrow_string_integer(p, n, &num);
   switch (f->type) {
     case MW_T_TIMESTAMP:
       if (is_int) break;
-      if ((why = parse_rfc3339(p, n, f->unit, &v)) != NULL) return fail_text(c, f, at, p, n, why);
+      if ((why = mw_jsonrow_rfc3339(p, n, f->unit, &v)) != NULL) return fail_text(c, f, at, p, n, why);
       return append_int(c, col, 8, (uint64_t)v);
     case MW_T_DATE32: case MW_T_DATE64:
       if (is_int) break;
-      if (n != 10 || !parse_date(p, &days))
+      if (n != 10 || !mw_jsonrow_date(p, &days))
         return fail_text(c, f, at, p, n, "is not a date (YYYY-MM-DD)");
       if (f->type == MW_T_DATE32) {
         if (days < INT32_MIN || days > INT32_MAX) return fail_text(c, f, at, p, n, "is out of range");
@@ -907,13 +600,13 @@ static int put_string_value(ctx_t *c, const mw_field_t *f, mw_column_t *col, con
       return append_int(c, col, 8, (uint64_t)(days * 86400000));
     case MW_T_TIME32: case MW_T_TIME64:
       if (is_int) break;
-      if (!parse_clock(p, n, &ns, &used, &fd) || used != n)
+      if (!mw_jsonrow_clock(p, n, &ns, &used, &fd) || used != n)
         return fail_text(c, f, at, p, n, "is not a time of day (HH:MM:SS[.fff])");
-      if (!ns_to_unit(ns, f->unit, &v)) return fail_text(c, f, at, p, n, "has a fraction finer than the column's unit");
+      if (!mw_jsonrow_ns_to_unit(ns, f->unit, &v)) return fail_text(c, f, at, p, n, "has a fraction finer than the column's unit");
       return append_int(c, col, ti->width, (uint64_t)v);
     case MW_T_DECIMAL128: {
       __int128 d;
-      if ((why = parse_decimal(p, n, f, &d)) != NULL) return fail_text(c, f, at, p, n, why);
+      if ((why = mw_jsonrow_decimal(p, n, f, &d)) != NULL) return fail_text(c, f, at, p, n, why);
       return mw_column_append_fixed(col, &d, 16) < 0 ? NOMEM(c) : 0;
     }
     default:
@@ -927,7 +620,7 @@ static int put_string_value(ctx_t *c, const mw_field_t *f, mw_column_t *col, con
   /* an integer given as a string (JavaScript's 64-bit values) */
   if ((rc = num_to_int(c, f, &num, &bits)) < 0) return rc;
   if ((f->type == MW_T_TIME32 || f->type == MW_T_TIME64) && (int64_t)bits >= 0) {
-    if ((int64_t)bits >= 86400 * per_second[f->unit]) return fail_range(c, f, &num);
+    if ((int64_t)bits >= 86400 * mw_jsonrow_per_second(f->unit)) return fail_range(c, f, &num);
   } else if (f->type == MW_T_TIME32 || f->type == MW_T_TIME64) {
     return fail_range(c, f, &num);
   }
@@ -957,7 +650,7 @@ static int put_string(ctx_t *c, const mw_field_t *f, mw_column_t *col) {
     if (!esc) mw_buf_reset(sb);
     if (mw_buf_reserve(sb, raw_len * 3 / 4 + 4) < 0) return NOMEM(c);
     if (esc) raw = sb->data; /* reserve may have moved it */
-    size_t bad = b64_decode(raw, raw_len, sb->data + start, &out_len);
+    size_t bad = mw_base64_decode(raw, raw_len, sb->data + start, &out_len);
     if (bad > raw_len)
       return FAIL(c, MW_JSONROW_E_TYPE, at,
                   "field \"%s\": expected a base64 string (%s), got a length of %zu "
@@ -980,36 +673,39 @@ static int put_string(ctx_t *c, const mw_field_t *f, mw_column_t *col) {
                 : 0;
 }
 
+/* A number into a float column of type t (float16/32/64): its bytes in
+ * v and their count in *width; *width = 0 when t is not a float type. */
+static MW_ALWAYS_INLINE int num_to_float_type(ctx_t *c, const mw_field_t *f, mw_type_t t,
+                                              const num_t *n, uint8_t v[8], size_t *width) {
+  int rc = 0;
+  if (t == MW_T_FLOAT16) {
+    uint16_t h;
+    if ((rc = num_to_half(c, f, n, &h)) == 0) memcpy(v, &h, *width = 2);
+  } else if (t == MW_T_FLOAT32) {
+    float x;
+    if ((rc = num_to_float(c, f, n, &x)) == 0) memcpy(v, &x, *width = 4);
+  } else if (t == MW_T_FLOAT64) {
+    double x;
+    if ((rc = num_to_double(c, f, n, &x)) == 0) memcpy(v, &x, *width = 8);
+  }
+  return rc;
+}
+
 /* A JSON number into a number-like column. */
 static int put_number(ctx_t *c, const mw_field_t *f, mw_column_t *col, const uint8_t *at) {
   num_t num;
   int rc = scan_number(c, &num);
   if (rc < 0) return rc;
   const mw_type_info_t *ti = mw_field_info(f);
-  switch (f->type) {
-    case MW_T_FLOAT16: {
-      uint16_t h;
-      if ((rc = num_to_half(c, f, &num, &h)) < 0) return rc;
-      return mw_column_append_fixed(col, &h, 2) < 0 ? NOMEM(c) : 0;
-    }
-    case MW_T_FLOAT32: {
-      float x;
-      if ((rc = num_to_float(c, f, &num, &x)) < 0) return rc;
-      return mw_column_append_fixed(col, &x, 4) < 0 ? NOMEM(c) : 0;
-    }
-    case MW_T_FLOAT64: {
-      double x;
-      if ((rc = num_to_double(c, f, &num, &x)) < 0) return rc;
-      return mw_column_append_fixed(col, &x, 8) < 0 ? NOMEM(c) : 0;
-    }
-    case MW_T_DECIMAL128: {
-      __int128 d;
-      const char *why = parse_decimal(num.start, num.len, f, &d);
-      if (why) return fail_text(c, f, at, num.start, num.len, why);
-      return mw_column_append_fixed(col, &d, 16) < 0 ? NOMEM(c) : 0;
-    }
-    default:
-      break;
+  uint8_t v[8];
+  size_t width = 0;
+  if ((rc = num_to_float_type(c, f, f->type, &num, v, &width)) < 0) return rc;
+  if (width > 0) return mw_column_append_fixed(col, v, width) < 0 ? NOMEM(c) : 0;
+  if (f->type == MW_T_DECIMAL128) {
+    __int128 d;
+    const char *why = mw_jsonrow_decimal(num.start, num.len, f, &d);
+    if (why) return fail_text(c, f, at, num.start, num.len, why);
+    return mw_column_append_fixed(col, &d, 16) < 0 ? NOMEM(c) : 0;
   }
   if (ti->layout != MW_LAYOUT_FIXED || f->type == MW_T_FIXED_BINARY ||
       (ti->order != MW_ORDER_SIGNED && ti->order != MW_ORDER_UNSIGNED))
@@ -1017,7 +713,7 @@ static int put_number(ctx_t *c, const mw_field_t *f, mw_column_t *col, const uin
   uint64_t bits;
   if ((rc = num_to_int(c, f, &num, &bits)) < 0) return rc;
   if ((f->type == MW_T_TIME32 || f->type == MW_T_TIME64) &&
-      ((int64_t)bits < 0 || (int64_t)bits >= 86400 * per_second[f->unit]))
+      ((int64_t)bits < 0 || (int64_t)bits >= 86400 * mw_jsonrow_per_second(f->unit)))
     return fail_range(c, f, &num);
   return append_int(c, col, ti->width, bits);
 }
@@ -1027,34 +723,18 @@ static int put_item(ctx_t *c, const mw_field_t *f, uint8_t *dst) {
   num_t num;
   int rc = scan_number(c, &num);
   if (rc < 0) return rc;
-  switch (f->item_type) {
-    case MW_T_FLOAT16: {
-      uint16_t h;
-      if ((rc = num_to_half(c, f, &num, &h)) < 0) return rc;
-      memcpy(dst, &h, 2);
-      return 0;
-    }
-    case MW_T_FLOAT32: {
-      float x;
-      if ((rc = num_to_float(c, f, &num, &x)) < 0) return rc;
-      memcpy(dst, &x, 4);
-      return 0;
-    }
-    case MW_T_FLOAT64: {
-      double x;
-      if ((rc = num_to_double(c, f, &num, &x)) < 0) return rc;
-      memcpy(dst, &x, 8);
-      return 0;
-    }
-    default: {
-      uint64_t bits;
-      uint8_t le[8];
-      if ((rc = num_to_int_type(c, f, f->item_type, &num, &bits)) < 0) return rc;
-      mw_store_u64le(le, bits);
-      memcpy(dst, le, mw_fsl_item_width(f));
-      return 0;
-    }
+  uint8_t v[8];
+  size_t width = 0;
+  if ((rc = num_to_float_type(c, f, f->item_type, &num, v, &width)) < 0) return rc;
+  if (width == 0) { /* an integer item */
+    uint64_t bits;
+    if ((rc = num_to_int_type(c, f, f->item_type, &num, &bits)) < 0) return rc;
+    mw_store_u64le(v, bits);
+    width = mw_fsl_item_width(f);
   }
+  assert(width <= sizeof v);
+  memcpy(dst, v, width);
+  return 0;
 }
 
 /* A float32 vector item on a fast path, or NULL (nothing consumed) for
@@ -1080,7 +760,7 @@ static MW_ALWAYS_INLINE const uint8_t *f32_fast(const uint8_t *p, const uint8_t 
   uint64_t m = 0;
   int32_t nd = 0, fd = 0, ex = 0;
   bool neg = false, ovf = false;
-  if (!FAST_PATH_OK) return NULL;
+  if (!MW_JSONROW_FAST_PATH_OK) return NULL;
   if (p < e && *p == '-') neg = true, p++;
   if (p >= e || !is_digit(*p)) return NULL;
   if (*p == '0') {
@@ -1105,7 +785,7 @@ static MW_ALWAYS_INLINE const uint8_t *f32_fast(const uint8_t *p, const uint8_t 
   int32_t e10 = ex - fd;
   if (ovf || m >= (UINT64_C(1) << 63) || e10 < -22 || e10 > 22) return NULL;
   double d = (double)(int64_t)m;
-  d = e10 < 0 ? d / pow10_d[-e10] : d * pow10_d[e10];
+  d = e10 < 0 ? d / mw_jsonrow_pow10[-e10] : d * mw_jsonrow_pow10[e10];
   uint64_t b;
   memcpy(&b, &d, 8);
   if (b != 0) { /* m == 0: an exact zero */
@@ -1135,7 +815,8 @@ static __attribute__((noinline)) int put_vector(ctx_t *c, const mw_field_t *f, m
   bool f32 = f->item_type == MW_T_FLOAT32;
   uint8_t *room = mw_column_fsl_room(col, f);
   if (room == NULL) return NOMEM(c);
-  assert(dim >= 1 && dim <= MW_MAX_FSL_DIM);
+  assert(dim >= 1);
+  assert(dim <= MW_MAX_FSL_DIM);
   p = skip_ws(at + 1, e);
   if (p < e && *p == ']') {
     p++;
@@ -1198,98 +879,114 @@ static int fail_depth(ctx_t *c) {
               (size_t)(c->pos - c->s), c->p->opts.max_depth);
 }
 
-/* [v1, ...] into a list column: each element by the item's rules. */
-static int put_list(ctx_t *c, const mw_field_t *f, mw_column_t *col, uint32_t depth) {
+/* After a list's element or a struct's member: ',' (*more = true, the
+ * next one's start skipped to) or the closing byte (*more = false, past
+ * it); anything else is a parse error naming both. */
+static MW_ALWAYS_INLINE int next_item(ctx_t *c, uint8_t close, bool *more) {
+  assert(close == ']' || close == '}');
   char d[16];
+  c->pos = skip_ws(c->pos, c->e);
+  if (c->pos < c->e && *c->pos == ',') {
+    c->pos = skip_ws(c->pos + 1, c->e);
+    *more = true;
+    return 0;
+  }
+  if (c->pos < c->e && *c->pos == close) {
+    c->pos++;
+    *more = false;
+    return 0;
+  }
+  return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ',' or '%c', got %s",
+              (size_t)(c->pos - c->s), close, byte_desc(c, c->pos, d, sizeof d));
+}
+
+/* Past a list's '[' or a struct's '{' at c->pos, one level deeper than
+ * depth: *more = false when it closes at once (empty). */
+static int open_items(ctx_t *c, uint32_t depth, uint8_t close, bool *more) {
+  assert(c->pos < c->e); /* at the opening byte */
   if (depth + 1 > c->p->opts.max_depth) return fail_depth(c);
   c->pos = skip_ws(c->pos + 1, c->e);
-  int64_t i = 0;
-  if (c->pos < c->e && *c->pos == ']') {
-    c->pos++;
-  } else {
-    for (;; i++) {
-      size_t mark = path_push(c, NULL, i);
-      int rc = put_value_at(c, &f->children[0], &col->children[0], false, depth + 1);
-      path_pop(c, mark);
-      if (rc < 0) return rc;
-      c->pos = skip_ws(c->pos, c->e);
-      if (c->pos < c->e && *c->pos == ',') {
-        c->pos = skip_ws(c->pos + 1, c->e);
-        continue;
-      }
-      if (c->pos < c->e && *c->pos == ']') {
-        c->pos++;
-        break;
-      }
-      return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ',' or ']', got %s",
-                  (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
-    }
+  *more = !(c->pos < c->e && *c->pos == close);
+  if (!*more) c->pos++;
+  return 0;
+}
+
+/* [v1, ...] into a list column: each element by the item's rules. */
+static int put_list(ctx_t *c, const mw_field_t *f, mw_column_t *col, uint32_t depth) {
+  assert(f->n_children == 1); /* a list's item */
+  bool more;
+  int rc = open_items(c, depth, ']', &more);
+  if (rc < 0) return rc;
+  for (int64_t i = 0; more; i++) {
+    size_t mark = path_push(c, NULL, i);
+    rc = put_value_at(c, &f->children[0], &col->children[0], false, depth + 1);
+    path_pop(c, mark);
+    if (rc < 0) return rc;
+    if ((rc = next_item(c, ']', &more)) < 0) return rc;
   }
-  int rc = mw_column_list_end(col);
+  rc = mw_column_list_end(col);
   return rc < 0 ? fail_code(c, rc, MW_JSONROW_E_INTERNAL, c->pos, "column \"%s\" is full", FNAME(c)) : 0;
 }
 
-/* {"a": v, ...} into a struct column: members by name, each once; the ones
- * not given are null (or refused when not nullable). */
-static int put_struct(ctx_t *c, const mw_field_t *f, mw_column_t *col, uint32_t depth) {
-  char d[16], k[80];
-  uint8_t seen[MW_MAX_STRUCT_FIELDS / 8] = {0};
-  if (depth + 1 > c->p->opts.max_depth) return fail_depth(c);
-  c->pos = skip_ws(c->pos + 1, c->e);
-  if (c->pos < c->e && *c->pos == '}') {
-    c->pos++;
-  } else {
-    for (;;) {
-      const uint8_t *kat = c->pos, *key, *raw;
-      size_t key_len, raw_len;
-      bool esc;
-      if (c->pos >= c->e || *c->pos != '"')
-        return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected a member name, got %s",
-                    (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
-      int rc = scan_string(c, &raw, &raw_len, &esc);
-      if (rc < 0) return rc;
-      key = raw, key_len = raw_len;
-      if (esc) {
-        if (decode_string(raw, raw_len, &c->p->keybuf) < 0) return NOMEM(c);
-        key = c->p->keybuf.data, key_len = c->p->keybuf.len;
-      }
-      c->pos = skip_ws(c->pos, c->e);
-      if (c->pos >= c->e || *c->pos != ':')
-        return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ':', got %s",
-                    (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
-      c->pos = skip_ws(c->pos + 1, c->e);
-      int ci = -1;
-      for (uint32_t i = 0; i < f->n_children && ci < 0; i++)
-        if (strlen(f->children[i].name) == key_len && memcmp(f->children[i].name, key, key_len) == 0)
-          ci = (int)i;
-      if (ci < 0) {
-        if (!c->p->opts.ignore_unknown_fields)
-          return FAIL(c, MW_JSONROW_E_SCHEMA, kat, "field \"%s\": unknown member \"%s\"", FNAME(c),
-                      shown(key, key_len, k, sizeof k));
-        if ((rc = skip_value(c, depth + 1)) < 0) return rc;
-      } else {
-        if (mw_bit_get(seen, ci))
-          return FAIL(c, MW_JSONROW_E_PARSE, kat, "at byte %zu: duplicate key \"%s\"",
-                      (size_t)(kat - c->s), f->children[ci].name);
-        mw_bit_set(seen, ci, true);
-        size_t mark = path_push(c, f->children[ci].name, 0);
-        rc = put_value_at(c, &f->children[ci], &col->children[ci], false, depth + 1);
-        path_pop(c, mark);
-        if (rc < 0) return rc;
-      }
-      c->pos = skip_ws(c->pos, c->e);
-      if (c->pos < c->e && *c->pos == ',') {
-        c->pos = skip_ws(c->pos + 1, c->e);
-        continue;
-      }
-      if (c->pos < c->e && *c->pos == '}') {
-        c->pos++;
-        break;
-      }
-      return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ',' or '}', got %s",
-                  (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
-    }
+/* A member's name and its ':' at c->pos (of the row: a "field", of a
+ * struct value: a "member"): the name (decoded when it has escapes) in
+ * *key, c->pos at its value. */
+static MW_ALWAYS_INLINE int member_name(ctx_t *c, const char *what, const uint8_t **key,
+                                        size_t *key_len) {
+  char d[16];
+  const uint8_t *raw;
+  size_t raw_len;
+  bool esc;
+  if (c->pos >= c->e || *c->pos != '"')
+    return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected a %s name, got %s",
+                (size_t)(c->pos - c->s), what, byte_desc(c, c->pos, d, sizeof d));
+  int rc = scan_string(c, &raw, &raw_len, &esc);
+  if (rc < 0) return rc;
+  *key = raw, *key_len = raw_len;
+  if (esc) {
+    if (decode_string(raw, raw_len, &c->p->keybuf) < 0) return NOMEM(c);
+    *key = c->p->keybuf.data, *key_len = c->p->keybuf.len;
   }
+  c->pos = skip_ws(c->pos, c->e);
+  if (c->pos >= c->e || *c->pos != ':')
+    return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ':', got %s",
+                (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
+  c->pos = skip_ws(c->pos + 1, c->e);
+  return 0;
+}
+
+/* One "name": value of a struct (its start at kat): into its child column,
+ * marked in seen; an unknown name is skipped or refused. */
+static int put_member(ctx_t *c, const mw_field_t *f, mw_column_t *col, uint32_t depth, uint8_t *seen) {
+  char k[80];
+  const uint8_t *kat = c->pos, *key = NULL;
+  size_t key_len = 0;
+  int rc = member_name(c, "member", &key, &key_len);
+  if (rc < 0) return rc;
+  int ci = -1;
+  for (uint32_t i = 0; i < f->n_children && ci < 0; i++)
+    if (strlen(f->children[i].name) == key_len && memcmp(f->children[i].name, key, key_len) == 0)
+      ci = (int)i;
+  if (ci < 0) {
+    if (!c->p->opts.ignore_unknown_fields)
+      return FAIL(c, MW_JSONROW_E_SCHEMA, kat, "field \"%s\": unknown member \"%s\"", FNAME(c),
+                  shown(key, key_len, k, sizeof k));
+    return skip_value(c, depth + 1);
+  }
+  assert((uint32_t)ci < MW_MAX_STRUCT_FIELDS); /* fits seen[] */
+  if (mw_bit_get(seen, ci))
+    return FAIL(c, MW_JSONROW_E_PARSE, kat, "at byte %zu: duplicate key \"%s\"",
+                (size_t)(kat - c->s), f->children[ci].name);
+  mw_bit_set(seen, ci, true);
+  size_t mark = path_push(c, f->children[ci].name, 0);
+  rc = put_value_at(c, &f->children[ci], &col->children[ci], false, depth + 1);
+  path_pop(c, mark);
+  return rc;
+}
+
+/* The members a struct value did not give: null, or refused when the
+ * member is not nullable. */
+static int struct_missing(ctx_t *c, const mw_field_t *f, mw_column_t *col, const uint8_t *seen) {
   for (uint32_t i = 0; i < f->n_children; i++) {
     if (mw_bit_get(seen, i)) continue;
     const mw_field_t *cf = &f->children[i];
@@ -1303,6 +1000,23 @@ static int put_struct(ctx_t *c, const mw_field_t *f, mw_column_t *col, uint32_t 
     }
     if (mw_column_append_null(&col->children[i], cf) < 0) return NOMEM(c);
   }
+  return 0;
+}
+
+/* {"a": v, ...} into a struct column: members by name, each once; the ones
+ * not given are null (or refused when not nullable). */
+static int put_struct(ctx_t *c, const mw_field_t *f, mw_column_t *col, uint32_t depth) {
+  assert(f->n_children <= MW_MAX_STRUCT_FIELDS);
+  uint8_t seen[MW_MAX_STRUCT_FIELDS / 8] = {0};
+  bool more;
+  int rc = open_items(c, depth, '}', &more);
+  if (rc < 0) return rc;
+  while (more) {
+    if ((rc = put_member(c, f, col, depth, seen)) < 0) return rc;
+    if ((rc = next_item(c, '}', &more)) < 0) return rc;
+  }
+  rc = struct_missing(c, f, col, seen);
+  if (rc < 0) return rc;
   return mw_column_struct_end(col) < 0 ? NOMEM(c) : 0;
 }
 
@@ -1413,7 +1127,8 @@ static int lookup(const mw_jsonrow_parser_t *p, const uint8_t *k, size_t n, int 
 
 int mw_jsonrow_init(mw_jsonrow_parser_t *p, const mw_schema_t *schema,
                     const mw_jsonrow_opts_t *opts) {
-  assert(p != NULL && schema != NULL);
+  assert(p != NULL);
+  assert(schema != NULL);
   memset(p, 0, sizeof *p);
   p->schema = schema;
   p->pk = p->tombstone = p->keep = -1;
@@ -1487,30 +1202,15 @@ void mw_jsonrow_free(mw_jsonrow_parser_t *p) {
 
 /* Read one member's key at c->pos; *fi = field index or -1 (unknown). */
 static int read_key(ctx_t *c, int guess, int *fi, const uint8_t **key, size_t *key_len) {
-  char d[16];
-  if (c->pos >= c->e || *c->pos != '"')
-    return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected a field name, got %s",
-                (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
-  bool esc;
-  int rc = scan_string(c, key, key_len, &esc);
+  int rc = member_name(c, "field", key, key_len);
   if (rc < 0) return rc;
-  if (esc) {
-    if (decode_string(*key, *key_len, &c->p->keybuf) < 0) return NOMEM(c);
-    *key = c->p->keybuf.data;
-    *key_len = c->p->keybuf.len;
-  }
   *fi = lookup(c->p, *key, *key_len, guess);
-  c->pos = skip_ws(c->pos, c->e);
-  if (c->pos >= c->e || *c->pos != ':')
-    return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ':', got %s",
-                (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
-  c->pos = skip_ws(c->pos + 1, c->e);
   return 0;
 }
 
 static int parse_member(ctx_t *c, int *guess) {
-  const uint8_t *kat = c->pos, *key;
-  size_t key_len;
+  const uint8_t *kat = c->pos, *key = NULL;
+  size_t key_len = 0;
   int fi = -1, rc;
   char k[80];
   if ((rc = read_key(c, *guess, &fi, &key, &key_len)) < 0) return rc;
@@ -1569,23 +1269,11 @@ static int parse_row(ctx_t *c) {
                 (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
   c->pos = skip_ws(c->pos + 1, c->e);
   int guess = 0, rc;
-  if (c->pos < c->e && *c->pos == '}') {
-    c->pos++;
-  } else {
-    for (;;) {
-      if ((rc = parse_member(c, &guess)) < 0) return rc;
-      c->pos = skip_ws(c->pos, c->e);
-      if (c->pos < c->e && *c->pos == ',') {
-        c->pos = skip_ws(c->pos + 1, c->e);
-        continue;
-      }
-      if (c->pos < c->e && *c->pos == '}') {
-        c->pos++;
-        break;
-      }
-      return FAIL(c, MW_JSONROW_E_PARSE, c->pos, "at byte %zu: expected ',' or '}', got %s",
-                  (size_t)(c->pos - c->s), byte_desc(c, c->pos, d, sizeof d));
-    }
+  bool more = !(c->pos < c->e && *c->pos == '}');
+  if (!more) c->pos++;
+  while (more) {
+    if ((rc = parse_member(c, &guess)) < 0) return rc;
+    if ((rc = next_item(c, '}', &more)) < 0) return rc;
   }
   c->pos = skip_ws(c->pos, c->e);
   if (c->pos != c->e)
@@ -1596,7 +1284,9 @@ static int parse_row(ctx_t *c) {
 
 int mw_jsonrow_parse(mw_jsonrow_parser_t *p, const char *line, size_t len, bool is_delete,
                      mw_batch_t *out, mw_jsonrow_error_t *err) {
-  assert(p != NULL && p->schema != NULL && out != NULL);
+  assert(p != NULL);
+  assert(p->schema != NULL);
+  assert(out != NULL);
   assert(out->schema == p->schema || out->schema->n_fields == p->schema->n_fields);
   ctx_t c = {p, (const uint8_t *)line, (const uint8_t *)line + len, (const uint8_t *)line,
              out, err, is_delete};

@@ -80,7 +80,8 @@ void mw_lp_free(mw_lineproto_t *lp) {
 /* ------------------------------------------------------------------ framing */
 
 int mw_lp_feed(mw_lineproto_t *lp, const void *p, size_t n) {
-  assert(lp && (p || n == 0));
+  assert(lp);
+  assert(p || n == 0);
   assert(lp->pos <= lp->in.len);
   /* the next frame, announced, fits the buffer at most twice over: keep
    * it (its pages are mapped already) */
@@ -148,82 +149,110 @@ static bool printable_token(const char *s, size_t n, size_t max) {
   return true;
 }
 
-/* Classify one complete line (terminator stripped). */
+/* "ARROW <bytes>" (the count at s[k..n)): the frame comes next (state
+ * FRAME, returns 0), or an oversized one is skipped (state SKIP, ERROR). */
+static int arrow_header(mw_lineproto_t *lp, const char *s, size_t n, size_t k, size_t bytes,
+                        mw_lp_request_t *r) {
+  assert(lp->state == ST_LINE); /* a header is a line */
+  uint64_t ln = lp->line, v = 0;
+  size_t d = 0;
+  for (; k + d < n && d < 12 && s[k + d] >= '0' && s[k + d] <= '9'; d++) v = v * 10 + (uint64_t)(s[k + d] - '0');
+  if (d == 0 || k + d != n || v == 0)
+    return error_req(r, ln, MW_LP_E_PARSE, bytes, "ARROW needs a byte count (1..%zu)",
+                     lp->lim.max_frame_bytes);
+  if (v > lp->lim.max_frame_bytes) {
+    lp->state = ST_SKIP;
+    lp->skip_left = v;
+    return error_req(r, ln, MW_LP_E_TOO_LONG, bytes + v,
+                     "ARROW frame of %" PRIu64 " bytes exceeds max_frame_bytes %zu; skipped", v,
+                     lp->lim.max_frame_bytes);
+  }
+  assert(v <= MW_LP_MAX_FRAME_BYTES); /* max_frame_bytes is within it (mw_lp_init) */
+  lp->state = ST_FRAME;
+  lp->frame_len = v;
+  lp->frame_line = ln;
+  lp->frame_hdr_bytes = bytes;
+  return 0; /* the request comes when the frame is complete */
+}
+
+/* A request of `kind` whose argument is s[k..n) (DEL, USE, AUTH). */
+static int with_arg(mw_lp_request_t *r, mw_lp_kind_t kind, const char *s, size_t n, size_t k) {
+  assert(k <= n);
+  r->kind = kind;
+  r->data = s + k;
+  r->len = n - k;
+  return 1;
+}
+
+/* "REPLIES ALL|ERRORS|NONE" (the word at s[k..n)). */
+static int replies_req(mw_lp_request_t *r, const char *s, size_t n, size_t k) {
+  assert(k <= n);
+  for (int m = 0; m < MW_LP_N_REPLIES; m++)
+    if (n - k == strlen(REPLIES_WORDS[m]) && memcmp(s + k, REPLIES_WORDS[m], n - k) == 0) {
+      r->kind = MW_LP_REPLIES;
+      r->replies = (mw_lp_replies_t)m;
+      return 1;
+    }
+  return error_req(r, r->line, MW_LP_E_PARSE, r->bytes, "REPLIES needs ALL, ERRORS or NONE");
+}
+
+/* Classify one complete line (terminator stripped): 1 with a request in
+ * *r, 0 when none is due yet (an ARROW header). */
 static int parse_line(mw_lineproto_t *lp, const char *s, size_t n, size_t bytes,
                       mw_lp_request_t *r) {
+  assert(n > 0); /* empty lines are counted, never parsed */
+  assert(n <= lp->lim.max_line_bytes);
   uint64_t ln = lp->line;
   r->line = ln;
   r->bytes = bytes;
   r->data = s;
   r->len = n;
   size_t k;
-  if (n > 0 && s[0] == '{') {
-    r->kind = MW_LP_ROW;
-    return 1;
-  }
+  if (s[0] == '{') return r->kind = MW_LP_ROW, 1;
   if (word(s, n, "DEL", &k)) {
     if (k == n || s[k] != '{') return error_req(r, ln, MW_LP_E_PARSE, bytes, "DEL needs a JSON object");
-    r->kind = MW_LP_DEL;
-    r->data = s + k;
-    r->len = n - k;
-    return 1;
+    return with_arg(r, MW_LP_DEL, s, n, k);
   }
   if (word(s, n, "USE", &k)) {
     if (!printable_token(s + k, n - k, MW_LP_TABLE_NAME_BYTES))
       return error_req(r, ln, MW_LP_E_PARSE, bytes, "USE needs one table name (1..%d printable bytes)",
                        MW_LP_TABLE_NAME_BYTES - 1);
-    r->kind = MW_LP_USE;
-    r->data = s + k;
-    r->len = n - k;
-    return 1;
+    return with_arg(r, MW_LP_USE, s, n, k);
   }
   if (word(s, n, "AUTH", &k)) {
     if (!printable_token(s + k, n - k, MW_LP_TOKEN_BYTES))
       return error_req(r, ln, MW_LP_E_AUTH, bytes, "AUTH needs one token");
-    r->kind = MW_LP_AUTH;
-    r->data = s + k;
-    r->len = n - k;
-    return 1;
+    return with_arg(r, MW_LP_AUTH, s, n, k);
   }
-  if (word(s, n, "REPLIES", &k)) {
-    for (int m = 0; m < MW_LP_N_REPLIES; m++)
-      if (n - k == strlen(REPLIES_WORDS[m]) && memcmp(s + k, REPLIES_WORDS[m], n - k) == 0) {
-        r->kind = MW_LP_REPLIES;
-        r->replies = (mw_lp_replies_t)m;
-        return 1;
-      }
-    return error_req(r, ln, MW_LP_E_PARSE, bytes, "REPLIES needs ALL, ERRORS or NONE");
-  }
+  if (word(s, n, "REPLIES", &k)) return replies_req(r, s, n, k);
   if (n == 4 && memcmp(s, "SYNC", 4) == 0) return r->kind = MW_LP_SYNC, 1;
   if (n == 4 && memcmp(s, "PING", 4) == 0) return r->kind = MW_LP_PING, 1;
   if (n == 4 && memcmp(s, "QUIT", 4) == 0) return r->kind = MW_LP_QUIT, 1;
-  if (word(s, n, "ARROW", &k)) {
-    uint64_t v = 0;
-    size_t d = 0;
-    for (; k + d < n && d < 12 && s[k + d] >= '0' && s[k + d] <= '9'; d++) v = v * 10 + (uint64_t)(s[k + d] - '0');
-    if (d == 0 || k + d != n || v == 0)
-      return error_req(r, ln, MW_LP_E_PARSE, bytes, "ARROW needs a byte count (1..%zu)",
-                       lp->lim.max_frame_bytes);
-    if (v > lp->lim.max_frame_bytes) {
-      lp->state = ST_SKIP;
-      lp->skip_left = v;
-      return error_req(r, ln, MW_LP_E_TOO_LONG, bytes + v,
-                       "ARROW frame of %" PRIu64 " bytes exceeds max_frame_bytes %zu; skipped", v,
-                       lp->lim.max_frame_bytes);
-    }
-    lp->state = ST_FRAME;
-    lp->frame_len = v;
-    lp->frame_line = ln;
-    lp->frame_hdr_bytes = bytes;
-    return 0; /* the request comes when the frame is complete */
-  }
+  if (word(s, n, "ARROW", &k)) return arrow_header(lp, s, n, k, bytes, r);
   return error_req(r, ln, MW_LP_E_PARSE, bytes,
                    "unknown request (expected a JSON object, DEL, USE, SYNC, PING, QUIT, AUTH, ARROW "
                    "or REPLIES)");
 }
 
+/* State FRAME: the ARROW frame as the request once all of it is buffered
+ * (1), else 0. */
+static int frame_ready(mw_lineproto_t *lp, const char *base, size_t avail, mw_lp_request_t *r) {
+  assert(lp->state == ST_FRAME);
+  assert(lp->frame_len > 0); /* "ARROW 0" is refused */
+  if (avail < lp->frame_len) return 0;
+  r->kind = MW_LP_ARROW;
+  r->line = lp->frame_line;
+  r->data = base;
+  r->len = (size_t)lp->frame_len;
+  r->bytes = lp->frame_hdr_bytes + r->len;
+  consume(lp, r->len);
+  lp->state = ST_LINE;
+  return 1;
+}
+
 int mw_lp_next(mw_lineproto_t *lp, mw_lp_request_t *r) {
-  assert(lp && r);
+  assert(lp);
+  assert(r);
   for (;;) {
     const char *base = (const char *)lp->in.data + lp->pos;
     size_t avail = lp->in.len - lp->pos;
@@ -235,17 +264,7 @@ int mw_lp_next(mw_lineproto_t *lp, mw_lp_request_t *r) {
       lp->state = ST_LINE;
       continue;
     }
-    if (lp->state == ST_FRAME) {
-      if (avail < lp->frame_len) return 0;
-      r->kind = MW_LP_ARROW;
-      r->line = lp->frame_line;
-      r->data = base;
-      r->len = (size_t)lp->frame_len;
-      r->bytes = lp->frame_hdr_bytes + r->len;
-      consume(lp, r->len);
-      lp->state = ST_LINE;
-      return 1;
-    }
+    if (lp->state == ST_FRAME) return frame_ready(lp, base, avail, r);
     if (avail == 0) return 0;
     const char *nl = memchr(base + lp->scan, '\n', avail - lp->scan);
     if (lp->state == ST_DISCARD) {
@@ -316,7 +335,8 @@ static int push(mw_lineproto_t *lp, uint8_t kind, mw_lp_item_t **out, uint64_t *
 }
 
 static mw_lp_item_t *by_ticket(mw_lineproto_t *lp, uint64_t ticket) {
-  assert(ticket >= lp->base_ticket && ticket < lp->base_ticket + lp->count);
+  assert(ticket >= lp->base_ticket);
+  assert(ticket < lp->base_ticket + lp->count);
   return &lp->items[(lp->head + (ticket - lp->base_ticket)) % lp->cap];
 }
 
@@ -333,7 +353,9 @@ static void set_msg(mw_lineproto_t *lp, mw_lp_item_t *it, const char *msg) {
 
 int mw_lp_push_rows(mw_lineproto_t *lp, uint32_t n_rows, uint64_t first_line, uint64_t last_line,
                     size_t bytes, uint64_t *ticket) {
-  assert(n_rows > 0 && first_line <= last_line && ticket);
+  assert(n_rows > 0);
+  assert(first_line <= last_line);
+  assert(ticket);
   mw_lp_item_t *it;
   int rc = push(lp, IT_ROWS, &it, ticket);
   if (rc < 0) return rc;
@@ -352,7 +374,8 @@ void mw_lp_rows_done(mw_lineproto_t *lp, uint64_t ticket, mw_lp_code_t code, con
 void mw_lp_rows_done_partial(mw_lineproto_t *lp, uint64_t ticket, mw_lp_code_t code,
                              uint32_t rows_written, const char *reason) {
   mw_lp_item_t *it = by_ticket(lp, ticket);
-  assert(it->kind == IT_ROWS && !it->done);
+  assert(it->kind == IT_ROWS);
+  assert(!it->done);
   assert(code != MW_LP_OK || rows_written == 0);
   assert(rows_written < it->rows);
   it->done = true;
@@ -405,7 +428,9 @@ void mw_lp_sync_done(mw_lineproto_t *lp, uint64_t ticket) {
 void mw_lp_sync_failed(mw_lineproto_t *lp, uint64_t ticket, uint64_t line, mw_lp_code_t code,
                        const char *reason) {
   mw_lp_item_t *it = by_ticket(lp, ticket);
-  assert(it->kind == IT_SYNC && !it->done && code != MW_LP_OK);
+  assert(it->kind == IT_SYNC);
+  assert(!it->done);
+  assert(code != MW_LP_OK);
   it->done = true;
   it->code = code;
   it->line = line;
@@ -459,7 +484,8 @@ static int put_err(mw_lineproto_t *lp, const mw_lp_item_t *it, mw_buf_t *out) {
 }
 
 int mw_lp_drain(mw_lineproto_t *lp, mw_buf_t *out) {
-  assert(lp && out);
+  assert(lp);
+  assert(out);
   size_t start = out->len;
   uint64_t ok = 0;
   int rc = 0;

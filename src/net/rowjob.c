@@ -45,8 +45,10 @@ void mw_rowjob_free(mw_rowjob_t *j) {
 int mw_rowjob_begin(mw_rowjob_t *j, const void *table, const mw_schema_t *schema,
                     const char *table_name, const mw_jsonrow_opts_t *opts,
                     uint32_t max_group_rows) {
-  assert(j != NULL && table != NULL);
-  assert(schema != NULL && table_name != NULL);
+  assert(j != NULL);
+  assert(table != NULL);
+  assert(schema != NULL);
+  assert(table_name != NULL);
   out_clear(j);
   mw_buf_reset(&j->raw);
   j->n_lines = 0;
@@ -72,8 +74,10 @@ int mw_rowjob_begin(mw_rowjob_t *j, const void *table, const mw_schema_t *schema
 
 int mw_rowjob_add(mw_rowjob_t *j, const char *data, size_t len, uint64_t line, size_t bytes,
                   bool del) {
-  assert(j->table != NULL && !j->ran);
-  assert(line > 0 && bytes >= len);
+  assert(j->table != NULL);
+  assert(!j->ran);
+  assert(line > 0);
+  assert(bytes >= len);
   if (j->n_lines >= MW_ROWJOB_MAX_LINES || j->raw.len + len > MW_ROWJOB_MAX_BYTES ||
       bytes > UINT32_MAX)
     return -E2BIG;
@@ -149,7 +153,8 @@ static int refuse(mw_rowjob_t *j, const mw_rowjob_line_t *l, int rc, const mw_js
 }
 
 void mw_rowjob_run(mw_rowjob_t *j) {
-  assert(j->parser_ok && !j->ran);
+  assert(j->parser_ok);
+  assert(!j->ran);
   assert(j->n_out == 0);
   j->ran = true;
   for (uint32_t i = 0; i < j->n_lines; i++) {
@@ -185,7 +190,8 @@ void mw_rowjob_run(mw_rowjob_t *j) {
 
 mw_batch_t mw_rowjob_take(mw_rowjob_t *j, size_t i) {
   assert(i < j->n_out);
-  assert(!j->out[i].is_err && !j->out[i].taken);
+  assert(!j->out[i].is_err);
+  assert(!j->out[i].taken);
   mw_batch_t b = j->out[i].batch;
   j->out[i].batch = (mw_batch_t){0};
   j->out[i].taken = true;

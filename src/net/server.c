@@ -41,6 +41,7 @@
 #include "lance/ipc.h"
 #include "net/arrowframe.h"
 #include "net/jsonrow.h"
+#include "net/listen.h"
 #include "net/lineproto.h"
 #include "net/rowjob.h"
 #include "net/workpool.h"
@@ -50,6 +51,8 @@
  * flight stops reading (backpressure), so at most this many chunks of one
  * connection wait for a worker. */
 #define PARSE_JOBS 4
+/* Connections waiting for accept on a producers' listener. */
+#define MW_SERVER_BACKLOG 1024
 /* A lone write's run, at most this many lines and bytes, while no other
  * parse is in flight on the whole server, is parsed on the loop thread at
  * once: its ack would wait for a worker's wake-up and gain nothing (~256
@@ -259,7 +262,8 @@ static void count_error(mw_server_t *s, const char *table, mw_lp_code_t code, ui
 /* `n` bytes of `p` as one log-safe token: printable ASCII kept, anything
  * else as \xHH, at most MW_SERVER_LOG_PREFIX_BYTES of input, "..." when cut. */
 static void log_prefix(const char *p, size_t n, char *out, size_t cap) {
-  assert(out != NULL && cap >= 8);
+  assert(out != NULL);
+  assert(cap >= 8);
   size_t w = 0, take = n > MW_SERVER_LOG_PREFIX_BYTES ? MW_SERVER_LOG_PREFIX_BYTES : n;
   for (size_t i = 0; i < take && p && w + 5 < cap; i++) {
     unsigned char ch = (unsigned char)p[i];
@@ -290,6 +294,7 @@ static void log_reject(conn_t *c, uint64_t line, mw_lp_code_t code, const char *
 
 /* A submission never handed over (its groups too). */
 static void sub_free(sub_t *b) {
+  assert(b->n_more <= b->cap_more);
   for (uint32_t i = 0; i < b->n_more; i++) mw_batch_free(&b->more[i]);
   free(b->more);
   if (b->pieces != &b->one) free(b->pieces);
@@ -311,6 +316,7 @@ static void on_drain_timer_closed(uv_handle_t *h);
 static void on_pool_closed(void *arg);
 
 static void server_maybe_done(mw_server_t *s) {
+  assert(s->closing_handles >= 0);
   if (!s->stopping || s->n_conns > 0) return;
   if (s->jobs > 0) return; /* a worker still reads a table's schema */
   if (s->pool) { /* no job in flight: the workers go */
@@ -340,6 +346,8 @@ static void server_maybe_done(mw_server_t *s) {
 
 static void on_conn_handle_closed(uv_handle_t *h) {
   conn_t *c = h->data;
+  assert(c->closing); /* only conn_close closes its handles */
+  assert(c->handles_open > 0);
   c->handles_open--;
   if (c->handles_open == 0) {
     mw_server_t *s = c->srv;
@@ -368,7 +376,8 @@ static size_t unread_bytes(conn_t *c) {
 /* Close now, saying why. What the close loses (input not read, replies not
  * written, submissions whose answer will not be sent) makes it a warning. */
 static void conn_close(conn_t *c, const char *why) {
-  assert(c && c->srv);
+  assert(c);
+  assert(c->srv);
   assert(why != NULL);
   if (c->closing) return;
   mw_server_t *s = c->srv;
@@ -417,6 +426,8 @@ static void cut(conn_t *c);
 static void on_write(uv_write_t *req, int status) {
   wreq_t *w = req->data;
   conn_t *c = w->c;
+  assert(c->writes > 0);
+  assert(c->write_queue_bytes >= w->len); /* counted when written */
   c->write_queue_bytes -= w->len;
   c->writes--;
   free(w);
@@ -513,6 +524,8 @@ static void set_reading(conn_t *c, bool on) {
 
 static void on_shutdown(uv_shutdown_t *req, int status) {
   conn_t *c = req->data;
+  assert(c->shutting); /* finish started it */
+  assert(!c->discarding);
   c->shutting = false;
   if (c->closing) {
     conn_maybe_free(c);
@@ -537,8 +550,10 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
 /* Every reply due is written and nothing is in flight: end the connection.
  * After the peer's EOF, close; otherwise FIN first (on_shutdown). */
 static void finish(conn_t *c, const char *why) {
-  assert(!c->closing && why != NULL);
-  assert(c->refs == 0 && c->writes == 0);
+  assert(!c->closing);
+  assert(why != NULL);
+  assert(c->refs == 0);
+  assert(c->writes == 0);
   if (c->shutting || c->discarding) return;
   c->why = why;
   if (c->peer_eof) {
@@ -572,6 +587,7 @@ static bool answered(const conn_t *c) {
  * unacknowledged; a kept request or every job slot in flight (backpressure
  * from the workers) stops reading too. */
 static bool wants_input(const conn_t *c) {
+  assert(c->job_count <= PARSE_JOBS);
   const mw_server_t *s = c->srv;
   size_t gathered = c->open ? c->open->bytes : 0;
   return c->lp.unacked_bytes + c->parse_bytes + gathered <= s->opts.max_unacked_bytes_per_connection &&
@@ -584,6 +600,7 @@ static bool wants_input(const conn_t *c) {
  * bytes in the kernel's receive queue after a read that filled the buffer
  * (a chunk that ended on a line's end in the middle of a write). */
 static bool gather_more_coming(conn_t *c, bool reading) {
+  assert(c->open != NULL); /* asked only while a gather is open */
   if (c->job_count > 0) return true;
   if (!reading) return false;
   return mw_lp_buffered(&c->lp) > 0 || mw_tls_conn_buffered(&c->tls) > 0 ||
@@ -593,8 +610,10 @@ static bool gather_more_coming(conn_t *c, bool reading) {
 static void flow(conn_t *c) {
   if (c->closing || c->shutting || c->discarding) return;
   mw_server_t *s = c->srv;
-  assert(s && c->handles_open == CONN_HANDLES);
-  assert(c->fill == NULL && !c->in_process); /* between requests */
+  assert(s);
+  assert(c->handles_open == CONN_HANDLES);
+  assert(c->fill == NULL);
+  assert(!c->in_process); /* between requests */
   if (s->stopping || c->lp.quit || c->eof) {
     /* no new requests: gathered rows go now; end once everything due is answered */
     cut(c);
@@ -623,7 +642,8 @@ static uint64_t now_ns(void) { return uv_hrtime(); }
 
 /* A refused group: one ERR (lineproto), counted and logged. */
 static void group_refused(conn_t *c, sub_t *b, int status, uint32_t written, const char *reason) {
-  assert(status < 0 && written < b->rows);
+  assert(status < 0);
+  assert(written < b->rows);
   mw_lp_code_t code = mw_lp_code_from_errno(status);
   const char *why = reason ? reason : mw_strerror(status);
   mw_lp_rows_done_partial(&c->lp, b->ticket, code, written, why);
@@ -677,8 +697,10 @@ static void on_piece_done(void *arg, int status, uint32_t rows_written, const ch
   sub_piece_t *p = arg;
   sub_t *b = p->b;
   conn_t *c = b->c;
-  assert(c && c->refs > 0);
-  assert(b->left > 0 && (status < 0 || rows_written == 0));
+  assert(c);
+  assert(c->refs > 0);
+  assert(b->left > 0);
+  assert(status < 0 || rows_written == 0);
   c->refs--;
   if (status < 0) piece_failed(b, status, rows_written, reason);
   else b->written += p->rows;
@@ -688,7 +710,8 @@ static void on_piece_done(void *arg, int status, uint32_t rows_written, const ch
 /* Hand submission b (rows > 0) to the engine, its reply queued now: one
  * write per batch, in line order. */
 static void submit_sub(conn_t *c, sub_t *b) {
-  assert(b->c == c && b->rows > 0);
+  assert(b->c == c);
+  assert(b->rows > 0);
   assert(!c->closing);
   mw_server_t *s = c->srv;
   uint32_t n = 1 + b->n_more;
@@ -761,7 +784,8 @@ static sub_t *open_sub(conn_t *c) {
  * prefix of the line (data may be NULL: never logged). */
 static void refuse_line(conn_t *c, uint64_t line, mw_lp_code_t code, const char *msg,
                         const char *data, size_t len, size_t bytes) {
-  assert(code != MW_LP_OK && msg != NULL);
+  assert(code != MW_LP_OK);
+  assert(msg != NULL);
   assert(!c->closing);
   count_error(c->srv, c->table_name, code, 1);
   c->rows_rejected++;
@@ -781,7 +805,8 @@ static bool use_table(conn_t *c, const char *name, size_t len) {
   mw_server_t *s = c->srv;
   const mw_schema_t *schema = NULL;
   /* a barrier: no row of the previous table is still being parsed */
-  assert(c->job_count == 0 && c->fill == NULL);
+  assert(c->job_count == 0);
+  assert(c->fill == NULL);
   void *t = s->eng.table_find(s->eng.data, name, len, &schema);
   if (!t || !schema) return false;
   mw_jsonrow_opts_t o = {.ignore_unknown_fields = s->opts.ignore_unknown_fields,
@@ -853,7 +878,8 @@ static pjob_t *fill_job(conn_t *c) {
   if (c->fill) return c->fill;
   if (c->job_count == PARSE_JOBS) return NULL;
   pjob_t *j = job_at(c, c->job_count);
-  assert(!j->done && j->c == c);
+  assert(!j->done);
+  assert(j->c == c);
   if (mw_rowjob_begin(&j->rj, c->table, c->schema, c->table_name, &c->jopts,
                       (uint32_t)c->srv->opts.max_batch_rows) < 0) {
     conn_close(c, "out of memory");
@@ -871,7 +897,8 @@ static void parse_work(mw_work_t *w) {
 static void on_gather_timer(uv_timer_t *t) {
   conn_t *c = t->data;
   if (c->closing) return;
-  assert(c->open != NULL && !c->in_process);
+  assert(c->open != NULL);
+  assert(!c->in_process);
   cut(c);
   if (c->closing) return;
   send_ready(c);
@@ -893,7 +920,8 @@ static bool gather_full(const mw_server_t *s, const sub_t *b) {
 static void gather(conn_t *c, mw_rowjob_t *rj, size_t i) {
   mw_server_t *s = c->srv;
   const mw_rowjob_out_t *o = &rj->out[i];
-  assert(!o->is_err && o->rows > 0);
+  assert(!o->is_err);
+  assert(o->rows > 0);
   assert(s->opts.write_gather_ms > 0);
   sub_t *b = c->open;
   if (b == NULL) {
@@ -909,7 +937,8 @@ static void gather(conn_t *c, mw_rowjob_t *rj, size_t i) {
     c->open = b;
     uv_timer_start(&c->gather_timer, on_gather_timer, s->opts.write_gather_ms, 0);
   } else {
-    assert(b->table == c->table && o->first_line > b->last_line);
+    assert(b->table == c->table);
+    assert(o->first_line > b->last_line);
     assert(b->n_more + 1 < MW_SERVER_MAX_GATHER_GROUPS);
     if (b->n_more == b->cap_more) {
       uint32_t cap = b->cap_more ? 2 * b->cap_more : 8;
@@ -935,7 +964,8 @@ static void gather(conn_t *c, mw_rowjob_t *rj, size_t i) {
  * lines. */
 static void apply(conn_t *c, pjob_t *j) {
   mw_rowjob_t *rj = &j->rj;
-  assert(rj->ran && rj->table == c->table);
+  assert(rj->ran);
+  assert(rj->table == c->table);
   for (size_t i = 0; i < rj->n_out && !c->closing; i++) {
     const mw_rowjob_out_t *o = &rj->out[i];
     if (o->is_err) {
@@ -971,7 +1001,8 @@ static void apply_ready(conn_t *c) {
     j->done = false;
     c->job_head = (c->job_head + 1) % PARSE_JOBS;
     c->job_count--;
-    assert(c->parse_bytes >= j->rj.bytes && c->refs > 0);
+    assert(c->parse_bytes >= j->rj.bytes);
+    assert(c->refs > 0);
     c->parse_bytes -= j->rj.bytes;
     c->refs--;
     s->jobs--;
@@ -984,7 +1015,8 @@ static void parse_after(mw_work_t *w) {
   conn_t *c = j->c;
   mw_server_t *s = j->s;
   assert(j->rj.ran);
-  assert(c->refs > 0 && s->jobs > 0);
+  assert(c->refs > 0);
+  assert(s->jobs > 0);
   if (c->closing) { /* nobody to answer */
     c->refs--;
     s->jobs--;
@@ -1028,7 +1060,8 @@ static void dispatch(conn_t *c) {
 /* Whether a decoded frame deletes: a true `_tombstone` (the schema's
  * last column, bool not null). */
 static bool frame_deletes(const mw_batch_t *b) {
-  assert(b->schema && b->schema->n_fields > 0);
+  assert(b->schema);
+  assert(b->schema->n_fields > 0);
   assert(b->schema->fields[b->schema->n_fields - 1].type == MW_T_BOOL);
   const mw_column_t *t = &b->cols[b->schema->n_fields - 1];
   const uint8_t *bits = t->values.data;
@@ -1160,7 +1193,8 @@ static void set_cred(conn_t *c, const mw_cred_t *cred, const char *how) {
 /* Refuse the connection's authentication: one ERR (line 0 when no request
  * is answered) in every reply mode, then the connection ends. */
 static void auth_refuse(conn_t *c, uint64_t line, size_t bytes, const char *msg) {
-  assert(!c->closing && msg != NULL);
+  assert(!c->closing);
+  assert(msg != NULL);
   if (mw_lp_push_replies(&c->lp, MW_LP_REPLIES_ALL, 0) < 0) {
     conn_close(c, "out of memory");
     return;
@@ -1209,7 +1243,9 @@ static void refuse_forbidden(conn_t *c, const mw_lp_request_t *r, unsigned need)
 /* One request. Returns false when the connection stops taking requests. */
 static bool handle(conn_t *c, const mw_lp_request_t *r) {
   mw_server_t *s = c->srv;
-  assert(s && !c->closing && r->line > 0);
+  assert(s);
+  assert(!c->closing);
+  assert(r->line > 0);
   if (!c->authed) return on_auth(c, r);
   switch (r->kind) {
   case MW_LP_ROW:
@@ -1246,7 +1282,8 @@ static bool handle(conn_t *c, const mw_lp_request_t *r) {
  * collecting job, anything else once the jobs before it are applied. Stops
  * with the request kept (stash) when it must wait. */
 static void process(conn_t *c) {
-  assert(!c->closing && !c->in_process);
+  assert(!c->closing);
+  assert(!c->in_process);
   assert(!c->stashed || stash_ready(c));
   mw_server_t *s = c->srv;
   c->in_process = true;
@@ -1288,7 +1325,8 @@ static void on_deadline(uv_timer_t *t);
  * otherwise, with credentials, AUTH has auth_timeout_ms. */
 static void handshake_done(conn_t *c) {
   mw_server_t *s = c->srv;
-  assert(c->handshaking && c->tls.ready);
+  assert(c->handshaking);
+  assert(c->tls.ready);
   c->handshaking = false;
   s->n_handshakes--;
   count_handshake(s, "ok");
@@ -1380,7 +1418,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     if (n < 0) conn_close(c, c->why);
     return;
   }
-  assert(!c->stashed && c->fill == NULL); /* reading stops while a request waits */
+  assert(!c->stashed);
+  assert(c->fill == NULL); /* reading stops while a request waits */
   if (n < 0) {
     /* EOF or error: a half line is dropped; answer what is complete */
     c->eof = true;
@@ -1589,7 +1628,8 @@ static void on_connection(uv_stream_t *server, int status) {
 /* ------------------------------------------------------------------ public */
 
 int mw_server_addr_parse(const char *text, struct sockaddr_storage *out, mw_err_t *err) {
-  assert(text && out);
+  assert(text);
+  assert(out);
   char host[256];
   memset(out, 0, sizeof *out);
   const char *colon = strrchr(text, ':');
@@ -1652,14 +1692,6 @@ static void opts_defaults(mw_server_opts_t *o) {
   if (!o->max_preauth_bytes) o->max_preauth_bytes = MW_SERVER_DEFAULT_MAX_PREAUTH_BYTES;
 }
 
-/* Whether a bound address is loopback (127.0.0.0/8, ::1). */
-static bool addr_loopback(const struct sockaddr_storage *sa) {
-  if (sa->ss_family == AF_INET)
-    return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-  if (sa->ss_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-  return false;
-}
-
 /* The credentials and the auth_token principal; creds is taken over. */
 static int creds_with_token(const mw_server_t *s, mw_creds_t **creds) {
   if (s->token == NULL) return 0;
@@ -1674,32 +1706,67 @@ static int listen_on(mw_server_t *s, size_t i, const char *addr, mw_err_t *err) 
   struct sockaddr_storage sa;
   int rc = mw_server_addr_parse(addr, &sa, err);
   if (rc < 0) return rc;
-  uv_tcp_t *l = &s->listeners[i];
-  uv_tcp_init(s->loop, l);
-  l->data = s;
-  s->n_listeners++;
-  if (addr_loopback(&sa)) s->listen_auth_in_clear[i] = true;
-  rc = uv_tcp_bind(l, (struct sockaddr *)&sa, sa.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)l, 1024, on_connection);
+  s->n_listeners++; /* initialised below whatever happens: mw_server_stop closes it */
+  if (mw_listen_loopback(&sa)) s->listen_auth_in_clear[i] = true;
+  rc = mw_listen_tcp(s->loop, &s->listeners[i], &sa, MW_SERVER_BACKLOG, on_connection, s);
   if (rc < 0) mw_err_set(err, rc, "listen %s: %s", addr, uv_strerror(rc));
   return rc;
 }
 
-int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_engine_t *engine,
-                    mw_server_t **out, mw_err_t *err) {
-  assert(loop && opts && engine && out);
-  *out = NULL;
-  mw_creds_t *creds = opts->creds;
+/* The options a server cannot start with: -EINVAL with the reason. */
+static int opts_check(const mw_server_opts_t *opts, const mw_fe_engine_t *engine, mw_err_t *err) {
   bool any_tls = false;
   for (size_t i = 0; opts->listen_tls && i < opts->n_listen && i < MW_SERVER_MAX_LISTEN; i++)
     any_tls |= opts->listen_tls[i];
-  int bad = !engine->table_find || !engine->submit
-                ? mw_err_set(err, -EINVAL, "server: engine lacks table_find or submit")
-            : opts->n_listen == 0 || opts->n_listen > MW_SERVER_MAX_LISTEN
-                ? mw_err_set(err, -EINVAL, "server: 1..%d listen addresses", MW_SERVER_MAX_LISTEN)
-            : any_tls && opts->tls == NULL
-                ? mw_err_set(err, -EINVAL, "server: a tls listener needs tls_cert_file and tls_key_file")
-                : 0;
+  if (!engine->table_find || !engine->submit)
+    return mw_err_set(err, -EINVAL, "server: engine lacks table_find or submit");
+  if (opts->n_listen == 0 || opts->n_listen > MW_SERVER_MAX_LISTEN)
+    return mw_err_set(err, -EINVAL, "server: 1..%d listen addresses", MW_SERVER_MAX_LISTEN);
+  if (any_tls && opts->tls == NULL)
+    return mw_err_set(err, -EINVAL, "server: a tls listener needs tls_cert_file and tls_key_file");
+  return 0;
+}
+
+/* Each listener's reply mode, TLS and AUTH-in-clear from the options (the
+ * per-listener arrays are the caller's: not kept). */
+static void listen_settings(mw_server_t *s, const mw_server_opts_t *opts) {
+  assert(opts->n_listen <= MW_SERVER_MAX_LISTEN); /* opts_check */
+  for (size_t i = 0; i < opts->n_listen; i++) {
+    s->listen_replies[i] = opts->listen_replies ? opts->listen_replies[i] : opts->replies;
+    assert((unsigned)s->listen_replies[i] < MW_LP_N_REPLIES);
+    s->listen_tls[i] = opts->listen_tls && opts->listen_tls[i];
+    s->listen_auth_in_clear[i] = s->listen_tls[i] || (opts->listen_plain_auth && opts->listen_plain_auth[i]);
+  }
+  s->opts.listen_replies = NULL;
+  s->opts.listen_tls = s->opts.listen_plain_auth = NULL;
+}
+
+/* The parse workers. MEMWALD_PARSE_THREADS=N (benchmarks' A/B runs): N
+ * workers, 0 = every parse on the loop thread as before; unset = one per
+ * CPU. Without them (degraded, not refused) rows are parsed on the loop. */
+static void pool_start(mw_server_t *s) {
+  assert(s->pool == NULL);
+  const char *pt = getenv("MEMWALD_PARSE_THREADS");
+  long n_threads = pt && *pt ? strtol(pt, NULL, 10) : 0;
+  if (!(pt && *pt && n_threads <= 0)) {
+    int rc = mw_workpool_start(s->loop, n_threads > 0 ? (size_t)n_threads : 0, &s->pool);
+    if (rc < 0) {
+      mw_log_warn("server: no parse threads (%s): parsing rows on the loop thread", mw_strerror(rc));
+      s->pool = NULL;
+    }
+  }
+  mw_log_info("server: %zu parse threads", s->pool ? mw_workpool_threads(s->pool) : (size_t)0);
+}
+
+int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_engine_t *engine,
+                    mw_server_t **out, mw_err_t *err) {
+  assert(loop);
+  assert(opts);
+  assert(engine);
+  assert(out);
+  *out = NULL;
+  mw_creds_t *creds = opts->creds;
+  int bad = opts_check(opts, engine, err);
   mw_server_t *s = bad ? NULL : calloc(1, sizeof *s);
   if (!s) {
     mw_creds_free(creds);
@@ -1711,14 +1778,7 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
   opts_defaults(&s->opts);
   s->opts.creds = NULL;
   s->creds = creds;
-  for (size_t i = 0; i < opts->n_listen; i++) {
-    s->listen_replies[i] = opts->listen_replies ? opts->listen_replies[i] : opts->replies;
-    assert((unsigned)s->listen_replies[i] < MW_LP_N_REPLIES);
-    s->listen_tls[i] = opts->listen_tls && opts->listen_tls[i];
-    s->listen_auth_in_clear[i] = s->listen_tls[i] || (opts->listen_plain_auth && opts->listen_plain_auth[i]);
-  }
-  s->opts.listen_replies = NULL;
-  s->opts.listen_tls = s->opts.listen_plain_auth = NULL;
+  listen_settings(s, opts);
   s->log_rejects = (mw_log_limit_t)MW_LOG_LIMIT_INIT(MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS);
   s->log_closes = (mw_log_limit_t)MW_LOG_LIMIT_INIT(MW_SERVER_LOG_BURST, MW_SERVER_LOG_WINDOW_MS);
   if (opts->auth_token && opts->auth_token[0]) s->token = strdup(opts->auth_token);
@@ -1734,20 +1794,8 @@ int mw_server_start(uv_loop_t *loop, const mw_server_opts_t *opts, const mw_fe_e
   }
   s->opts.listen = NULL;
   metrics_init(s);
-  /* MEMWALD_PARSE_THREADS=N (benchmarks' A/B runs): N workers, 0 = every
-   * parse on the loop thread as before; unset = one per CPU */
-  const char *pt = getenv("MEMWALD_PARSE_THREADS");
-  long n_threads = pt && *pt ? strtol(pt, NULL, 10) : 0;
+  pool_start(s);
   int rc = 0;
-  if (!(pt && *pt && n_threads <= 0)) {
-    rc = mw_workpool_start(loop, n_threads > 0 ? (size_t)n_threads : 0, &s->pool);
-    if (rc < 0) { /* degraded, not refused: rows are parsed on the loop thread */
-      mw_log_warn("server: no parse threads (%s): parsing rows on the loop thread", mw_strerror(rc));
-      s->pool = NULL;
-      rc = 0;
-    }
-  }
-  mw_log_info("server: %zu parse threads", s->pool ? mw_workpool_threads(s->pool) : (size_t)0);
   for (size_t i = 0; i < opts->n_listen && rc == 0; i++) rc = listen_on(s, i, opts->listen[i], err);
   if (rc < 0) {
     mw_server_stop(s, NULL, NULL);
@@ -1775,7 +1823,8 @@ static void on_drain_timeout(uv_timer_t *t) {
 }
 
 void mw_server_stop(mw_server_t *s, void (*cb)(void *arg), void *arg) {
-  assert(s && !s->stopping);
+  assert(s);
+  assert(!s->stopping);
   s->stopping = true;
   s->stop_cb = cb;
   s->stop_arg = arg;
@@ -1854,10 +1903,7 @@ void mw_server_set_creds(mw_server_t *s, mw_creds_t *creds) {
 }
 
 int mw_server_port(const mw_server_t *s, size_t i) {
+  assert(s != NULL);
   if (i >= s->n_listeners) return -EINVAL;
-  struct sockaddr_storage sa;
-  int len = sizeof sa;
-  if (uv_tcp_getsockname(&s->listeners[i], (struct sockaddr *)&sa, &len) < 0) return -EINVAL;
-  return ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
-                                        : ((struct sockaddr_in *)&sa)->sin_port);
+  return mw_listen_port(&s->listeners[i]);
 }

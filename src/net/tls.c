@@ -50,7 +50,8 @@ struct mw_tls_ctx {
 
 /* OpenSSL's oldest queued error as text ("" when none), the queue cleared. */
 static void ossl_reason(char *out, size_t n) {
-  assert(out != NULL && n > 0);
+  assert(out != NULL);
+  assert(n > 0);
   unsigned long e = ERR_get_error();
   out[0] = '\0';
   if (e != 0) ERR_error_string_n(e, out, n);
@@ -82,7 +83,8 @@ static int load_client_ca(SSL_CTX *ctx, const mw_tls_opts_t *o, mw_err_t *err) {
 }
 
 static int build(const mw_tls_opts_t *o, SSL_CTX **out, mw_err_t *err) {
-  assert(o != NULL && out != NULL);
+  assert(o != NULL);
+  assert(out != NULL);
   ERR_clear_error();
   if (!o->cert_file || !o->cert_file[0] || !o->key_file || !o->key_file[0])
     return mw_err_set(err, -EINVAL, "tls: tls_cert_file and tls_key_file are required");
@@ -110,7 +112,8 @@ static int build(const mw_tls_opts_t *o, SSL_CTX **out, mw_err_t *err) {
 }
 
 int mw_tls_ctx_new(const mw_tls_opts_t *o, mw_tls_ctx_t **out, mw_err_t *err) {
-  assert(o != NULL && out != NULL);
+  assert(o != NULL);
+  assert(out != NULL);
   *out = NULL;
   mw_tls_ctx_t *t = calloc(1, sizeof *t);
   if (t == NULL) return mw_err_set(err, -ENOMEM, "tls: out of memory");
@@ -125,7 +128,8 @@ int mw_tls_ctx_new(const mw_tls_opts_t *o, mw_tls_ctx_t **out, mw_err_t *err) {
 }
 
 int mw_tls_ctx_reload(mw_tls_ctx_t *t, const mw_tls_opts_t *o, mw_err_t *err) {
-  assert(t != NULL && t->cur != NULL);
+  assert(t != NULL);
+  assert(t->cur != NULL);
   SSL_CTX *next = NULL;
   int rc = build(o, &next, err);
   if (rc < 0) return rc;
@@ -144,7 +148,8 @@ void mw_tls_ctx_free(mw_tls_ctx_t *t) {
 unsigned mw_tls_ctx_generation(const mw_tls_ctx_t *t) { return t->generation; }
 
 int mw_tls_conn_init(mw_tls_conn_t *c, mw_tls_ctx_t *t) {
-  assert(c != NULL && t != NULL);
+  assert(c != NULL);
+  assert(t != NULL);
   memset(c, 0, sizeof *c);
   SSL *ssl = SSL_new(t->cur);
   BIO *in = BIO_new(BIO_s_mem()), *out = BIO_new(BIO_s_mem());
@@ -235,8 +240,10 @@ static int read_plain(mw_tls_conn_t *c, mw_buf_t *plain, mw_err_t *err) {
 
 int mw_tls_conn_feed(mw_tls_conn_t *c, const void *data, size_t n, mw_buf_t *plain, mw_buf_t *wire,
                      mw_err_t *err) {
-  assert(c != NULL && c->ssl != NULL);
-  assert(plain != NULL && wire != NULL);
+  assert(c != NULL);
+  assert(c->ssl != NULL);
+  assert(plain != NULL);
+  assert(wire != NULL);
   if (c->failed) return mw_err_set(err, -EPROTO, "tls: the connection already failed");
   if (c->peer_closed) return 1; /* anything after close_notify is ignored */
   ERR_clear_error();
@@ -258,7 +265,8 @@ int mw_tls_conn_feed(mw_tls_conn_t *c, const void *data, size_t n, mw_buf_t *pla
 }
 
 int mw_tls_conn_write(mw_tls_conn_t *c, const void *data, size_t n, mw_buf_t *wire, mw_err_t *err) {
-  assert(c != NULL && c->ready);
+  assert(c != NULL);
+  assert(c->ready);
   assert(wire != NULL);
   if (c->failed) return mw_err_set(err, -EPROTO, "tls: the connection already failed");
   ERR_clear_error();
@@ -273,7 +281,8 @@ int mw_tls_conn_write(mw_tls_conn_t *c, const void *data, size_t n, mw_buf_t *wi
 }
 
 int mw_tls_conn_close_notify(mw_tls_conn_t *c, mw_buf_t *wire) {
-  assert(c != NULL && c->ssl != NULL);
+  assert(c != NULL);
+  assert(c->ssl != NULL);
   if (!c->ready || c->failed) return 0;
   ERR_clear_error();
   (void)SSL_shutdown(c->ssl);
@@ -287,7 +296,9 @@ size_t mw_tls_conn_buffered(const mw_tls_conn_t *c) {
 }
 
 int mw_tls_conn_peer_subject(const mw_tls_conn_t *c, char *out, size_t n) {
-  assert(c != NULL && out != NULL && n > 0);
+  assert(c != NULL);
+  assert(out != NULL);
+  assert(n > 0);
   out[0] = '\0';
   if (!c->ready) return 0;
   X509 *peer = SSL_get1_peer_certificate(c->ssl);
@@ -308,7 +319,8 @@ int mw_tls_conn_peer_subject(const mw_tls_conn_t *c, char *out, size_t n) {
 }
 
 void mw_tls_conn_describe(const mw_tls_conn_t *c, char *out, size_t n) {
-  assert(c != NULL && out != NULL);
+  assert(c != NULL);
+  assert(out != NULL);
   if (!c->ready) {
     snprintf(out, n, "handshake unfinished");
     return;
@@ -319,7 +331,8 @@ void mw_tls_conn_describe(const mw_tls_conn_t *c, char *out, size_t n) {
 void mw_tls_sha256(const void *data, size_t n, unsigned char out[32]) {
   unsigned int len = 32;
   int ok = EVP_Digest(data, n, out, &len, EVP_sha256(), NULL);
-  assert(ok == 1 && len == 32);
+  assert(ok == 1);
+  assert(len == 32);
   (void)ok;
 }
 

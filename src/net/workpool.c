@@ -92,7 +92,8 @@ static void free_pool(mw_workpool_t *p) {
 }
 
 int mw_workpool_start(uv_loop_t *loop, size_t threads, mw_workpool_t **out) {
-  assert(loop != NULL && out != NULL);
+  assert(loop != NULL);
+  assert(out != NULL);
   if (threads == 0) threads = default_threads();
   if (threads > MW_WORKPOOL_MAX_THREADS) threads = MW_WORKPOOL_MAX_THREADS;
   mw_workpool_t *p = calloc(1, sizeof *p);
@@ -127,8 +128,10 @@ int mw_workpool_start(uv_loop_t *loop, size_t threads, mw_workpool_t **out) {
 }
 
 void mw_workpool_submit(mw_workpool_t *p, mw_work_t *w) {
-  assert(p != NULL && w != NULL);
-  assert(w->work != NULL && w->after != NULL);
+  assert(p != NULL);
+  assert(w != NULL);
+  assert(w->work != NULL);
+  assert(w->after != NULL);
   w->next = NULL;
   p->in_flight++;
   pthread_mutex_lock(&p->mu);

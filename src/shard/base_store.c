@@ -196,12 +196,14 @@ static void on_read(mw_storage_req_t *req, int status) {
       return;
     }
     default:
-      assert(0 && "base_store: read callback in a commit phase");
+      assert(!"base_store: read callback in a commit phase");
   }
 }
 
 int mw_bstore_read_latest(mw_storage_t *st, mw_bstore_op_t *op, mw_bstore_cb cb) {
-  assert(st != NULL && op != NULL && cb != NULL);
+  assert(st != NULL);
+  assert(op != NULL);
+  assert(cb != NULL);
   if (op->busy) return -EBUSY;
   op->st = st;
   op->cb = cb;
@@ -258,7 +260,8 @@ static void on_commit_io(mw_storage_req_t *req, int status) {
      * readers a probe, so its failure is logged, not returned. */
     op->phase = P_HINT_PUT;
     int k = snprintf(op->hint, sizeof op->hint, "{\"version\":%" PRIu64 "}", op->commit_version);
-    assert(k > 0 && (size_t)k < sizeof op->hint);
+    assert(k > 0);
+    assert((size_t)k < sizeof op->hint);
     int rc = mw_storage_put(op->st, &op->req, MW_BSTORE_HINT_KEY, op->hint, (size_t)k, on_commit_io);
     if (rc < 0) {
       mw_log_warn("base table: version %" PRIu64 " committed; hint not written: %s",
@@ -276,8 +279,11 @@ static void on_commit_io(mw_storage_req_t *req, int status) {
 
 int mw_bstore_commit(mw_storage_t *st, mw_bstore_op_t *op, const mw_bstore_file_t *files, size_t n,
                      uint64_t version, const mw_buf_t *manifest, mw_bstore_cb cb) {
-  assert(st != NULL && op != NULL && cb != NULL);
-  assert(manifest != NULL && (files != NULL || n == 0));
+  assert(st != NULL);
+  assert(op != NULL);
+  assert(cb != NULL);
+  assert(manifest != NULL);
+  assert(files != NULL || n == 0);
   if (op->busy) return -EBUSY;
   if (n > MW_BSTORE_MAX_FILES) return -E2BIG;
   int rc = mw_bstore_manifest_key(version, op->manifest_key, sizeof op->manifest_key);

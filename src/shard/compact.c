@@ -39,6 +39,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@
 #include "common/bgprio.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/setting.h"
 #include "shard/compact_int.h"
 
 #define BACKOFF_BASE_MS 1000
@@ -69,50 +71,35 @@ void mw_compact_config_defaults(mw_compact_config_t *c) {
   c->keyindex_store_rows = 65536;
 }
 
-static int parse_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
-  char *end = NULL;
-  if (v == NULL || *v < '0' || *v > '9') return -EINVAL;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (*end != '\0' || x < lo || x > hi) return -EINVAL;
-  *out = x;
+/* The numeric keys and their limits. */
+#define CK(field, lo, hi) MW_SETTING_NUM(mw_compact_config_t, field, "compaction_" #field, lo, hi)
+static const mw_setting_num_t num_keys[] = {
+    CK(min_sstables, 1, 100000),
+    CK(min_bytes, 1, UINT64_MAX / 2),
+    CK(max_age_ms, 0, 86400000ull * 365),
+    CK(max_sstables, 1, MW_MERGE_MAX_RUNS),
+    CK(max_rows, 1, (uint64_t)MW_MERGE_MAX_ROWS),
+    CK(interval_ms, 10, 86400000),
+    CK(keyindex_cache_bytes, 0, UINT64_MAX / 2),
+    CK(keyindex_store_rows, 0, UINT64_MAX / 2),
+    CK(fragment_rows, 1, (uint64_t)MW_MERGE_MAX_ROWS),
+};
+#undef CK
+
+static int set_on_off(bool *field, const char *key, const char *value, mw_err_t *err) {
+  if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) *field = true;
+  else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) *field = false;
+  else return mw_err_set(err, -EINVAL, "config %s: expected on or off, got '%.64s'", key, value);
   return 0;
 }
 
 int mw_compact_config_set(mw_compact_config_t *c, const char *key, const char *value, mw_err_t *err) {
-  assert(c != NULL && key != NULL && value != NULL);
-  uint64_t v = 0;
-  int rc = 0;
-  if (strcmp(key, "compaction") == 0) {
-    if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) c->enabled = true;
-    else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) c->enabled = false;
-    else rc = -EINVAL;
-  } else if (strcmp(key, "compaction_min_sstables") == 0) {
-    if ((rc = parse_u64(value, 1, 100000, &v)) == 0) c->min_sstables = (uint32_t)v;
-  } else if (strcmp(key, "compaction_min_bytes") == 0) {
-    if ((rc = parse_u64(value, 1, UINT64_MAX / 2, &v)) == 0) c->min_bytes = v;
-  } else if (strcmp(key, "compaction_max_age_ms") == 0) {
-    if ((rc = parse_u64(value, 0, 86400000ull * 365, &v)) == 0) c->max_age_ms = v;
-  } else if (strcmp(key, "compaction_max_sstables") == 0) {
-    if ((rc = parse_u64(value, 1, MW_MERGE_MAX_RUNS, &v)) == 0) c->max_sstables = (uint32_t)v;
-  } else if (strcmp(key, "compaction_max_rows") == 0) {
-    if ((rc = parse_u64(value, 1, (uint64_t)MW_MERGE_MAX_ROWS, &v)) == 0) c->max_rows = v;
-  } else if (strcmp(key, "compaction_interval_ms") == 0) {
-    if ((rc = parse_u64(value, 10, 86400000, &v)) == 0) c->interval_ms = v;
-  } else if (strcmp(key, "compaction_keyindex_cache_bytes") == 0) {
-    if ((rc = parse_u64(value, 0, UINT64_MAX / 2, &v)) == 0) c->keyindex_cache_bytes = v;
-  } else if (strcmp(key, "compaction_keyindex_store_rows") == 0) {
-    if ((rc = parse_u64(value, 0, UINT64_MAX / 2, &v)) == 0) c->keyindex_store_rows = v;
-  } else if (strcmp(key, "compaction_zstd") == 0) {
-    if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) c->zstd = true;
-    else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) c->zstd = false;
-    else rc = -EINVAL;
-  } else if (strcmp(key, "compaction_fragment_rows") == 0) {
-    if ((rc = parse_u64(value, 1, (uint64_t)MW_MERGE_MAX_ROWS, &v)) == 0) c->fragment_rows = v;
-  } else {
-    return -ENOENT;
-  }
-  if (rc < 0) return mw_err_set(err, -EINVAL, "config: %s: bad value '%s'", key, value);
-  return 0;
+  assert(c != NULL);
+  assert(key != NULL);
+  assert(value != NULL);
+  if (strcmp(key, "compaction") == 0) return set_on_off(&c->enabled, key, value, err);
+  if (strcmp(key, "compaction_zstd") == 0) return set_on_off(&c->zstd, key, value, err);
+  return mw_setting_set_num(c, num_keys, sizeof num_keys / sizeof *num_keys, key, value, err);
 }
 
 /* ----------------------------------------------------------------- metrics */
@@ -124,46 +111,36 @@ static struct {
   mw_metric_family_t *seconds_fam, *shard_sstables, *shard_bytes;
 } cm;
 
-static mw_metric_t *one(mw_metric_family_t *f) { return f ? mw_metric_series(f, NULL) : NULL; }
-
 static void metrics_init(void) {
   if (cm.ready) return;
-  mw_metrics_t *m = mw_metrics_default();
-  static const char *const result[] = {"result"}, *const kind[] = {"kind"};
-  mw_metric_family_t *runs = mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_compaction_runs_total",
-                                                 "Compaction runs: result=committed|failed.", result, 1, NULL, 0);
-  if (runs) {
-    const char *ok[] = {"committed"}, *bad[] = {"failed"};
-    cm.runs_ok = mw_metric_series(runs, ok);
-    cm.runs_failed = mw_metric_series(runs, bad);
-  }
-  cm.conflicts = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_compaction_conflicts_total",
-                                         "Base-table commits lost to another writer (retried).", NULL, 0, NULL, 0));
-  cm.sstables = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_compaction_sstables_total",
-                                        "SSTables compacted into the base table.", NULL, 0, NULL, 0));
-  mw_metric_family_t *rows = mw_metrics_register(
-      m, MW_METRIC_COUNTER, "memwald_compaction_rows_total",
-      "Rows: kind=merged (live SSTable rows read), written (new base rows), masked (base rows deleted).",
-      kind, 1, NULL, 0);
-  if (rows) {
-    const char *a[] = {"merged"}, *b[] = {"written"}, *d[] = {"masked"};
-    cm.rows_in = mw_metric_series(rows, a);
-    cm.rows_written = mw_metric_series(rows, b);
-    cm.rows_masked = mw_metric_series(rows, d);
-  }
-  cm.refused = mw_flush_refused_metric("compaction");
-  cm.keyindex_built = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_keyindex_built_total",
-                                              "Key indexes built from base data files.", NULL, 0, NULL, 0));
   static const double b[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
-  cm.seconds_fam = mw_metrics_register(m, MW_METRIC_HISTOGRAM, "memwald_compaction_seconds",
-                                       "Duration of a committed compaction run.", NULL, 0, b, sizeof b / sizeof b[0]);
-  cm.seconds = one(cm.seconds_fam);
-  static const char *const shard[] = {"shard"};
-  cm.shard_sstables = mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_shard_sstables",
-                                          "SSTables a LanceDB reader reads (listed, not compacted), per shard.",
-                                          shard, 1, NULL, 0);
-  cm.shard_bytes = mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_shard_sstable_bytes",
-                                       "Their in-memory bytes (Lance's estimate), per shard.", shard, 1, NULL, 0);
+  static const mw_metric_def_t before[] = {
+      {MW_METRIC_COUNTER, "memwald_compaction_runs_total", "Compaction runs: result=committed|failed.", "result",
+       {"committed", "failed"}, {&cm.runs_ok, &cm.runs_failed}},
+      {MW_METRIC_COUNTER, "memwald_compaction_conflicts_total",
+       "Base-table commits lost to another writer (retried).", .series = {&cm.conflicts}},
+      {MW_METRIC_COUNTER, "memwald_compaction_sstables_total", "SSTables compacted into the base table.",
+       .series = {&cm.sstables}},
+      {MW_METRIC_COUNTER, "memwald_compaction_rows_total",
+       "Rows: kind=merged (live SSTable rows read), written (new base rows), masked (base rows deleted).", "kind",
+       {"merged", "written", "masked"}, {&cm.rows_in, &cm.rows_written, &cm.rows_masked}},
+  };
+  /* the registry renders in registration order: the refused counter stays between */
+  static const mw_metric_def_t after[] = {
+      {MW_METRIC_COUNTER, "memwald_keyindex_built_total", "Key indexes built from base data files.",
+       .series = {&cm.keyindex_built}},
+      {MW_METRIC_HISTOGRAM, "memwald_compaction_seconds", "Duration of a committed compaction run.",
+       .series = {&cm.seconds}, .family = &cm.seconds_fam, .bounds = b, .n_bounds = sizeof b / sizeof b[0]},
+      {MW_METRIC_GAUGE, "memwald_shard_sstables",
+       "SSTables a LanceDB reader reads (listed, not compacted), per shard.", "shard",
+       .family = &cm.shard_sstables},
+      {MW_METRIC_GAUGE, "memwald_shard_sstable_bytes", "Their in-memory bytes (Lance's estimate), per shard.",
+       "shard", .family = &cm.shard_bytes},
+  };
+  mw_metrics_t *m = mw_metrics_default();
+  mw_metrics_register_defs(m, before, sizeof before / sizeof *before);
+  cm.refused = mw_flush_refused_metric("compaction");
+  mw_metrics_register_defs(m, after, sizeof after / sizeof *after);
   cm.ready = true;
 }
 
@@ -186,6 +163,28 @@ void mw_compact__random(void *p, size_t n) {
       b += k;
       n -= (size_t)k;
     }
+  }
+}
+
+/* The run's phases in order; a commit lost to another writer reads the base
+ * again (R_COMMIT -> R_BASE_READ), which then goes straight back to the key
+ * indexes (R_BASE_READ -> R_KEYS_GET); a key index missing from storage
+ * after the pool's look sends KEYS_WORK back to KEYS_DATA. */
+bool mw_compact__may_follow(int from, int to) {
+  switch (to) {
+    case R_BASE_READ: return from == R_IDLE || from == R_COMMIT;
+    case R_SST_MANIFEST: return from == R_BASE_READ;
+    case R_SST_FILES: return from == R_SST_MANIFEST;
+    case R_MERGE: return from == R_SST_FILES;
+    case R_KEYS_GET: return from == R_MERGE || from == R_BASE_READ;
+    case R_KEYS_DATA: return from == R_KEYS_GET || from == R_KEYS_WORK;
+    case R_KEYS_WORK: return from == R_KEYS_DATA;
+    case R_KEYS_PUT: return from == R_KEYS_WORK;
+    case R_DELS_FIND: return from == R_KEYS_PUT;
+    case R_DELS_GET: return from == R_DELS_FIND;
+    case R_BUILD: return from == R_DELS_GET;
+    case R_COMMIT: return from == R_BUILD;
+    default: return false;
   }
 }
 
@@ -270,6 +269,8 @@ static void waiters_check(mw_compact_t *c, int status, const char *reason);
 static void schedule(mw_compact_t *c, uint64_t delay_ms);
 
 static void run_end(mw_compact_t *c) {
+  assert(c->run.pending == 0);
+  assert(!c->work_busy); /* mw_compact__fail waits for both */
   run_reset(c);
   c->stats.running = false;
   if (c->stopping) {
@@ -313,6 +314,8 @@ void mw_compact__fail(mw_compact_t *c, int status) {
 
 static void run_committed(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(r->phase == R_COMMIT);
+  assert(r->first_err == 0);
   uint64_t ms = uv_now(c->t->loop) - r->t0_ms, ssts = 0, rows_in = 0, written = r->new_rows;
   int64_t tombstones = 0;
   bool answered = false;
@@ -378,6 +381,7 @@ static void run_nothing(mw_compact_t *c) {
 
 static void on_base_read(mw_bstore_op_t *op, int status) {
   mw_compact_t *c = op->data;
+  assert(c->run.phase == R_BASE_READ);
   c->run.first_err = status;
   if (status < 0) mw_err_set(&c->run.err, status, "%s", op->err.msg);
   mw_compact__next(c);
@@ -385,6 +389,8 @@ static void on_base_read(mw_bstore_op_t *op, int status) {
 
 static void phase_base_read(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(mw_compact__may_follow(r->phase, R_BASE_READ));
+  assert(r->pending == 0);
   r->phase = R_BASE_READ;
   r->bop.data = c;
   r->bop.accept_flags = c->t->cfg.zone_write_seeds ? MW_FLAG_ZONE_WRITE_SEEDS : 0;
@@ -412,6 +418,7 @@ static int check_base(mw_compact_t *c) {
 /* First base read of the run: pick each group's SSTables, drop empty ones. */
 static int plan(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(!r->planned); /* once a run: a re-read after a lost race keeps the plan */
   uint64_t budget_ssts = c->cfg.max_sstables, budget_rows = c->cfg.max_rows;
   size_t kept = 0;
   for (size_t k = 0; k < r->n_groups; k++) {
@@ -444,6 +451,8 @@ static int plan(mw_compact_t *c) {
 
 static void after_base_read(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(r->phase == R_BASE_READ);
+  assert(r->n_groups > 0); /* start_run began only with a due shard */
   if (r->first_err < 0) {
     mw_compact__fail(c, r->first_err);
     return;
@@ -480,6 +489,7 @@ static void after_base_read(mw_compact_t *c) {
 
 static void on_commit(mw_bstore_op_t *op, int status) {
   mw_compact_t *c = op->data;
+  assert(c->run.phase == R_COMMIT);
   c->run.first_err = status;
   if (status < 0) mw_err_set(&c->run.err, status, "%s", op->err.msg);
   mw_compact__next(c);
@@ -509,6 +519,8 @@ static void phase_commit(mw_compact_t *c) {
   sprintf(r->txn_key, "%s/%s", MW_TXN_DIR, r->commit.txn_name);
   r->files[n++] = (mw_bstore_file_t){r->txn_key, r->commit.txn.data, r->commit.txn.len};
   r->n_files = n;
+  assert(n <= r->n_frags + 4); /* the data file, its key index, the transaction, one per fragment */
+  assert(mw_compact__may_follow(r->phase, R_COMMIT));
   r->phase = R_COMMIT;
   r->bop.data = c;
   int rc = mw_bstore_commit(c->t->st, &r->bop, r->files, n, r->commit.version, &r->commit.manifest, on_commit);
@@ -534,19 +546,22 @@ static void work_cb(uv_work_t *w) {
     case R_KEYS_WORK: mw_compact__work_keys(c); break;
     case R_DELS_FIND: mw_compact__work_find(c); break;
     case R_BUILD: mw_compact__work_build(c); break;
-    default: assert(0 && "compact: pool job in a storage phase");
+    default: assert(!"compact: pool job in a storage phase");
   }
   mw_bgprio_leave(nice_old);
 }
 
 static void after_work_cb(uv_work_t *w, int status) {
   mw_compact_t *c = w->data;
+  assert(c->work_busy);
   c->work_busy = false;
   if (status < 0) c->run.work_rc = status;
   mw_compact__next(c);
 }
 
 void mw_compact__queue_work(mw_compact_t *c, int phase) {
+  assert(!c->work_busy); /* one pool job at a time */
+  assert(mw_compact__may_follow(c->run.phase, phase));
   c->run.phase = phase;
   c->run.work_rc = 0;
   mw_err_clear(&c->run.work_err);
@@ -635,7 +650,7 @@ void mw_compact__next(mw_compact_t *c) {
       }
       mw_compact__fail(c, r->first_err);
       return;
-    default: assert(0 && "compact: completion in no phase");
+    default: assert(!"compact: completion in no phase");
   }
 }
 
@@ -740,7 +755,8 @@ static void waiters_check(mw_compact_t *c, int status, const char *reason) {
 }
 
 int mw_compact_request(mw_compact_t *c, mw_compact_cb cb, void *arg) {
-  assert(c != NULL && cb != NULL);
+  assert(c != NULL);
+  assert(cb != NULL);
   if (c->stopping) return -ESHUTDOWN;
   if (c->n_waiters == MW_COMPACT_MAX_WAITERS) return -EBUSY;
   for (size_t i = 0; i < c->t->n_shards; i++) {
@@ -766,7 +782,8 @@ int mw_compact_request(mw_compact_t *c, mw_compact_cb cb, void *arg) {
 /* -------------------------------------------------------------- lifecycle */
 
 int mw_compact_new(mw_table_t *t, const mw_compact_config_t *cfg, mw_compact_t **out) {
-  assert(t != NULL && out != NULL);
+  assert(t != NULL);
+  assert(out != NULL);
   metrics_init();
   mw_compact_t *c = calloc(1, sizeof *c);
   if (c == NULL) return -ENOMEM;
@@ -782,7 +799,8 @@ int mw_compact_new(mw_table_t *t, const mw_compact_config_t *cfg, mw_compact_t *
 }
 
 void mw_compact_start(mw_compact_t *c) {
-  assert(c != NULL && !c->timer_open);
+  assert(c != NULL);
+  assert(!c->timer_open);
   int rc = uv_timer_init(c->t->loop, &c->timer);
   assert(rc == 0); /* cannot fail on an initialised loop */
   (void)rc;
@@ -793,6 +811,7 @@ void mw_compact_start(mw_compact_t *c) {
 
 static void on_timer_closed(uv_handle_t *h) {
   mw_compact_t *c = h->data;
+  assert(c->stopping);
   c->timer_open = false;
   if (c->run.phase == R_IDLE && !c->work_busy && c->stop_cb) {
     void (*cb)(void *) = c->stop_cb;
@@ -802,8 +821,10 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 void mw_compact_stop(mw_compact_t *c, void (*cb)(void *arg), void *arg) {
-  assert(c != NULL && cb != NULL);
-  assert(!c->stopping && c->timer_open); /* started, stopped once */
+  assert(c != NULL);
+  assert(cb != NULL);
+  assert(!c->stopping);
+  assert(c->timer_open); /* started, stopped once */
   c->stopping = true;
   c->stop_cb = cb;
   c->stop_arg = arg;
@@ -816,7 +837,9 @@ void mw_compact_stop(mw_compact_t *c, void (*cb)(void *arg), void *arg) {
 
 void mw_compact_free(mw_compact_t *c) {
   if (c == NULL) return;
-  assert(c->run.phase == R_IDLE && !c->work_busy && !c->timer_open);
+  assert(c->run.phase == R_IDLE);
+  assert(!c->work_busy);
+  assert(!c->timer_open);
   mw_compact__cache_free(&c->cache);
   for (size_t i = 0; i < c->n_shards; i++) free(c->shards[i]);
   free(c->shards);
@@ -824,12 +847,15 @@ void mw_compact_free(mw_compact_t *c) {
 }
 
 void mw_compact_stats(const mw_compact_t *c, mw_compact_stats_t *out) {
-  assert(c != NULL && out != NULL);
+  assert(c != NULL);
+  assert(out != NULL);
   *out = c->stats;
 }
 
 bool mw_compact_shard_state(const mw_compact_t *c, const uint8_t id[16], mw_compact_shard_t *out) {
-  assert(c != NULL && id != NULL && out != NULL);
+  assert(c != NULL);
+  assert(id != NULL);
+  assert(out != NULL);
   for (size_t i = 0; i < c->n_shards; i++)
     if (memcmp(c->shards[i]->id, id, 16) == 0) {
       *out = c->shards[i]->st;

@@ -187,6 +187,9 @@ int mw_compact__put(mw_compact_t *c, mw_storage_req_t *req, io_owner_t *o, const
                     const mw_buf_t *b);
 void mw_compact__random(void *p, size_t n);
 void mw_compact__count(const char *which, uint64_t n); /* "keyindex_built" */
+/* Whether run phase `to` may follow `from` (the order above; every phase
+ * change asserts it). */
+bool mw_compact__may_follow(int from, int to);
 
 /* compact_sst.c */
 void mw_compact__group_free(group_t *g);

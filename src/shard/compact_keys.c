@@ -48,6 +48,7 @@
 #include "lance/deletion.h"
 #include "lance/readback.h"
 #include "lance/sstable.h"
+#include "lance/util.h"
 #include "shard/compact_int.h"
 
 /* ---------------------------------------------------------------- cache */
@@ -72,7 +73,8 @@ void mw_compact__cache_free(kcache_t *k) {
 }
 
 static kentry_t **slot_of(kcache_t *k, const char *name) {
-  assert(k->cap > 0 && (k->cap & (k->cap - 1)) == 0);
+  assert(k->cap > 0);
+  assert((k->cap & (k->cap - 1)) == 0);
   size_t i = (size_t)name_hash(name) & (k->cap - 1);
   while (k->slots[i] != NULL && strcmp(k->slots[i]->data_file, name) != 0) i = (i + 1) & (k->cap - 1);
   return &k->slots[i];
@@ -239,6 +241,7 @@ void mw_compact__keys_get(mw_compact_t *c) {
     mw_compact__fail(c, rc);
     return;
   }
+  assert(mw_compact__may_follow(r->phase, R_KEYS_GET));
   r->phase = R_KEYS_GET;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
@@ -256,6 +259,7 @@ void mw_compact__keys_get(mw_compact_t *c) {
 
 void mw_compact__keys_data(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(mw_compact__may_follow(r->phase, R_KEYS_DATA));
   r->phase = R_KEYS_DATA;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
@@ -349,6 +353,7 @@ void mw_compact__keys_put(mw_compact_t *c) {
     mw_compact__keys_data(c);
     return;
   }
+  assert(mw_compact__may_follow(r->phase, R_KEYS_PUT));
   r->phase = R_KEYS_PUT;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
@@ -373,11 +378,6 @@ void mw_compact__keys_put(mw_compact_t *c) {
 }
 
 /* ----------------------------------------------------- lookups and folds */
-
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
 
 static uint64_t live_rows(const Lance__Table__DataFragment *f) {
   uint64_t dead = f->deletion_file ? f->deletion_file->num_deleted_rows : 0;
@@ -500,10 +500,12 @@ void mw_compact__work_find(mw_compact_t *c) {
 void mw_compact__dels_get(mw_compact_t *c) {
   run_t *r = &c->run;
   assert(r->work_rc == 0);
+  assert(mw_compact__may_follow(r->phase, R_DELS_GET));
   r->phase = R_DELS_GET;
   for (size_t i = 0; i < r->n_frags; i++) {
     fwork_t *f = &r->frags[i];
-    assert(f->n_hits >= 0 && (size_t)f->n_hits == f->hits.len / 4);
+    assert(f->n_hits >= 0);
+    assert((size_t)f->n_hits == f->hits.len / 4);
     const Lance__Table__DeletionFile *d = f->f->deletion_file;
     f->data_io.status = 0;
     if (f->fold) {
@@ -724,7 +726,7 @@ void mw_compact__work_build(mw_compact_t *c) {
     if (f->hits.len == 0 && !f->fold) continue;
     uint32_t *hits = (uint32_t *)(void *)f->hits.data, *old = NULL, *u = NULL;
     size_t n_hits = f->hits.len / 4, n_old = 0;
-    if (n_hits > 1) qsort(hits, n_hits, 4, cmp_u32); /* one fragment's hits are sorted already */
+    if (n_hits > 1) qsort(hits, n_hits, 4, mw_u32_cmp); /* one fragment's hits are sorted already */
     rc = old_deletions(f, &old, &n_old, err);
     int64_t k = rc == 0 ? mw_deletion_union(old, n_old, hits, n_hits, &u) : 0;
     if (k < 0) rc = (int)k;

@@ -81,6 +81,7 @@ int mw_compact__pick(mw_compact_t *c, group_t *g, const mw_shard_manifest_t *m, 
 
 void mw_compact__sst_manifests(mw_compact_t *c) {
   run_t *r = &c->run;
+  assert(mw_compact__may_follow(r->phase, R_SST_MANIFEST));
   r->phase = R_SST_MANIFEST;
   for (size_t k = 0; k < r->n_groups; k++) {
     group_t *g = &r->groups[k];
@@ -139,6 +140,7 @@ void mw_compact__sst_files(mw_compact_t *c) {
       }
     }
   }
+  assert(mw_compact__may_follow(r->phase, R_SST_FILES));
   r->phase = R_SST_FILES;
   for (size_t k = 0; k < r->n_groups; k++) {
     group_t *g = &r->groups[k];

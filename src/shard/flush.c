@@ -24,7 +24,10 @@
 #include "common/metrics.h"
 
 void mw_flush_init(mw_flush_t *f, uv_loop_t *loop, mw_storage_t *st, mw_mstore_t *ms, bool zstd) {
-  assert(f != NULL && loop != NULL && st != NULL && ms != NULL);
+  assert(f != NULL);
+  assert(loop != NULL);
+  assert(st != NULL);
+  assert(ms != NULL);
   memset(f, 0, sizeof *f);
   f->loop = loop;
   f->st = st;
@@ -61,6 +64,8 @@ static int update_fn(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifes
                      mw_err_t *err) {
   mw_flush_t *f = arg;
   (void)err;
+  assert(f->busy);
+  assert(f->outstanding == 0); /* every file of the SSTable is stored before the manifest names it */
   int rc = mw_shard_manifest_add_sstable(next, f->sst.generation, f->sst.dir_name,
                                          f->sst.in_memory_bytes, f->sst.physical_rows,
                                          f->sst.primary_key_bytes);
@@ -74,6 +79,8 @@ static int update_fn(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifes
 
 static void on_commit(mw_mstore_op_t *op, int status) {
   mw_flush_t *f = op->data;
+  assert(f->busy);
+  assert(f->put_err == 0); /* a failed put never commits */
   if (status < 0) {
     mw_err_set(&f->err, status, "%s", op->err.msg);
     finish(f, status);
@@ -87,6 +94,8 @@ static void on_commit(mw_mstore_op_t *op, int status) {
 }
 
 static void commit(mw_flush_t *f) {
+  assert(f->outstanding == 0);
+  assert(f->put_err == 0);
   int rc = mw_mstore_commit_update(f->ms, &f->op, f->epoch, update_fn, f, on_commit);
   if (rc < 0) {
     mw_err_set(&f->err, rc, "%s", f->op.err.msg[0] ? f->op.err.msg : mw_strerror(rc));
@@ -96,6 +105,8 @@ static void commit(mw_flush_t *f) {
 
 static void on_put(mw_storage_req_t *req, int status) {
   mw_flush_t *f = req->data;
+  assert(f->busy);
+  assert(f->outstanding > 0);
   if (status < 0 && f->put_err == 0) {
     f->put_err = status;
     mw_err_set(&f->err, status, "shard %s: put %s failed: %s", f->ms->shard_str,
@@ -107,7 +118,8 @@ static void on_put(mw_storage_req_t *req, int status) {
 }
 
 static void put_files(mw_flush_t *f) {
-  assert(f->sst.n_files > 0 && f->sst.n_files <= MW_SSTABLE_MAX_FILES);
+  assert(f->sst.n_files > 0);
+  assert(f->sst.n_files <= MW_SSTABLE_MAX_FILES);
   f->put_err = 0;
   f->outstanding = f->sst.n_files;
   for (size_t i = 0; i < f->sst.n_files; i++) {
@@ -138,7 +150,8 @@ static const mw_batch_t **batch_ptrs(const mw_memtable_t *mt) {
 static void work_cb(uv_work_t *w) {
   mw_flush_t *f = w->data;
   int part = (int)(w - f->works);
-  assert(part >= 0 && part < MW_SSTABLE_PARTS);
+  assert(part >= 0);
+  assert(part < MW_SSTABLE_PARTS);
   assert(!f->serial || part == 0);
   int last = f->serial ? MW_SSTABLE_PARTS - 1 : part;
   int nice_old = mw_bgprio_enter(); /* never ahead of the ack path (bgprio.h) */
@@ -180,11 +193,13 @@ static void after_work_cb(uv_work_t *w, int status) {
  * part. 0, or the error that refused the job before any part ran. */
 static int build_start(mw_flush_t *f, mw_err_t *err) {
   const mw_memtable_t *mt = f->mt;
-  assert(f->job == NULL && f->ptrs == NULL);
+  assert(f->job == NULL);
+  assert(f->ptrs == NULL);
   if ((f->ptrs = batch_ptrs(mt)) == NULL) return -ENOMEM;
   mw_sstable_opts_t o = {.zstd = f->zstd, .seed = f->seed, .zone_seeds = f->zone_seeds,
                          .seed_rows_per_zone = f->seed_rows_per_zone, .vindexes = f->vindexes,
-                         .n_vindexes = f->n_vindexes, .skip_readback = f->skip_readback};
+                         .n_vindexes = f->n_vindexes, .sindexes = f->sindexes, .n_sindexes = f->n_sindexes,
+                         .skip_readback = f->skip_readback};
   int rc = mw_sstable_job_begin(mt->schema, f->ptrs, mt->n_batches, mt->generation, &o, &f->job, err);
   if (rc < 0) {
     free(f->ptrs);
@@ -221,6 +236,8 @@ static int build_start(mw_flush_t *f, mw_err_t *err) {
 
 static void on_checked(mw_mstore_op_t *op, int status) {
   mw_flush_t *f = op->data;
+  assert(f->busy); /* the fence check is the flush's first step */
+  assert(f->mt != NULL);
   if (status < 0 && status != -ENOENT) {
     mw_err_set(&f->err, status, "%s", op->err.msg);
     finish(f, status);
@@ -249,7 +266,9 @@ mw_metric_t *mw_flush_refused_metric(const char *op) {
 
 int mw_flush_start(mw_flush_t *f, const mw_memtable_t *mt, uint64_t epoch, uint64_t covered,
                    mw_flush_cb cb) {
-  assert(f != NULL && mt != NULL && cb != NULL);
+  assert(f != NULL);
+  assert(mt != NULL);
+  assert(cb != NULL);
   if (f->busy) return -EBUSY;
   if (mt->n_rows == 0) return -EINVAL;
   f->mt = mt;

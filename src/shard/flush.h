@@ -68,6 +68,8 @@ struct mw_flush {
   uint64_t seed;             /* tests: deterministic names; 0 = random */
   const mw_sstable_vindex_t *vindexes; /* maintained vector indexes (borrowed; docs/indexes.md) */
   size_t n_vindexes;
+  const mw_sstable_sindex_t *sindexes; /* maintained BTree indexes (borrowed; sindex.h) */
+  size_t n_sindexes;
   bool skip_readback;        /* benches only: measure without the read-back */
   mw_flush_cb cb;
   bool busy;

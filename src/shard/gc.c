@@ -28,12 +28,14 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/setting.h"
 #include "lance/ipc.h"
 #include "lance/shard_manifest.h"
 #include "shard/gc_base.h"
@@ -136,37 +138,35 @@ static struct {
   mw_metric_t *manifests, *base_versions, *base_files, *base_bytes;
 } gm;
 
-static mw_metric_t *one(mw_metric_family_t *f) { return f ? mw_metric_series(f, NULL) : NULL; }
-
 static void metrics_init(void) {
   if (gm.ready) return;
-  mw_metrics_t *m = mw_metrics_default();
-  gm.wal_deleted = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_entries_deleted_total",
-                                           "WAL entries deleted by GC.", NULL, 0, NULL, 0));
-  gm.wal_bytes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_bytes_deleted_total",
-                                         "Bytes of WAL entries deleted by GC.", NULL, 0, NULL, 0));
-  gm.sentinels = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sentinels_kept_total",
-                                         "Fence sentinels GC passed over (never deleted).", NULL, 0, NULL, 0));
-  gm.wal_reads = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_reads_total",
-                                         "WAL entries GC read to tell a fence sentinel from data.", NULL, 0, NULL,
-                                         0));
-  gm.wal_reads_absent = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_reads_absent_total",
-                                                "WAL entries GC went to read and found gone.", NULL, 0, NULL, 0));
-  gm.wal_lists = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_wal_lists_total",
-                                         "Listings of a shard's wal/ by GC.", NULL, 0, NULL, 0));
-  gm.trims = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sstables_trimmed_total",
-                                     "Compacted SSTables removed from shard manifests.", NULL, 0, NULL, 0));
-  gm.dirs = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_sstable_dirs_deleted_total",
-                                    "SSTable directories deleted after their grace period.", NULL, 0, NULL, 0));
-  gm.manifests = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_shard_manifests_deleted_total",
-                                         "Old shard-manifest versions deleted by GC.", NULL, 0, NULL, 0));
-  gm.base_versions = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_base_versions_deleted_total",
-                                             "Old base-table versions (manifests) deleted by GC.", NULL, 0, NULL, 0));
-  gm.base_files = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_base_files_deleted_total",
-                                          "Base-table data, deletion, transaction and key-index files deleted by GC.",
-                                          NULL, 0, NULL, 0));
-  gm.base_bytes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_gc_base_bytes_deleted_total",
-                                          "Bytes of base-table history deleted by GC.", NULL, 0, NULL, 0));
+  static const mw_metric_def_t defs[] = {
+      {MW_METRIC_COUNTER, "memwald_gc_wal_entries_deleted_total", "WAL entries deleted by GC.",
+       .series = {&gm.wal_deleted}},
+      {MW_METRIC_COUNTER, "memwald_gc_wal_bytes_deleted_total", "Bytes of WAL entries deleted by GC.",
+       .series = {&gm.wal_bytes}},
+      {MW_METRIC_COUNTER, "memwald_gc_sentinels_kept_total", "Fence sentinels GC passed over (never deleted).",
+       .series = {&gm.sentinels}},
+      {MW_METRIC_COUNTER, "memwald_gc_wal_reads_total", "WAL entries GC read to tell a fence sentinel from data.",
+       .series = {&gm.wal_reads}},
+      {MW_METRIC_COUNTER, "memwald_gc_wal_reads_absent_total", "WAL entries GC went to read and found gone.",
+       .series = {&gm.wal_reads_absent}},
+      {MW_METRIC_COUNTER, "memwald_gc_wal_lists_total", "Listings of a shard's wal/ by GC.",
+       .series = {&gm.wal_lists}},
+      {MW_METRIC_COUNTER, "memwald_gc_sstables_trimmed_total", "Compacted SSTables removed from shard manifests.",
+       .series = {&gm.trims}},
+      {MW_METRIC_COUNTER, "memwald_gc_sstable_dirs_deleted_total",
+       "SSTable directories deleted after their grace period.", .series = {&gm.dirs}},
+      {MW_METRIC_COUNTER, "memwald_gc_shard_manifests_deleted_total",
+       "Old shard-manifest versions deleted by GC.", .series = {&gm.manifests}},
+      {MW_METRIC_COUNTER, "memwald_gc_base_versions_deleted_total",
+       "Old base-table versions (manifests) deleted by GC.", .series = {&gm.base_versions}},
+      {MW_METRIC_COUNTER, "memwald_gc_base_files_deleted_total",
+       "Base-table data, deletion, transaction and key-index files deleted by GC.", .series = {&gm.base_files}},
+      {MW_METRIC_COUNTER, "memwald_gc_base_bytes_deleted_total", "Bytes of base-table history deleted by GC.",
+       .series = {&gm.base_bytes}},
+  };
+  mw_metrics_register_defs(mw_metrics_default(), defs, sizeof defs / sizeof *defs);
   gm.ready = true;
 }
 
@@ -187,40 +187,29 @@ void mw_gc_config_defaults(mw_gc_config_t *c) {
   c->history_interval_ms = 60000;
 }
 
+/* The numeric keys and their limits. */
+#define GK(field, key, lo, hi) MW_SETTING_NUM(mw_gc_config_t, field, key, lo, hi)
+static const mw_setting_num_t num_keys[] = {
+    GK(grace_ms, "gc_grace_ms", 0, 86400000ull * 30),
+    GK(interval_ms, "gc_interval_ms", 10, 86400000),
+    GK(manifest_keep, "gc_manifest_keep_versions", 2, 1000000),
+    GK(manifest_grace_ms, "gc_manifest_grace_ms", 0, 86400000ull * 30),
+    GK(history_retention_ms, "gc_history_retention_ms", 0, 86400000ull * 365),
+    GK(history_interval_ms, "gc_history_interval_ms", 10, 86400000),
+};
+#undef GK
+
 int mw_gc_config_set(mw_gc_config_t *c, const char *key, const char *value, mw_err_t *err) {
-  assert(c != NULL && key != NULL && value != NULL);
-  char *end = NULL;
-  unsigned long long v = strtoull(value, &end, 10);
-  bool num = value[0] >= '0' && value[0] <= '9' && *end == '\0';
+  assert(c != NULL);
+  assert(key != NULL);
+  assert(value != NULL);
   if (strcmp(key, "gc") == 0) {
     if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0) c->enabled = true;
     else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0) c->enabled = false;
-    else return mw_err_set(err, -EINVAL, "config: gc: expected on or off, got '%s'", value);
-  } else if (strcmp(key, "gc_grace_ms") == 0) {
-    if (!num || v > 86400000ull * 30) return mw_err_set(err, -EINVAL, "config: gc_grace_ms: bad value '%s'", value);
-    c->grace_ms = v;
-  } else if (strcmp(key, "gc_interval_ms") == 0) {
-    if (!num || v < 10 || v > 86400000) return mw_err_set(err, -EINVAL, "config: gc_interval_ms: bad value '%s'", value);
-    c->interval_ms = v;
-  } else if (strcmp(key, "gc_manifest_keep_versions") == 0) {
-    if (!num || v < 2 || v > 1000000)
-      return mw_err_set(err, -EINVAL, "config: gc_manifest_keep_versions: expected 2..1000000, got '%s'", value);
-    c->manifest_keep = v;
-  } else if (strcmp(key, "gc_manifest_grace_ms") == 0) {
-    if (!num || v > 86400000ull * 30) return mw_err_set(err, -EINVAL, "config: gc_manifest_grace_ms: bad value '%s'", value);
-    c->manifest_grace_ms = v;
-  } else if (strcmp(key, "gc_history_retention_ms") == 0) {
-    if (!num || v > 86400000ull * 365)
-      return mw_err_set(err, -EINVAL, "config: gc_history_retention_ms: bad value '%s'", value);
-    c->history_retention_ms = v;
-  } else if (strcmp(key, "gc_history_interval_ms") == 0) {
-    if (!num || v < 10 || v > 86400000)
-      return mw_err_set(err, -EINVAL, "config: gc_history_interval_ms: bad value '%s'", value);
-    c->history_interval_ms = v;
-  } else {
-    return -ENOENT;
+    else return mw_err_set(err, -EINVAL, "config: gc: expected on or off, got '%.64s'", value);
+    return 0;
   }
-  return 0;
+  return mw_setting_set_num(c, num_keys, sizeof num_keys / sizeof *num_keys, key, value, err);
 }
 
 /* ------------------------------------------------------------ shard state */
@@ -289,12 +278,15 @@ static uint64_t dir_gen(const char *name, size_t n) {
 static void on_timer(uv_timer_t *h);
 
 static void rearm(mw_gc_t *g, uint64_t delay_ms) {
+  assert(g->job == J_NONE); /* a tick only between jobs */
   if (!g->timer_open || g->stopping) return;
   uv_timer_start(&g->timer, on_timer, delay_ms, 0);
 }
 
 static void job_end(mw_gc_t *g, int status, const char *what) {
   gshard_t *gs = g->cur;
+  assert(g->job != J_NONE); /* every start_* names its job before it can fail */
+  assert(what != NULL);
   g->job = J_NONE;
   g->cur = NULL;
   g->cur_shard = NULL;
@@ -367,6 +359,8 @@ static void on_scanned(mw_storage_req_t *req, int status) {
   mw_gc_t *g = req->data;
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_SCAN);
+  assert(s != NULL);
   if (status < 0 && status != -ENOENT) {
     job_end(g, status, "scan");
     return;
@@ -409,6 +403,8 @@ static void on_scanned(mw_storage_req_t *req, int status) {
 }
 
 static int start_scan(mw_gc_t *g) {
+  assert(g->job == J_NONE);
+  assert(!g->cur->scanned);
   g->job = J_SCAN;
   g->list_horizon = shard_horizon(g->cur_shard);
   g->list_req.data = g;
@@ -428,6 +424,8 @@ static void trimmed_free(mw_gc_t *g) {
 /* next = cur minus every SSTable of generation <= trim_gen. */
 static int trim_fn(void *arg, const mw_shard_manifest_t *cur, mw_shard_manifest_t *next, mw_err_t *err) {
   mw_gc_t *g = arg;
+  assert(g->job == J_TRIM);
+  assert(g->trim_gen > 0);
   if (cur->status != MW_SHARD_ACTIVE)
     return mw_err_set(err, -EROFS, "shard is SEALED: no trim");
   trimmed_free(g); /* a retried commit calls this again */
@@ -457,6 +455,8 @@ static void trim_regrace(mw_gc_t *g, gshard_t *gs, uint64_t now) {
 static void on_trimmed(mw_mstore_op_t *op, int status) {
   mw_gc_t *g = op->data;
   gshard_t *gs = g->cur;
+  assert(g->job == J_TRIM);
+  assert(gs != NULL);
   uint64_t now = uv_now(g->t->loop);
   trim_regrace(g, gs, now);
   if (status < 0) { /* the candidates stay: one still listed is never deleted (start_delete) */
@@ -489,6 +489,8 @@ static void on_trimmed(mw_mstore_op_t *op, int status) {
 static int start_trim(mw_gc_t *g, uint64_t gen, uint64_t now) {
   mw_shard_t *s = g->cur_shard;
   const mw_shard_manifest_t *m = &s->ms.cached;
+  assert(g->job == J_NONE);
+  assert(gen > 0);
   g->job = J_TRIM;
   g->trim_gen = gen;
   g->trim_start_ms = now;
@@ -507,6 +509,8 @@ static void batch_complete(mw_gc_t *g);
 static int start_delete(mw_gc_t *g, uint64_t compacted, uint64_t now) {
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_NONE);
+  assert(gs->scanned); /* the candidates come from the scan */
   g->job = J_DELETE;
   g->n_ios = g->pending = 0;
   for (size_t i = 0; i < gs->n_dirs && g->n_ios < MW_GC_MAX_BATCH; i++) {
@@ -530,6 +534,8 @@ static int start_delete(mw_gc_t *g, uint64_t compacted, uint64_t now) {
 
 static void delete_done(mw_gc_t *g) {
   gshard_t *gs = g->cur;
+  assert(g->pending == 0);
+  assert(g->n_ios <= MW_GC_MAX_BATCH);
   int first = 0;
   /* drop from the highest index down, so earlier indexes stay valid */
   for (size_t k = g->n_ios; k-- > 0;) {
@@ -551,6 +557,8 @@ static void delete_done(mw_gc_t *g) {
 static void on_wal_listed(mw_storage_req_t *req, int status) {
   mw_gc_t *g = req->data;
   gshard_t *gs = g->cur;
+  assert(g->job == J_WAL_LIST);
+  assert(gs != NULL);
   if (status < 0 && status != -ENOENT) {
     job_end(g, status, "WAL list");
     return;
@@ -567,6 +575,8 @@ static void on_wal_listed(mw_storage_req_t *req, int status) {
 
 static int start_wal_list(mw_gc_t *g, uint64_t horizon) {
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_WAL_GET); /* start_wal found positions past its listing */
+  assert(g->n_ios == 0);
   g->job = J_WAL_LIST;
   g->list_horizon = horizon;
   snprintf(g->ios[0].key, sizeof g->ios[0].key, "%swal/", s->ms.shard_dir);
@@ -597,7 +607,8 @@ static void on_deleted(mw_storage_req_t *req, int status) {
 
 /* Queue ios[k]'s key for this step's delete_many. */
 static void delete_add(mw_gc_t *g, size_t k) {
-  assert(g->n_del < MW_GC_MAX_BATCH && k < g->n_ios);
+  assert(g->n_del < MW_GC_MAX_BATCH);
+  assert(k < g->n_ios);
   g->del_io[g->n_del] = k;
   g->del_keys[g->n_del++] = g->ios[k].key;
 }
@@ -607,7 +618,8 @@ static void delete_add(mw_gc_t *g, size_t k) {
  * many DELETEs. 0 with one request pending, or -errno (none). */
 static int delete_submit(mw_gc_t *g) {
   _Static_assert(MW_GC_MAX_BATCH <= MW_STORAGE_DELETE_MANY_MAX, "one delete_many a step");
-  assert(g->n_del > 0 && g->pending == 0);
+  assert(g->n_del > 0);
+  assert(g->pending == 0);
   mw_storage_req_init(&g->del_req);
   g->del_req.data = g;
   g->del_req.background = true; /* GC yields to the data path (storage.h) */
@@ -623,6 +635,8 @@ static int delete_submit(mw_gc_t *g) {
 static int start_wal(mw_gc_t *g, uint64_t horizon) {
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_DELETE); /* only when no SSTable delete was due (shard_job) */
+  assert(gs->wal_next < horizon);
   g->job = J_WAL_GET;
   g->n_ios = g->pending = 0;
   while (gs->wal_pos_i < gs->n_wal_pos && gs->wal_pos[gs->wal_pos_i] < gs->wal_next) gs->wal_pos_i++;
@@ -728,6 +742,8 @@ static void wal_sniffed(mw_gc_t *g) {
 
 static void wal_done(mw_gc_t *g) {
   gshard_t *gs = g->cur;
+  assert(g->pending == 0);
+  assert(g->n_ios <= MW_GC_MAX_BATCH);
   int first = 0;
   for (size_t k = 0; k < g->n_ios; k++) {
     gio_t *io = &g->ios[k];
@@ -777,6 +793,8 @@ static void hint_key(const mw_shard_t *s, char *out, size_t n) {
 }
 
 static int start_mf_hint(mw_gc_t *g, uint64_t target) {
+  assert(g->job == J_NONE || g->job == J_DELETE); /* nothing of the shard's was due before */
+  assert(target > g->cur->mf_low);
   g->job = J_MF_HINT;
   g->cur->mf_target = target;
   g->n_ios = 1;
@@ -802,6 +820,7 @@ static void mf_hint_put(mw_gc_t *g, uint64_t hint) {
               ": rewriting it to v%" PRIu64 " (old versions wait another %" PRIu64 " ms)", g->t->path,
               s->id_str, hint, g->cur->mf_target, latest, g->cfg.manifest_grace_ms);
   int n = mw_version_hint_encode(latest, g->hint, sizeof g->hint);
+  assert(g->job == J_MF_HINT); /* the hint read found it below the floor */
   g->job = J_MF_HINT_PUT;
   mw_storage_req_cleanup(&io->req);
   mw_storage_req_init(&io->req);
@@ -822,6 +841,8 @@ static void mf_deleted(mw_gc_t *g);
 static void mf_delete(mw_gc_t *g) {
   gshard_t *gs = g->cur;
   mw_shard_t *s = g->cur_shard;
+  assert(g->job == J_MF_HINT); /* the hint names the floor or later: old versions may go */
+  assert(gs->mf_floor > 0);
   g->job = J_MF_DELETE;
   g->n_ios = g->pending = g->n_del = 0;
   int rc = 0;
@@ -846,6 +867,8 @@ static void mf_delete(mw_gc_t *g) {
 static void mf_hint_read(mw_gc_t *g) {
   gshard_t *gs = g->cur;
   gio_t *io = &g->ios[0];
+  assert(g->n_ios == 1);
+  assert(gs->mf_target > 0);
   uint64_t hint = 0;
   if (io->status < 0 && io->status != -ENOENT) {
     int st = io->status;
@@ -876,6 +899,8 @@ static void mf_hint_read(mw_gc_t *g) {
 static void mf_hint_written(mw_gc_t *g) {
   gshard_t *gs = g->cur;
   gio_t *io = &g->ios[0];
+  assert(g->n_ios == 1);
+  assert(g->pending == 0);
   int st = io->status;
   mw_storage_req_cleanup(&io->req);
   if (st < 0) {
@@ -890,6 +915,8 @@ static void mf_hint_written(mw_gc_t *g) {
 
 static void mf_deleted(mw_gc_t *g) {
   gshard_t *gs = g->cur;
+  assert(g->job == J_MF_DELETE);
+  assert(g->pending == 0);
   int first = 0;
   uint64_t n = 0;
   for (size_t k = 0; k < g->n_ios; k++) {
@@ -959,6 +986,7 @@ static void on_base(void *arg, int status, const char *what) {
 }
 
 static bool start_base(mw_gc_t *g, uint64_t now) {
+  assert(g->job == J_NONE); /* no shard had a job this tick */
   if (g->base == NULL || now < g->next_base_ms) return false;
   g->job = J_BASE;
   g->cur = NULL;
@@ -1001,6 +1029,8 @@ static bool trim_due(const mw_gc_t *g, gshard_t *gs, const mw_shard_t *s, const 
 
 /* Start the next job for shard s; -EAGAIN when it has none. */
 static int shard_job(mw_gc_t *g, gshard_t *gs, mw_shard_t *s, uint64_t now) {
+  assert(g->job == J_NONE);
+  assert(mw_shard_state(s) == MW_SS_ACTIVE); /* GC works only beside a live writer's epoch */
   g->cur = gs;
   g->cur_shard = s;
   if (!gs->scanned) return start_scan(g);
@@ -1061,7 +1091,8 @@ static void batch_complete(mw_gc_t *g) {
 /* --------------------------------------------------------------- lifecycle */
 
 int mw_gc_new(mw_table_t *t, const mw_gc_config_t *cfg, mw_gc_t **out) {
-  assert(t != NULL && out != NULL);
+  assert(t != NULL);
+  assert(out != NULL);
   metrics_init();
   mw_gc_t *g = calloc(1, sizeof *g);
   if (g == NULL) return -ENOMEM;
@@ -1088,7 +1119,8 @@ int mw_gc_new(mw_table_t *t, const mw_gc_config_t *cfg, mw_gc_t **out) {
 }
 
 void mw_gc_start(mw_gc_t *g) {
-  assert(g != NULL && !g->timer_open);
+  assert(g != NULL);
+  assert(!g->timer_open);
   int rc = uv_timer_init(g->t->loop, &g->timer);
   assert(rc == 0); /* cannot fail on an initialised loop */
   (void)rc;
@@ -1108,7 +1140,9 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 void mw_gc_stop(mw_gc_t *g, void (*cb)(void *arg), void *arg) {
-  assert(g != NULL && cb != NULL && !g->stopping);
+  assert(g != NULL);
+  assert(cb != NULL);
+  assert(!g->stopping);
   assert(g->timer_open); /* started, stopped once */
   g->stopping = true;
   g->stop_cb = cb;
@@ -1121,7 +1155,8 @@ void mw_gc_stop(mw_gc_t *g, void (*cb)(void *arg), void *arg) {
 
 void mw_gc_free(mw_gc_t *g) {
   if (g == NULL) return;
-  assert(g->job == J_NONE && !g->timer_open);
+  assert(g->job == J_NONE);
+  assert(!g->timer_open);
   for (size_t i = 0; i < g->n_shards; i++) {
     for (size_t k = 0; k < g->shards[i]->n_dirs; k++) free(g->shards[i]->dirs[k].name);
     free(g->shards[i]->dirs);
@@ -1140,12 +1175,15 @@ void mw_gc_free(mw_gc_t *g) {
 }
 
 void mw_gc_stats(const mw_gc_t *g, mw_gc_stats_t *out) {
-  assert(g != NULL && out != NULL);
+  assert(g != NULL);
+  assert(out != NULL);
   *out = g->stats;
 }
 
 bool mw_gc_shard_stats(const mw_gc_t *g, const uint8_t id[16], mw_gc_shard_stats_t *out) {
-  assert(g != NULL && id != NULL && out != NULL);
+  assert(g != NULL);
+  assert(id != NULL);
+  assert(out != NULL);
   for (size_t i = 0; i < g->n_shards; i++) {
     if (memcmp(g->shards[i]->id, id, 16) != 0) continue;
     out->wal_first = g->shards[i]->wal_next;

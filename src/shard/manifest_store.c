@@ -40,7 +40,8 @@ enum { P_IDLE = 0, P_HINT, P_PROBE, P_LIST, P_GET, P_PUT, P_HINT_PUT };
 
 void mw_mstore_init(mw_mstore_t *ms, mw_storage_t *st, const uint8_t shard_id[16],
                     uint32_t spec_id, uint32_t scan_batch) {
-  assert(ms != NULL && st != NULL);
+  assert(ms != NULL);
+  assert(st != NULL);
   memset(ms, 0, sizeof *ms);
   ms->st = st;
   memcpy(ms->shard_id, shard_id, 16);
@@ -160,7 +161,8 @@ static void probe_step(mw_mstore_op_t *op) {
     return;
   }
   size_t k = mw_latest_search_next(&op->search, op->probe_v, op->ms->scan_batch);
-  assert(k > 0 && k <= MW_MSTORE_MAX_PROBES);
+  assert(k > 0);
+  assert(k <= MW_MSTORE_MAX_PROBES);
   op->phase = P_PROBE;
   op->outstanding = (uint32_t)k;
   op->probe_err = 0;
@@ -181,7 +183,8 @@ static void probe_step(mw_mstore_op_t *op) {
 static void on_probe(mw_storage_req_t *req, int status) {
   mw_mstore_op_t *op = req->data;
   size_t i = (size_t)(req - op->probes);
-  assert(i < MW_MSTORE_MAX_PROBES && op->phase == P_PROBE);
+  assert(i < MW_MSTORE_MAX_PROBES);
+  assert(op->phase == P_PROBE);
   if (status < 0 && status != -ENOENT) op->probe_err = status;
   else if (op->probe_err == 0) mw_latest_search_feed(&op->search, op->probe_v[i], status == 0);
   if (--op->outstanding > 0) return;
@@ -410,7 +413,9 @@ static void kind_step(mw_mstore_op_t *op, bool exists) {
 /* ------------------------------------------------------------------ starts */
 
 static int start(mw_mstore_t *ms, mw_mstore_op_t *op, int kind, uint64_t epoch, mw_mstore_cb cb) {
-  assert(ms != NULL && op != NULL && cb != NULL);
+  assert(ms != NULL);
+  assert(op != NULL);
+  assert(cb != NULL);
   if (op->busy) return -EBUSY;
   op->ms = ms;
   op->kind = kind;

@@ -26,7 +26,8 @@ int mw_memtable_schema_check(const mw_schema_t *schema, mw_err_t *err) {
 }
 
 int mw_memtable_init(mw_memtable_t *m, const mw_schema_t *schema, uint64_t generation) {
-  assert(m != NULL && schema != NULL);
+  assert(m != NULL);
+  assert(schema != NULL);
   memset(m, 0, sizeof *m);
   int rc = mw_memtable_schema_check(schema, NULL);
   if (rc < 0) return rc;
@@ -95,7 +96,8 @@ static void shrink_batch(mw_batch_t *b) {
 }
 
 int mw_memtable_append(mw_memtable_t *m, mw_batch_t *batch, uint64_t wal_position, mw_err_t *err) {
-  assert(m != NULL && batch != NULL);
+  assert(m != NULL);
+  assert(batch != NULL);
   assert(!m->frozen);
   if (batch->schema != m->schema && !mw_schema_equal(batch->schema, m->schema))
     return mw_err_set(err, -EINVAL, "memtable: batch schema does not match the table schema");

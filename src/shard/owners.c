@@ -36,11 +36,13 @@ void mw_owner_key(const uint8_t id[16], char *out, size_t cap) {
   char s[MW_UUID_STR_BYTES];
   mw_shard_uuid_format(id, s);
   int n = snprintf(out, cap, MW_OWNERS_PREFIX "%s.json", s);
-  assert(n > 0 && (size_t)n < cap);
+  assert(n > 0);
+  assert((size_t)n < cap);
 }
 
 int mw_owner_encode(const mw_owner_self_t *self, uint64_t epoch, char *out, size_t cap) {
-  assert(self != NULL && out != NULL);
+  assert(self != NULL);
+  assert(out != NULL);
   char host[64] = "";
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   for (char *p = host; *p; p++)
@@ -56,41 +58,25 @@ int mw_owner_encode(const mw_owner_self_t *self, uint64_t epoch, char *out, size
   return n;
 }
 
-/* The string value of "name" (no escapes: we never write any) into out. */
-static int json_str(const char *j, size_t n, const char *name, char *out, size_t cap) {
-  char pat[48];
-  snprintf(pat, sizeof pat, "\"%s\":\"", name);
-  const char *a = memmem(j, n, pat, strlen(pat));
-  if (a == NULL) return -EBADMSG;
-  a += strlen(pat);
-  const char *z = memchr(a, '"', (size_t)(j + n - a));
-  if (z == NULL || (size_t)(z - a) >= cap || memchr(a, '\\', (size_t)(z - a)) != NULL) return -EBADMSG;
-  memcpy(out, a, (size_t)(z - a));
-  out[z - a] = '\0';
-  return 0;
-}
-
+/* lance/owners_json.h's parse, into the cache's record. */
 int mw_owner_parse(const char *json, size_t n, mw_owner_rec_t *out) {
-  assert(json != NULL && out != NULL);
-  if (n == 0 || n > MW_OWNER_RECORD_BYTES) return -EBADMSG;
-  int rc = json_str(json, n, "node", out->node, sizeof out->node);
-  if (rc == 0) rc = json_str(json, n, "address", out->address, sizeof out->address);
+  assert(json != NULL);
+  assert(out != NULL);
+  mw_owner_json_t j;
+  int rc = mw_owner_json_parse(json, n, &j, NULL);
   if (rc < 0) return rc;
-  const char *e = memmem(json, n, "\"epoch\":", 8);
-  if (e == NULL) return -EBADMSG;
-  char num[24];
-  size_t k = 0;
-  for (e += 8; e < json + n && k + 1 < sizeof num && *e >= '0' && *e <= '9'; e++) num[k++] = *e;
-  num[k] = '\0';
-  if (k == 0) return -EBADMSG;
-  out->epoch = strtoull(num, NULL, 10);
+  memcpy(out->node, j.node, sizeof out->node);
+  memcpy(out->address, j.address, sizeof out->address);
+  out->epoch = j.epoch;
   out->known = true;
   return 0;
 }
 
 int mw_owner_read_sync(mw_storage_sync_t *ss, const uint8_t id[16], mw_owner_rec_t *out,
                        mw_err_t *err) {
-  assert(ss != NULL && id != NULL && out != NULL);
+  assert(ss != NULL);
+  assert(id != NULL);
+  assert(out != NULL);
   char key[MW_STORAGE_KEY_MAX_BYTES];
   mw_owner_key(id, key, sizeof key);
   memset(out, 0, sizeof *out);
@@ -106,7 +92,9 @@ int mw_owner_read_sync(mw_storage_sync_t *ss, const uint8_t id[16], mw_owner_rec
 }
 
 void mw_owners_init(mw_owners_t *o, uv_loop_t *loop, mw_storage_t *st, const mw_owner_self_t *self) {
-  assert(o != NULL && loop != NULL && st != NULL);
+  assert(o != NULL);
+  assert(loop != NULL);
+  assert(st != NULL);
   memset(o, 0, sizeof *o);
   o->loop = loop;
   o->st = st;
@@ -114,7 +102,9 @@ void mw_owners_init(mw_owners_t *o, uv_loop_t *loop, mw_storage_t *st, const mw_
 }
 
 void mw_owners_free(mw_owners_t *o) {
-  assert(o != NULL && o->fetches == 0 && o->writes == 0);
+  assert(o != NULL);
+  assert(o->fetches == 0);
+  assert(o->writes == 0);
   free(o->recs);
   o->recs = NULL;
   o->n = o->cap = 0;
@@ -154,7 +144,8 @@ static void on_written(mw_storage_req_t *req, int status) {
 }
 
 void mw_owners_record(mw_owners_t *o, const uint8_t id[16], uint64_t epoch) {
-  assert(o != NULL && id != NULL);
+  assert(o != NULL);
+  assert(id != NULL);
   if (o->self == NULL || o->self->node[0] == '\0') return;
   mw_owner_rec_t *r = find(o, id, false);
   if (r != NULL) r->known = false; /* ours now: not a peer's any more */
@@ -214,7 +205,9 @@ static void fetch(mw_owners_t *o, mw_owner_rec_t *r) {
 }
 
 size_t mw_owners_describe(mw_owners_t *o, const uint8_t id[16], char *out, size_t cap) {
-  assert(o != NULL && out != NULL && cap > 0);
+  assert(o != NULL);
+  assert(out != NULL);
+  assert(cap > 0);
   out[0] = '\0';
   mw_owner_rec_t *r = find(o, id, true);
   if (r == NULL) return 0;
@@ -226,7 +219,8 @@ size_t mw_owners_describe(mw_owners_t *o, const uint8_t id[16], char *out, size_
 }
 
 void mw_owners_prefetch(mw_owners_t *o, const uint8_t (*ids)[16], size_t n) {
-  assert(o != NULL && (ids != NULL || n == 0));
+  assert(o != NULL);
+  assert(ids != NULL || n == 0);
   for (size_t i = 0; i < n && o->fetches < MW_OWNERS_MAX_FETCHES; i++) {
     mw_owner_rec_t *r = find(o, ids[i], true);
     if (r != NULL) fetch(o, r);

@@ -16,9 +16,7 @@
  * stale (its daemon died); a LanceDB writer writes none. Lance ignores the
  * `_memwald/` folder; drop_table deletes it with the rest.
  *
- * Format (JSON, one object, at most MW_OWNER_RECORD_BYTES):
- *   {"node":"9f1c…32 hex","address":"127.0.0.1:7070","epoch":5,"pid":4242,
- *    "host":"db-3","at_ms":1764633600000}
+ * Format: lance/owners_json.h (its limits, key prefix and parse).
  *
  * Errors: negative errno; parse errors -EBADMSG.
  */
@@ -31,12 +29,9 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "lance/owners_json.h"
 #include "storage/storage.h"
 
-#define MW_OWNERS_PREFIX "_memwald/owners/"
-#define MW_OWNER_NODE_BYTES 40
-#define MW_OWNER_ADDRESS_BYTES 128
-#define MW_OWNER_RECORD_BYTES 1024
 #define MW_OWNERS_MAX_CACHED 1024 /* peers' records kept per table */
 #define MW_OWNERS_MAX_FETCHES 16  /* lookups in flight per table */
 #define MW_OWNERS_REFRESH_MS 2000 /* a cached record older than this is looked up again */

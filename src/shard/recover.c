@@ -370,7 +370,8 @@ static int owned_ids(mw_table_t *t, uint8_t (**ids)[16], size_t *n) {
 }
 
 int mw_recover_start(mw_table_t *t, uint64_t quiet_ms, mw_recover_t **out) {
-  assert(t != NULL && out != NULL);
+  assert(t != NULL);
+  assert(out != NULL);
   mw_recover_t *r = calloc(1, sizeof *r);
   if (r == NULL) return -ENOMEM;
   r->t = t;
@@ -425,7 +426,9 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 void mw_recover_stop(mw_recover_t *r, void (*cb)(void *arg), void *arg) {
-  assert(r != NULL && cb != NULL && !r->stopping);
+  assert(r != NULL);
+  assert(cb != NULL);
+  assert(!r->stopping);
   r->stopping = true;
   r->stop_cb = cb;
   r->stop_arg = arg;
@@ -446,6 +449,7 @@ void mw_recover_free(mw_recover_t *r) {
 }
 
 void mw_recover_stats(const mw_recover_t *r, mw_recover_stats_t *out) {
-  assert(r != NULL && out != NULL);
+  assert(r != NULL);
+  assert(out != NULL);
   *out = r->stats;
 }

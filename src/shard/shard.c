@@ -38,6 +38,7 @@
 
 #include "common/metrics.h"
 #include "common/log.h"
+#include "common/setting.h"
 #include "lance/route.h"
 
 enum { CTL_NONE = 0, CTL_CLAIM, CTL_FLUSH, CTL_SEAL, CTL_UNSEAL, CTL_RELEASE, CTL_DROP, CTL_ABORT };
@@ -75,68 +76,46 @@ void mw_shard_config_defaults(mw_shard_config_t *c) {
   c->shard_spec_id = 1;
 }
 
-static int parse_u64(const char *v, uint64_t *out) {
-  if (v == NULL || *v < '0' || *v > '9') return -EINVAL;
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (errno != 0 || *end != '\0') return -EINVAL;
-  *out = x;
+/* The numeric keys and their limits. */
+#define SK(field, lo, hi) MW_SETTING_NUM(mw_shard_config_t, field, #field, lo, hi)
+static const mw_setting_num_t num_keys[] = {
+    SK(max_wal_buffer_size, 0, UINT64_MAX),
+    SK(max_memtable_size, 0, UINT64_MAX),
+    SK(max_memtable_rows, 0, UINT64_MAX),
+    SK(max_memtable_batches, 0, UINT64_MAX),
+    SK(max_unflushed_memtable_bytes, 0, UINT64_MAX),
+    SK(max_wal_flush_interval_ms, 0, 3600000),
+    SK(manifest_scan_batch_size, 1, MW_MSTORE_MAX_PROBES),
+    SK(max_wal_inflight, 1, MW_WAL_MAX_INFLIGHT),
+    SK(max_queued_writes, 0, 1000000),
+    SK(backpressure_log_interval_ms, 0, 86400000),
+    SK(stats_log_interval_ms, 0, 86400000),
+    SK(max_memtable_age_ms, 0, 86400000),
+    SK(max_fault_retry_interval_ms, 0, 3600000),
+};
+#undef SK
+
+static int set_flag(bool *field, const char *value, const char *yes, const char *no) {
+  if (value && strcmp(value, yes) == 0) *field = true;
+  else if (value && strcmp(value, no) == 0) *field = false;
+  else return -EINVAL;
   return 0;
 }
 
 int mw_shard_config_set(mw_shard_config_t *c, const char *key, const char *value, mw_err_t *err) {
-  assert(c != NULL && key != NULL);
-  uint64_t x = 0;
-  int rc = 0;
-  if (strcmp(key, "durable_write") == 0) {
-    if (value && strcmp(value, "true") == 0) c->durable_write = true;
-    else if (value && strcmp(value, "false") == 0) c->durable_write = false;
-    else rc = -EINVAL;
-    goto out;
-  }
-  if (strcmp(key, "sstable_zstd") == 0) { /* ours: zstd-compressed SSTable data pages */
-    if (value && strcmp(value, "true") == 0) c->sstable_zstd = true;
-    else if (value && strcmp(value, "false") == 0) c->sstable_zstd = false;
-    else rc = -EINVAL;
-    goto out;
-  }
-  if (strcmp(key, "wal_compression") == 0) {
-    if (value && strcmp(value, "zstd") == 0) c->wal_zstd = true;
-    else if (value && strcmp(value, "none") == 0) c->wal_zstd = false;
-    else rc = -EINVAL;
-    goto out;
-  }
-  static const char *const u64_keys[] = {
-      "max_wal_buffer_size", "max_memtable_size", "max_memtable_rows", "max_memtable_batches",
-      "max_unflushed_memtable_bytes", "max_wal_flush_interval_ms", "manifest_scan_batch_size",
-      "max_wal_inflight", "max_queued_writes", "backpressure_log_interval_ms",
-      "stats_log_interval_ms", "max_memtable_age_ms", "max_fault_retry_interval_ms"};
-  size_t i = 0;
-  for (; i < sizeof u64_keys / sizeof *u64_keys; i++)
-    if (strcmp(key, u64_keys[i]) == 0) break;
-  if (i == sizeof u64_keys / sizeof *u64_keys) return -ENOENT;
-  rc = parse_u64(value, &x);
-  if (rc < 0) goto out;
-  switch (i) {
-    case 0: c->max_wal_buffer_size = x; break;
-    case 1: c->max_memtable_size = x; break;
-    case 2: c->max_memtable_rows = x; break;
-    case 3: c->max_memtable_batches = x; break;
-    case 4: c->max_unflushed_memtable_bytes = x; break;
-    case 5: if (x > 3600000) rc = -EINVAL; else c->max_wal_flush_interval_ms = (uint32_t)x; break;
-    case 6: if (x < 1 || x > MW_MSTORE_MAX_PROBES) rc = -EINVAL; else c->manifest_scan_batch_size = (uint32_t)x; break;
-    case 7: if (x < 1 || x > MW_WAL_MAX_INFLIGHT) rc = -EINVAL; else c->max_wal_inflight = (uint32_t)x; break;
-    case 8: if (x > 1000000) rc = -EINVAL; else c->max_queued_writes = (uint32_t)x; break;
-    case 11: if (x > 86400000) rc = -EINVAL; else c->max_memtable_age_ms = x; break;
-    case 9: if (x > 86400000) rc = -EINVAL; else c->backpressure_log_interval_ms = x; break;
-    case 10: if (x > 86400000) rc = -EINVAL; else c->stats_log_interval_ms = x; break;
-    case 12: if (x > 3600000) rc = -EINVAL; else c->max_fault_retry_interval_ms = x; break;
-    default: assert(0);
-  }
-out:
-  if (rc == -EINVAL) mw_err_set(err, rc, "config %s: bad value '%s'", key, value ? value : "(null)");
-  return rc;
+  assert(c != NULL);
+  assert(key != NULL);
+  int rc = -ENOENT;
+  if (strcmp(key, "durable_write") == 0) rc = set_flag(&c->durable_write, value, "true", "false");
+  /* ours: zstd-compressed SSTable data pages */
+  else if (strcmp(key, "sstable_zstd") == 0) rc = set_flag(&c->sstable_zstd, value, "true", "false");
+  else if (strcmp(key, "wal_compression") == 0) rc = set_flag(&c->wal_zstd, value, "zstd", "none");
+  if (rc == -EINVAL)
+    return mw_err_set(err, rc, "config %s: expected %s, got '%.64s'", key,
+                      strcmp(key, "wal_compression") == 0 ? "zstd or none" : "true or false",
+                      value ? value : "(none)");
+  if (rc != -ENOENT) return rc;
+  return mw_setting_set_num(c, num_keys, sizeof num_keys / sizeof *num_keys, key, value, err);
 }
 
 /* --------------------------------------------------------------- memtables */
@@ -155,58 +134,46 @@ static struct {
   mw_metric_t *states[MW_SS_FAILED + 1];
 } em;
 
-static mw_metric_t *one(mw_metric_family_t *f) { return f ? mw_metric_series(f, NULL) : NULL; }
-
 static void metrics_init(void) {
   if (em.ready) return;
-  mw_metrics_t *m = mw_metrics_default();
-  em.wal_entries = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_wal_entries_total",
-                                           "WAL entries made durable.", NULL, 0, NULL, 0));
-  em.wal_bytes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_wal_bytes_total",
-                                         "Bytes of WAL entries made durable.", NULL, 0, NULL, 0));
-  static const char *const path[] = {"path"};
-  mw_metric_family_t *wb = mw_metrics_register(
-      m, MW_METRIC_COUNTER, "memwald_wal_batches_total",
-      "Record batches in WAL entries: path=passed_through (an ARROW frame's messages as they "
-      "came), path=encoded (encoded from the rows).", path, 1, NULL, 0);
-  mw_metric_family_t *wy = mw_metrics_register(
-      m, MW_METRIC_COUNTER, "memwald_wal_batch_bytes_total",
-      "Bytes of record batch messages in WAL entries, by path (as memwald_wal_batches_total).",
-      path, 1, NULL, 0);
-  const char *pt[] = {"passed_through"}, *enc[] = {"encoded"};
-  if (wb) em.wal_path[0] = mw_metric_series(wb, pt), em.wal_path[2] = mw_metric_series(wb, enc);
-  if (wy) em.wal_path[1] = mw_metric_series(wy, pt), em.wal_path[3] = mw_metric_series(wy, enc);
-  em.mt_bytes = one(mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_memtable_bytes",
-                                        "Unflushed MemTable bytes (Lance's estimate), all shards.",
-                                        NULL, 0, NULL, 0));
-  em.flushes = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_flushes_total",
-                                       "SSTables committed.", NULL, 0, NULL, 0));
-  em.flush_failures = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_flush_failures_total",
-                                              "Flush attempts that failed (retried).", NULL, 0, NULL, 0));
-  em.refused = mw_flush_refused_metric("flush");
-  em.fences = one(mw_metrics_register(m, MW_METRIC_COUNTER, "memwald_fences_total",
-                                      "Shards fenced by a newer epoch.", NULL, 0, NULL, 0));
   static const double b[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
-  em.flush_fam = mw_metrics_register(m, MW_METRIC_HISTOGRAM, "memwald_flush_seconds",
-                                     "Time from flush start to manifest commit.", NULL, 0, b,
-                                     sizeof b / sizeof b[0]);
-  em.flush_s = one(em.flush_fam);
-  static const char *const kind[] = {"kind"}, *const state[] = {"state"};
-  mw_metric_family_t *rf = mw_metrics_register(
-      m, MW_METRIC_COUNTER, "memwald_shard_recoveries_total",
-      "Fault episodes ended by the engine itself: kind=reclaim (a FAILED shard claimed again), "
-      "kind=flush (a flush committed after failed attempts).", kind, 1, NULL, 0);
-  mw_metric_family_t *sf = mw_metrics_register(m, MW_METRIC_GAUGE, "memwald_shards",
-                                               "Shards by engine state.", state, 1, NULL, 0);
-  if (rf) {
-    const char *r[] = {"reclaim"}, *f[] = {"flush"};
-    em.recovered_reclaim = mw_metric_series(rf, r);
-    em.recovered_flush = mw_metric_series(rf, f);
+  const mw_metric_def_t defs[] = {
+      {MW_METRIC_COUNTER, "memwald_wal_entries_total", "WAL entries made durable.", .series = {&em.wal_entries}},
+      {MW_METRIC_COUNTER, "memwald_wal_bytes_total", "Bytes of WAL entries made durable.",
+       .series = {&em.wal_bytes}},
+      {MW_METRIC_COUNTER, "memwald_wal_batches_total",
+       "Record batches in WAL entries: path=passed_through (an ARROW frame's messages as they "
+       "came), path=encoded (encoded from the rows).",
+       "path", {"passed_through", "encoded"}, {&em.wal_path[0], &em.wal_path[2]}},
+      {MW_METRIC_COUNTER, "memwald_wal_batch_bytes_total",
+       "Bytes of record batch messages in WAL entries, by path (as memwald_wal_batches_total).", "path",
+       {"passed_through", "encoded"}, {&em.wal_path[1], &em.wal_path[3]}},
+      {MW_METRIC_GAUGE, "memwald_memtable_bytes", "Unflushed MemTable bytes (Lance's estimate), all shards.",
+       .series = {&em.mt_bytes}},
+      {MW_METRIC_COUNTER, "memwald_flushes_total", "SSTables committed.", .series = {&em.flushes}},
+      {MW_METRIC_COUNTER, "memwald_flush_failures_total", "Flush attempts that failed (retried).",
+       .series = {&em.flush_failures}},
+      {MW_METRIC_COUNTER, "memwald_fences_total", "Shards fenced by a newer epoch.", .series = {&em.fences}},
+      {MW_METRIC_HISTOGRAM, "memwald_flush_seconds", "Time from flush start to manifest commit.",
+       .series = {&em.flush_s}, .family = &em.flush_fam, .bounds = b, .n_bounds = sizeof b / sizeof b[0]},
+      {MW_METRIC_COUNTER, "memwald_shard_recoveries_total",
+       "Fault episodes ended by the engine itself: kind=reclaim (a FAILED shard claimed again), "
+       "kind=flush (a flush committed after failed attempts).",
+       "kind", {"reclaim", "flush"}, {&em.recovered_reclaim, &em.recovered_flush}},
+  };
+  mw_metric_def_t states = {MW_METRIC_GAUGE, "memwald_shards", "Shards by engine state.", "state"};
+  _Static_assert(sizeof state_names / sizeof *state_names == MW_SS_FAILED + 1, "a name per state");
+  _Static_assert(MW_SS_FAILED + 1 <= MW_METRIC_DEF_MAX_VALUES, "a series per state");
+  for (int i = 0; i <= MW_SS_FAILED; i++) {
+    states.values[i] = state_names[i];
+    states.series[i] = &em.states[i];
   }
-  for (int i = 0; sf && i <= MW_SS_FAILED; i++) {
-    const char *lv[] = {state_names[i]};
-    em.states[i] = mw_metric_series(sf, lv);
-  }
+  mw_metrics_t *m = mw_metrics_default();
+  enum { BEFORE_REFUSED = 7 }; /* the registry renders in registration order: kept as it was */
+  mw_metrics_register_defs(m, defs, BEFORE_REFUSED);
+  em.refused = mw_flush_refused_metric("flush");
+  mw_metrics_register_defs(m, defs + BEFORE_REFUSED, sizeof defs / sizeof *defs - BEFORE_REFUSED);
+  mw_metrics_register_defs(m, &states, 1);
   em.ready = true;
 }
 
@@ -214,9 +181,25 @@ static void count(mw_metric_t *m, uint64_t n) {
   if (m) mw_counter_add(m, n);
 }
 
+/* The shard's state machine (shard.h): whether `to` may follow `from`.
+ * NEW -> CLAIMING -> REPLAYING -> ACTIVE; a parked state (FENCED, SEALED,
+ * CLOSED, FAILED) may follow any; a claim starts again from NEW or a parked
+ * state other than SEALED, which goes back to NEW by an unseal first. */
+static bool may_follow(mw_shard_state_t from, mw_shard_state_t to) {
+  switch (to) {
+    case MW_SS_NEW: return from == MW_SS_SEALED;
+    case MW_SS_CLAIMING: return from == MW_SS_NEW || (from >= MW_SS_FENCED && from != MW_SS_SEALED);
+    case MW_SS_REPLAYING: return from == MW_SS_CLAIMING;
+    case MW_SS_ACTIVE: return from == MW_SS_REPLAYING;
+    default: return to >= MW_SS_FENCED;
+  }
+}
+
 /* Every state change goes through here (memwald_shards{state}). */
 static void set_state(mw_shard_t *s, mw_shard_state_t st) {
-  assert(st <= MW_SS_FAILED && s->state <= MW_SS_FAILED);
+  assert(st <= MW_SS_FAILED);
+  assert(s->state <= MW_SS_FAILED);
+  assert(may_follow(s->state, st));
   if (em.states[s->state]) mw_gauge_add(em.states[s->state], -1);
   if (em.states[st]) mw_gauge_add(em.states[st], 1);
   s->state = st;
@@ -227,6 +210,7 @@ static void mt_bytes_add(double delta) {
 }
 
 static mw_shard_mt_t *mt_new(mw_shard_t *s, uint64_t gen) {
+  assert(gen >= 1);
   mw_shard_mt_t *mt = calloc(1, sizeof *mt);
   if (mt == NULL) return NULL;
   if (mw_memtable_init(&mt->m, s->schema, gen) < 0) {
@@ -244,6 +228,7 @@ static void mt_free(mw_shard_mt_t *mt) {
 }
 
 static uint64_t unflushed_bytes(const mw_shard_t *s) {
+  assert(s->n_frozen <= MW_SHARD_MAX_FROZEN);
   uint64_t n = s->active ? (uint64_t)s->active->m.in_memory_bytes : 0;
   for (uint32_t i = 0; i < s->n_frozen; i++) n += (uint64_t)s->frozen[i]->m.in_memory_bytes;
   return n;
@@ -251,11 +236,13 @@ static uint64_t unflushed_bytes(const mw_shard_t *s) {
 
 /* Free every MemTable not in use by a running flush. */
 static void drop_memtables(mw_shard_t *s) {
+  assert(s->n_frozen <= MW_SHARD_MAX_FROZEN);
   mt_free(s->active);
   s->active = NULL;
   uint32_t keep = s->flush.busy && s->n_frozen > 0 ? 1 : 0;
   for (uint32_t i = keep; i < s->n_frozen; i++) mt_free(s->frozen[i]);
   s->n_frozen = keep;
+  assert(!s->flush.busy || s->n_frozen <= 1); /* a running flush keeps the MemTable it reads */
 }
 
 /* ------------------------------------------------------------- completions */
@@ -267,6 +254,8 @@ static void kick(mw_shard_t *s) {
 }
 
 static void complete(mw_shard_t *s, mw_shard_write_t *w, int status) {
+  assert(w != NULL);
+  assert(status <= 0);
   w->status = status;
   w->next = NULL;
   if (s->done_tail) s->done_tail->next = w;
@@ -277,6 +266,7 @@ static void complete(mw_shard_t *s, mw_shard_write_t *w, int status) {
 
 static void ctl_done(mw_shard_t *s, int status, const char *reason) {
   if (s->ctl == CTL_NONE) return;
+  assert(!s->ctl_pending_done); /* one control at a time: its answer is not queued yet */
   s->ctl = CTL_NONE;
   s->ctl_status = status;
   snprintf(s->ctl_reason, sizeof s->ctl_reason, "%s", reason ? reason : "");
@@ -348,7 +338,8 @@ static void fail_writes(mw_shard_t *s, int status) {
     complete(s, w, status);
   }
   s->q_tail = NULL;
-  assert(s->n_queued == 0 && (s->ack_head != NULL || s->n_waiting == 0));
+  assert(s->n_queued == 0);
+  assert(s->ack_head != NULL || s->n_waiting == 0);
 }
 
 static void set_bp(mw_shard_t *s, bool on) {
@@ -499,6 +490,7 @@ static void freeze_active(mw_shard_t *s) {
   mw_shard_mt_t *mt = s->active;
   if (mt == NULL || mt->m.n_rows == 0) return;
   if (s->n_frozen >= MW_SHARD_MAX_FROZEN) return; /* the flusher is behind; backpressure holds */
+  assert(s->state == MW_SS_ACTIVE || s->state == MW_SS_REPLAYING); /* parked: no MemTable left */
   mw_shard_mt_t *next = mt_new(s, mt->m.generation + 1);
   if (next == NULL) {
     park(s, MW_SS_FAILED, -ENOMEM, "out of memory freezing the MemTable");
@@ -520,6 +512,8 @@ static void freeze_active(mw_shard_t *s) {
  * later; nothing was committed, so no manifest points at the partial
  * SSTable directory (and a refused read-back put nothing at all). */
 static void flush_retry_later(mw_shard_t *s, const mw_flush_t *f, int status) {
+  assert(status < 0);
+  assert(s->state < MW_SS_FENCED); /* a parked shard does not retry */
   s->flush_failures++;
   count(em.flush_failures, 1);
   if (f->refused) count(em.refused, 1);
@@ -651,6 +645,7 @@ static void maybe_flush(mw_shard_t *s) {
   if (s->state != MW_SS_ACTIVE && s->state != MW_SS_REPLAYING) return;
   if (s->ctl == CTL_SEAL || s->ctl == CTL_ABORT) return; /* no new flushes */
   mw_shard_mt_t *mt = s->frozen[0];
+  assert(mt->m.frozen); /* only a frozen MemTable is flushed: no row lands in it meanwhile */
   if (mt->seq_last > s->durable_seq) return; /* on_durable calls again */
   uint64_t covered = mt->m.last_wal_position > mt->covered ? mt->m.last_wal_position : mt->covered;
   s->flush_started_ms = uv_now(s->loop);
@@ -678,7 +673,8 @@ static mw_memtable_limits_t limits(const mw_shard_t *s) {
  * (seq order is kept: its seq is the newest write's) and cuts the WAL
  * entry now, so a SYNC waits one fsync, not a flush interval. */
 static void wait_durable(mw_shard_t *s, mw_shard_write_t *w) {
-  assert(w->barrier && s->state < MW_SS_FENCED);
+  assert(w->barrier);
+  assert(s->state < MW_SS_FENCED);
   if (s->durable_seq >= s->seq) {
     complete(s, w, 0);
     return;
@@ -693,7 +689,8 @@ static void wait_durable(mw_shard_t *s, mw_shard_write_t *w) {
 }
 
 static void insert(mw_shard_t *s, mw_shard_write_t *w) {
-  assert(s->state == MW_SS_ACTIVE && s->active != NULL);
+  assert(s->state == MW_SS_ACTIVE);
+  assert(s->active != NULL);
   if (w->barrier) {
     wait_durable(s, w);
     return;
@@ -770,7 +767,10 @@ static int check_batch(const mw_shard_t *s, const mw_batch_t *b) {
 static int start_claim(mw_shard_t *s);
 
 int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_shard_write_cb cb) {
-  assert(s != NULL && w != NULL && batch != NULL && cb != NULL);
+  assert(s != NULL);
+  assert(w != NULL);
+  assert(batch != NULL);
+  assert(cb != NULL);
   if (s->closing) return -ESHUTDOWN;
   if (s->state >= MW_SS_FENCED) {
     fault_reason(s); /* "... retrying in N ms" stays current */
@@ -805,7 +805,9 @@ int mw_shard_write(mw_shard_t *s, mw_shard_write_t *w, mw_batch_t *batch, mw_sha
 }
 
 int mw_shard_sync(mw_shard_t *s, mw_shard_write_t *w, mw_shard_write_cb cb) {
-  assert(s != NULL && w != NULL && cb != NULL);
+  assert(s != NULL);
+  assert(w != NULL);
+  assert(cb != NULL);
   if (s->closing) return -ESHUTDOWN;
   memset(&w->batch, 0, sizeof w->batch);
   w->shard = s;
@@ -903,6 +905,9 @@ static void on_wal_failed(mw_wal_t *wal, int status, const char *reason) {
 static void replay_next(mw_shard_t *s);
 
 static void become_active(mw_shard_t *s, uint64_t hole) {
+  assert(s->state == MW_SS_REPLAYING); /* replay read past the last entry */
+  assert(s->active != NULL);
+  assert(hole >= 1);
   set_state(s, MW_SS_ACTIVE);
   s->reason[0] = '\0';
   s->park_status = 0;
@@ -933,6 +938,8 @@ static void become_active(mw_shard_t *s, uint64_t hole) {
 
 static void insert_replayed(mw_shard_t *s) {
   mw_wal_reader_t *r = &s->reader;
+  assert(s->state == MW_SS_REPLAYING);
+  assert(r->position == s->replay_pos);
   mw_err_t err = {0};
   for (size_t i = 0; i < r->n_batches; i++) {
     int64_t before = s->active->m.in_memory_bytes;
@@ -1011,11 +1018,15 @@ static void on_replay_read(mw_wal_reader_t *r, int status) {
 }
 
 static void replay_next(mw_shard_t *s) {
+  assert(s->state == MW_SS_REPLAYING);
+  assert(!s->replay_waiting);
   int rc = mw_wal_read(&s->reader, s->replay_pos, on_replay_read);
   if (rc < 0) park(s, MW_SS_FAILED, rc, "replay: WAL read refused");
 }
 
 static void start_replay(mw_shard_t *s) {
+  assert(s->state == MW_SS_CLAIMING); /* claimed (and fenced): nothing parks a claiming shard */
+  assert(s->wal_ready);
   set_state(s, MW_SS_REPLAYING);
   s->replay_pos = s->claimed.replay_after_wal_entry_position + 1;
   s->replay_max_epoch = 0;
@@ -1036,6 +1047,8 @@ static void on_fence_written(mw_wal_t *wal, int status, uint64_t position) {
 
 static void on_claimed(mw_mstore_op_t *op, int status) {
   mw_shard_t *s = op->data;
+  assert(s->state == MW_SS_CLAIMING);
+  assert(s->active == NULL); /* start_claim dropped the MemTables */
   if (status < 0) {
     mw_shard_state_t st = status == -EROFS ? MW_SS_SEALED
                           : status == -ESTALE ? MW_SS_FENCED
@@ -1064,6 +1077,8 @@ static void on_claimed(mw_mstore_op_t *op, int status) {
 }
 
 static int start_claim(mw_shard_t *s) {
+  assert(s->state == MW_SS_NEW || s->state >= MW_SS_FENCED); /* never a claim over a live one */
+  assert(s->state != MW_SS_SEALED);                          /* an unseal first (on_unsealed) */
   if (mw_wal_busy(&s->wal) || s->flush.busy || s->op.busy) return -EBUSY;
   drop_memtables(s);
   set_state(s, MW_SS_CLAIMING);
@@ -1085,6 +1100,8 @@ static int start_claim(mw_shard_t *s) {
 /* ---------------------------------------------------------------- controls */
 
 static int ctl_begin(mw_shard_t *s, int kind, mw_shard_done_cb cb, void *arg) {
+  assert(kind > CTL_NONE);
+  assert(kind <= CTL_ABORT);
   if (s->closing) return -ESHUTDOWN;
   if (s->ctl != CTL_NONE || s->ctl_pending_done) return -EBUSY;
   s->ctl = kind;
@@ -1109,6 +1126,7 @@ static int unseal_update(void *arg, const mw_shard_manifest_t *cur, mw_shard_man
 
 static void on_sealed(mw_mstore_op_t *op, int status) {
   mw_shard_t *s = op->data;
+  assert(s->ctl == CTL_SEAL || s->state >= MW_SS_FENCED); /* the seal's own, or parked since */
   if (status < 0) {
     park(s, status == -ESTALE ? MW_SS_FENCED : MW_SS_FAILED, status, op->err.msg);
     return;
@@ -1173,7 +1191,10 @@ static void retry_claim(mw_shard_t *s);
 
 static void on_claim_checked(mw_mstore_op_t *op, int status) {
   mw_shard_t *s = op->data;
-  assert(s != NULL && op == &s->op && s->claim_checking && s->ctl == CTL_CLAIM);
+  assert(s != NULL);
+  assert(op == &s->op);
+  assert(s->claim_checking);
+  assert(s->ctl == CTL_CLAIM);
   char msg[MW_SHARD_REASON_BYTES];
   if (s->state == MW_SS_ACTIVE && status == 0) {
     s->claim_checking = false;
@@ -1190,7 +1211,8 @@ static void on_claim_checked(mw_mstore_op_t *op, int status) {
   /* Fenced, seen here or by a WAL put that parked the shard meanwhile: park
    * (claim_checking keeps park() from answering the claim), claim it back. */
   if (s->state == MW_SS_ACTIVE) park(s, MW_SS_FENCED, -ESTALE, op->err.msg);
-  assert(s->state >= MW_SS_FENCED && s->ctl == CTL_CLAIM);
+  assert(s->state >= MW_SS_FENCED);
+  assert(s->ctl == CTL_CLAIM);
   s->claim_checking = false;
   s->claim_retry_until_ms = uv_now(s->loop) + CLAIM_WAIT_MAX_MS;
   retry_claim(s);
@@ -1218,7 +1240,8 @@ static void retry_claim(mw_shard_t *s) {
 }
 
 static int claim_active(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
-  assert(s->state == MW_SS_ACTIVE && !s->claim_checking);
+  assert(s->state == MW_SS_ACTIVE);
+  assert(!s->claim_checking);
   int rc = ctl_begin(s, CTL_CLAIM, cb, arg); /* -EBUSY: a seal/release/flush is running */
   if (rc < 0) return rc;
   rc = mw_mstore_check_fenced(&s->ms, &s->op, s->epoch, on_claim_checked); /* -EBUSY: op running */
@@ -1332,6 +1355,8 @@ void mw_shard_hold_age_flush(mw_shard_t *s) {
 
 static void on_unsealed(mw_mstore_op_t *op, int status) {
   mw_shard_t *s = op->data;
+  assert(s->ctl == CTL_UNSEAL);
+  assert(s->state == MW_SS_SEALED); /* a running control keeps every other change out */
   if (status < 0) {
     ctl_done(s, status, op->err.msg);
     return;
@@ -1343,6 +1368,8 @@ static void on_unsealed(mw_mstore_op_t *op, int status) {
 
 static void on_unseal_read(mw_mstore_op_t *op, int status) {
   mw_shard_t *s = op->data;
+  assert(s->ctl == CTL_UNSEAL);
+  assert(s->state == MW_SS_SEALED);
   if (status < 0) {
     ctl_done(s, status, op->err.msg);
     return;
@@ -1369,6 +1396,8 @@ int mw_shard_unseal(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
 
 static void on_dropped(mw_storage_req_t *req, int status) {
   mw_shard_t *s = req->data;
+  assert(s->ctl == CTL_DROP);
+  assert(s->state == MW_SS_SEALED); /* only a sealed shard is dropped */
   if (status < 0) {
     ctl_done(s, status, "drop: delete failed");
     return;
@@ -1394,7 +1423,11 @@ int mw_shard_drop(mw_shard_t *s, mw_shard_done_cb cb, void *arg) {
 
 int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_schema_t *schema,
                   const uint8_t shard_id[16], const mw_shard_config_t *cfg, mw_err_t *err) {
-  assert(s != NULL && loop != NULL && st != NULL && schema != NULL && cfg != NULL);
+  assert(s != NULL);
+  assert(loop != NULL);
+  assert(st != NULL);
+  assert(schema != NULL);
+  assert(cfg != NULL);
   memset(s, 0, sizeof *s);
   metrics_init();
   s->loop = loop;
@@ -1432,6 +1465,8 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
   s->flush.seed_rows_per_zone = cfg->zone_seed_rows_per_zone;
   s->flush.vindexes = s->cfg.vindexes; /* the shard's own copy of the config */
   s->flush.n_vindexes = s->cfg.n_vindexes;
+  s->flush.sindexes = s->cfg.sindexes;
+  s->flush.n_sindexes = s->cfg.n_sindexes;
   s->flush.skip_readback = cfg->skip_readback;
   mw_storage_req_init(&s->dreq);
   s->dreq.data = s;
@@ -1446,6 +1481,8 @@ int mw_shard_init(mw_shard_t *s, uv_loop_t *loop, mw_storage_t *st, const mw_sch
 
 static void on_timer_closed(uv_handle_t *h) {
   mw_shard_t *s = h->data;
+  assert(s->closing);
+  assert(!s->flush.busy);
   if (em.states[s->state]) mw_gauge_add(em.states[s->state], -1);
   mw_shard_manifest_free(&s->claimed);
   mw_mstore_op_free(&s->op);
@@ -1459,11 +1496,13 @@ static void on_timer_closed(uv_handle_t *h) {
 
 static void on_kick_closed(uv_handle_t *h) {
   mw_shard_t *s = h->data;
+  assert(s->closing);
   uv_close((uv_handle_t *)&s->timer, on_timer_closed);
 }
 
 static void on_wal_closed(mw_wal_t *w) {
   mw_shard_t *s = w->data;
+  assert(s->closing);
   uv_close((uv_handle_t *)&s->kick, on_kick_closed);
 }
 
@@ -1485,7 +1524,8 @@ int mw_shard_close(mw_shard_t *s, void (*cb)(mw_shard_t *s)) {
 }
 
 void mw_shard_stats(const mw_shard_t *s, mw_shard_stats_t *o) {
-  assert(s != NULL && o != NULL);
+  assert(s != NULL);
+  assert(o != NULL);
   memset(o, 0, sizeof *o);
   o->state = s->state;
   o->epoch = s->epoch;

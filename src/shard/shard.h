@@ -121,6 +121,10 @@ typedef struct mw_shard_config {
    * table's metadata, which outlives its shards. */
   mw_sstable_vindex_t vindexes[MW_SSTABLE_MAX_VINDEXES];
   size_t n_vindexes;
+  /* The maintained BTree indexes on columns mw_btree_type_ok accepts: every
+   * SSTable gets its own BTree of each (sindex.h). */
+  mw_sstable_sindex_t sindexes[MW_SSTABLE_MAX_SINDEXES];
+  size_t n_sindexes;
   /* Benches only (mw_table_opts_t.skip_readback, no config key): flushes
    * and compactions publish their files without reading them back. */
   bool skip_readback;

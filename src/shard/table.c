@@ -28,6 +28,8 @@
 
 #include "common/log.h"
 #include "lance/bloom.h"
+#include "lance/pk_index.h"
+#include "lance/sindex.h"
 #include "lance/vindex_file.h"
 #include "lance/route.h"
 #include "lance/sstable.h"
@@ -237,15 +239,22 @@ static int vector_index(const mw_table_t *t, const char *name, uint32_t *field, 
   return -ENOENT;
 }
 
-/* Every maintained vector index into the shards' config: each SSTable gets
- * its own index of it (docs/indexes.md). */
+/* Every maintained vector and BTree index into the shards' config: each
+ * SSTable gets its own index of it (docs/indexes.md). */
+static int scalar_index(mw_table_t *t, const char *name, bool record, mw_err_t *err);
+
 static int resolve_vindexes(mw_table_t *t, mw_err_t *err) {
   const mw_memwal_index_t *x = &t->meta.memwal;
   t->cfg.n_vindexes = 0;
+  t->cfg.n_sindexes = 0;
   for (size_t i = 0; i < x->n_maintained_indexes; i++) {
     mw_sstable_vindex_t v = {.name = x->maintained_indexes[i]};
     int rc = vector_index(t, v.name, &v.field, &v.dist, err);
-    if (rc == -ENOENT) continue; /* refused by check_index, or allowed unmaintained */
+    if (rc == -ENOENT) { /* a BTree index (check_index passed it): into cfg.sindexes */
+      rc = scalar_index(t, v.name, true, err);
+      if (rc < 0) return rc;
+      continue;
+    }
     if (rc < 0) return rc;
     if (t->cfg.n_vindexes == MW_SSTABLE_MAX_VINDEXES)
       return mw_err_set(err, -ENOTSUP, "table %s: more than %d maintained vector indexes", t->path, MW_SSTABLE_MAX_VINDEXES);
@@ -256,17 +265,77 @@ static int resolve_vindexes(mw_table_t *t, mw_err_t *err) {
   return 0;
 }
 
+/* A maintained BTree index: on a column whose type sindex.h indexes, every
+ * SSTable gets its own BTree (cfg.sindexes); on another type none, and
+ * LanceDB's filtered search scans those SSTables, which gives the same rows
+ * (docs/indexes.md). */
+static int btree_index(mw_table_t *t, const Lance__Table__IndexMetadata *pb, const char *name, bool record,
+                       mw_err_t *err) {
+  if (!record) return 0; /* check_index; resolve_vindexes records it once the config is set */
+  uint32_t f = 0;
+  while (f < t->schema.n_fields && (pb->n_fields != 1 || t->schema.fields[f].id != pb->fields[0])) f++;
+  if (f == t->schema.n_fields) { /* a nested field (or not one field): no top-level column to index */
+    mw_log_info("table %s: maintains BTree index '%s' on a field that is not a top-level column: no per-SSTable "
+                "BTree; LanceDB filters memwald's SSTables by scanning them (docs/indexes.md)", t->path, name);
+    return 0;
+  }
+  const mw_field_t *fl = &t->schema.fields[f];
+  if (!mw_btree_type_ok(fl->type)) {
+    mw_log_info("table %s: maintains BTree index '%s' on '%s' (%s): no per-SSTable BTree for that type; LanceDB "
+                "filters memwald's SSTables by scanning them (docs/indexes.md)", t->path, name, fl->name,
+                mw_type_name(fl->type));
+    return 0;
+  }
+  if (t->cfg.n_sindexes == MW_SSTABLE_MAX_SINDEXES)
+    return mw_err_set(err, -ENOTSUP, "table %s: more than %d maintained BTree indexes", t->path, MW_SSTABLE_MAX_SINDEXES);
+  t->cfg.sindexes[t->cfg.n_sindexes++] = (mw_sstable_sindex_t){.name = name, .field = f};
+  mw_log_info("table %s: maintains BTree index '%s' on '%s': a BTree in every SSTable", t->path, name, fl->name);
+  return 0;
+}
+
+/* A maintained index that is not a vector index. LanceDB 0.39.0's MemWAL
+ * maintains BTree, inverted and vector indexes only (mem_wal/index.rs refuses
+ * every other kind, Bitmap included, in a write spec).
+ * - BTree: accepted (btree_index).
+ * - inverted (full-text): refused. On an SSTable without the index LanceDB
+ *   searches with its default tokenizer, not the index's (no lower-casing,
+ *   stemming, stop words, folding): other rows and scores than its own
+ *   indexed SSTables give, and memwald does not write the inverted index.
+ * Anything else: refused, naming its type. */
+static int scalar_index(mw_table_t *t, const char *name, bool record, mw_err_t *err) {
+  const mw_index_section_t *ix = &t->meta.indexes;
+  for (size_t i = 0; i < ix->n; i++) {
+    const Lance__Table__IndexMetadata *pb = ix->items[i].pb;
+    if (pb->name == NULL || strcmp(pb->name, name) != 0) continue;
+    const char *url = pb->index_details && pb->index_details->type_url ? pb->index_details->type_url : "(none)";
+    if (strcmp(url, MW_SINDEX_DETAILS_URL) == 0) return btree_index(t, pb, name, record, err);
+    if (strcmp(url, "/lance.table.InvertedIndexDetails") == 0)
+      return mw_err_set(err, -ENOTSUP,
+                        "table %s: the MemWAL index maintains full-text index '%s'; memwald does not write the "
+                        "per-SSTable inverted index, and LanceDB's fullTextSearch over an SSTable without it "
+                        "tokenizes differently (other rows and scores): leave '%s' out of the write spec's "
+                        "maintained indexes (docs/indexes.md)",
+                        t->path, name, name);
+    return mw_err_set(err, -ENOTSUP,
+                      "table %s: the MemWAL index maintains index '%s' of type %s; memwald (like LanceDB 0.39.0's "
+                      "MemWAL) maintains only BTree and vector indexes: leave it out of the write spec's "
+                      "maintained indexes",
+                      t->path, name, url);
+  }
+  return mw_err_set(err, -EBADMSG, "table %s: the MemWAL index maintains index '%s', which is not in the manifest",
+                    t->path, name);
+}
+
 static int check_index(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) {
   if (!t->meta.has_memwal)
     return mw_err_set(err, -ENOTSUP, "table %s has no MemWAL index (%s); initialize it with LanceDB first",
                       t->path, MW_MEMWAL_INDEX_NAME);
   const mw_memwal_index_t *x = &t->meta.memwal;
-  for (size_t i = 0; i < x->n_maintained_indexes && !o->allow_maintained_indexes; i++)
-    if (vector_index(t, x->maintained_indexes[i], NULL, NULL, err) == -ENOENT)
-      return mw_err_set(err, -ENOTSUP,
-                        "table %s: the MemWAL index maintains index '%s'; memwald maintains only the primary key "
-                        "and vector indexes",
-                        t->path, x->maintained_indexes[i]);
+  for (size_t i = 0; i < x->n_maintained_indexes; i++) {
+    int rc = vector_index(t, x->maintained_indexes[i], NULL, NULL, err); /* -ENOENT sets no reason */
+    if (rc == -ENOENT) rc = scalar_index(t, x->maintained_indexes[i], false, err);
+    if (rc < 0) return rc;
+  }
   t->kind = x->has_spec ? x->kind : MW_SHARDING_MANUAL;
   t->route_field = -1;
   if (t->kind == MW_SHARDING_BUCKET || t->kind == MW_SHARDING_IDENTITY) {
@@ -299,7 +368,8 @@ static int check_index(mw_table_t *t, const mw_table_opts_t *o, mw_err_t *err) {
  * before it closes, so the table outlives the callback. */
 static void on_swept(mw_storage_req_t *req, int status) {
   mw_table_t *t = req->data;
-  assert(t != NULL && !t->sweep_done);
+  assert(t != NULL);
+  assert(!t->sweep_done);
   t->sweep_done = true;
   t->swept = status == 0 ? req->nkeys : 0;
   if (status < 0)
@@ -321,10 +391,10 @@ static void sweep_start(mw_table_t *t) {
   }
 }
 
-/* Frees a table that was loaded but never started (or whose start failed):
- * it owns no handle on any loop. */
-static void unloaded_free(mw_table_t *t) {
-  free(t->drop);
+/* What a loaded table owns in any state, and the table. */
+static void table_free(mw_table_t *t) {
+  assert(t != NULL);
+  assert(t->n_shards == 0 || t->loop != NULL);
   mw_table_meta_free(&t->meta);
   mw_schema_free(&t->schema);
   free(t->owned);
@@ -333,14 +403,24 @@ static void unloaded_free(mw_table_t *t) {
   free(t);
 }
 
+/* Frees a table that was loaded but never started (or whose start failed):
+ * it owns no handle on any loop. */
+static void unloaded_free(mw_table_t *t) {
+  assert(t->compact == NULL);
+  free(t->drop);
+  table_free(t);
+}
+
 void mw_table_unload(mw_table_t *t) {
   if (t == NULL) return;
-  assert(t->loop == NULL && t->st == NULL);
+  assert(t->loop == NULL);
+  assert(t->st == NULL);
   unloaded_free(t);
 }
 
 int mw_table_load(const char *path, const mw_table_opts_t *opts, mw_table_t **out, mw_err_t *err) {
-  assert(path != NULL && out != NULL);
+  assert(path != NULL);
+  assert(out != NULL);
   mw_table_opts_t none = {0};
   if (opts == NULL) opts = &none;
   *out = NULL;
@@ -377,14 +457,17 @@ int mw_table_load(const char *path, const mw_table_opts_t *opts, mw_table_t **ou
     unloaded_free(t);
     return rc;
   }
-  assert(t->loop == NULL && t->st == NULL);
+  assert(t->loop == NULL);
+  assert(t->st == NULL);
   *out = t;
   return 0;
 }
 
 int mw_table_start(uv_loop_t *loop, mw_table_t *t, const mw_table_opts_t *opts, mw_err_t *err) {
-  assert(loop != NULL && t != NULL);
-  assert(t->loop == NULL && t->st == NULL);
+  assert(loop != NULL);
+  assert(t != NULL);
+  assert(t->loop == NULL);
+  assert(t->st == NULL);
   mw_table_opts_t none = {0};
   if (opts == NULL) opts = &none;
   t->loop = loop;
@@ -414,7 +497,9 @@ int mw_table_start(uv_loop_t *loop, mw_table_t *t, const mw_table_opts_t *opts, 
 
 int mw_table_open(uv_loop_t *loop, const char *path, const mw_table_opts_t *opts, mw_table_t **out,
                   mw_err_t *err) {
-  assert(loop != NULL && path != NULL && out != NULL);
+  assert(loop != NULL);
+  assert(path != NULL);
+  assert(out != NULL);
   mw_table_t *t = NULL;
   int rc = mw_table_load(path, opts, &t, err);
   if (rc == 0) rc = mw_table_start(loop, t, opts, err);
@@ -434,12 +519,7 @@ static void on_storage_closed(void *arg) {
   free(t->shards);
   drop_free(t);
   mw_owners_free(&t->owners);
-  mw_table_meta_free(&t->meta);
-  mw_schema_free(&t->schema);
-  free(t->owned);
-  free(t->route_ids);
-  free(t->path);
-  free(t);
+  table_free(t);
   if (cb) cb(NULL);
 }
 
@@ -494,7 +574,8 @@ int mw_table_close(mw_table_t *t, void (*cb)(mw_table_t *t)) {
 /* ----------------------------------------------------------------- shards */
 
 bool mw_table_owns(const mw_table_t *t, const uint8_t id[16]) {
-  assert(t != NULL && id != NULL);
+  assert(t != NULL);
+  assert(id != NULL);
   if (t->own_all) return true;
   for (size_t i = 0; i < t->n_owned; i++)
     if (memcmp(t->owned[i], id, 16) == 0) return true;
@@ -505,7 +586,8 @@ bool mw_table_owns(const mw_table_t *t, const uint8_t id[16]) {
 static mw_shard_t *shard_get(mw_table_t *t, const uint8_t id[16], bool create, bool any_owner);
 
 mw_shard_t *mw_table_adopt(mw_table_t *t, const uint8_t id[16]) {
-  assert(t != NULL && id != NULL);
+  assert(t != NULL);
+  assert(id != NULL);
   if (!mw_table_owns(t, id)) {
     if (t->n_owned >= MW_TABLE_MAX_SHARDS) return NULL;
     uint8_t(*p)[16] = realloc(t->owned, (t->n_owned + 1) * 16);
@@ -521,7 +603,8 @@ mw_shard_t *mw_table_adopt(mw_table_t *t, const uint8_t id[16]) {
 }
 
 int mw_table_disown(mw_table_t *t, const uint8_t id[16]) {
-  assert(t != NULL && id != NULL);
+  assert(t != NULL);
+  assert(id != NULL);
   mw_shard_t *s = shard_get(t, id, false, true);
   if (s != NULL && mw_shard_state(s) != MW_SS_NEW) return -EBUSY;
   if (t->own_all) { /* "all": spell the shards out, then take one away */
@@ -546,7 +629,8 @@ int mw_table_disown(mw_table_t *t, const uint8_t id[16]) {
 
 static void on_shard_active(mw_shard_t *s) {
   mw_table_t *t = s->data;
-  assert(t != NULL && s->epoch > 0);
+  assert(t != NULL);
+  assert(s->epoch > 0);
   for (size_t i = 0; i < t->n_shards; i++)
     if (&t->shards[i]->shard == s) mw_owners_record(&t->owners, t->shards[i]->id, s->epoch);
 }
@@ -602,7 +686,10 @@ mw_shard_t *mw_table_shard(mw_table_t *t, const uint8_t id[16], bool create) {
 }
 
 void mw_table_shard_name(const mw_table_t *t, const uint8_t id[16], char *out, size_t n) {
-  assert(t && id && out && n > 0);
+  assert(t);
+  assert(id);
+  assert(out);
+  assert(n > 0);
   for (size_t k = 0; k < t->n_shards; k++)
     if (memcmp(t->shards[k]->id, id, 16) == 0 && t->shards[k]->key[0]) {
       snprintf(out, n, "%s", t->shards[k]->key); /* identity-<value>, known */
@@ -622,7 +709,9 @@ void mw_table_shard_name(const mw_table_t *t, const uint8_t id[16], char *out, s
 }
 
 void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *value) {
-  assert(t != NULL && id != NULL && value != NULL);
+  assert(t != NULL);
+  assert(id != NULL);
+  assert(value != NULL);
   mw_table_shard_t *ts = NULL;
   for (size_t i = 0; i < t->n_shards && ts == NULL; i++)
     if (memcmp(t->shards[i]->id, id, 16) == 0) ts = t->shards[i];
@@ -639,7 +728,8 @@ void mw_table_shard_set_key(mw_table_t *t, const uint8_t id[16], const char *val
 }
 
 int mw_table_recover_owned(mw_table_t *t) {
-  assert(t != NULL && t->recover == NULL);
+  assert(t != NULL);
+  assert(t->recover == NULL);
   if (t->compact_stopped) return -ESHUTDOWN;
   return mw_recover_start(t, 0, &t->recover);
 }
@@ -711,7 +801,8 @@ static void drop_fail(mw_table_t *t, int status, const char *reason) {
 static void on_drop_ctl(mw_shard_t *s, int status, const char *reason, void *arg) {
   mw_table_t *t = arg;
   mw_table_drop_t *d = t->drop;
-  assert(d != NULL && d->phase != DP_NONE);
+  assert(d != NULL);
+  assert(d->phase != DP_NONE);
   switch (d->phase) {
     case DP_PREPARE:
       if (status == 0 && d->sub == DS_CLAIM) {
@@ -771,83 +862,108 @@ static int add_top(mw_table_drop_t *d, const char *key) {
   return 0;
 }
 
+/* A storage step of the drop failed (a missing key is no failure). */
+static void drop_storage_failed(mw_table_t *t, mw_storage_req_t *req, int status) {
+  mw_table_drop_t *d = t->drop;
+  char msg[MW_TABLE_REASON_BYTES];
+  assert(status < 0);
+  assert(d->phase != DP_NONE);
+  snprintf(msg, sizeof msg, "%s failed: %.300s", d->phase == DP_LIST ? "listing _mem_wal/" : "commit: delete",
+           mw_storage_req_error(req)[0] ? mw_storage_req_error(req) : mw_strerror(status));
+  if (d->phase != DP_LIST) {
+    size_t at = strlen(msg);
+    snprintf(msg + at, sizeof msg - at, "; every shard is sealed: run drop_table again");
+  }
+  drop_finish(t, status, msg);
+}
+
+/* _mem_wal/<uuid>/...: one id per shard directory, plus our active shards;
+ * then the drop prepares them (a missing _mem_wal/: only our shards). */
+static int drop_listed(mw_table_t *t, const mw_storage_req_t *req, int status) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_LIST);
+  assert(d->n == 0);
+  size_t cap = req->nkeys + t->n_shards + 1;
+  d->ids = calloc(cap, 16);
+  d->was_active = calloc(cap, sizeof *d->was_active);
+  if (d->ids == NULL || d->was_active == NULL) return -ENOMEM;
+  for (size_t k = 0; status == 0 && k < req->nkeys; k++) {
+    const char *key = req->keys[k] + strlen("_mem_wal/");
+    char sid[MW_UUID_STR_BYTES];
+    uint8_t id[16];
+    if (strlen(key) < MW_UUID_STR_BYTES || key[MW_UUID_STR_BYTES - 1] != '/') continue;
+    memcpy(sid, key, MW_UUID_STR_BYTES - 1);
+    sid[MW_UUID_STR_BYTES - 1] = '\0';
+    if (mw_shard_uuid_parse(sid, id) < 0) continue;
+    if (d->n > 0 && memcmp(d->ids[d->n - 1], id, 16) == 0) continue;
+    memcpy(d->ids[d->n++], id, 16);
+  }
+  for (size_t j = 0; j < t->n_shards; j++) {
+    if (mw_shard_state(&t->shards[j]->shard) == MW_SS_NEW) continue;
+    size_t k = 0;
+    while (k < d->n && memcmp(d->ids[k], t->shards[j]->id, 16) != 0) k++;
+    if (k == d->n) memcpy(d->ids[d->n++], t->shards[j]->id, 16);
+  }
+  assert(d->n < cap);
+  for (size_t k = 0; k < d->n; k++) {
+    mw_shard_t *s = shard_get(t, d->ids[k], false, true);
+    d->was_active[k] = s != NULL && mw_shard_state(s) == MW_SS_ACTIVE;
+  }
+  mw_log_notice("table %s: drop_table: prepare %zu shards", t->path, d->n);
+  d->phase = DP_PREPARE;
+  d->i = 0;
+  return 0;
+}
+
+/* The table's top-level folders, _versions/ last: the commit deletes them. */
+static int drop_tops_listed(mw_table_t *t, const mw_storage_req_t *req) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_COMMIT_LIST);
+  assert(d->n_tops == 0);
+  for (size_t k = 0; k < req->nkeys; k++)
+    if (add_top(d, req->keys[k]) < 0) return -ENOMEM;
+  /* add_top leaves room for one more */
+  if ((d->tops[d->n_tops] = strdup("_versions/")) == NULL) return -ENOMEM;
+  d->n_tops++;
+  d->phase = DP_COMMIT_TOPS;
+  d->i = 0;
+  return 0;
+}
+
 static void on_drop_storage(mw_storage_req_t *req, int status) {
   mw_table_t *t = req->data;
   mw_table_drop_t *d = t->drop;
-  char msg[MW_TABLE_REASON_BYTES];
+  assert(d != NULL);
   if (status < 0 && status != -ENOENT) {
-    snprintf(msg, sizeof msg, "%s failed: %.300s",
-             d->phase == DP_LIST ? "listing _mem_wal/" : "commit: delete",
-             mw_storage_req_error(req)[0] ? mw_storage_req_error(req) : mw_strerror(status));
-    if (d->phase == DP_LIST) drop_finish(t, status, msg);
-    else {
-      size_t at = strlen(msg);
-      snprintf(msg + at, sizeof msg - at, "; every shard is sealed: run drop_table again");
-      drop_finish(t, status, msg);
-    }
+    drop_storage_failed(t, req, status);
     return;
   }
-  if (d->phase == DP_LIST) {
-    /* _mem_wal/<uuid>/...: one id per shard directory, plus our active shards */
-    size_t cap = req->nkeys + t->n_shards + 1;
-    d->ids = calloc(cap, 16);
-    d->was_active = calloc(cap, sizeof *d->was_active);
-    if (d->ids == NULL || d->was_active == NULL) {
-      drop_finish(t, -ENOMEM, "out of memory");
+  switch (d->phase) {
+    case DP_LIST:
+      if (drop_listed(t, req, status) < 0) { drop_finish(t, -ENOMEM, "out of memory"); return; }
+      break;
+    case DP_COMMIT_MARK:
+      d->phase = DP_COMMIT_SHARDS;
+      d->i = 0;
+      break;
+    case DP_COMMIT_LIST:
+      if (drop_tops_listed(t, req) < 0) { drop_finish(t, -ENOMEM, "out of memory"); return; }
+      break;
+    case DP_COMMIT_TOPS:
+      d->i++;
+      break;
+    case DP_COMMIT_UNMARK: {
+      /* what is left of the root (local: leftover temps, empty folders, the
+       * table directory); the table stays busy (close: -EBUSY) meanwhile */
+      d->phase = DP_COMMIT_ROOT;
+      int rc = mw_storage_delete_root(t->st, drop_req(t), on_drop_storage);
+      if (rc < 0) drop_finish(t, rc, "commit: cannot remove the emptied table");
       return;
     }
-    for (size_t k = 0; status == 0 && k < req->nkeys; k++) {
-      const char *key = req->keys[k] + strlen("_mem_wal/");
-      char sid[MW_UUID_STR_BYTES];
-      uint8_t id[16];
-      if (strlen(key) < MW_UUID_STR_BYTES || key[MW_UUID_STR_BYTES - 1] != '/') continue;
-      memcpy(sid, key, MW_UUID_STR_BYTES - 1);
-      sid[MW_UUID_STR_BYTES - 1] = '\0';
-      if (mw_shard_uuid_parse(sid, id) < 0) continue;
-      if (d->n > 0 && memcmp(d->ids[d->n - 1], id, 16) == 0) continue;
-      memcpy(d->ids[d->n++], id, 16);
-    }
-    for (size_t j = 0; j < t->n_shards; j++) {
-      if (mw_shard_state(&t->shards[j]->shard) == MW_SS_NEW) continue;
-      size_t k = 0;
-      while (k < d->n && memcmp(d->ids[k], t->shards[j]->id, 16) != 0) k++;
-      if (k == d->n) memcpy(d->ids[d->n++], t->shards[j]->id, 16);
-    }
-    for (size_t k = 0; k < d->n; k++) {
-      mw_shard_t *s = shard_get(t, d->ids[k], false, true);
-      d->was_active[k] = s != NULL && mw_shard_state(s) == MW_SS_ACTIVE;
-    }
-    mw_log_notice("table %s: drop_table: prepare %zu shards", t->path, d->n);
-    d->phase = DP_PREPARE;
-    d->i = 0;
-  } else if (d->phase == DP_COMMIT_MARK) {
-    d->phase = DP_COMMIT_SHARDS;
-    d->i = 0;
-  } else if (d->phase == DP_COMMIT_UNMARK) {
-    /* what is left of the root (local: leftover temps, empty folders, the
-     * table directory); the table stays busy (close: -EBUSY) meanwhile */
-    d->phase = DP_COMMIT_ROOT;
-    int rc = mw_storage_delete_root(t->st, drop_req(t), on_drop_storage);
-    if (rc < 0) drop_finish(t, rc, "commit: cannot remove the emptied table");
-    return;
-  } else if (d->phase == DP_COMMIT_ROOT) {
-    drop_finish(t, 0, NULL);
-    return;
-  } else if (d->phase == DP_COMMIT_LIST) {
-    for (size_t k = 0; k < req->nkeys; k++)
-      if (add_top(d, req->keys[k]) < 0) {
-        drop_finish(t, -ENOMEM, "out of memory");
-        return;
-      }
-    if ((d->tops[d->n_tops] = strdup("_versions/")) == NULL) {
-      drop_finish(t, -ENOMEM, "out of memory");
+    case DP_COMMIT_ROOT:
+      drop_finish(t, 0, NULL);
       return;
-    }
-    d->n_tops++;
-    d->phase = DP_COMMIT_TOPS;
-    d->i = 0;
-  } else {
-    d->i++;
+    default: assert(!"drop_table: a storage answer in a shard phase"); return;
   }
   drop_step(t);
 }
@@ -861,79 +977,116 @@ static mw_storage_req_t *drop_req(mw_table_t *t) {
   return &t->drop->req;
 }
 
+/* Each step_* below starts the next operation of its phase and returns
+ * false (a callback follows, or the drop finished), or true when the phase
+ * moved on or the shard needed nothing (step again). */
+
+/* Claim and seal each shard; every one sealed: write the drop marker. */
+static bool step_prepare(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_PREPARE);
+  assert(d->i <= d->n);
+  if (d->i == d->n) {
+    d->phase = DP_COMMIT_MARK;
+    int rc = mw_storage_put(t->st, drop_req(t), DROP_MARKER, drop_marker_text, sizeof drop_marker_text - 1,
+                            on_drop_storage);
+    if (rc < 0) drop_finish(t, rc, "commit: cannot write the drop marker; run drop_table again");
+    return false;
+  }
+  mw_shard_t *s = drop_shard(t);
+  if (s == NULL) { drop_fail(t, -ENOMEM, "no shard handle"); return true; }
+  mw_shard_state_t st = mw_shard_state(s);
+  if (st == MW_SS_SEALED) { d->i++; return true; }
+  d->sub = st == MW_SS_ACTIVE ? DS_SEAL : DS_CLAIM;
+  int rc = st == MW_SS_ACTIVE ? mw_shard_seal(s, on_drop_ctl, t) : mw_shard_claim(s, on_drop_ctl, t);
+  if (rc == -EROFS) { d->i++; return true; }
+  if (rc < 0) { drop_fail(t, rc, d->sub == DS_SEAL ? "seal refused" : "claim refused"); return true; }
+  return false;
+}
+
+/* Prepare failed: unseal what it sealed, then release. */
+static bool step_rollback(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_ROLLBACK);
+  assert(d->status < 0);
+  if (d->i == d->n) {
+    d->phase = DP_RELEASE;
+    d->i = 0;
+    return true;
+  }
+  mw_shard_t *s = drop_shard(t);
+  if (s == NULL || mw_shard_state(s) != MW_SS_SEALED) { d->i++; return true; }
+  if (mw_shard_unseal(s, on_drop_ctl, t) < 0) { d->i++; return true; }
+  return false;
+}
+
+/* Release the shards the drop claimed (those not active before it). */
+static bool step_release(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_RELEASE);
+  assert(d->status < 0);
+  if (d->i == d->n) {
+    drop_finish(t, d->status, d->reason);
+    return false;
+  }
+  mw_shard_t *s = drop_shard(t);
+  if (s == NULL || d->was_active[d->i] || mw_shard_state(s) != MW_SS_ACTIVE) { d->i++; return true; }
+  if (mw_shard_release(s, on_drop_ctl, t) < 0) { d->i++; return true; }
+  return false;
+}
+
+/* The marker is written: delete each sealed shard, then list the table. */
+static bool step_commit_shards(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_COMMIT_SHARDS);
+  assert(d->i <= d->n);
+  int rc;
+  if (d->i == d->n) {
+    mw_log_notice("table %s: drop_table: %zu shards sealed; deleting", t->path, d->n);
+    d->phase = DP_COMMIT_LIST;
+    rc = mw_storage_list(t->st, drop_req(t), "", on_drop_storage);
+    if (rc < 0) drop_finish(t, rc, "commit: listing the table failed");
+    return false;
+  }
+  mw_shard_t *s = drop_shard(t);
+  assert(s != NULL);
+  assert(mw_shard_state(s) == MW_SS_SEALED);
+  rc = mw_shard_drop(s, on_drop_ctl, t);
+  if (rc < 0) drop_finish(t, rc, "commit: shard drop refused; run drop_table again");
+  return false;
+}
+
+/* Delete each top-level folder, then the marker. */
+static bool step_commit_tops(mw_table_t *t) {
+  mw_table_drop_t *d = t->drop;
+  assert(d->phase == DP_COMMIT_TOPS);
+  assert(d->i <= d->n_tops);
+  int rc;
+  if (d->i == d->n_tops) {
+    d->phase = DP_COMMIT_UNMARK;
+    rc = mw_storage_delete(t->st, drop_req(t), DROP_MARKER, on_drop_storage);
+    if (rc < 0) drop_finish(t, rc, "commit: cannot remove the drop marker; run drop_table again");
+    return false;
+  }
+  rc = mw_storage_delete_prefix(t->st, drop_req(t), d->tops[d->i], on_drop_storage);
+  if (rc < 0) drop_finish(t, rc, "commit: delete refused; run drop_table again");
+  return false;
+}
+
 /* Start the next operation of the current phase, or move on. */
 static void drop_step(mw_table_t *t) {
   mw_table_drop_t *d = t->drop;
-  int rc = 0;
-  for (;;) {
-    if (d->phase == DP_PREPARE) {
-      if (d->i == d->n) {
-        d->phase = DP_COMMIT_MARK;
-        rc = mw_storage_put(t->st, drop_req(t), DROP_MARKER, drop_marker_text,
-                            sizeof drop_marker_text - 1, on_drop_storage);
-        if (rc < 0) drop_finish(t, rc, "commit: cannot write the drop marker; run drop_table again");
-        return;
-      }
-      mw_shard_t *s = drop_shard(t);
-      if (s == NULL) { drop_fail(t, -ENOMEM, "no shard handle"); continue; }
-      mw_shard_state_t st = mw_shard_state(s);
-      if (st == MW_SS_SEALED) { d->i++; continue; }
-      d->sub = st == MW_SS_ACTIVE ? DS_SEAL : DS_CLAIM;
-      rc = st == MW_SS_ACTIVE ? mw_shard_seal(s, on_drop_ctl, t) : mw_shard_claim(s, on_drop_ctl, t);
-      if (rc == -EROFS) { d->i++; continue; }
-      if (rc < 0) { drop_fail(t, rc, d->sub == DS_SEAL ? "seal refused" : "claim refused"); continue; }
-      return;
+  assert(d != NULL);
+  bool again = true;
+  while (again) {
+    switch (d->phase) {
+      case DP_PREPARE: again = step_prepare(t); break;
+      case DP_ROLLBACK: again = step_rollback(t); break;
+      case DP_RELEASE: again = step_release(t); break;
+      case DP_COMMIT_SHARDS: again = step_commit_shards(t); break;
+      case DP_COMMIT_TOPS: again = step_commit_tops(t); break;
+      default: assert(!"drop_step: a phase that waits on storage"); return;
     }
-    if (d->phase == DP_ROLLBACK) {
-      if (d->i == d->n) {
-        d->phase = DP_RELEASE;
-        d->i = 0;
-        continue;
-      }
-      mw_shard_t *s = drop_shard(t);
-      if (s == NULL || mw_shard_state(s) != MW_SS_SEALED) { d->i++; continue; }
-      rc = mw_shard_unseal(s, on_drop_ctl, t);
-      if (rc < 0) { d->i++; continue; }
-      return;
-    }
-    if (d->phase == DP_RELEASE) {
-      if (d->i == d->n) {
-        drop_finish(t, d->status, d->reason);
-        return;
-      }
-      mw_shard_t *s = drop_shard(t);
-      if (s == NULL || d->was_active[d->i] || mw_shard_state(s) != MW_SS_ACTIVE) { d->i++; continue; }
-      rc = mw_shard_release(s, on_drop_ctl, t);
-      if (rc < 0) { d->i++; continue; }
-      return;
-    }
-    if (d->phase == DP_COMMIT_SHARDS) {
-      if (d->i == d->n) {
-        mw_log_notice("table %s: drop_table: %zu shards sealed; deleting", t->path, d->n);
-        d->phase = DP_COMMIT_LIST;
-        rc = mw_storage_list(t->st, drop_req(t), "", on_drop_storage);
-        if (rc < 0) drop_finish(t, rc, "commit: listing the table failed");
-        return;
-      }
-      mw_shard_t *s = drop_shard(t);
-      assert(s != NULL && mw_shard_state(s) == MW_SS_SEALED);
-      rc = mw_shard_drop(s, on_drop_ctl, t);
-      if (rc < 0) { drop_finish(t, rc, "commit: shard drop refused; run drop_table again"); return; }
-      return;
-    }
-    if (d->phase == DP_COMMIT_TOPS) {
-      if (d->i == d->n_tops) {
-        d->phase = DP_COMMIT_UNMARK;
-        rc = mw_storage_delete(t->st, drop_req(t), DROP_MARKER, on_drop_storage);
-        if (rc < 0) drop_finish(t, rc, "commit: cannot remove the drop marker; run drop_table again");
-        return;
-      }
-      rc = mw_storage_delete_prefix(t->st, drop_req(t), d->tops[d->i], on_drop_storage);
-      if (rc < 0) { drop_finish(t, rc, "commit: delete refused; run drop_table again"); return; }
-      return;
-    }
-    assert(0);
-    return;
   }
 }
 
@@ -945,13 +1098,15 @@ static void drop_begin(void *arg) {
 }
 
 int mw_table_compact(mw_table_t *t, mw_compact_cb cb, void *arg) {
-  assert(t != NULL && cb != NULL);
+  assert(t != NULL);
+  assert(cb != NULL);
   if (t->compact_stopped) return -ESHUTDOWN;
   return mw_compact_request(t->compact, cb, arg);
 }
 
 int mw_table_drop(mw_table_t *t, mw_table_drop_cb cb, void *arg) {
-  assert(t != NULL && cb != NULL);
+  assert(t != NULL);
+  assert(cb != NULL);
   if (t->drop != NULL && t->drop->phase != DP_NONE) return -EBUSY;
   for (size_t i = 0; i < t->n_shards; i++) {
     const mw_shard_t *s = &t->shards[i]->shard;
@@ -1034,7 +1189,8 @@ int mw_table_exists(const char *uri, const mw_table_opts_t *opts, mw_err_t *err)
 
 int mw_table_bootstrap(const char *uri, const mw_table_opts_t *opts, const mw_table_new_file_t *files,
                        size_t n, mw_err_t *err) {
-  assert(uri != NULL && (files != NULL || n == 0));
+  assert(uri != NULL);
+  assert(files != NULL || n == 0);
   mw_storage_sync_t *ss = NULL;
   int rc = open_sync(uri, opts, &ss, err);
   for (size_t i = 0; rc == 0 && i < n; i++) {

@@ -12,8 +12,9 @@
  * Open (synchronous, start-up; through a blocking storage on a private loop,
  * storage.h): list `_versions/`, read the newest base manifest, and refuse with the exact reason when the table has no MemWAL
  * index, uses feature flags we do not implement, has no primary key or one
- * whose type Lance cannot hash, or maintains indexes besides the primary key
- * (unless allow_maintained_indexes). Config: Lance defaults (with our 1 ms
+ * whose type Lance cannot hash, or maintains a full-text index or an index
+ * of a kind LanceDB's MemWAL does not maintain (BTree and vector ones are
+ * accepted; docs/indexes.md). Config: Lance defaults (with our 1 ms
  * group-commit interval) < the index's writer_config_defaults < the
  * caller's keys; both layers are logged. Then, in the background, sweep what
  * crashed writers left (storage's sweep_tmp, MW_TABLE_SWEEP_MIN_AGE_S).
@@ -67,7 +68,6 @@ typedef struct mw_table_opts {
   size_t n_config;
   const uint8_t (*owned)[16];       /* shards this daemon owns; NULL = all */
   size_t n_owned;
-  bool allow_maintained_indexes;
   /* The table's storage: backend, limits, durability, S3 settings, test
    * faults (its uri is ignored: the table's is used). NULL = defaults. */
   const mw_storage_config_t *storage;

@@ -47,12 +47,14 @@ mw_sharding_kind_t mw_table_sharding(const mw_table_t *t) {
 }
 
 mw_owners_t *mw_table_owners(mw_table_t *t) {
-  assert(t != NULL && t->st != NULL); /* started: the records live on the loop */
+  assert(t != NULL);
+  assert(t->st != NULL); /* started: the records live on the loop */
   return &t->owners;
 }
 
 void mw_table_housekeeping(const mw_table_t *t, mw_table_housekeeping_t *out) {
-  assert(t != NULL && out != NULL);
+  assert(t != NULL);
+  assert(out != NULL);
   out->compact = t->compact;
   out->gc = t->gc;
   out->compact_enabled = t->compact_cfg.enabled;
@@ -71,12 +73,14 @@ const mw_field_t *mw_table_route_field(const mw_table_t *t) {
 /* ------------------------------------------------------------ shard records */
 
 size_t mw_table_shard_count(const mw_table_t *t) {
-  assert(t != NULL && t->n_shards <= t->cap_shards);
+  assert(t != NULL);
+  assert(t->n_shards <= t->cap_shards);
   return t->n_shards;
 }
 
 void mw_table_shard_at(const mw_table_t *t, size_t i, mw_table_shard_info_t *out) {
-  assert(t != NULL && out != NULL);
+  assert(t != NULL);
+  assert(out != NULL);
   assert(i < t->n_shards);
   const mw_table_shard_t *ts = t->shards[i];
   memcpy(out->id, ts->id, 16);
@@ -89,7 +93,9 @@ void mw_table_shard_at(const mw_table_t *t, size_t i, mw_table_shard_info_t *out
 /* ------------------------------------------------------------ names -> ids */
 
 int mw_table_shard_parse(const mw_table_t *t, const char *text, uint8_t id[16], mw_err_t *err) {
-  assert(t != NULL && text != NULL && id != NULL);
+  assert(t != NULL);
+  assert(text != NULL);
+  assert(id != NULL);
   if (mw_shard_uuid_parse(text, id) == 0) return 0;
   if (strcmp(text, "unsharded") == 0 && t->kind == MW_SHARDING_UNSHARDED) {
     mw_shard_uuid_unsharded(id);
@@ -127,7 +133,8 @@ static int identity_id(const mw_field_t *f, const char *v, uint8_t id[16]) {
 }
 
 int mw_table_own_list(mw_table_t *t, const char *list_text, mw_err_t *err) {
-  assert(t != NULL && list_text != NULL);
+  assert(t != NULL);
+  assert(list_text != NULL);
   if (strcmp(list_text, "all") == 0) return 0;
   if (t->kind != MW_SHARDING_BUCKET && t->kind != MW_SHARDING_IDENTITY)
     return mw_err_set(err, -EINVAL, "the table is %s: only `shards = all` fits it (a shard list "
@@ -159,7 +166,8 @@ int mw_table_own_list(mw_table_t *t, const char *list_text, mw_err_t *err) {
 }
 
 size_t mw_table_spec_ids(const mw_table_t *t, bool owned, uint8_t (*ids)[16], size_t cap) {
-  assert(t != NULL && ids != NULL);
+  assert(t != NULL);
+  assert(ids != NULL);
   size_t n = 0;
   if (t->kind == MW_SHARDING_UNSHARDED) {
     if (owned && cap > 0) mw_shard_uuid_unsharded(ids[n++]);

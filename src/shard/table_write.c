@@ -112,7 +112,8 @@ static uint64_t id_hash(const uint8_t id[16]) {
 /* Identity specs: the part of shard `id`, added when new. */
 static int64_t part_of_id(mw_table_t *t, route_parts_t *p, const uint8_t id[16], int64_t row,
                           mw_err_t *err) {
-  assert(p->map_cap > 0 && (p->map_cap & (p->map_cap - 1)) == 0);
+  assert(p->map_cap > 0);
+  assert((p->map_cap & (p->map_cap - 1)) == 0);
   size_t mask = p->map_cap - 1, s = id_hash(id) & mask;
   for (; p->slots[s] != 0; s = (s + 1) & mask)
     if (memcmp(p->ids[p->slots[s] - 1], id, 16) == 0) return (int64_t)p->slots[s] - 1;
@@ -130,7 +131,8 @@ static int assign_parts(mw_table_t *t, const mw_batch_t *b, uint32_t *which, rou
   int64_t j = 0;
   switch (t->kind) {
     case MW_SHARDING_BUCKET: {
-      assert(t->num_buckets >= 1 && t->num_buckets <= MW_ROUTE_MAX_BUCKETS);
+      assert(t->num_buckets >= 1);
+      assert(t->num_buckets <= MW_ROUTE_MAX_BUCKETS);
       p->by_bucket = malloc(t->num_buckets * sizeof *p->by_bucket);
       if (p->by_bucket == NULL) return -ENOMEM;
       for (uint32_t i = 0; i < t->num_buckets; i++) p->by_bucket[i] = -1;
@@ -212,7 +214,11 @@ static int fill_parts(mw_table_t *t, const mw_batch_t *b, const uint32_t *which,
 
 int mw_table_route(mw_table_t *t, mw_batch_t *batch, uint8_t (**part_ids)[16],
                    mw_batch_t **parts, size_t *n_parts, mw_err_t *err) {
-  assert(t != NULL && batch != NULL && part_ids && parts && n_parts);
+  assert(t != NULL);
+  assert(batch != NULL);
+  assert(part_ids);
+  assert(parts);
+  assert(n_parts);
   int64_t n = batch->n_rows;
   *part_ids = NULL;
   *parts = NULL;
@@ -335,20 +341,25 @@ static void part_done(mw_table_write_t *tw, size_t j, int status, const char *re
 
 static void on_part(mw_shard_write_t *w, int status, const char *reason) {
   mw_table_write_t *tw = w->data;
-  assert(tw != NULL && tw->left > 0);
+  assert(tw != NULL);
+  assert(tw->left > 0);
   part_done(tw, part_index(tw, w), status, reason);
 }
 
 int mw_table_write(mw_table_t *t, mw_table_write_t *tw, mw_batch_t *batch, mw_table_write_cb cb,
                    mw_err_t *err) {
-  assert(t != NULL && tw != NULL && batch != NULL && cb != NULL);
+  assert(t != NULL);
+  assert(tw != NULL);
+  assert(batch != NULL);
+  assert(cb != NULL);
   uint8_t(*ids)[16];
   mw_batch_t *parts;
   size_t n;
   if (batch->n_rows == 0) return mw_err_set(err, -ENODATA, "table %s: empty batch", t->path);
   int rc = mw_table_route(t, batch, &ids, &parts, &n, err);
   if (rc < 0) return rc;
-  assert(n >= 1 && n <= MW_TABLE_MAX_PARTS);
+  assert(n >= 1);
+  assert(n <= MW_TABLE_MAX_PARTS);
   tw->t = t;
   tw->cb = cb;
   tw->status = 0;
@@ -432,14 +443,16 @@ static void sync_release(tsync_t *ts) {
 
 static void on_shard_synced(mw_shard_write_t *w, int status, const char *reason) {
   tsync_t *ts = w->data;
-  assert(ts != NULL && ts->left > 0);
+  assert(ts != NULL);
+  assert(ts->left > 0);
   sync_note(ts, status, w->shard->id_str, reason);
   sync_release(ts);
 }
 
 int mw_tables_sync(mw_table_t *const *tables, size_t n, mw_table_sync_cb cb, void *arg,
                    mw_err_t *err) {
-  assert((tables != NULL || n == 0) && cb != NULL);
+  assert(tables != NULL || n == 0);
+  assert(cb != NULL);
   /* durable_write acknowledges only durable rows, and the protocol sends
    * SYNC's reply after every earlier row's: those tables have nothing to
    * wait for */

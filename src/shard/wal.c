@@ -43,8 +43,13 @@ static void on_timer_close(uv_handle_t *h);
 int mw_wal_init(mw_wal_t *w, uv_loop_t *loop, mw_storage_t *st, mw_mstore_t *ms,
                 const mw_schema_t *table_schema, uint64_t epoch, const mw_wal_config_t *cfg,
                 mw_wal_durable_cb on_durable, mw_wal_failed_cb on_failed, mw_err_t *err) {
-  assert(w != NULL && st != NULL && ms != NULL && table_schema != NULL && cfg != NULL);
-  assert(on_durable != NULL && on_failed != NULL);
+  assert(w != NULL);
+  assert(st != NULL);
+  assert(ms != NULL);
+  assert(table_schema != NULL);
+  assert(cfg != NULL);
+  assert(on_durable != NULL);
+  assert(on_failed != NULL);
   memset(w, 0, sizeof *w);
   w->st = st;
   w->ms = ms;
@@ -86,7 +91,8 @@ static void drop_pending(mw_wal_t *w) {
 }
 
 int mw_wal_begin(mw_wal_t *w, uint64_t epoch, mw_err_t *err) {
-  assert(w != NULL && !mw_wal_busy(w));
+  assert(w != NULL);
+  assert(!mw_wal_busy(w));
   w->epoch = epoch;
   w->next_position = 0;
   drop_pending(w);
@@ -133,7 +139,8 @@ static void on_retry_close(uv_handle_t *h) {
 }
 
 void mw_wal_close(mw_wal_t *w, void (*cb)(mw_wal_t *w)) {
-  assert(w != NULL && !w->closing);
+  assert(w != NULL);
+  assert(!w->closing);
   assert(!mw_wal_busy(w));
   w->closing = true;
   w->close_cb = cb;
@@ -207,7 +214,8 @@ static void fail(mw_wal_t *w, int status, const char *reason) {
  * one whose put is still running. An entry that did not land makes every
  * later one a failure too (a replay stops at the hole it leaves). */
 static void report_late(mw_wal_t *w) {
-  assert(w->failed && w->on_late != NULL);
+  assert(w->failed);
+  assert(w->on_late != NULL);
   while (w->count > 0) {
     mw_wal_entry_t *e = &w->ents[w->head];
     if (e->state == E_WRITING) return;
@@ -262,7 +270,8 @@ static int schema_msg(mw_wal_t *w, mw_err_t *err) {
   if (w->schema_msg.len > 0) return 0;
   int rc = mw_ipc_writer_encode(&w->ipc, &w->schema, NULL, 0, NULL, &w->schema_msg, err);
   if (rc < 0) return rc;
-  assert(w->schema_msg.len > 8 && w->schema_msg.len % 8 == 0);
+  assert(w->schema_msg.len > 8);
+  assert(w->schema_msg.len % 8 == 0);
   w->schema_msg.len -= 8;
   return 0;
 }
@@ -337,7 +346,8 @@ static void cut_one(mw_wal_t *w) {
          (w->cfg.buffer_bytes == 0 || sum + w->pend[k].bytes <= w->cfg.buffer_bytes))
     sum += w->pend[k++].bytes;
   mw_wal_entry_t *e = &w->ents[(w->head + w->count) % MW_WAL_MAX_INFLIGHT];
-  assert(e->state == E_FREE && e->taken.data == NULL);
+  assert(e->state == E_FREE);
+  assert(e->taken.data == NULL);
   mw_err_t err = {0};
   int rc = k == 1 ? cut_in_place(w, e) : 0;
   if (rc == 0) rc = cut_encoded(w, e, k, &err);
@@ -410,7 +420,8 @@ static void on_timer(uv_timer_t *t) {
 }
 
 void mw_wal_start(mw_wal_t *w, uint64_t position) {
-  assert(w != NULL && position >= 1);
+  assert(w != NULL);
+  assert(position >= 1);
   w->next_position = position;
   pump(w, false);
 }
@@ -421,8 +432,10 @@ int mw_wal_add(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag) {
 
 int mw_wal_add_ipc(mw_wal_t *w, const mw_batch_t *b, uint64_t seq, uint64_t tag, mw_buf_t *ipc,
                    size_t head) {
-  assert(w != NULL && b != NULL);
-  assert(ipc == NULL || ipc->len == 0 || (head <= ipc->len && (ipc->len - head) % 8 == 0));
+  assert(w != NULL);
+  assert(b != NULL);
+  assert(ipc == NULL || ipc->len == 0 || head <= ipc->len);
+  assert(ipc == NULL || ipc->len == 0 || (ipc->len - head) % 8 == 0);
   if (w->failed) return w->failed;
   if (w->closing) return -ESHUTDOWN;
   if (w->n_pend >= MW_WAL_MAX_PENDING_BATCHES) return -ENOBUFS;
@@ -722,7 +735,8 @@ static void on_disc_head(mw_storage_req_t *req, int status) {
 }
 
 int mw_wal_discover(mw_wal_t *w, uint64_t hint, mw_wal_done_cb cb) {
-  assert(w != NULL && cb != NULL);
+  assert(w != NULL);
+  assert(cb != NULL);
   if (w->disc.busy) return -EBUSY;
   char key[MW_WAL_KEY_BYTES];
   int rc;
@@ -777,7 +791,8 @@ static void on_sentinel_put(mw_storage_req_t *req, int status) {
 }
 
 int mw_wal_fence(mw_wal_t *w, uint64_t hint, mw_wal_done_cb cb) {
-  assert(w != NULL && cb != NULL);
+  assert(w != NULL);
+  assert(cb != NULL);
   if (w->s_cb != NULL || w->disc.busy) return -EBUSY;
   mw_buf_reset(&w->sbytes);
   int rc = mw_ipc_fence_sentinel(w->epoch, &w->sbytes, NULL);
@@ -836,7 +851,10 @@ fail:
 /* Decode (views into `blob` when given) and bind. */
 static int decode_entry(const uint8_t *p, size_t n, mw_blob_t *blob, const mw_schema_t *table,
                         uint64_t *epoch, mw_batch_t **batches, size_t *n_batches, mw_err_t *err) {
-  assert(table != NULL && epoch != NULL && batches != NULL && n_batches != NULL);
+  assert(table != NULL);
+  assert(epoch != NULL);
+  assert(batches != NULL);
+  assert(n_batches != NULL);
   mw_ipc_stream_t s;
   *batches = NULL;
   *n_batches = 0;
@@ -897,7 +915,8 @@ int mw_wal_decode_entry_view(mw_blob_t *blob, const mw_schema_t *table, uint64_t
 }
 
 void mw_wal_reader_init(mw_wal_reader_t *r, mw_wal_t *w) {
-  assert(r != NULL && w != NULL);
+  assert(r != NULL);
+  assert(w != NULL);
   memset(r, 0, sizeof *r);
   r->w = w;
   mw_storage_req_init(&r->req);
@@ -941,7 +960,9 @@ static void on_read(mw_storage_req_t *req, int status) {
 }
 
 int mw_wal_read(mw_wal_reader_t *r, uint64_t position, mw_wal_read_cb cb) {
-  assert(r != NULL && cb != NULL && position >= 1);
+  assert(r != NULL);
+  assert(cb != NULL);
+  assert(position >= 1);
   mw_wal_reader_clear(r);
   mw_err_clear(&r->err);
   r->position = position;

@@ -67,6 +67,7 @@ static int mkdirs(mw_storage_req_t *req) {
 static int open_tmp(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
+  assert(l->fd < 0); /* mw_local__prepare: the put opens one file */
   for (;;) {
     mw_local__tmp_name(req);
     int rc = STEP(req, MW_STEP_OPEN);
@@ -95,6 +96,8 @@ static int open_tmp(mw_storage_req_t *req) {
 static int write_all(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
+  assert(l->fd >= 0); /* open_tmp made it */
+  assert(p->len == 0 || p->src != NULL);
   while (l->done < p->len) {
     int rc = STEP(req, MW_STEP_WRITE);
     if (rc < 0) return rc;
@@ -106,10 +109,12 @@ static int write_all(mw_storage_req_t *req) {
     if (w == 0) return -EIO;
     l->done += (size_t)w;
   }
+  assert(l->done == p->len); /* every byte planned was written */
   return 0;
 }
 
 static int close_fd(mw_storage_req_t *req, int *fdp, mw_local_step_t step) {
+  assert(*fdp >= 0);
   int rc = STEP(req, step);
   int fd = *fdp;
   *fdp = -1;
@@ -164,6 +169,8 @@ static int unlink_tmp(mw_storage_req_t *req) {
 static int put_sync(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
+  assert(p->op == MW_OP_PUT || p->op == MW_OP_PUT_IF_ABSENT);
+  assert(p->len <= p->st->cfg.max_object_bytes); /* submit refused larger */
   bool pia = p->op == MW_OP_PUT_IF_ABSENT;
   bool dosync = mw_local(p->st)->durable;
   int rc = open_tmp(req);
@@ -209,6 +216,8 @@ fail:
 static int get_sync(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
+  assert(p->op == MW_OP_GET);
+  assert(req->buf.len == 0); /* submit emptied it */
   int rc = STEP(req, MW_STEP_OPEN);
   if (rc == 0) {
     l->fd = openat(mw_local(p->st)->rootfd, p->key, O_RDONLY | O_CLOEXEC);
@@ -244,6 +253,7 @@ static int get_sync(mw_storage_req_t *req) {
 
 static int head_sync(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
+  assert(p->op == MW_OP_HEAD);
   struct stat sb;
   int rc = STEP(req, MW_STEP_STAT);
   if (rc == 0 && fstatat(mw_local(p->st)->rootfd, p->key, &sb, AT_SYMLINK_NOFOLLOW) != 0)
@@ -255,6 +265,7 @@ static int head_sync(mw_storage_req_t *req) {
 
 static int delete_sync(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
+  assert(p->op == MW_OP_DELETE);
   mw_storage_req_local_t *l = &req->be.local;
   int rc = STEP(req, MW_STEP_UNLINK);
   if (rc == 0 && unlinkat(mw_local(p->st)->rootfd, p->key, 0) != 0) rc = -errno;
@@ -387,6 +398,7 @@ static int strs_add(strs_t *s, const char *str) {
 
 static int delete_prefix_sync(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
+  assert(p->op == MW_OP_DELETE_PREFIX);
   int rc = list_sync(req);
   if (rc < 0) return rc;
   size_t plen = strlen(p->key), removed = 0;
@@ -547,6 +559,7 @@ static int sweep_dir(mw_storage_req_t *req, int dirfd, time_t cutoff, unsigned d
 static int sweep_sync(mw_storage_req_t *req) {
   mw_storage_req_front_t *p = &req->priv;
   mw_storage_req_local_t *l = &req->be.local;
+  assert(p->op == MW_OP_SWEEP_TMP);
   int rc = STEP(req, MW_STEP_SCAN);
   if (rc < 0) return rc;
   int fd = openat(mw_local(p->st)->rootfd, l->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -597,6 +610,7 @@ static int clear_dir(mw_storage_req_t *req, int dirfd, unsigned depth) {
  * removal survives a power loss. */
 static int delete_root_sync(mw_storage_req_t *req) {
   mw_local_t *lo = mw_local(req->priv.st);
+  assert(req->priv.op == MW_OP_DELETE_ROOT);
   int rc = STEP(req, MW_STEP_SCAN);
   if (rc < 0) return rc;
   int fd = openat(lo->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 
 const char *const mw_local_step_names[MW_STEP_COUNT_] = {
@@ -291,21 +292,6 @@ void mw_local__done(mw_storage_req_t *req, int status) {
 
 /* ---- open / close ---- */
 
-static int mkdir_p(const char *path) {
-  char buf[MW_STORAGE_URI_MAX_BYTES];
-  size_t n = strlen(path);
-  if (n == 0 || n >= sizeof buf) return -ENAMETOOLONG;
-  memcpy(buf, path, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (buf[i] != '/' && buf[i] != '\0') continue;
-    char c = buf[i];
-    buf[i] = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -errno;
-    buf[i] = c;
-  }
-  return 0;
-}
-
 static int pick_engine(mw_storage_t *st, mw_err_t *err) {
   static atomic_bool warned = false;
   if (st->cfg.backend == MW_STORAGE_THREADS) {
@@ -351,7 +337,7 @@ int mw_storage__local_open(mw_storage_t *st, mw_err_t *err) {
     mw_err_set(err, rc, "storage: out of memory");
     goto fail;
   }
-  if ((rc = mkdir_p(lo->root)) < 0) {
+  if ((rc = mw_fs_mkdir_p(lo->root, 0755)) < 0) {
     mw_err_set(err, rc, "storage: mkdir %s: %s", lo->root, strerror(-rc));
     goto fail;
   }

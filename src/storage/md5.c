@@ -25,6 +25,8 @@ static const uint32_t K[64] = {
 static uint32_t rotl(uint32_t x, unsigned n) { return (x << n) | (x >> (32 - n)); }
 
 static void block(uint32_t h[4], const uint8_t *p) {
+  assert(h != NULL);
+  assert(p != NULL);
   uint32_t m[16];
   for (unsigned i = 0; i < 16; i++)
     m[i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |

@@ -22,6 +22,8 @@ static bool unreserved(unsigned char c) {
 int mw_s3__encode(mw_buf_t *b, const char *s, bool path) {
   static const char hx[] = "0123456789ABCDEF";
   int rc = 0;
+  assert(b != NULL);
+  assert(s != NULL);
   for (; rc == 0 && *s; s++) {
     unsigned char c = (unsigned char)*s;
     if (unreserved(c) || (path && c == '/')) {
@@ -52,6 +54,8 @@ int mw_s3__object_name(const mw_s3_t *s, const char *k, mw_buf_t *out) {
  * percent-encoded onto out. */
 int mw_s3__encode_name(const mw_s3_t *s, const char *k, bool raw, bool path, mw_buf_t *out) {
   mw_buf_t name = MW_BUF_INIT;
+  assert(k != NULL);
+  assert(out != NULL);
   int rc = raw ? mw_s3__append(&name, k) : mw_s3__object_name(s, k, &name);
   if (rc == 0) rc = mw_buf_append(&name, "", 1);
   if (rc == 0) rc = mw_s3__encode(out, (const char *)name.data, path);

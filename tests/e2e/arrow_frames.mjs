@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // arrow_frames.mjs — ARROW frames written by the apache-arrow npm package
-// (18.1.0, pinned in tests/interop/package.json), for tests/e2e/arrow_npm.py.
+// (18.1.0, pinned in tests/interop/package.json), for tests/e2e/test_arrow_npm.py.
 //
 //   arrow_frames.mjs make OUTDIR   write OUTDIR/<name>.arrow (IPC streams) and
 //                                  OUTDIR/expected.json (the rows LanceDB must

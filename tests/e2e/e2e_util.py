@@ -4,6 +4,8 @@ another one.
   check     one TAP test point, counted in results (the tail of its detail
             printed as comments when it fails).
   plan      the TAP plan line for the checks so far; the exit code.
+  chosen    the named cases of a script that MW_TEST selects (all when it
+            is unset); a name no case has fails the script, naming it.
   inspect_under  every table in a directory decoded and verified with
             memwal-inspect (one check per table).
   tidy      inspect_under a scratch directory, then remove it when every
@@ -26,6 +28,7 @@ another one.
 MEMWALD and MEMWALCTL are the binaries' paths; the script that uses Daemon
 or ctl sets them (from its argv). Nothing here knows what a test checks.
 """
+import fnmatch
 import json
 import os
 import select
@@ -58,9 +61,39 @@ def check(name, ok, detail=""):
     sys.stdout.flush()
 
 
+CASE_ENV = "MW_TEST"  # a case name or an fnmatch pattern: the C binaries' tests/common/cases.h
+_case_chosen = []  # set once chosen() has applied MW_TEST
+
+
+def chosen(cases):
+    """The cases of a script with several independent ones, as chosen by
+    MW_TEST (a name or a shell pattern, as the cmocka binaries take it):
+    cases is a list of (name, value) pairs, the value usually what runs the
+    case; the pairs whose name matches, in order, or every pair when
+    MW_TEST is unset or empty. When no name matches, the script fails at
+    once (a failed check naming the value and the cases it has, the plan,
+    exit 1): a typo never passes with nothing run."""
+    want = os.environ.get(CASE_ENV, "")
+    _case_chosen.append(want)
+    if not want:
+        return list(cases)
+    picked = [c for c in cases if fnmatch.fnmatchcase(c[0], want)]
+    if not picked:
+        check(f"{CASE_ENV}={want} names a case of {os.path.basename(sys.argv[0])}", False,
+              "its cases: " + " ".join(c[0] for c in cases))
+        sys.exit(plan())
+    return picked
+
+
 def plan():
     """Print the TAP plan (1..number of checks); 0 if every check passed,
-    else 1 (the script's exit code)."""
+    else 1 (the script's exit code). A script that has no cases to choose
+    from (it never called chosen()) fails when MW_TEST is set: MW_TEST names
+    no case of it."""
+    want = os.environ.get(CASE_ENV, "")
+    if want and not _case_chosen:
+        check(f"{CASE_ENV}={want} names a case of {os.path.basename(sys.argv[0])}", False,
+              "it has no cases to choose from: run it without " + CASE_ENV)
     print(f"1..{len(results)}")
     return 0 if all(results) else 1
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // gendiff.mjs — the LanceDB side of the generative differential test
-// (tests/e2e/gendiff.py, issue 26): random cases, LanceDB 0.39.0's own writer
+// (tests/e2e/test_gendiff.py, issue 26): random cases, LanceDB 0.39.0's own writer
 // on the same rows, and LanceDB's reads of both.
 //
 // A case is a pure function of its seed (a 32-bit integer; mulberry32): a

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // split_brain_lance.mjs DB_DIR — LanceDB 0.39.0's own MemWAL writer as the
-// second party of the split-brain test (tests/e2e/split_brain.py), driven
+// second party of the split-brain test (tests/e2e/test_split_brain.py), driven
 // over pipes: one JSON command per stdin line, one JSON reply per stdout
 // line, in order.
 //

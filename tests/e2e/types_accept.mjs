@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // types_accept.mjs — the LanceDB side of issue 15's acceptance test for
-// column types (tests/e2e/daemon_types.py): a table LanceDB creates with
+// column types (tests/e2e/test_daemon_types.py): a table LanceDB creates with
 // every type memwald supports, the rows memwald is sent over JSON and ARROW,
 // and what LanceDB reads back, exactly (exact.mjs).
 //
@@ -126,7 +126,7 @@ function dictFrame(keys) {
 function plan(out) {
   fs.mkdirSync(out, { recursive: true });
   const phases = compaction ? {
-    // each phase is flushed and compacted (tests/e2e/daemon_types_compact.py):
+    // each phase is flushed and compacted (tests/e2e/test_daemon_types_compact.py):
     // c1 new keys, updates and deletes of LanceDB's base rows;
     c1: { json: [[100, 140, 0], [0, 10, 2000]], del: [12, 13], frames: [[140, 170, 0], [170, 200, 0, true], [5, 8, 3000]], dict: [300, 301, 302, 303, 304, 6] },
     // c2 updates and deletes of rows c1's compaction wrote, new keys;

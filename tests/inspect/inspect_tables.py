@@ -6,7 +6,7 @@ Every suite that writes tables runs this on them before it removes them
 `verify` passes on every table they leave):
 
   - the e2e scripts through e2e_util.tidy (it imports this module);
-  - the engine tests through tests/common/testutil.c tu_inspect_tables,
+  - the shard tests through tests/common/testutil.c tu_inspect_tables,
     which runs this file as a program;
   - the interop scenarios through tests/interop/run.sh.
 

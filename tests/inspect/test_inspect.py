@@ -208,7 +208,7 @@ def main():
             tap(f"verify {name}: no problem", rc == 0, out + err)
         # the legacy v1 goldens
         for f in ("types.lance", "batches.lance"):
-            p = os.path.join(SRC, "tests", "formats", "data", "legacy_v1", f)
+            p = os.path.join(SRC, "tests", "lance", "data", "legacy_v1", f)
             rc, out, err = run("--json", "show", p)
             ok = rc == 0 and json.loads(out)["format"].startswith("lance v1 legacy")
             tap(f"show legacy v1 {f}", ok, out[:500] + err)

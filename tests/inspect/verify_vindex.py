@@ -6,7 +6,7 @@ files and `verify` checks each SSTable's index against its data file
   verify_vindex.py MEMWAL_INSPECT MW_SST_TOOL
 
 1. show: the eight index files LanceDB 0.39.0's writer flushed
-   (tests/formats/data/vindex/*/{index,auxiliary}.idx: l2 with and without
+   (tests/lance/data/vindex/*/{index,auxiliary}.idx: l2 with and without
    null vectors, cosine, dot), in text and in JSON with every row: the
    columns LanceDB's reader needs, index.idx's rows cut by lance:hnsw's
    level_offsets, level 0 naming nodes 0..n-1 in order, every neighbor a
@@ -40,7 +40,7 @@ INSPECT, SST_TOOL = sys.argv[1], sys.argv[2]
 VECTORS = os.environ.get("MW_VECTORS")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-LANCE_FILES = os.path.join(ROOT, "tests", "formats", "data", "vindex")
+LANCE_FILES = os.path.join(ROOT, "tests", "lance", "data", "vindex")
 MAINTAINED = os.path.join(HERE, "data", "vindex_maintained", "t.lance")
 results = []
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # legacy_v1_fresh.sh — interop test legacy-v1-fresh: the pinned LanceDB
 # writes the legacy v1 golden tables again (make-legacy-v1.mjs) into a scratch
-# folder, and the formats test of the v1 reader runs on those files: what
+# folder, and the lance test of the v1 reader runs on those files: what
 # LanceDB writes today, not only what it wrote when the goldens were made.
 #
 #   legacy_v1_fresh.sh TEST_LEGACY_V1_BINARY

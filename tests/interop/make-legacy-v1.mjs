@@ -3,7 +3,7 @@
 // back from them. Run once from tests/interop (whose node_modules pin the
 // package) and commit the output:
 //
-//   node tests/interop/make-legacy-v1.mjs tests/formats/data/legacy_v1
+//   node tests/interop/make-legacy-v1.mjs tests/lance/data/legacy_v1
 //
 // (the interop test legacy-v1-fresh also runs it into a scratch folder and
 // decodes what the pinned package writes today).
@@ -13,7 +13,7 @@
 // tab-separated cells as LanceDB returned them:
 //   null | decimal integer | true/false | f32:<8 hex bits> | f64:<16 hex bits>
 //   | s:<hex of the UTF-8 bytes> | b:<hex bytes> | v:<f32 bits>,<f32 bits>,...
-// tests/formats/test_legacy_v1.c decodes NAME.lance with our reader and must
+// tests/lance/test_legacy_v1.c decodes NAME.lance with our reader and must
 // print the same cells.
 import * as lancedb from "@lancedb/lancedb";
 import { Schema, Field, Int32, Int64, Float32, Float64, Bool, Utf8, Binary, FixedSizeList } from "apache-arrow";

@@ -5,7 +5,7 @@
  * WAL entries through our IPC decoder, and recover which WAL positions each
  * of Lance's SSTables covered (from the manifest history).
  *
- * Used by mw_sst_tool (interop suite) and test_sstable (formats suite, which
+ * Used by mw_sst_tool (interop suite) and test_sstable (lance suite, which
  * includes shardio.c directly). Not part of the daemon: the engine goes
  * through the storage layer instead.
  *

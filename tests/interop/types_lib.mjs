@@ -13,7 +13,7 @@
 // large_list columns come only with opts.large: apache-arrow 18.1.0 (pinned
 // by LanceDB 0.39.0) has no LargeList type, so the node client can neither
 // write nor read such a column (its own error: `Unrecognized type:
-// "LargeList" (21)`). The acceptance test (tests/e2e/daemon_types.py) has
+// "LargeList" (21)`). The acceptance test (tests/e2e/test_daemon_types.py) has
 // LanceDB add them with `arrow_cast(..., 'LargeList(...)')`, decodes
 // LanceDB's own result batches (nativeExecute) with apache-arrow 21, which
 // has LargeList, and writes its frames with it too.

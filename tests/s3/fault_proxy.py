@@ -1,5 +1,5 @@
 """fault_proxy.py — an HTTP/1.1 proxy between memwald and a real S3 server
-that injects faults at the HTTP level, for tests/e2e/s3_faults.py.
+that injects faults at the HTTP level, for tests/e2e/test_s3_faults.py.
 
 memwald's libcurl talks to the proxy as if it were the endpoint; every
 request is forwarded unchanged (the Host header too, so SigV4 still holds)

@@ -42,6 +42,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "common/metrics.h"
 #include "storage/fault.h"
 #include "storage/storage.h"
@@ -736,5 +738,5 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_sync),
   };
-  return cmocka_run_group_tests_name("storage-s3", tests, NULL, NULL);
+  return tu_run_group_name("storage-s3", tests, NULL, NULL);
 }

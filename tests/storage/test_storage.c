@@ -38,6 +38,8 @@
 
 #include <cmocka.h>
 
+#include "cases.h"
+
 #include "common/metrics.h"
 #include "storage/local.h"
 #include "storage/md5.h"
@@ -2339,9 +2341,7 @@ int main(void) {
     tu_rmtree(root);
     free(root);
   }
-  /* MW_TEST_ONLY=test_name (a cmocka pattern) runs just that test */
-  const char *only = getenv("MW_TEST_ONLY");
-  if (only != NULL && *only != '\0') cmocka_set_test_filter(only);
+  /* MW_TEST=test_name (or a pattern) runs just that test (tests/common/cases.h) */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_roundtrip),
       cmocka_unit_test(test_md5),
@@ -2381,7 +2381,7 @@ int main(void) {
       cmocka_unit_test(test_powerloss_unsynced_content),
       cmocka_unit_test(test_powerloss_delete),
   };
-  return cmocka_run_group_tests_name(g_backend == MW_STORAGE_THREADS ? "storage-threads"
+  return tu_run_group_name(g_backend == MW_STORAGE_THREADS ? "storage-threads"
                                                                      : "storage-uring",
                                      tests, NULL, NULL);
 }
