@@ -8,7 +8,8 @@
  *          FullZip page body (fullzip.h), no repetition index check;
  *   "HNSW" u8 n (1..64), u8 dim (1..16), u8 distance, u8 m, then floats
  *          (NaN, inf and denormals included): build, search every vector,
- *          write both index files and check them (must pass);
+ *          write both index files and check them, and their rows against
+ *          the vectors (mw_vindex_check_rows; must pass);
  *   anything else: u32 LE length L, index.idx = the next L bytes,
  *          auxiliary.idx = the rest: mw_vindex_check must return an error
  *          or a consistent info, never crash, leak or allocate unboundedly.
@@ -57,6 +58,7 @@ static void hnsw(const uint8_t *d, size_t n) {
   mw_vindex_info_t info;
   if (mw_vindex_build(&in, &x, NULL) == 0) {
     if (mw_vindex_check(x.index_idx.data, x.index_idx.len, x.aux_idx.data, x.aux_idx.len, &info, NULL) != 0) abort();
+    if (mw_vindex_check_rows(&info, &in, NULL) != 0) abort(); /* every finite vector named once */
     mw_vindex_info_free(&info);
     mw_vindex_free(&x);
   }

@@ -15,7 +15,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <math.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,6 +64,7 @@ typedef struct vctx {
   shard_info_t *shards;
   size_t n_shards;
   char base_key[96];             /* the latest dataset manifest, for problems */
+  const mw_table_meta_t *base;   /* its metadata when it has a MemWAL index, else NULL */
 } vctx_t;
 
 static void problem(vctx_t *v, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -424,26 +424,58 @@ static void check_vindexes(vctx_t *v, const char *dir, const mw_table_meta_t *t,
         problem(v, ik, "vector index '%s': %s", im->name, err.msg);
       } else {
         const mw_column_t *c = &d->batch.cols[col];
-        const float *vals = (const float *)(const void *)c->values.data;
-        uint32_t k = 0, dim = (uint32_t)d->f.schema.fields[col].fsl_dim;
-        for (int64_t r = 0; r < d->batch.n_rows; r++) {
-          bool node = mw_column_valid(c, r);
-          for (uint32_t j = 0; node && j < dim; j++) node = isfinite(vals[(size_t)r * dim + j]);
-          if (!node) continue;
-          if (k >= info.nodes || info.row_ids[k] != (uint64_t)r) {
-            problem(v, ak, "vector index '%s' does not name row %" PRId64 " (a vector search would miss it)", im->name, r);
-            break;
-          }
-          k++;
-        }
-        if (k < info.nodes) problem(v, ak, "vector index '%s' names %u rows, the data file has %u vectors", im->name, info.nodes, k);
-        if (info.dim != dim) problem(v, ik, "vector index '%s' has dimension %u, its column %u", im->name, info.dim, dim);
+        mw_vindex_input_t in = {.vecs = (const float *)(const void *)c->values.data,
+                                .validity = c->validity.len ? c->validity.data : NULL,
+                                .rows = (uint64_t)d->batch.n_rows, .dim = (uint32_t)d->f.schema.fields[col].fsl_dim};
+        if (mw_vindex_check_rows(&info, &in, &err) < 0) problem(v, ak, "vector index '%s': %s", im->name, err.msg);
         v->r->vector_indexes++;
       }
     }
     mw_vindex_info_free(&info);
     mw_buf_free(&ib);
     mw_buf_free(&ab);
+  }
+}
+
+/* The base table's vector index named `name` (an IndexMetadata with
+ * vector details on one field), or NULL. */
+static const Lance__Table__IndexMetadata *base_vindex(const mw_table_meta_t *base, const char *name) {
+  for (size_t i = 0; i < base->indexes.n; i++) {
+    const Lance__Table__IndexMetadata *b = base->indexes.items[i].pb;
+    mw_distance_t dist;
+    if (b->name != NULL && strcmp(b->name, name) == 0 && b->index_details != NULL && b->n_fields == 1 &&
+        mw_vindex_details_distance(b->index_details->type_url, NULL, 0, &dist) != -ENOENT)
+      return b;
+  }
+  return NULL;
+}
+
+/* Each vector index the base table's MemWAL index maintains must be in
+ * every SSTable that has a vector to index: LanceDB's vector search reads
+ * an SSTable without it as empty, silently (docs/indexes.md). */
+static void check_maintained(vctx_t *v, const char *dir, const mw_table_meta_t *t, const dfile_t *d) {
+  assert(dir != NULL);
+  for (size_t m = 0; v->base != NULL && m < v->base->memwal.n_maintained_indexes; m++) {
+    const char *name = v->base->memwal.maintained_indexes[m];
+    const Lance__Table__IndexMetadata *b = base_vindex(v->base, name);
+    bool have = false;
+    for (size_t i = 0; b != NULL && i < t->indexes.n; i++)
+      have |= t->indexes.items[i].pb->name != NULL && strcmp(t->indexes.items[i].pb->name, name) == 0;
+    int col = -1;
+    for (size_t f = 0; b != NULL && !have && f < d->f.schema.n_fields; f++)
+      if (d->f.schema.fields[f].id == b->fields[0] && d->f.schema.fields[f].type == MW_T_FSL &&
+          d->f.schema.fields[f].item_type == MW_T_FLOAT32)
+        col = (int)f;
+    if (col < 0) continue; /* not a vector index, in the SSTable, or no such column */
+    const mw_column_t *c = &d->batch.cols[col];
+    mw_vindex_input_t in = {.vecs = (const float *)(const void *)c->values.data,
+                            .validity = c->validity.len ? c->validity.data : NULL,
+                            .rows = (uint64_t)d->batch.n_rows, .dim = (uint32_t)d->f.schema.fields[col].fsl_dim};
+    uint64_t vectors = 0;
+    for (uint64_t r = 0; r < in.rows; r++) vectors += mw_vindex_row_indexed(&in, r);
+    if (vectors > 0)
+      problem(v, dir, "no index of the maintained vector index '%s': LanceDB's vector search misses its %" PRIu64
+              " vector rows", name, vectors);
   }
 }
 
@@ -560,6 +592,7 @@ static void check_sstable(vctx_t *v, const char *shard_dir, const mw_sstable_ref
     check_flags(v, key, pb->reader_feature_flags, pb->writer_feature_flags, d.v1_seeds);
     check_sstable_keys(v, dir, key, dkey, fr, &d);
     check_vindexes(v, dir, &t, &d);
+    check_maintained(v, dir, &t, &d);
   }
   dfile_free(&d);
   mw_table_meta_free(&t);
@@ -1078,6 +1111,7 @@ static void check_base(vctx_t *v, mw_table_meta_t *latest_meta, bool *have_lates
   if (*have_latest && latest_meta->has_memwal) {
     v->compacted = latest_meta->memwal.compacted;
     v->n_compacted = latest_meta->memwal.n_compacted;
+    v->base = latest_meta;
   }
 }
 

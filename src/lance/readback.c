@@ -37,6 +37,8 @@
 #include "lance/deletion.h"
 #include "lance/pk_index.h"
 
+#define MW_READBACK_NAME_BYTES 256 /* "<sstable dir>/_indices" in messages */
+
 /* ------------------------------------------------------------- columns */
 
 static bool rows_equal(const mw_field_t *f, const mw_column_t *a, int64_t ai, const mw_column_t *b,
@@ -410,4 +412,35 @@ int mw_readback_pk_index(const mw_field_t *pk, const mw_column_t *keys, const mw
   mw_datafile_close(&df);
   if (rc == -ENOMEM) mw_err_set(err, rc, "read-back of %s: out of memory", dname);
   return rc;
+}
+
+/* ------------------------------------------------------ vector index */
+
+/* What the files say against what was built: -EBADMSG naming it, or 0. */
+static int vindex_built_check(const mw_vindex_info_t *info, const mw_vindex_input_t *in,
+                              const mw_vindex_t *built, mw_err_t *err) {
+  if (info->dist != in->dist) return mw_err_set(err, -EBADMSG, "distance type %d, %d built", (int)info->dist, (int)in->dist);
+  if (info->nodes != built->nodes) return mw_err_set(err, -EBADMSG, "%u nodes, %u built", info->nodes, built->nodes);
+  if (info->entry_point != built->entry_point)
+    return mw_err_set(err, -EBADMSG, "entry point %u, %u built", info->entry_point, built->entry_point);
+  if (info->bounds.lo != built->bounds.lo || info->bounds.hi != built->bounds.hi)
+    return mw_err_set(err, -EBADMSG, "SQ bounds [%g, %g], [%g, %g] built", info->bounds.lo, info->bounds.hi,
+                      built->bounds.lo, built->bounds.hi);
+  return mw_vindex_check_rows(info, in, err);
+}
+
+int mw_readback_vindex(const mw_vindex_input_t *in, const mw_vindex_t *built, const char *dir,
+                       mw_err_t *err) {
+  assert(in != NULL);
+  assert(built != NULL);
+  assert(dir != NULL);
+  mw_vindex_info_t info = {0};
+  mw_err_t why = {0};
+  int rc = mw_vindex_check(built->index_idx.data, built->index_idx.len, built->aux_idx.data, built->aux_idx.len,
+                           &info, &why);
+  if (rc == 0) rc = vindex_built_check(&info, in, built, &why);
+  mw_vindex_info_free(&info);
+  char name[MW_READBACK_NAME_BYTES];
+  snprintf(name, sizeof name, "%s/_indices", dir);
+  return rc < 0 ? open_fail(rc, name, &why, err) : 0;
 }

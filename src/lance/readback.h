@@ -28,6 +28,11 @@
  *               once (ids 0..n-1 each once), keys ascending, key i the
  *               written key of row ids[i]; page_lookup has one row per 8192
  *               keys, whose min and max are its page's first and last key.
+ *   vector index (mw_readback_vindex) both files pass mw_vindex_check (as
+ *               Lance's IVF_HNSW_SQ reader needs them), with the distance,
+ *               node count, entry point and SQ bounds built, and name
+ *               exactly the rows with a vector, each once
+ *               (mw_vindex_check_rows).
  *
  * The cost (docs/engine.md, "Read-back before publishing"): one more decode
  * of each file, one pass over the rows.
@@ -46,6 +51,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "lance/batch.h"
+#include "lance/vindex_file.h"
 
 /* `data[0..len)`, a data file named `name` (for messages), must hold exactly
  * the rows of batches[0..n) (schema `schema`, in order). */
@@ -65,5 +71,10 @@ int mw_readback_deletions(const uint8_t *p, size_t len, uint64_t rows, const uin
  * `keys` (field `pk`), fragment 0; `dir` names the SSTable in messages. */
 int mw_readback_pk_index(const mw_field_t *pk, const mw_column_t *keys, const mw_buf_t *page_data,
                          const mw_buf_t *page_lookup, const char *dir, mw_err_t *err);
+
+/* The vector index `built` from `in` (its files in _indices/ of `dir`, for
+ * messages). */
+int mw_readback_vindex(const mw_vindex_input_t *in, const mw_vindex_t *built, const char *dir,
+                       mw_err_t *err);
 
 #endif

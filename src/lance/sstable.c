@@ -551,6 +551,17 @@ static int gather_vectors(const mw_sstable_job_t *j, uint32_t field, int64_t row
   return 0;
 }
 
+void (*mw_sstable_vindex_hook_for_tests)(mw_vindex_t *built);
+
+/* A read-back's status: -EBADMSG marks the part refused (readback.h). */
+static int checked(mw_sstable_job_t *j, int part, int rc) {
+  assert(j != NULL);
+  if (rc == -EBADMSG) j->refused[part] = true;
+  return rc;
+}
+
+/* Each maintained vector index built over its column and read back; a
+ * column without a vector gets none (as Lance). */
 static int part_vindex(mw_sstable_job_t *j, mw_err_t *err) {
   assert(j != NULL);
   int rc = 0;
@@ -566,6 +577,9 @@ static int part_vindex(mw_sstable_job_t *j, mw_err_t *err) {
     if (rc == 0) rc = mw_vindex_build(&in, &j->vix[i], err);
     j->vbuilt[i] = rc == 0;
     if (rc == -ENODATA) rc = 0, mw_err_clear(err); /* no vector: no index, as Lance */
+    else if (rc == 0 && mw_sstable_vindex_hook_for_tests != NULL) mw_sstable_vindex_hook_for_tests(&j->vix[i]);
+    if (rc == 0 && j->vbuilt[i] && !j->opts.skip_readback)
+      rc = checked(j, MW_SSTABLE_PART_INDEX, mw_readback_vindex(&in, &j->vix[i], j->acc.dir_name, err));
     if (rc < 0) mw_err_prefix(err, rc, "sstable: vector index '%s'", v->name);
     free(vo);
     free(bo);
@@ -723,13 +737,6 @@ int mw_sstable_job_begin(const mw_schema_t *schema, const mw_batch_t *const *bat
   for (size_t i = 0; i < j->opts.n_sindexes; i++) uuid_v4(&rng, j->suuid[i]);
   *job = j;
   return 0;
-}
-
-/* A read-back's status: -EBADMSG marks the part refused (readback.h). */
-static int checked(mw_sstable_job_t *j, int part, int rc) {
-  assert(j != NULL);
-  if (rc == -EBADMSG) j->refused[part] = true;
-  return rc;
 }
 
 static int part_data(mw_sstable_job_t *j, mw_err_t *err) {

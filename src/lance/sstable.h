@@ -204,6 +204,10 @@ int mw_sstable_data_file(const mw_schema_t *schema, const mw_batch_t *const *bat
  * before anything reads them back; on the encoding thread. A test corrupts
  * them here to see the read-back refuse them. */
 extern void (*mw_sstable_data_hook_for_tests)(mw_buf_t *file);
+/* Tests only: called with each vector index built, before its read-back
+ * (to damage it). */
+struct mw_vindex;
+extern void (*mw_sstable_vindex_hook_for_tests)(struct mw_vindex *built);
 
 /* The file whose path ends with `suffix` (e.g. "bloom_filter.bin"), or NULL. */
 const mw_sstable_file_t *mw_sstable_find(const mw_sstable_t *sst, const char *suffix);

@@ -9,6 +9,8 @@
  * then checked as Lance's HNSW loader and search rely on it: level_offsets
  * cut index.idx's rows into levels, level 0 holds every node in id order,
  * and every neighbor of a node on level l is itself on level l.
+ * mw_vindex_check_rows then holds a checked pair against the column it
+ * indexes (verify and the flush's read-back: every vector row named once).
  */
 #include <assert.h>
 #include <errno.h>
@@ -393,4 +395,27 @@ void mw_vindex_info_free(mw_vindex_info_t *info) {
   if (info == NULL) return;
   free(info->row_ids);
   info->row_ids = NULL;
+}
+
+int mw_vindex_check_rows(const mw_vindex_info_t *info, const mw_vindex_input_t *in, mw_err_t *err) {
+  assert(info != NULL);
+  assert(in != NULL);
+  assert(info->row_ids != NULL || info->nodes == 0);
+  if (info->dim != in->dim)
+    return mw_err_set(err, -EBADMSG, "the index has dimension %u, its column %u", info->dim, in->dim);
+  uint32_t k = 0; /* node ids ascend with _rowid (rows_check): one pass */
+  for (uint64_t r = 0; r < in->rows; r++) {
+    bool named = k < info->nodes && info->row_ids[k] == r;
+    bool node = in->vecs != NULL && mw_vindex_row_indexed(in, r);
+    if (named && !node)
+      return mw_err_set(err, -EBADMSG, "node %u names row %llu, which has no vector", k, (unsigned long long)r);
+    if (node && !named)
+      return mw_err_set(err, -EBADMSG, "row %llu is not named by any node (a vector search would miss it)",
+                        (unsigned long long)r);
+    k += named;
+  }
+  if (k < info->nodes)
+    return mw_err_set(err, -EBADMSG, "node %u names row %llu, past the %llu rows of the data file", k,
+                      (unsigned long long)info->row_ids[k], (unsigned long long)in->rows);
+  return 0;
 }

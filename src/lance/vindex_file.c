@@ -602,8 +602,9 @@ static void normalize(float *v, size_t dim) {
 /* A row gets a node when its vector is not null and every item is finite
  * (a NaN or infinite item has no distance: it could not be found, and it
  * would make the quantizer's bounds infinite). */
-static bool row_valid(const mw_vindex_input_t *in, uint64_t r) {
+bool mw_vindex_row_indexed(const mw_vindex_input_t *in, uint64_t r) {
   assert(in != NULL);
+  assert(r < in->rows);
   if (in->validity != NULL && !(in->validity[r >> 3] >> (r & 7) & 1)) return false;
   for (size_t i = 0; i < in->dim; i++)
     if (!isfinite(in->vecs[r * in->dim + i])) return false;
@@ -618,7 +619,7 @@ int mw_vindex_build(const mw_vindex_input_t *in, mw_vindex_t *out, mw_err_t *err
     return mw_err_set(err, -EINVAL, "vector index: %llu rows of dimension %u (limits %llu, %d)",
                       (unsigned long long)in->rows, in->dim, (unsigned long long)MW_VINDEX_MAX_ROWS, MW_VINDEX_MAX_DIM);
   uint64_t nodes = 0;
-  for (uint64_t r = 0; r < in->rows; r++) nodes += row_valid(in, r);
+  for (uint64_t r = 0; r < in->rows; r++) nodes += mw_vindex_row_indexed(in, r);
   if (nodes == 0) return mw_err_set(err, -ENODATA, "vector index: no non-null, finite vector in %llu rows", (unsigned long long)in->rows);
   size_t dim = in->dim;
   bool dense = nodes == in->rows && in->dist != MW_DIST_COSINE; /* else a packed copy */
@@ -629,7 +630,7 @@ int mw_vindex_build(const mw_vindex_input_t *in, mw_vindex_t *out, mw_err_t *err
   int rc = -ENOMEM;
   if ((!dense && packed == NULL) || row_ids == NULL || codes == NULL) goto fail;
   for (uint64_t r = 0, k = 0; r < in->rows; r++) {
-    if (!row_valid(in, r)) continue;
+    if (!mw_vindex_row_indexed(in, r)) continue;
     if (!dense) memcpy(packed + k * dim, in->vecs + r * dim, dim * sizeof *packed);
     if (in->dist == MW_DIST_COSINE) normalize(packed + k * dim, dim);
     row_ids[k++] = r;

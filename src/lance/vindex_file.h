@@ -88,6 +88,10 @@ typedef struct mw_vindex_info {
   uint64_t *row_ids;        /* nodes entries, _rowid of each node (owned) */
 } mw_vindex_info_t;
 
+/* Whether row r < in->rows gets a node: its vector is not null and every
+ * item is finite. */
+bool mw_vindex_row_indexed(const mw_vindex_input_t *in, uint64_t r);
+
 /* Check a pair of files as Lance's IVF_HNSW_SQ reader needs them: both
  * schemas and schema metadata (lance:index type and distance, lance:ivf
  * naming global buffer 1, lance:hnsw, lance:sq = storage_metadata[0]), the
@@ -100,6 +104,14 @@ typedef struct mw_vindex_info {
 int mw_vindex_check(const uint8_t *index_idx, size_t index_len, const uint8_t *aux_idx,
                     size_t aux_len, mw_vindex_info_t *info, mw_err_t *err);
 void mw_vindex_info_free(mw_vindex_info_t *info);
+
+/* A checked index against the column it indexes (in: vectors, validity,
+ * rows, dim; in->dist and in->hnsw unused): its dimension is in->dim and
+ * its nodes' _rowid name exactly the rows that get a node
+ * (mw_vindex_row_indexed), each once, in row order. -EBADMSG naming the
+ * first row the index misses or names wrongly: a vector search would miss
+ * that row, or answer a row that has no vector. */
+int mw_vindex_check_rows(const mw_vindex_info_t *info, const mw_vindex_input_t *in, mw_err_t *err);
 
 /* The SSTable manifest's IndexMetadata for the index in _indices/<uuid>:
  * uuid, name (the base index's), fields = [field_id], dataset_version,

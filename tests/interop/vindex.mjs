@@ -3,12 +3,15 @@
 // index we wrote (issue 27; tests/interop/vindex.sh runs it around
 // mw_sst_tool).
 //
-//   node vindex.mjs make DIR --distance l2|cosine|dot --index ivfpq|hnswsq
-//       [--dim D] [--base N] [--rows N] [--nulls K]
-//     A table DIR/t.lance {id int64 PK, vec fixed_size_list<float32, D>},
-//     N base rows, the base index on vec (createIndex's IVF_PQ or hnswSq with
-//     the distance), the default unsharded LSM write spec (every index
-//     maintained), then ROWS fresh rows (ids from 100000, every K-th vector
+//   node vindex.mjs make DIR --distance l2|cosine|dot --index ivfpq|hnswsq|default
+//       [--dim D] [--base N] [--rows N] [--nulls K] [--spec unsharded|bucket]
+//     A table DIR/t.lance {id int64 PK, vec fixed_size_list<float32, D>}
+//     (DIR may be s3://BUCKET/PREFIX: the endpoint and keys of the
+//     environment tests/s3/with-s3.sh exports), N base rows, the base index
+//     on vec (IVF_PQ or hnswSq with the distance; `default`: createIndex("vec")
+//     with no config, LanceDB's choice), the default LSM write spec (every
+//     index maintained; unsharded, or bucket(id, 4)), then ROWS fresh rows
+//     (ids from 100000, every K-th vector
 //     null) through LanceDB's own writer, flushed by closeLsmWriters (none
 //     with --rows 0: another writer adds them and rewrites fresh.json). The
 //     fresh rows go to DIR/fresh.json.
@@ -23,6 +26,21 @@
 //     the same rows). With --uuid the plan must read the SSTable through
 //     index U.
 //     Prints "ok rows=N ..." or the misses, exit 1.
+//   node vindex.mjs lsm DIR MODEL.json
+//     MODEL = {rows: [{id, vec}] every live row with a vector, fresh: [id]
+//     the rows written since the table was made, stale: [{id, vec}] vectors an
+//     update replaced, deleted: [{id, vec}] deleted rows' last vectors}.
+//     LanceDB's default vector search (l2, 10 neighbors, LSM routing):
+//     each fresh row's own vector answers that row first; a stale or deleted
+//     vector never answers its row; and every row any of these searches
+//     answers is live, with the model's vector for it (never an old
+//     version). Prints "ok ..." or the failures, exit 1.
+//   node vindex.mjs lance-write DIR ROWS.json [--model MODEL.json] [--end close|kill]
+//     LanceDB's own shard writer (unsharded table) writes ROWS ([{id, vec}])
+//     in one mergeInsert, which takes the shard over from the writer before
+//     it (claim, fence, replay of its WAL); with --model the lsm check runs
+//     on the writer's handle; then closeLsmWriters (flush), or with --end
+//     kill a SIGKILL of this process (the rows stay in LanceDB's WAL).
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -37,7 +55,8 @@ const arrow = await import("apache-arrow");
 
 const [cmd, dir, ...rest] = process.argv.slice(2);
 const opt = { distance: "l2", index: "ivfpq", dim: "16", base: "300", rows: "200", nulls: "0" };
-for (let i = 0; i < rest.length; i += 2) opt[rest[i].replace(/^--/, "")] = rest[i + 1];
+for (let i = 0; i < rest.length; i++) if (rest[i].startsWith("--")) opt[rest[i].slice(2)] = rest[++i];
+const args = rest.filter((a, i) => !a.startsWith("--") && !(i > 0 && rest[i - 1].startsWith("--")));
 const dim = Number(opt.dim);
 
 function rng(seed) {
@@ -75,30 +94,47 @@ function batch(schema, first, n, nullEvery, next) {
   return { table: new arrow.Table(schema, [new arrow.RecordBatch(schema, data)]), ids, vecs };
 }
 
+// A folder, or s3://BUCKET/PREFIX with the endpoint and keys of the
+// environment tests/s3/with-s3.sh exports.
+function connect(uri) {
+  const env = process.env;
+  const storageOptions = uri.startsWith("s3://") ? {
+    aws_endpoint: env.AWS_ENDPOINT_URL || env.MW_S3_ENDPOINT, aws_access_key_id: env.AWS_ACCESS_KEY_ID,
+    aws_secret_access_key: env.AWS_SECRET_ACCESS_KEY, aws_region: env.AWS_REGION || "us-east-1", allow_http: "true",
+  } : undefined;
+  return lancedb.connect(uri, storageOptions ? { storageOptions } : {});
+}
+
 async function make() {
   const schema = new arrow.Schema([
     new arrow.Field("id", new arrow.Int64(), false),
     new arrow.Field("vec", new arrow.FixedSizeList(dim, new arrow.Field("item", new arrow.Float32(), true)), true),
   ]);
   const next = rng(0x5eed + dim);
-  const db = await lancedb.connect(dir);
-  const t = await db.createTable("t", batch(schema, 0, Number(opt.base), 0, next).table);
+  const db = await connect(dir);
+  const base = batch(schema, 0, Number(opt.base), 0, next);
+  const t = await db.createTable("t", base.table);
   const config =
     opt.index === "hnswsq" ? lancedb.Index.hnswSq({ distanceType: opt.distance })
-      : lancedb.Index.ivfPq({ distanceType: opt.distance, numPartitions: 1, numSubVectors: Math.max(1, dim / 8) });
-  await t.createIndex("vec", { config });
+      : opt.index === "default" ? undefined
+        : lancedb.Index.ivfPq({ distanceType: opt.distance, numPartitions: 1, numSubVectors: Math.max(1, dim / 8) });
+  await t.createIndex("vec", config ? { config } : undefined);
   await t.setUnenforcedPrimaryKey("id");
-  await t.setLsmWriteSpec({ specType: "unsharded" });
+  await t.setLsmWriteSpec(opt.spec === "bucket" ? { specType: "bucket", column: "id", numBuckets: 4 } : { specType: "unsharded" });
   const spec = await t.getLsmWriteSpec();
   const fresh = Number(opt.rows) > 0 ? batch(schema, 100000, Number(opt.rows), Number(opt.nulls), next) : { ids: [], vecs: [] };
   if (fresh.table) { /* --rows 0: the table only, for another writer (memwald) */
     await t.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(fresh.table);
     await t.closeLsmWriters();
   }
+  const indices = await t.listIndices();
   t.close();
   const rows = fresh.ids.map((id, i) => ({ id: id.toString(), vec: fresh.vecs[i] }));
-  fs.writeFileSync(path.join(dir, "fresh.json"), JSON.stringify({ distance: opt.distance, maintained: spec.maintainedIndexes, rows }));
-  console.log(`made ${dir}/t.lance: ${opt.base} base rows, ${rows.length} fresh, maintained ${JSON.stringify(spec.maintainedIndexes)}`);
+  const baseRows = base.ids.map((id, i) => ({ id: id.toString(), vec: base.vecs[i] }));
+  const out = opt.out || (dir.startsWith("s3://") ? null : path.join(dir, "fresh.json"));
+  if (out) fs.writeFileSync(out, JSON.stringify({ distance: opt.distance, maintained: spec.maintainedIndexes, rows, base: baseRows }));
+  console.log(`made ${dir}/t.lance: ${opt.base} base rows, ${rows.length} fresh, maintained ${JSON.stringify(spec.maintainedIndexes)}, ` +
+    `spec ${spec.specType}, indices ${JSON.stringify(indices.map((i) => [i.name, i.indexType]))}`);
 }
 
 async function search() {
@@ -145,8 +181,103 @@ async function search() {
   console.log(`ok ${line}${uuid ? `; the plan reads the SSTable through index ${uuid}` : ""}`);
 }
 
+// The lsm check on table handle t; the failures (empty: passed) and the
+// summary line.
+async function lsmCheck(t, model) {
+  const live = new Map(model.rows.map((r) => [String(r.id), r.vec]));
+  const same = (a, b) => a !== null && b !== null && a.length === b.length && a.every((x, i) => Math.fround(x) === Math.fround(b[i]));
+  const fails = [];
+  const n = { fresh: 0, first: 0, k1: 0, stale: 0, deleted: 0, answered: 0 };
+  const fail = (s) => { if (fails.length < 20) fails.push(s); };
+  const answers = async (q, k, what) => {
+    const got = await t.search(q).distanceType("l2").select(["id", "vec"]).limit(k).toArray();
+    for (const r of got) {
+      n.answered++;
+      const id = String(r.id), v = r.vec ? Array.from(r.vec) : null;
+      if (!live.has(id)) fail(`${what}: answered row ${id}, which is deleted`);
+      else if (!same(live.get(id), v)) fail(`${what}: answered row ${id} with a vector that is not its current one (a stale version)`);
+    }
+    return got.map((r) => String(r.id));
+  };
+  for (const id of model.fresh) {
+    const v = live.get(String(id));
+    if (!v) continue;
+    n.fresh++;
+    const got = await answers(v, 10, `fresh row ${id}`);
+    if (got[0] === String(id)) n.first++;
+    else fail(`fresh row ${id}: first of 10 is ${got[0] ?? "none"}`);
+    const one = await t.search(v).distanceType("l2").limit(1).toArray();
+    n.k1 += one.length > 0 && String(one[0].id) === String(id);
+  }
+  for (const [kind, list] of [["stale", model.stale], ["deleted", model.deleted]]) {
+    for (const r of list) {
+      n[kind]++;
+      const got = await answers(r.vec, 10, `${kind} vector of row ${r.id}`);
+      /* a stale vector may still answer its row, but only with its new vector (checked above) */
+      if (kind === "deleted" && got.includes(String(r.id))) fail(`deleted row ${r.id} answered`);
+    }
+  }
+  if (n.fresh === 0) fails.push("no fresh row to search for");
+  return { fails, line: `fresh rows ${n.fresh}, found first ${n.first} (limit(1): ${n.k1}); stale vectors ${n.stale}, deleted rows ${n.deleted}; ${n.answered} answers checked` };
+}
+
+function report(what, r) {
+  if (r.fails.length) {
+    console.error(`FAIL: ${what}${r.line}\n  ${r.fails.join("\n  ")}`);
+    process.exit(1);
+  }
+  console.log(`ok ${what}${r.line}`);
+}
+
+async function lsm() {
+  const model = JSON.parse(fs.readFileSync(args[0], "utf8"));
+  const db = await connect(dir);
+  const t = await db.openTable("t");
+  const r = await lsmCheck(t, model);
+  t.close();
+  report("", r);
+}
+
+// LanceDB's own shard writer on the unsharded table: one mergeInsert of
+// ROWS (its first write claims the shard: epoch + 1, fence sentinel, replay
+// of the WAL the previous writer left), then --model's lsm check on the
+// writer's own handle (base index + SSTables + its MemTable), then `close`
+// (closeLsmWriters: its MemTable flushed under its epoch) or `kill` (SIGKILL
+// of this process: its rows stay in its WAL only, for the next writer).
+async function lanceWrite() {
+  const rows = JSON.parse(fs.readFileSync(args[0], "utf8"));
+  const db = await connect(dir);
+  const t = await db.openTable("t");
+  const d = (await t.schema()).fields[1].type.listSize; /* its arrow module is not ours: the schema anew */
+  const schema = new arrow.Schema([
+    new arrow.Field("id", new arrow.Int64(), false),
+    new arrow.Field("vec", new arrow.FixedSizeList(d, new arrow.Field("item", new arrow.Float32(), true)), true),
+  ]);
+  const table = batchOf(schema, d, rows);
+  await t.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(table);
+  console.log(`ok LanceDB's writer wrote ${rows.length} rows`);
+  if (opt.model) report("on the writer's handle: ", await lsmCheck(t, JSON.parse(fs.readFileSync(opt.model, "utf8"))));
+  if (opt.end === "kill") process.kill(process.pid, "SIGKILL");
+  await t.closeLsmWriters();
+  t.close();
+  console.log("ok LanceDB's writer closed (flushed)");
+}
+
+// An Arrow table of rows [{id, vec}] (no null vector) in schema's layout.
+function batchOf(schema, d, rows) {
+  const flat = new Float32Array(rows.length * d);
+  rows.forEach((r, i) => flat.set(r.vec, i * d));
+  const vec = arrow.makeData({ type: schema.fields[1].type, length: rows.length, nullCount: 0,
+    child: arrow.makeData({ type: new arrow.Float32(), length: rows.length * d, data: flat }) });
+  const id = arrow.vectorFromArray(rows.map((r) => BigInt(r.id)), new arrow.Int64()).data[0];
+  const data = arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.length, nullCount: 0, children: [id, vec] });
+  return new arrow.Table(schema, [new arrow.RecordBatch(schema, data)]);
+}
+
 if (cmd === "make") await make();
 else if (cmd === "search") await search();
+else if (cmd === "lsm") await lsm();
+else if (cmd === "lance-write") await lanceWrite();
 else throw new Error("usage: vindex.mjs make|search DIR [options]");
 // Exit at once, as check.mjs does, rather than wait for LanceDB's native
 // threads to wind down: a CI run on a loaded machine saw `make` print its

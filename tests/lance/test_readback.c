@@ -11,7 +11,10 @@
  * refused, naming the column and the row. A truncated file, a flipped page
  * byte and a file of fewer rows are refused; the bloom filter, the deletion
  * file and the _pk_index files are refused when they do not hold what was
- * written. mw_sstable_build of the same batches passes its read-back.
+ * written. mw_sstable_build of the same batches passes its read-back. A
+ * vector index reads back against its column, and is refused when the
+ * column changed after its build or its files are damaged, also inside an
+ * SSTable build (the part is marked refused).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -302,6 +305,100 @@ static void test_sstable_build_reads_back(void **state) {
   fixture_free(&x);
 }
 
+/* ------------------------------------------------------ vector index */
+
+#define VX_ROWS 60
+#define VX_DIM 4
+
+/* VX_ROWS vectors of VX_DIM, every 7th null; the index built from them. */
+static void vx_make(float *vecs, uint8_t *valid, mw_vindex_input_t *in, mw_vindex_t *built) {
+  memset(valid, 0, VX_ROWS / 8 + 1);
+  for (int r = 0; r < VX_ROWS; r++) {
+    for (int i = 0; i < VX_DIM; i++) vecs[r * VX_DIM + i] = (float)((r * 7 + i * 3) % 17) / 8 - 1;
+    if (r % 7 != 6) valid[r >> 3] |= (uint8_t)(1u << (r & 7));
+  }
+  *in = (mw_vindex_input_t){.vecs = vecs, .validity = valid, .rows = VX_ROWS, .dim = VX_DIM, .dist = MW_DIST_L2};
+  mw_err_t err = {0};
+  int rc = mw_vindex_build(in, built, &err);
+  if (rc != 0) fail_msg("build: %d %s", rc, err.msg);
+}
+
+static void vx_expect(const mw_vindex_input_t *in, const mw_vindex_t *built, const char *want) {
+  mw_err_t err = {0};
+  int rc = mw_readback_vindex(in, built, "abc_gen_1", &err);
+  if (want == NULL) {
+    if (rc != 0) fail_msg("read-back refused a good index: %d %s", rc, err.msg);
+    return;
+  }
+  assert_int_equal(rc, -EBADMSG);
+  if (strstr(err.msg, want) == NULL || strstr(err.msg, "abc_gen_1/_indices refused") == NULL)
+    fail_msg("reason \"%s\" does not name the index and \"%s\"", err.msg, want);
+}
+
+/* The index reads back against the column it was built from; a column that
+ * changed after the build (a vector row nulled, a null row given a vector,
+ * a row more), another distance and damaged files are refused, each naming
+ * what is wrong. */
+static void test_vindex_reads_back(void **state) {
+  (void)state;
+  float vecs[VX_ROWS * VX_DIM];
+  uint8_t valid[VX_ROWS / 8 + 1];
+  mw_vindex_input_t in;
+  mw_vindex_t built;
+  vx_make(vecs, valid, &in, &built);
+  vx_expect(&in, &built, NULL);
+  valid[0] &= (uint8_t)~1u; /* row 0 has a node */
+  vx_expect(&in, &built, "node 0 names row 0, which has no vector");
+  valid[0] |= 1u;
+  valid[0] |= 1u << 6; /* row 6 is null: no node */
+  vx_expect(&in, &built, "row 6 is not named by any node");
+  valid[0] &= (uint8_t)~(1u << 6);
+  vecs[6 * VX_DIM + 1] = 0; /* a null row's slot: ignored */
+  vx_expect(&in, &built, NULL);
+  in.rows = VX_ROWS - 1;
+  vx_expect(&in, &built, "past the 59 rows");
+  in.rows = VX_ROWS;
+  in.dist = MW_DIST_DOT;
+  vx_expect(&in, &built, "distance type");
+  in.dist = MW_DIST_L2;
+  built.aux_idx.len -= 9;
+  vx_expect(&in, &built, "auxiliary.idx");
+  built.aux_idx.len += 9;
+  built.index_idx.data[built.index_idx.len - 1] ^= 0xff; /* the footer's magic */
+  vx_expect(&in, &built, "index.idx");
+  mw_vindex_free(&built);
+}
+
+/* An SSTable build reads its vector index back; one damaged between its
+ * build and its read-back (the test hook) fails the build as refused. */
+static void truncate_aux(mw_vindex_t *built) { built->aux_idx.len /= 2; }
+
+static void test_sstable_vindex_reads_back(void **state) {
+  (void)state;
+  fixture_t x;
+  fixture_make(&x, false);
+  mw_sstable_vindex_t vx = {.name = "vec_idx", .field = C_VEC, .dist = MW_DIST_L2};
+  mw_sstable_opts_t o = {.vindexes = &vx, .n_vindexes = 1, .dir_name = "abc_gen_1"};
+  mw_sstable_t sst = {0};
+  mw_err_t err = {0};
+  int rc = mw_sstable_build(&x.s, x.bp, 3, 1, &o, &sst, &err);
+  if (rc != 0) fail_msg("build: %d %s", rc, err.msg);
+  assert_int_equal(sst.n_vindexes_built, 1);
+  mw_sstable_free(&sst);
+  mw_sstable_vindex_hook_for_tests = truncate_aux;
+  mw_sstable_job_t *j;
+  assert_int_equal(mw_sstable_job_begin(&x.s, x.bp, 3, 1, &o, &j, &err), 0);
+  for (int i = 0; i < MW_SSTABLE_PARTS - 1; i++) assert_int_equal(mw_sstable_job_run(j, i, &err), 0);
+  rc = mw_sstable_job_run(j, MW_SSTABLE_PART_INDEX, &err);
+  mw_sstable_vindex_hook_for_tests = NULL;
+  assert_int_equal(rc, -EBADMSG);
+  assert_true(mw_sstable_job_refused(j));
+  if (strstr(err.msg, "read-back of abc_gen_1/_indices refused: auxiliary.idx") == NULL)
+    fail_msg("the refusal reads: %s", err.msg);
+  mw_sstable_job_free(j);
+  fixture_free(&x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_layout_reads_back),
@@ -309,6 +406,8 @@ int main(void) {
       cmocka_unit_test(test_damaged_file_refused),
       cmocka_unit_test(test_bloom_deletions_pk_index),
       cmocka_unit_test(test_sstable_build_reads_back),
+      cmocka_unit_test(test_vindex_reads_back),
+      cmocka_unit_test(test_sstable_vindex_reads_back),
   };
   return tu_run_group(tests, NULL, NULL);
 }
