@@ -105,7 +105,7 @@ static bool run_equal(const mw_field_t *f, const mw_column_t *a, int64_t ai, con
         if (!rows_equal(&f->children[i], &a->children[i], ai, &b->children[i], bi, n)) return false;
       return true;
   }
-  assert(0 && "readback: a field of no layout");
+  assert(!"readback: a field of no layout");
   return false;
 }
 
@@ -124,7 +124,8 @@ static bool fixed_equal(const uint8_t *a, const uint8_t *b, size_t w) {
 /* The validity of rows [i, i+n) of c, n <= 64, as bits 0..n-1 (all ones
  * without a bitmap). Bits past the column's length are never read as rows. */
 static uint64_t valid_bits(const mw_column_t *c, int64_t i, int64_t n) {
-  assert(n > 0 && n <= 64);
+  assert(n > 0);
+  assert(n <= 64);
   uint64_t mask = n == 64 ? ~0ull : (1ull << n) - 1;
   if (c->validity.len == 0) return mask;
   size_t byte = (size_t)(i >> 3), have = c->validity.len - byte;
@@ -166,8 +167,10 @@ static bool valid_rows_equal(const mw_field_t *f, const mw_column_t *a, int64_t 
  * time when either side has nulls. */
 static bool rows_equal(const mw_field_t *f, const mw_column_t *a, int64_t ai, const mw_column_t *b,
                        int64_t bi, int64_t n) {
-  assert(ai >= 0 && ai + n <= a->length);
-  assert(bi >= 0 && bi + n <= b->length);
+  assert(ai >= 0);
+  assert(ai + n <= a->length);
+  assert(bi >= 0);
+  assert(bi + n <= b->length);
   if (n == 0) return true;
   if (a->null_count == 0 && b->null_count == 0) return run_equal(f, a, ai, b, bi, n);
   for (int64_t r = 0; r < n; r += 64) {
@@ -198,7 +201,7 @@ static int column_check(const mw_field_t *f, size_t c, const mw_column_t *got,
                         : vw     ? "written as a value, read back as null"
                                  : "written as null, read back as a value");
     }
-    assert(0 && "readback: a batch differs but none of its rows");
+    assert(!"readback: a batch differs but none of its rows");
     return mw_err_set(err, -EBADMSG, "read-back of %s refused: column '%s' rows %" PRId64 "..%" PRId64 " differ",
                       name, f->name, at, at + want->length - 1);
   }
@@ -231,7 +234,8 @@ static int shape_check(const mw_datafile_t *df, const mw_schema_t *schema, int64
 
 int mw_readback_data_file(const mw_schema_t *schema, const mw_batch_t *const *batches, size_t n,
                           const uint8_t *data, size_t len, const char *name, mw_err_t *err) {
-  assert(schema != NULL && name != NULL);
+  assert(schema != NULL);
+  assert(name != NULL);
   assert(batches != NULL || n == 0);
   int64_t rows = 0;
   uint64_t source_bytes = 0; /* caps a column's decode (a corrupt size) */
@@ -391,8 +395,11 @@ static int pk_lookup_check(const mw_field_t *pk, const mw_column_t *vals, const 
 
 int mw_readback_pk_index(const mw_field_t *pk, const mw_column_t *keys, const mw_buf_t *page_data,
                          const mw_buf_t *page_lookup, const char *dir, mw_err_t *err) {
-  assert(pk != NULL && keys != NULL && dir != NULL);
-  assert(page_data != NULL && page_lookup != NULL);
+  assert(pk != NULL);
+  assert(keys != NULL);
+  assert(dir != NULL);
+  assert(page_data != NULL);
+  assert(page_lookup != NULL);
   char dname[160], lname[160];
   snprintf(dname, sizeof dname, "%s/_pk_index/" MW_PK_INDEX_DATA_FILE, dir);
   snprintf(lname, sizeof lname, "%s/_pk_index/" MW_PK_INDEX_LOOKUP_FILE, dir);
