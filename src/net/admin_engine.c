@@ -375,30 +375,6 @@ static void start_flush(mw_fe_admin_t *a, op_t *o, int argc, const char *const *
 
 /* ------------------------------------------------------------ fault (tests) */
 
-static int parse_errno(const char *v) {
-  static const struct { const char *name; int e; } names[] = {
-      {"EIO", EIO}, {"ENOSPC", ENOSPC}, {"EDQUOT", EDQUOT}, {"EROFS", EROFS},
-      {"EACCES", EACCES}, {"EPERM", EPERM}, {"ENOMEM", ENOMEM}, {"EAGAIN", EAGAIN}};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (strcmp(v, names[i].name) == 0) return names[i].e;
-  char *end;
-  long x = strtol(v, &end, 10);
-  return (*v && !*end && x > 0 && x < 4096) ? (int)x : -EINVAL;
-}
-
-static int parse_steps(const mw_storage_t *st, const char *v, uint32_t *mask) {
-  char tmp[256];
-  snprintf(tmp, sizeof tmp, "%s", v);
-  *mask = 0;
-  char *save = NULL;
-  for (char *w = strtok_r(tmp, "+|", &save); w; w = strtok_r(NULL, "+|", &save)) {
-    int k = mw_storage_step_parse(st, w);
-    if (k < 0) return -EINVAL;
-    *mask |= MW_STEP_BIT(k);
-  }
-  return 0;
-}
-
 /* `fault TABLE set k=v[,k=v...]` / `fault TABLE clear`: change the table
  * storage's fault injection at run time. Only when the daemon runs with
  * MEMWALD_TEST_FAULTS=1. The hooks installed at start (on_step, the
@@ -416,43 +392,28 @@ typedef struct fault_args {
   char target[16], shard[512];
 } fault_args_t;
 
-/* One KEY[=VALUE] (kv, its '=' cut into v: NULL without one). */
+/* One KEY[=VALUE] (kv, its '=' cut into v: NULL without one). The storage
+ * reads its own keys (mw_storage_fault_parse); the table's places are here. */
 static int fault_kv(mw_storage_t *st, fault_args_t *fa, const char *kv, const char *v,
                     mw_err_t *err) {
-  mw_storage_fault_t *f = &fa->f;
-  char *end = NULL;
-  int bad = 0;
-  if (strcmp(kv, "fsync_once") == 0 || strcmp(kv, "sync_once") == 0)
-    f->fail_sync_once = !v || strcmp(v, "0") != 0;
-  else if (!v) bad = 1;
-  else if (strcmp(kv, "nth") == 0) {
-    unsigned long long n = strtoull(v, &end, 10);
-    if (!*v || *end || n == 0) bad = 1;
-    mw_storage_health_t h;
-    mw_storage_health(st, &h);
-    f->fail_nth = h.ops_ok + h.ops_failed + mw_storage_inflight(st) + mw_storage_queued(st) + n;
-  } else if (strcmp(kv, "prefix") == 0) {
-    if (strlen(v) > MW_STORAGE_KEY_MAX_BYTES) bad = 1;
+  assert(st != NULL);
+  assert(fa != NULL);
+  int rc = mw_storage_fault_parse(st, &fa->f, kv, v, err);
+  if (rc != -ENOENT) return rc;
+  if (v == NULL && (strcmp(kv, "prefix") == 0 || strcmp(kv, "target") == 0 || strcmp(kv, "shard") == 0))
+    return mw_err_set(err, -EINVAL, "fault set: bad value for %.100s", kv);
+  if (strcmp(kv, "prefix") == 0) {
+    if (strlen(v) > MW_STORAGE_KEY_MAX_BYTES) return mw_err_set(err, -EINVAL, "fault set: bad value for prefix");
     snprintf(fa->prefix, sizeof fa->prefix, "%.1023s", v);
     fa->has_prefix = true;
   } else if (strcmp(kv, "target") == 0) {
     snprintf(fa->target, sizeof fa->target, "%.15s", v);
   } else if (strcmp(kv, "shard") == 0) {
     snprintf(fa->shard, sizeof fa->shard, "%.500s", v);
-  } else if (strcmp(kv, "errno") == 0) {
-    f->fail_errno = parse_errno(v);
-    if (f->fail_errno < 0) bad = 1;
-  } else if (strcmp(kv, "steps") == 0) {
-    if (parse_steps(st, v, &f->fail_steps) < 0) bad = 1;
-  } else if (strcmp(kv, "delay_ms") == 0) {
-    unsigned long d = strtoul(v, &end, 10);
-    if (!*v || *end || d > 600000) bad = 1;
-    f->delay_ms = (uint32_t)d;
   } else {
     return mw_err_set(err, -EINVAL, "fault set: unknown key \"%.100s\" (nth, prefix, target, "
                                     "shard, errno, steps, delay_ms, fsync_once)", kv);
   }
-  if (bad) return mw_err_set(err, -EINVAL, "fault set: bad value for %.100s", kv);
   return 0;
 }
 

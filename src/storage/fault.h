@@ -22,6 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/err.h"
+
 #include "storage/storage.h"
 
 /* Steps a backend may name (a mask is 32 bits). */
@@ -84,6 +86,13 @@ void mw_storage_fault_get(const mw_storage_t *st, mw_storage_fault_t *out);
  * command) starts from this, adds its faults and sets it, so a `set`
  * replaces the faults before it and keeps the hooks. */
 void mw_storage_fault_get_hooks(const mw_storage_t *st, mw_storage_fault_t *out);
+
+/* One KEY[=VALUE] of a fault in words (storage/fault_parse.c: nth, errno,
+ * steps, delay_ms, fsync_once/sync_once) applied to *f; value NULL when the
+ * key came without '='. -ENOENT (err untouched) for any other key, so a
+ * caller can take its own keys; -EINVAL with the key named for a bad value. */
+int mw_storage_fault_parse(const mw_storage_t *st, mw_storage_fault_t *f, const char *key, const char *value,
+                           mw_err_t *err);
 
 /* The backend's name for its step `step` ("?" when out of range), and the
  * step called `name` (-EINVAL when this backend has none by that name). */
