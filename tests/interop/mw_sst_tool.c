@@ -22,8 +22,8 @@
  *                  WAL entries it covered (same generation, listed in its
  *                  place), plus one for WAL entries no SSTable covered.
  *                  An SSTable whose manifests give it no WAL range (LanceDB
- *                  sealing at max_memtable_rows leaves replay_after behind)
- *                  takes the next entries whose rows add up to its rows.
+ *                  can leave replay_after behind) takes the next entries
+ *                  whose rows add up to its rows.
  *     The new manifest: version+1, replay_after = last WAL position,
  *     last_seen = max(old, that), current_generation = newest gen + 1.
  *
@@ -198,10 +198,11 @@ static void gather(const walset_t *w, uint64_t after, uint64_t last, const mw_ba
   *n = k;
 }
 
-/* LanceDB 0.39.0 can publish an SSTable without advancing replay_after: a
- * memtable sealed by max_memtable_rows (a 100 000-row mergeInsert fills the
- * default cap) is flushed under a manifest whose replay_after is still 0, so
- * the range (after, last] from the manifests is empty. Its WAL entries then
+/* LanceDB 0.39.0 can publish an SSTable without advancing replay_after:
+ * bench/vindex-recall.mjs's one 100 000-row mergeInsert + closeLsmWriters
+ * leaves manifest v2 with generation 1 and replay_after still 0 (at 10 000
+ * rows it is 1; why, not found), so the range (after, last] from the
+ * manifests is empty. Its WAL entries then
  * are the ones after the previous SSTable's (`covered`) whose rows add up to
  * its physical_rows; anything else is an error naming the SSTable. */
 static void cover_by_rows(const walset_t *w, uint64_t covered, si_coverage_t *c) {
