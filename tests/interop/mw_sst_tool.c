@@ -200,10 +200,10 @@ static void gather(const walset_t *w, uint64_t after, uint64_t last, const mw_ba
 
 /* LanceDB 0.39.0 can publish an SSTable without advancing replay_after:
  * bench/vindex-recall.mjs's one 100 000-row mergeInsert + closeLsmWriters
- * leaves manifest v2 with generation 1 and replay_after still 0 (at 10 000
- * rows it is 1; why, not found), so the range (after, last] from the
- * manifests is empty. Its WAL entries then
- * are the ones after the previous SSTable's (`covered`) whose rows add up to
+ * leaves manifest v2 with generation 1 and replay_after still 0 (1 with
+ * max_memtable_rows 200 000, or at 10 000 / 40 000 rows: reaching the
+ * default cap of 100 000 is involved), so the range (after, last] from the
+ * manifests is empty. Its WAL entries then are the ones after the previous SSTable's (`covered`) whose rows add up to
  * its physical_rows; anything else is an error naming the SSTable. */
 static void cover_by_rows(const walset_t *w, uint64_t covered, si_coverage_t *c) {
   assert(covered <= w->n);
