@@ -190,15 +190,16 @@ def all_active(sock, shards):
     return len(got) == shards and all(s == "ACTIVE" for s in got)
 
 
-def filtered(tag, db, top, m, when):
+def filtered(tag, db, top, m, when, sstables):
     """LanceDB's filtered searches on cat (vindex.mjs filter) against the
     model as it is now: where("cat = C") exact, prefiltered vector searches,
     every SSTable read through its BTree cat_idx in the plans."""
     model = os.path.join(top, f"model-{when}.json")
     m.dump(model)
-    rc, out = node("filter", db, model)
+    rc, out = node("filter", db, model, "--sstables", str(sstables))
     check(f"{tag} {when}: LanceDB's where('cat = C') and vector searches prefiltered on cat find every live row, "
-          "no stale or deleted one, and read each SSTable through its BTree cat_idx", rc == 0, "\n".join(out[:40]))
+          f"no stale or deleted one, and read each of the {sstables} SSTables through its BTree cat_idx", rc == 0,
+          "\n".join(out[:40]))
     if rc == 0:
         print("# " + out[-1])
     return model
@@ -240,7 +241,7 @@ def scenario(tmp, root, spec):
         send(port, phase_lines(m, phase, base_ids, p1_ids), f"{tag} phase {phase}")
         rc, o, e = ctl(sock, "flush", timeout=120)
         check(f"{tag} phase {phase}: memwalctl flush", rc == 0, o + e)
-        filtered(tag, db, top, m, f"after phase {phase}'s flush")
+        filtered(tag, db, top, m, f"after phase {phase}'s flush", phase * shards)
     send(port, phase_lines(m, 3, base_ids, p1_ids), f"{tag} phase 3")
     d.stop(signal.SIGKILL)
     check(f"{tag} phase 3: the daemon is killed before any flush", d.p.returncode == -signal.SIGKILL,
@@ -255,7 +256,7 @@ def scenario(tmp, root, spec):
     check(f"{tag} phase 3: memwalctl flush after the replay", rc == 0, o + e)
     rc = d.stop()
     check(f"{tag} the daemon exits 0 on SIGTERM", rc == 0, "\n".join(d.lines[-20:]))
-    model = filtered(tag, db, top, m, "after the SIGKILL, replay and flush")
+    model = filtered(tag, db, top, m, "after the SIGKILL, replay and flush", 3 * shards)
     rc, out = node("lsm", db, model)
     check(f"{tag} LanceDB's vector search finds every row memwald wrote first, never a deleted row or an old "
           f"version ({len(m.fresh)} fresh, {len(m.stale)} stale vectors, {len(m.deleted)} deleted)",
@@ -331,7 +332,7 @@ def takeover(tmp):
           "no old version", rc == 0, "\n".join(out[:40]))
     if rc == 0:
         print("# " + out[-1])
-    rc, out = node("filter", db, model)
+    rc, out = node("filter", db, model, "--sstables", "2")  # memwald's phase 1, LanceDB's flush
     check(f"{tag} after LanceDB's writer closed: LanceDB's searches filtered on cat find every live row, no stale or "
           "deleted one, each SSTable read through its BTree", rc == 0, "\n".join(out[:40]))
     if rc == 0:
@@ -348,7 +349,7 @@ def takeover(tmp):
     check(f"{tag} memwald flushes the MemTable LanceDB left", rc == 0, o + e)
     rc = d.stop()
     check(f"{tag} the daemon exits 0 on SIGTERM", rc == 0, "\n".join(d.lines[-20:]))
-    model = filtered(tag, db, top, m, "end")
+    model = filtered(tag, db, top, m, "end", 3)  # and memwald's flush of LanceDB's MemTable
     rc, out = node("lsm", db, model)
     check(f"{tag} LanceDB's vector search finds every row first (LanceDB's replayed rows through memwald's "
           f"SSTable index), no deleted row, no old version ({len(m.fresh)} fresh)", rc == 0, "\n".join(out[:40]))

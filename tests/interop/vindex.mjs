@@ -45,11 +45,12 @@
 //     kill a SIGKILL of this process (the rows stay in LanceDB's WAL). With
 //     a cat column the rows carry cat, and the filter check (without the
 //     plan) runs on the writer's handle too.
-//   node vindex.mjs filter DIR MODEL.json
+//   node vindex.mjs filter DIR MODEL.json [--sstables N]
 //     MODEL as lsm's, each row, stale and deleted entry with its cat:
 //     LanceDB's searches filtered on cat must answer exactly the model's live
 //     rows, and their plans read every SSTable through its BTree cat_idx
-//     (filterCheck below). Prints "ok ..." or the failures, exit 1.
+//     (filterCheck below); with --sstables N the plan of where() reads N
+//     SSTables. Prints "ok ..." or the failures, exit 1.
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -322,12 +323,12 @@ function sstableArms(plan) {
   return arms;
 }
 
-async function filterCheck(t, model, plan) {
+async function filterCheck(t, model, plan, want) {
   const live = new Map(model.rows.map((r) => [String(r.id), r]));
   const same = (a, b) => a !== null && b !== null && a.length === b.length && a.every((x, i) => Math.fround(x) === Math.fround(b[i]));
   const fails = [];
   const fail = (s) => { if (fails.length < 20) fails.push(s); };
-  const n = { cats: 0, matched: 0, vsearch: 0, first: 0, old: 0, answered: 0, arms: 0 };
+  const n = { cats: 0, matched: 0, vsearch: 0, first: 0, old: 0, answered: 0, arms: 0, ssts: [] };
   const cats = new Set([...model.rows, ...model.stale, ...model.deleted].map((r) => Number(r.cat)));
   for (const c of [...cats].sort((a, b) => a - b)) {
     n.cats++;
@@ -368,22 +369,26 @@ async function filterCheck(t, model, plan) {
       [`vector search prefiltered cat = ${c}`, t.vectorSearch(live.get(fresh[0]).vec).where(`cat = ${c}`).limit(10)]]) {
       const p = await q.explainPlan(true);
       const arms = sstableArms(p);
+      const ssts = new Set(arms.map((arm) => arm.match(/_mem_wal\/[^/]+\/[^/]+/)?.[0]));
       n.arms += arms.length;
+      n.ssts.push(ssts.size);
       const bad = arms.filter((arm) => !arm.includes("@cat_idx(BTree)"));
       if (arms.length === 0 || bad.length) fail(`${what}: ${arms.length} SSTable reads, ${bad.length} not through BTree cat_idx:\n${p}`);
+      /* where() reads every SSTable (a vector search may leave some out) */
+      if (what.startsWith("where") && want !== undefined && ssts.size !== want) fail(`${what}: the plan reads ${ssts.size} SSTables, want ${want}:\n${p}`);
     }
   }
   if (fresh.length === 0) fails.push("no fresh row to search for");
   return { fails, line: `${n.cats} cats: where cat = C answered ${n.matched} rows, exactly the live ones; ${n.vsearch} prefiltered ` +
     `vector searches found their row first ${n.first}; ${n.old} old versions never answered; ${n.answered} answers checked` +
-    (plan ? `; ${n.arms} SSTable reads in the plans, each through BTree cat_idx` : "") };
+    (plan ? `; the plans read ${n.ssts.join(" and ")} SSTables (where, vector search), ${n.arms} reads, each through BTree cat_idx` : "") };
 }
 
 async function filter() {
   const model = JSON.parse(fs.readFileSync(args[0], "utf8"));
   const db = await connect(dir);
   const t = await db.openTable("t");
-  const r = await filterCheck(t, model, true);
+  const r = await filterCheck(t, model, true, opt.sstables === undefined ? undefined : Number(opt.sstables));
   t.close();
   report("", r);
 }
