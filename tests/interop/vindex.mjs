@@ -299,16 +299,6 @@ function batchOf(schema, d, rows) {
   return new arrow.Table(schema, [new arrow.RecordBatch(schema, data)]);
 }
 
-// LanceDB's filtered searches on cat (a BTree maintained by the write spec)
-// on table handle t, against MODEL (rows carry cat; stale and deleted
-// entries carry the cat they had): query().where("cat = C") answers exactly
-// the live rows whose cat is C, for every C any row ever had; a vector
-// search of a fresh row's vector prefiltered on its cat answers that row
-// first, and each answer is live, with the model's cat and vector; a stale
-// or deleted vector prefiltered on its old cat never answers its row with
-// that cat or vector. With plan, the plan of where("cat = C") and of the
-// prefiltered vector search reads every SSTable (each _mem_wal data file
-// of the plan) through a BTree cat_idx: the index is used, not a scan.
 // The SSTable arms of a plan: each line that reads a _mem_wal data file
 // with the lines indented below it (its inputs), as one text.
 function sstableArms(plan) {
@@ -323,6 +313,17 @@ function sstableArms(plan) {
   return arms;
 }
 
+// LanceDB's filtered searches on cat (a BTree maintained by the write spec)
+// on table handle t, against MODEL (rows carry cat; stale and deleted
+// entries carry the cat they had): query().where("cat = C") answers exactly
+// the live rows whose cat is C, for every C any row ever had; a vector
+// search of a fresh row's vector prefiltered on its cat answers that row
+// first, and each answer is live, with the model's cat and vector; a stale
+// or deleted vector prefiltered on its old cat never answers its row with
+// that cat or vector. With plan, the plan of where("cat = C") and of the
+// prefiltered vector search reads every SSTable (each _mem_wal data file
+// of the plan) through a BTree cat_idx: the index is used, not a scan;
+// with want, the plan of where() reads that many distinct SSTables.
 async function filterCheck(t, model, plan, want) {
   const live = new Map(model.rows.map((r) => [String(r.id), r]));
   const same = (a, b) => a !== null && b !== null && a.length === b.length && a.every((x, i) => Math.fround(x) === Math.fround(b[i]));
@@ -379,9 +380,9 @@ async function filterCheck(t, model, plan, want) {
     }
   }
   if (fresh.length === 0) fails.push("no fresh row to search for");
-  return { fails, line: `${n.cats} cats: where cat = C answered ${n.matched} rows, exactly the live ones; ${n.vsearch} prefiltered ` +
-    `vector searches found their row first ${n.first}; ${n.old} old versions never answered; ${n.answered} answers checked` +
-    (plan ? `; the plans read ${n.ssts.join(" and ")} SSTables (where, vector search), ${n.arms} reads, each through BTree cat_idx` : "") };
+  return { fails, line: `${n.cats} cats: where cat = C answered ${n.matched} rows (model: ${model.rows.length}); ${n.vsearch} ` +
+    `prefiltered vector searches found their row first ${n.first}; ${n.old} old versions searched; ${n.answered} answers checked` +
+    (plan ? `; the plans read ${n.ssts.join(" and ")} SSTables (where, vector search) in ${n.arms} reads` : "") };
 }
 
 async function filter() {
