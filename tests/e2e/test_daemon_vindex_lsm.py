@@ -5,10 +5,12 @@ table memwald writes inserts, vector updates and deletes to.
   test_daemon_vindex_lsm.py MEMWALD MEMWALCTL [--s3 | --takeover]
 
 For the unsharded and the bucket(id, 4) write spec: LanceDB 0.39.0 makes a
-table {id int64 PK, vec fixed_size_list<float32, 32>} of 512 base rows with
-`createIndex("vec")` (its default: IVF_PQ, l2) and the default LSM write
-spec (`maintainedIndexes` omitted: the index is maintained), through
-tests/interop/vindex.mjs make. memwald (claim = eager) then writes:
+table {id int64 PK, vec fixed_size_list<float32, 32>, cat int64} of 512 base
+rows with `createIndex("vec")` (its default: IVF_PQ, l2), a BTree index on
+cat and the default LSM write spec (`maintainedIndexes` omitted: both
+indexes are maintained), through tests/interop/vindex.mjs make --cat. Every
+row memwald writes carries a cat (an update usually changes it). memwald
+(claim = eager) then writes:
 
   phase 1  inserts, updates of base rows (same id, a new vector), deletes
            of base rows; SYNC, `memwalctl flush`
@@ -26,7 +28,13 @@ memwald wrote by its own vector first, never answer a deleted row, and
 answer every row with its current vector (never the version an update
 replaced, whose vector is searched for too). memwal-inspect must decode and
 verify the table (each SSTable's vector index names every vector row of its
-data file). --s3 (through tests/s3/with-s3.sh): the table lives in a bucket
+data file). After each flush (phases 1 and 2, and after the replay),
+LanceDB's searches filtered on cat (vindex.mjs filter) must answer exactly
+the model's live rows: where("cat = C") for every cat any row had, vector
+searches of fresh rows prefiltered on their cat (the row first, every answer
+live with its current cat and vector), old versions prefiltered on their old
+cat never answered; and the plans must read every SSTable through its BTree
+cat_idx (memwald's per-SSTable BTree is used, not a scan). --s3 (through tests/s3/with-s3.sh): the table lives in a bucket
 of its own on radosgw. Synchronisation by the daemon's replies, log lines
 and status.
 
@@ -36,10 +44,11 @@ in its WAL only). LanceDB's own writer then writes (vindex.mjs lance-write):
 its first write claims the shard and replays memwald's WAL; on the writer's
 handle, and after its closeLsmWriters on a new one, LanceDB's vector search
 must find every row (memwald's SSTables through the indexes memwald wrote,
-the replayed rows, LanceDB's own). Then a second LanceDB writer writes and
+the replayed rows, LanceDB's own), and so must its searches filtered on cat
+(with the plan check once the writer closed). Then a second LanceDB writer writes and
 is SIGKILLed (its MemTable left in its WAL); memwald restarts, claims the
-shard, replays LanceDB's WAL and flushes it with its index: LanceDB's
-search finds every row again. TAP.
+shard, replays LanceDB's WAL and flushes it with its indexes: LanceDB's
+search, plain and filtered on cat, finds every row again. TAP.
 """
 import json
 import os
@@ -61,6 +70,7 @@ SRC = os.environ.get("MW_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "
 VINDEX = os.path.join(SRC, "tests", "interop", "vindex.mjs")
 DIM = 32
 BASE_ROWS = 512
+NCAT = 12  # base rows: cat = id % NCAT (vindex.mjs make --cat); writes: cat in 0..NCAT+3
 
 
 def node(*args, timeout=600):
@@ -76,6 +86,7 @@ class Model:
 
     def __init__(self, base, seed):
         self.live = {int(r["id"]): r["vec"] for r in base}
+        self.cat = {int(r["id"]): int(r["cat"]) for r in base}
         self.fresh, self.stale, self.deleted = set(), [], []
         self.rnd = random.Random(seed)
         self.next_id = 100000
@@ -85,12 +96,12 @@ class Model:
                 for _ in range(DIM)]
 
     def upsert(self, i, lines):
-        v = self.vec()
+        v, c = self.vec(), self.rnd.randrange(NCAT + 4)
         if i in self.live:
-            self.stale.append({"id": i, "vec": self.live[i]})
-        self.live[i] = v
+            self.stale.append({"id": i, "vec": self.live[i], "cat": self.cat[i]})
+        self.live[i], self.cat[i] = v, c
         self.fresh.add(i)
-        lines.append(json.dumps({"id": i, "vec": v}))
+        lines.append(json.dumps({"id": i, "vec": v, "cat": c}))
 
     def insert(self, lines):
         self.next_id += 1
@@ -98,7 +109,7 @@ class Model:
         return self.next_id
 
     def delete(self, i, lines):
-        self.deleted.append({"id": i, "vec": self.live.pop(i)})
+        self.deleted.append({"id": i, "vec": self.live.pop(i), "cat": self.cat.pop(i)})
         self.fresh.discard(i)
         lines.append("DEL " + json.dumps({"id": i}))
 
@@ -109,10 +120,10 @@ class Model:
         # a stale vector that is some live row's current one (never, with
         # random vectors) would make "never answers the old version" moot
         with open(path, "w") as f:
-            json.dump({"rows": [{"id": str(i), "vec": v} for i, v in self.live.items()],
+            json.dump({"rows": [{"id": str(i), "vec": v, "cat": self.cat[i]} for i, v in self.live.items()],
                        "fresh": [str(i) for i in sorted(self.fresh)],
-                       "stale": [{"id": str(r["id"]), "vec": r["vec"]} for r in self.stale],
-                       "deleted": [{"id": str(r["id"]), "vec": r["vec"]} for r in self.deleted]}, f)
+                       "stale": [{"id": str(r["id"]), "vec": r["vec"], "cat": r["cat"]} for r in self.stale],
+                       "deleted": [{"id": str(r["id"]), "vec": r["vec"], "cat": r["cat"]} for r in self.deleted]}, f)
 
 
 def phase_lines(m, phase, base_ids, p1_ids):
@@ -179,6 +190,21 @@ def all_active(sock, shards):
     return len(got) == shards and all(s == "ACTIVE" for s in got)
 
 
+def filtered(tag, db, top, m, when, sstables):
+    """LanceDB's filtered searches on cat (vindex.mjs filter) against the
+    model as it is now: where("cat = C") exact, prefiltered vector searches,
+    every SSTable read through its BTree cat_idx in the plans."""
+    model = os.path.join(top, f"model-{when}.json")
+    m.dump(model)
+    rc, out = node("filter", db, model, "--sstables", str(sstables))
+    check(f"{tag} {when}: LanceDB's where('cat = C') and vector searches prefiltered on cat find every live row, "
+          f"no stale or deleted one, and read each of the {sstables} SSTables through its BTree cat_idx", rc == 0,
+          "\n".join(out[:40]))
+    if rc == 0:
+        print("# " + out[-1])
+    return model
+
+
 def scenario(tmp, root, spec):
     tag = f"[{spec}{' on S3' if S3 else ''}]"
     top = os.path.join(tmp, spec)
@@ -186,9 +212,10 @@ def scenario(tmp, root, spec):
     db = f"{root}/{spec}"
     made = os.path.join(top, "made.json")
     rc, out = node("make", db, "--index", "default", "--spec", spec, "--dim", str(DIM), "--base", str(BASE_ROWS),
-                   "--rows", "0", "--out", made, timeout=300)
-    check(f"{tag} LanceDB makes the table: createIndex('vec') (IVF_PQ), the default write spec maintains it",
-          rc == 0 and '"vec_idx"' in "".join(out) and "IvfPq" in "".join(out), "\n".join(out[-30:]))
+                   "--rows", "0", "--cat", "btree", "--out", made, timeout=300)
+    check(f"{tag} LanceDB makes the table: createIndex('vec') (IVF_PQ) and a BTree on cat, the default write spec "
+          "maintains both", rc == 0 and '"vec_idx"' in "".join(out) and "IvfPq" in "".join(out)
+          and '["cat_idx","BTree"]' in "".join(out), "\n".join(out[-30:]))
     if rc != 0:
         return
     shards = 4 if spec == "bucket" else 1
@@ -204,6 +231,9 @@ def scenario(tmp, root, spec):
         return
     check(f"{tag} memwald logs the maintained vector index",
           any("maintains vector index 'vec_idx' on 'vec' (l2)" in ln for ln in d.lines), "\n".join(d.lines[-20:]))
+    check(f"{tag} memwald logs the maintained BTree index",
+          any("maintains BTree index 'cat_idx' on 'cat': a BTree in every SSTable" in ln for ln in d.lines),
+          "\n".join(d.lines[-20:]))
     base = json.load(open(made))["base"]
     m = Model(base, 27 + shards)
     base_ids, p1_ids = [int(r["id"]) for r in base], []
@@ -211,6 +241,7 @@ def scenario(tmp, root, spec):
         send(port, phase_lines(m, phase, base_ids, p1_ids), f"{tag} phase {phase}")
         rc, o, e = ctl(sock, "flush", timeout=120)
         check(f"{tag} phase {phase}: memwalctl flush", rc == 0, o + e)
+        filtered(tag, db, top, m, f"after phase {phase}'s flush", phase * shards)
     send(port, phase_lines(m, 3, base_ids, p1_ids), f"{tag} phase 3")
     d.stop(signal.SIGKILL)
     check(f"{tag} phase 3: the daemon is killed before any flush", d.p.returncode == -signal.SIGKILL,
@@ -225,8 +256,7 @@ def scenario(tmp, root, spec):
     check(f"{tag} phase 3: memwalctl flush after the replay", rc == 0, o + e)
     rc = d.stop()
     check(f"{tag} the daemon exits 0 on SIGTERM", rc == 0, "\n".join(d.lines[-20:]))
-    model = os.path.join(top, "model.json")
-    m.dump(model)
+    model = filtered(tag, db, top, m, "after the SIGKILL, replay and flush", 3 * shards)
     rc, out = node("lsm", db, model)
     check(f"{tag} LanceDB's vector search finds every row memwald wrote first, never a deleted row or an old "
           f"version ({len(m.fresh)} fresh, {len(m.stale)} stale vectors, {len(m.deleted)} deleted)",
@@ -260,7 +290,7 @@ def lance_write(tag, db, top, m, n_new, n_upd, end):
               "before any flush", rc == -signal.SIGKILL and "ok on the writer's handle" in text,
               f"exit status {rc}\n" + text[-3000:])
     for ln in out:
-        if ln.startswith("ok on the writer's handle"):
+        if ln.startswith("ok ") and "on the writer's handle" in ln:
             print("# " + ln)
     return model
 
@@ -271,8 +301,9 @@ def takeover(tmp):
     os.makedirs(top)
     db, made = top, os.path.join(top, "made.json")
     rc, out = node("make", db, "--index", "default", "--dim", str(DIM), "--base", str(BASE_ROWS), "--rows", "0",
-                   "--out", made, timeout=300)
-    check(f"{tag} LanceDB makes the table (createIndex('vec'), the default write spec)", rc == 0, "\n".join(out[-30:]))
+                   "--cat", "btree", "--out", made, timeout=300)
+    check(f"{tag} LanceDB makes the table (createIndex('vec'), a BTree on cat, the default write spec)",
+          rc == 0 and '["cat_idx","BTree"]' in "".join(out), "\n".join(out[-30:]))
     if rc != 0:
         return
     conf, sock = os.path.join(top, "memwald.conf"), os.path.join(top, "admin.sock")
@@ -301,6 +332,11 @@ def takeover(tmp):
           "no old version", rc == 0, "\n".join(out[:40]))
     if rc == 0:
         print("# " + out[-1])
+    rc, out = node("filter", db, model, "--sstables", "2")  # memwald's phase 1, LanceDB's flush
+    check(f"{tag} after LanceDB's writer closed: LanceDB's searches filtered on cat find every live row, no stale or "
+          "deleted one, each SSTable read through its BTree", rc == 0, "\n".join(out[:40]))
+    if rc == 0:
+        print("# " + out[-1])
     lance_write(tag, db, top, m, 50, 20, "kill")
     d, port = start(conf)
     ok = port is not None and poll(lambda: all_active(sock, 1), 120, interval=0.05)
@@ -313,8 +349,7 @@ def takeover(tmp):
     check(f"{tag} memwald flushes the MemTable LanceDB left", rc == 0, o + e)
     rc = d.stop()
     check(f"{tag} the daemon exits 0 on SIGTERM", rc == 0, "\n".join(d.lines[-20:]))
-    model = os.path.join(top, "model-end.json")
-    m.dump(model)
+    model = filtered(tag, db, top, m, "end", 3)  # and memwald's flush of LanceDB's MemTable
     rc, out = node("lsm", db, model)
     check(f"{tag} LanceDB's vector search finds every row first (LanceDB's replayed rows through memwald's "
           f"SSTable index), no deleted row, no old version ({len(m.fresh)} fresh)", rc == 0, "\n".join(out[:40]))

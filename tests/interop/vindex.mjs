@@ -4,7 +4,7 @@
 // mw_sst_tool).
 //
 //   node vindex.mjs make DIR --distance l2|cosine|dot --index ivfpq|hnswsq|default
-//       [--dim D] [--base N] [--rows N] [--nulls K] [--spec unsharded|bucket]
+//       [--dim D] [--base N] [--rows N] [--nulls K] [--spec unsharded|bucket] [--cat btree]
 //     A table DIR/t.lance {id int64 PK, vec fixed_size_list<float32, D>}
 //     (DIR may be s3://BUCKET/PREFIX: the endpoint and keys of the
 //     environment tests/s3/with-s3.sh exports), N base rows, the base index
@@ -14,7 +14,9 @@
 //     (ids from 100000, every K-th vector
 //     null) through LanceDB's own writer, flushed by closeLsmWriters (none
 //     with --rows 0: another writer adds them and rewrites fresh.json). The
-//     fresh rows go to DIR/fresh.json.
+//     fresh rows go to DIR/fresh.json. With --cat the table has a third
+//     column cat int64 (= id % 12 in the rows made here) with a BTree index,
+//     maintained by the default write spec.
 //   node vindex.mjs search DIR [--uuid U]
 //     For every fresh row with a vector: LanceDB's default vector search
 //     (LSM routing: base index + each SSTable's index + MemTable) for 10
@@ -40,7 +42,15 @@
 //     in one mergeInsert, which takes the shard over from the writer before
 //     it (claim, fence, replay of its WAL); with --model the lsm check runs
 //     on the writer's handle; then closeLsmWriters (flush), or with --end
-//     kill a SIGKILL of this process (the rows stay in LanceDB's WAL).
+//     kill a SIGKILL of this process (the rows stay in LanceDB's WAL). With
+//     a cat column the rows carry cat, and the filter check (without the
+//     plan) runs on the writer's handle too.
+//   node vindex.mjs filter DIR MODEL.json [--sstables N]
+//     MODEL as lsm's, each row, stale and deleted entry with its cat:
+//     LanceDB's searches filtered on cat must answer exactly the model's live
+//     rows, and their plans read every SSTable through its BTree cat_idx
+//     (filterCheck below); with --sstables N the plan of where() reads N
+//     SSTables. Prints "ok ..." or the failures, exit 1.
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -70,6 +80,9 @@ function rng(seed) {
   };
 }
 
+// --cat: every row carries cat int64 = id % NCAT (base and LanceDB-made rows).
+const NCAT = 12;
+
 function batch(schema, first, n, nullEvery, next) {
   const ids = [], vecs = [];
   const flat = new Float32Array(n * dim), valid = new Uint8Array(Math.ceil(n / 8));
@@ -90,7 +103,9 @@ function batch(schema, first, n, nullEvery, next) {
     child: arrow.makeData({ type: new arrow.Float32(), length: n * dim, data: flat }),
   });
   const id = arrow.vectorFromArray(ids, new arrow.Int64()).data[0];
-  const data = arrow.makeData({ type: new arrow.Struct(schema.fields), length: n, nullCount: 0, children: [id, vec] });
+  const children = [id, vec];
+  if (schema.fields.length > 2) children.push(arrow.vectorFromArray(ids.map((i) => i % BigInt(NCAT)), new arrow.Int64()).data[0]);
+  const data = arrow.makeData({ type: new arrow.Struct(schema.fields), length: n, nullCount: 0, children });
   return { table: new arrow.Table(schema, [new arrow.RecordBatch(schema, data)]), ids, vecs };
 }
 
@@ -109,6 +124,7 @@ async function make() {
   const schema = new arrow.Schema([
     new arrow.Field("id", new arrow.Int64(), false),
     new arrow.Field("vec", new arrow.FixedSizeList(dim, new arrow.Field("item", new arrow.Float32(), true)), true),
+    ...(opt.cat ? [new arrow.Field("cat", new arrow.Int64(), true)] : []),
   ]);
   const next = rng(0x5eed + dim);
   const db = await connect(dir);
@@ -119,6 +135,7 @@ async function make() {
       : opt.index === "default" ? undefined
         : lancedb.Index.ivfPq({ distanceType: opt.distance, numPartitions: 1, numSubVectors: Math.max(1, dim / 8) });
   await t.createIndex("vec", config ? { config } : undefined);
+  if (opt.cat) await t.createIndex("cat", { config: lancedb.Index.btree() });
   await t.setUnenforcedPrimaryKey("id");
   await t.setLsmWriteSpec(opt.spec === "bucket" ? { specType: "bucket", column: "id", numBuckets: 4 } : { specType: "unsharded" });
   const spec = await t.getLsmWriteSpec();
@@ -130,7 +147,7 @@ async function make() {
   const indices = await t.listIndices();
   t.close();
   const rows = fresh.ids.map((id, i) => ({ id: id.toString(), vec: fresh.vecs[i] }));
-  const baseRows = base.ids.map((id, i) => ({ id: id.toString(), vec: base.vecs[i] }));
+  const baseRows = base.ids.map((id, i) => ({ id: id.toString(), vec: base.vecs[i], ...(opt.cat ? { cat: Number(id) % NCAT } : {}) }));
   const out = opt.out || (dir.startsWith("s3://") ? null : path.join(dir, "fresh.json"));
   if (out) fs.writeFileSync(out, JSON.stringify({ distance: opt.distance, maintained: spec.maintainedIndexes, rows, base: baseRows }));
   console.log(`made ${dir}/t.lance: ${opt.base} base rows, ${rows.length} fresh, maintained ${JSON.stringify(spec.maintainedIndexes)}, ` +
@@ -248,33 +265,137 @@ async function lanceWrite() {
   const rows = JSON.parse(fs.readFileSync(args[0], "utf8"));
   const db = await connect(dir);
   const t = await db.openTable("t");
-  const d = (await t.schema()).fields[1].type.listSize; /* its arrow module is not ours: the schema anew */
+  const theirs = (await t.schema()).fields; /* its arrow module is not ours: the schema anew */
+  const d = theirs[1].type.listSize;
   const schema = new arrow.Schema([
     new arrow.Field("id", new arrow.Int64(), false),
     new arrow.Field("vec", new arrow.FixedSizeList(d, new arrow.Field("item", new arrow.Float32(), true)), true),
+    ...(theirs.length > 2 ? [new arrow.Field("cat", new arrow.Int64(), true)] : []),
   ]);
   const table = batchOf(schema, d, rows);
   await t.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(table);
   console.log(`ok LanceDB's writer wrote ${rows.length} rows`);
-  if (opt.model) report("on the writer's handle: ", await lsmCheck(t, JSON.parse(fs.readFileSync(opt.model, "utf8"))));
+  if (opt.model) {
+    const model = JSON.parse(fs.readFileSync(opt.model, "utf8"));
+    report("on the writer's handle: ", await lsmCheck(t, model));
+    if (theirs.length > 2) report("filtered, on the writer's handle: ", await filterCheck(t, model, false));
+  }
   if (opt.end === "kill") process.kill(process.pid, "SIGKILL");
   await t.closeLsmWriters();
   t.close();
   console.log("ok LanceDB's writer closed (flushed)");
 }
 
-// An Arrow table of rows [{id, vec}] (no null vector) in schema's layout.
+// An Arrow table of rows [{id, vec[, cat]}] (no null vector) in schema's layout.
 function batchOf(schema, d, rows) {
   const flat = new Float32Array(rows.length * d);
   rows.forEach((r, i) => flat.set(r.vec, i * d));
   const vec = arrow.makeData({ type: schema.fields[1].type, length: rows.length, nullCount: 0,
     child: arrow.makeData({ type: new arrow.Float32(), length: rows.length * d, data: flat }) });
   const id = arrow.vectorFromArray(rows.map((r) => BigInt(r.id)), new arrow.Int64()).data[0];
-  const data = arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.length, nullCount: 0, children: [id, vec] });
+  const children = [id, vec];
+  if (schema.fields.length > 2) children.push(arrow.vectorFromArray(rows.map((r) => BigInt(r.cat)), new arrow.Int64()).data[0]);
+  const data = arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.length, nullCount: 0, children });
   return new arrow.Table(schema, [new arrow.RecordBatch(schema, data)]);
 }
 
+// The SSTable arms of a plan: each line that reads a _mem_wal data file
+// with the lines indented below it (its inputs), as one text.
+function sstableArms(plan) {
+  const lines = plan.split("\n"), indent = (l) => l.length - l.trimStart().length;
+  const arms = [];
+  lines.forEach((l, i) => {
+    if (!l.includes("_mem_wal")) return;
+    let j = i + 1;
+    while (j < lines.length && lines[j].trim() !== "" && indent(lines[j]) > indent(l)) j++;
+    arms.push(lines.slice(i, j).join("\n"));
+  });
+  return arms;
+}
+
+// LanceDB's filtered searches on cat (a BTree maintained by the write spec)
+// on table handle t, against MODEL (rows carry cat; stale and deleted
+// entries carry the cat they had): query().where("cat = C") answers exactly
+// the live rows whose cat is C, for every C any row ever had; a vector
+// search of a fresh row's vector prefiltered on its cat answers that row
+// first, and each answer is live, with the model's cat and vector; a stale
+// or deleted vector prefiltered on its old cat never answers its row with
+// that cat or vector. With plan, the plan of where("cat = C") and of the
+// prefiltered vector search reads every SSTable (each _mem_wal data file
+// of the plan) through a BTree cat_idx: the index is used, not a scan;
+// with want, the plan of where() reads that many distinct SSTables.
+async function filterCheck(t, model, plan, want) {
+  const live = new Map(model.rows.map((r) => [String(r.id), r]));
+  const same = (a, b) => a !== null && b !== null && a.length === b.length && a.every((x, i) => Math.fround(x) === Math.fround(b[i]));
+  const fails = [];
+  const fail = (s) => { if (fails.length < 20) fails.push(s); };
+  const n = { cats: 0, matched: 0, vsearch: 0, first: 0, old: 0, answered: 0, arms: 0, ssts: [] };
+  const cats = new Set([...model.rows, ...model.stale, ...model.deleted].map((r) => Number(r.cat)));
+  for (const c of [...cats].sort((a, b) => a - b)) {
+    n.cats++;
+    const want = model.rows.filter((r) => Number(r.cat) === c).map((r) => String(r.id)).sort();
+    const got = (await t.query().where(`cat = ${c}`).select(["id"]).limit(100000).toArray()).map((r) => String(r.id)).sort();
+    n.matched += got.length;
+    if (got.join() !== want.join()) {
+      const extra = got.filter((i) => !want.includes(i)), missing = want.filter((i) => !got.includes(i));
+      fail(`where cat = ${c}: ${got.length} rows, want ${want.length}; missing [${missing.slice(0, 8)}], extra (stale or deleted) [${extra.slice(0, 8)}]`);
+    }
+  }
+  const answers = async (v, c, what) => {
+    const got = await t.vectorSearch(v).distanceType("l2").where(`cat = ${c}`).select(["id", "vec", "cat"]).limit(10).toArray();
+    for (const r of got) {
+      n.answered++;
+      const id = String(r.id), m = live.get(id);
+      if (!m) fail(`${what}: answered row ${id}, which is deleted`);
+      else if (Number(r.cat) !== c || Number(m.cat) !== c) fail(`${what}: answered row ${id} with cat ${r.cat}, whose cat is ${m.cat}`);
+      else if (!same(m.vec, r.vec ? Array.from(r.vec) : null)) fail(`${what}: answered row ${id} with a stale vector`);
+    }
+    return got.map((r) => String(r.id));
+  };
+  const fresh = model.fresh.map(String).filter((id) => live.has(id));
+  for (const id of fresh.filter((_, i) => i % Math.max(1, Math.floor(fresh.length / 40)) === 0)) {
+    const r = live.get(id);
+    n.vsearch++;
+    const got = await answers(r.vec, Number(r.cat), `fresh row ${id} prefiltered cat = ${r.cat}`);
+    if (got[0] === id) n.first++;
+    else fail(`fresh row ${id} prefiltered cat = ${r.cat}: first of 10 is ${got[0] ?? "none"}`);
+  }
+  for (const r of [...model.stale.slice(-20), ...model.deleted.slice(-20)]) {
+    n.old++;
+    await answers(r.vec, Number(r.cat), `old version of row ${r.id} prefiltered cat = ${r.cat}`); /* checked per answer */
+  }
+  if (plan) {
+    const c = Number(live.get(fresh[0]).cat);
+    for (const [what, q] of [[`where cat = ${c}`, t.query().where(`cat = ${c}`)],
+      [`vector search prefiltered cat = ${c}`, t.vectorSearch(live.get(fresh[0]).vec).where(`cat = ${c}`).limit(10)]]) {
+      const p = await q.explainPlan(true);
+      const arms = sstableArms(p);
+      const ssts = new Set(arms.map((arm) => arm.match(/_mem_wal\/[^/]+\/[^/]+/)?.[0]));
+      n.arms += arms.length;
+      n.ssts.push(ssts.size);
+      const bad = arms.filter((arm) => !arm.includes("@cat_idx(BTree)"));
+      if (arms.length === 0 || bad.length) fail(`${what}: ${arms.length} SSTable reads, ${bad.length} not through BTree cat_idx:\n${p}`);
+      /* where() reads every SSTable (a vector search may leave some out) */
+      if (what.startsWith("where") && want !== undefined && ssts.size !== want) fail(`${what}: the plan reads ${ssts.size} SSTables, want ${want}:\n${p}`);
+    }
+  }
+  if (fresh.length === 0) fails.push("no fresh row to search for");
+  return { fails, line: `${n.cats} cats: where cat = C answered ${n.matched} rows (model: ${model.rows.length}); ${n.vsearch} ` +
+    `prefiltered vector searches found their row first ${n.first}; ${n.old} old versions searched; ${n.answered} answers checked` +
+    (plan ? `; the plans read ${n.ssts.join(" and ")} SSTables (where, vector search) in ${n.arms} reads` : "") };
+}
+
+async function filter() {
+  const model = JSON.parse(fs.readFileSync(args[0], "utf8"));
+  const db = await connect(dir);
+  const t = await db.openTable("t");
+  const r = await filterCheck(t, model, true, opt.sstables === undefined ? undefined : Number(opt.sstables));
+  t.close();
+  report("", r);
+}
+
 if (cmd === "make") await make();
+else if (cmd === "filter") await filter();
 else if (cmd === "search") await search();
 else if (cmd === "lsm") await lsm();
 else if (cmd === "lance-write") await lanceWrite();
