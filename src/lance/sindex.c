@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "lance/datafile.h"
-#include "lance/pbwire.h"
+#include "lance/sst_index_entry.h"
 #include "lance/pk_index.h"
 
 int mw_sindex_build(const mw_field_t *field, const mw_column_t *col, mw_buf_t *data, mw_buf_t *lookup,
@@ -36,46 +36,18 @@ int mw_sindex_build(const mw_field_t *field, const mw_column_t *col, mw_buf_t *d
 
 /* ------------------------------------------------------------ the entry */
 
-/* IndexFile {path = 1, size_bytes = 2} as field 10 of IndexMetadata. */
-static int put_file(mw_buf_t *out, const char *path, uint64_t bytes) {
-  mw_buf_t f = MW_BUF_INIT;
-  int rc = mw_pb_put_len(&f, 1, path, strlen(path));
-  if (rc == 0) rc = mw_pb_put_varint(&f, 2 << 3);
-  if (rc == 0) rc = mw_pb_put_varint(&f, bytes);
-  if (rc == 0) rc = mw_pb_put_len(out, 10, f.data, f.len);
-  mw_buf_free(&f);
-  return rc;
-}
-
 int mw_sindex_entry_encode(const uint8_t uuid[16], const char *name, int32_t field_id, uint64_t created_at_ms,
                            uint64_t data_bytes, uint64_t lookup_bytes, mw_buf_t *out, mw_err_t *err) {
   assert(uuid != NULL);
   assert(name != NULL);
   assert(out != NULL);
-  /* roaring portable serialization of {0} (the SSTable's one fragment) */
-  static const uint8_t frag0[] = {0x3a, 0x30, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0};
   if (field_id < 0 || name[0] == '\0')
     return mw_err_set(err, -EINVAL, "BTree index entry: field id %d, name '%s'", field_id, name);
-  mw_buf_t u = MW_BUF_INIT, f = MW_BUF_INIT, any = MW_BUF_INIT;
-  size_t base = out->len;
-  int rc = mw_pb_put_len(&u, 1, uuid, 16);
-  if (rc == 0) rc = mw_pb_put_varint(&f, (uint64_t)field_id);
-  if (rc == 0) rc = mw_pb_put_len(&any, 1, MW_SINDEX_DETAILS_URL, strlen(MW_SINDEX_DETAILS_URL));
-  if (rc == 0) rc = mw_pb_put_len(out, 1, u.data, u.len);
-  if (rc == 0) rc = mw_pb_put_len(out, 2, f.data, f.len);
-  if (rc == 0) rc = mw_pb_put_len(out, 3, name, strlen(name));
-  if (rc == 0) rc = mw_buf_append(out, (const uint8_t[]){4 << 3, 1}, 2); /* dataset_version 1 */
-  if (rc == 0) rc = mw_pb_put_len(out, 5, frag0, sizeof frag0);
-  if (rc == 0) rc = mw_pb_put_len(out, 6, any.data, any.len);
-  if (rc == 0) rc = mw_buf_append(out, (const uint8_t[]){7 << 3, 0}, 2); /* index_version 0, present */
-  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, 8 << 3);
-  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, created_at_ms);
-  if (rc == 0) rc = put_file(out, MW_SINDEX_DATA_FILE, data_bytes);
-  if (rc == 0) rc = put_file(out, MW_SINDEX_LOOKUP_FILE, lookup_bytes);
-  mw_buf_free(&u);
-  mw_buf_free(&f);
-  mw_buf_free(&any);
-  if (rc < 0) out->len = base;
+  mw_sst_index_entry_t e = {.uuid = uuid, .name = name, .field_id = field_id, .dataset_version = 1,
+                        .index_version = 0, .created_at_ms = created_at_ms, .details_url = MW_SINDEX_DETAILS_URL,
+                        .n_files = 2, .file_paths = {MW_SINDEX_DATA_FILE, MW_SINDEX_LOOKUP_FILE},
+                        .file_bytes = {data_bytes, lookup_bytes}};
+  int rc = mw_sst_index_entry_encode(&e, out);
   return rc < 0 ? mw_err_set(err, rc, "BTree index entry: out of memory") : 0;
 }
 

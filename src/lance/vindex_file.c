@@ -37,6 +37,7 @@
 #include "file2.pb-c.h"
 #include "google/protobuf/any.pb-c.h"
 #include "lance/batch.h"
+#include "lance/sst_index_entry.h"
 #include "lance/pbwire.h"
 #include "lance/fullzip.h"
 #include "lance/lance_schema.h"
@@ -108,30 +109,11 @@ int mw_vindex_entry_encode(const uint8_t uuid[16], const char *name, int32_t fie
   assert(uuid != NULL);
   assert(name != NULL);
   assert(out != NULL);
-  /* roaring portable serialization of {0}: cookie 12346, one container
-   * (key 0, cardinality 1), offset 16, the value 0 */
-  static const uint8_t frag0[] = {0x3a, 0x30, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0};
   if (field_id < 0 || strlen(name) == 0)
     return mw_err_set(err, -EINVAL, "vector index entry: field id %d, name '%s'", field_id, name);
-  mw_buf_t u = MW_BUF_INIT, f = MW_BUF_INIT, any = MW_BUF_INIT;
-  size_t base = out->len;
-  int rc = mw_pb_put_len(&u, 1, uuid, 16);
-  if (rc == 0) rc = mw_pb_put_varint(&f, (uint64_t)field_id);
-  if (rc == 0) rc = mw_pb_put_len(&any, 1, MW_VINDEX_DETAILS_URL, strlen(MW_VINDEX_DETAILS_URL));
-  if (rc == 0) rc = mw_pb_put_len(out, 1, u.data, u.len);
-  if (rc == 0) rc = mw_pb_put_len(out, 2, f.data, f.len);
-  if (rc == 0) rc = mw_pb_put_len(out, 3, name, strlen(name));
-  if (rc == 0) rc = mw_pb_put_varint(out, 4 << 3);
-  if (rc == 0) rc = mw_pb_put_varint(out, dataset_version);
-  if (rc == 0) rc = mw_pb_put_len(out, 5, frag0, sizeof frag0);
-  if (rc == 0) rc = mw_pb_put_len(out, 6, any.data, any.len);
-  if (rc == 0) rc = mw_buf_append(out, (const uint8_t[]){7 << 3, 1}, 2); /* index_version 1 */
-  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, 8 << 3);
-  if (rc == 0 && created_at_ms) rc = mw_pb_put_varint(out, created_at_ms);
-  mw_buf_free(&u);
-  mw_buf_free(&f);
-  mw_buf_free(&any);
-  if (rc < 0) out->len = base;
+  mw_sst_index_entry_t e = {.uuid = uuid, .name = name, .field_id = field_id, .dataset_version = dataset_version,
+                        .index_version = 1, .created_at_ms = created_at_ms, .details_url = MW_VINDEX_DETAILS_URL};
+  int rc = mw_sst_index_entry_encode(&e, out);
   return rc < 0 ? mw_err_set(err, rc, "vector index entry: out of memory") : 0;
 }
 
