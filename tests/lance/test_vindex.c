@@ -420,6 +420,45 @@ static void test_recall(void **state) {
 
 /* Our files decode to exactly our graph; the same input and seed give the
  * same bytes; another seed another graph. Memory stays within the plan. */
+/* The graph's bytes are pinned: the same vectors give the same links and
+ * distances on every machine. mw_distance runs as an AVX2 clone where the
+ * CPU has AVX2 and as SSE elsewhere (hnsw.c); both must give these hashes,
+ * which an SSE-only build and the AVX2 clone gave on 2026-12-07 (an -mfma
+ * build gives others). 3 000 vectors of dim 131 (not a multiple of 8: the
+ * scalar tail counts too), xorshift values in [-1, 1), default parameters. */
+static void test_graph_bytes_pinned(void **state) {
+  (void)state;
+  static const uint64_t want[3] = {0x5dc6ef2bdb0fa25cull, 0xeecee9d74fd88403ull, 0x7a33d9e907bbfc70ull};
+  const uint32_t n = 3000, dim = 131;
+  float *v = malloc((size_t)n * dim * sizeof *v);
+  assert_non_null(v);
+  uint64_t x = 7;
+  for (size_t i = 0; i < (size_t)n * dim; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v[i] = (float)((double)(x >> 40) / 16777216.0 * 2 - 1);
+  }
+  for (int d = 0; d < 3; d++) {
+    mw_hnsw_t g;
+    mw_hnsw_params_t p = {0};
+    assert_int_equal(mw_hnsw_build(&g, v, n, dim, (mw_distance_t)d, &p, NULL), 0);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over every level's links */
+    for (uint32_t i = 0; i < n; i++)
+      for (uint16_t lv = 0; lv < 7; lv++) {
+        uint32_t c = 0;
+        const mw_hnsw_link_t *l = mw_hnsw_links(&g, i, lv, &c);
+        for (uint32_t k = 0; l != NULL && k < c; k++) {
+          unsigned char b[8];
+          memcpy(b, &l[k], 8);
+          for (int j = 0; j < 8; j++) h = (h ^ b[j]) * 1099511628211ull;
+        }
+      }
+    mw_hnsw_free(&g);
+    if (h != want[d]) fail_msg("distance %s: graph hash %016llx, pinned %016llx", mw_distance_name((mw_distance_t)d),
+                               (unsigned long long)h, (unsigned long long)want[d]);
+  }
+  free(v);
+}
+
 static void test_roundtrip_determinism(void **state) {
   (void)state;
   const uint32_t n = 700, dim = 24;
@@ -787,6 +826,7 @@ int main(void) {
       cmocka_unit_test(test_ours_vs_golden),
       cmocka_unit_test(test_recall),
       cmocka_unit_test(test_roundtrip_determinism),
+      cmocka_unit_test(test_graph_bytes_pinned),
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_fullzip),
       cmocka_unit_test(test_json_double),
